@@ -1,0 +1,32 @@
+# dtype-bench: two commands do everything on a fresh machine.
+#   make smoke   set up, run the embedded default study (params/smoke.yaml), print the summary
+#   make test    set up, run the test suite (CPU, tiny models, synthetic data)
+PYTHON ?= python3
+# The torch build to install when none is present. Without an NVIDIA GPU the default is the
+# CPU build 2.13.0 (a local wheel on CI machines); with one, a plain `torch` (CUDA build).
+TORCH_SPEC ?= $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo torch; else echo torch==2.13.0; fi)
+STAMP := .setup.stamp
+
+.PHONY: setup smoke test quick configs clean-stamp
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH_SPEC)"
+	$(PYTHON) -m pip install -e ".[dev]"
+	@touch $(STAMP)
+
+test: setup
+	$(PYTHON) -m pytest -q
+
+smoke: setup
+	dtype-bench sweep params/smoke.yaml
+
+quick: setup
+	dtype-bench sweep params/quick.yaml
+
+configs: setup
+	dtype-bench configs
+
+clean-stamp:
+	rm -f $(STAMP)

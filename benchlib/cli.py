@@ -1,0 +1,145 @@
+"""``dtype-bench`` / ``python -m benchlib``: one CLI over the package.
+
+Subcommands whose code lives in other modules are dispatched lazily (``module:function``
+taking ``argv``), so ``dtype-bench configs`` does not import the analysis stack.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import sys
+import typing
+
+from .runconfig import ConfigError, RunConfig
+
+# subcommand -> (module:function, one-line help)
+LAZY = {
+    "sweep": ("benchlib.sweep:main", "run a study file (params/*.yaml) through papermill"),
+    "analyze": ("benchlib.analysis:main_analyze", "per-experiment summary tables and charts"),
+    "compare": ("benchlib.analysis:main_compare", "cross-experiment ranking flips and hypotheses"),
+    "bench": ("benchlib.bench:main", "GPU speed: benchlib vs a bare loop, per config"),
+    "scaling": ("benchlib.scaling:main", "multi-GPU scaling analysis"),
+}
+
+# seed 002's flag names -> RunConfig keys
+SEED002_FLAGS = {"dtype_config": "config", "max_steps": "steps"}
+
+
+def parse_value(name: str, text: str):
+    """Parse a command-line string by the RunConfig field's declared type."""
+    hints = typing.get_type_hints(RunConfig)
+    tp = hints[name]
+    args = typing.get_args(tp)
+    if text.lower() in ("none", "null") and type(None) in args:
+        return None
+    base = next((a for a in args if a is not type(None)), tp) if args and typing.get_origin(tp) is not typing.Literal else tp
+    try:
+        if base is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if base is int:
+            return int(text)
+        if base is float:
+            return float(text)
+        if base is dict:
+            return json.loads(text)
+    except ValueError:
+        raise ConfigError(f"--{name}: cannot read {text!r} as {getattr(base, '__name__', base)}") from None
+    return text
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    for f in dataclasses.fields(RunConfig):
+        if f.name in ("out_dir", "extra"):
+            continue
+        p.add_argument(f"--{f.name}", dest=f.name, default=None, metavar=f.name.upper(),
+                       help=(f.metadata.get("help") if f.metadata else None))
+    p.add_argument("--out", dest="out_dir", default=None, help="folder for result.json and steps.jsonl")
+    p.add_argument("--model_arch", default=None, help="seed 002: gpt2 | roberta (with --task)")
+    p.add_argument("--task", default=None, help="seed 002: clm | mlm | multilabel | singlelabel")
+    for old in SEED002_FLAGS:
+        p.add_argument(f"--{old}", dest=old, default=None, help=f"seed 002 name for --{SEED002_FLAGS[old]}")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run_config_from_args(ns: argparse.Namespace) -> RunConfig:
+    from .scenarios import scenario_for
+    d = {}
+    for f in dataclasses.fields(RunConfig):
+        v = getattr(ns, f.name, None)
+        if v is not None and f.name != "out_dir":
+            d[f.name] = parse_value(f.name, v)
+    for old, new in SEED002_FLAGS.items():
+        v = getattr(ns, old, None)
+        if v is not None:
+            d[new] = parse_value(new, v)
+    if ns.model_arch or ns.task:
+        if not (ns.model_arch and ns.task):
+            raise ConfigError("--model_arch and --task go together (seed 002), or use --scenario")
+        d["scenario"] = scenario_for(ns.model_arch, ns.task).id
+    return RunConfig.from_dict(d)
+
+
+def _cmd_run(ns: argparse.Namespace) -> int:
+    from .train import run
+    cfg = run_config_from_args(ns)
+    rec = run(cfg, out_dir=ns.out_dir, progress=not ns.quiet)
+    m = rec["metrics"]
+    print(f"{rec['run_id']}: {rec['status']}" + (f" ({rec['reason'].strip().splitlines()[-1]})" if rec["reason"] else ""))
+    if m:
+        print(f"  {m.get('quality_name')}={_fmt(m.get('quality'))}  throughput={_fmt(m.get('throughput'))} "
+              f"{m.get('throughput_unit')}  memory={_fmt(m.get('memory'))} GiB  step={_fmt(m.get('step_ms'))} ms")
+    print(f"  record: {rec['_path']}")
+    return 0 if rec["status"] in ("ok", "diverged", "skipped") else 1
+
+
+def _cmd_configs(ns: argparse.Namespace) -> int:
+    from .configs import ALIASES, config_table
+    import pandas as pd
+    with pd.option_context("display.max_colwidth", 90, "display.width", 250):
+        print(config_table().to_string())
+    print("aliases: " + ", ".join(f"{a} -> {b}" for a, b in ALIASES.items()))
+    return 0
+
+
+def _cmd_scenarios(ns: argparse.Namespace) -> int:
+    from .scenarios import SCENARIOS
+    for s in SCENARIOS.values():
+        print(f"{s.id}  {s.arch:8s} {s.task:12s} {s.loss:16s} {s.data:12s} quality={s.quality}")
+    return 0
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in LAZY:
+        target, _ = LAZY[argv[0]]
+        mod, fn = target.split(":")
+        try:
+            return int(getattr(importlib.import_module(mod), fn)(argv[1:]) or 0)
+        except (ConfigError, ValueError, FileNotFoundError) as e:
+            print(f"dtype-bench {argv[0]}: error: {e}", file=sys.stderr)
+            return 2
+    parser = argparse.ArgumentParser(prog="dtype-bench", description="Which floating-point setup to train with, measured.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_run = sub.add_parser("run", help="train one (scenario, config, seed) and write its record")
+    add_run_args(p_run)
+    p_run.set_defaults(fn=_cmd_run)
+    sub.add_parser("configs", help="table of dtype configurations").set_defaults(fn=_cmd_configs)
+    sub.add_parser("scenarios", help="the six scenarios A-F").set_defaults(fn=_cmd_scenarios)
+    for name, (_, help_) in LAZY.items():
+        sub.add_parser(name, help=help_, add_help=False)
+    ns = parser.parse_args(argv)
+    try:
+        return ns.fn(ns)
+    except (ConfigError, ValueError) as e:
+        print(f"dtype-bench: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,169 @@
+"""The result record: the contract between training, sweep and analysis.
+
+One run writes ``result.json`` (this schema) and ``steps.jsonl`` (one row per logged step).
+Metric keys are flat and namespaced (``quality/val_loss``, ``memory/peak_allocated_gib``);
+the three headline columns of seed 000's summary CSV are ``throughput``, ``memory`` and
+``quality``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "diverged", "oom", "error", "skipped")
+# A sweep resumes past these; `error` (and anything unreadable) is run again.
+FINISHED = ("ok", "diverged", "oom", "skipped")
+
+RECORD_KEYS = ("schema", "run_id", "status", "reason", "scenario", "config", "seed",
+               "run", "dtype", "env", "metrics", "wall_s")
+
+# Every metric a record may carry, with its meaning. Analysis reads only these names.
+METRICS = {
+    "throughput": "tokens/s (LM) or samples/s (classification), mean over timed windows",
+    "throughput_std": "std of throughput over timed windows",
+    "throughput_unit": "'tokens/s' or 'samples/s'",
+    "tokens_per_s": "tokens per second (all scenarios)",
+    "samples_per_s": "sequences per second (all scenarios)",
+    "step_ms": "median optimizer-step time in the timed windows (ms)",
+    "step_ms_std": "std of per-window mean step time (ms)",
+    "timed_steps": "steps inside the timed windows",
+    "flops_per_token": "6N + 12*L*D*T training FLOPs per token (nanoGPT convention)",
+    "mfu_pct": "model FLOPs utilisation vs the GPU's dense bf16 peak (%)",
+    "mfu_matched_pct": "MFU vs the dense peak of the config's compute dtype (%)",
+    "peak_tflops_bf16": "dense bf16 peak of the device used for mfu_pct",
+    "memory": "headline memory (GiB): peak allocated on GPU, peak RSS on CPU",
+    "memory/peak_allocated_gib": "torch.cuda.max_memory_allocated",
+    "memory/peak_reserved_gib": "torch.cuda.max_memory_reserved",
+    "memory/peak_rss_gib": "process peak resident set size",
+    "memory/optimizer_state_bytes": "bytes held by optimizer state tensors",
+    "quality": "headline quality: val_loss (LM), micro_f1 (multi-label), accuracy (single-label)",
+    "quality_name": "which metric `quality` is",
+    "quality_higher_is_better": "direction of `quality`",
+    "quality/val_loss": "validation loss (fp32 reduction)",
+    "quality/perplexity": "exp(val_loss)",
+    "quality/loss_floor": "Bayes loss floor of the synthetic data (entropy rate), when known",
+    "quality/excess_loss": "val_loss - loss_floor",
+    "quality/micro_f1": "multi-label micro-F1 at threshold 0.5",
+    "quality/macro_f1": "macro-F1 (multi-label: over labels present; single-label: over classes)",
+    "quality/p_at_1": "precision@1", "quality/p_at_3": "precision@3", "quality/p_at_5": "precision@5",
+    "quality/accuracy": "single-label accuracy",
+    "stability/initial_loss": "mean training loss of the first logged window",
+    "stability/final_train_loss": "mean training loss of the last logged window",
+    "stability/diverged_step": "first step whose loss was non-finite or > diverge_ratio x initial",
+    "stability/nonfinite_steps": "optimizer steps whose gradients held inf/nan",
+    "stability/skipped_steps": "steps skipped by the dynamic loss scaler",
+    "stability/final_loss_scale": "loss scale at the end (1 when unscaled)",
+    "stability/max_grad_norm": "largest pre-clip gradient L2 norm seen",
+    "stability/max_logit": "largest |logit| seen at a logged step",
+    "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
+    "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
+    "time/setup_s": "model + data + optimizer construction",
+    "time/first_step_s": "first optimizer step (includes compilation)",
+    "time/train_s": "all training steps",
+    "time/eval_s": "all evaluation",
+}
+
+
+class CorruptRecord(ValueError):
+    pass
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write to a temp file in the same folder, then rename: a crash or Ctrl-C never
+    leaves a half-written file that looks finished."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=1, default=_json_default, allow_nan=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def validate(rec: Any, where: str = "record") -> dict:
+    if not isinstance(rec, dict):
+        raise CorruptRecord(f"{where}: not a JSON object")
+    missing = [k for k in RECORD_KEYS if k not in rec]
+    if missing:
+        raise CorruptRecord(f"{where}: missing keys {missing}")
+    if rec["schema"] != SCHEMA_VERSION:
+        raise CorruptRecord(f"{where}: schema {rec['schema']} != {SCHEMA_VERSION}")
+    if rec["status"] not in STATUSES:
+        raise CorruptRecord(f"{where}: status {rec['status']!r} not in {STATUSES}")
+    unknown = [k for k in rec["metrics"] if k not in METRICS]
+    if unknown:
+        raise CorruptRecord(f"{where}: unknown metric keys {unknown}")
+    return rec
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise CorruptRecord(f"{path}: {e}") from None
+    return validate(rec, str(path))
+
+
+def read_steps(path: str | os.PathLike) -> list[dict]:
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+def find_records(root: str | os.PathLike) -> list[Path]:
+    return sorted(Path(root).rglob("result.json"))
+
+
+def load_records(root: str | os.PathLike, strict: bool = False) -> list[dict]:
+    """All readable records under ``root``; each gets ``_path``. Corrupt ones are skipped
+    (or raise with ``strict``)."""
+    out = []
+    for p in find_records(root):
+        try:
+            rec = read_record(p)
+        except CorruptRecord:
+            if strict:
+                raise
+            continue
+        rec["_path"] = str(p)
+        out.append(rec)
+    return out
+
+
+def records_frame(records: Iterable[dict]) -> "pandas.DataFrame":  # noqa: F821
+    """One row per record: identity columns, status, every metric, and the run parameters
+    (prefixed ``run.``)."""
+    import pandas as pd
+    rows = []
+    for r in records:
+        row = {"run_id": r["run_id"], "scenario": r["scenario"], "config": r["config"],
+               "seed": r["seed"], "status": r["status"], "reason": r.get("reason"),
+               "device": r["env"].get("device_name"), "wall_s": r.get("wall_s"),
+               "path": r.get("_path")}
+        row.update(r["metrics"])
+        row.update({f"run.{k}": v for k, v in r["run"].items() if not isinstance(v, dict)})
+        rows.append(row)
+    return pd.DataFrame(rows)

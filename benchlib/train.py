@@ -1,0 +1,423 @@
+"""One training run: (scenario, dtype config, seed, size, steps, ...) -> a result record.
+
+The step reads the dtype config's fields (autocast, loss scaling, optimizer, head dtype,
+compile, TF32) and never its name. Per-step values stay on the device and are copied to
+the host once every ``log_every`` steps, so logging costs one sync per interval.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import env as envmod
+from .configs import DtypeConfig
+from . import data as datamod
+from .metrics import mfu_pct, multilabel_metrics, peak_tflops, singlelabel_metrics
+from .models import BenchModel, autocast_context, build_model
+from .precision import LossScaler, build_optimizer, lr_at, optimizer_state_bytes, set_matmul_flags
+from .records import SCHEMA_VERSION, write_json_atomic
+from .runconfig import RunConfig, resolved
+
+
+class Diverged(Exception):
+    pass
+
+
+def new_record(cfg: RunConfig, device: torch.device) -> dict:
+    return {"schema": SCHEMA_VERSION, "run_id": cfg.run_id, "status": "error", "reason": None,
+            "scenario": cfg.scenario, "config": cfg.dtype.name, "seed": cfg.seed,
+            "run": cfg.to_dict(), "dtype": cfg.dtype.to_dict(), "env": envmod.environment(device),
+            "metrics": {}, "wall_s": None, "data": {}}
+
+
+def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progress: bool = True,
+        progress_desc: str | None = None) -> dict:
+    """Train one configuration and return its record; never raises for a failed run.
+
+    The record's status is ``ok``, ``diverged``, ``oom``, ``error`` (with the traceback's last
+    lines in ``reason``) or ``skipped`` (the hardware or installed packages cannot run the
+    config, with the reason). With ``out_dir``, ``result.json`` and ``steps.jsonl`` are
+    written there (the record atomically, last).
+    """
+    if isinstance(cfg, dict):
+        cfg = RunConfig.from_dict(cfg)
+    cfg = resolved(cfg)
+    device = envmod.pick_device(cfg.device)
+    compile_ = {"on": True, "off": False}.get(cfg.compile, cfg.dtype.compile and device.type == "cuda")
+    cfg = cfg.replace(device=device.type, compile="on" if compile_ else "off",
+                      out_dir=str(out_dir) if out_dir else cfg.out_dir)
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="dtype-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    rec = new_record(cfg, device)
+    t0 = time.perf_counter()
+    skip = envmod.unsupported_reason(cfg.dtype, device)
+    try:
+        if skip:
+            rec.update(status="skipped", reason=skip)
+        else:
+            _train(cfg, device, out, rec, progress, progress_desc)
+    except torch.cuda.OutOfMemoryError as e:
+        rec.update(status="oom", reason=str(e).splitlines()[0][:500])
+    except Exception:
+        rec.update(status="error", reason="".join(traceback.format_exc().splitlines(True)[-15:]))
+    finally:
+        rec["wall_s"] = time.perf_counter() - t0
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    rec["_path"] = str(out / "result.json")
+    write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
+    return rec
+
+
+class _Timer:
+    """Timed windows after warm-up, with device synchronisation at each edge; evaluation
+    inside a window is paused out. Energy from NVML over the same windows."""
+
+    def __init__(self, device: torch.device, warmup: int, total: int, windows: int):
+        self.device, self.warmup = device, warmup
+        timed = max(1, total - warmup)
+        self.size = max(1, math.ceil(timed / windows))
+        self.done: list[tuple[int, float]] = []  # (steps, seconds) per window
+        self.energy = envmod.EnergyMeter(device)
+        self.joules = 0.0
+        self._t = self._e = None
+        self._n = 0
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def before_step(self, step: int) -> None:
+        if step == self.warmup:
+            self._start()
+
+    def _start(self) -> None:
+        self._sync()
+        self._t, self._e, self._n, self._acc = time.perf_counter(), self.energy.read_j(), 0, 0.0
+
+    def after_step(self, step: int) -> None:
+        if self._t is None:
+            return
+        self._n += 1
+        if self._n == self.size:
+            self._close()
+            self._start()
+
+    def _close(self) -> None:
+        self._sync()
+        self._acc += time.perf_counter() - self._t
+        e = self.energy.read_j()
+        if e is not None and self._e is not None:
+            self.joules += e - self._e
+        if self._n:
+            self.done.append((self._n, self._acc))
+        self._t = None
+
+    def pause(self):
+        timer = self
+
+        class _P:
+            def __enter__(self):
+                if timer._t is not None:
+                    timer._sync()
+                    timer._acc += time.perf_counter() - timer._t
+                    e = timer.energy.read_j()
+                    if e is not None and timer._e is not None:
+                        timer.joules += e - timer._e
+
+            def __exit__(self, *a):
+                if timer._t is not None:
+                    timer._sync()
+                    timer._t, timer._e = time.perf_counter(), timer.energy.read_j()
+        return _P()
+
+    def finish(self) -> None:
+        if self._t is not None and self._n:
+            self._close()
+
+
+def _auto_warmup(cfg: RunConfig, device: torch.device) -> int:
+    if cfg.timing_warmup is not None:
+        return min(cfg.timing_warmup, cfg.steps - 1)
+    if device.type == "cpu":
+        return min(2, cfg.steps - 1)
+    return min(max(5, cfg.steps // 10), 50, cfg.steps - 1)
+
+
+def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress: bool,
+           progress_desc: str | None) -> None:
+    dtype: DtypeConfig = cfg.dtype
+    scn = cfg.scn
+    t_setup = time.perf_counter()
+    set_matmul_flags(dtype)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    data = datamod.load_task_data(cfg)
+    rec["data"] = {"source": data.source, "vocab_size": data.vocab_size, "num_labels": data.num_labels,
+                   "loss_floor": data.loss_floor, **{k: v for k, v in data.meta.items()
+                                                      if isinstance(v, (int, float, str, bool, type(None)))}}
+    torch.manual_seed(cfg.seed)
+    model = build_model(scn.arch, scn.task, cfg.size, data.vocab_size, cfg.seq_len, data.pad_id, data.bos_id,
+                        data.num_labels, dtype, cfg.model_name_or_path, cfg.activation_checkpointing)
+    model.to(device)
+    if dtype.fp8 != "none":
+        from .fp8 import convert_fp8
+        convert_fp8(model, dtype.fp8)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device)
+    scaler = LossScaler(dtype, device)
+    step_model: Callable = torch.compile(model) if cfg.compile == "on" else model
+    next_batch = data.sampler(cfg.batch_size, device, cfg.seed)
+    val = data.val_batches(cfg.batch_size, cfg.eval_batches, device)
+    amp = autocast_context(device.type, dtype)
+    setup_s = time.perf_counter() - t_setup
+
+    steps = cfg.steps
+    buf = {k: torch.zeros(steps, device=device) for k in ("loss", "grad_norm")}
+    nonfinite = torch.zeros((), dtype=torch.int64, device=device)
+    timer = _Timer(device, _auto_warmup(cfg, device), steps, cfg.timing_windows)
+    rows_f = open(out / "steps.jsonl", "w")
+    host: dict[str, list] = {"loss": [], "grad_norm": []}
+    last_logged = 0
+    initial_loss = None
+    diverged_step = None
+    max_grad = max_logit = 0.0
+    eval_s = 0.0
+    first_step_s = None
+    log_extra: dict[int, dict] = {}
+
+    def is_log_step(s: int) -> bool:
+        return s == 0 or (s + 1) % cfg.log_every == 0 or s == steps - 1
+
+    bar = _progress(steps, progress, progress_desc or cfg.run_id)
+    t_train = time.perf_counter()
+    step = 0
+    try:
+        for step in range(steps):
+            timer.before_step(step)
+            t_step = time.perf_counter()
+            lr = lr_at(step, cfg.lr, cfg.warmup_steps, steps, cfg.min_lr_ratio)
+            _set_lr(opt, lr)
+            log_now = is_log_step(step)
+            logit_max = None
+            loss_sum = torch.zeros((), device=device)
+            for micro in range(cfg.grad_accum):
+                batch = next_batch()
+                with amp:
+                    loss, lm = step_model(batch, logit_stats=log_now and micro == 0)
+                if lm is not None:
+                    logit_max = lm
+                loss = loss / cfg.grad_accum
+                scaler.scale(loss).backward()
+                loss_sum += loss.detach().float()
+            scaler.unscale_(opt, params)
+            if log_now:
+                grads = [p.grad for p in params if p.grad is not None]
+                gmax = torch.stack(torch._foreach_norm(grads, float("inf"))).max().float()
+            gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+            nonfinite += (~torch.isfinite(gnorm)).long()
+            scaler.step(opt)
+            opt.zero_grad(set_to_none=True)
+            buf["loss"][step] = loss_sum
+            buf["grad_norm"][step] = gnorm.float()
+            timer.after_step(step)
+            if step == 0:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                first_step_s = time.perf_counter() - t_step
+            if log_now:
+                # the one host sync of this logging interval
+                extra = {"lr": lr, "grad_max": gmax.item(), "max_logit": logit_max.item() if logit_max is not None else None,
+                         "loss_scale": float(scaler.current_scale()), "nonfinite_steps": int(nonfinite.item())}
+                log_extra[step] = extra
+                losses = buf["loss"][last_logged:step + 1].tolist()
+                gns = buf["grad_norm"][last_logged:step + 1].tolist()
+                for i, (lv, gv) in enumerate(zip(losses, gns)):
+                    s = last_logged + i
+                    row = {"step": s, "loss": lv, "grad_norm": gv, **log_extra.pop(s, {})}
+                    rows_f.write(json.dumps(row) + "\n")
+                host["loss"] += losses
+                host["grad_norm"] += gns
+                rows_f.flush()
+                last_logged = step + 1
+                max_grad = max(max_grad, _finite_max(gns))
+                if extra["max_logit"] is not None and math.isfinite(extra["max_logit"]):
+                    max_logit = max(max_logit, extra["max_logit"])
+                if initial_loss is None:
+                    finite = [v for v in host["loss"] if math.isfinite(v)]
+                    initial_loss = sum(finite[:5]) / len(finite[:5]) if finite else float("nan")
+                if diverged_step is None:
+                    diverged_step = _first_divergence(host["loss"], initial_loss, cfg.diverge_ratio)
+                    if diverged_step is not None and cfg.on_divergence == "stop":
+                        raise Diverged()
+                if bar is not None:
+                    bar.set_postfix(loss=f"{losses[-1]:.4g}", gnorm=f"{gns[-1]:.3g}")
+            if bar is not None:
+                bar.update(1)
+            if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step != steps - 1:
+                with timer.pause():
+                    te = time.perf_counter()
+                    q = evaluate(model, val, scn.task, amp)
+                    eval_s += time.perf_counter() - te
+                rows_f.write(json.dumps({"step": step, "eval": q}) + "\n")
+    except Diverged:
+        pass
+    finally:
+        if bar is not None:
+            bar.close()
+    timer.finish()
+    train_s = time.perf_counter() - t_train
+    steps_done = len(host["loss"])
+
+    te = time.perf_counter()
+    # evaluated even after a divergence: the record then shows what the diverged weights give
+    quality = evaluate(model, val, scn.task, amp)
+    eval_s += time.perf_counter() - te
+    rows_f.write(json.dumps({"step": steps_done - 1, "eval": quality}) + "\n")
+    rows_f.close()
+
+    m = rec["metrics"]
+    units_per_step = cfg.batch_size * cfg.grad_accum
+    tokens_per_step = units_per_step * cfg.seq_len
+    if timer.done:
+        rates = [n / s for n, s in timer.done]
+        step_ms = sorted(1000 * s / n for n, s in timer.done)
+        sps = sum(n for n, _ in timer.done) / sum(s for _, s in timer.done)
+        m["samples_per_s"] = sps * units_per_step
+        m["tokens_per_s"] = sps * tokens_per_step
+        unit = tokens_per_step if scn.is_lm else units_per_step
+        m["throughput"] = sps * unit
+        m["throughput_std"] = _std([r * unit for r in rates])
+        m["step_ms"] = step_ms[len(step_ms) // 2]
+        m["step_ms_std"] = _std(step_ms)
+        m["timed_steps"] = sum(n for n, _ in timer.done)
+    m["throughput_unit"] = f"{scn.unit}/s"
+    fpt = model.flops_per_token(cfg.seq_len)
+    m["flops_per_token"] = fpt
+    if device.type == "cuda" and "tokens_per_s" in m:
+        name = rec["env"]["device_name"]
+        m["peak_tflops_bf16"] = peak_tflops(name, "bf16")
+        m["mfu_pct"] = mfu_pct(m["tokens_per_s"], fpt, m["peak_tflops_bf16"])
+        m["mfu_matched_pct"] = mfu_pct(m["tokens_per_s"], fpt, peak_tflops(name, dtype.compute_dtype))
+    if timer.joules and timer.done:
+        m["energy/joules"] = timer.joules
+        timed_units = sum(n for n, _ in timer.done) * (tokens_per_step if scn.is_lm else units_per_step)
+        m["energy/j_per_unit"] = timer.joules / timed_units
+    if device.type == "cuda":
+        m["memory/peak_allocated_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        m["memory/peak_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
+    m["memory/peak_rss_gib"] = envmod.peak_rss_gib()
+    m["memory"] = m.get("memory/peak_allocated_gib", m["memory/peak_rss_gib"])
+    m["memory/optimizer_state_bytes"] = optimizer_state_bytes(opt)
+    for k, v in quality.items():
+        m[f"quality/{k}"] = v
+    if data.loss_floor is not None and "val_loss" in quality:
+        m["quality/loss_floor"] = data.loss_floor
+        m["quality/excess_loss"] = quality["val_loss"] - data.loss_floor
+    m["quality"] = quality.get(scn.quality)
+    m["quality_name"] = scn.quality
+    m["quality_higher_is_better"] = scn.higher_is_better
+    finite_losses = [v for v in host["loss"] if math.isfinite(v)]
+    m["stability/initial_loss"] = initial_loss
+    m["stability/final_train_loss"] = (sum(finite_losses[-5:]) / len(finite_losses[-5:])) if finite_losses else None
+    m["stability/diverged_step"] = diverged_step
+    nf = int(nonfinite.item())
+    m["stability/nonfinite_steps"] = nf
+    m["stability/skipped_steps"] = nf if scaler.mode == "dynamic" else 0
+    m["stability/final_loss_scale"] = float(scaler.current_scale())
+    m["stability/max_grad_norm"] = max_grad
+    m["stability/max_logit"] = max_logit
+    m["time/setup_s"] = setup_s
+    m["time/first_step_s"] = first_step_s
+    m["time/train_s"] = train_s
+    m["time/eval_s"] = eval_s
+    if diverged_step is not None:
+        rec["status"] = "diverged"
+        rec["reason"] = (f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
+                         f"{'stopped' if cfg.on_divergence == 'stop' else 'continued'} after {steps_done} steps")
+    else:
+        rec["status"] = "ok"
+    # clean up any non-finite metric values for JSON readers that reject NaN
+    for k, v in list(m.items()):
+        if isinstance(v, float) and not math.isfinite(v):
+            m[k] = None
+
+
+def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    for g in opt.param_groups:
+        if torch.is_tensor(g["lr"]):  # torchao keeps lr as a tensor so its compiled step never recompiles
+            g["lr"].fill_(lr)
+        else:
+            g["lr"] = lr
+
+
+def _first_divergence(losses: list[float], initial: float, ratio: float) -> int | None:
+    for i, v in enumerate(losses):
+        if not math.isfinite(v) or (math.isfinite(initial) and v > ratio * initial):
+            return i
+        if not math.isfinite(initial):
+            return i
+    return None
+
+
+def _finite_max(xs: list[float]) -> float:
+    f = [x for x in xs if math.isfinite(x)]
+    return max(f) if f else 0.0
+
+
+def _std(xs: list[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    mu = sum(xs) / len(xs)
+    return math.sqrt(sum((x - mu) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+
+
+@torch.no_grad()
+def evaluate(model: BenchModel, val: list[dict], task: str, amp) -> dict[str, float]:
+    """Validation quality; losses reduced in fp32 whatever the training precision."""
+    was_training = model.training
+    model.eval()
+    try:
+        if task in ("clm", "mlm"):
+            total, count = 0.0, 0
+            for b in val:
+                with amp:
+                    logits = model.logits(b)
+                y = b["labels"].reshape(-1)
+                n = int((y != -100).sum())
+                loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y,
+                                                         ignore_index=-100, reduction="sum")
+                total += loss.item()
+                count += n
+            vl = total / max(1, count)
+            return {"val_loss": vl, "perplexity": math.exp(vl) if vl < 50 else float("inf")}
+        logits, ys = [], []
+        for b in val:
+            with amp:
+                logits.append(model.logits(b).float())
+            ys.append(b["labels"])
+        L, Y = torch.cat(logits), torch.cat(ys)
+        if task == "multilabel":
+            out = multilabel_metrics(L, Y)
+            out["val_loss"] = torch.nn.functional.binary_cross_entropy_with_logits(L, Y.float()).item()
+        else:
+            out = singlelabel_metrics(L, Y)
+            out["val_loss"] = torch.nn.functional.cross_entropy(L, Y).item()
+        return out
+    finally:
+        model.train(was_training)
