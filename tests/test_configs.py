@@ -1,0 +1,75 @@
+"""Dtype configurations are data: every name of the seeds, consistent fields, clear errors."""
+import pytest
+import torch
+
+from benchlib.configs import ALIASES, REGISTRY, SEED001, SEED002, DtypeConfig, UnknownNameError, config_table, get_config
+
+ISSUE_NAMES = ["fp32_baseline", "fp32_tf32_matmul", "amp_fp16", "amp_bf16", "bf16_pure", "bf16_naive", "fp16_naive",
+               "fp16_naive_noscale", "amp_fp16_8bit_adam", "amp_bf16_8bit_adam", "bf16_no_compile",
+               "amp_bf16_fp32_head", "bf16_body_fp32_head"]
+
+
+def test_every_seed_config_is_registered():
+    for name in ISSUE_NAMES + SEED001 + SEED002:
+        assert get_config(name).name in REGISTRY
+
+
+def test_fp32_true_is_an_alias_of_the_tf32_off_baseline():
+    assert ALIASES["fp32_true"] == "fp32_baseline"
+    c = get_config("fp32_true")
+    assert c.name == "fp32_baseline" and c.tf32 is False and c.param_dtype == "fp32" and c.autocast_dtype is None
+
+
+def test_fp16_naive_uses_static_scale_1024_and_noscale_uses_1():
+    a, b = get_config("fp16_naive"), get_config("fp16_naive_noscale")
+    assert (a.loss_scaling, a.loss_scale) == ("static", 1024.0)
+    assert (b.loss_scaling, b.loss_scale) == ("static", 1.0)
+    assert a.param_dtype == b.param_dtype == "fp16"
+
+
+def test_bf16_pure_and_naive_differ_only_in_update_rounding():
+    p, n = get_config("bf16_pure").to_dict(), get_config("bf16_naive").to_dict()
+    diff = {k for k in p if p[k] != n[k]} - {"name", "description"}
+    assert diff == {"update_rounding"}
+    assert p["update_rounding"] == "stochastic" and n["update_rounding"] == "nearest"
+
+
+def test_compile_ablation_differs_from_bf16_pure_only_in_compile():
+    p, n = get_config("bf16_pure").to_dict(), get_config("bf16_no_compile").to_dict()
+    assert {k for k in p if p[k] != n[k]} - {"name", "description"} == {"compile"}
+
+
+def test_amp_configs_scale_only_fp16():
+    assert get_config("amp_fp16").loss_scaling == "dynamic"
+    assert get_config("amp_bf16").loss_scaling == "none"
+    assert get_config("amp_fp16_8bit_adam").optimizer == "adamw8bit"
+
+
+def test_fp32_head_configs():
+    assert get_config("amp_bf16_fp32_head").head_dtype == "fp32"
+    b = get_config("bf16_body_fp32_head")
+    assert b.head_dtype == "fp32" and b.param_dtype == "bf16"
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_adam_eps_is_representable_in_the_parameter_dtype(name):
+    c = get_config(name)
+    assert torch.tensor(c.adam_eps, dtype=c.torch_param_dtype).item() > 0
+
+
+def test_an_eps_that_flushes_to_zero_in_fp16_is_refused():
+    with pytest.raises(ValueError, match="rounds to zero in fp16"):
+        DtypeConfig(name="bad", description="", param_dtype="fp16", adam_eps=1e-8)
+
+
+def test_unknown_name_lists_valid_names_and_the_closest():
+    with pytest.raises(UnknownNameError) as e:
+        get_config("amp_bf61")
+    msg = str(e.value)
+    assert "Did you mean 'amp_bf16'" in msg and "fp32_baseline" in msg and "\n" not in msg
+
+
+def test_config_table_has_a_row_per_config():
+    t = config_table()
+    assert list(t.index) == list(REGISTRY)
+    assert t.loc["fp16_naive", "scaling"] == "static x1024"
