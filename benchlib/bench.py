@@ -21,7 +21,6 @@ import torch
 
 from . import data as datamod
 from . import env as envmod
-from .metrics import mfu_pct, peak_tflops
 from .models import autocast_context, build_model
 from .precision import LossScaler, build_optimizer, set_matmul_flags
 from .runconfig import RunConfig, resolved
@@ -97,7 +96,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batch_size", type=int, default=None)
     ap.add_argument("--grad_accum", type=int, default=1)
     ap.add_argument("--log_every", type=int, default=20)
-    ap.add_argument("--no-bare", action="store_true", help="skip the bare loop")
+    ap.add_argument("--bare", default="amp_bf16", help="configs to also time as a bare loop ('all' or comma list)")
     ap.add_argument("--nanogpt", default=None, help="path to a nanoGPT checkout to run beside")
     ap.add_argument("--out", default="bench_out")
     a = ap.parse_args(argv)
@@ -124,7 +123,7 @@ def main(argv: list[str]) -> int:
                "peak_gib": m.get("memory/peak_allocated_gib"), "j_per_token": m.get("energy/j_per_unit") if a.scenario in "AB" else None,
                "quality": m.get("quality"), "first_step_s": m.get("time/first_step_s"),
                "setup_s": m.get("time/setup_s"), "eval_s": m.get("time/eval_s"), "run_wall_s": time.perf_counter() - t0}
-        if rec["status"] == "ok" and not a.no_bare:
+        if rec["status"] == "ok" and (a.bare == "all" or name in a.bare.split(",")):
             b = bare_loop_ms(cfg)
             row.update(bare_ms=b["ms"], bare_peak_gib=b["peak_gib"], overhead_pct=100 * (row["ms"] / b["ms"] - 1))
         if ref and "ms" in ref and row["ms"]:

@@ -121,12 +121,42 @@ class BenchModel(nn.Module):
         return 6 * n + 12 * cfg.num_hidden_layers * cfg.hidden_size * seq_len
 
 
+ATTN = "bench_sdpa"
+
+
+def _attn_implementation() -> str:
+    """SDPA attention whose mask is None whenever the batch has no padding mask.
+
+    transformers builds an explicit causal mask while torch.compile traces (its
+    ``torch.compiler.is_exporting()`` check reads True under dynamo in torch < 2.14), which
+    keeps SDPA off its flash kernel. With no padding there is nothing to mask but causality,
+    which SDPA's ``is_causal`` (set by causal modules) expresses without a mask. Batches with
+    padding still get transformers' own mask. Falls back to plain "sdpa" on transformers
+    versions without the attention/mask registries.
+    """
+    try:
+        from transformers import AttentionInterface
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    except ImportError:
+        return "sdpa"
+
+    def mask_or_none(*args, attention_mask=None, **kw):
+        if attention_mask is None:
+            return None
+        return sdpa_mask(*args, attention_mask=attention_mask, **kw)
+
+    AttentionInterface.register(ATTN, sdpa_attention_forward)
+    AttentionMaskInterface.register(ATTN, mask_or_none)
+    return ATTN
+
+
 def _gpt2_config(shape: Shape, vocab: int, seq_len: int, pad_id: int):
     from transformers import GPT2Config
     return GPT2Config(vocab_size=vocab, n_positions=max(seq_len, 1024 if shape.width >= 768 else seq_len),
                       n_embd=shape.width, n_layer=shape.layers, n_head=shape.heads,
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, pad_token_id=pad_id,
-                      bos_token_id=None, eos_token_id=None, attn_implementation="sdpa")
+                      bos_token_id=None, eos_token_id=None, attn_implementation=_attn_implementation())
 
 
 def _roberta_config(shape: Shape, vocab: int, seq_len: int, pad_id: int, bos_id: int):
@@ -136,7 +166,7 @@ def _roberta_config(shape: Shape, vocab: int, seq_len: int, pad_id: int, bos_id:
                          max_position_embeddings=seq_len + pad_id + 2, type_vocab_size=1,
                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                          pad_token_id=pad_id, bos_token_id=bos_id, eos_token_id=None,
-                         attn_implementation="sdpa")
+                         attn_implementation=_attn_implementation())
 
 
 def build_model(arch: str, task: str, size: str, vocab_size: int, seq_len: int, pad_id: int, bos_id: int,
@@ -147,7 +177,7 @@ def build_model(arch: str, task: str, size: str, vocab_size: int, seq_len: int, 
     from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
     lm = task in ("clm", "mlm")
     vocab = padded_vocab(vocab_size)
-    kw = dict(attn_implementation="sdpa")
+    kw = dict(attn_implementation=_attn_implementation())
     if arch == "gpt2":
         if lm:
             full = (GPT2LMHeadModel.from_pretrained(model_name_or_path, **kw) if model_name_or_path

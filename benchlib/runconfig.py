@@ -5,6 +5,7 @@ wrong type fail loudly, naming the key, the closest valid key and the expected t
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ class RunConfig:
             v = getattr(self, k)
             if v is not None and v < 1:
                 raise ConfigError(f"{k} must be >= 1, got {v}")
+        if self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
+            raise ConfigError(f"data={self.data!r}: no such file or directory "
+                              f"(use 'synthetic', 'hub' or the path of a local corpus)")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
 

@@ -1,0 +1,158 @@
+"""The training loop: every config x scenario runs, statuses are honest, runs are
+reproducible, and a tiny model actually learns the synthetic tasks."""
+import json
+import math
+
+import pytest
+import torch
+
+from benchlib import env as envmod
+from benchlib.cli import main as cli_main
+from benchlib.configs import REGISTRY
+from benchlib.records import read_record, read_steps, validate
+from benchlib.runconfig import ConfigError, RunConfig
+from benchlib.scenarios import SCENARIOS
+from benchlib.train import run
+
+FP8 = {n for n, c in REGISTRY.items() if c.fp8 != "none"}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+@pytest.mark.parametrize("config", list(REGISTRY))
+def test_every_config_runs_on_every_scenario(tmp_path, scenario, config):
+    rec = run({"scenario": scenario, "config": config, "steps": 3, "log_every": 2, "eval_batches": 1},
+              out_dir=tmp_path, progress=False)
+    validate(read_record(tmp_path / "result.json"))
+    if config in FP8:  # CPU: no FP8 tensor cores
+        assert rec["status"] == "skipped" and "FP8" in rec["reason"]
+        return
+    assert rec["status"] in ("ok", "diverged"), rec["reason"]
+    m = rec["metrics"]
+    assert m["throughput"] > 0 and math.isfinite(m["memory"])
+    if rec["status"] == "ok":
+        assert m["quality"] is not None and math.isfinite(m["quality"])
+    rows = [r for r in read_steps(tmp_path / "steps.jsonl") if "loss" in r]
+    assert [r["step"] for r in rows] == list(range(len(rows)))
+
+
+def _losses(path):
+    return [r["loss"] for r in read_steps(path / "steps.jsonl") if "loss" in r]
+
+
+def test_same_seed_gives_identical_loss_curves_and_another_seed_does_not(tmp_path):
+    cfg = {"scenario": "A", "config": "fp32_baseline", "steps": 8, "log_every": 4}
+    run(cfg, out_dir=tmp_path / "a", progress=False)
+    run(cfg, out_dir=tmp_path / "b", progress=False)
+    run({**cfg, "seed": 1}, out_dir=tmp_path / "c", progress=False)
+    assert _losses(tmp_path / "a") == _losses(tmp_path / "b")
+    assert _losses(tmp_path / "a") != _losses(tmp_path / "c")
+
+
+def test_a_tiny_gpt2_learns_the_synthetic_lm_toward_its_floor(tmp_path):
+    rec = run({"scenario": "A", "config": "fp32_baseline", "steps": 300, "lr": 3e-3, "log_every": 50},
+              out_dir=tmp_path, progress=False)
+    m = rec["metrics"]
+    assert rec["status"] == "ok"
+    floor, start = m["quality/loss_floor"], m["stability/initial_loss"]
+    # more than half of the initial excess over the entropy-rate floor is gone
+    assert m["quality/val_loss"] - floor < 0.5 * (start - floor)
+    assert m["quality/val_loss"] > floor - 0.05  # cannot beat the Bayes floor (beyond sampling noise)
+
+
+def _constant_predictor(cfg: dict) -> dict:
+    """Chance level: the best input-blind predictor, which gives every document the k most
+    frequent labels (best k for micro-F1) and ranks labels by frequency (for P@k)."""
+    from benchlib.data import load_task_data
+    from benchlib.metrics import multilabel_metrics
+    from benchlib.runconfig import resolved
+    data = load_task_data(resolved(RunConfig.from_dict(cfg)))
+    y = torch.cat([b["labels"] for b in data.val_batches(8, 8, torch.device("cpu"))])
+    order = y.mean(0).argsort(descending=True)
+    ranks = torch.empty_like(order)
+    ranks[order] = torch.arange(len(order))
+    out = {}
+    for k in range(1, 11):
+        scores = (k - 0.5 - ranks.float()).expand_as(y)  # > 0 exactly for the top-k labels
+        m = multilabel_metrics(scores, y)
+        out = {**m, "micro_f1": max(out.get("micro_f1", 0.0), m["micro_f1"])}
+    return out
+
+
+def test_a_tiny_roberta_learns_multilabel_classification_well_above_chance(tmp_path):
+    cfg = {"scenario": "D", "config": "fp32_baseline", "steps": 600, "lr": 1e-3, "log_every": 100}
+    rec = run(cfg, out_dir=tmp_path, progress=False)
+    m = rec["metrics"]
+    chance = _constant_predictor(cfg)
+    assert rec["status"] == "ok"
+    assert m["quality/micro_f1"] > chance["micro_f1"] + 0.15, (m["quality/micro_f1"], chance)
+    assert m["quality/p_at_1"] > chance["p_at_1"] + 0.15, (m["quality/p_at_1"], chance)
+
+
+def test_a_diverging_run_is_marked_with_its_step_and_stops(tmp_path):
+    rec = run({"scenario": "A", "config": "fp32_baseline", "steps": 40, "lr": 50.0, "warmup_steps": 1,
+               "log_every": 5, "grad_clip": 0.0}, out_dir=tmp_path, progress=False)
+    assert rec["status"] == "diverged"
+    step = rec["metrics"]["stability/diverged_step"]
+    assert step is not None and step < 40
+    assert len(_losses(tmp_path)) < 40 and f"at step {step}" in rec["reason"]
+
+
+def test_on_divergence_continue_runs_every_step(tmp_path):
+    rec = run({"scenario": "A", "config": "fp32_baseline", "steps": 20, "lr": 50.0, "warmup_steps": 1,
+               "log_every": 5, "grad_clip": 0.0, "on_divergence": "continue"}, out_dir=tmp_path, progress=False)
+    assert rec["status"] == "diverged" and len(_losses(tmp_path)) == 20
+
+
+def test_missing_bitsandbytes_gives_a_skipped_record_with_the_reason(tmp_path, monkeypatch):
+    real = envmod._importable
+    monkeypatch.setattr(envmod, "_importable", lambda m: "ImportError: no module" if m.startswith("bitsandbytes") else real(m))
+    rec = run({"scenario": "D", "config": "amp_bf16_8bit_adam", "steps": 2}, out_dir=tmp_path, progress=False)
+    assert rec["status"] == "skipped" and "bitsandbytes" in rec["reason"]
+    assert read_record(tmp_path / "result.json")["status"] == "skipped"
+
+
+def test_a_cuda_oom_becomes_an_oom_record(tmp_path, monkeypatch):
+    import benchlib.models as models
+
+    def boom(self, batch):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+    monkeypatch.setattr(models.BenchModel, "logits", boom)
+    rec = run({"scenario": "A", "config": "amp_bf16", "steps": 2}, out_dir=tmp_path, progress=False)
+    assert rec["status"] == "oom" and "80.00 GiB" in rec["reason"]
+
+
+def test_an_exception_becomes_an_error_record_with_the_traceback_tail(tmp_path, monkeypatch):
+    import benchlib.models as models
+
+    def bad(self, batch):
+        raise RuntimeError("shape mismatch in the head")
+    monkeypatch.setattr(models.BenchModel, "logits", bad)
+    rec = run({"scenario": "C", "config": "amp_bf16", "steps": 2}, out_dir=tmp_path, progress=False)
+    assert rec["status"] == "error" and "shape mismatch in the head" in rec["reason"]
+    validate(read_record(tmp_path / "result.json"))
+
+
+def test_missing_local_data_file_is_a_one_line_error():
+    with pytest.raises(ConfigError) as e:
+        RunConfig(scenario="A", data="/no/such/corpus.txt")
+    assert "/no/such/corpus.txt" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cli_run_writes_the_record_and_the_step_log(tmp_path, capsys):
+    rc = cli_main(["run", "--scenario", "E", "--config", "amp_bf16", "--seed", "0", "--size", "tiny",
+                   "--steps", "4", "--out", str(tmp_path), "--quiet"])
+    assert rc == 0
+    rec = json.loads((tmp_path / "result.json").read_text())
+    assert rec["run_id"] == "E/amp_bf16/seed0" and rec["run"]["steps"] == 4
+    assert rec["env"]["torch"] == torch.__version__
+    assert "E/amp_bf16/seed0: ok" in capsys.readouterr().out
+
+
+def test_record_carries_the_resolved_config_and_environment(tmp_path):
+    rec = run({"scenario": "B", "config": "amp_fp16", "steps": 3}, out_dir=tmp_path, progress=False)
+    assert rec["dtype"]["loss_scaling"] == "dynamic"
+    assert rec["run"]["compile"] == "off" and rec["run"]["device"] == "cpu"  # CPU: compile auto -> off
+    assert rec["run"]["batch_size"] == 8 and rec["run"]["seq_len"] == 64
+    for k in ("device_name", "torch", "transformers", "git_commit", "date"):
+        assert k in rec["env"]
+    assert rec["metrics"]["stability/final_loss_scale"] > 1
