@@ -42,6 +42,7 @@ def bare_loop_ms(cfg: RunConfig, steps: int = 30, warmup: int = 10, windows: int
     opt = build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device)
     scaler = LossScaler(dtype, device)
     params = [p for p in model.parameters()]
+    torch._dynamo.reset()
     step_model = torch.compile(model) if cfg.compile == "on" or (cfg.compile == "auto" and dtype.compile) else model
     next_batch = data.sampler(cfg.batch_size, device, cfg.seed)
     amp = autocast_context(device.type, dtype)

@@ -78,6 +78,10 @@ def _version(pkg: str) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def git_commit() -> str | None:
+    """The checkout's commit (+"-dirty"); DTYPE_BENCH_COMMIT names it where the tree was
+    copied without its .git (e.g. onto a remote GPU host)."""
+    if os.environ.get("DTYPE_BENCH_COMMIT"):
+        return os.environ["DTYPE_BENCH_COMMIT"]
     root = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,

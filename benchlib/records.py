@@ -65,6 +65,27 @@ METRICS = {
     "time/first_step_s": "first optimizer step (includes compilation)",
     "time/train_s": "all training steps",
     "time/eval_s": "all evaluation",
+    # multi-process runs (benchlib.distributed); seed 003's aggregation over rank{r}.jsonl:
+    # per timed window, time averaged over ranks and rates summed over ranks, the first
+    # window excluded, then mean and std over windows
+    "dist/world_size": "processes (GPUs) the run trained on; 1 for single",
+    "dist/windows": "timed windows in the dist/ aggregates (the first excluded when there are two or more)",
+    "dist/time_s": "window time, mean over ranks, mean over windows (s)",
+    "dist/time_s_std": "std over windows of dist/time_s",
+    "dist/step_ms": "step time, mean over ranks, mean over windows (ms)",
+    "dist/step_ms_std": "std over windows of dist/step_ms",
+    "dist/tokens_per_s": "tokens/s summed over ranks, mean over windows",
+    "dist/tokens_per_s_std": "std over windows of dist/tokens_per_s",
+    "dist/samples_per_s": "sequences/s summed over ranks, mean over windows",
+    "dist/samples_per_s_std": "std over windows of dist/samples_per_s",
+    "dist/throughput": "dist/tokens_per_s (LM) or dist/samples_per_s (classification)",
+    "dist/throughput_std": "std over windows of dist/throughput",
+    "dist/straggler_pct": "slowest rank's median step time over the fastest's, minus 1 (%)",
+    "dist/peak_allocated_gib_max": "largest per-device peak allocated memory over ranks (GiB)",
+    "dist/peak_reserved_gib_max": "largest per-device peak reserved memory over ranks (GiB)",
+    "dist/peak_rss_gib_max": "largest process peak RSS over ranks (GiB)",
+    "dist/param_bytes_max": "parameter bytes held by one rank (its shards under FSDP), largest over ranks",
+    "dist/optimizer_state_bytes_max": "optimizer-state bytes held by one rank, largest over ranks",
 }
 
 

@@ -20,10 +20,13 @@ import torch
 from . import env as envmod
 from .configs import DtypeConfig
 from . import data as datamod
+from . import distributed
 from .metrics import mfu_pct, multilabel_metrics, peak_tflops, singlelabel_metrics
 from .models import BenchModel, autocast_context, build_model
 from .precision import LossScaler, build_optimizer, lr_at, optimizer_state_bytes, set_matmul_flags
 from .records import SCHEMA_VERSION, write_json_atomic
+from .steplog import StepLog
+from .timing import WindowTimer
 from .runconfig import RunConfig, resolved
 
 
@@ -49,21 +52,25 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     """
     if isinstance(cfg, dict):
         cfg = RunConfig.from_dict(cfg)
+    if distributed.needs_launch(cfg):  # ddp / fsdp outside torchrun: run it under torchrun
+        return distributed.launch(cfg, out_dir, progress=progress)
     cfg = resolved(cfg)
     device = envmod.pick_device(cfg.device)
     compile_ = {"on": True, "off": False}.get(cfg.compile, cfg.dtype.compile and device.type == "cuda")
-    cfg = cfg.replace(device=device.type, compile="on" if compile_ else "off",
+    cfg = cfg.replace(device=device.type, compile="on" if compile_ else "off", nproc=distributed.world_size(cfg),
                       out_dir=str(out_dir) if out_dir else cfg.out_dir)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="dtype-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     rec = new_record(cfg, device)
     t0 = time.perf_counter()
-    skip = envmod.unsupported_reason(cfg.dtype, device)
+    skip = envmod.unsupported_reason(cfg.dtype, device) or distributed.unsupported_reason(cfg)
+    dist = distributed.Strategy()  # until the process group is joined
     try:
         if skip:
             rec.update(status="skipped", reason=skip)
         else:
-            _train(cfg, device, out, rec, progress, progress_desc)
+            dist = distributed.setup(cfg, device)
+            _train(cfg, device, out, rec, progress and dist.is_main, progress_desc, dist)
     except torch.cuda.OutOfMemoryError as e:
         rec.update(status="oom", reason=str(e).splitlines()[0][:500])
     except Exception:
@@ -73,75 +80,10 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
         if device.type == "cuda":
             torch.cuda.empty_cache()
     rec["_path"] = str(out / "result.json")
-    write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
+    if dist.finish(rec):  # rank 0 writes the record (or the rank that failed first)
+        write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
+    dist.close()
     return rec
-
-
-class _Timer:
-    """Timed windows after warm-up, with device synchronisation at each edge; evaluation
-    inside a window is paused out. Energy from NVML over the same windows."""
-
-    def __init__(self, device: torch.device, warmup: int, total: int, windows: int):
-        self.device, self.warmup = device, warmup
-        timed = max(1, total - warmup)
-        self.size = max(1, math.ceil(timed / windows))
-        self.done: list[tuple[int, float]] = []  # (steps, seconds) per window
-        self.energy = envmod.EnergyMeter(device)
-        self.joules = 0.0
-        self._t = self._e = None
-        self._n = 0
-
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def before_step(self, step: int) -> None:
-        if step == self.warmup:
-            self._start()
-
-    def _start(self) -> None:
-        self._sync()
-        self._t, self._e, self._n, self._acc = time.perf_counter(), self.energy.read_j(), 0, 0.0
-
-    def after_step(self, step: int) -> None:
-        if self._t is None:
-            return
-        self._n += 1
-        if self._n == self.size:
-            self._close()
-            self._start()
-
-    def _close(self) -> None:
-        self._sync()
-        self._acc += time.perf_counter() - self._t
-        e = self.energy.read_j()
-        if e is not None and self._e is not None:
-            self.joules += e - self._e
-        if self._n:
-            self.done.append((self._n, self._acc))
-        self._t = None
-
-    def pause(self):
-        timer = self
-
-        class _P:
-            def __enter__(self):
-                if timer._t is not None:
-                    timer._sync()
-                    timer._acc += time.perf_counter() - timer._t
-                    e = timer.energy.read_j()
-                    if e is not None and timer._e is not None:
-                        timer.joules += e - timer._e
-
-            def __exit__(self, *a):
-                if timer._t is not None:
-                    timer._sync()
-                    timer._t, timer._e = time.perf_counter(), timer.energy.read_j()
-        return _P()
-
-    def finish(self) -> None:
-        if self._t is not None and self._n:
-            self._close()
 
 
 def _auto_warmup(cfg: RunConfig, device: torch.device) -> int:
@@ -153,7 +95,8 @@ def _auto_warmup(cfg: RunConfig, device: torch.device) -> int:
 
 
 def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress: bool,
-           progress_desc: str | None) -> None:
+           progress_desc: str | None, dist: distributed.Strategy | None = None) -> None:
+    dist = dist or distributed.Strategy()
     dtype: DtypeConfig = cfg.dtype
     scn = cfg.scn
     t_setup = time.perf_counter()
@@ -171,28 +114,27 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     if dtype.fp8 != "none":
         from .fp8 import convert_fp8
         convert_fp8(model, dtype.fp8)
+    fpt = model.flops_per_token(cfg.seq_len)  # before sharding hides parameter sizes
+    # ddp / fsdp wrap (and shard) before the optimizer sees the parameters
+    if cfg.compile == "on":
+        # each run compiles afresh: several runs in one process (a notebook, `bench`) would
+        # otherwise pile up recompilations until dynamo silently falls back to eager
+        torch._dynamo.reset()
+    step_model: Callable = dist.wrap(model, compile=cfg.compile == "on")
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device)
-    scaler = LossScaler(dtype, device)
-    step_model: Callable = torch.compile(model) if cfg.compile == "on" else model
-    next_batch = data.sampler(cfg.batch_size, device, cfg.seed)
+    opt = dist.regroup(build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device))
+    scaler = dist.loss_scaler(LossScaler(dtype, device))
+    next_batch = data.sampler(cfg.batch_size, device, dist.data_seed(cfg.seed))
     val = data.val_batches(cfg.batch_size, cfg.eval_batches, device)
     amp = autocast_context(device.type, dtype)
     setup_s = time.perf_counter() - t_setup
 
     steps = cfg.steps
-    buf = {k: torch.zeros(steps, device=device) for k in ("loss", "grad_norm")}
-    nonfinite = torch.zeros((), dtype=torch.int64, device=device)
-    timer = _Timer(device, _auto_warmup(cfg, device), steps, cfg.timing_windows)
-    rows_f = open(out / "steps.jsonl", "w")
-    host: dict[str, list] = {"loss": [], "grad_norm": []}
-    last_logged = 0
-    initial_loss = None
-    diverged_step = None
-    max_grad = max_logit = 0.0
+    timer = WindowTimer(device, _auto_warmup(cfg, device), steps, cfg.timing_windows)
+    rows_f = open(out / "steps.jsonl" if dist.is_main else os.devnull, "w")
+    log = StepLog(steps, device, rows_f, cfg.diverge_ratio, dist.all_reduce_mean_)
     eval_s = 0.0
     first_step_s = None
-    log_extra: dict[int, dict] = {}
 
     def is_log_step(s: int) -> bool:
         return s == 0 or (s + 1) % cfg.log_every == 0 or s == steps - 1
@@ -207,59 +149,37 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
             lr = lr_at(step, cfg.lr, cfg.warmup_steps, steps, cfg.min_lr_ratio)
             _set_lr(opt, lr)
             log_now = is_log_step(step)
-            logit_max = None
-            loss_sum = torch.zeros((), device=device)
+            logit_max = loss_sum = None
             for micro in range(cfg.grad_accum):
                 batch = next_batch()
+                dist.set_grad_sync(step_model, micro == cfg.grad_accum - 1)
                 with amp:
                     loss, lm = step_model(batch, logit_stats=log_now and micro == 0)
                 if lm is not None:
                     logit_max = lm
-                loss = loss / cfg.grad_accum
+                if cfg.grad_accum > 1:
+                    loss = loss / cfg.grad_accum
                 scaler.scale(loss).backward()
-                loss_sum += loss.detach().float()
+                loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
             scaler.unscale_(opt, params)
             if log_now:
                 grads = [p.grad for p in params if p.grad is not None]
-                gmax = torch.stack(torch._foreach_norm(grads, float("inf"))).max().float()
-            gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-            nonfinite += (~torch.isfinite(gnorm)).long()
+                gmax = dist.grad_max(grads)
+            gnorm = dist.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
             scaler.step(opt)
             opt.zero_grad(set_to_none=True)
-            buf["loss"][step] = loss_sum
-            buf["grad_norm"][step] = gnorm.float()
+            log.record(step, loss_sum, gnorm)
             timer.after_step(step)
             if step == 0:
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 first_step_s = time.perf_counter() - t_step
             if log_now:
-                # the one host sync of this logging interval
-                extra = {"lr": lr, "grad_max": gmax.item(), "max_logit": logit_max.item() if logit_max is not None else None,
-                         "loss_scale": float(scaler.current_scale()), "nonfinite_steps": int(nonfinite.item())}
-                log_extra[step] = extra
-                losses = buf["loss"][last_logged:step + 1].tolist()
-                gns = buf["grad_norm"][last_logged:step + 1].tolist()
-                for i, (lv, gv) in enumerate(zip(losses, gns)):
-                    s = last_logged + i
-                    row = {"step": s, "loss": lv, "grad_norm": gv, **log_extra.pop(s, {})}
-                    rows_f.write(json.dumps(row) + "\n")
-                host["loss"] += losses
-                host["grad_norm"] += gns
-                rows_f.flush()
-                last_logged = step + 1
-                max_grad = max(max_grad, _finite_max(gns))
-                if extra["max_logit"] is not None and math.isfinite(extra["max_logit"]):
-                    max_logit = max(max_logit, extra["max_logit"])
-                if initial_loss is None:
-                    finite = [v for v in host["loss"] if math.isfinite(v)]
-                    initial_loss = sum(finite[:5]) / len(finite[:5]) if finite else float("nan")
-                if diverged_step is None:
-                    diverged_step = _first_divergence(host["loss"], initial_loss, cfg.diverge_ratio)
-                    if diverged_step is not None and cfg.on_divergence == "stop":
-                        raise Diverged()
-                if bar is not None:
-                    bar.set_postfix(loss=f"{losses[-1]:.4g}", gnorm=f"{gns[-1]:.3g}")
+                log.flush(step, lr, {"grad_max": gmax, "max_logit": logit_max, "loss_scale": scaler.current_scale()})
+                if log.diverged_step is not None and cfg.on_divergence == "stop":
+                    raise Diverged()
+                if bar is not None and log.losses:
+                    bar.set_postfix(loss=f"{log.losses[-1]:.4g}", gnorm=f"{log.grad_norms[-1]:.3g}")
             if bar is not None:
                 bar.update(1)
             if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step != steps - 1:
@@ -273,9 +193,11 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     finally:
         if bar is not None:
             bar.close()
+    log.finish()
     timer.finish()
     train_s = time.perf_counter() - t_train
-    steps_done = len(host["loss"])
+    steps_done = len(log.losses)
+    diverged_step = log.diverged_step
 
     te = time.perf_counter()
     # evaluated even after a divergence: the record then shows what the diverged weights give
@@ -300,7 +222,6 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
         m["step_ms_std"] = _std(step_ms)
         m["timed_steps"] = sum(n for n, _ in timer.done)
     m["throughput_unit"] = f"{scn.unit}/s"
-    fpt = model.flops_per_token(cfg.seq_len)
     m["flops_per_token"] = fpt
     if device.type == "cuda" and "tokens_per_s" in m:
         name = rec["env"]["device_name"]
@@ -325,20 +246,21 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     m["quality"] = quality.get(scn.quality)
     m["quality_name"] = scn.quality
     m["quality_higher_is_better"] = scn.higher_is_better
-    finite_losses = [v for v in host["loss"] if math.isfinite(v)]
-    m["stability/initial_loss"] = initial_loss
+    finite_losses = [v for v in log.losses if math.isfinite(v)]
+    m["stability/initial_loss"] = log.initial_loss
     m["stability/final_train_loss"] = (sum(finite_losses[-5:]) / len(finite_losses[-5:])) if finite_losses else None
     m["stability/diverged_step"] = diverged_step
-    nf = int(nonfinite.item())
+    nf = log.nonfinite_steps
     m["stability/nonfinite_steps"] = nf
     m["stability/skipped_steps"] = nf if scaler.mode == "dynamic" else 0
     m["stability/final_loss_scale"] = float(scaler.current_scale())
-    m["stability/max_grad_norm"] = max_grad
-    m["stability/max_logit"] = max_logit
+    m["stability/max_grad_norm"] = log.max_grad
+    m["stability/max_logit"] = log.max_logit
     m["time/setup_s"] = setup_s
     m["time/first_step_s"] = first_step_s
     m["time/train_s"] = train_s
     m["time/eval_s"] = eval_s
+    dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
     if diverged_step is not None:
         rec["status"] = "diverged"
         rec["reason"] = (f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
@@ -357,20 +279,6 @@ def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
             g["lr"].fill_(lr)
         else:
             g["lr"] = lr
-
-
-def _first_divergence(losses: list[float], initial: float, ratio: float) -> int | None:
-    for i, v in enumerate(losses):
-        if not math.isfinite(v) or (math.isfinite(initial) and v > ratio * initial):
-            return i
-        if not math.isfinite(initial):
-            return i
-    return None
-
-
-def _finite_max(xs: list[float]) -> float:
-    f = [x for x in xs if math.isfinite(x)]
-    return max(f) if f else 0.0
 
 
 def _std(xs: list[float]) -> float:

@@ -1,0 +1,493 @@
+"""``dtype-bench scaling``: multi-GPU runs and their analysis (seeds 003 and 004).
+
+    dtype-bench scaling run params/seed003.yaml [--root executed] [--only ARM ...] [--dry-run]
+    dtype-bench scaling analyze executed/seed003 [--baseline ddp_fp32] [--out DIR]
+    dtype-bench scaling executed/seed003            # = analyze
+
+A *scaling plan* is a study file (``benchlib.study``: scenarios x configs x seeds and shared
+settings) plus ``arms``: named settings laid over the study, typically ``strategy`` and
+``nproc`` (and ``config``, ``activation_checkpointing``, ...). Each arm's runs are launched
+through ``torchrun`` (``benchlib.distributed.launch``) into
+``<root>/<study>/<arm>/<scenario>/<config>/seed<k>/``; re-running resumes.
+
+The analysis reads every ``result.json`` and its ``rank{r}.jsonl`` under a folder:
+
+* seed 003: per timed window, time averaged over ranks and tokens/s **summed** over ranks;
+  the first window excluded; mean +- std over windows (``aggregate_windows``);
+* speed-up and efficiency of N devices against 1 device of the same strategy (else against
+  ``single``), memory per device (``scaling_table``);
+* seed 004's summary: median tokens/s, final and best training loss, speed-up and loss
+  difference against the ``ddp_fp32`` arm (``seed004_summary`` -> ``summary.json``);
+* bar charts with error bars (``charts``), written as PNG and SVG.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BASELINE_ARM = "ddp_fp32"
+EFFICIENCY_TARGETS = {"ddp": 95.0, "fsdp2": 90.0}
+"""The issue's targets at 2 GPUs (GPT-2 124M, 12x1024 tokens per GPU, bf16, compile)."""
+RUN_KEYS = ["scenario", "config", "strategy", "activation_checkpointing", "limit_all_gathers", "size",
+            "batch_size", "seq_len", "grad_accum", "compile", "steps"]
+"""What makes two runs the same setup but for the number of devices."""
+
+# A plan small enough for a CPU (the notebook's default): 2 processes over gloo, tiny model.
+CPU_DEMO = {
+    "study": "scaling_demo", "description": "tiny GPT-2 on the CPU: single vs 2-process DDP / FSDP",
+    "scenarios": ["A"], "configs": ["fp32_baseline"], "seeds": [0], "size": "tiny", "steps": 40,
+    "log_every": 10, "eval_batches": 2, "device": "cpu", "timing_windows": 5,
+    "arms": {"single": {"strategy": "single"}, "ddp_1": {"strategy": "ddp", "nproc": 1},
+             "ddp_2": {"strategy": "ddp", "nproc": 2}, "fsdp2_1": {"strategy": "fsdp2", "nproc": 1},
+             "fsdp2_2": {"strategy": "fsdp2", "nproc": 2}, "fsdp_manual_2": {"strategy": "fsdp_manual", "nproc": 2}},
+}
+
+
+# =======================================================================================
+# Seed 003's aggregation (also used by every run for its dist/ metrics)
+# =======================================================================================
+def aggregate_windows(rows: list[dict]) -> dict:
+    """Per-rank, per-window rows -> seed 003's numbers.
+
+    For each window: ``time_s`` and ``step_ms`` averaged over ranks, ``tokens_per_s`` and
+    ``samples_per_s`` summed over ranks. The first window is excluded when there are two or
+    more; then mean and (sample) std over the remaining windows.
+    """
+    by_window: dict[int, list[dict]] = {}
+    for r in rows:
+        by_window.setdefault(r["window"], []).append(r)
+    windows = sorted(by_window)[1:] if len(by_window) >= 2 else sorted(by_window)
+    if not windows:
+        return {}
+    out: dict[str, float] = {"windows": len(windows)}
+    for key, over_ranks in (("time_s", _mean), ("step_ms", _mean), ("tokens_per_s", sum), ("samples_per_s", sum)):
+        per_window = [over_ranks([r[key] for r in by_window[w]]) for w in windows]
+        out[key] = _mean(per_window)
+        out[f"{key}_std"] = statistics.stdev(per_window) if len(per_window) > 1 else 0.0
+    return out
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs)
+
+
+# =======================================================================================
+# Plans: a study plus arms
+# =======================================================================================
+@dataclass
+class PlannedRun:
+    arm: str
+    cfg: Any  # RunConfig
+    params: dict
+    out_dir: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.arm}: {self.cfg.run_id}"
+
+
+def load_plan(source: str | Path | dict) -> tuple[str, dict[str, list]]:
+    """A scaling plan (YAML file or dict) -> (study name, {arm: [RunSpec, ...]}), every run
+    validated through the study format before anything runs."""
+    import yaml
+
+    from .runconfig import ConfigError
+    from .study import parse_study
+    if isinstance(source, dict):
+        d, where, stem = dict(source), "plan: ", "scaling"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"no scaling plan {str(path)!r}")
+        d, where, stem = yaml.safe_load(path.read_text()), f"{path}: ", path.stem
+    if not isinstance(d, dict) or not isinstance(d.get("arms"), dict) or not d["arms"]:
+        raise ConfigError(f"{where}a scaling plan is a study file with `arms:` (name -> settings, e.g. "
+                          f"ddp_2: {{strategy: ddp, nproc: 2}})")
+    arms = d.pop("arms")
+    name = d.get("study", stem)
+    out = {}
+    for arm, settings in arms.items():
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{where}arms.{arm}: expected a mapping of settings, got {settings!r}")
+        s = dict(settings)
+        merged = {**d, **{k: v for k, v in s.items() if k not in ("config", "configs")}}
+        if "config" in s or "configs" in s:
+            merged["configs"] = s.get("configs", [s.get("config")])
+        merged["extra"] = {**(d.get("extra") or {}), "arm": arm}
+        study = parse_study(merged, where=f"{where}arms.{arm}: ", default_name=stem)
+        out[arm] = study.runs()
+    return name, out
+
+
+def plan_runs(source: str | Path | dict, root: str | Path = "executed", only: list[str] | None = None) -> list[PlannedRun]:
+    name, arms = load_plan(source)
+    runs = []
+    for arm, specs in arms.items():
+        if only and not any(fnmatch.fnmatchcase(arm, p) for p in only):
+            continue
+        for spec in specs:
+            c = spec.cfg
+            runs.append(PlannedRun(arm, c, spec.params,
+                                   Path(root) / name / arm / c.scenario / c.dtype.name / f"seed{c.seed}"))
+    return runs
+
+
+def run_plan(runs: list[PlannedRun], dry_run: bool = False, progress: bool = True,
+             timeout_s: float | None = None) -> list[dict]:
+    """Launch each run through torchrun (every arm, ``single`` too, gets a fresh process);
+    finished runs with the same settings are not run again."""
+    from .distributed import launch, torchrun_command
+    from .records import FINISHED, CorruptRecord, read_record
+    from .sweep import stale_keys
+    recs = []
+    for i, r in enumerate(runs, 1):
+        cmd = torchrun_command(r.cfg, r.out_dir, quiet=not progress, nproc=max(1, r.cfg.nproc))
+        shown = "torchrun " + " ".join(cmd[3:])
+        if dry_run:
+            print(shown)
+            continue
+        try:
+            old = read_record(r.out_dir / "result.json")
+            if old["status"] in FINISHED and not stale_keys(old, r.params):
+                print(f"[{i}/{len(runs)}] {r.label}: {old['status']} (done before)")
+                recs.append(old)
+                continue
+        except (CorruptRecord, FileNotFoundError):
+            pass
+        print(f"[{i}/{len(runs)}] {r.label}", flush=True)
+        rec = launch(r.cfg.replace(nproc=max(1, r.cfg.nproc)), r.out_dir, progress=progress, timeout_s=timeout_s)
+        m = rec["metrics"]
+        print(f"    -> {rec['status']}" + (f" ({rec['reason'].strip().splitlines()[-1][:200]})" if rec["reason"] else "")
+              + (f"  {m['dist/tokens_per_s']:,.0f} tokens/s" if m.get("dist/tokens_per_s") else ""), flush=True)
+        recs.append(rec)
+    return recs
+
+
+# =======================================================================================
+# Loading records and per-rank windows
+# =======================================================================================
+def load_runs(root: str | Path):
+    """One row per record under ``root`` with its arm, strategy, world size and dist/ metrics."""
+    import pandas as pd
+
+    from .records import load_records, records_frame
+    recs = load_records(root)
+    if not recs:
+        raise FileNotFoundError(f"no readable result.json under {root}")
+    df = records_frame(recs)
+    df["arm"] = [(r["run"].get("extra") or {}).get("arm") or f"{r['run']['strategy']}_{r['run']['nproc']}" for r in recs]
+    df["strategy"] = df["run.strategy"]
+    df["nproc"] = [int(r["metrics"].get("dist/world_size") or r["run"]["nproc"]) for r in recs]
+    for k in RUN_KEYS:
+        if k not in df:
+            df[k] = df.get(f"run.{k}")
+    return df.reset_index(drop=True)
+
+
+def windows_frame(runs) -> "pd.DataFrame":  # noqa: F821
+    """Every rank's timed windows (``rank{r}.jsonl``) of the ok runs, with the run's arm."""
+    import pandas as pd
+    rows = []
+    for _, run in runs[runs["status"] == "ok"].iterrows():
+        for f in sorted(Path(run["path"]).parent.glob("rank*.jsonl")):
+            for line in f.read_text().splitlines():
+                w = json.loads(line)
+                if "window" in w:
+                    rows.append({"arm": run["arm"], "seed": run["seed"], "nproc": run["nproc"], **w})
+    return pd.DataFrame(rows)
+
+
+def losses(path: str | Path) -> list[float]:
+    from .records import read_steps
+    f = Path(path).parent / "steps.jsonl"
+    return [r["loss"] for r in read_steps(f) if "loss" in r] if f.exists() else []
+
+
+# =======================================================================================
+# Tables
+# =======================================================================================
+def seed003_table(windows) -> "pd.DataFrame":  # noqa: F821
+    """Per arm: training time per window and tokens/s, seed 003's way, pooled over seeds."""
+    import pandas as pd
+    rows = []
+    for arm, g in windows.groupby("arm", sort=False):
+        per = []
+        for seed, gs in g.groupby("seed"):
+            agg_rows = gs.to_dict("records")
+            by_w: dict[int, list] = {}
+            for r in agg_rows:
+                by_w.setdefault(r["window"], []).append(r)
+            ws = sorted(by_w)[1:] if len(by_w) >= 2 else sorted(by_w)
+            per += [{"time_s": _mean(r["time_s"] for r in by_w[w]), "step_ms": _mean(r["step_ms"] for r in by_w[w]),
+                     "tokens_per_s": sum(r["tokens_per_s"] for r in by_w[w])} for w in ws]
+        d = pd.DataFrame(per)
+        rows.append({"arm": arm, "nproc": int(g["nproc"].iloc[0]), "windows": len(d),
+                     **{k: d[k].mean() for k in ("time_s", "step_ms", "tokens_per_s")},
+                     **{f"{k}_std": d[k].std(ddof=1) if len(d) > 1 else 0.0 for k in ("time_s", "step_ms", "tokens_per_s")}})
+    return pd.DataFrame(rows)
+
+
+def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
+    """Speed-up and efficiency of N devices vs 1, per strategy and dtype config.
+
+    Each setup (``RUN_KEYS`` but the device count) is compared with its own 1-device run,
+    else with ``single`` on the same setup. Efficiency = tokens/s at N / (N x tokens/s at 1)
+    (weak scaling: the per-device batch is fixed). Means over seeds.
+    """
+    import pandas as pd
+    ok = runs[runs["status"] == "ok"].copy()
+    if ok.empty:
+        return pd.DataFrame()
+    keys = [k for k in RUN_KEYS if k in ok]
+    cols = {"dist/tokens_per_s": "tokens_per_s", "dist/tokens_per_s_std": "tokens_per_s_std",
+            "dist/step_ms": "step_ms", "dist/step_ms_std": "step_ms_std",
+            "dist/peak_allocated_gib_max": "gib_per_device", "dist/peak_rss_gib_max": "rss_gib_per_process",
+            "quality/val_loss": "val_loss", "stability/final_train_loss": "final_train_loss"}
+    for c in cols:
+        if c not in ok:
+            ok[c] = float("nan")
+    agg = (ok.groupby(keys + ["arm", "nproc"], dropna=False)[list(cols)].mean(numeric_only=True)
+           .rename(columns=cols).reset_index())
+    agg["seeds"] = ok.groupby(keys + ["arm", "nproc"], dropna=False).size().values
+    other = [k for k in keys if k != "strategy"]
+
+    def base_of(row):
+        same = (agg[other] == row[other]).all(axis=1) | (agg[other].isna() & row[other].isna()).all(axis=1)
+        one = agg[same & (agg["nproc"] == 1)]
+        own = one[one["strategy"] == row["strategy"]]
+        if len(own):
+            return own.iloc[0], row["strategy"]
+        single = one[one["strategy"] == "single"]
+        return (single.iloc[0], "single") if len(single) else (None, None)
+
+    out = []
+    for _, row in agg.iterrows():
+        base, against = base_of(row)
+        r = row.to_dict()
+        if base is not None and base["tokens_per_s"] > 0:
+            r["baseline"] = f"{against} x1"
+            r["speedup"] = row["tokens_per_s"] / base["tokens_per_s"]
+            r["efficiency_pct"] = 100 * r["speedup"] / row["nproc"]
+            r["step_time_ratio"] = row["step_ms"] / base["step_ms"]
+        out.append(r)
+    table = pd.DataFrame(out)
+    for c in ("baseline", "speedup", "efficiency_pct", "step_time_ratio"):
+        if c not in table:
+            table[c] = None
+    return table.sort_values(["scenario", "config", "strategy", "nproc"]).reset_index(drop=True)
+
+
+def seed004_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
+    """Seed 004's ``summary.json``: per arm, median tokens/s (over timed windows, summed over
+    ranks), final and best training loss, memory per device, and the speed-up and loss
+    difference against the baseline arm (``ddp_fp32``; else the first arm)."""
+    windows = windows if windows is not None else windows_frame(runs)
+    out: dict[str, dict] = {}
+    for arm, g in runs.groupby("arm", sort=False):
+        ok = g[g["status"] == "ok"]
+        entry: dict[str, Any] = {"status": ", ".join(sorted(set(g["status"]))), "runs": len(g),
+                                 "strategy": g["strategy"].iloc[0], "nproc": int(g["nproc"].iloc[0]),
+                                 "config": g["config"].iloc[0]}
+        if "run.activation_checkpointing" in g:
+            entry["activation_checkpointing"] = bool(g["run.activation_checkpointing"].iloc[0])
+        if "run.limit_all_gathers" in g:
+            entry["limit_all_gathers"] = bool(g["run.limit_all_gathers"].iloc[0])
+        reasons = [r for r in g["reason"].dropna()]
+        if reasons:
+            entry["reason"] = reasons[0].strip().splitlines()[-1][:300]
+        if len(ok):
+            w = windows[windows["arm"] == arm] if len(windows) else windows
+            if len(w):
+                summed = w.groupby(["seed", "window"])["tokens_per_s"].sum()
+                entry["median_tokens_per_s"] = float(summed.median())
+            curves = [losses(p) for p in ok["path"]]
+            finals = [c[-1] for c in curves if c]
+            bests = [min(v for v in c if math.isfinite(v)) for c in curves if any(math.isfinite(v) for v in c)]
+            entry.update(final_loss=_mean(finals) if finals else None, best_loss=_mean(bests) if bests else None,
+                         val_loss=float(ok["quality/val_loss"].mean()) if "quality/val_loss" in ok else None,
+                         gib_per_device=_nan_none(ok.get("dist/peak_allocated_gib_max", ok.get("memory")).mean()),
+                         step_ms=_nan_none(ok["dist/step_ms"].mean()) if "dist/step_ms" in ok else None)
+        out[arm] = entry
+    base = out.get(baseline) or next(iter(out.values()), None)
+    base_name = baseline if baseline in out else next(iter(out), None)
+    for arm, e in out.items():
+        if base and e.get("median_tokens_per_s") and base.get("median_tokens_per_s"):
+            e["speedup_vs_baseline"] = e["median_tokens_per_s"] / base["median_tokens_per_s"]
+        if base and e.get("final_loss") is not None and base.get("final_loss") is not None:
+            e["final_loss_minus_baseline"] = e["final_loss"] - base["final_loss"]
+    return {"baseline": base_name, "experiments": out}
+
+
+def _nan_none(v):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+# =======================================================================================
+# Charts (Altair; saved as PNG and SVG through vl-convert)
+# =======================================================================================
+def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str = "arm",
+              color: str = "strategy", rule: float | None = None):
+    """One bar per row of a tidy table, +-1 std error bars, an optional target line."""
+    import altair as alt
+    import pandas as pd
+    d = table.dropna(subset=[y]).copy()
+    if d.empty:
+        return alt.Chart(pd.DataFrame({"t": [f"no data for {y}"]})).mark_text().encode(text="t:N")
+    d["lo"] = d[y] - (d[err].fillna(0) if err and err in d else 0)
+    d["hi"] = d[y] + (d[err].fillna(0) if err and err in d else 0)
+    order = list(d[x])
+    base = alt.Chart(d).encode(x=alt.X(f"{x}:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30)))
+    bars = base.mark_bar().encode(y=alt.Y(f"{y}:Q", title=y_title),
+                                  color=alt.Color(f"{color}:N", title=color) if color in d else alt.value("#4c78a8"),
+                                  tooltip=[f"{x}:N", alt.Tooltip(f"{y}:Q", format=",.3~f")])
+    layers = [bars]
+    if err and err in d:
+        layers.append(base.mark_errorbar().encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"))
+    layers.append(base.mark_text(dy=-8, fontSize=10).encode(y="hi:Q", text=alt.Text(f"{y}:Q", format=",.3~r")))
+    if rule is not None:
+        layers.append(alt.Chart(pd.DataFrame({"r": [rule]})).mark_rule(strokeDash=[4, 4], color="grey").encode(y="r:Q"))
+    return alt.layer(*layers).properties(title=title, width=max(240, 46 * len(d)), height=260)
+
+
+def charts(seed003, scaling, summary: dict) -> dict:
+    """Seed 003's two comparison charts, the scaling efficiency and memory per device, and
+    seed 004's loss vs baseline."""
+    import pandas as pd
+    out = {}
+    if seed003 is not None and len(seed003):
+        s3 = seed003.assign(strategy=seed003["arm"])
+        out["training_time_comparison"] = bar_chart(s3, "time_s", "time_s_std", "Training time per window (mean over ranks)",
+                                                     "seconds per window", color="nproc")
+        out["tokens_per_second_comparison"] = bar_chart(s3, "tokens_per_s", "tokens_per_s_std",
+                                                        "Throughput (tokens/s summed over ranks)", "tokens/s", color="nproc")
+    if scaling is not None and len(scaling):
+        sc = scaling.assign(arm=scaling["arm"].astype(str) + " (" + scaling["config"] + ")")
+        multi = sc[sc["nproc"] > 1]
+        out["scaling_efficiency"] = bar_chart(multi, "efficiency_pct", None, "Scaling efficiency vs 1 device (%)",
+                                              "efficiency %", rule=EFFICIENCY_TARGETS.get("fsdp2"))
+        out["memory_per_device"] = bar_chart(sc, "gib_per_device", None, "Peak memory per device", "GiB")
+    exps = summary.get("experiments", {}) if summary else {}
+    if exps:
+        d = pd.DataFrame([{"arm": a, **e} for a, e in exps.items()])
+        if "final_loss" in d:
+            out["loss_vs_baseline"] = bar_chart(d, "final_loss", None, f"Final training loss (baseline {summary['baseline']})",
+                                                "loss")
+        if "median_tokens_per_s" in d:
+            out["median_tokens_per_s"] = bar_chart(d, "median_tokens_per_s", None, "Median tokens/s (seed 004)", "tokens/s")
+    return out
+
+
+# =======================================================================================
+# The whole analysis
+# =======================================================================================
+@dataclass
+class Scaling:
+    runs: Any
+    windows: Any
+    seed003: Any
+    scaling: Any
+    summary: dict
+    charts: dict
+    files: list
+
+
+def analyze(root: str | Path, out_dir: str | Path | None = None, baseline: str = BASELINE_ARM,
+            formats: tuple[str, ...] = ("png", "svg")) -> Scaling:
+    """Tables, ``summary.json``, ``scaling.csv`` and chart files for every record under ``root``."""
+    from .charts import save
+    runs = load_runs(root)
+    windows = windows_frame(runs)
+    s3 = seed003_table(windows) if len(windows) else None
+    sc = scaling_table(runs)
+    summary = summary_clean(seed004_summary(runs, windows, baseline))
+    ch = charts(s3, sc, summary)
+    out = Path(out_dir) if out_dir else Path(root) / "scaling"
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    files.append(out / "summary.json")
+    if len(sc):
+        sc.to_csv(out / "scaling.csv", index=False)
+        files.append(out / "scaling.csv")
+    if s3 is not None:
+        s3.to_csv(out / "seed003.csv", index=False)
+        files.append(out / "seed003.csv")
+    if formats:
+        for name, chart in ch.items():
+            files += save(chart, out / "plots" / name, formats)
+    return Scaling(runs, windows, s3, sc, summary, ch, files)
+
+
+def summary_clean(o):
+    if isinstance(o, dict):
+        return {k: summary_clean(v) for k, v in o.items()}
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if hasattr(o, "item"):
+        return summary_clean(o.item())
+    return o
+
+
+SCALING_COLUMNS = ["scenario", "config", "arm", "strategy", "nproc", "tokens_per_s", "tokens_per_s_std", "step_ms",
+                   "speedup", "efficiency_pct", "baseline", "gib_per_device", "final_train_loss", "val_loss"]
+
+
+def report(res: Scaling) -> str:
+    import pandas as pd
+    lines = []
+    with pd.option_context("display.width", 220, "display.max_columns", 30, "display.float_format", "{:,.4g}".format):
+        if res.seed003 is not None:
+            lines += ["seed 003 (first window excluded; time averaged, tokens/s summed over ranks):",
+                      res.seed003.to_string(index=False), ""]
+        if len(res.scaling):
+            cols = [c for c in SCALING_COLUMNS if c in res.scaling]
+            lines += ["scaling (N devices vs 1):", res.scaling[cols].to_string(index=False), ""]
+        exps = res.summary.get("experiments", {})
+        if exps:
+            d = pd.DataFrame([{"arm": a, **e} for a, e in exps.items()])
+            cols = [c for c in ("arm", "status", "strategy", "nproc", "config", "median_tokens_per_s", "speedup_vs_baseline",
+                                "final_loss", "best_loss", "final_loss_minus_baseline", "gib_per_device") if c in d]
+            lines += [f"seed 004 summary (baseline {res.summary['baseline']}):", d[cols].to_string(index=False), ""]
+    lines += [f"files: {', '.join(str(f) for f in res.files[:3])}" + (f" and {len(res.files) - 3} more" if len(res.files) > 3 else "")]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in ("run", "analyze", "-h", "--help"):
+        argv = ["analyze"] + argv
+    p = argparse.ArgumentParser(prog="dtype-bench scaling", description="Multi-GPU runs through torchrun and "
+                                "their scaling analysis (seeds 003, 004).")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="launch every arm of a scaling plan (params/seed003.yaml, params/seed004.yaml)")
+    r.add_argument("plan")
+    r.add_argument("--root", default="executed", help="runs go to ROOT/<study>/<arm>/... (default executed)")
+    r.add_argument("--only", nargs="*", default=[], help="arm names or globs")
+    r.add_argument("--dry-run", action="store_true", help="print the torchrun commands only")
+    r.add_argument("--timeout", type=float, default=None, help="seconds per run before it is killed")
+    r.add_argument("--no-analyze", action="store_true")
+    a = sub.add_parser("analyze", help="tables, summary.json and charts from the records under a folder")
+    a.add_argument("root", help="e.g. executed/seed003")
+    a.add_argument("--baseline", default=BASELINE_ARM, help=f"seed 004's baseline arm (default {BASELINE_ARM})")
+    a.add_argument("--out", default=None, help="output folder (default ROOT/scaling)")
+    a.add_argument("--formats", default="png,svg")
+    ns = p.parse_args(argv)
+    if ns.cmd == "run":
+        runs = plan_runs(ns.plan, ns.root, ns.only)
+        recs = run_plan(runs, dry_run=ns.dry_run, timeout_s=ns.timeout)
+        if ns.dry_run or ns.no_analyze or not recs:
+            return 0
+        root = runs[0].out_dir.parents[3]
+        print(report(analyze(root)))
+        return 0 if all(x["status"] in ("ok", "skipped", "diverged") for x in recs) else 1
+    res = analyze(ns.root, ns.out, ns.baseline, tuple(f for f in ns.formats.split(",") if f))
+    print(report(res))
+    return 0

@@ -1,0 +1,101 @@
+"""Per-step training values without per-step host syncs.
+
+Every step writes its loss and gradient norm into a device buffer (two tiny copies).
+Every ``log_every`` steps the new slice (and the log step's extras: max |grad|, max |logit|,
+loss scale) is copied to pinned host memory *without blocking*; the host reads it one
+interval later, when the copy has long finished. So logging never stalls the GPU, and
+divergence is noticed at most two intervals after it happens (the record names the exact
+step). ``finish`` drains the last copy.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Callable, TextIO
+
+import torch
+
+
+class StepLog:
+    def __init__(self, steps: int, device: torch.device, rows: TextIO, diverge_ratio: float,
+                 reduce_mean_: Callable[[torch.Tensor], None] = lambda t: None):
+        self.device, self.rows, self.ratio = device, rows, diverge_ratio
+        self.buf = torch.zeros(2, steps, device=device)  # loss, grad_norm
+        self.reduce_mean_ = reduce_mean_  # the global batch's loss under data parallelism
+        self.losses: list[float] = []
+        self.grad_norms: list[float] = []
+        self.initial_loss: float | None = None
+        self.diverged_step: int | None = None
+        self.max_grad = 0.0
+        self.max_logit = 0.0
+        self.last_extra: dict = {}
+        self._logged = 0  # steps already handed to a copy
+        self._pending = None
+
+    def record(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        self.buf[0, step] = loss
+        self.buf[1, step] = grad_norm
+
+    def flush(self, step: int, lr: float, extras: dict[str, torch.Tensor | float | None]) -> None:
+        """Start copying steps up to ``step`` (inclusive) and process the previous copy."""
+        a, b = self._logged, step + 1
+        self.reduce_mean_(self.buf[0, a:b])
+        names = [k for k, v in extras.items() if v is not None]
+        vals = [v.detach().float().reshape(()) if torch.is_tensor(v)
+                else torch.tensor(float(v), device=self.device) for v in (extras[k] for k in names)]
+        dev = torch.cat([self.buf[:, a:b].reshape(-1), torch.stack(vals) if vals else self.buf.new_zeros(0)])
+        if self.device.type == "cuda":
+            host = torch.empty(dev.shape, dtype=dev.dtype, pin_memory=True)
+            host.copy_(dev, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record()
+        else:
+            host, ev = dev.clone(), None
+        self._process()
+        self._pending = (a, b, host, ev, names, lr)
+        self._logged = b
+
+    def finish(self) -> None:
+        self._process()
+
+    def _process(self) -> None:
+        if self._pending is None:
+            return
+        a, b, host, ev, names, lr = self._pending
+        self._pending = None
+        if ev is not None:
+            ev.synchronize()  # finished long ago: this does not wait
+        vals = host.tolist()
+        n = b - a
+        losses, gns, extra = vals[:n], vals[n:2 * n], dict(zip(names, vals[2 * n:]))
+        extra["lr"] = lr
+        for i, (lv, gv) in enumerate(zip(losses, gns)):
+            row = {"step": a + i, "loss": lv, "grad_norm": gv}
+            if i == n - 1:
+                row.update(extra, nonfinite_steps=self.nonfinite_steps + sum(not math.isfinite(g) for g in gns))
+            self.rows.write(json.dumps(row) + "\n")
+        self.rows.flush()
+        self.losses += losses
+        self.grad_norms += gns
+        self.last_extra = extra
+        self.max_grad = max([self.max_grad] + [g for g in gns if math.isfinite(g)])
+        ml = extra.get("max_logit")
+        if ml is not None and math.isfinite(ml):
+            self.max_logit = max(self.max_logit, ml)
+        if self.initial_loss is None:
+            finite = [v for v in self.losses if math.isfinite(v)][:5]
+            self.initial_loss = sum(finite) / len(finite) if finite else float("nan")
+        if self.diverged_step is None:
+            self.diverged_step = first_divergence(self.losses, self.initial_loss, self.ratio)
+
+    @property
+    def nonfinite_steps(self) -> int:
+        return sum(not math.isfinite(g) for g in self.grad_norms)
+
+
+def first_divergence(losses: list[float], initial: float, ratio: float) -> int | None:
+    """First step whose loss is non-finite or above ``ratio`` x the initial loss."""
+    for i, v in enumerate(losses):
+        if not math.isfinite(initial) or not math.isfinite(v) or v > ratio * initial:
+            return i
+    return None

@@ -1,0 +1,536 @@
+"""``dtype-bench sweep params/X.yaml``: run a study's notebooks through papermill.
+
+Each run is one papermill process with its own kernel (a crash, OOM or dead kernel is that
+run's record, and the sweep goes on) executing the scenario family's notebook into
+``executed/<study>/runs/<scenario>/<config>/seed<k>.ipynb``; its record and step log land
+in the sidecar folder ``seed<k>/`` (``result.json``, ``steps.jsonl``, ``papermill.log``).
+Re-running the same command resumes: finished records (ok / diverged / oom / skipped) are
+skipped, errors, corrupt or stale records are run again. Seed 004: ``--dry-run`` previews
+the exact commands.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import queue
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .records import FINISHED, CorruptRecord, read_record, write_json_atomic
+from .runconfig import ConfigError
+from .study import GROUPS, RunSpec, Study, load_study
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = REPO / "notebooks"
+NOTEBOOKS = {"lm": NOTEBOOK_DIR / "01_train_lm.ipynb", "cls": NOTEBOOK_DIR / "02_train_cls.ipynb"}
+ANALYSIS = {"10_analyze_experiment.ipynb": {"scenario": None}, "11_compare_experiments.ipynb": {}}
+TAIL_LINES = 25
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@dataclass
+class Item:
+    """One run of the sweep: what to execute and where its files go."""
+    spec: RunSpec
+    notebook: Path  # the executed notebook
+    out_dir: Path   # its sidecar folder: result.json, steps.jsonl, papermill.log
+    state: str = "new"
+    detail: str = ""
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
+
+    @property
+    def result(self) -> Path:
+        return self.out_dir / "result.json"
+
+    @property
+    def todo(self) -> bool:
+        return not self.state.startswith("done")
+
+
+def source_notebook(scenario: str) -> Path:
+    return next(NOTEBOOKS[g] for g, members in GROUPS.items() if scenario in members)
+
+
+def plan(study: Study, root: Path) -> list[Item]:
+    items = []
+    for spec in study.runs():
+        c = spec.cfg
+        base = root / study.name / "runs" / c.scenario / c.dtype.name
+        item = Item(spec, base / f"seed{c.seed}.ipynb", base / f"seed{c.seed}")
+        item.state, item.detail = run_state(item)
+        items.append(item)
+    return items
+
+
+def run_state(item: Item) -> tuple[str, str]:
+    """done:<status> (skipped on resume), or why it runs: new / error / corrupt / stale."""
+    if not item.result.exists():
+        return "new", ""
+    try:
+        rec = read_record(item.result)
+    except CorruptRecord as e:
+        return "corrupt", str(e)
+    if rec["status"] not in FINISHED:
+        return "error", _last_line(rec.get("reason"))
+    changed = stale_keys(rec, item.spec.params)
+    if changed:
+        return "stale", "parameters changed: " + ", ".join(changed)
+    return f"done:{rec['status']}", ""
+
+
+def stale_keys(rec: dict, params: dict) -> list[str]:
+    """Settings of the study that the record was not run with (the study file changed)."""
+    ran = rec.get("run", {})
+    skip = ("out_dir", "extra", "scenario", "config")
+    return [f"{k} {ran.get(k)!r} -> {v!r}" for k, v in params.items()
+            if k not in skip and v is not None and v != "auto" and ran.get(k) != v]
+
+
+def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
+           seeds: list[int]) -> list[Item]:
+    study_vals = {"--scenario": {i.spec.cfg.scenario for i in items}, "--config": {i.spec.cfg.dtype.name for i in items},
+                  "--seed": {i.spec.cfg.seed for i in items}}
+    for flag, wanted in (("--scenario", scenarios), ("--config", configs), ("--seed", seeds)):
+        bad = [w for w in wanted if w not in study_vals[flag]]
+        if bad:
+            valid = ", ".join(map(str, sorted(study_vals[flag])))
+            raise ConfigError(f"{flag} {bad[0]!r} is not in this study. Valid: {valid}")
+    out = [i for i in items
+           if (not only or any(fnmatch.fnmatchcase(i.run_id, p) for p in only))
+           and (not scenarios or i.spec.cfg.scenario in scenarios)
+           and (not configs or i.spec.cfg.dtype.name in configs)
+           and (not seeds or i.spec.cfg.seed in seeds)]
+    if not out:
+        raise ConfigError(f"no run of the study matches --only {' '.join(only)} (run ids look like A/amp_bf16/seed0)")
+    return out
+
+
+# ---- executing one run ----------------------------------------------------------------
+def papermill_command(item: Item, study_file: Path) -> list[str]:
+    """The plain papermill command of one run: the study file supplies the settings, -p the
+    run's identity. Paths are relative to the current directory where possible."""
+    c = item.spec.cfg
+    return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-f", _rel(study_file),
+            "-p", "scenario", c.scenario, "-p", "config", c.dtype.name, "-p", "seed", str(c.seed),
+            "-p", "out_dir", _rel(item.out_dir)]
+
+
+def _rel(p: Path) -> str:
+    """Relative to the current directory when below it (readable, copy-pastable), else absolute."""
+    p = Path(p).absolute()
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def _n(k: int, word: str) -> str:
+    return f"{k} {word}{'' if k == 1 else 's'}"
+
+
+def kernel_env(slot: dict) -> dict:
+    """The run's environment: this benchlib importable from the kernel, the slot's GPU."""
+    env = dict(os.environ, **slot, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) -> int:
+    """Run papermill as a child process, its output to ``log``; Ctrl-C reaches it too
+    (same process group), and we wait for it to shut its kernel down."""
+    argv = [sys.executable, "-m", "papermill", *cmd[1:], "--no-progress-bar"]
+    if timeout:
+        argv += ["--execution-timeout", str(timeout)]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+        try:
+            return proc.wait()
+        except BaseException:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+
+
+def log_tail(log: Path, n: int = TAIL_LINES) -> str:
+    try:
+        lines = _ANSI.sub("", log.read_text(errors="replace")).splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
+    """A complete ``error`` record (every key ``records.validate`` requires) for a run whose
+    notebook died before writing one."""
+    import torch
+
+    from .env import pick_device
+    from .runconfig import resolved
+    from .train import new_record
+    try:
+        device = pick_device(spec.cfg.device)
+    except RuntimeError:
+        device = torch.device("cpu")
+    cfg = resolved(spec.cfg).replace(out_dir=str(out_dir))
+    return {**new_record(cfg, device), "reason": reason}
+
+
+def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None) -> dict:
+    """Execute one run's notebook and return its record; a failed notebook becomes an
+    ``error`` record holding the last lines of papermill's output."""
+    for old in ("result.json", "steps.jsonl"):
+        (item.out_dir / old).unlink(missing_ok=True)
+    log = item.out_dir / "papermill.log"
+    t0 = time.perf_counter()
+    try:
+        rc = execute(papermill_command(item, study_file), kernel_env(slot), log, timeout)
+    except OSError as e:
+        rc = 1
+        log.write_text(f"could not start papermill: {e}")
+    rec, unreadable = None, "it wrote no result.json"
+    try:
+        rec = read_record(item.result)
+    except CorruptRecord as e:
+        if item.result.exists():
+            unreadable = f"its result.json is unreadable: {e}"
+    if rc != 0:
+        if rc == -signal.SIGINT:
+            raise KeyboardInterrupt
+        reason = f"notebook failed (papermill exit {rc}):\n{log_tail(log)}"
+        if rec is not None:
+            reason += f"\n(the training itself had ended with status {rec['status']!r})"
+            rec = {**rec, "status": "error", "reason": reason}
+        else:
+            rec = error_record(item.spec, item.out_dir, reason)
+        write_json_atomic(item.result, rec)
+    elif rec is None:
+        rec = error_record(item.spec, item.out_dir, f"the notebook ran but {unreadable}\n{log_tail(log)}")
+        write_json_atomic(item.result, rec)
+    rec["_sweep_s"] = time.perf_counter() - t0
+    return rec
+
+
+# ---- scheduling ---------------------------------------------------------------------
+def visible_gpus() -> list[str]:
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        return [g.strip() for g in cvd.split(",") if g.strip() and g.strip() != "-1"]
+    try:
+        import torch
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except Exception:
+        return []
+
+
+def slots_for(jobs: int, gpus: list[str]) -> list[dict]:
+    """One slot per concurrent run: a GPU each (CUDA_VISIBLE_DEVICES); on CPU a single slot,
+    since side-by-side CPU runs would only measure each other."""
+    if jobs <= 1 or not gpus:
+        return [{}]
+    return [{"CUDA_VISIBLE_DEVICES": g} for g in gpus[:jobs]]
+
+
+def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = lambda i, s: None,
+            on_done: Callable = lambda i, r: None) -> None:
+    """Run ``fn(item, slot)`` for every item, at most one at a time per slot."""
+    free: queue.Queue = queue.Queue()
+    for s in slots:
+        free.put(s)
+
+    def task(item):
+        slot = free.get()
+        try:
+            on_start(item, slot)
+            return item, fn(item, slot)
+        finally:
+            free.put(slot)
+
+    if len(slots) == 1:
+        for item in items:
+            on_done(*task(item))
+        return
+    pool = ThreadPoolExecutor(len(slots))
+    try:
+        for f in as_completed([pool.submit(task, i) for i in items]):
+            on_done(*f.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ---- after the runs: HTML, analysis, summary ------------------------------------------
+def export_html(notebook: Path, html: Path) -> None:
+    """Static HTML that reads offline: PNG charts inline, progress-bar redraws collapsed."""
+    import nbformat
+    from nbconvert import HTMLExporter
+    nb = nbformat.read(str(notebook), as_version=4)
+    for cell in nb.cells:
+        if "outputs" in cell:
+            cell["outputs"] = _coalesce_streams(cell["outputs"])
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(body)
+
+
+def _coalesce_streams(outputs: list) -> list:
+    """Merge consecutive stdout/stderr chunks and keep what a terminal would show after
+    each carriage return (a tqdm bar is dozens of redraws)."""
+    merged: list = []
+    for out in outputs:
+        if out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream" \
+                and merged[-1]["name"] == out["name"]:
+            merged[-1]["text"] += out["text"]
+        else:
+            merged.append(out)
+    for out in merged:
+        if out.get("output_type") == "stream":
+            text = "\n".join(line.rsplit("\r", 1)[-1] for line in out["text"].split("\n"))
+            out["text"] = re.sub(r"\n{3,}", "\n\n", text)
+    return [o for o in merged if o.get("output_type") != "stream" or o["text"].strip()]
+
+
+def export_study_html(study_dir: Path, items: list[Item], analysis: list[Path]) -> Path:
+    html_dir = study_dir / "html"
+    rows = []
+    for item in items:
+        target = html_dir / item.notebook.relative_to(study_dir).with_suffix(".html")
+        if item.notebook.exists() and (not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime):
+            try:
+                export_html(item.notebook, target)
+            except Exception as e:  # an unreadable half-written notebook: say so, go on
+                print(f"  html export failed for {item.run_id}: {e}", file=sys.stderr)
+        rows.append((item, target))
+    for nb in analysis:
+        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name)
+    index = html_dir / "index.html"
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(_index_html(study_dir.name, rows, [html_dir / "analysis" / nb.with_suffix(".html").name
+                                                        for nb in analysis], html_dir))
+    return index
+
+
+def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path) -> str:
+    from html import escape
+    trs = []
+    for item, target in rows:
+        try:
+            rec = read_record(item.result)
+            m = rec["metrics"]
+            cells = [rec["status"], _fmt(m.get("quality")), m.get("quality_name", ""), _fmt(m.get("throughput")),
+                     m.get("throughput_unit", ""), _fmt(m.get("memory")), _last_line(rec.get("reason"))[:120]]
+        except CorruptRecord:
+            cells = ["no record", "", "", "", "", "", ""]
+        link = (f'<a href="{escape(str(target.relative_to(html_dir)))}">{escape(item.run_id)}</a>'
+                if target.exists() else escape(item.run_id))
+        trs.append("<tr><td>" + link + "</td>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+    links = "".join(f'<li><a href="{escape(str(a.relative_to(html_dir)))}">{escape(a.stem)}</a></li>'
+                    for a in analysis if a.exists())
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(name)}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}</style></head><body>
+<h1>Study {escape(name)}</h1><p>Every run's executed notebook; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.</p>
+{'<h2>Analysis</h2><ul>' + links + '</ul>' if links else ''}
+<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>throughput</th><th>unit</th>
+<th>memory GiB</th><th>reason</th></tr>{''.join(trs)}</table></body></html>"""
+
+
+def run_analysis(study_dir: Path, slot: dict) -> tuple[list[Path], list[str]]:
+    """Execute the analysis notebooks that exist; a failure is reported, never fatal."""
+    done, failed = [], []
+    for name, extra in ANALYSIS.items():
+        src = NOTEBOOK_DIR / name
+        if not src.exists():
+            continue
+        out = study_dir / "analysis" / name
+        cmd = ["papermill", _rel(src), _rel(out), "-p", "study_dir", _rel(study_dir)]
+        for k, v in extra.items():
+            cmd += ["-p", k, "None" if v is None else str(v)]
+        rc = execute(cmd, kernel_env(slot), out.with_suffix(".log"))
+        (done if rc == 0 else failed).append(out if rc == 0 else f"{name}: {_last_line(log_tail(out.with_suffix('.log')))}")
+        if rc != 0 and out.exists():
+            done.append(out)  # the failing notebook still shows where it stopped
+    return done, failed
+
+
+def summary(items: list[Item]) -> str:
+    """Status counts, then per scenario: each config's throughput, memory and quality
+    (mean over seeds, +- std where there are several)."""
+    import pandas as pd
+
+    from .records import records_frame
+    recs = []
+    for i in items:
+        try:
+            recs.append(read_record(i.result))
+        except CorruptRecord:
+            pass
+    counts = pd.Series([r["status"] for r in recs]).value_counts()
+    lines = ["status: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+             + (f", no record {len(items) - len(recs)}" if len(recs) < len(items) else "")]
+    if not recs:
+        return "\n".join(lines)
+    df = records_frame(recs)
+    for col in ("throughput", "memory", "quality"):
+        if col not in df:
+            df[col] = float("nan")
+    for sid, g in df.groupby("scenario", sort=True):
+        ok = g[g["status"].isin(("ok", "diverged"))]
+        qname = ok["quality_name"].dropna().iloc[0] if "quality_name" in ok and ok["quality_name"].notna().any() else "quality"
+        unit = ok["throughput_unit"].dropna().iloc[0] if "throughput_unit" in ok and ok["throughput_unit"].notna().any() else ""
+        rows = []
+        for cfg, c in g.groupby("config", sort=False):
+            fin = c[c["status"].isin(("ok", "diverged"))]
+            rows.append({"config": cfg, "status": " ".join(f"{k}x{v}" if v > 1 else k for k, v in c["status"].value_counts().items()),
+                         f"throughput {unit}": _mean_std(fin["throughput"]), "memory GiB": _mean_std(fin["memory"]),
+                         qname: _mean_std(fin["quality"])})
+        lines += ["", f"scenario {sid}:", pd.DataFrame(rows).set_index("config").to_string()]
+    return "\n".join(lines)
+
+
+def _mean_std(s) -> str:
+    s = s.dropna().astype(float)
+    if s.empty:
+        return "-"
+    return _fmt(s.mean()) + (f" ±{_fmt(s.std())}" if len(s) > 1 else "")
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _last_line(text: str | None) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+# ---- command line ----------------------------------------------------------------------
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
+    p.add_argument("study", type=Path, help="study file, e.g. params/smoke.yaml")
+    p.add_argument("--dry-run", action="store_true", help="print what would run (the papermill commands) and what is done")
+    p.add_argument("--only", action="append", default=[], metavar="GLOB",
+                   help="run ids to select, e.g. 'A/*' or '*/amp_bf16/seed0' (repeatable)")
+    p.add_argument("--scenario", type=_csv, default=[], help="comma list of scenarios to select")
+    p.add_argument("--config", type=_csv, default=[], help="comma list of dtype configs to select")
+    p.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], help="comma list of seeds")
+    p.add_argument("--jobs", type=int, default=1, help="runs side by side, one per GPU (CPU: always 1)")
+    p.add_argument("--gpus", type=_csv, default=None, help="GPU ids to use (default: all visible)")
+    p.add_argument("--out", type=Path, default=Path("executed"), help="root of executed studies (default: executed)")
+    p.add_argument("--force", action="store_true", help="run the selected runs again even if finished")
+    p.add_argument("--timeout", type=int, default=None, help="seconds one notebook cell may run before the run fails")
+    p.add_argument("--no-analysis", action="store_true", help="skip the analysis notebooks at the end")
+    p.add_argument("--no-html", action="store_true", help="skip the HTML export")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(list(sys.argv[1:] if argv is None else argv))
+    study = load_study(ns.study)  # validates every run before anything executes
+    every = plan(study, ns.out)
+    items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
+    if ns.force:
+        for i in items:
+            i.state, i.detail = ("rerun", "--force") if not i.todo else (i.state, i.detail)
+    study_dir = ns.out / study.name
+    todo = [i for i in items if i.todo]
+    print(f"study {study.name} ({_rel(ns.study)}): {len(every)} runs "
+          f"({_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
+          f"{f', {len(items)} selected' if len(items) < len(every) else ''}) -> {_rel(study_dir)}")
+    print(f"  done {len(items) - len(todo)}, to run {len(todo)}"
+          + (" (" + ", ".join(f"{s} {sum(i.state == s for i in todo)}"
+                              for s in dict.fromkeys(i.state for i in todo)) + ")" if todo else ""))
+    if ns.dry_run:
+        for i in items:
+            line = f"  {i.state:13s} {i.run_id}"
+            if i.todo:
+                line += f"{'  (' + i.detail + ')' if i.detail else ''}\n      {shlex.join(papermill_command(i, study.path))}"
+            print(line)
+        return 0
+
+    gpus = ns.gpus if ns.gpus is not None else visible_gpus()
+    if not gpus and any(i.spec.cfg.device == "cuda" for i in todo):
+        raise ConfigError(f"{_rel(ns.study)}: its runs ask for device: cuda and no GPU is visible here "
+                          "(smoke.yaml runs on the CPU)")
+    slots = slots_for(ns.jobs, gpus)
+    if ns.jobs > 1 and len(slots) == 1:
+        print(f"  --jobs {ns.jobs}: no GPU visible, running one at a time on the CPU")
+    t0 = time.perf_counter()
+    overhead: list[float] = []
+    try:
+        _execute_all(todo, items, study, slots, ns.timeout, overhead)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
+              f"  dtype-bench sweep {_rel(ns.study)}", file=sys.stderr)
+        return 130
+    wall = time.perf_counter() - t0
+
+    analysis, failed = ([], []) if ns.no_analysis or not todo and (study_dir / "analysis").exists() \
+        else run_analysis(study_dir, slots[0])
+    index = None if ns.no_html else export_study_html(study_dir, every, analysis or sorted((study_dir / "analysis").glob("*.ipynb")))
+    print("\n" + summary(every))
+    if todo:
+        per = sorted(overhead)
+        print(f"\nexecuted {len(todo)} runs in {wall:.0f} s"
+              + (f"; notebook overhead per run (kernel start, imports, charts) median {per[len(per) // 2]:.1f} s" if per else ""))
+    for f in failed:
+        print(f"analysis failed: {f}", file=sys.stderr)
+    print(f"\nwhere to look:\n  runs:     {_rel(study_dir / 'runs')}/<scenario>/<config>/seed<k>.ipynb (+ seed<k>/result.json)")
+    if index:
+        print(f"  html:     {_rel(index)}")
+    if analysis:
+        print(f"  analysis: {_rel(study_dir / 'analysis')}")
+    errors = [i.run_id for i in items if run_state(i)[0] in ("error", "corrupt")]
+    if errors:
+        print(f"\n{len(errors)} run(s) ended in error (see their notebooks): {', '.join(errors[:8])}"
+              f"{' ...' if len(errors) > 8 else ''}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
+                 overhead: list[float]) -> None:
+    from tqdm import tqdm
+    bar = tqdm(total=len(items), initial=len(items) - len(todo), unit="run", dynamic_ncols=True)
+    running: dict[str, str] = {}
+
+    def on_start(item: Item, slot: dict) -> None:
+        running[item.run_id] = slot.get("CUDA_VISIBLE_DEVICES", "")
+        bar.set_description(" ".join(running))
+
+    def on_done(item: Item, rec: dict) -> None:
+        running.pop(item.run_id, None)
+        if rec.get("wall_s") is not None and rec["status"] != "error":
+            overhead.append(rec["_sweep_s"] - rec["wall_s"])
+        bar.set_description(" ".join(running) or "done")
+        bar.set_postfix_str(f"last: {item.run_id} {rec['status']}")
+        if rec["status"] == "error":
+            bar.write(f"{item.run_id}: error: {_last_line(rec['reason'])[:200]}")
+        bar.update(1)
+
+    try:
+        run_all(todo, slots, lambda item, slot: run_one(item, study.path, slot, timeout), on_start, on_done)
+    finally:
+        bar.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""Analysis (seed 000): the summary table, Pareto frontiers, ranking correlation, flips beyond
+seed noise, hypothesis verdicts, recommendations, the CLI and the notebooks. Mostly on
+hand-built records with known answers (tests/fixtures/records.py); the end-to-end tests use a
+study of real tiny runs."""
+import json
+import math
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from benchlib import analysis, hypotheses as hy
+from fixtures.records import grid, make_record, real_study, write_run, write_study
+
+FAST = hy.Rules(n_boot=400)
+VERDICTS = {"supported", "rejected", "inconclusive"}
+
+
+def frame(records):
+    return analysis.study_frame(records)
+
+
+def seeds(scn, cfg, values, key="quality", **kw):
+    """One record per value, seeds 0..n-1."""
+    return [make_record(scn, cfg, k, **{key: v}, **kw) for k, v in enumerate(values)]
+
+
+# ---- stage 1: the summary --------------------------------------------------------------------
+def test_summary_has_seed000_columns_a_row_per_seed_and_a_mean_row_per_config():
+    recs = (seeds("A", "fp32_baseline", [100, 110, 120], "throughput", memory=2.0)
+            + seeds("A", "amp_bf16", [200, 210, 220], "throughput", memory=1.0))
+    s = analysis.summarize(frame(recs), "A")
+    assert list(s.columns[:9]) == ["config", "seed", "throughput", "throughput_std", "memory", "memory_std",
+                                   "quality", "quality_std", "n_seeds"]
+    assert s["seed"].tolist() == ["0", "1", "2", "mean"] * 2
+    base = s[(s["config"] == "fp32_baseline") & (s["seed"] == "mean")].iloc[0]
+    assert (base["throughput"], base["throughput_std"], base["n_seeds"]) == (110, 10, 3)
+    amp = s[(s["config"] == "amp_bf16") & (s["seed"] == "mean")].iloc[0]
+    assert amp["throughput_rel"] == pytest.approx(210 / 110)
+    assert amp["memory_rel"] == pytest.approx(0.5)
+    assert amp["quality_delta"] == pytest.approx(0.0)
+
+
+def test_summary_statistics_use_only_ok_runs_and_count_the_other_statuses():
+    recs = [make_record("A", "fp16_naive", 0, throughput=100),
+            make_record("A", "fp16_naive", 1, throughput=1000, status="diverged", diverged_step=7),
+            make_record("A", "fp16_naive", 2, status="oom")]
+    mean = analysis.summarize(frame(recs), "A").query("seed == 'mean'").iloc[0]
+    assert mean["throughput"] == 100 and math.isnan(mean["throughput_std"])
+    assert (mean["n_seeds"], mean["n_runs"], mean["n_ok"], mean["n_diverged"], mean["n_oom"]) == (1, 3, 1, 1, 1)
+    assert mean["diverged_step"] == 7
+
+
+def test_fp32_true_is_read_as_the_fp32_baseline():
+    recs = [make_record("C", "fp32_true", 0, throughput=50), make_record("C", "amp_bf16", 0, throughput=100)]
+    s = analysis.summarize(frame(recs), "C").query("seed == 'mean'").set_index("config")
+    assert s.loc["fp32_baseline", "throughput_rel"] == 1.0
+    assert s.loc["amp_bf16", "throughput_rel"] == 2.0
+
+
+def test_pareto_front_on_a_known_set():
+    x = [1, 2, 3, 2, 1, np.nan]
+    y = [5, 4, 3, 2, 5, 1]  # (2, 2) is dominated by (2, 4); ties dominate nobody; NaN is never on it
+    assert analysis.pareto_front(x, y).tolist() == [True, True, True, False, True, False]
+
+
+@pytest.mark.parametrize("scenario, qualities, best, front", [
+    ("A", [3.0, 3.1, 3.2], "fp32_baseline", {"fp32_baseline", "amp_bf16"}),   # val loss: lower is better
+    ("C", [0.30, 0.31, 0.32], "bf16_pure", {"amp_bf16", "bf16_pure"}),       # micro-F1: higher is better
+])
+def test_ranks_and_frontier_respect_the_quality_direction(scenario, qualities, best, front):
+    cfgs = ["fp32_baseline", "amp_bf16", "bf16_pure"]
+    recs = [make_record(scenario, c, 0, throughput=t, quality=q) for c, t, q in zip(cfgs, [100, 200, 150], qualities)]
+    m = analysis.summarize(frame(recs), scenario).query("seed == 'mean'").set_index("config")
+    assert m["rank_quality"].idxmin() == best
+    assert set(m.index[m["pareto_throughput"].astype(bool)]) == front
+
+
+def test_loss_curves_average_seeds_with_a_band_and_mark_divergences(tmp_path):
+    write_run(tmp_path, make_record("A", "amp_bf16", 0, steps=10), [{"step": s, "loss": 2.0} for s in range(10)])
+    write_run(tmp_path, make_record("A", "amp_bf16", 1, steps=10), [{"step": s, "loss": 4.0} for s in range(10)])
+    write_run(tmp_path, make_record("A", "fp16_naive", 0, status="diverged", diverged_step=5, steps=10),
+              [{"step": s, "loss": 3.0 if s < 5 else float("inf")} for s in range(6)])
+    curves, marks = analysis.loss_curves(analysis.load_study(tmp_path), max_points=100)
+    amp = curves[curves["config"] == "amp_bf16"]
+    assert len(amp) == 10 and (amp["loss"] == 3.0).all()
+    assert (amp["loss_lo"] == 2.0).all() and (amp["loss_hi"] == 4.0).all()
+    cap = 3 * 3.0  # 3 x the median first loss (2, 3, 4)
+    assert marks[["config", "step", "loss"]].values.tolist() == [["fp16_naive", 5, cap]]
+
+
+def test_loss_curves_are_binned_to_at_most_max_points(tmp_path):
+    write_run(tmp_path, make_record("A", "amp_bf16", 0, steps=1000))
+    curves, _ = analysis.loss_curves(analysis.load_study(tmp_path), max_points=50)
+    assert len(curves) == 50
+
+
+# ---- stage 2: ranking correlation and flips ----------------------------------------------------
+CFGS = ["fp32_baseline", "amp_fp16", "amp_bf16", "bf16_pure", "fp16_naive"]
+
+
+def test_spearman_matches_scipy_on_a_known_case():
+    a, c = [100, 200, 300, 400, 500], [500, 200, 300, 100, 400]
+    recs = ([make_record("A", k, 0, throughput=t) for k, t in zip(CFGS, a)]
+            + [make_record("C", k, 0, throughput=t) for k, t in zip(CFGS, c)])
+    corr = analysis.rank_correlations(analysis.config_stats(frame(recs)))
+    row = corr[(corr["metric"] == "throughput") & (corr["a"] == "A") & (corr["b"] == "C")].iloc[0]
+    expect = sps.spearmanr(a, c)
+    assert row["rho"] == pytest.approx(expect.statistic) and row["p"] == pytest.approx(expect.pvalue)
+    assert row["n_configs"] == 5
+
+
+def test_quality_ranks_follow_direction_so_the_same_winners_correlate_positively():
+    loss = [3.0, 3.1, 3.2, 3.3, 3.4]    # A: lower is better -> fp32_baseline first
+    f1 = [0.50, 0.49, 0.48, 0.47, 0.46]  # C: higher is better -> fp32_baseline first
+    recs = ([make_record("A", k, 0, quality=q) for k, q in zip(CFGS, loss)]
+            + [make_record("C", k, 0, quality=q) for k, q in zip(CFGS, f1)])
+    corr = analysis.rank_correlations(analysis.config_stats(frame(recs)))
+    q = corr[corr["metric"] == "quality"].set_index(["a", "b"])
+    assert q.loc[("A", "C"), "rho"] == pytest.approx(1.0)
+    assert q.loc[("LM", "CLS"), "rho"] == pytest.approx(1.0)
+
+
+def reversal(a_amp, a_bf16, c_amp, c_bf16):
+    return (seeds("A", "amp_bf16", a_amp) + seeds("A", "bf16_pure", a_bf16)
+            + seeds("C", "amp_bf16", c_amp) + seeds("C", "bf16_pure", c_bf16))
+
+
+def test_a_constructed_rank_reversal_is_found_with_its_size_and_evidence():
+    # bf16_pure: worse val loss on A (3.21 vs 3.01), better micro-F1 on C (0.61 vs 0.51); seeds tight
+    df = frame(reversal([3.00, 3.01, 3.02], [3.20, 3.21, 3.22], [0.50, 0.51, 0.52], [0.60, 0.61, 0.62]))
+    rev = hy.order_reversals(df, FAST)
+    r = rev[rev["metric"] == "quality"].iloc[0]  # one row per reversal, from the side of the first scenario
+    assert (r["config"], r["other"], r["better_on"], r["worse_on"]) == ("amp_bf16", "bf16_pure", "A", "C")
+    assert r["gap_better_pct"] == pytest.approx(100 * 0.20 / 3.11)
+    assert r["gap_worse_pct"] == pytest.approx(100 * 0.10 / 0.56)
+    assert r["size_pct"] == pytest.approx(100 * 0.20 / 3.11)  # the smaller of the two gaps
+    assert r["support"] == 1.0 and r["significant"]
+    comp = analysis.compare(df, FAST)
+    flips = {f["config"]: f for f in comp.result["flips"]}
+    assert set(flips) == {"bf16_pure", "amp_bf16"}
+    f = flips["bf16_pure"]
+    assert f["ranks"] == {"A": 2, "C": 1} and (f["lm_quality_rank"], f["cls_quality_rank"]) == (2, 1)
+    assert "bf16_pure beats amp_bf16" in f["interpretation"] and "classification than on LM" in f["interpretation"]
+
+
+def test_a_noise_level_reversal_is_not_a_flip():
+    # the means reverse (3.00 < 3.01 on A; 0.50 < 0.51 on C) but seeds overlap widely
+    df = frame(reversal([3.00, 3.10, 2.90], [3.01, 2.91, 3.11], [0.50, 0.60, 0.40], [0.51, 0.41, 0.61]))
+    rev = hy.order_reversals(df, FAST)
+    q = rev[rev["metric"] == "quality"]
+    assert len(q) == 1 and q["support"].iloc[0] < 0.95 and not q["significant"].iloc[0]
+    assert analysis.compare(df, FAST).result["flips"] == []
+
+
+def test_a_flip_needs_two_seeds():
+    df = frame(reversal([3.00], [3.20], [0.50], [0.60]))
+    rev = hy.order_reversals(df, FAST)
+    assert len(rev) == 1 and math.isnan(rev["support"].iloc[0]) and not rev["significant"].iloc[0]
+    result = analysis.compare(df, FAST).result
+    assert result["flips"] == [] and "bootstrap" in result["method"]["noise_test"]
+
+
+def test_a_config_that_diverges_on_one_task_only_is_a_stability_flip_and_ranks_last():
+    recs = (grid("AE", ["fp32_baseline", "amp_bf16"])
+            + [make_record("A", "fp16_naive", k, status="diverged", diverged_step=40 + k) for k in range(3)]
+            + [make_record("E", "fp16_naive", k) for k in range(3)])
+    comp = analysis.compare(frame(recs), FAST)
+    f = next(f for f in comp.result["flips"] if f["config"] == "fp16_naive")
+    assert f["ranks"]["A"] == 3  # no ok run, diverged: last
+    assert f["stability"][0]["diverges_on"] == "A" and f["stability"][0]["diverged_on"] == "3/3"
+    assert "diverged in 3/3 runs on A, median step 41 but in 0/3 on E" in f["interpretation"]
+
+
+# ---- hypotheses ----------------------------------------------------------------------------
+def test_every_hypothesis_is_inconclusive_without_enough_data_and_never_raises():
+    for recs in ([make_record("A", "fp32_baseline", 0)],                               # one scenario, one config
+                 grid("ABCDEF", ["fp32_baseline", "amp_bf16", "amp_bf16_fp32_head", "amp_bf16_8bit_adam",
+                                 "bf16_pure", "fp16_naive"], seeds=(0,))):           # everything, one seed
+        df = frame(recs)
+        hyps = {hid: rule(df, FAST) for hid, rule in hy.HYPOTHESES.items()}  # called directly: errors surface
+        assert len(hyps) == 7
+        assert {h["verdict"] for h in hyps.values()} == {"inconclusive"}, {k: h["reason"] for k, h in hyps.items()}
+        assert all(h["rule"] and h["claim"] for h in hyps.values())
+
+
+def head_study(lm_gain):
+    """amp_bf16_fp32_head improves classification F1 by 0.05; on LM it changes the loss by -lm_gain."""
+    def value(s, c, k):
+        lm = s in "AB"
+        q = (3.0 if lm else 0.5) + 0.002 * k
+        if c == "amp_bf16_fp32_head":
+            q += -lm_gain if lm else 0.05
+        return {"quality": q}
+    return frame(grid("AC", ["amp_bf16", "amp_bf16_fp32_head"], value=value))
+
+
+def test_h1_is_supported_when_the_fp32_head_helps_classification_only():
+    h = hy.h1_output_head(head_study(lm_gain=0.0), FAST)
+    assert h["verdict"] == "supported", h["reason"]
+    assert h["effect"]["estimate"] == pytest.approx(100 * 0.05 / 0.502)
+    assert h["effect"]["ci_low"] > 0 and h["evidence"]["lm_effect"]["ci_low"] <= 0
+
+
+def test_h1_is_rejected_when_the_fp32_head_helps_lm_as_much():
+    h = hy.h1_output_head(head_study(lm_gain=0.3), FAST)
+    assert h["verdict"] == "rejected" and "not classification-specific" in h["reason"]
+
+
+def test_h2_gives_the_divergence_step_per_task_or_that_it_did_not_diverge():
+    recs = (grid("AC", ["fp16_naive"])
+            + [make_record("A", "fp16_naive_noscale", k, status="diverged", diverged_step=40 + k) for k in range(3)]
+            + [make_record("C", "fp16_naive_noscale", k) for k in range(3)])
+    h = hy.h2_stability(frame(recs), FAST)
+    assert h["verdict"] == "supported" and h["effect"]["estimate"] == 1.0
+    rows = {(r["config"], r["scenario"]): r for r in h["evidence"]["divergence"]}
+    assert rows["fp16_naive_noscale", "A"]["diverged_steps"] == [40, 41, 42]
+    assert rows["fp16_naive_noscale", "C"]["summary"] == "did not diverge in 3 run(s) of 100 steps"
+    assert rows["fp16_naive", "A"]["diverged"] == 0
+
+
+def test_h3_8bit_adam_degrading_classification_only_is_supported_with_memory_savings():
+    def value(s, c, k):
+        q = (3.0 if s == "A" else 0.5) + 0.001 * k
+        return {"quality": q * (0.9 if c == "amp_bf16_8bit_adam" and s == "D" else 1),
+                "memory": 1.0 if c == "amp_bf16_8bit_adam" else 2.0}
+    h = hy.h3_8bit_adam(frame(grid("AD", ["amp_bf16", "amp_bf16_8bit_adam"], value=value)), FAST)
+    assert h["verdict"] == "supported" and h["effect"]["estimate"] == pytest.approx(10.0)
+    assert h["evidence"]["memory_saving_pct"] == {"A": 50.0, "D": 50.0}
+
+
+@pytest.mark.parametrize("shift, verdict", [(True, "supported"), (False, "rejected")])
+def test_h4_compares_the_throughput_memory_frontiers_of_lm_and_classification(shift, verdict):
+    speed = {"fp32_baseline": 1.0, "amp_bf16": 2.0, "amp_bf16_8bit_adam": 1.5}
+    mem = {"fp32_baseline": 2.0, "amp_bf16": 1.5, "amp_bf16_8bit_adam": 1.0}
+
+    def value(s, c, k):  # on C, with shift, 8-bit Adam needs more memory than amp_bf16: off the frontier
+        m = 1.8 if shift and s == "C" and c == "amp_bf16_8bit_adam" else mem[c]
+        return {"throughput": 100 * speed[c] + k, "memory": m + 0.001 * k}
+    h = hy.h4_frontier(frame(grid("AC", list(speed), value=value)), FAST)
+    assert h["verdict"] == verdict, h["reason"]
+    assert h["evidence"]["frontiers"]["A"] == ["amp_bf16", "amp_bf16_8bit_adam"]
+
+
+def test_seed002_h2_bf16_mfu_gain_larger_on_roberta_is_supported():
+    tps = {("A", "fp32_baseline"): 100, ("A", "bf16_pure"): 150, ("B", "fp32_baseline"): 100, ("B", "bf16_pure"): 200}
+    df = frame(grid("AB", ["fp32_baseline", "bf16_pure"], value=lambda s, c, k: {"tokens_per_s": tps[s, c] + k}))
+    h = hy.s2_h2_bf16_mfu(df, FAST)
+    assert h["verdict"] == "supported" and h["effect"]["estimate"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_seed002_h1_and_h3_read_divergence_by_loss_and_quality_loss_by_architecture():
+    def value(s, c, k):
+        if c == "fp16_naive":
+            return {"status": "diverged", "diverged_step": 10} if s in "CD" else {}
+        return {"quality": 0.5 + 0.001 * k - (0.05 if c == "amp_bf16" and s in "CE" else 0)}
+    df = frame(grid("CDEF", ["fp32_baseline", "amp_bf16", "fp16_naive"], value=value))
+    assert hy.s2_h1_fp16_multilabel(df, FAST)["verdict"] == "supported"
+    h3 = hy.s2_h3_gpt2_precision(df, FAST)
+    assert h3["verdict"] == "supported" and h3["effect"]["estimate"] > 0
+
+
+# ---- recommendations -------------------------------------------------------------------------
+def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where():
+    speed = {"fp32_baseline": 100, "amp_bf16": 200, "fp16_naive": 250}
+
+    def value(s, c, k):
+        v = {"throughput": speed[c] + k, "quality": (3.0 if s == "A" else 0.5) + 0.001 * k}
+        return {**v, "status": "diverged", "diverged_step": 30} if c == "fp16_naive" and s == "A" else v
+    df = frame(grid("AC", list(speed), value=value))
+    rec, safety = hy.recommendations(df, analysis.config_stats(df), FAST)
+    assert rec["universal"][0].startswith("default: amp_bf16 - safe on all 2 scenarios")
+    assert "throughput 1.99x fp32" in rec["universal"][0]  # (200 + 201 + 202) / (100 + 101 + 102)
+    assert rec["per_task"]["C"][0].startswith("C: fastest safe config fp16_naive") \
+        and "differs from the default amp_bf16" in rec["per_task"]["C"][0]
+    assert "A: avoid fp16_naive - diverged 3/3 (median divergence step 30) (safe on C)" in rec["per_task"]["A"]
+    assert rec["cls_specific"][0].startswith("fp16_naive - safe on classification (C) but not on A")
+    assert not safety.set_index(["scenario", "config"]).loc[("A", "fp16_naive"), "safe"]
+
+
+def test_a_config_clearly_worse_than_the_best_is_not_safe():
+    df = frame(seeds("C", "amp_bf16", [0.50, 0.51, 0.52]) + seeds("C", "bf16_naive", [0.40, 0.41, 0.42]))
+    s = hy.safety(df, FAST).set_index("config")
+    assert s.loc["amp_bf16", "safe"] and not s.loc["bf16_naive", "safe"]
+    assert s.loc["bf16_naive", "gap_pct"] == pytest.approx(100 * 0.10 / 0.51)
+
+
+# ---- CLI, files, notebooks -------------------------------------------------------------------
+def test_analyze_cli_writes_summary_csv_and_the_charts(tmp_path, capsys):
+    write_study(tmp_path, grid("AC", ["fp32_baseline", "amp_bf16"], seeds=(0, 1)))
+    assert analysis.main_analyze([str(tmp_path), "--scenario", "A", "--formats", "png"]) == 0
+    s = pd.read_csv(tmp_path / "A" / "summary.csv")
+    assert len(s) == 6 and {"n_seeds", "n_ok", "throughput_rel", "pareto_throughput"} <= set(s.columns)
+    pngs = sorted(p.name for p in (tmp_path / "A" / "plots").iterdir())
+    assert pngs == ["loss_curves.png", "memory.png", "pareto.png", "throughput.png", "throughput_vs_quality.png"]
+    assert not (tmp_path / "C").exists() and "scenario A" in capsys.readouterr().out
+
+
+def test_compare_cli_in_seed000_form_writes_comparison_json(tmp_path):
+    write_study(tmp_path / "lm", grid("A", ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1)))
+    write_study(tmp_path / "cls", grid("C", ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1)))
+    out = tmp_path / "cmp"
+    assert analysis.main_compare(["--lm_results", str(tmp_path / "lm"), "--cls_results", str(tmp_path / "cls"),
+                                  "--output_dir", str(out), "--n_boot", "200", "--formats", "png"]) == 0
+    r = json.loads((out / "comparison.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert set(r["ranking_correlation"]) == {"throughput", "memory", "quality"}
+    assert {"universal", "lm_specific", "cls_specific", "per_task"} <= set(r["recommendations"])
+    assert isinstance(r["flips"], list) and r["method"]["rules"]["n_boot"] == 200
+    assert len(r["hypotheses"]) == 7 and {h["verdict"] for h in r["hypotheses"].values()} <= VERDICTS
+    assert {p.name for p in (out / "plots").iterdir()} == {"rank_slope.png", "relative_heatmap.png", "flips.png",
+                                                           "stability.png"}
+
+
+def test_real_tiny_runs_go_through_analyze_and_compare(tmp_path):
+    root = real_study()
+    df = analysis.load_study(root)
+    assert len(df) == 8 and set(df["status"]) <= {"ok", "diverged"}, df[["run_id", "status", "reason"]]
+    exps = analysis.analyze_study(root, "E", output_dir=tmp_path, formats=["png"])
+    mean = exps["E"].summary.query("seed == 'mean'")
+    assert mean["quality_name"].iloc[0] == "accuracy" and mean["n_runs"].tolist() == [2, 2]
+    comp = analysis.compare_study(root, output_dir=tmp_path / "cmp", rules=FAST, formats=["png"])
+    assert {h["verdict"] for h in comp.result["hypotheses"].values()} <= VERDICTS
+    assert comp.result["scenarios"] == ["A", "E"]
+
+
+@pytest.mark.parametrize("name, params", [("10_analyze_experiment.ipynb", {"study_dir", "scenario"}),
+                                          ("11_compare_experiments.ipynb", {"study_dir", "output_dir"})])
+def test_source_notebooks_are_clean_with_one_parameters_cell(name, params):
+    nb = nbformat.read(f"notebooks/{name}", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    assert {line.split(":")[0] for line in tagged[0].source.splitlines()} == params
+    assert max(len(c.source.splitlines()) for c in code) <= 12
+
+
+def test_analysis_notebooks_run_through_papermill_on_a_study_of_real_runs(tmp_path):
+    done = analysis.run_notebooks(real_study(), out_dir=tmp_path)
+    for path in done:
+        nb = nbformat.read(path, as_version=4)
+        outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+        assert not [o for o in outs if o.output_type == "error"]
+        assert any("image/png" in o.get("data", {}) for o in outs), f"{path.name} shows no PNG"
+    assert (real_study() / "comparison" / "comparison.json").exists()

@@ -1,0 +1,359 @@
+"""Multi-process training on the CPU (2 gloo ranks under torchrun, tiny GPT-2): DDP and each
+FSDP variant give the loss of one process over the same global batch; a rank that fails ends
+the run as ``error`` with that rank's message instead of hanging; the scaling analysis
+aggregates per-rank windows as seed 003 says."""
+import datetime
+import itertools
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchlib import distributed, scaling
+from benchlib import train as trainmod
+from benchlib.records import read_record, read_steps, validate
+from benchlib.runconfig import ConfigError, RunConfig
+from benchlib.train import run
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = {"scenario": "A", "config": "fp32_baseline", "size": "tiny", "steps": 4, "log_every": 2,
+        "eval_batches": 2, "timing_windows": 2, "device": "cpu"}
+# fp32 on both sides: only the order of floating-point sums differs
+RTOL, ATOL = 1e-5, 1e-6
+
+# Runs several configurations in one torchrun (one process group), or one run whose rank
+# FAIL_RANK raises at its FAIL_AT-th forward (DTYPE_BENCH_TEST_FAIL="rank:forward").
+DRIVER = r'''
+import datetime, json, os, sys
+import torch.distributed as dist
+from benchlib.train import run
+fail = os.environ.get("DTYPE_BENCH_TEST_FAIL")
+if fail:
+    rank, at = map(int, fail.split(":"))
+    if int(os.environ["RANK"]) == rank:
+        import benchlib.models as models
+        orig, calls = models.BenchModel.forward, [0]
+        def forward(self, *a, **k):
+            calls[0] += 1
+            if calls[0] == at:
+                raise RuntimeError(f"injected failure on rank {rank}")
+            return orig(self, *a, **k)
+        models.BenchModel.forward = forward
+else:  # several runs share one process group
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+specs, root = json.load(open(sys.argv[1])), sys.argv[2]
+status = "ok"
+for name, cfg in specs.items():
+    rec = run(cfg, out_dir=os.path.join(root, name), progress=False)
+    status = rec["status"]
+    if status == "error":
+        break  # the group is out of step after a failure
+if dist.is_initialized():
+    dist.destroy_process_group()
+sys.exit(0 if status != "error" else 1)
+'''
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", DTYPE_BENCH_DIST="timeout_s=60", **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _torchrun(tmp: Path, specs: dict, timeout: float = 300, **env) -> subprocess.CompletedProcess:
+    (tmp / "driver.py").write_text(DRIVER)
+    (tmp / "specs.json").write_text(json.dumps(specs))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(tmp / "driver.py"), str(tmp / "specs.json"), str(tmp / "runs")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env(**env),
+                            start_new_session=True, text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"torchrun hung past {timeout} s:\n{out[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, None)
+
+
+def _losses(out_dir: Path) -> list[float]:
+    return [r["loss"] for r in read_steps(Path(out_dir) / "steps.jsonl") if "loss" in r]
+
+
+def single_reference(tmp: Path, monkeypatch, cfg: dict, world: int = 2) -> dict:
+    """One process over the same global batch: per step, rank 0's micro-batches then rank 1's
+    (each drawn from that rank's sampler), accumulated as grad_accum = world x per-rank."""
+    real = trainmod.datamod.load_task_data
+
+    def load(run_cfg):
+        data = real(run_cfg)
+        per_rank = data.sampler
+
+        def sampler(batch_size, device, seed):
+            draws = [per_rank(batch_size, device, distributed.data_seed(seed, r)) for r in range(world)]
+            order = itertools.cycle([d for d in draws for _ in range(cfg.get("grad_accum", 1))])
+            return lambda: next(order)()
+        data.sampler = sampler
+        return data
+
+    with monkeypatch.context() as m:
+        m.setattr(trainmod.datamod, "load_task_data", load)
+        rec = run({**cfg, "strategy": "single", "grad_accum": world * cfg.get("grad_accum", 1)},
+                  out_dir=tmp, progress=False)
+    assert rec["status"] == "ok", rec["reason"]
+    return rec
+
+
+# ---- one torchrun for the sharded strategies, activation checkpointing, accumulation -----
+SPECS = {
+    "fsdp2": {**TINY, "strategy": "fsdp2"},
+    "fsdp1": {**TINY, "strategy": "fsdp1"},
+    "fsdp_manual": {**TINY, "strategy": "fsdp_manual"},
+    "ddp_accum2_checkpointing": {**TINY, "strategy": "ddp", "grad_accum": 2, "activation_checkpointing": True},
+    "fsdp2_accum2_checkpointing": {**TINY, "strategy": "fsdp2", "grad_accum": 2, "activation_checkpointing": True},
+    "fsdp1_accum2_checkpointing": {**TINY, "strategy": "fsdp1", "grad_accum": 2, "activation_checkpointing": True},
+    "fsdp_manual_accum2_checkpointing": {**TINY, "strategy": "fsdp_manual", "grad_accum": 2,
+                                         "activation_checkpointing": True},
+}
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("two_ranks")
+    t0 = time.perf_counter()
+    proc = _torchrun(tmp, SPECS)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return tmp / "runs", time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """The single-process runs the two-rank runs must match, by per-rank accumulation."""
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("reference")
+    try:
+        refs = {accum: single_reference(tmp / f"accum{accum}", mp, {**TINY, "grad_accum": accum})
+                for accum in (1, 2)}
+        refs["plain"] = run({**TINY, "strategy": "single"}, out_dir=tmp / "plain", progress=False)
+        return refs
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_two_ranks_match_one_process_over_the_same_global_batch(two_ranks, references, name):
+    root, _ = two_ranks
+    rec = validate(read_record(root / name / "result.json"))
+    assert rec["status"] == "ok", rec["reason"]
+    ref = references[SPECS[name].get("grad_accum", 1)]
+    assert _losses(root / name) == pytest.approx(_losses(Path(ref["_path"]).parent), rel=RTOL, abs=ATOL)
+    assert rec["metrics"]["quality/val_loss"] == pytest.approx(ref["metrics"]["quality/val_loss"], rel=RTOL)
+    assert rec["run"]["nproc"] == 2 and rec["metrics"]["dist/world_size"] == 2
+    assert rec["dist"]["strategy"] == SPECS[name]["strategy"] and rec["dist"]["backend"] == "gloo"
+
+
+def test_every_rank_writes_its_windows_and_rank_0_the_record(two_ranks):
+    root, _ = two_ranks
+    for name in SPECS:
+        files = sorted(p.name for p in (root / name).iterdir())
+        assert files == ["rank0.jsonl", "rank1.jsonl", "result.json", "steps.jsonl"], files
+        rows = [json.loads(x) for x in (root / name / "rank1.jsonl").read_text().splitlines()]
+        windows, summary = rows[:-1], rows[-1]
+        assert [w["window"] for w in windows] == list(range(len(windows))) and windows
+        assert all(w["rank"] == 1 and w["time_s"] > 0 and w["tokens_per_s"] > 0 for w in windows)
+        assert summary["summary"] and summary["param_bytes"] > 0
+        rec = read_record(root / name / "result.json")
+        assert [r["rank"] for r in rec["ranks"]] == [0, 1]
+
+
+def test_sharded_strategies_hold_half_the_parameters_and_optimizer_state_per_rank(two_ranks, references):
+    root, _ = two_ranks
+    full = references[1]["metrics"]
+    for name in ("fsdp2", "fsdp1", "fsdp_manual"):
+        m = read_record(root / name / "result.json")["metrics"]
+        # dim-0 shards are padded to a multiple of 2 rows: at most a few rows over half
+        assert m["dist/param_bytes_max"] == pytest.approx(full["dist/param_bytes_max"] / 2, rel=0.02)
+        assert m["dist/optimizer_state_bytes_max"] == pytest.approx(full["memory/optimizer_state_bytes"] / 2, rel=0.02)
+
+
+def test_the_sharded_strategies_run_in_well_under_two_minutes(two_ranks):
+    _, seconds = two_ranks
+    assert seconds < 120, f"{len(SPECS)} two-rank runs took {seconds:.0f} s"
+
+
+# ---- torchrun launched by run(): the path a notebook or the sweep takes -------------------
+def test_run_launches_ddp_under_torchrun_and_matches_one_process(tmp_path, monkeypatch, references):
+    monkeypatch.setenv("DTYPE_BENCH_DIST", "timeout_s=60")
+    rec = run({**TINY, "strategy": "ddp", "nproc": 2, "extra": {"study": "t"}}, out_dir=tmp_path / "ddp",
+              progress=False)
+    assert rec["status"] == "ok", rec["reason"]
+    assert rec["run"]["nproc"] == 2 and rec["run"]["extra"] == {"study": "t"}
+    assert _losses(tmp_path / "ddp") == pytest.approx(_losses(Path(references[1]["_path"]).parent), rel=RTOL, abs=ATOL)
+    m = rec["metrics"]
+    # headline throughput of a multi-process run: every rank's own rate, summed
+    ranks = [json.loads(x.splitlines()[-1]) for x in
+             ((tmp_path / "ddp" / f"rank{r}.jsonl").read_text() for r in (0, 1))]
+    assert m["throughput"] == pytest.approx(sum(s["throughput"] for s in ranks))
+    assert m["dist/tokens_per_s"] > 0 and m["dist/windows"] >= 1
+
+
+def test_a_failing_rank_ends_the_run_as_error_with_its_message_not_a_hang(tmp_path):
+    t0 = time.perf_counter()
+    proc = _torchrun(tmp_path, {"run": {**TINY, "strategy": "ddp", "steps": 6}}, timeout=150,
+                     DTYPE_BENCH_TEST_FAIL="1:3")
+    assert proc.returncode != 0
+    rec = validate(read_record(tmp_path / "runs" / "run" / "result.json"))
+    assert rec["status"] == "error"
+    assert rec["reason"].startswith("rank 1 ") and "injected failure on rank 1" in rec["reason"]
+    assert time.perf_counter() - t0 < 100
+
+
+def test_a_config_a_strategy_cannot_run_is_skipped_without_starting_processes(tmp_path):
+    t0 = time.perf_counter()
+    rec = run({**TINY, "config": "amp_bf16_8bit_adam", "strategy": "fsdp2", "nproc": 2}, out_dir=tmp_path,
+              progress=False)
+    assert rec["status"] == "skipped" and "DTensor" in rec["reason"]
+    assert read_record(tmp_path / "result.json")["status"] == "skipped"
+    assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("strategy,config,scenario,skipped", [
+    ("fsdp2", "amp_bf16_8bit_adam", "A", True),
+    ("fsdp1", "amp_bf16_8bit_adam", "A", False),
+    ("fsdp_manual", "amp_fp16_8bit_adam", "D", False),
+    ("fsdp1", "bf16_body_fp32_head", "D", True),   # fp32 head, bf16 body: two dtypes in the root's group
+    ("fsdp2", "bf16_body_fp32_head", "A", False),  # LM: the head is tied to the bf16 embedding
+    ("ddp", "bf16_body_fp32_head", "D", False),
+    ("fsdp2", "bf16_pure", "A", False),             # torchao's stochastic-rounding AdamW steps DTensors
+])
+def test_which_configs_each_strategy_skips(strategy, config, scenario, skipped):
+    why = distributed.unsupported_reason(RunConfig(scenario=scenario, config=config, strategy=strategy, nproc=2))
+    assert (why is not None) == skipped, why
+
+
+def test_strategy_single_under_a_multi_process_torchrun_is_an_error(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="WORLD_SIZE=2"):
+        distributed.setup(RunConfig(strategy="single"), torch.device("cpu"))
+
+
+def test_the_torchrun_command_is_torchruns_own_and_never_passes_nproc():
+    cmd = distributed.torchrun_command(RunConfig(strategy="fsdp2", nproc=2, steps=7), "out")
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert cmd[5:8] == ["-m", "benchlib", "run"]
+    assert "--nproc" not in cmd  # torchrun's parser takes it for --nproc-per-node
+    assert cmd[cmd.index("--strategy") + 1] == "fsdp2" and cmd[cmd.index("--steps") + 1] == "7"
+
+
+def test_rank_seeds_leave_rank_0_on_the_single_device_batches_and_never_collide():
+    assert distributed.data_seed(5, 0) == 5
+    seeds = {distributed.data_seed(s, r) for s in range(10) for r in range(8)}
+    assert len(seeds) == 80
+
+
+def test_settings_come_from_one_environment_variable_and_unknown_keys_fail():
+    s = distributed.Settings.from_env("reshard=none, bucket_cap_mb=50,static_graph=off")
+    assert (s.reshard, s.bucket_cap_mb, s.static_graph) == ("none", 50.0, False)
+    with pytest.raises(ConfigError, match="reshard_after"):
+        distributed.Settings.from_env("reshard_after=none")
+    with pytest.raises(ConfigError, match="expected one of"):
+        distributed.Settings.from_env("reshard=some")
+
+
+# ---- the manual FSDP on its own (one process) ---------------------------------------------
+@pytest.fixture
+def one_rank_group(tmp_path):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=30))
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("checkpoint,gathers", [(False, 3), (True, 5)])
+def test_manual_fsdp_regathers_block_weights_in_backward_only_with_checkpointing(one_rank_group, checkpoint, gathers):
+    """2 blocks + the root gather once in forward; with checkpointing each block gathers again
+    in backward (its weights were freed after forward), the root never does."""
+    from benchlib import fsdp_manual
+    from benchlib.configs import get_config
+    from benchlib.models import build_model
+    torch.manual_seed(0)
+    kw = dict(arch="gpt2", task="clm", size="tiny", vocab_size=256, seq_len=16, pad_id=0, bos_id=1,
+              num_labels=None, dtype=get_config("fp32_baseline"))
+    plain, sharded = build_model(**kw), build_model(**kw)
+    sharded.load_state_dict(plain.state_dict())
+    fsdp_manual.shard_model(sharded, distributed.transformer_blocks(sharded), checkpoint=checkpoint)
+    calls = []
+    orig = fsdp_manual.ShardedUnit.all_gather
+    fsdp_manual.ShardedUnit.all_gather = lambda self, shards: calls.append(1) or orig(self, shards)
+    try:
+        x = torch.randint(4, 256, (2, 17))
+        batch = {"input_ids": x[:, :-1], "labels": x[:, 1:]}
+        loss, _ = sharded(batch)
+        loss.backward()
+    finally:
+        fsdp_manual.ShardedUnit.all_gather = orig
+    ref, _ = plain(batch)
+    ref.backward()
+    assert len(calls) == gathers
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
+    grads = {n: p.grad for n, p in sharded.named_parameters()}
+    for n, p in plain.named_parameters():
+        assert torch.allclose(grads[n], p.grad, atol=1e-6), n
+
+
+# ---- seed 003's aggregation and the scaling analysis --------------------------------------
+def test_seed003_aggregation_averages_time_sums_throughput_and_drops_the_first_window():
+    rows = [  # (rank, window, seconds, tokens/s)
+        {"rank": r, "window": w, "time_s": t, "step_ms": 10 * t, "tokens_per_s": tps, "samples_per_s": tps / 100}
+        for r, w, t, tps in [(0, 0, 9.0, 10.0), (1, 0, 7.0, 10.0),      # window 0: warm-up, excluded
+                             (0, 1, 2.0, 100.0), (1, 1, 4.0, 120.0),    # mean time 3, sum 220
+                             (0, 2, 4.0, 130.0), (1, 2, 6.0, 150.0)]]   # mean time 5, sum 280
+    agg = scaling.aggregate_windows(rows)
+    assert agg["windows"] == 2
+    assert agg["time_s"] == pytest.approx(4.0) and agg["time_s_std"] == pytest.approx(math.sqrt(2))
+    assert agg["tokens_per_s"] == pytest.approx(250.0) and agg["tokens_per_s_std"] == pytest.approx(math.sqrt(1800))
+    assert scaling.aggregate_windows(rows[:2])["windows"] == 1  # one window: kept
+
+
+def test_scaling_analysis_gives_speedup_efficiency_summary_and_charts(two_ranks, references, tmp_path):
+    import shutil
+    root, _ = two_ranks
+    study = tmp_path / "study"
+    for src, arm in ((root / "fsdp2", "fsdp2_2"), (Path(references["plain"]["_path"]).parent, "single")):
+        shutil.copytree(src, study / arm)
+    res = scaling.analyze(study, tmp_path / "out", baseline="single", formats=("png",))
+    row = res.scaling[res.scaling["arm"] == "fsdp2_2"].iloc[0]
+    assert row["baseline"] == "single x1" and row["nproc"] == 2
+    assert row["efficiency_pct"] == pytest.approx(100 * row["speedup"] / 2)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["baseline"] == "single"
+    e = summary["experiments"]["fsdp2_2"]
+    assert math.isfinite(e["final_loss_minus_baseline"]) and e["best_loss"] <= e["final_loss"]
+    assert e["speedup_vs_baseline"] > 0 and e["median_tokens_per_s"] > 0
+    pngs = sorted(p.name for p in (tmp_path / "out" / "plots").glob("*.png"))
+    assert "tokens_per_second_comparison.png" in pngs and "training_time_comparison.png" in pngs
+    assert (tmp_path / "out" / "plots" / "scaling_efficiency.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("plan", ["seed003.yaml", "seed004.yaml"])
+def test_the_study_files_expand_to_valid_runs(plan):
+    runs = scaling.plan_runs(REPO / "params" / plan, root="executed")
+    arms = {r.arm for r in runs}
+    if plan == "seed004.yaml":
+        assert arms >= {"ddp_fp32", "fsdp_manual_bf16", "fsdp_official", "fsdp_official_no_checkpoint",
+                        "fsdp_official_no_limit_all_gathers"}
+        by_arm = {r.arm: r.cfg for r in runs}
+        assert by_arm["ddp_fp32"].config == "fp32_baseline" and by_arm["fsdp_official"].strategy == "fsdp1"
+        assert not by_arm["fsdp_official_no_checkpoint"].activation_checkpointing
+        assert not by_arm["fsdp_official_no_limit_all_gathers"].limit_all_gathers
+    else:
+        assert {(r.cfg.strategy, r.cfg.nproc) for r in runs} >= {("ddp", 1), ("ddp", 2), ("fsdp2", 1), ("fsdp2", 2)}
+    assert all(r.out_dir.parts[:2] == ("executed", plan[:-5]) for r in runs)

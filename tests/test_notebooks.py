@@ -1,0 +1,110 @@
+"""The source notebooks: committed clean, parameterised for papermill, and executable as-is
+(tiny model, synthetic data, CPU); a bad injected parameter stops at the validation cell."""
+import ast
+import json
+
+import nbformat
+import pytest
+from conftest import REPO, papermill
+
+from benchlib.notebook import RECORD_MIME, read_notebook_record
+from benchlib.records import read_record
+from benchlib.runconfig import RunConfig
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+TRAINING = {"01_train_lm.ipynb": "A", "02_train_cls.ipynb": "D"}
+
+
+def _read(name):
+    return nbformat.read(str(REPO / "notebooks" / name), as_version=4)
+
+
+def _parameters_cell(nb):
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
+    return tagged[0]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_source_notebooks_carry_no_outputs(path):
+    nb = nbformat.read(str(path), as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name}: a code cell has outputs"
+            assert cell.execution_count is None, f"{path.name}: a code cell has an execution count"
+
+
+@pytest.mark.parametrize("name", TRAINING)
+def test_training_notebook_validates_right_after_its_parameters(name):
+    nb = _read(name)
+    i = _parameters_cell(nb)
+    following = next(c for c in nb.cells[i + 1:] if c.cell_type == "code")
+    assert "nb.validate_params(globals()" in following.source
+
+
+@pytest.mark.parametrize("name", TRAINING)
+def test_parameters_cell_defaults_are_runconfigs_defaults(name):
+    # the sweep validates a study against RunConfig's defaults; the notebook must run the same
+    nb = _read(name)
+    src = nb.cells[_parameters_cell(nb)].source
+    values = {t.targets[0].id: ast.literal_eval(t.value) for t in ast.parse(src).body}
+    defaults = RunConfig().to_dict()
+    assert values.pop("scenario") == TRAINING[name]
+    assert values == {k: defaults[k] for k in values}
+    assert values["size"] == "tiny" and values["data"] == "synthetic" and values["device"] == "auto"
+
+
+def test_plain_papermill_run_shows_everything_and_writes_the_sidecar(tmp_path):
+    out = tmp_path / "out.ipynb"
+    p = papermill(str(REPO / "notebooks/01_train_lm.ipynb"), str(out), "-p", "config", "amp_bf16",
+                  "-p", "seed", "1", "-p", "steps", "8", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    sidecar = read_record(tmp_path / "result.json")  # next to the executed notebook
+    assert (sidecar["run_id"], sidecar["status"]) == ("A/amp_bf16/seed1", "ok")
+    assert read_notebook_record(out) == json.loads(json.dumps(sidecar))
+    text = out.read_text()
+    outputs = [o for c in nbformat.reads(text, as_version=4).cells for o in c.get("outputs", [])]
+    assert any("GPU:" in o.get("text", "") and "torch" in o.get("text", "") for o in outputs)  # environment
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the curves, readable offline
+    assert any("A/amp_bf16/seed1:" in o.get("text", "") and "%|" in o.get("text", "") for o in outputs)  # progress
+    assert sum(RECORD_MIME in o.get("data", {}) for o in outputs) == 1
+
+
+def test_study_file_as_papermill_parameters_applies_its_settings(tmp_path):
+    out = tmp_path / "out.ipynb"
+    p = papermill("notebooks/02_train_cls.ipynb", str(out), "-f", "params/smoke.yaml",
+                  "-p", "scenario", "E", "-p", "config", "fp32_baseline", "-p", "out_dir", str(tmp_path / "run"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec = read_record(tmp_path / "run" / "result.json")
+    assert rec["run_id"] == "E/fp32_baseline/seed0"
+    assert (rec["run"]["steps"], rec["run"]["device"], rec["run"]["log_every"]) == (30, "cpu", 5)
+    assert rec["run"]["extra"] == {"study": "smoke"}
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["-p", "seeed", "1"], ["unknown parameter 'seeed'", "Did you mean 'seed'?"]),
+    (["-p", "steps", "many"], ["steps='many'", "expected int"]),
+    (["-p", "scenario", "C"], ["scenario='C'", "02_train_cls.ipynb"]),
+])
+def test_bad_injected_parameter_fails_at_validation_naming_it(tmp_path, args, expected):
+    out = tmp_path / "out.ipynb"
+    p = papermill("notebooks/01_train_lm.ipynb", str(out), *args)
+    assert p.returncode != 0
+    for text in expected:
+        assert text in p.stderr
+    nb = nbformat.read(str(out), as_version=4)
+    failed = [c for c in nb.cells if c.get("metadata", {}).get("papermill", {}).get("exception")]
+    assert len(failed) == 1 and "validate_params" in failed[0].source  # nothing trained
+    assert not (REPO / "result.json").exists()
+
+
+def test_quickstart_runs_as_is(tmp_path):
+    out = tmp_path / "quickstart.ipynb"
+    p = papermill(str(REPO / "notebooks/00_quickstart.ipynb"), str(out), "-p", "steps", "6",
+                  "-y", "configs: [fp32_baseline, amp_bf16]", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    for config in ("fp32_baseline", "amp_bf16"):
+        assert read_record(tmp_path / "A" / config / "seed0" / "result.json")["status"] == "ok"
+    outputs = [o for c in nbformat.read(str(out), as_version=4).cells for o in c.get("outputs", [])]
+    assert any("image/png" in o.get("data", {}) for o in outputs)

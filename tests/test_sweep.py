@@ -1,0 +1,254 @@
+"""Study files and ``dtype-bench sweep``: expansion, validation before anything runs,
+papermill execution with fault isolation, resume, scheduling over GPUs, HTML and summary."""
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import REPO
+
+from benchlib import sweep
+from benchlib.configs import SEED001, SEED002, get_config
+from benchlib.notebook import read_notebook_record
+from benchlib.records import FINISHED, read_record, validate, write_json_atomic
+from benchlib.runconfig import ConfigError
+from benchlib.study import load_study
+
+PARAMS = REPO / "params"
+
+
+def _study(tmp_path, text, name="mini.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _records(root):
+    return {str(p.parent.relative_to(root / "runs")): read_record(p) for p in sorted((root / "runs").rglob("result.json"))}
+
+
+def _mtimes(root):
+    return {p: p.stat().st_mtime_ns for p in (root / "runs").rglob("result.json")}
+
+
+# ---- study files -----------------------------------------------------------------------
+def test_smoke_study_is_all_scenarios_tiny_on_cpu():
+    runs = load_study(PARAMS / "smoke.yaml").runs()
+    assert {r.cfg.scenario for r in runs} == set("ABCDEF")
+    assert all((r.cfg.size, r.cfg.device, r.cfg.data) == ("tiny", "cpu", "synthetic") for r in runs)
+    assert all(r.cfg.steps <= 40 and r.cfg.extra == {"study": "smoke"} for r in runs)
+
+
+def test_quick_study_is_seed001_configs_on_A_and_D_one_seed_base():
+    runs = load_study(PARAMS / "quick.yaml").runs()
+    assert len(runs) == 2 * len(SEED001)
+    assert {r.cfg.scenario for r in runs} == {"A", "D"} and {r.cfg.seed for r in runs} == {0}
+    assert all(r.cfg.size == "base" and 100 <= r.cfg.steps <= 1000 for r in runs)
+
+
+def test_seed001_study_is_the_full_matrix_with_its_batch_shapes():
+    runs = load_study(PARAMS / "seed001.yaml").runs()
+    assert len(runs) == 2 * len(SEED001) * 3
+    lm = {(r.cfg.steps, r.cfg.batch_size, r.cfg.grad_accum) for r in runs if r.cfg.scenario == "A"}
+    cls = {(r.cfg.steps, r.cfg.batch_size, r.cfg.grad_accum) for r in runs if r.cfg.scenario == "D"}
+    assert (lm, cls) == ({(10000, 12, 5)}, {(5000, 8, 4)})
+
+
+def test_seed002_study_is_the_six_scenarios_with_canonical_config_names():
+    study = load_study(PARAMS / "seed002.yaml")
+    assert study.scenarios == list("ABCDEF")
+    assert study.configs == [get_config(c).name for c in SEED002]  # fp32_true -> fp32_baseline
+
+
+def test_config_shorthands_expand_and_deduplicate(tmp_path):
+    study = load_study(_study(tmp_path, "configs: [seed002, amp_bf16, amp_bf16_fp32_head]\nscenarios: [A]\n"))
+    assert study.configs == [get_config(c).name for c in SEED002] + ["amp_bf16_fp32_head"]
+
+
+def test_overrides_apply_lm_then_cls_then_scenario(tmp_path):
+    path = _study(tmp_path, "scenarios: [A, C, D]\nconfigs: [amp_bf16]\nsteps: 10\n"
+                            "overrides:\n  cls: {steps: 20}\n  D: {steps: 30}\n")
+    assert {r.cfg.scenario: r.cfg.steps for r in load_study(path).runs()} == {"A": 10, "C": 20, "D": 30}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("configs: [amp_bf17]\n", ["configs: unknown dtype config 'amp_bf17'", "Did you mean 'amp_bf16'?", "seed001"]),
+    ("scenarios: [A, G]\n", ["scenarios: unknown scenario 'G'", "Valid: A, B, C, D, E, F"]),
+    ("stpes: 10\n", ["unknown key 'stpes'", "Did you mean 'steps'?", "Valid: study"]),
+    ("steps: ten\n", ["steps='ten' has the wrong type: expected int"]),
+    ("overrides:\n  D: {lrr: 0.1}\n", ["overrides.D: unknown parameter 'lrr'", "Did you mean 'lr'?"]),
+    ("overrides:\n  Q: {lr: 0.1}\n", ["overrides: unknown scenario 'Q'", "lm, cls, A"]),
+    ("seeds: [0, one]\n", ["seeds: expected a list of non-negative integers", "'one'"]),
+    ("config: amp_bf16\n", ["'config' is set per run; use 'configs'"]),
+    ("steps: !!python/object/apply:os.system [echo hacked]\n", ["not a valid (safe) YAML file"]),
+])
+def test_bad_study_file_fails_naming_file_key_and_valid_values(tmp_path, text, expected):
+    path = _study(tmp_path, text, "bad.yaml")
+    with pytest.raises(ConfigError) as e:
+        load_study(path)
+    for part in [str(path), *expected]:
+        assert part in str(e.value)
+
+
+def test_bad_study_file_runs_nothing(tmp_path, capsys):
+    from benchlib.cli import main
+    path = _study(tmp_path, "configs: [amp_bf17]\n", "bad.yaml")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "executed")]) == 2
+    assert "amp_bf17" in capsys.readouterr().err
+    assert not (tmp_path / "executed").exists()
+
+
+# ---- planning, selection, commands -------------------------------------------------------
+def test_dry_run_prints_the_papermill_commands_and_executes_nothing(tmp_path, capsys):
+    assert sweep.main([str(PARAMS / "smoke.yaml"), "--dry-run", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "done 0, to run 18 (new 18)" in out
+    assert out.count("papermill ") == 18
+    assert "-f " in out and "-p scenario D -p config amp_bf16 -p seed 0" in out
+    assert not any(tmp_path.iterdir())
+
+
+def test_filters_select_runs_and_unknown_values_are_named(tmp_path):
+    items = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)
+    picked = sweep.select(items, ["A/*", "*/fp16_naive/*"], [], [], [])
+    assert len(picked) == 3 + 5
+    assert [i.run_id for i in sweep.select(items, [], ["D"], ["amp_bf16"], [0])] == ["D/amp_bf16/seed0"]
+    with pytest.raises(ConfigError, match="--config 'amp_fp16' is not in this study. Valid: amp_bf16"):
+        sweep.select(items, [], [], ["amp_fp16"], [])
+
+
+def test_executed_notebook_and_sidecar_paths(tmp_path):
+    item = sweep.select(sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path), ["B/amp_bf16/seed0"], [], [], [])[0]
+    assert item.notebook == tmp_path / "smoke/runs/B/amp_bf16/seed0.ipynb"
+    assert item.result == tmp_path / "smoke/runs/B/amp_bf16/seed0/result.json"
+    assert sweep.source_notebook("B").name == "01_train_lm.ipynb" and sweep.source_notebook("E").name == "02_train_cls.ipynb"
+
+
+def test_changed_study_settings_make_a_record_stale(tmp_path):
+    item = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)[0]
+    rec = sweep.error_record(item.spec, item.out_dir, "")
+    write_json_atomic(item.result, {**rec, "status": "ok", "run": {**rec["run"], "steps": 99}})
+    assert sweep.run_state(item) == ("stale", "parameters changed: steps 99 -> 30")
+
+
+def test_error_record_is_a_complete_record(tmp_path):
+    item = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)[0]
+    rec = validate(sweep.error_record(item.spec, item.out_dir, "kernel died"))
+    assert (rec["status"], rec["reason"], rec["run_id"]) == ("error", "kernel died", "A/fp32_baseline/seed0")
+
+
+# ---- scheduling ------------------------------------------------------------------------------
+def test_cpu_runs_one_at_a_time_whatever_jobs_says():
+    assert sweep.slots_for(4, []) == [{}]
+
+
+def test_gpu_slots_pin_one_gpu_each():
+    assert sweep.slots_for(4, ["0", "1"]) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    assert sweep.slots_for(1, ["0", "1"]) == [{}]
+
+
+def test_runs_spread_over_fake_gpus_never_two_on_one():
+    busy, peak, seen, lock = {}, [0], [], threading.Lock()
+
+    def fn(item, slot):
+        gpu = slot["CUDA_VISIBLE_DEVICES"]
+        with lock:
+            assert gpu not in busy, "two runs on one GPU"
+            busy[gpu] = item
+            peak[0] = max(peak[0], len(busy))
+        time.sleep(0.05)
+        with lock:
+            del busy[gpu]
+        return gpu
+
+    sweep.run_all(list(range(8)), sweep.slots_for(3, ["0", "1", "2"]), fn, on_done=lambda i, r: seen.append((i, r)))
+    assert sorted(i for i, _ in seen) == list(range(8))
+    assert peak[0] == 3 and {r for _, r in seen} == {"0", "1", "2"}
+
+
+# ---- end to end through papermill --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """params/smoke.yaml executed once, end to end; tests work on copies of its output."""
+    root = tmp_path_factory.mktemp("executed")
+    t0 = time.perf_counter()
+    rc = sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(root), "--no-analysis"])
+    print(f"smoke study: {time.perf_counter() - t0:.0f} s")
+    return rc, root / "smoke"
+
+
+@pytest.fixture
+def smoke_copy(smoke, tmp_path):
+    shutil.copytree(smoke[1], tmp_path / "smoke")
+    return tmp_path
+
+
+def test_smoke_study_executes_every_notebook_with_its_record(smoke):
+    rc, root = smoke
+    assert rc == 0
+    records = _records(root)
+    assert len(records) == 18
+    assert all(r["status"] in FINISHED for r in records.values()), {k: r["reason"] for k, r in records.items()}
+    for key, rec in records.items():
+        notebook = root / "runs" / f"{key}.ipynb"
+        assert read_notebook_record(notebook)["run_id"] == rec["run_id"] == key
+    assert (root / "html/runs/A/amp_bf16/seed0.html").exists()
+    index = (root / "html/index.html").read_text()
+    assert index.count('href="runs/') == 18
+
+
+def test_smoke_html_reads_offline_with_collapsed_progress_bars(smoke):
+    html = (smoke[1] / "html/runs/D/fp16_naive/seed0.html").read_text()
+    assert "data:image/png;base64," in html
+    assert html.count("D/fp16_naive/seed0:   ") <= 1  # tqdm's redraws collapsed
+
+
+def test_rerun_executes_nothing(smoke_copy, capsys, monkeypatch):
+    before = _mtimes(smoke_copy / "smoke")
+    monkeypatch.setattr(sweep, "run_one", lambda *a, **k: pytest.fail("a finished run was executed again"))
+    assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no-analysis"]) == 0
+    out = capsys.readouterr().out
+    assert "done 18, to run 0" in out and "status: ok" in out and "scenario F:" in out
+    assert _mtimes(smoke_copy / "smoke") == before
+
+
+def test_deleted_and_corrupted_results_rerun_just_those(smoke_copy, capsys):
+    runs = smoke_copy / "smoke" / "runs"
+    (runs / "B/amp_bf16/seed0/result.json").unlink()
+    (runs / "E/fp32_baseline/seed0/result.json").write_text('{"schema": 1, "status": "ok", "trunc')
+    before = _mtimes(smoke_copy / "smoke")
+    assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no-analysis", "--no-html"]) == 0
+    assert "done 16, to run 2 (new 1, corrupt 1)" in capsys.readouterr().out
+    after = _mtimes(smoke_copy / "smoke")
+    changed = {str(p.parent.relative_to(runs)) for p in after if before.get(p) != after[p]}
+    assert changed == {"B/amp_bf16/seed0", "E/fp32_baseline/seed0"}
+    assert all(r["status"] in FINISHED for r in _records(smoke_copy / "smoke").values())
+
+
+def _failing_notebook(tmp_path, code):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("scenario = 'C'", metadata={"tags": ["parameters"]}),
+                                         nbformat.v4.new_code_cell(code)],
+                                  metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    path = tmp_path / "failing.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("raise RuntimeError('boom from the test')", "RuntimeError: boom from the test"),
+    ("import os; os._exit(1)", "DeadKernelError"),
+])
+def test_failed_run_is_recorded_and_the_others_finish(tmp_path, monkeypatch, capsys, code, expected):
+    monkeypatch.setitem(sweep.NOTEBOOKS, "cls", _failing_notebook(tmp_path, code))
+    study = _study(tmp_path, "study: faults\nscenarios: [A, C]\nconfigs: [fp32_baseline]\nsteps: 3\ndevice: cpu\n")
+    assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no-analysis"]) == 1
+    records = _records(tmp_path / "executed" / "faults")
+    assert records["A/fp32_baseline/seed0"]["status"] == "ok"
+    failed = validate(records["C/fp32_baseline/seed0"])
+    assert failed["status"] == "error" and expected in failed["reason"]
+    assert "1 run(s) ended in error" in capsys.readouterr().err
+    # resume: the error runs again, the finished run does not
+    assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--dry-run"]) == 0
+    assert "done 1, to run 1 (error 1)" in capsys.readouterr().out
