@@ -15,9 +15,8 @@ papermill runner of the two analysis notebooks (``run_notebooks``).
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import combinations, permutations
 from pathlib import Path
 from typing import Iterable
 
@@ -130,7 +129,8 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
     ``mean`` row per config (mean and std over ok seeds; ``n_seeds`` = ok seeds), status counts,
     each headline metric relative to fp32_baseline (``*_rel`` = ratio, ``quality_delta`` =
     difference), ranks (1 = best, direction-aware) and Pareto flags on the mean rows, and the
-    scenario's other quality metrics (``val_loss``, ``macro_f1``, ...) in their own columns."""
+    scenario's other quality metrics (``val_loss``, ``macro_f1``, ...) in their own columns.
+    On a seed row, ``throughput_std`` is the run's own std over its timed windows."""
     d = df[df["scenario"] == scenario]
     if d.empty:
         raise ValueError(f"no records for scenario {scenario!r}")
@@ -234,6 +234,13 @@ def describe_experiment(summary: pd.DataFrame, scenario: str) -> str:
     for col, what in (("pareto_throughput", "throughput-quality"), ("pareto_memory", "memory-quality")):
         front = m.loc[m[col].fillna(False).astype(bool), "config"].tolist()
         lines.append(f"- {what} Pareto frontier: {', '.join(front) or 'none (no ok runs)'}.")
+    for metric, what in (("throughput", "fastest"), ("quality", "best quality")):
+        r = m.dropna(subset=[f"rank_{metric}"])
+        if len(r):
+            top = r[r[f"rank_{metric}"] == r[f"rank_{metric}"].min()]
+            rel = top[f"{metric}_rel"].iloc[0]
+            lines.append(f"- {what}: {', '.join(top['config'])}"
+                         + (f" ({rel:.3g}x fp32_baseline)" if pd.notna(rel) else "") + ".")
     bad = m[m["n_ok"] < m["n_runs"]]
     for _, r in bad.iterrows():
         lines.append(f"- {r['config']}: {r['status']}" + (f" (median divergence step {r['diverged_step']:.0f})"
@@ -275,30 +282,37 @@ def groups(scenarios: Iterable[str]) -> dict[str, list[str]]:
     return {"lm": [x for x in s if SCENARIOS[x].is_lm], "cls": [x for x in s if not SCENARIOS[x].is_lm]}
 
 
-def _spearman(a: pd.Series, b: pd.Series) -> tuple[float, float, int]:
+def spearman(a: pd.Series, b: pd.Series, n_perm: int = 20000, seed: int = 0) -> tuple[float, float, int]:
+    """Spearman's rho (scipy.stats.spearmanr) over the entries present in both, and a two-sided
+    permutation p-value: exact over all n! pairings for n <= 8 configs, else ``n_perm`` random
+    pairings. (spearmanr's own t-approximation says p = 0 for a perfect order of 3 configs.)"""
     both = a.notna() & b.notna()
-    n = int(both.sum())
-    if n < 3 or a[both].nunique() < 2 or b[both].nunique() < 2:
+    x, y, n = a[both].to_numpy(float), b[both].to_numpy(float), int(both.sum())
+    if n < 3 or len(set(x)) < 2 or len(set(y)) < 2:
         return np.nan, np.nan, n
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = sps.spearmanr(a[both], b[both])
-    return float(r.statistic), float(r.pvalue), n
+    rho = float(sps.spearmanr(x, y).statistic)
+    rx, ry = sps.rankdata(x) - (n + 1) / 2, sps.rankdata(y)
+    perms = (np.array(list(permutations(ry))) if n <= 8 else
+             np.random.default_rng(seed).permuted(np.tile(ry, (n_perm, 1)), axis=1))
+    perms = perms - perms.mean(axis=1, keepdims=True)
+    r = perms @ rx / (np.linalg.norm(perms, axis=1) * np.linalg.norm(rx))
+    p = float(np.mean(np.abs(r) >= abs(rho) - 1e-12))
+    return rho, p if n <= 8 else (p * n_perm + 1) / (n_perm + 1), n
 
 
 def rank_correlations(stats: pd.DataFrame) -> pd.DataFrame:
-    """Spearman rho (scipy.stats.spearmanr, with its p-value) of the configs' ranks between
+    """Spearman rho (``spearman``: scipy's rho, permutation p-value) of the configs' ranks between
     every pair of scenarios and, as ``LM``/``CLS``, between the two groups' mean ranks; per
     metric, over the configs ranked in both (>= 3 needed)."""
     rows = []
     for m in HEADLINE:
         piv = stats[stats["metric"] == m].pivot(index="config", columns="scenario", values="rank")
         for a, b in combinations(piv.columns, 2):
-            rho, p, n = _spearman(piv[a], piv[b])
+            rho, p, n = spearman(piv[a], piv[b])
             rows.append({"metric": m, "a": a, "b": b, "rho": rho, "p": p, "n_configs": n})
         g = groups(piv.columns)
         if g["lm"] and g["cls"]:
-            rho, p, n = _spearman(piv[g["lm"]].mean(axis=1), piv[g["cls"]].mean(axis=1))
+            rho, p, n = spearman(piv[g["lm"]].mean(axis=1), piv[g["cls"]].mean(axis=1))
             rows.append({"metric": m, "a": "LM", "b": "CLS", "rho": rho, "p": p, "n_configs": n})
     return pd.DataFrame(rows, columns=["metric", "a", "b", "rho", "p", "n_configs"])
 
@@ -378,11 +392,13 @@ class Comparison:
 
 
 def _clean(o):
-    """JSON-safe: NaN -> null, numpy scalars -> Python."""
+    """JSON-safe: NaN and NA -> null, numpy scalars -> Python."""
     if isinstance(o, dict):
         return {str(k): _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_clean(v) for v in o]
+    if o is pd.NA or o is pd.NaT:
+        return None
     if hasattr(o, "item") and np.ndim(o) == 0:
         o = o.item()
     return None if isinstance(o, float) and not math.isfinite(o) else o
@@ -413,7 +429,8 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
                                  "with no ok run but a diverged one ranks last",
                    "ranking_correlation": "Spearman rho (scipy.stats.spearmanr) between the LM scenarios' mean ranks "
                                           "and the classification scenarios' mean ranks, over configs ranked in both; "
-                                          "every scenario pair in ranking_correlation_pairs",
+                                          "every scenario pair in ranking_correlation_pairs; p: two-sided permutation "
+                                          "test, exact over all pairings for <= 8 configs, else 20000 random ones",
                    "noise_test": rules.describe(), "reversals": tested,
                    "rules": {k: v for k, v in vars(rules).items()}},
         "ranking_correlation": {m: head["rho"].get(m) for m in HEADLINE},

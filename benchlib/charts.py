@@ -23,8 +23,8 @@ UNITS = {"memory": "GiB"}
 
 
 def _color(configs: Iterable[str], legend: bool = True, channel=alt.Color):
-    """One colour per config, in registry order; the same configs get the same colours in
-    every chart of a study. tableau20 pairs light/dark hues, so it is used only past 10."""
+    """One colour per config, domain in registry order (charts over the same configs share
+    colours). tableau20 pairs light/dark hues of one colour, so it is used only past 10."""
     order = config_order(configs)
     scale = alt.Scale(domain=order, scheme="tableau10" if len(order) <= 10 else "tableau20")
     return channel("config:N", sort=order, scale=scale,
@@ -142,7 +142,7 @@ def _curve_layers(curves: pd.DataFrame, divergences: pd.DataFrame, legend: bool)
 
 def loss_curves_chart(curves: pd.DataFrame, divergences: pd.DataFrame) -> alt.Chart:
     """Training loss per config: mean over seeds, band = min-max over seeds, red crosses =
-    diverged runs at their divergence step (losses capped at the frontier of the plot)."""
+    diverged runs at their divergence step (losses capped at 3x the initial loss)."""
     if curves.empty:
         return _empty("no steps.jsonl found: no loss curves")
     return _curve_layers(curves, divergences, legend=False).properties(

@@ -44,16 +44,15 @@ class Rules:
     """Fewer ok seeds per cell: noise cannot be estimated -> no flip, verdict inconclusive."""
     seed: int = 0
     """rng seed of the bootstrap: the same data give the same numbers."""
-    min_size_pct: float = 0.0
-    """A flip's smaller gap must also reach this (% of the pair's mean)."""
+    min_size_pct: float = 1.0
+    """A flip's smaller gap must also reach this (% of the pair's mean): near-deterministic
+    metrics (memory, GPU throughput) otherwise 'flip' on differences nobody would act on."""
     margin_quality_pct: float = 0.0
     """Quality effects inside +-this (%) count as no effect (rejected)."""
     margin_rate: float = 0.0
     """Divergence-rate differences inside +-this count as no difference."""
     margin_speedup: float = 0.0
     """Speed-up differences (x fp32) inside +-this count as no difference."""
-    tol_pct: float = 1.0
-    """Recommendations with < min_seeds seeds: quality within this % of the best is 'within noise'."""
 
     def describe(self) -> str:
         return (f"unpaired percentile bootstrap over seeds: each (scenario, config) resampled with replacement "
@@ -504,10 +503,11 @@ def verdict_table(hyps: dict[str, dict]) -> pd.DataFrame:
 
 # ---- recommendations -----------------------------------------------------------------------
 def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
-    """Per (scenario, config): ``safe`` when every run is ok and the quality is within seed
-    noise of the scenario's best config: the bootstrap share of resamples where the best is
-    better stays < conf (with < min_seeds seeds on either side: the gap is <= tol_pct of the
-    best). Cells whose runs were all skipped (the hardware cannot run the config) are left out."""
+    """Per (scenario, config): ``safe`` when every run is ok and the quality is not worse than
+    the scenario's best config beyond seed noise: the bootstrap share of resamples where the
+    best is better stays < conf. With < min_seeds ok seeds on either side the noise cannot be
+    estimated, so quality cannot disqualify (``tested`` = False) and only failed runs do.
+    Cells whose runs were all skipped (the hardware cannot run the config) are left out."""
     q = seed_values(df, "quality")
     boot = bootstrap_means({k: v for k, v in q.items() if len(v) >= rules.min_seeds}, rules.n_boot,
                            np.random.default_rng(rules.seed + 2))
@@ -518,7 +518,7 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         means = {cc: v.mean() for (ss, cc), v in q.items() if ss == s}
         best = max(means, key=means.get) if means else None
         row = {"scenario": s, "config": c, "runs": len(g), "ok": int((g["status"] == "ok").sum()), "best": best,
-               "gap_pct": np.nan, "support": np.nan, "safe": False}
+               "gap_pct": np.nan, "support": np.nan, "tested": False, "safe": False}
         if row["ok"] < len(g):
             bad = g.loc[g["status"] != "ok", "status"].value_counts()
             steps = g["stability/diverged_step"].dropna()
@@ -528,17 +528,17 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
             row["reason"] = "no quality value"
         else:
             row["gap_pct"] = gap = 100 * (means[best] - means[c]) / abs(means[best])
-            if c != best and (s, c) in boot and (s, best) in boot:
+            row["tested"] = c == best or ((s, c) in boot and (s, best) in boot)
+            if c != best and row["tested"]:
                 row["support"] = float(np.mean(boot[s, best] > boot[s, c]))
-                worse = row["support"] >= rules.conf
-            else:
-                worse = gap > rules.tol_pct
+            worse = row["support"] >= rules.conf
             row["safe"] = not worse
-            row["reason"] = (f"quality {gap:.2f}% below the best ({best})" + (
-                f", bootstrap support {row['support']:.0%}" if pd.notna(row["support"]) else "")) if worse else "safe"
+            row["reason"] = (f"quality {gap:.2f}% below the best ({best}), bootstrap support {row['support']:.0%}"
+                             if worse else "safe" if row["tested"] else
+                             f"safe as far as known: quality noise not estimated (< {rules.min_seeds} ok seeds)")
         rows.append(row)
-    return pd.DataFrame(rows, columns=["scenario", "config", "runs", "ok", "best", "gap_pct", "support", "safe",
-                                       "reason"])
+    return pd.DataFrame(rows, columns=["scenario", "config", "runs", "ok", "best", "gap_pct", "support", "tested",
+                                       "safe", "reason"])
 
 
 def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules()) -> tuple[dict, pd.DataFrame]:
@@ -563,11 +563,15 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
             return out + (f", memory {np.exp(np.log(m).mean()):.2f}x fp32" if len(m) else "")
         return f"mean throughput rank {piv['throughput_rank'].loc[c, on].mean():.1f}"
 
+    def caveat(c, on):
+        u = sorted(saf.loc[(saf["config"] == c) & saf["scenario"].isin(on) & ~saf["tested"].astype(bool), "scenario"])
+        return f" [quality noise not estimated on {', '.join(u)}: < {rules.min_seeds} ok seeds]" if u else ""
+
     universal = speed_order([c for c, ss in safe.items() if set(scns) <= ss])
     rec = {"universal": [], "lm_specific": [], "cls_specific": [], "per_task": {}, "avoid": []}
     every = f"safe on all {len(scns)} scenarios ({', '.join(scns)}: every run ok, quality within seed noise of the best)"
     for i, c in enumerate(universal):
-        rec["universal"].append(f"{'default: ' if i == 0 else ''}{c} - {every}; {numbers(c, scns)}")
+        rec["universal"].append(f"{'default: ' if i == 0 else ''}{c} - {every}; {numbers(c, scns)}{caveat(c, scns)}")
     if len(universal) > 1:
         lean = min(universal, key=lambda c: piv["memory_rank"].loc[c].mean())
         if lean != universal[0]:
@@ -587,7 +591,8 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
             g = piv["quality_gain"].loc[c, s]
             lines.append(f"{s}: fastest safe config {c} ({numbers(c, [s])}"
                          + (f", quality {round(g, 2) + 0.0:+.2f}% vs fp32" if pd.notna(g) else "") + ")"
-                         + ("" if c == default else f"; differs from the default {default}" if default else ""))
+                         + ("" if c == default else f"; differs from the default {default}" if default else "")
+                         + caveat(c, [s]))
         for c in here.index[~here["safe"].astype(bool)]:
             if safe.get(c):
                 lines.append(f"{s}: avoid {c} - {here.loc[c, 'reason']} (safe on {', '.join(sorted(safe[c]))})")

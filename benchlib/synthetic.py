@@ -323,8 +323,10 @@ MAX_LABELS_PER_DOC = 16
 LABEL_ZIPF_SHIFT = 5
 """Label frequencies ~ 1/(rank + 5.5): the Zipf offset keeps the head from covering most
 documents when there are few labels (tiny: 64)."""
-SIG_TOKENS = 4
-"""Signature tokens per label (see ``_signatures``)."""
+SIG_TOKENS = 2
+"""Signature tokens per label (see ``_signatures``). Two rather than more: a tiny RoBERTa
+learns the (nearly disjoint at tiny, disjoint above) associations within a few hundred steps
+(600 steps: micro-F1 0.42 vs 0.26 for the best input-blind predictor; 4 shared tokens: 0.27)."""
 SIG_PER_LABEL = 3.0
 """Expected signature-token occurrences per label of a document (capped at half the
 document): a label is then invisible in a document with p ~ exp(-3) ~ 5%, and the task is
@@ -339,7 +341,8 @@ def make_label_corpus(vocab_size: int, num_labels: int, max_len: int, n_train: i
     labels with Zipf-like frequencies (``zipf_ranks`` over a random ranking of the label ids,
     sampled without replacement), a length uniform in [max_len/4, max_len], and
     each token is, with p = min(0.5, ``SIG_PER_LABEL`` * n_labels / length), a signature
-    token of one of its labels (label and signature token uniform), else a background token. Labels are therefore learnable
+    token of one of its labels (label and signature token uniform), else a background token
+    (``zipf_ranks`` over a random ranking of the content ids). Labels are therefore learnable
     from the bag of tokens, rare labels from few examples.
     """
     n_content = vocab_size - FIRST_CONTENT_ID
@@ -359,7 +362,7 @@ def _signatures(rng, pool: np.ndarray, num_labels: int) -> np.ndarray:
     """[L, SIG_TOKENS] signature tokens from ``pool`` (the rarer half of the background
     ranking: keywords are rarer than function words). Tokens are dealt from successive
     shuffles of the pool, so labels share none while the pool lasts and each token serves
-    at most ceil(L * SIG_TOKENS / len(pool)) labels after that (tiny: 64 x 4 from 126)."""
+    at most ceil(L * SIG_TOKENS / len(pool)) labels after that (tiny: 64 x 2 from 126)."""
     need = num_labels * SIG_TOKENS
     deck = np.concatenate([rng.permutation(pool) for _ in range(-(-need // len(pool)))])
     return deck[:need].reshape(num_labels, SIG_TOKENS)
@@ -407,8 +410,8 @@ def _distinct_draws(rng, of_rank: np.ndarray, k: np.ndarray, kcap: int) -> np.nd
     """Per row, the first ``k`` distinct values of a sequence of i.i.d. draws: successive
     sampling without replacement, proportional to the weights (the Plackett-Luce / Gumbel
     top-k distribution) at the cost of ``LABEL_DRAWS`` draws instead of one key per label.
-    Ids are ``of_rank[r]`` for Zipf-like ranks r. Returns ascending ids padded with ``L``; a row whose draws hold fewer than k
-    distinct values (only when one label dominates) keeps fewer labels."""
+    Ids are ``of_rank[r]`` for Zipf-like ranks r. Returns ascending ids padded with ``L``;
+    a row whose draws hold fewer than k distinct values (rare) keeps fewer labels."""
     m, L = len(k), len(of_rank)
     draws = of_rank[zipf_ranks(rng, L, (m, LABEL_DRAWS), LABEL_ZIPF_SHIFT)]
     order = np.argsort(draws, axis=1, kind="stable")

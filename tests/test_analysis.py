@@ -101,15 +101,16 @@ def test_loss_curves_are_binned_to_at_most_max_points(tmp_path):
 CFGS = ["fp32_baseline", "amp_fp16", "amp_bf16", "bf16_pure", "fp16_naive"]
 
 
-def test_spearman_matches_scipy_on_a_known_case():
+def test_spearman_rho_and_permutation_p_match_scipy_on_a_known_case():
     a, c = [100, 200, 300, 400, 500], [500, 200, 300, 100, 400]
     recs = ([make_record("A", k, 0, throughput=t) for k, t in zip(CFGS, a)]
             + [make_record("C", k, 0, throughput=t) for k, t in zip(CFGS, c)])
     corr = analysis.rank_correlations(analysis.config_stats(frame(recs)))
     row = corr[(corr["metric"] == "throughput") & (corr["a"] == "A") & (corr["b"] == "C")].iloc[0]
-    expect = sps.spearmanr(a, c)
-    assert row["rho"] == pytest.approx(expect.statistic) and row["p"] == pytest.approx(expect.pvalue)
-    assert row["n_configs"] == 5
+    assert row["rho"] == pytest.approx(sps.spearmanr(a, c).statistic) and row["n_configs"] == 5
+    exact = sps.permutation_test((np.array(a),), lambda x: sps.spearmanr(x, c).statistic,
+                                 permutation_type="pairings", n_resamples=np.inf)  # all 5! pairings
+    assert row["p"] == pytest.approx(exact.pvalue)
 
 
 def test_quality_ranks_follow_direction_so_the_same_winners_correlate_positively():
