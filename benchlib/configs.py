@@ -34,7 +34,7 @@ class DtypeConfig:
     """adamw = torch AdamW (fused where the device allows); adamw8bit = bitsandbytes AdamW8bit."""
     update_rounding: Literal["nearest", "stochastic"] = "nearest"
     """How low-precision weights absorb an update: round-to-nearest loses updates smaller
-    than half the dtype's spacing; stochastic rounding (torchao) keeps them in expectation."""
+    than half the dtype's spacing; stochastic rounding keeps them in expectation (sr_adamw.py)."""
     head_dtype: Optional[DtypeName] = None
     """dtype of the output head's weights and compute with autocast off; None = like the body."""
     compile: bool = True
@@ -81,8 +81,6 @@ class DtypeConfig:
             req.append("bf16")
         if self.optimizer == "adamw8bit":
             req.append("bitsandbytes")
-        if self.update_rounding == "stochastic":
-            req.append("torchao")
         if self.fp8 != "none":
             req.append("fp8")
         return req

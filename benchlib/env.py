@@ -56,10 +56,6 @@ def unsupported_reason(dtype: DtypeConfig, device: torch.device) -> str | None:
             why = _importable("bitsandbytes.optim")
             if why:
                 return f"{dtype.name} needs bitsandbytes (pip install bitsandbytes): {why}"
-        if req == "torchao":
-            why = _importable("torchao.optim")
-            if why:
-                return f"{dtype.name} needs torchao for stochastic-rounding updates (pip install torchao): {why}"
         if req == "fp8":
             if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 9):
                 return f"{dtype.name} needs an FP8 GPU (compute capability >= 8.9, e.g. H100); got {device_name(device)}"

@@ -77,10 +77,10 @@ def build_optimizer(model: torch.nn.Module, dtype: DtypeConfig, lr: float, weigh
         # states of tensors under 4096 elements stay 32-bit (bitsandbytes' min_8bit_size)
         return bnb.optim.AdamW8bit(groups, lr=lr, betas=betas, eps=dtype.adam_eps)
     if dtype.update_rounding == "stochastic":
-        from torchao.optim import _AdamW
+        from .sr_adamw import StochasticRoundingAdamW
         # updates computed in fp32 and rounded stochastically into the bf16 weights, so an
         # update below half a bf16 ulp still moves the weight in expectation
-        return _AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps, bf16_stochastic_round=True)
+        return StochasticRoundingAdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps)
     fused = device.type == "cuda"
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps,
                              fused=fused, foreach=None if fused else True)
