@@ -4,18 +4,16 @@ Stage 1, per experiment (scenario): ``summarize`` (the summary CSV: a row per se
 ``mean`` row per config, relative to ``fp32_baseline``, ranks, Pareto frontiers) and
 ``loss_curves``. Stage 2, across experiments: ``config_stats`` (one tidy table of means, ranks
 and gains vs fp32), ``rank_correlations`` (Spearman, scipy) and ``group_ranks``, assembled
-with the flips, verdicts and recommendations of ``hypotheses`` into ``comparison.json`` by
-``compare``. Charts are in ``charts``.
+with the flips (``flips``), verdicts (``hypotheses``) and recommendations (``recommend``) into
+``comparison.json`` by ``analysis_cli.compare``. Charts are in ``charts``.
 
 Only ``ok`` runs count for throughput, memory and quality; ``diverged`` runs count for
-stability and are marked on curves; other statuses are counted. At the end: writing the files
-(``analyze_study``, ``compare_study``), the CLI (``dtype-bench analyze`` / ``compare``) and the
-papermill runner of the two analysis notebooks (``run_notebooks``).
+stability and are marked on curves; other statuses are counted. Writing the files, the CLI
+(``dtype-bench analyze`` / ``compare``) and the notebook runner are in ``analysis_cli``.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from itertools import combinations, permutations
 from pathlib import Path
 from typing import Iterable
@@ -331,216 +329,10 @@ def group_ranks(stats: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "group", "config", "mean_rank", "rank"])
 
 
-
-
-# ---- running it: files, CLI, notebooks -----------------------------------------------------
-@dataclass
-class Experiment:
-    scenario: str
-    summary: pd.DataFrame
-    curves: pd.DataFrame
-    divergences: pd.DataFrame
-    charts: dict
-    out_dir: Path
-    files: list
-
-
-def mean_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The ``mean`` rows with the headline columns, for display."""
-    cols = ["config", "n_seeds", "status", "throughput", "throughput_std", "throughput_rel", "memory", "memory_std",
-            "memory_rel", "quality", "quality_std", "quality_delta", "pareto_throughput", "pareto_memory"]
-    return summary.loc[summary["seed"] == "mean", cols].reset_index(drop=True)
-
-
-def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
-                       formats: Iterable[str] = ("png", "svg")) -> Experiment:
-    """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``."""
-    from . import charts as ch
-    summary = summarize(df, scenario)
-    curves, div = loss_curves(df[df["scenario"] == scenario])
-    out = Path(output_dir) / scenario
-    out.mkdir(parents=True, exist_ok=True)
-    summary.to_csv(out / "summary.csv", index=False)
-    charts = ch.experiment_charts(summary, curves, div)
-    files = [out / "summary.csv"] + [p for n, c in charts.items() for p in ch.save(c, out / "plots" / n, formats)]
-    return Experiment(scenario, summary, curves, div, charts, out, files)
-
-
-def analyze_study(study_dir: str | Path, scenario: str | None = None, output_dir: str | Path | None = None,
-                  formats: Iterable[str] = ("png", "svg")) -> dict[str, Experiment]:
-    """Stage 1 for one scenario or every scenario found; outputs beside the runs by default."""
-    from .scenarios import get_scenario
-    root = resolve_study_dir(study_dir)
-    df = load_study(root)
-    scns = [get_scenario(scenario).id] if scenario else sorted(df["scenario"].unique())
-    return {s: analyze_experiment(df, s, output_dir or root, formats) for s in scns}
-
-
-@dataclass
-class Comparison:
-    stats: pd.DataFrame
-    correlations: pd.DataFrame
-    reversals: pd.DataFrame
-    stability: pd.DataFrame
-    safety: pd.DataFrame
-    curves: pd.DataFrame
-    divergences: pd.DataFrame
-    result: dict
-    """comparison.json"""
-    charts: dict
-    files: list
-
-
-def _clean(o):
-    """JSON-safe: NaN and NA -> null, numpy scalars -> Python."""
-    if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    if o is pd.NA or o is pd.NaT:
-        return None
-    if hasattr(o, "item") and np.ndim(o) == 0:
-        o = o.item()
-    return None if isinstance(o, float) and not math.isfinite(o) else o
-
-
-def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Comparison:
-    """Stage 2 on a study frame: tables, flips, verdicts, recommendations and the
-    ``comparison.json`` content (seed 000's shape plus the evidence and the method)."""
-    from . import charts as ch
-    from . import hypotheses as hy
-    rules = rules or hy.Rules()
-    stats = config_stats(df)
-    corr = rank_correlations(stats)
-    rev, stab = hy.order_reversals(df, rules), hy.stability_flips(df, rules)
-    flips = hy.flip_entries(stats, rev, stab, group_ranks(stats))
-    recs, saf = hy.recommendations(df, stats, rules)
-    curves, div = loss_curves(df[df["config"].isin(ch.STABILITY_CONFIGS)])
-    head = corr[(corr["a"] == "LM") & (corr["b"] == "CLS")].set_index("metric")
-    tested = {m: {"reversed_pairs": int((rev["metric"] == m).sum()),
-                  "testable": int(((rev["metric"] == m) & rev["support"].notna()).sum()),
-                  "flips": int(((rev["metric"] == m) & rev["significant"]).sum())} for m in HEADLINE}
-    result = {
-        "sources": [str(s) for s in sources], "scenarios": sorted(df["scenario"].unique()),
-        "configs": config_order(df["config"].unique()), "groups": groups(df["scenario"].unique()),
-        "runs": df["status"].value_counts().to_dict(),
-        "method": {"statistics": "only ok runs count for throughput, memory and quality; diverged runs count for "
-                                 "stability; ranks are 1 = best in each metric's direction, and on quality a config "
-                                 "with no ok run but a diverged one ranks last",
-                   "ranking_correlation": "Spearman rho (scipy.stats.spearmanr) between the LM scenarios' mean ranks "
-                                          "and the classification scenarios' mean ranks, over configs ranked in both; "
-                                          "every scenario pair in ranking_correlation_pairs; p: two-sided permutation "
-                                          "test, exact over all pairings for <= 8 configs, else 20000 random ones",
-                   "noise_test": rules.describe(), "reversals": tested,
-                   "rules": {k: v for k, v in vars(rules).items()}},
-        "ranking_correlation": {m: head["rho"].get(m) for m in HEADLINE},
-        "ranking_correlation_p": {m: head["p"].get(m) for m in HEADLINE},
-        "ranking_correlation_pairs": corr.to_dict(orient="records"),
-        "flips": flips,
-        "recommendations": recs,
-        "hypotheses": hy.evaluate_all(df, rules),
-        "recommendation_evidence": saf.to_dict(orient="records"),
-    }
-    charts = ch.comparison_charts(stats, flips, curves, div)
-    return Comparison(stats, corr, rev, stab, saf, curves, div, _clean(result), charts, [])
-
-
-def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = ("png", "svg")) -> list:
-    """comparison.json, the tables as CSV and the charts under plots/."""
-    import json
-    from . import charts as ch
-    from .hypotheses import verdict_table
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "comparison.json").write_text(json.dumps(comp.result, indent=1, allow_nan=False))
-    files = [out / "comparison.json"]
-    for name, t in (("config_stats", comp.stats), ("rank_correlation", comp.correlations),
-                    ("reversals", comp.reversals), ("stability_flips", comp.stability),
-                    ("hypotheses", verdict_table(comp.result["hypotheses"]))):
-        t.to_csv(out / f"{name}.csv", index=False)
-        files.append(out / f"{name}.csv")
-    files += [p for n, c in comp.charts.items() for p in ch.save(c, out / "plots" / n, formats)]
-    comp.files = files
-    return files
-
-
-def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rules=None,
-                  formats: Iterable[str] = ("png", "svg")) -> Comparison:
-    """Stage 2 from folders of records; writes to ``output_dir`` (default
-    ``<first root>/comparison``)."""
-    paths = [resolve_study_dir(r) for r in roots]
-    comp = compare(load_study(*paths), rules, sources=paths)
-    write_comparison(comp, output_dir or paths[0] / "comparison", formats)
-    return comp
-
-
-def main_analyze(argv: list[str] | None = None) -> int:
-    import argparse
-    p = argparse.ArgumentParser(prog="dtype-bench analyze", description="Per-experiment summary.csv and charts "
-                                "(seed 000 stage 1) from every result.json under a folder.")
-    p.add_argument("study_dir", nargs="?", help="e.g. executed/<study>")
-    p.add_argument("--results_dir", help="seed 000's name for study_dir")
-    p.add_argument("--scenario", help="one scenario A-F (default: every scenario found)")
-    p.add_argument("--output_dir", help="where <scenario>/summary.csv and plots/ go (default: study_dir)")
-    p.add_argument("--formats", default="png,svg", help="chart files to write (default png,svg)")
-    ns = p.parse_args(argv)
-    if not (ns.study_dir or ns.results_dir):
-        p.error("give the study folder (positional or --results_dir)")
-    exps = analyze_study(ns.study_dir or ns.results_dir, ns.scenario, ns.output_dir, ns.formats.split(","))
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        for s, e in exps.items():
-            print(f"scenario {s}: {e.out_dir / 'summary.csv'}, {len(e.files) - 1} chart files in {e.out_dir / 'plots'}")
-            print(mean_table(e.summary)[["config", "n_seeds", "throughput", "memory", "quality"]].to_string(index=False))
-    return 0
-
-
-def main_compare(argv: list[str] | None = None) -> int:
-    import argparse
-    from .hypotheses import Rules, verdict_table
-    p = argparse.ArgumentParser(prog="dtype-bench compare", description="Cross-experiment ranking correlation, "
-                                "flips beyond seed noise, hypothesis verdicts, recommendations (seed 000 stage 2).")
-    p.add_argument("study_dir", nargs="*", help="folders of records, e.g. executed/<study>")
-    p.add_argument("--lm_results", help="seed 000: folder of the LM experiment's records")
-    p.add_argument("--cls_results", help="seed 000: folder of the classification experiment's records")
-    p.add_argument("--output_dir", help="default: <first folder>/comparison")
-    p.add_argument("--conf", type=float, default=Rules.conf, help="bootstrap share / CI level (default 0.95)")
-    p.add_argument("--n_boot", type=int, default=Rules.n_boot)
-    p.add_argument("--min_seeds", type=int, default=Rules.min_seeds)
-    p.add_argument("--formats", default="png,svg")
-    ns = p.parse_args(argv)
-    roots = ns.study_dir + [r for r in (ns.lm_results, ns.cls_results) if r]
-    if not roots:
-        p.error("give a study folder, or --lm_results and --cls_results")
-    comp = compare_study(*roots, output_dir=ns.output_dir, formats=ns.formats.split(","),
-                         rules=Rules(conf=ns.conf, n_boot=ns.n_boot, min_seeds=ns.min_seeds))
-    r = comp.result
-    print(f"{comp.files[0]}\nranking correlation LM vs CLS (Spearman): {r['ranking_correlation']}")
-    print(f"flips beyond seed noise: {len(r['flips'])}")
-    for f in r["flips"]:
-        print(f"  {f['interpretation']}")
-    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
-        print(verdict_table(r["hypotheses"])[["id", "verdict", "estimate", "ci_low", "ci_high"]].to_string(index=False))
-    for line in r["recommendations"]["universal"]:
-        print(f"  {line}")
-    return 0
-
-
-NOTEBOOKS = ("10_analyze_experiment.ipynb", "11_compare_experiments.ipynb")
-
-
-def run_notebooks(study_dir: str | Path, out_dir: str | Path | None = None, kernel_name: str | None = None) -> list:
-    """Execute the two analysis notebooks on a study with papermill, into
-    ``<study_dir>/analysis/`` (what ``dtype-bench sweep`` runs at the end of a study)."""
-    import papermill as pm
-    root = resolve_study_dir(study_dir)
-    repo = Path(__file__).resolve().parents[1]
-    out = Path(out_dir) if out_dir else root / "analysis"
-    out.mkdir(parents=True, exist_ok=True)
-    params = {NOTEBOOKS[0]: {"study_dir": str(root), "scenario": None},
-              NOTEBOOKS[1]: {"study_dir": str(root), "output_dir": None}}
-    done = []
-    for nb in NOTEBOOKS:
-        pm.execute_notebook(str(repo / "notebooks" / nb), str(out / nb), parameters=params[nb], cwd=str(repo),
-                            kernel_name=kernel_name, progress_bar=False)
-        done.append(out / nb)
-    return done
+def __getattr__(name: str):
+    """``main_analyze`` / ``main_compare`` by their old address; they live in ``analysis_cli``,
+    which imports this module, so they are fetched on first use rather than imported here."""
+    if name in ("main_analyze", "main_compare"):
+        from . import analysis_cli
+        return getattr(analysis_cli, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

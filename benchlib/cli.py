@@ -17,8 +17,8 @@ from .runconfig import ConfigError, RunConfig
 # subcommand -> (module:function, one-line help)
 LAZY = {
     "sweep": ("benchlib.sweep:main", "run a study file (params/*.yaml) through papermill"),
-    "analyze": ("benchlib.analysis:main_analyze", "per-experiment summary tables and charts"),
-    "compare": ("benchlib.analysis:main_compare", "cross-experiment ranking flips and hypotheses"),
+    "analyze": ("benchlib.analysis_cli:main_analyze", "per-experiment summary tables and charts"),
+    "compare": ("benchlib.analysis_cli:main_compare", "cross-experiment ranking flips and hypotheses"),
     "bench": ("benchlib.bench:main", "GPU speed: benchlib vs a bare loop, per config"),
     "scaling": ("benchlib.scaling:main", "multi-GPU scaling analysis"),
 }

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from benchlib import analysis, hypotheses as hy
+from benchlib import analysis, analysis_cli, hypotheses as hy, recommend
+from benchlib.flips import Rules, order_reversals
 from fixtures.records import grid, make_record, real_study, write_run, write_study
 
-FAST = hy.Rules(n_boot=400)
+FAST = Rules(n_boot=400)
 VERDICTS = {"supported", "rejected", "inconclusive"}
 
 
@@ -132,14 +133,14 @@ def reversal(a_amp, a_bf16, c_amp, c_bf16):
 def test_a_constructed_rank_reversal_is_found_with_its_size_and_evidence():
     # bf16_pure: worse val loss on A (3.21 vs 3.01), better micro-F1 on C (0.61 vs 0.51); seeds tight
     df = frame(reversal([3.00, 3.01, 3.02], [3.20, 3.21, 3.22], [0.50, 0.51, 0.52], [0.60, 0.61, 0.62]))
-    rev = hy.order_reversals(df, FAST)
+    rev = order_reversals(df, FAST)
     r = rev[rev["metric"] == "quality"].iloc[0]  # one row per reversal, from the side of the first scenario
     assert (r["config"], r["other"], r["better_on"], r["worse_on"]) == ("amp_bf16", "bf16_pure", "A", "C")
     assert r["gap_better_pct"] == pytest.approx(100 * 0.20 / 3.11)
     assert r["gap_worse_pct"] == pytest.approx(100 * 0.10 / 0.56)
     assert r["size_pct"] == pytest.approx(100 * 0.20 / 3.11)  # the smaller of the two gaps
     assert r["support"] == 1.0 and r["significant"]
-    comp = analysis.compare(df, FAST)
+    comp = analysis_cli.compare(df, FAST)
     flips = {f["config"]: f for f in comp.result["flips"]}
     assert set(flips) == {"bf16_pure", "amp_bf16"}
     f = flips["bf16_pure"]
@@ -150,17 +151,17 @@ def test_a_constructed_rank_reversal_is_found_with_its_size_and_evidence():
 def test_a_noise_level_reversal_is_not_a_flip():
     # the means reverse (3.00 < 3.01 on A; 0.50 < 0.51 on C) but seeds overlap widely
     df = frame(reversal([3.00, 3.10, 2.90], [3.01, 2.91, 3.11], [0.50, 0.60, 0.40], [0.51, 0.41, 0.61]))
-    rev = hy.order_reversals(df, FAST)
+    rev = order_reversals(df, FAST)
     q = rev[rev["metric"] == "quality"]
     assert len(q) == 1 and q["support"].iloc[0] < 0.95 and not q["significant"].iloc[0]
-    assert analysis.compare(df, FAST).result["flips"] == []
+    assert analysis_cli.compare(df, FAST).result["flips"] == []
 
 
 def test_a_flip_needs_two_seeds():
     df = frame(reversal([3.00], [3.20], [0.50], [0.60]))
-    rev = hy.order_reversals(df, FAST)
+    rev = order_reversals(df, FAST)
     assert len(rev) == 1 and math.isnan(rev["support"].iloc[0]) and not rev["significant"].iloc[0]
-    result = analysis.compare(df, FAST).result
+    result = analysis_cli.compare(df, FAST).result
     assert result["flips"] == [] and "bootstrap" in result["method"]["noise_test"]
 
 
@@ -168,7 +169,7 @@ def test_a_config_that_diverges_on_one_task_only_is_a_stability_flip_and_ranks_l
     recs = (grid("AE", ["fp32_baseline", "amp_bf16"])
             + [make_record("A", "fp16_naive", k, status="diverged", diverged_step=40 + k) for k in range(3)]
             + [make_record("E", "fp16_naive", k) for k in range(3)])
-    comp = analysis.compare(frame(recs), FAST)
+    comp = analysis_cli.compare(frame(recs), FAST)
     f = next(f for f in comp.result["flips"] if f["config"] == "fp16_naive")
     assert f["ranks"]["A"] == 3  # no ok run, diverged: last
     assert f["stability"][0]["diverges_on"] == "A" and f["stability"][0]["diverged_on"] == "3/3"
@@ -271,7 +272,7 @@ def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where()
         v = {"throughput": speed[c] + k, "quality": (3.0 if s == "A" else 0.5) + 0.001 * k}
         return {**v, "status": "diverged", "diverged_step": 30} if c == "fp16_naive" and s == "A" else v
     df = frame(grid("AC", list(speed), value=value))
-    rec, safety = hy.recommendations(df, analysis.config_stats(df), FAST)
+    rec, safety = recommend.recommendations(df, analysis.config_stats(df), FAST)
     assert rec["universal"][0].startswith("default: amp_bf16 - safe on all 2 scenarios")
     assert "throughput 1.99x fp32" in rec["universal"][0]  # (200 + 201 + 202) / (100 + 101 + 102)
     assert rec["per_task"]["C"][0].startswith("C: fastest safe config fp16_naive") \
@@ -283,7 +284,7 @@ def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where()
 
 def test_a_config_clearly_worse_than_the_best_is_not_safe():
     df = frame(seeds("C", "amp_bf16", [0.50, 0.51, 0.52]) + seeds("C", "bf16_naive", [0.40, 0.41, 0.42]))
-    s = hy.safety(df, FAST).set_index("config")
+    s = recommend.safety(df, FAST).set_index("config")
     assert s.loc["amp_bf16", "safe"] and not s.loc["bf16_naive", "safe"]
     assert s.loc["bf16_naive", "gap_pct"] == pytest.approx(100 * 0.10 / 0.51)
 
@@ -291,7 +292,7 @@ def test_a_config_clearly_worse_than_the_best_is_not_safe():
 # ---- CLI, files, notebooks -------------------------------------------------------------------
 def test_analyze_cli_writes_summary_csv_and_the_charts(tmp_path, capsys):
     write_study(tmp_path, grid("AC", ["fp32_baseline", "amp_bf16"], seeds=(0, 1)))
-    assert analysis.main_analyze([str(tmp_path), "--scenario", "A", "--formats", "png"]) == 0
+    assert analysis_cli.main_analyze([str(tmp_path), "--scenario", "A", "--formats", "png"]) == 0
     s = pd.read_csv(tmp_path / "A" / "summary.csv")
     assert len(s) == 6 and {"n_seeds", "n_ok", "throughput_rel", "pareto_throughput"} <= set(s.columns)
     pngs = sorted(p.name for p in (tmp_path / "A" / "plots").iterdir())
@@ -303,8 +304,8 @@ def test_compare_cli_in_seed000_form_writes_comparison_json(tmp_path):
     write_study(tmp_path / "lm", grid("A", ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1)))
     write_study(tmp_path / "cls", grid("C", ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1)))
     out = tmp_path / "cmp"
-    assert analysis.main_compare(["--lm_results", str(tmp_path / "lm"), "--cls_results", str(tmp_path / "cls"),
-                                  "--output_dir", str(out), "--n_boot", "200", "--formats", "png"]) == 0
+    assert analysis_cli.main_compare(["--lm_results", str(tmp_path / "lm"), "--cls_results", str(tmp_path / "cls"),
+                                      "--output_dir", str(out), "--n_boot", "200", "--formats", "png"]) == 0
     r = json.loads((out / "comparison.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     assert set(r["ranking_correlation"]) == {"throughput", "memory", "quality"}
     assert {"universal", "lm_specific", "cls_specific", "per_task"} <= set(r["recommendations"])
@@ -318,10 +319,10 @@ def test_real_tiny_runs_go_through_analyze_and_compare(tmp_path):
     root = real_study()
     df = analysis.load_study(root)
     assert len(df) == 8 and set(df["status"]) <= {"ok", "diverged"}, df[["run_id", "status", "reason"]]
-    exps = analysis.analyze_study(root, "E", output_dir=tmp_path, formats=["png"])
+    exps = analysis_cli.analyze_study(root, "E", output_dir=tmp_path, formats=["png"])
     mean = exps["E"].summary.query("seed == 'mean'")
     assert mean["quality_name"].iloc[0] == "accuracy" and mean["n_runs"].tolist() == [2, 2]
-    comp = analysis.compare_study(root, output_dir=tmp_path / "cmp", rules=FAST, formats=["png"])
+    comp = analysis_cli.compare_study(root, output_dir=tmp_path / "cmp", rules=FAST, formats=["png"])
     assert {h["verdict"] for h in comp.result["hypotheses"].values()} <= VERDICTS
     assert comp.result["scenarios"] == ["A", "E"]
 
@@ -339,7 +340,7 @@ def test_source_notebooks_are_clean_with_one_parameters_cell(name, params):
 
 
 def test_analysis_notebooks_run_through_papermill_on_a_study_of_real_runs(tmp_path):
-    done = analysis.run_notebooks(real_study(), out_dir=tmp_path)
+    done = analysis_cli.run_notebooks(real_study(), out_dir=tmp_path)
     for path in done:
         nb = nbformat.read(path, as_version=4)
         outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]

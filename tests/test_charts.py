@@ -6,7 +6,8 @@ import base64
 import altair as alt
 import pytest
 
-from benchlib import analysis, charts, hypotheses as hy
+from benchlib import analysis, analysis_cli, charts
+from benchlib.flips import Rules
 from fixtures.records import grid, make_record, write_run, write_study
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -26,7 +27,7 @@ def value(s, c, k):
 def study(tmp_path_factory):
     root = write_study(tmp_path_factory.mktemp("study"), grid("AC", CFGS, seeds=(0, 1), value=value))
     df = analysis.load_study(root)
-    comp = analysis.compare(df, hy.Rules(n_boot=200))
+    comp = analysis_cli.compare(df, Rules(n_boot=200))
     curves, marks = analysis.loss_curves(df[df["scenario"] == "A"])
     return {"summary": analysis.summarize(df, "A"), "curves": curves, "marks": marks, "comp": comp}
 
