@@ -52,6 +52,7 @@ import itertools
 import json
 import math
 import os
+import pickle
 import re
 import socket
 import time
@@ -275,6 +276,8 @@ def load_task_data(run: RunConfig) -> TaskData:
         raise ValueError(f"seq_len={run.seq_len} is too short for scenario {scn.id}")
     t0 = time.perf_counter()
     if run.data == "synthetic":
+        global _synth_cache_dir
+        _synth_cache_dir = Path(run.cache_dir).expanduser()
         data = _synthetic_lm(run) if scn.is_lm else _synthetic_cls(run)
     elif scn.is_lm:
         data = _real_lm(run)
@@ -297,15 +300,47 @@ def _floor_device(run: RunConfig) -> str:
 # =======================================================================================
 # Synthetic data
 # =======================================================================================
+# Synthetic corpora are cached in-process (a notebook running a study builds each once) and
+# on disk under <cache_dir>/synthetic (every run of a sweep is a fresh kernel: without it each
+# base-size run would spend seconds regenerating the same corpus). Bump on any change to the
+# generators so stale files are never read.
+SYNTH_CACHE_VERSION = 1
+_synth_cache_dir: Optional[Path] = None
+
+
+def _on_disk(name: str, build: Callable[[], Any], *key: Any) -> Any:
+    if _synth_cache_dir is None:
+        return build()
+    path = _synth_cache_dir / "synthetic" / (f"{name}-" + "-".join(map(str, key)) +
+                                            f"-seed{syn.DATA_SEED}-v{SYNTH_CACHE_VERSION}.pkl")
+    if path.exists():
+        try:
+            with open(path, "rb") as f:
+                return pickle.load(f)
+        except Exception:  # truncated or from another version: rebuild
+            pass
+    obj = build()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache is not an error
+    return obj
+
+
 @functools.lru_cache(maxsize=2)
 def _lm_corpus(vocab_size: int, window: int, n_train_tokens: int) -> syn.LMCorpus:
-    # cached in-process: a notebook running a study builds the corpus once
-    return syn.make_lm_corpus(vocab_size, window, n_train_tokens, LM_VAL_POOL)
+    return _on_disk("lm", lambda: syn.make_lm_corpus(vocab_size, window, n_train_tokens, LM_VAL_POOL),
+                    vocab_size, window, n_train_tokens, LM_VAL_POOL)
 
 
 @functools.lru_cache(maxsize=2)
 def _label_corpus(vocab_size: int, num_labels: int, max_len: int, n_train: int, n_val: int) -> syn.LabelCorpus:
-    return syn.make_label_corpus(vocab_size, num_labels, max_len, n_train, n_val)
+    return _on_disk("labels", lambda: syn.make_label_corpus(vocab_size, num_labels, max_len, n_train, n_val),
+                    vocab_size, num_labels, max_len, n_train, n_val)
 
 
 def _synthetic_lm(run: RunConfig) -> TaskData:
@@ -351,12 +386,14 @@ def _synthetic_lm(run: RunConfig) -> TaskData:
 def _synthetic_mlm_val(V: int, W: int, n_train_tokens: int, n_eval: int, device: str) -> tuple[Batch, float, dict]:
     """The fixed masked validation pool and its Bayes floor (cached: the forward-backward
     is the slow part of building MLM data)."""
-    corpus = _lm_corpus(V, W, n_train_tokens)
-    val = torch.from_numpy(corpus.val)
-    masker = _MLMMasker.build(V, (syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID), syn.MASK_ID, "cpu")
-    pool = masker(torch.cat([torch.full_like(val[:, :1], syn.BOS_ID), val], 1),
-                  torch.Generator().manual_seed(VAL_MASK_SEED))
-    return (pool, *_mlm_floor(corpus, pool, n_eval, device))
+    def build():
+        corpus = _lm_corpus(V, W, n_train_tokens)
+        val = torch.from_numpy(corpus.val)
+        masker = _MLMMasker.build(V, (syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID), syn.MASK_ID, "cpu")
+        pool = masker(torch.cat([torch.full_like(val[:, :1], syn.BOS_ID), val], 1),
+                      torch.Generator().manual_seed(VAL_MASK_SEED))
+        return (pool, *_mlm_floor(corpus, pool, n_eval, device))
+    return _on_disk("mlmval", build, V, W, n_train_tokens, n_eval, device)
 
 
 def _mlm_floor(corpus: syn.LMCorpus, pool: Batch, n_eval: int, device: str) -> tuple[float, dict]:
