@@ -109,15 +109,19 @@ class BenchModel(nn.Module):
         return loss, None
 
     def flops_per_token(self, seq_len: int) -> float:
-        """nanoGPT's 6N + 12*L*D*T, N without position embeddings (they cost no matmul)."""
+        """nanoGPT's 6N + 12*L*D*T, N without the parameters that cost no per-token matmul:
+        position embeddings, an untied token embedding, a head applied once per sequence."""
         cfg = self.backbone.config
         n = sum(p.numel() for p in self.parameters())
         if hasattr(self.backbone, "wpe"):
             n -= self.backbone.wpe.weight.numel()
         elif hasattr(self.backbone, "embeddings"):
             n -= self.backbone.embeddings.position_embeddings.weight.numel()
-        if not self.head_is_tied and self.task in ("multilabel", "singlelabel"):
-            pass  # the head acts on one pooled vector per sequence: its FLOPs/token are ~0
+        if not self.head_is_tied:
+            # an untied input embedding is a lookup, not a matmul (classification): no FLOPs
+            n -= self.backbone.get_input_embeddings().weight.numel()
+            if self.task in ("multilabel", "singlelabel"):
+                n -= self.head.weight.numel()  # applied once per sequence, not per token
         return 6 * n + 12 * cfg.num_hidden_layers * cfg.hidden_size * seq_len
 
 

@@ -156,3 +156,16 @@ def test_record_carries_the_resolved_config_and_environment(tmp_path):
     for k in ("device_name", "torch", "transformers", "git_commit", "date"):
         assert k in rec["env"]
     assert rec["metrics"]["stability/final_loss_scale"] > 1
+
+
+def test_flops_per_token_counts_matmul_parameters_only():
+    from benchlib.configs import get_config
+    from benchlib.models import build_model
+    lm = build_model("gpt2", "clm", "tiny", 256, 64, 0, 1, None, get_config("fp32_baseline"))
+    cls = build_model("gpt2", "multilabel", "tiny", 256, 64, 0, 1, 10, get_config("fp32_baseline"))
+    body = sum(p.numel() for p in lm.backbone.parameters()) - lm.backbone.wpe.weight.numel()
+    attn = 12 * 2 * 64 * 64  # 12 * layers * width * seq_len
+    assert lm.flops_per_token(64) == 6 * body + attn  # tied head: the embedding is the vocabulary matmul
+    emb = cls.backbone.wte.weight.numel()
+    # untied embedding is a lookup; the head (64x10 + 10 bias) acts once per sequence: only its bias stays
+    assert cls.flops_per_token(64) == 6 * (body - emb + 10) + attn
