@@ -40,10 +40,12 @@ import json
 import math
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -228,7 +230,9 @@ class Strategy:
         """Per-rank window metrics (``rank{r}.jsonl``) and seed 003's aggregates into the record."""
         from .scaling import aggregate_windows
         m = rec["metrics"]
-        rows = _window_rows(self.rank, cfg, timer, losses)
+        # validation losses of the evaluations inside the run (eval_every), from rank 0's log
+        evals = self.all_gather_object(_eval_losses(out / "steps.jsonl") if self.is_main else None)[0]
+        rows = _window_rows(self.rank, cfg, timer, losses, evals)
         summary = {"rank": self.rank, "summary": True, "host": socket.gethostname(),
                    "device": rec["env"].get("device_name"),
                    "peak_allocated_gib": m.get("memory/peak_allocated_gib"),
@@ -614,31 +618,48 @@ def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, prog
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available()):
+        # one thread per process, for 1 process as for N (torchrun sets it only for N > 1),
+        # so that CPU runs of different sizes compare
+        env.setdefault("OMP_NUM_THREADS", "1")
     echo = echo or (lambda s: (sys.stdout.write(s), sys.stdout.flush()))
     if progress:
         echo(f"$ {shlex.join(cmd[2:]).replace('torch.distributed.run', 'torchrun', 1)}\n")
     t0 = time.perf_counter()
     tail: deque[str] = deque(maxlen=200)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    timed_out = False
+    # its own process group, so that a timeout or Ctrl-C stops the workers too, not only
+    # torchrun's agent (orphaned workers would keep their GPUs)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    timed_out = threading.Event()
+
+    def stop(expired: bool = False) -> None:
+        if expired:
+            timed_out.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    watchdog = threading.Timer(timeout_s, stop, kwargs={"expired": True}) if timeout_s else None
     try:
-        while True:
-            chunk = proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.readline()
-            if not chunk:
-                break
+        if watchdog:
+            watchdog.start()
+        for chunk in iter(lambda: proc.stdout.read1(4096), b""):
             text = chunk.decode(errors="replace")
             tail.append(text)
             if progress:
                 echo(text)
-            if timeout_s and time.perf_counter() - t0 > timeout_s:
-                timed_out = True
-                proc.kill()
-                break
         rc = proc.wait()
     except BaseException:
-        proc.kill()
-        proc.wait()
+        stop()
         raise
+    finally:
+        if watchdog:
+            watchdog.cancel()
+    timed_out = timed_out.is_set()
     path = out / "result.json"
     rec = None
     if path.exists():
@@ -746,15 +767,29 @@ def _local_state_bytes(opt: torch.optim.Optimizer) -> int:
     return n
 
 
-def _window_rows(rank: int, cfg: RunConfig, timer, losses: list[float]) -> list[dict]:
-    """One row per timed window of this rank (seed 003's per-rank, per-epoch metrics)."""
+def _eval_losses(steps_file: Path) -> dict[int, float]:
+    evals = {}
+    if steps_file.exists():
+        for line in steps_file.read_text().splitlines():
+            row = json.loads(line)
+            if "eval" in row and row["eval"].get("val_loss") is not None:
+                evals[row["step"]] = row["eval"]["val_loss"]
+    return evals
+
+
+def _window_rows(rank: int, cfg: RunConfig, timer, losses: list[float],
+                 evals: dict[int, float] | None = None) -> list[dict]:
+    """One row per timed window of this rank (seed 003's per-rank, per-epoch metrics: time,
+    tokens/s, training loss, and the validation loss of an evaluation inside the window)."""
     rows, start = [], timer.warmup
     seqs = cfg.batch_size * cfg.grad_accum
     for i, (n, s) in enumerate(timer.done):
         window = [v for v in losses[start:start + n] if math.isfinite(v)]
+        inside = [v for step, v in sorted((evals or {}).items()) if start <= step < start + n]
         rows.append({"rank": rank, "window": i, "first_step": start, "steps": n, "time_s": s,
                      "step_ms": 1000 * s / n, "samples_per_s": n * seqs / s,
                      "tokens_per_s": n * seqs * cfg.seq_len / s,
-                     "train_loss": sum(window) / len(window) if window else None})
+                     "train_loss": sum(window) / len(window) if window else None,
+                     "val_loss": inside[-1] if inside else None})
         start += n
     return rows

@@ -26,12 +26,18 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
+
+# torch 2.13 marks these two names deprecated in favour of *_single; seed 004 names them, and
+# they are the same collectives
+warnings.filterwarnings("ignore", message=r".*(all_gather_into_tensor|reduce_scatter_tensor)` is deprecated",
+                        category=FutureWarning)
 
 
 class ShardedUnit:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parent.parent
 BASELINE_ARM = "ddp_fp32"
 EFFICIENCY_TARGETS = {"ddp": 95.0, "fsdp2": 90.0}
 """The issue's targets at 2 GPUs (GPT-2 124M, 12x1024 tokens per GPU, bf16, compile)."""
@@ -42,10 +43,9 @@ RUN_KEYS = ["scenario", "config", "strategy", "activation_checkpointing", "limit
 # A plan small enough for a CPU (the notebook's default): 2 processes over gloo, tiny model.
 CPU_DEMO = {
     "study": "scaling_demo", "description": "tiny GPT-2 on the CPU: single vs 2-process DDP / FSDP",
-    "scenarios": ["A"], "configs": ["fp32_baseline"], "seeds": [0], "size": "tiny", "steps": 40,
-    "log_every": 10, "eval_batches": 2, "device": "cpu", "timing_windows": 5,
-    "arms": {"single": {"strategy": "single"}, "ddp_1": {"strategy": "ddp", "nproc": 1},
-             "ddp_2": {"strategy": "ddp", "nproc": 2}, "fsdp2_1": {"strategy": "fsdp2", "nproc": 1},
+    "scenarios": ["A"], "configs": ["fp32_baseline"], "seeds": [0], "size": "tiny", "steps": 30,
+    "log_every": 10, "eval_batches": 2, "device": "cpu", "timing_windows": 4,
+    "arms": {"single": {"strategy": "single"}, "ddp_2": {"strategy": "ddp", "nproc": 2},
              "fsdp2_2": {"strategy": "fsdp2", "nproc": 2}, "fsdp_manual_2": {"strategy": "fsdp_manual", "nproc": 2}},
 }
 
@@ -140,6 +140,19 @@ def plan_runs(source: str | Path | dict, root: str | Path = "executed", only: li
     return runs
 
 
+def plan_table(runs: list[PlannedRun]) -> "pd.DataFrame":  # noqa: F821
+    """One row per planned run: its arm, what differs between arms, and where it goes."""
+    import pandas as pd
+    return pd.DataFrame([{"arm": r.arm, "strategy": r.cfg.strategy, "nproc": r.cfg.nproc, "run": r.cfg.run_id,
+                          "checkpointing": r.cfg.activation_checkpointing, "limit_all_gathers": r.cfg.limit_all_gathers,
+                          "out_dir": str(r.out_dir)} for r in runs])
+
+
+def study_dir(runs: list[PlannedRun]) -> Path:
+    """``<root>/<study>``: the folder every run of the plan writes under."""
+    return runs[0].out_dir.parents[3]
+
+
 def run_plan(runs: list[PlannedRun], dry_run: bool = False, progress: bool = True,
              timeout_s: float | None = None) -> list[dict]:
     """Launch each run through torchrun (every arm, ``single`` too, gets a fresh process);
@@ -183,13 +196,17 @@ def load_runs(root: str | Path):
     if not recs:
         raise FileNotFoundError(f"no readable result.json under {root}")
     df = records_frame(recs)
-    df["arm"] = [(r["run"].get("extra") or {}).get("arm") or f"{r['run']['strategy']}_{r['run']['nproc']}" for r in recs]
+    df["arm"] = [(r["run"].get("extra") or {}).get("arm") or _arm_name(r["run"]) for r in recs]
     df["strategy"] = df["run.strategy"]
     df["nproc"] = [int(r["metrics"].get("dist/world_size") or r["run"]["nproc"]) for r in recs]
     for k in RUN_KEYS:
         if k not in df:
             df[k] = df.get(f"run.{k}")
     return df.reset_index(drop=True)
+
+
+def _arm_name(run: dict) -> str:
+    return "single" if run["strategy"] == "single" else f"{run['strategy']}_{run['nproc']}"
 
 
 def windows_frame(runs) -> "pd.DataFrame":  # noqa: F821
@@ -254,6 +271,8 @@ def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
     for c in cols:
         if c not in ok:
             ok[c] = float("nan")
+    # CPU runs: the process's peak resident memory stands for the device's
+    ok["dist/peak_allocated_gib_max"] = ok["dist/peak_allocated_gib_max"].fillna(ok["memory"])
     agg = (ok.groupby(keys + ["arm", "nproc"], dropna=False)[list(cols)].mean(numeric_only=True)
            .rename(columns=cols).reset_index())
     agg["seeds"] = ok.groupby(keys + ["arm", "nproc"], dropna=False).size().values
@@ -334,7 +353,7 @@ def _nan_none(v):
 # Charts (Altair; saved as PNG and SVG through vl-convert)
 # =======================================================================================
 def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str = "arm",
-              color: str = "strategy", rule: float | None = None):
+              color: str = "strategy", rules: list[float] = ()):
     """One bar per row of a tidy table, +-1 std error bars, an optional target line."""
     import altair as alt
     import pandas as pd
@@ -352,8 +371,8 @@ def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str =
     if err and err in d:
         layers.append(base.mark_errorbar().encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"))
     layers.append(base.mark_text(dy=-8, fontSize=10).encode(y="hi:Q", text=alt.Text(f"{y}:Q", format=",.3~r")))
-    if rule is not None:
-        layers.append(alt.Chart(pd.DataFrame({"r": [rule]})).mark_rule(strokeDash=[4, 4], color="grey").encode(y="r:Q"))
+    if rules:
+        layers.append(alt.Chart(pd.DataFrame({"r": list(rules)})).mark_rule(strokeDash=[4, 4], color="grey").encode(y="r:Q"))
     return alt.layer(*layers).properties(title=title, width=max(240, 46 * len(d)), height=260)
 
 
@@ -371,8 +390,9 @@ def charts(seed003, scaling, summary: dict) -> dict:
     if scaling is not None and len(scaling):
         sc = scaling.assign(arm=scaling["arm"].astype(str) + " (" + scaling["config"] + ")")
         multi = sc[sc["nproc"] > 1]
-        out["scaling_efficiency"] = bar_chart(multi, "efficiency_pct", None, "Scaling efficiency vs 1 device (%)",
-                                              "efficiency %", rule=EFFICIENCY_TARGETS.get("fsdp2"))
+        out["scaling_efficiency"] = bar_chart(multi, "efficiency_pct", None,
+                                              "Scaling efficiency vs 1 device (%); targets: DDP 95, FSDP2 90",
+                                              "efficiency %", rules=sorted(EFFICIENCY_TARGETS.values()))
         out["memory_per_device"] = bar_chart(sc, "gib_per_device", None, "Peak memory per device", "GiB")
     exps = summary.get("experiments", {}) if summary else {}
     if exps:
@@ -485,8 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         recs = run_plan(runs, dry_run=ns.dry_run, timeout_s=ns.timeout)
         if ns.dry_run or ns.no_analyze or not recs:
             return 0
-        root = runs[0].out_dir.parents[3]
-        print(report(analyze(root)))
+        print(report(analyze(study_dir(runs))))
         return 0 if all(x["status"] in ("ok", "skipped", "diverged") for x in recs) else 1
     res = analyze(ns.root, ns.out, ns.baseline, tuple(f for f in ns.formats.split(",") if f))
     print(report(res))
