@@ -160,7 +160,8 @@ def _gpt2_config(shape: Shape, vocab: int, seq_len: int, pad_id: int):
     return GPT2Config(vocab_size=vocab, n_positions=max(seq_len, 1024 if shape.width >= 768 else seq_len),
                       n_embd=shape.width, n_layer=shape.layers, n_head=shape.heads,
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, pad_token_id=pad_id,
-                      bos_token_id=None, eos_token_id=None, attn_implementation=_attn_implementation())
+                      bos_token_id=None, eos_token_id=None, attn_implementation=_attn_implementation(),
+                      use_cache=False)
 
 
 def _roberta_config(shape: Shape, vocab: int, seq_len: int, pad_id: int, bos_id: int):
@@ -170,7 +171,7 @@ def _roberta_config(shape: Shape, vocab: int, seq_len: int, pad_id: int, bos_id:
                          max_position_embeddings=seq_len + pad_id + 2, type_vocab_size=1,
                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                          pad_token_id=pad_id, bos_token_id=bos_id, eos_token_id=None,
-                         attn_implementation=_attn_implementation())
+                         attn_implementation=_attn_implementation(), use_cache=False)
 
 
 def build_model(arch: str, task: str, size: str, vocab_size: int, seq_len: int, pad_id: int, bos_id: int,
@@ -206,6 +207,10 @@ def build_model(arch: str, task: str, size: str, vocab_size: int, seq_len: int, 
                                      add_pooling_layer=False))
     else:
         raise ValueError(f"unknown arch {arch!r}: gpt2 or roberta")
+    # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
+    # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
+    # cache state until dynamo gives up and runs them eagerly (seen on 2xH200).
+    backbone.config.use_cache = False
     if backbone.get_input_embeddings().weight.shape[0] < vocab_size:
         backbone.resize_token_embeddings(padded_vocab(vocab_size))
     if not lm:

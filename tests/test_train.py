@@ -169,3 +169,11 @@ def test_flops_per_token_counts_matmul_parameters_only():
     emb = cls.backbone.wte.weight.numel()
     # untied embedding is a lookup; the head (64x10 + 10 bias) acts once per sequence: only its bias stays
     assert cls.flops_per_token(64) == 6 * (body - emb + 10) + attn
+
+
+def test_training_forward_builds_no_kv_cache():
+    from benchlib.configs import get_config
+    from benchlib.models import build_model
+    m = build_model("gpt2", "clm", "tiny", 256, 32, 0, 1, None, get_config("fp32_baseline"))
+    out = m.backbone(input_ids=torch.randint(4, 256, (2, 32)))
+    assert m.backbone.config.use_cache is False and out.past_key_values is None
