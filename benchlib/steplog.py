@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Callable, TextIO
 
 import torch
@@ -31,6 +32,7 @@ class StepLog:
         self.last_extra: dict = {}
         self._logged = 0  # steps already handed to a copy
         self._pending = None
+        self._t_flush = time.perf_counter()
 
     def record(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
         self.buf[0, step] = loss
@@ -39,6 +41,11 @@ class StepLog:
     def flush(self, step: int, lr: float, extras: dict[str, torch.Tensor | float | None]) -> None:
         """Start copying steps up to ``step`` (inclusive) and process the previous copy."""
         a, b = self._logged, step + 1
+        # host time per step over the interval: the host runs at most a few steps ahead of
+        # the device, so over an interval this tracks device time without a sync
+        now = time.perf_counter()
+        ms = 1000 * (now - self._t_flush) / (b - a)
+        self._t_flush = now
         self.reduce_mean_(self.buf[0, a:b])
         names = [k for k, v in extras.items() if v is not None]
         vals = [v.detach().float().reshape(()) if torch.is_tensor(v)
@@ -52,7 +59,7 @@ class StepLog:
         else:
             host, ev = dev.clone(), None
         self._process()
-        self._pending = (a, b, host, ev, names, lr)
+        self._pending = (a, b, host, ev, names, lr, ms)
         self._logged = b
 
     def finish(self) -> None:
@@ -61,7 +68,7 @@ class StepLog:
     def _process(self) -> None:
         if self._pending is None:
             return
-        a, b, host, ev, names, lr = self._pending
+        a, b, host, ev, names, lr, ms = self._pending
         self._pending = None
         if ev is not None:
             ev.synchronize()  # finished long ago: this does not wait
@@ -69,6 +76,7 @@ class StepLog:
         n = b - a
         losses, gns, extra = vals[:n], vals[n:2 * n], dict(zip(names, vals[2 * n:]))
         extra["lr"] = lr
+        extra["interval_ms_per_step"] = ms
         for i, (lv, gv) in enumerate(zip(losses, gns)):
             row = {"step": a + i, "loss": lv, "grad_norm": gv}
             if i == n - 1:
