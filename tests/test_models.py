@@ -1,0 +1,77 @@
+"""The speed work on the models changes no results; pretrained weights load from a local
+directory; the head runs in the precision the dtype config asks for."""
+import pytest
+import torch
+
+from benchlib.configs import get_config
+from benchlib.models import build_model, padded_vocab
+
+FP32 = get_config("fp32_baseline")
+
+
+def _stock_sdpa(model):
+    for mod in model.backbone.modules():
+        if hasattr(mod, "config"):
+            mod.config._attn_implementation = "sdpa"
+
+
+@pytest.mark.parametrize("arch,task", [("gpt2", "clm"), ("roberta", "mlm"), ("gpt2", "multilabel"),
+                                       ("roberta", "singlelabel")])
+def test_mask_free_attention_gives_the_same_outputs_as_stock_sdpa(arch, task):
+    torch.manual_seed(0)
+    m = build_model(arch, task, "tiny", 256, 32, 0, 1, 7, FP32)
+    ids = torch.randint(4, 256, (3, 32))
+    mask = torch.ones(3, 32, dtype=torch.long)
+    mask[1, 20:] = 0  # one padded sequence: the padding mask path must still apply
+    ids[1, 20:] = 0
+    batch = {"input_ids": ids, "attention_mask": mask}
+    ours = m.logits(batch)
+    _stock_sdpa(m)
+    assert torch.equal(ours, m.logits(batch))
+
+
+def test_gpt2_conv1d_swap_computes_the_same_function(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=256, n_positions=32,
+                                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    hf.save_pretrained(tmp_path)
+    ours = build_model("gpt2", "clm", "tiny", 256, 32, 0, 1, None, FP32, model_name_or_path=str(tmp_path))
+    ids = torch.randint(0, 256, (2, 32))
+    ref = hf.eval()(input_ids=ids).logits
+    got = ours.eval().logits({"input_ids": ids})
+    assert torch.allclose(got[..., :256], ref, atol=1e-5)
+
+
+def test_pretrained_classification_backbone_loads_the_saved_weights(tmp_path):
+    from transformers import RobertaConfig, RobertaModel
+    torch.manual_seed(1)
+    saved = RobertaModel(RobertaConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                       intermediate_size=128, max_position_embeddings=40, pad_token_id=0,
+                                       type_vocab_size=1), add_pooling_layer=False)
+    saved.save_pretrained(tmp_path)
+    m = build_model("roberta", "multilabel", "tiny", 256, 32, 0, 1, 9, FP32, model_name_or_path=str(tmp_path))
+    w = m.backbone.encoder.layer[1].attention.self.query.weight
+    assert torch.equal(w, saved.encoder.layer[1].attention.self.query.weight)
+    assert m.head.out_features == 9
+
+
+def test_vocabulary_is_padded_to_a_multiple_of_64():
+    assert padded_vocab(50257) == 50304 and padded_vocab(256) == 256
+    m = build_model("gpt2", "clm", "tiny", 250, 32, 0, 1, None, FP32)
+    assert m.backbone.wte.weight.shape[0] == 256
+
+
+def test_fp32_head_computes_in_fp32_under_bf16_autocast():
+    m = build_model("roberta", "multilabel", "tiny", 256, 32, 0, 1, 5, get_config("amp_bf16_fp32_head"))
+    plain = build_model("roberta", "multilabel", "tiny", 256, 32, 0, 1, 5, get_config("amp_bf16"))
+    b = {"input_ids": torch.randint(4, 256, (2, 32)), "attention_mask": torch.ones(2, 32, dtype=torch.long)}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m.logits(b).dtype == torch.float32
+        assert plain.logits(b).dtype == torch.bfloat16
+
+
+def test_bf16_body_fp32_head_stores_the_head_in_fp32():
+    m = build_model("gpt2", "singlelabel", "tiny", 256, 32, 0, 1, 5, get_config("bf16_body_fp32_head"))
+    assert m.head.weight.dtype == torch.float32
+    assert m.backbone.h[0].mlp.c_fc.weight.dtype == torch.bfloat16
