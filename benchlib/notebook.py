@@ -26,8 +26,10 @@ _PARAM_TYPES = (str, int, float, bool, type(None), dict, list)
 
 
 def show_environment() -> None:
-    """Print where this notebook runs: device, versions, commit, date."""
+    """Print where this notebook runs: device, versions, commit, date (and let tables show
+    their text columns in full)."""
     from . import env
+    pd.set_option("display.max_colwidth", 200)
     device = env.pick_device("auto")
     e = env.environment(device)
     gpu = f"{e['device_name']} x{e['device_count']} (capability {e.get('capability')})" if device.type == "cuda" \
@@ -56,7 +58,9 @@ def validate_params(namespace: dict, family: str | None = None) -> RunConfig:
         ident = {k: params.pop(k) for k in RUN_IDENTITY if k in params}
         study = parse_study({**meta, **params}, where=f"{where}(study file) ")
         try:
-            d = study.run_params(ident.get("scenario", "A"), ident.get("config", "amp_bf16"), ident.get("seed", 0))
+            dflt = RunConfig()
+            d = study.run_params(ident.get("scenario", dflt.scenario), ident.get("config", dflt.config),
+                                 ident.get("seed", dflt.seed))
         except ValueError as e:
             raise ConfigError(f"{where}{e}") from None
         d["out_dir"] = ident.get("out_dir")
@@ -70,13 +74,20 @@ def validate_params(namespace: dict, family: str | None = None) -> RunConfig:
     return cfg
 
 
+SHOWN = ("scenario", "config", "seed", "size", "steps", "batch_size", "grad_accum", "seq_len", "lr", "data",
+         "device", "compile")
+
+
 def show_config(cfg: RunConfig) -> pd.DataFrame:
-    """The run's settings (size defaults filled in) and the dtype configuration it reads."""
+    """The run's main settings (size defaults filled in) and any other setting that differs
+    from its default, then the dtype configuration's fields that the training step reads.
+    The record stored at the end holds every setting."""
     from .runconfig import resolved
-    r = resolved(cfg).to_dict()
+    r, defaults = resolved(cfg).to_dict(), RunConfig().to_dict()
+    keys = list(SHOWN) + [k for k in r if k not in SHOWN and r[k] != defaults[k]]
     print(f"{cfg.run_id}: {cfg.dtype.description}")
-    rows = [("run", k, v) for k, v in r.items()] + [("dtype", k, v) for k, v in cfg.dtype.to_dict().items()
-                                                     if k != "name"]
+    rows = [("run", k, r[k]) for k in keys]
+    rows += [("dtype", k, v) for k, v in cfg.dtype.to_dict().items() if k not in ("name", "description")]
     return pd.DataFrame(rows, columns=["of", "setting", "value"]).set_index(["of", "setting"])
 
 

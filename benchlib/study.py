@@ -109,7 +109,7 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
         if k not in valid:
             raise ConfigError(f"{where}unknown key {k!r}.{closest(str(k), valid)} Valid: {', '.join(valid)}")
     settings = {k: v for k, v in d.items() if k not in STUDY_KEYS}
-    RunConfig.from_dict(settings, where=where)  # types and values of the shared settings
+    _check_settings(settings, where)  # types and values of the shared settings
     name = d.get("study", default_name)
     if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
         raise ConfigError(f"{where}study: a plain folder name is expected, got {name!r}")
@@ -117,6 +117,24 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
                  configs=_configs(d.get("configs", "seed001"), where), seeds=_seeds(d.get("seeds", [0]), where),
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
                  description=str(d.get("description", "")))
+
+
+def _check_settings(settings: dict, where: str) -> None:
+    try:
+        RunConfig.from_dict(settings, where=where)
+    except ConfigError as e:
+        # YAML 1.1 reads 1e-3 as text; say so rather than leave "expected float" a puzzle
+        text = [f"{k}: {v}" for k, v in settings.items() if isinstance(v, str) and _is_number(v)]
+        hint = f" (YAML reads {text[0]!r} as text: write the number with a dot, e.g. 1.0e-3)" if text else ""
+        raise ConfigError(f"{e}{hint}") from None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _plural(k: str) -> str:
@@ -182,6 +200,6 @@ def _overrides(v: Any, where: str) -> dict:
         for ident in RUN_IDENTITY:
             if ident in settings:
                 raise ConfigError(f"{here}{ident!r} cannot be overridden per scenario")
-        RunConfig.from_dict(settings, where=here)  # unknown keys and types, with this location
+        _check_settings(settings, here)  # unknown keys and types, with this location
         out[k] = dict(settings)
     return out

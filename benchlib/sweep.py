@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .configs import ALIASES
 from .records import FINISHED, CorruptRecord, read_record, write_json_atomic
 from .runconfig import ConfigError
 from .study import GROUPS, RunSpec, Study, load_study
@@ -100,6 +101,8 @@ def stale_keys(rec: dict, params: dict) -> list[str]:
 
 def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
            seeds: list[int]) -> list[Item]:
+    scenarios = [s.upper() for s in scenarios]
+    configs = [ALIASES.get(c, c) for c in configs]
     study_vals = {"--scenario": {i.spec.cfg.scenario for i in items}, "--config": {i.spec.cfg.dtype.name for i in items},
                   "--seed": {i.spec.cfg.seed for i in items}}
     for flag, wanted in (("--scenario", scenarios), ("--config", configs), ("--seed", seeds)):
@@ -199,6 +202,9 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
     t0 = time.perf_counter()
     try:
         rc = execute(papermill_command(item, study_file), kernel_env(slot), log, timeout)
+    except KeyboardInterrupt:
+        _mark_interrupted(item)
+        raise
     except OSError as e:
         rc = 1
         log.write_text(f"could not start papermill: {e}")
@@ -210,6 +216,7 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
             unreadable = f"its result.json is unreadable: {e}"
     if rc != 0:
         if rc == -signal.SIGINT:
+            _mark_interrupted(item)
             raise KeyboardInterrupt
         reason = f"notebook failed (papermill exit {rc}):\n{log_tail(log)}"
         if rec is not None:
@@ -223,6 +230,17 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
         write_json_atomic(item.result, rec)
     rec["_sweep_s"] = time.perf_counter() - t0
     return rec
+
+
+def _mark_interrupted(item: Item) -> None:
+    """Training may have written a finished record before Ctrl-C stopped the notebook; the
+    run is finished only when its notebook is, so the record becomes an ``error``."""
+    try:
+        rec = read_record(item.result)
+    except CorruptRecord:
+        return
+    write_json_atomic(item.result, {**rec, "status": "error",
+                                    "reason": f"interrupted before the notebook finished (training ended {rec['status']!r})"})
 
 
 # ---- scheduling ---------------------------------------------------------------------
@@ -298,9 +316,15 @@ def _coalesce_streams(outputs: list) -> list:
             merged.append(out)
     for out in merged:
         if out.get("output_type") == "stream":
-            text = "\n".join(line.rsplit("\r", 1)[-1] for line in out["text"].split("\n"))
+            text = "\n".join(_last_drawn(line) for line in out["text"].split("\n"))
             out["text"] = re.sub(r"\n{3,}", "\n\n", text)
     return [o for o in merged if o.get("output_type") != "stream" or o["text"].strip()]
+
+
+def _last_drawn(line: str) -> str:
+    """The last non-blank redraw of a carriage-return line: a finished bar, not its erasure."""
+    drawn = [seg for seg in line.split("\r") if seg.strip()]
+    return drawn[-1] if drawn else ""
 
 
 def export_study_html(study_dir: Path, items: list[Item], analysis: list[Path]) -> Path:
@@ -360,9 +384,10 @@ def run_analysis(study_dir: Path, slot: dict) -> tuple[list[Path], list[str]]:
         for k, v in extra.items():
             cmd += ["-p", k, "None" if v is None else str(v)]
         rc = execute(cmd, kernel_env(slot), out.with_suffix(".log"))
-        (done if rc == 0 else failed).append(out if rc == 0 else f"{name}: {_last_line(log_tail(out.with_suffix('.log')))}")
-        if rc != 0 and out.exists():
-            done.append(out)  # the failing notebook still shows where it stopped
+        if rc != 0:
+            failed.append(f"{name}: {_last_line(log_tail(out.with_suffix('.log')))}")
+        if out.exists():
+            done.append(out)  # a failing notebook still shows where it stopped
     return done, failed
 
 
@@ -448,32 +473,16 @@ def main(argv: list[str] | None = None) -> int:
     study = load_study(ns.study)  # validates every run before anything executes
     every = plan(study, ns.out)
     items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
-    if ns.force:
-        for i in items:
-            i.state, i.detail = ("rerun", "--force") if not i.todo else (i.state, i.detail)
+    for i in items if ns.force else []:
+        if not i.todo:
+            i.state, i.detail = "rerun", "--force"
     study_dir = ns.out / study.name
     todo = [i for i in items if i.todo]
-    print(f"study {study.name} ({_rel(ns.study)}): {len(every)} runs "
-          f"({_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
-          f"{f', {len(items)} selected' if len(items) < len(every) else ''}) -> {_rel(study_dir)}")
-    print(f"  done {len(items) - len(todo)}, to run {len(todo)}"
-          + (" (" + ", ".join(f"{s} {sum(i.state == s for i in todo)}"
-                              for s in dict.fromkeys(i.state for i in todo)) + ")" if todo else ""))
+    _print_plan(study, ns.study, every, items, todo, study_dir, commands=ns.dry_run)
     if ns.dry_run:
-        for i in items:
-            line = f"  {i.state:13s} {i.run_id}"
-            if i.todo:
-                line += f"{'  (' + i.detail + ')' if i.detail else ''}\n      {shlex.join(papermill_command(i, study.path))}"
-            print(line)
         return 0
 
-    gpus = ns.gpus if ns.gpus is not None else visible_gpus()
-    if not gpus and any(i.spec.cfg.device == "cuda" for i in todo):
-        raise ConfigError(f"{_rel(ns.study)}: its runs ask for device: cuda and no GPU is visible here "
-                          "(smoke.yaml runs on the CPU)")
-    slots = slots_for(ns.jobs, gpus)
-    if ns.jobs > 1 and len(slots) == 1:
-        print(f"  --jobs {ns.jobs}: no GPU visible, running one at a time on the CPU")
+    slots = _slots(ns, todo)
     t0 = time.perf_counter()
     overhead: list[float] = []
     try:
@@ -484,17 +493,21 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     wall = time.perf_counter() - t0
 
-    analysis, failed = ([], []) if ns.no_analysis or not todo and (study_dir / "analysis").exists() \
-        else run_analysis(study_dir, slots[0])
-    index = None if ns.no_html else export_study_html(study_dir, every, analysis or sorted((study_dir / "analysis").glob("*.ipynb")))
+    analysis, failed = [], []
+    if not ns.no_analysis and (todo or not (study_dir / "analysis").exists()):
+        analysis, failed = run_analysis(study_dir, slots[0])
+    analysis = analysis or sorted((study_dir / "analysis").glob("*.ipynb"))
+    index = None if ns.no_html else export_study_html(study_dir, every, analysis)
     print("\n" + summary(every))
     if todo:
         per = sorted(overhead)
         print(f"\nexecuted {len(todo)} runs in {wall:.0f} s"
-              + (f"; notebook overhead per run (kernel start, imports, charts) median {per[len(per) // 2]:.1f} s" if per else ""))
+              + (f"; notebook overhead per run (kernel start, imports, charts) median {per[len(per) // 2]:.1f} s"
+                 if per else ""))
     for f in failed:
         print(f"analysis failed: {f}", file=sys.stderr)
-    print(f"\nwhere to look:\n  runs:     {_rel(study_dir / 'runs')}/<scenario>/<config>/seed<k>.ipynb (+ seed<k>/result.json)")
+    print(f"\nwhere to look:\n  runs:     {_rel(study_dir / 'runs')}/<scenario>/<config>/seed<k>.ipynb"
+          " (+ seed<k>/result.json)")
     if index:
         print(f"  html:     {_rel(index)}")
     if analysis:
@@ -504,6 +517,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{len(errors)} run(s) ended in error (see their notebooks): {', '.join(errors[:8])}"
               f"{' ...' if len(errors) > 8 else ''}", file=sys.stderr)
     return 1 if errors else 0
+
+
+def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
+                study_dir: Path, commands: bool) -> None:
+    shape = f"{_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
+    selected = f", {len(items)} selected" if len(items) < len(every) else ""
+    print(f"study {study.name} ({_rel(path)}): {len(every)} runs ({shape}{selected}) -> {_rel(study_dir)}")
+    why = ", ".join(f"{s} {sum(i.state == s for i in todo)}" for s in dict.fromkeys(i.state for i in todo))
+    print(f"  done {len(items) - len(todo)}, to run {len(todo)}" + (f" ({why})" if todo else ""))
+    for i in items if commands else []:
+        print(f"  {i.state:13s} {i.run_id}" + (f"  ({i.detail})" if i.todo and i.detail else ""))
+        if i.todo:
+            print(f"      {shlex.join(papermill_command(i, study.path))}")
+
+
+def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
+    gpus = ns.gpus if ns.gpus is not None else visible_gpus()
+    if todo and all(i.spec.cfg.device == "cpu" for i in todo):
+        gpus = []  # CPU runs side by side would only measure each other
+    if not gpus and any(i.spec.cfg.device == "cuda" for i in todo):
+        raise ConfigError(f"{_rel(ns.study)}: its runs ask for device: cuda and no GPU is visible here "
+                          "(smoke.yaml runs on the CPU)")
+    slots = slots_for(ns.jobs, gpus)
+    if ns.jobs > 1 and len(slots) == 1:
+        print(f"  --jobs {ns.jobs}: CPU runs, one at a time")
+    return slots
 
 
 def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
