@@ -192,6 +192,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
         pass
     finally:
         if bar is not None:
+            bar.refresh()  # the last redraw may be throttled: show the final count in executed notebooks
             bar.close()
     log.finish()
     timer.finish()
@@ -292,7 +293,7 @@ def _progress(total: int, enabled: bool, desc: str):
     if not enabled:
         return None
     from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, leave=True, dynamic_ncols=True)
 
 
 @torch.no_grad()
