@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchlib import distributed, scaling
+from benchlib import distributed, scaling, strategies
 from benchlib import train as trainmod
 from benchlib.records import read_record, read_steps, validate
 from benchlib.runconfig import ConfigError, RunConfig
@@ -291,7 +291,7 @@ def test_manual_fsdp_regathers_block_weights_in_backward_only_with_checkpointing
               num_labels=None, dtype=get_config("fp32_baseline"))
     plain, sharded = build_model(**kw), build_model(**kw)
     sharded.load_state_dict(plain.state_dict())
-    fsdp_manual.shard_model(sharded, distributed.transformer_blocks(sharded), checkpoint=checkpoint)
+    fsdp_manual.shard_model(sharded, strategies.transformer_blocks(sharded), checkpoint=checkpoint)
     calls = []
     orig = fsdp_manual.ShardedUnit.all_gather
     fsdp_manual.ShardedUnit.all_gather = lambda self, shards: calls.append(1) or orig(self, shards)
