@@ -72,8 +72,6 @@ def bare_loop_ms(cfg: RunConfig, steps: int = 30, warmup: int = 10, windows: int
     out = {"ms": statistics.median(times), "ms_windows": times,
            "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30,
            "flops_per_token": model.flops_per_token(cfg.seq_len)}
-    del model, opt, step_model
-    torch.cuda.empty_cache()
     return out
 
 

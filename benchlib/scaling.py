@@ -189,8 +189,6 @@ def run_plan(runs: list[PlannedRun], dry_run: bool = False, progress: bool = Tru
 # =======================================================================================
 def load_runs(root: str | Path):
     """One row per record under ``root`` with its arm, strategy, world size and dist/ metrics."""
-    import pandas as pd
-
     from .records import load_records, records_frame
     recs = load_records(root)
     if not recs:

@@ -1,6 +1,4 @@
 """Quality metrics against hand-computed values; peak FLOPs by device name."""
-import math
-
 import pytest
 import torch
 
