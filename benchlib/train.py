@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import os
 import tempfile
 import time
@@ -212,14 +213,14 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     tokens_per_step = units_per_step * cfg.seq_len
     if timer.done:
         rates = [n / s for n, s in timer.done]
-        step_ms = sorted(1000 * s / n for n, s in timer.done)
+        step_ms = [1000 * s / n for n, s in timer.done]
         sps = sum(n for n, _ in timer.done) / sum(s for _, s in timer.done)
         m["samples_per_s"] = sps * units_per_step
         m["tokens_per_s"] = sps * tokens_per_step
         unit = tokens_per_step if scn.is_lm else units_per_step
         m["throughput"] = sps * unit
         m["throughput_std"] = _std([r * unit for r in rates])
-        m["step_ms"] = step_ms[len(step_ms) // 2]
+        m["step_ms"] = statistics.median(step_ms)
         m["step_ms_std"] = _std(step_ms)
         m["timed_steps"] = sum(n for n, _ in timer.done)
     m["throughput_unit"] = f"{scn.unit}/s"
@@ -283,10 +284,7 @@ def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
 
 
 def _std(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    mu = sum(xs) / len(xs)
-    return math.sqrt(sum((x - mu) ** 2 for x in xs) / (len(xs) - 1))
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
 def _progress(total: int, enabled: bool, desc: str):
