@@ -13,3 +13,11 @@ __version__ = "0.1.0"
 # it concerns dtype-bench, and it would open every executed notebook.
 for _name in ("torchao", "torch.utils._pytree"):
     _logging.getLogger(_name).setLevel(_logging.ERROR)
+
+# jsonschema (under altair and nbformat) imports rfc3987_syntax, when installed (JupyterLab's
+# environment has it), only to check "iri" string formats, which no chart or notebook schema
+# uses; building that package's grammar costs ~1.4 s in every process and kernel of a sweep.
+# Unless something imported it already, jsonschema then simply has no "iri" format checker.
+import sys as _sys
+
+_sys.modules.setdefault("rfc3987_syntax", None)

@@ -100,7 +100,14 @@ class Settings:
     cast per op, exactly the single-device numerics at twice the all-gather bytes."""
     compile: Literal["model", "blocks"] = "model"
     """What torch.compile wraps when the run compiles: the whole wrapped model, or each
-    transformer block (FSDP2 / manual only; the root's embedding, head and loss run eager)."""
+    transformer block (DDP, FSDP2, manual; the root's embedding, head and loss run eager, and
+    DDP's bucket hooks fire between the compiled blocks' backwards)."""
+    optimize_ddp: Literal["ddp_optimizer", "python_reducer", "no_optimization"] = "ddp_optimizer"
+    """DDP under torch.compile (``torch._dynamo.config.optimize_ddp``): ddp_optimizer = dynamo
+    splits the graph at bucket boundaries so each bucket's all-reduce overlaps the rest of
+    backward; python_reducer = one graph, backward traced by compiled autograd with the
+    all-reduces in it (experimental in torch); no_optimization = one graph, every all-reduce
+    after backward."""
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Settings":

@@ -11,6 +11,7 @@ import platform
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -143,6 +144,15 @@ class EnergyMeter:
         if self.handle is None:
             return None
         return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1000.0
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (interpreter or notebook-kernel start, imports)."""
+    try:
+        import psutil
+        return max(0.0, time.time() - psutil.Process().create_time())
+    except Exception:  # psutil missing or the process table unreadable: not worth failing a run
+        return None
 
 
 def peak_rss_gib() -> float:

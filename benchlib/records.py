@@ -61,9 +61,13 @@ METRICS = {
     "stability/max_logit": "largest |logit| seen at a logged step",
     "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
     "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
+    "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",
     "time/setup_s": "model + data + optimizer construction",
+    "time/data_s": "loading the data (from the disk cache when warm), part of setup",
+    "time/model_s": "building the model on the CPU (importing transformers) and moving it to the device, part of setup",
     "time/first_step_s": "first optimizer step (includes compilation)",
     "time/train_s": "all training steps",
+    "time/steps_s": "training steps after the first, without evaluation: the part of a run that scales with steps",
     "time/eval_s": "all evaluation",
     # multi-process runs (benchlib.distributed); seed 003's aggregation over rank{r}.jsonl:
     # per timed window, time averaged over ranks and rates summed over ranks, the first

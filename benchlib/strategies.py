@@ -57,11 +57,18 @@ class DDPStrategy(_Group):
     def wrap(self, model, compile=False):
         from torch.nn.parallel import DistributedDataParallel as DDP
         s = self.settings
+        if compile:
+            torch._dynamo.config.optimize_ddp = s.optimize_ddp
+            # the python reducer only works with the backward traced by compiled autograd
+            torch._dynamo.config.compiled_autograd = s.optimize_ddp == "python_reducer"
+            if s.compile == "blocks":
+                for b in transformer_blocks(model):
+                    b.compile()
         self.ddp = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                        bucket_cap_mb=s.bucket_cap_mb, gradient_as_bucket_view=True,
                        static_graph=self.static_graph)
         self._no_sync = _PersistentNoSync(self.ddp.no_sync)
-        self.step_model = self._compile(self.ddp, compile)
+        self.step_model = self._compile(self.ddp, compile and s.compile == "model")
         return self.step_model
 
     def set_grad_sync(self, step_model, sync):

@@ -150,10 +150,18 @@ def kernel_env(slot: dict) -> dict:
     return env
 
 
+# papermill's own command line, minus a second of import time: jsonschema (under nbformat
+# and altair) imports rfc3987_syntax when installed (JupyterLab's environment has it) only to
+# check "iri" string formats, which no notebook or chart schema uses; building its grammar
+# takes ~1.4 s in every process (benchlib/__init__.py does the same inside the kernel).
+PAPERMILL_MAIN = ("import sys; sys.modules.setdefault('rfc3987_syntax', None); "
+                  "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
+
+
 def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) -> int:
     """Run papermill as a child process, its output to ``log``; Ctrl-C reaches it too
     (same process group), and we wait for it to shut its kernel down."""
-    argv = [sys.executable, "-m", "papermill", *cmd[1:], "--no-progress-bar"]
+    argv = [sys.executable, "-c", PAPERMILL_MAIN, *cmd[1:], "--no-progress-bar"]
     if timeout:
         argv += ["--execution-timeout", str(timeout)]
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -227,9 +235,18 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
         write_json_atomic(item.result, rec)
     elif rec is None:
         rec = error_record(item.spec, item.out_dir, f"the notebook ran but {unreadable}\n{log_tail(log)}")
-        write_json_atomic(item.result, rec)
-    rec["_sweep_s"] = time.perf_counter() - t0
+    rec["sweep"] = sweep_timing(rec, time.perf_counter() - t0)
+    write_json_atomic(item.result, rec)
     return rec
+
+
+def sweep_timing(rec: dict, wall_s: float) -> dict:
+    """What one run cost the sweep: its wall time (papermill, kernel, notebook) and the part
+    that does not scale with steps, ``fixed_s`` = wall - ``time/steps_s`` (kernel start,
+    imports, data, model, compilation and the first step, evaluation, charts, writing)."""
+    steps_s = rec.get("metrics", {}).get("time/steps_s")
+    return {"wall_s": wall_s, "fixed_s": None if steps_s is None else wall_s - steps_s,
+            "notebook_overhead_s": None if rec.get("wall_s") is None else wall_s - rec["wall_s"]}
 
 
 def _mark_interrupted(item: Item) -> None:
@@ -484,9 +501,9 @@ def main(argv: list[str] | None = None) -> int:
 
     slots = _slots(ns, todo)
     t0 = time.perf_counter()
-    overhead: list[float] = []
+    timings: list[dict] = []
     try:
-        _execute_all(todo, items, study, slots, ns.timeout, overhead)
+        _execute_all(todo, items, study, slots, ns.timeout, timings)
     except KeyboardInterrupt:
         print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
               f"  dtype-bench sweep {_rel(ns.study)}", file=sys.stderr)
@@ -500,10 +517,15 @@ def main(argv: list[str] | None = None) -> int:
     index = None if ns.no_html else export_study_html(study_dir, every, analysis)
     print("\n" + summary(every))
     if todo:
-        per = sorted(overhead)
-        print(f"\nexecuted {len(todo)} runs in {wall:.0f} s"
-              + (f"; notebook overhead per run (kernel start, imports, charts) median {per[len(per) // 2]:.1f} s"
-                 if per else ""))
+        print(f"\nexecuted {len(todo)} runs in {wall:.0f} s")
+        if timings:
+            import pandas as pd
+            fixed = pd.Series([t["fixed_s"] for t in timings])
+            nbo = pd.Series([t["notebook_overhead_s"] for t in timings])
+            print(f"fixed cost per run (all but the steps after the first: kernel start, imports, data, model, "
+                  f"compilation, evaluation, charts): median {fixed.median():.1f} s, range {fixed.min():.1f}-"
+                  f"{fixed.max():.1f} s over {len(fixed)} runs; of which the notebook around the training "
+                  f"(kernel start, imports, charts) median {nbo.median():.1f} s")
     for f in failed:
         print(f"analysis failed: {f}", file=sys.stderr)
     print(f"\nwhere to look:\n  runs:     {_rel(study_dir / 'runs')}/<scenario>/<config>/seed<k>.ipynb"
@@ -546,7 +568,7 @@ def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
 
 
 def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
-                 overhead: list[float]) -> None:
+                 timings: list[dict]) -> None:
     from tqdm import tqdm
     bar = tqdm(total=len(items), initial=len(items) - len(todo), unit="run", dynamic_ncols=True)
     running: dict[str, str] = {}
@@ -557,8 +579,8 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
 
     def on_done(item: Item, rec: dict) -> None:
         running.pop(item.run_id, None)
-        if rec.get("wall_s") is not None and rec["status"] != "error":
-            overhead.append(rec["_sweep_s"] - rec["wall_s"])
+        if rec["status"] in ("ok", "diverged") and rec["sweep"]["fixed_s"] is not None:
+            timings.append(rec["sweep"])
         bar.set_description(" ".join(running) or "done")
         bar.set_postfix_str(f"last: {item.run_id} {rec['status']}")
         if rec["status"] == "error":

@@ -51,6 +51,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     config, with the reason). With ``out_dir``, ``result.json`` and ``steps.jsonl`` are
     written there (the record atomically, last).
     """
+    startup_s = envmod.process_age_s()  # kernel / interpreter start and imports before this call
     if isinstance(cfg, dict):
         cfg = RunConfig.from_dict(cfg)
     if distributed.needs_launch(cfg):  # ddp / fsdp outside torchrun: run it under torchrun
@@ -63,6 +64,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="dtype-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     rec = new_record(cfg, device)
+    rec["metrics"]["time/startup_s"] = startup_s
     t0 = time.perf_counter()
     skip = envmod.unsupported_reason(cfg.dtype, device) or distributed.unsupported_reason(cfg)
     dist = distributed.Strategy()  # until the process group is joined
@@ -105,16 +107,19 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     data = datamod.load_task_data(cfg)
+    data_s = time.perf_counter() - t_setup
     rec["data"] = {"source": data.source, "vocab_size": data.vocab_size, "num_labels": data.num_labels,
                    "loss_floor": data.loss_floor, **{k: v for k, v in data.meta.items()
                                                       if isinstance(v, (int, float, str, bool, type(None)))}}
     torch.manual_seed(cfg.seed)
+    t_model = time.perf_counter()
     model = build_model(scn.arch, scn.task, cfg.size, data.vocab_size, cfg.seq_len, data.pad_id, data.bos_id,
                         data.num_labels, dtype, cfg.model_name_or_path, cfg.activation_checkpointing)
     model.to(device)
     if dtype.fp8 != "none":
         from .fp8 import convert_fp8
         convert_fp8(model, dtype.fp8)
+    model_s = time.perf_counter() - t_model
     fpt = model.flops_per_token(cfg.seq_len)  # before sharding hides parameter sizes
     # ddp / fsdp wrap (and shard) before the optimizer sees the parameters
     if cfg.compile == "on":
@@ -198,6 +203,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     log.finish()
     timer.finish()
     train_s = time.perf_counter() - t_train
+    loop_eval_s = eval_s
     steps_done = len(log.losses)
     diverged_step = log.diverged_step
 
@@ -259,9 +265,12 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     m["stability/max_grad_norm"] = log.max_grad
     m["stability/max_logit"] = log.max_logit
     m["time/setup_s"] = setup_s
+    m["time/data_s"] = data_s
+    m["time/model_s"] = model_s
     m["time/first_step_s"] = first_step_s
     m["time/train_s"] = train_s
     m["time/eval_s"] = eval_s
+    m["time/steps_s"] = train_s - (first_step_s or 0.0) - loop_eval_s
     dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
     if diverged_step is not None:
         rec["status"] = "diverged"

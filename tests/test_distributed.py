@@ -267,6 +267,9 @@ def test_settings_come_from_one_environment_variable_and_unknown_keys_fail():
         distributed.Settings.from_env("reshard_after=none")
     with pytest.raises(ConfigError, match="expected one of"):
         distributed.Settings.from_env("reshard=some")
+    assert distributed.Settings.from_env("optimize_ddp=python_reducer").optimize_ddp == "python_reducer"
+    with pytest.raises(ConfigError, match="ddp_optimizer, python_reducer, no_optimization"):
+        distributed.Settings.from_env("optimize_ddp=fast")
 
 
 # ---- the manual FSDP on its own (one process) ---------------------------------------------

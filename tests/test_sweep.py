@@ -2,6 +2,8 @@
 papermill execution with fault isolation, resume, scheduling over GPUs, HTML and summary."""
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -142,6 +144,24 @@ def test_error_record_is_a_complete_record(tmp_path):
 
 
 # ---- scheduling ------------------------------------------------------------------------------
+def test_sweep_timing_counts_all_but_the_steps_as_fixed_cost():
+    rec = {"wall_s": 30.0, "metrics": {"time/steps_s": 50.0}}
+    t = sweep.sweep_timing(rec, 72.5)
+    assert t == {"wall_s": 72.5, "fixed_s": 22.5, "notebook_overhead_s": 42.5}
+    assert sweep.sweep_timing({"wall_s": None, "metrics": {}}, 5.0)["fixed_s"] is None  # a run that died
+
+
+def test_papermill_runs_without_building_the_iri_grammar():
+    """jsonschema imports rfc3987_syntax (~1.4 s) for a format no notebook uses: the sweep's
+    papermill process and benchlib (imported in every kernel) keep it out."""
+    probe = ("import sys; {pre}; import nbformat, altair; "
+             "print(type(sys.modules.get('rfc3987_syntax')).__name__)")
+    for pre in (sweep.PAPERMILL_MAIN.split("; sys.argv")[0], "import benchlib"):
+        out = subprocess.run([sys.executable, "-c", probe.format(pre=pre)], capture_output=True, text=True,
+                             env=sweep.kernel_env({}), check=True).stdout
+        assert out.strip() == "NoneType"  # blocked, or not installed: never imported
+
+
 def test_cpu_runs_one_at_a_time_whatever_jobs_says():
     assert sweep.slots_for(4, []) == [{}]
 
