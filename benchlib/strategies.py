@@ -40,6 +40,15 @@ def transformer_blocks(model: nn.Module) -> list[nn.Module]:
     return list(blocks)
 
 
+def compile_blocks(model: nn.Module) -> None:
+    """``compile=blocks``: each transformer block and the loss (the vocabulary-wide cross
+    entropy, which eager would run unfused) compile on their own; the strategy's hooks run
+    eagerly between them, with no graph break inside a compiled region."""
+    for b in transformer_blocks(model):
+        b.compile()
+    model.loss = torch.compile(model.loss)
+
+
 # =======================================================================================
 # Strategies
 # =======================================================================================
@@ -62,8 +71,7 @@ class DDPStrategy(_Group):
             # the python reducer only works with the backward traced by compiled autograd
             torch._dynamo.config.compiled_autograd = s.optimize_ddp == "python_reducer"
             if s.compile == "blocks":
-                for b in transformer_blocks(model):
-                    b.compile()
+                compile_blocks(model)
         self.ddp = DDP(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                        bucket_cap_mb=s.bucket_cap_mb, gradient_as_bucket_view=True,
                        static_graph=self.static_graph)
@@ -92,8 +100,7 @@ class FSDP2Strategy(_Group):
         param_dtype, reduce_dtype = mp_dtypes(self.cfg.dtype, s)
         blocks = transformer_blocks(model)
         if compile and s.compile == "blocks":
-            for b in blocks:
-                b.compile()
+            compile_blocks(model)
         for i, b in enumerate(blocks):
             reshard = s.reshard == "all" or (s.reshard == "all_but_last" and i < len(blocks) - 1)
             fully_shard(b, mesh=mesh, reshard_after_forward=reshard,
