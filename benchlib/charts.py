@@ -8,6 +8,9 @@ back to the PNG in GitHub, nbconvert HTML and other viewers without JavaScript.
 from __future__ import annotations
 
 import base64
+import functools
+import json
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -263,23 +266,44 @@ def save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = ("
     for fmt in formats:
         p = Path(f"{stem}.{fmt}")
         p.parent.mkdir(parents=True, exist_ok=True)
+        if not renderer_available():  # the spec itself: JupyterLab or vega-editor opens it
+            p = p.with_suffix(".vl.json")
+            p.write_text(json.dumps(spec))
+            out.append(p)
+            break
         p.write_bytes(_render(spec, fmt, scale))
         out.append(p)
     return out
+
+
+@functools.cache
+def renderer_available() -> bool:
+    """Whether vl-convert (PNG/SVG without a browser) is installed; without it (a bare GPU host,
+    say) charts are written as Vega-Lite JSON and notebooks show them interactively only."""
+    try:
+        import vl_convert  # noqa: F401
+        return True
+    except ImportError:
+        warnings.warn("vl-convert-python is not installed: charts are saved as Vega-Lite JSON (.vl.json), "
+                      "not PNG/SVG (pip install vl-convert-python)", stacklevel=3)
+        return False
 
 
 class Shown:
     """A chart for notebook output: the Vega-Lite spec (JupyterLab renders it interactively,
     offline) plus the PNG, which GitHub, nbconvert HTML and viewers without JavaScript show."""
 
-    def __init__(self, chart: alt.TopLevelMixin, png: bytes):
+    def __init__(self, chart: alt.TopLevelMixin, png: bytes | None):
         self.chart, self.png = chart, png
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         spec = {k: v for k, v in self.chart.to_dict(validate=False).items() if k != "$schema"}
         title = spec.get("title", "chart")
-        return {"application/vnd.vegalite.v5+json": spec, "image/png": base64.b64encode(self.png).decode(),
-                "text/plain": f"<chart: {title.get('text', title) if isinstance(title, dict) else title}>"}
+        bundle = {"application/vnd.vegalite.v5+json": spec,
+                  "text/plain": f"<chart: {title.get('text', title) if isinstance(title, dict) else title}>"}
+        if self.png is not None:
+            bundle["image/png"] = base64.b64encode(self.png).decode()
+        return bundle
 
 
 def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None) -> Shown:
@@ -287,5 +311,5 @@ def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None) -> Shown:
     if png_path and Path(png_path).exists():
         png = Path(png_path).read_bytes()
     else:
-        png = _render(chart.to_dict(), "png")
+        png = _render(chart.to_dict(), "png") if renderer_available() else None
     return Shown(chart, png)

@@ -185,12 +185,16 @@ def show_chart(chart) -> None:
     vl-convert, which the static HTML export shows offline."""
     import altair as alt
     from IPython.display import display
-    buf = io.BytesIO()
-    chart.save(buf, format="png", scale_factor=1.5)
+
+    from .charts import renderer_available
     major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
-    display({f"application/vnd.vegalite.v{major}+json": chart.to_dict(),
-             "image/png": base64.b64encode(buf.getvalue()).decode(),
-             "text/plain": f"<chart: {chart.title or 'curves'}>"}, raw=True)
+    bundle = {f"application/vnd.vegalite.v{major}+json": chart.to_dict(),
+              "text/plain": f"<chart: {chart.title or 'curves'}>"}
+    if renderer_available():  # else interactive only (JupyterLab), no static image
+        buf = io.BytesIO()
+        chart.save(buf, format="png", scale_factor=1.5)
+        bundle["image/png"] = base64.b64encode(buf.getvalue()).decode()
+    display(bundle, raw=True)
 
 
 def plot_curves(result: TrainResult) -> None:

@@ -2,8 +2,10 @@
 also when there is nothing to draw; notebook display carries the spec and a PNG fallback; chart
 data stay aggregated and small."""
 import base64
+import json
 
 import altair as alt
+import pandas as pd
 import pytest
 
 from benchlib import analysis, analysis_cli, charts
@@ -102,3 +104,21 @@ def test_chart_data_stay_aggregated_for_long_runs(tmp_path):
     curves, marks = analysis.loss_curves(analysis.load_study(tmp_path))
     spec = charts.loss_curves_chart(curves, marks).to_dict()
     assert sum(len(rows) for rows in spec["datasets"].values()) <= 120  # 60k steps -> one row per bin
+
+
+def test_without_vl_convert_charts_are_saved_as_vega_lite_json_and_shown_interactive_only(tmp_path, monkeypatch):
+    import sys
+
+    from benchlib import charts as ch
+    monkeypatch.setitem(sys.modules, "vl_convert", None)  # as on a GPU host without the wheel
+    ch.renderer_available.cache_clear()
+    try:
+        chart = alt.Chart(pd.DataFrame({"x": [1, 2], "y": [3, 4]})).mark_line().encode(x="x", y="y")
+        with pytest.warns(UserWarning, match="vl-convert-python is not installed"):
+            files = ch.save(chart, tmp_path / "c", ("png", "svg"))
+        assert [f.name for f in files] == ["c.vl.json"]
+        assert json.loads(files[0].read_text())["mark"]["type"] == "line"
+        bundle = ch.show(chart)._repr_mimebundle_()
+        assert "image/png" not in bundle and "application/vnd.vegalite.v5+json" in bundle
+    finally:
+        ch.renderer_available.cache_clear()
