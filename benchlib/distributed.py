@@ -81,8 +81,11 @@ def data_seed(seed: int, rank: int) -> int:
 class Settings:
     timeout_s: float = 600.0
     """Process-group timeout: a collective that waits longer fails the run instead of hanging."""
-    bucket_cap_mb: float = 25.0
-    """DDP gradient bucket size: smaller buckets start the all-reduce earlier in backward."""
+    bucket_cap_mb: float = 100.0
+    """DDP gradient bucket size: smaller buckets start the all-reduce earlier in backward but,
+    under torch.compile, split the graph into more pieces (DDPOptimizer cuts at bucket
+    boundaries). 100 was the fastest of 25/50/100/200 for GPT-2 124M on 2x H200
+    (docs/multi_gpu.md)."""
     static_graph: bool = True
     """DDP: the set of used parameters never changes, so DDP can skip per-step bookkeeping
     (only without gradient accumulation: DDP's static graph does not support no_sync)."""
@@ -430,8 +433,10 @@ def _flag(v: Any) -> str:
 
 
 def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progress: bool = True,
-           timeout_s: float | None = None, echo: Callable[[str], None] | None = None) -> dict:
+           timeout_s: float | None = None, echo: Callable[[str], None] | None = None,
+           settings: str | None = None) -> dict:
     """Run ``cfg`` under torchrun in a subprocess, stream its output, return its record.
+    ``settings`` (``"key=value,..."``) replaces this process's ``DTYPE_BENCH_DIST`` for the run.
 
     The record is the one rank 0 (or the first failing rank) wrote; if torchrun died before
     any rank could write one, an ``error`` record with the tail of its output is written.
@@ -454,6 +459,9 @@ def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, prog
         return {**rec, "_path": str(out / "result.json")}
     cmd = torchrun_command(cfg, out, quiet=not progress)
     env = dict(os.environ)
+    if settings is not None:
+        Settings.from_env(settings)  # a bad key fails here, naming it, before any process starts
+        env[ENV_SETTINGS] = settings
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available()):

@@ -37,7 +37,10 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         elif (s, c) not in q:
             row["reason"] = "no quality value"
         else:
-            row["gap_pct"] = gap = 100 * (means[best] - means[c]) / abs(means[best])
+            # relative to the best; undefined when the best scores 0 (e.g. every config's F1 is
+            # still 0 early in training): then no config is called worse on a percentage
+            row["gap_pct"] = gap = (100 * (means[best] - means[c]) / abs(means[best]) if means[best] != 0
+                                    else 0.0 if means[c] == means[best] else np.nan)
             row["tested"] = c == best or ((s, c) in boot and (s, best) in boot)
             if c != best and row["tested"]:
                 row["support"] = float(np.mean(boot[s, best] > boot[s, c]))

@@ -58,7 +58,7 @@ METRICS = {
     "stability/skipped_steps": "steps skipped by the dynamic loss scaler",
     "stability/final_loss_scale": "loss scale at the end (1 when unscaled)",
     "stability/max_grad_norm": "largest pre-clip gradient L2 norm seen",
-    "stability/max_logit": "largest |logit| at the logged steps",
+    "stability/max_logit": "largest |logit| of the first sequence of the batch, at the logged steps",
     "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
     "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
     "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",

@@ -37,8 +37,9 @@ BASELINE_ARM = "ddp_fp32"
 EFFICIENCY_TARGETS = {"ddp": 95.0, "fsdp2": 90.0}
 """The issue's targets at 2 GPUs (GPT-2 124M, 12x1024 tokens per GPU, bf16, compile)."""
 RUN_KEYS = ["scenario", "config", "strategy", "activation_checkpointing", "limit_all_gathers", "size",
-            "batch_size", "seq_len", "grad_accum", "compile", "steps"]
-"""What makes two runs the same setup but for the number of devices."""
+            "batch_size", "seq_len", "grad_accum", "compile", "steps", "dist"]
+"""What makes two runs the same setup but for the number of devices (``dist``: the arm's
+tuning levers, "" for the defaults)."""
 
 # A plan small enough for a CPU (the notebook's default): 2 processes over gloo, tiny model.
 CPU_DEMO = {
@@ -88,6 +89,7 @@ class PlannedRun:
     cfg: Any  # RunConfig
     params: dict
     out_dir: Path
+    dist: str | None = None  # the arm's DTYPE_BENCH_DIST (tuning levers), None: the caller's
 
     @property
     def label(self) -> str:
@@ -96,7 +98,9 @@ class PlannedRun:
 
 def load_plan(source: str | Path | dict) -> tuple[str, dict[str, list]]:
     """A scaling plan (YAML file or dict) -> (study name, {arm: [RunSpec, ...]}), every run
-    validated through the study format before anything runs."""
+    validated through the study format before anything runs. An arm's ``dist`` (a string of
+    ``DTYPE_BENCH_DIST`` levers, e.g. ``"compile=blocks,reshard=none"``) is kept in the runs'
+    ``extra`` and set for their processes."""
     import yaml
 
     from .runconfig import ConfigError
@@ -118,10 +122,20 @@ def load_plan(source: str | Path | dict) -> tuple[str, dict[str, list]]:
         if not isinstance(settings, dict):
             raise ConfigError(f"{where}arms.{arm}: expected a mapping of settings, got {settings!r}")
         s = dict(settings)
+        levers = s.pop("dist", None)
+        if levers is not None:
+            from .distributed import Settings
+            if not isinstance(levers, str):
+                raise ConfigError(f"{where}arms.{arm}.dist: expected a string like \"reshard=none,prefetch=2\", "
+                                  f"got {levers!r}")
+            try:
+                Settings.from_env(levers)
+            except ConfigError as e:
+                raise ConfigError(f"{where}arms.{arm}.dist: {e}") from None
         merged = {**d, **{k: v for k, v in s.items() if k not in ("config", "configs")}}
         if "config" in s or "configs" in s:
             merged["configs"] = s.get("configs", [s.get("config")])
-        merged["extra"] = {**(d.get("extra") or {}), "arm": arm}
+        merged["extra"] = {**(d.get("extra") or {}), "arm": arm, **({"dist": levers} if levers is not None else {})}
         study = parse_study(merged, where=f"{where}arms.{arm}: ", default_name=stem)
         out[arm] = study.runs()
     return name, out
@@ -136,7 +150,8 @@ def plan_runs(source: str | Path | dict, root: str | Path = "executed", only: li
         for spec in specs:
             c = spec.cfg
             runs.append(PlannedRun(arm, c, spec.params,
-                                   Path(root) / name / arm / c.scenario / c.dtype.name / f"seed{c.seed}"))
+                                   Path(root) / name / arm / c.scenario / c.dtype.name / f"seed{c.seed}",
+                                   (c.extra or {}).get("dist")))
     return runs
 
 
@@ -145,7 +160,7 @@ def plan_table(runs: list[PlannedRun]) -> "pd.DataFrame":  # noqa: F821
     import pandas as pd
     return pd.DataFrame([{"arm": r.arm, "strategy": r.cfg.strategy, "nproc": r.cfg.nproc, "run": r.cfg.run_id,
                           "checkpointing": r.cfg.activation_checkpointing, "limit_all_gathers": r.cfg.limit_all_gathers,
-                          "out_dir": str(r.out_dir)} for r in runs])
+                          "dist": r.dist or "", "out_dir": str(r.out_dir)} for r in runs])
 
 
 def study_dir(runs: list[PlannedRun]) -> Path:
@@ -163,7 +178,7 @@ def run_plan(runs: list[PlannedRun], dry_run: bool = False, progress: bool = Tru
     recs = []
     for i, r in enumerate(runs, 1):
         cmd = torchrun_command(r.cfg, r.out_dir, quiet=not progress, nproc=max(1, r.cfg.nproc))
-        shown = "torchrun " + " ".join(cmd[3:])
+        shown = (f"DTYPE_BENCH_DIST={r.dist} " if r.dist is not None else "") + "torchrun " + " ".join(cmd[3:])
         if dry_run:
             print(shown)
             continue
@@ -176,7 +191,8 @@ def run_plan(runs: list[PlannedRun], dry_run: bool = False, progress: bool = Tru
         except (CorruptRecord, FileNotFoundError):
             pass
         print(f"[{i}/{len(runs)}] {r.label}", flush=True)
-        rec = launch(r.cfg.replace(nproc=max(1, r.cfg.nproc)), r.out_dir, progress=progress, timeout_s=timeout_s)
+        rec = launch(r.cfg.replace(nproc=max(1, r.cfg.nproc)), r.out_dir, progress=progress, timeout_s=timeout_s,
+                     settings=r.dist)
         m = rec["metrics"]
         print(f"    -> {rec['status']}" + (f" ({rec['reason'].strip().splitlines()[-1][:200]})" if rec["reason"] else "")
               + (f"  {m['dist/tokens_per_s']:,.0f} tokens/s" if m.get("dist/tokens_per_s") else ""), flush=True)
@@ -197,6 +213,7 @@ def load_runs(root: str | Path):
     df["arm"] = [(r["run"].get("extra") or {}).get("arm") or _arm_name(r["run"]) for r in recs]
     df["strategy"] = df["run.strategy"]
     df["nproc"] = [int(r["metrics"].get("dist/world_size") or r["run"]["nproc"]) for r in recs]
+    df["dist"] = [(r["run"].get("extra") or {}).get("dist") or "" for r in recs]
     for k in RUN_KEYS:
         if k not in df:
             df[k] = df.get(f"run.{k}")
@@ -255,7 +272,9 @@ def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
 
     Each setup (``RUN_KEYS`` but the device count) is compared with its own 1-device run,
     else with ``single`` on the same setup. Efficiency = tokens/s at N / (N x tokens/s at 1)
-    (weak scaling: the per-device batch is fixed). Means over seeds.
+    (weak scaling: the per-device batch is fixed). ``vs_single_pct`` compares with the plain
+    single-device run whatever the strategy and levers: what N GPUs buy over one. Means over
+    seeds.
     """
     import pandas as pd
     ok = runs[runs["status"] == "ok"].copy()
@@ -275,10 +294,13 @@ def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
            .rename(columns=cols).reset_index())
     agg["seeds"] = ok.groupby(keys + ["arm", "nproc"], dropna=False).size().values
     other = [k for k in keys if k != "strategy"]
+    setup = [k for k in other if k != "dist"]
+
+    def matching(row, on):  # equal, or missing in both, key by key
+        return ((agg[on] == row[on]) | (agg[on].isna() & row[on].isna())).all(axis=1)
 
     def base_of(row):
-        same = (agg[other] == row[other]).all(axis=1) | (agg[other].isna() & row[other].isna()).all(axis=1)
-        one = agg[same & (agg["nproc"] == 1)]
+        one = agg[matching(row, other) & (agg["nproc"] == 1)]
         own = one[one["strategy"] == row["strategy"]]
         if len(own):
             return own.iloc[0], row["strategy"]
@@ -294,9 +316,12 @@ def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
             r["speedup"] = row["tokens_per_s"] / base["tokens_per_s"]
             r["efficiency_pct"] = 100 * r["speedup"] / row["nproc"]
             r["step_time_ratio"] = row["step_ms"] / base["step_ms"]
+        single = agg[matching(row, setup) & (agg["strategy"] == "single") & (agg["nproc"] == 1)]
+        if len(single) and single["tokens_per_s"].iloc[0] > 0:
+            r["vs_single_pct"] = 100 * row["tokens_per_s"] / (row["nproc"] * single["tokens_per_s"].iloc[0])
         out.append(r)
     table = pd.DataFrame(out)
-    for c in ("baseline", "speedup", "efficiency_pct", "step_time_ratio"):
+    for c in ("baseline", "speedup", "efficiency_pct", "step_time_ratio", "vs_single_pct"):
         if c not in table:
             table[c] = None
     return table.sort_values(["scenario", "config", "strategy", "nproc"]).reset_index(drop=True)
@@ -455,7 +480,8 @@ def summary_clean(o):
 
 
 SCALING_COLUMNS = ["scenario", "config", "arm", "strategy", "nproc", "tokens_per_s", "tokens_per_s_std", "step_ms",
-                   "speedup", "efficiency_pct", "baseline", "gib_per_device", "final_train_loss", "val_loss"]
+                   "step_ms_std", "speedup", "efficiency_pct", "baseline", "vs_single_pct", "gib_per_device",
+                   "final_train_loss", "val_loss", "dist"]
 
 
 def report(res: Scaling) -> str:

@@ -482,6 +482,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout", type=int, default=None, help="seconds one notebook cell may run before the run fails")
     p.add_argument("--no-analysis", action="store_true", help="skip the analysis notebooks at the end")
     p.add_argument("--no-html", action="store_true", help="skip the HTML export")
+    p.add_argument("--analysis-only", action="store_true",
+                   help="execute nothing: run the analysis notebooks (and the HTML export) over the records "
+                        "there, e.g. results copied from a GPU host")
     return p.parse_args(argv)
 
 
@@ -494,8 +497,11 @@ def main(argv: list[str] | None = None) -> int:
         if not i.todo:
             i.state, i.detail = "rerun", "--force"
     study_dir = ns.out / study.name
-    todo = [i for i in items if i.todo]
-    _print_plan(study, ns.study, every, items, todo, study_dir, commands=ns.dry_run)
+    pending = [i for i in items if i.todo]
+    _print_plan(study, ns.study, every, items, pending, study_dir, commands=ns.dry_run)
+    todo = [] if ns.analysis_only else pending
+    if ns.analysis_only and pending:
+        print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
     if ns.dry_run:
         return 0
 
@@ -511,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - t0
 
     analysis, failed = [], []
-    if not ns.no_analysis and (todo or not (study_dir / "analysis").exists()):
+    if not ns.no_analysis and (todo or ns.analysis_only or not (study_dir / "analysis").exists()):
         analysis, failed = run_analysis(study_dir, slots[0])
     analysis = analysis or sorted((study_dir / "analysis").glob("*.ipynb"))
     index = None if ns.no_html else export_study_html(study_dir, every, analysis)

@@ -161,8 +161,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                 batch = next_batch()
                 dist.set_grad_sync(step_model, micro == cfg.grad_accum - 1)
                 with amp:
-                    # the max |logit| on every step (one reduction, fused by the compiler) keeps
-                    # one compiled graph: a log-steps-only variant compiled a second graph at step 1
+                    # the max |logit| (of one sequence: models.BenchModel.forward) on every step
+                    # keeps one compiled graph: a log-steps-only variant compiled a second graph
+                    # at step 1 of every run
                     loss, lm = step_model(batch, logit_stats=True)
                 logit_max = lm if logit_max is None else torch.maximum(logit_max, lm)
                 if cfg.grad_accum > 1:

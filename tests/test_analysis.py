@@ -2,6 +2,7 @@
 seed noise, hypothesis verdicts, recommendations, the CLI and the notebooks. Mostly on
 hand-built records with known answers (tests/fixtures/records.py); the end-to-end tests use a
 study of real tiny runs."""
+import warnings
 import json
 import math
 
@@ -287,6 +288,15 @@ def test_a_config_clearly_worse_than_the_best_is_not_safe():
     s = recommend.safety(df, FAST).set_index("config")
     assert s.loc["amp_bf16", "safe"] and not s.loc["bf16_naive", "safe"]
     assert s.loc["bf16_naive", "gap_pct"] == pytest.approx(100 * 0.10 / 0.51)
+
+
+def test_when_every_config_scores_zero_none_is_called_worse_and_nothing_warns():
+    # early multi-label training: every config still predicts no label, micro-F1 0
+    df = frame(seeds("D", "amp_bf16", [0.0, 0.0, 0.0]) + seeds("D", "fp16_naive", [0.0, 0.0, 0.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = recommend.safety(df, FAST).set_index("config")
+    assert list(s["gap_pct"]) == [0.0, 0.0] and s["safe"].all()
 
 
 # ---- CLI, files, notebooks -------------------------------------------------------------------

@@ -364,6 +364,35 @@ def test_the_study_files_expand_to_valid_runs(plan):
     assert all(r.out_dir.parts[:2] == ("executed", plan[:-5]) for r in runs)
 
 
+def test_an_arm_carries_its_own_tuning_levers_and_a_bad_one_is_named(tmp_path, capsys):
+    plan = {"study": "levers", "scenarios": ["A"], "configs": ["fp32_baseline"], "device": "cpu", "steps": 2,
+            "arms": {"fsdp2_1": {"strategy": "fsdp2", "nproc": 1},
+                     "tuned_2": {"strategy": "fsdp2", "nproc": 2, "dist": "compile=blocks,reshard=none"}}}
+    runs = {r.arm: r for r in scaling.plan_runs(plan, root=tmp_path)}
+    assert runs["fsdp2_1"].dist is None and runs["tuned_2"].dist == "compile=blocks,reshard=none"
+    assert runs["tuned_2"].cfg.extra["dist"] == "compile=blocks,reshard=none"  # in the record: a change reruns
+    scaling.run_plan(list(runs.values()), dry_run=True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("torchrun ") and out[1].startswith("DTYPE_BENCH_DIST=compile=blocks,reshard=none torchrun ")
+    bad = {**plan, "arms": {"tuned_2": {"strategy": "fsdp2", "nproc": 2, "dist": "reshard=sometimes"}}}
+    with pytest.raises(ConfigError, match=r"arms\.tuned_2\.dist: .*reshard='sometimes'"):
+        scaling.plan_runs(bad, root=tmp_path)
+
+
+def test_efficiency_compares_like_with_like_and_vs_single_compares_with_one_plain_gpu():
+    import pandas as pd
+    base = {k: None for k in scaling.RUN_KEYS} | {"scenario": "A", "config": "amp_bf16", "status": "ok", "memory": 1.0}
+    rows = [("single", "single", 1, "", 100.0), ("fsdp2_1", "fsdp2", 1, "", 50.0), ("fsdp2_2", "fsdp2", 2, "", 90.0),
+            ("tuned_1", "fsdp2", 1, "reshard=none", 60.0), ("tuned_2", "fsdp2", 2, "reshard=none", 120.0)]
+    df = pd.DataFrame([{**base, "arm": a, "strategy": st, "nproc": n, "dist": d, "dist/tokens_per_s": t,
+                        "dist/step_ms": 1000 / t} for a, st, n, d, t in rows])
+    table = scaling.scaling_table(df).set_index("arm")
+    assert table.loc["fsdp2_2", "efficiency_pct"] == pytest.approx(90.0)    # 90 / (2 x 50)
+    assert table.loc["tuned_2", "efficiency_pct"] == pytest.approx(100.0)   # its own 1-GPU run: 120 / (2 x 60)
+    assert table.loc["tuned_2", "vs_single_pct"] == pytest.approx(60.0)     # 120 / (2 x 100)
+    assert table.loc["fsdp2_2", "vs_single_pct"] == pytest.approx(45.0)
+
+
 def test_scaling_notebook_analyses_existing_records_under_papermill(two_ranks, references, tmp_path):
     import shutil
 

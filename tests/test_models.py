@@ -75,3 +75,14 @@ def test_bf16_body_fp32_head_stores_the_head_in_fp32():
     m = build_model("gpt2", "singlelabel", "tiny", 256, 32, 0, 1, 5, get_config("bf16_body_fp32_head"))
     assert m.head.weight.dtype == torch.float32
     assert m.backbone.h[0].mlp.c_fc.weight.dtype == torch.bfloat16
+
+
+def test_the_logit_statistic_is_the_largest_magnitude_of_the_first_sequence():
+    torch.manual_seed(0)
+    m = build_model("gpt2", "clm", "tiny", 256, 16, 0, 1, None, FP32)
+    ids = torch.randint(4, 256, (3, 16))
+    batch = {"input_ids": ids, "labels": ids}
+    loss, stat = m(batch, logit_stats=True)
+    logits = m.logits(batch)
+    assert stat.item() == pytest.approx(logits[0].abs().max().item())
+    assert loss.item() == pytest.approx(m(batch)[0].item()) and m(batch)[1] is None
