@@ -192,7 +192,7 @@ def show_chart(chart) -> None:
               "text/plain": f"<chart: {chart.title or 'curves'}>"}
     if renderer_available():  # else interactive only (JupyterLab), no static image
         buf = io.BytesIO()
-        chart.save(buf, format="png", scale_factor=1.5)
+        chart.save(buf, format="png", scale_factor=1.0)  # ~150 KB a chart: notebooks stay small
         bundle["image/png"] = base64.b64encode(buf.getvalue()).decode()
     display(bundle, raw=True)
 
