@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Callable
 
 from .configs import ALIASES
+from .html_export import export_study_html
+from .html_export import fmt as _fmt
+from .html_export import last_line as _last_line
 from .records import FINISHED, CorruptRecord, read_record, write_json_atomic
 from .runconfig import ConfigError
 from .study import GROUPS, RunSpec, Study, load_study
@@ -307,88 +310,7 @@ def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = l
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-# ---- after the runs: HTML, analysis, summary ------------------------------------------
-def export_html(notebook: Path, html: Path) -> None:
-    """Static HTML that reads offline: PNG charts inline, progress-bar redraws collapsed."""
-    import nbformat
-    from nbconvert import HTMLExporter
-    nb = nbformat.read(str(notebook), as_version=4)
-    for cell in nb.cells:
-        if "outputs" in cell:
-            cell["outputs"] = _coalesce_streams(cell["outputs"])
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
-    html.parent.mkdir(parents=True, exist_ok=True)
-    html.write_text(body)
-
-
-def _coalesce_streams(outputs: list) -> list:
-    """Merge consecutive stdout/stderr chunks and keep what a terminal would show after
-    each carriage return (a tqdm bar is dozens of redraws)."""
-    merged: list = []
-    for out in outputs:
-        if out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream" \
-                and merged[-1]["name"] == out["name"]:
-            merged[-1]["text"] += out["text"]
-        else:
-            merged.append(out)
-    for out in merged:
-        if out.get("output_type") == "stream":
-            text = "\n".join(_last_drawn(line) for line in out["text"].split("\n"))
-            out["text"] = re.sub(r"\n{3,}", "\n\n", text)
-    return [o for o in merged if o.get("output_type") != "stream" or o["text"].strip()]
-
-
-def _last_drawn(line: str) -> str:
-    """The last non-blank redraw of a carriage-return line: a finished bar, not its erasure."""
-    drawn = [seg for seg in line.split("\r") if seg.strip()]
-    return drawn[-1] if drawn else ""
-
-
-def export_study_html(study_dir: Path, items: list[Item], analysis: list[Path]) -> Path:
-    html_dir = study_dir / "html"
-    rows = []
-    for item in items:
-        target = html_dir / item.notebook.relative_to(study_dir).with_suffix(".html")
-        if item.notebook.exists() and (not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime):
-            try:
-                export_html(item.notebook, target)
-            except Exception as e:  # an unreadable half-written notebook: say so, go on
-                print(f"  html export failed for {item.run_id}: {e}", file=sys.stderr)
-        rows.append((item, target))
-    for nb in analysis:
-        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name)
-    index = html_dir / "index.html"
-    index.parent.mkdir(parents=True, exist_ok=True)
-    index.write_text(_index_html(study_dir.name, rows, [html_dir / "analysis" / nb.with_suffix(".html").name
-                                                        for nb in analysis], html_dir))
-    return index
-
-
-def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path) -> str:
-    from html import escape
-    trs = []
-    for item, target in rows:
-        try:
-            rec = read_record(item.result)
-            m = rec["metrics"]
-            cells = [rec["status"], _fmt(m.get("quality")), m.get("quality_name", ""), _fmt(m.get("throughput")),
-                     m.get("throughput_unit", ""), _fmt(m.get("memory")), _last_line(rec.get("reason"))[:120]]
-        except CorruptRecord:
-            cells = ["no record", "", "", "", "", "", ""]
-        link = (f'<a href="{escape(str(target.relative_to(html_dir)))}">{escape(item.run_id)}</a>'
-                if target.exists() else escape(item.run_id))
-        trs.append("<tr><td>" + link + "</td>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
-    links = "".join(f'<li><a href="{escape(str(a.relative_to(html_dir)))}">{escape(a.stem)}</a></li>'
-                    for a in analysis if a.exists())
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(name)}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}</style></head><body>
-<h1>Study {escape(name)}</h1><p>Every run's executed notebook; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.</p>
-{'<h2>Analysis</h2><ul>' + links + '</ul>' if links else ''}
-<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>throughput</th><th>unit</th>
-<th>memory GiB</th><th>reason</th></tr>{''.join(trs)}</table></body></html>"""
-
-
+# ---- after the runs: analysis, summary (the HTML export: benchlib.html_export) ---------
 def run_analysis(study_dir: Path, slot: dict) -> tuple[list[Path], list[str]]:
     """Execute the analysis notebooks that exist; a failure is reported, never fatal."""
     done, failed = [], []
@@ -448,17 +370,6 @@ def _mean_std(s) -> str:
     if s.empty:
         return "-"
     return _fmt(s.mean()) + (f" ±{_fmt(s.std())}" if len(s) > 1 else "")
-
-
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return "-"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def _last_line(text: str | None) -> str:
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else ""
 
 
 # ---- command line ----------------------------------------------------------------------
