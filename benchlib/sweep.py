@@ -235,7 +235,6 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
             rec = {**rec, "status": "error", "reason": reason}
         else:
             rec = error_record(item.spec, item.out_dir, reason)
-        write_json_atomic(item.result, rec)
     elif rec is None:
         rec = error_record(item.spec, item.out_dir, f"the notebook ran but {unreadable}\n{log_tail(log)}")
     rec["sweep"] = sweep_timing(rec, time.perf_counter() - t0)
