@@ -54,7 +54,9 @@ def bare_loop_ms(cfg: RunConfig, steps: int = 50, warmup: int = 15, windows: int
     scaler = LossScaler(dtype, device)
     params = [p for p in model.parameters()]
     torch._dynamo.reset()
-    step_model = torch.compile(model) if cfg.compile == "on" or (cfg.compile == "auto" and dtype.compile) else model
+    compiled = cfg.compile == "on" or (cfg.compile == "auto" and dtype.compile and device.type == "cuda")
+    mode = "reduce-overhead" if cfg.cudagraphs and device.type == "cuda" else None
+    step_model = torch.compile(model, mode=mode) if compiled else model
     next_batch = data.sampler(cfg.batch_size, device, cfg.seed)
     amp = autocast_context(device.type, dtype)
     cuda = device.type == "cuda"
@@ -67,6 +69,8 @@ def bare_loop_ms(cfg: RunConfig, steps: int = 50, warmup: int = 15, windows: int
 
     def step():
         for _ in range(cfg.grad_accum):
+            if mode:
+                torch.compiler.cudagraph_mark_step_begin()
             with amp:
                 loss, _ = step_model(next_batch())
             scaler.scale(loss / cfg.grad_accum).backward()
@@ -155,6 +159,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--batch_size", type=int, default=None)
     ap.add_argument("--grad_accum", type=int, default=1)
     ap.add_argument("--log_every", type=int, default=20)
+    ap.add_argument("--cudagraphs", action="store_true",
+                    help="compiled configs replay forward and backward as CUDA graphs (RunConfig.cudagraphs)")
     ap.add_argument("--bare", default="amp_bf16", help="configs to also time as a bare loop ('all' or comma list)")
     ap.add_argument("--nanogpt", default=None,
                     help="path to a nanoGPT checkout to run beside (as shipped, and with --bias=True)")
@@ -178,7 +184,7 @@ def main(argv: list[str]) -> int:
             print(f"nanoGPT reference failed: {r['error'][-500:]}", file=sys.stderr)
     for name in a.configs.split(","):
         cfg = RunConfig(scenario=a.scenario, config=name, size=a.size, steps=a.steps, batch_size=a.batch_size,
-                        grad_accum=a.grad_accum, log_every=a.log_every, eval_batches=2,
+                        grad_accum=a.grad_accum, log_every=a.log_every, eval_batches=2, cudagraphs=a.cudagraphs,
                         timing_warmup=min(15, a.steps // 3), timing_windows=5)
         t0 = time.perf_counter()
         rec = run(cfg, out_dir=out / "runs" / f"{a.scenario}_{name}", progress=False)

@@ -71,6 +71,10 @@ class RunConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: Literal["auto", "on", "off"] = "auto"
     """auto = the dtype config's choice on CUDA, off on CPU (compiling tiny CPU runs costs more than it saves)."""
+    cudagraphs: bool = False
+    """Where the run compiles on CUDA, replay the compiled forward and backward as CUDA graphs
+    (torch.compile mode="reduce-overhead"): for launch-bound steps, where the device idles
+    between small kernels (RoBERTa at B=8, T=512). Single-process runs only."""
     strategy: Literal["single", "ddp", "fsdp2", "fsdp1", "fsdp_manual"] = "single"
     nproc: int = 1
     activation_checkpointing: bool = False
@@ -96,6 +100,9 @@ class RunConfig:
         if self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
             raise ConfigError(f"data={self.data!r}: no such file or directory "
                               f"(use 'synthetic', 'hub' or the path of a local corpus)")
+        if self.cudagraphs and self.strategy != "single":
+            raise ConfigError(f"cudagraphs=True works with strategy='single' only, got strategy={self.strategy!r} "
+                              f"(DDP and FSDP communicate between the graphs' kernels)")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
 

@@ -60,6 +60,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     device = envmod.pick_device(cfg.device)
     compile_ = {"on": True, "off": False}.get(cfg.compile, cfg.dtype.compile and device.type == "cuda")
     cfg = cfg.replace(device=device.type, compile="on" if compile_ else "off", nproc=distributed.world_size(cfg),
+                      cudagraphs=cfg.cudagraphs and compile_ and device.type == "cuda",
                       out_dir=str(out_dir) if out_dir else cfg.out_dir)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="dtype-bench-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -127,7 +128,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
         # each run compiles afresh: several runs in one process (a notebook, `bench`) would
         # otherwise pile up recompilations until dynamo silently falls back to eager
         torch._dynamo.reset()
-    step_model: Callable = dist.wrap(model, compile=cfg.compile == "on")
+    step_model: Callable = dist.wrap(model, compile=cfg.compile == "on" and not cfg.cudagraphs)
+    if cfg.cudagraphs:  # single process only (RunConfig checks)
+        step_model = torch.compile(step_model, mode="reduce-overhead")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = dist.regroup(build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device))
     scaler = dist.loss_scaler(LossScaler(dtype, device))
@@ -160,16 +163,20 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
             for micro in range(cfg.grad_accum):
                 batch = next_batch()
                 dist.set_grad_sync(step_model, micro == cfg.grad_accum - 1)
+                if cfg.cudagraphs:
+                    # a new replay reuses the graph's output memory: the values kept across
+                    # micro-batches below are copies
+                    torch.compiler.cudagraph_mark_step_begin()
                 with amp:
                     # the max |logit| (of one sequence: models.BenchModel.forward) on every step
                     # keeps one compiled graph: a log-steps-only variant compiled a second graph
                     # at step 1 of every run
                     loss, lm = step_model(batch, logit_stats=True)
-                logit_max = lm if logit_max is None else torch.maximum(logit_max, lm)
+                logit_max = lm.clone() if logit_max is None else torch.maximum(logit_max, lm)
                 if cfg.grad_accum > 1:
                     loss = loss / cfg.grad_accum
                 scaler.scale(loss).backward()
-                loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+                loss_sum = loss.detach().clone() if loss_sum is None else loss_sum + loss.detach()
             scaler.unscale_(opt, params)
             if log_now:
                 grads = [p.grad for p in params if p.grad is not None]

@@ -193,3 +193,15 @@ def test_time_breakdown_separates_what_scales_with_steps_from_fixed_cost(tmp_pat
     assert long_["time/steps_s"] == pytest.approx(long_["step_ms"] / 1000 * 23)
     assert long_["time/steps_s"] < long_["time/train_s"] - long_["time/first_step_s"] - 0.5 * long_["time/eval_s"]
     assert long_["time/steps_s"] > 5 * short["time/steps_s"]
+
+
+def test_cudagraphs_is_for_single_process_runs_and_a_no_op_off_cuda(tmp_path):
+    with pytest.raises(ConfigError, match=r"cudagraphs=True works with strategy='single' only.*'ddp'"):
+        RunConfig(strategy="ddp", nproc=2, cudagraphs=True)
+    cfg = {"scenario": "A", "config": "fp32_baseline", "steps": 6, "log_every": 3, "grad_accum": 2}
+    plain = run(cfg, out_dir=tmp_path / "a", progress=False)
+    graphs = run({**cfg, "cudagraphs": True}, out_dir=tmp_path / "b", progress=False)
+    # the record says what ran: no CUDA graphs on the CPU, and the same training
+    assert graphs["status"] == "ok" and graphs["run"]["cudagraphs"] is False
+    assert _losses(tmp_path / "a") == _losses(tmp_path / "b")
+    assert plain["metrics"]["stability/max_logit"] == graphs["metrics"]["stability/max_logit"]
