@@ -67,6 +67,11 @@ def bare_loop_ms(cfg: RunConfig, steps: int = 50, warmup: int = 15, windows: int
         if cuda:
             torch.cuda.synchronize(device)
 
+    keep_grads = mode is not None and cfg.grad_accum > 1  # as in train: graphs' outputs are reused
+    if keep_grads:
+        for p in params:
+            p.grad = torch.zeros_like(p)
+
     def step():
         for _ in range(cfg.grad_accum):
             if mode:
@@ -77,7 +82,7 @@ def bare_loop_ms(cfg: RunConfig, steps: int = 50, warmup: int = 15, windows: int
         scaler.unscale_(opt, params)
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         scaler.step(opt)
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=not keep_grads)
 
     for _ in range(warmup):
         step()

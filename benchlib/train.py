@@ -149,6 +149,13 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     def is_log_step(s: int) -> bool:
         return s == 0 or (s + 1) % cfg.log_every == 0 or s == steps - 1
 
+    # CUDA graphs and gradient accumulation: a .grad that is None takes the graph's output
+    # buffer itself, which the next micro-batch's replay overwrites. Gradients kept allocated
+    # (zeroed, not freed) are added into instead.
+    keep_grads = cfg.cudagraphs and cfg.grad_accum > 1
+    if keep_grads:
+        for p in params:
+            p.grad = torch.zeros_like(p)
     bar = _progress(steps, progress, progress_desc or cfg.run_id)
     t_train = time.perf_counter()
     step = 0
@@ -183,7 +190,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                 gmax = dist.grad_max(grads)
             gnorm = dist.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
             scaler.step(opt)
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad(set_to_none=not keep_grads)
             log.record(step, loss_sum, gnorm)
             timer.after_step(step)
             if step == 0:
