@@ -33,6 +33,10 @@ class Rules:
     metrics (memory, GPU throughput) otherwise 'flip' on differences nobody would act on."""
     margin_quality_pct: float = 0.0
     """Quality effects inside +-this (%) count as no effect (rejected)."""
+    untested_gap_pct: float = 2.0
+    """Where too few seeds leave the noise unknown, a quality gap to the scenario's best larger
+    than this (% of the best) still makes a config unsafe: one seed cannot call 9.4 nats
+    against 4.3 noise. 2% of a language model's loss is ~0.09 nats at 4.3."""
     margin_rate: float = 0.0
     """Divergence-rate differences inside +-this count as no difference."""
     margin_speedup: float = 0.0
@@ -43,7 +47,9 @@ class Rules:
                 f"{self.n_boot} times (rng seed {self.seed}); CIs are central {self.conf:.0%} intervals; a "
                 f"reversal of a, b between scenarios s, t is a flip when a beats b on s and b beats a on t in >= "
                 f"{self.conf:.0%} of resamples jointly, with >= {self.min_seeds} ok seeds per config and scenario "
-                f"and the smaller gap >= {self.min_size_pct}% of the pair's mean; no multiple-comparison correction.")
+                f"and the smaller gap >= {self.min_size_pct}% of the pair's mean; no multiple-comparison correction. "
+                f"Safety: with < {self.min_seeds} ok seeds, a quality gap of more than {self.untested_gap_pct:g}% "
+                f"to the best config makes a config unsafe.")
 
 
 # ---- cells and the bootstrap ---------------------------------------------------------------

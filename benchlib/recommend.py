@@ -16,7 +16,8 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     """Per (scenario, config): ``safe`` when every run is ok and the quality is not worse than
     the scenario's best config beyond seed noise: the bootstrap share of resamples where the
     best is better stays < conf. With < min_seeds ok seeds on either side the noise cannot be
-    estimated, so quality cannot disqualify (``tested`` = False) and only failed runs do.
+    estimated (``tested`` = False): then a config is unsafe when it failed or its quality is
+    more than ``rules.untested_gap_pct`` % below the best, and safe "as far as known" otherwise.
     Cells whose runs were all skipped (the hardware cannot run the config) are left out."""
     q = seed_values(df, "quality")
     boot = bootstrap_means({k: v for k, v in q.items() if len(v) >= rules.min_seeds}, rules.n_boot,
@@ -45,9 +46,13 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
             if c != best and row["tested"]:
                 row["support"] = float(np.mean(boot[s, best] > boot[s, c]))
             worse = row["support"] >= rules.conf
-            row["safe"] = not worse
+            far = not row["tested"] and gap > rules.untested_gap_pct  # NaN gap compares False
+            row["safe"] = not (worse or far)
             row["reason"] = (f"quality {gap:.2f}% below the best ({best}), bootstrap support {row['support']:.0%}"
-                             if worse else "safe" if row["tested"] else
+                             if worse else
+                             f"quality {gap:.2f}% below the best ({best}), more than the {rules.untested_gap_pct:g}% "
+                             f"allowed while the noise is not estimated (< {rules.min_seeds} ok seeds)"
+                             if far else "safe" if row["tested"] else
                              f"safe as far as known: quality noise not estimated (< {rules.min_seeds} ok seeds)")
         rows.append(row)
     return pd.DataFrame(rows, columns=["scenario", "config", "runs", "ok", "best", "gap_pct", "support", "tested",
@@ -65,7 +70,10 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     scns = sorted(saf["scenario"].unique())
     piv = _pivots(stats)
     safe = {c: set(g.loc[g["safe"], "scenario"]) for c, g in saf.groupby("config")}
-    speed_order = lambda cs: sorted(cs, key=lambda c: piv["throughput_rank"].loc[c].mean())  # noqa: E731
+    def speed_order(cs, on=None):
+        """Fastest first: by the mean throughput rank over the scenarios ``on`` (default all)."""
+        ranks = piv["throughput_rank"] if on is None else piv["throughput_rank"][on]
+        return sorted(cs, key=lambda c: ranks.loc[c].mean())
 
     def numbers(c, on):
         t, m = piv["throughput_rel"].loc[c, on].dropna(), piv["memory_rel"].loc[c, on].dropna()
@@ -98,7 +106,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     for s in scns:
         here = saf[saf["scenario"] == s].set_index("config")
         lines = []
-        fast = speed_order([c for c in here.index if here.loc[c, "safe"]])
+        fast = speed_order([c for c in here.index if here.loc[c, "safe"]], on=[s])
         if fast:
             c = fast[0]
             g = piv["quality_gain"].loc[c, s]

@@ -357,3 +357,34 @@ def test_analysis_notebooks_run_through_papermill_on_a_study_of_real_runs(tmp_pa
         assert not [o for o in outs if o.output_type == "error"]
         assert any("image/png" in o.get("data", {}) for o in outs), f"{path.name} shows no PNG"
     assert (real_study() / "comparison" / "comparison.json").exists()
+
+
+def test_with_one_seed_a_large_quality_gap_still_makes_a_config_unsafe():
+    # one seed each (noise unknown): an LM config that learned nothing (9.39 against 4.29
+    # nats) is unsafe; one 0.6% behind is safe as far as known; a failed run is unsafe
+    df = frame(seeds("A", "amp_fp16", [4.288]) + seeds("A", "amp_bf16", [4.309])
+               + seeds("A", "fp16_naive_noscale", [9.390]))
+    s = recommend.safety(df, FAST).set_index("config")
+    assert s.loc["amp_fp16", "safe"] and s.loc["amp_bf16", "safe"]
+    assert "safe as far as known" in s.loc["amp_bf16", "reason"]
+    assert not s.loc["fp16_naive_noscale", "safe"] and not s.loc["fp16_naive_noscale", "tested"]
+    assert "118.98% below the best (amp_fp16)" in s.loc["fp16_naive_noscale", "reason"] and "the 2% allowed" in s.loc["fp16_naive_noscale", "reason"]
+    loose = recommend.safety(df, Rules(n_boot=400, untested_gap_pct=200.0)).set_index("config")
+    assert loose.loc["fp16_naive_noscale", "safe"]  # the margin is the rule's, not hard-wired
+
+
+def test_the_fastest_safe_config_per_task_is_ranked_on_that_task_alone():
+    # b is fastest on C but slowest on A; a is second on C and fastest on A: a has the better
+    # mean rank, yet C's fastest safe config is b
+    speed = {("A", "a"): 300, ("A", "b"): 90, ("A", "fp32_baseline"): 100,
+             ("C", "a"): 200, ("C", "b"): 250, ("C", "fp32_baseline"): 100}
+    names = {"a": "amp_bf16", "b": "fp16_naive"}
+
+    def value(s, c, k):
+        key = next((n for n, full in names.items() if full == c), c)
+        return {"throughput": speed[s, key] + k, "quality": 0.5 + 0.001 * k}
+    df = frame(grid("AC", ["fp32_baseline", "amp_bf16", "fp16_naive"], value=value))
+    rec, _ = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    assert rec["per_task"]["C"][0].startswith("C: fastest safe config fp16_naive")
+    assert rec["per_task"]["A"][0].startswith("A: fastest safe config amp_bf16")
+    assert rec["universal"][0].startswith("default: amp_bf16")  # mean rank over A, C: 1.5 against 2
