@@ -55,7 +55,7 @@ def bare_loop_ms(cfg: RunConfig, steps: int = 50, warmup: int = 15, windows: int
     params = [p for p in model.parameters()]
     torch._dynamo.reset()
     compiled = cfg.compile == "on" or (cfg.compile == "auto" and dtype.compile and device.type == "cuda")
-    mode = "reduce-overhead" if cfg.cudagraphs and device.type == "cuda" else None
+    mode = "reduce-overhead" if compiled and cfg.cudagraphs and device.type == "cuda" else None
     step_model = torch.compile(model, mode=mode) if compiled else model
     next_batch = data.sampler(cfg.batch_size, device, cfg.seed)
     amp = autocast_context(device.type, dtype)
