@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 
 from . import charts as ch
-from .analysis import (HEADLINE, config_order, config_stats, group_ranks, groups, load_study, loss_curves,
-                       rank_correlations, resolve_study_dir, summarize)
+from .analysis import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
+                       learned_scenarios, load_study, loss_curves, rank_correlations, resolve_study_dir,
+                       scenario_notes, summarize)
 from .flips import Rules, flip_entries, order_reversals, stability_flips
 from .hypotheses import evaluate_all, verdict_table
 from .recommend import recommendations
@@ -39,7 +40,8 @@ class Experiment:
 def mean_table(summary: pd.DataFrame) -> pd.DataFrame:
     """The ``mean`` rows with the headline columns, for display."""
     cols = ["config", "n_seeds", "status", "throughput", "throughput_std", "throughput_rel", "memory", "memory_std",
-            "memory_rel", "quality", "quality_std", "quality_delta", "pareto_throughput", "pareto_memory"]
+            "memory_rel", "quality", "quality_std", "quality_delta", "pareto_throughput", "pareto_memory",
+            "excluded_reason"]
     return summary.loc[summary["seed"] == "mean", cols].reset_index(drop=True)
 
 
@@ -57,10 +59,10 @@ def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
 
 
 def analyze_study(study_dir: str | Path, scenario: str | None = None, output_dir: str | Path | None = None,
-                  formats: Iterable[str] = ("png", "svg")) -> dict[str, Experiment]:
+                  formats: Iterable[str] = ("png", "svg"), rules=None) -> dict[str, Experiment]:
     """Stage 1 for one scenario or every scenario found; outputs beside the runs by default."""
     root = resolve_study_dir(study_dir)
-    df = load_study(root)
+    df = load_study(root, rules=rules)
     scns = [get_scenario(scenario).id] if scenario else sorted(df["scenario"].unique())
     return {s: analyze_experiment(df, s, output_dir or root, formats) for s in scns}
 
@@ -95,8 +97,10 @@ def _clean(o):
 
 def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Comparison:
     """Stage 2 on a study frame: tables, flips, verdicts, recommendations and the
-    ``comparison.json`` content (seed 000's shape plus the evidence and the method)."""
+    ``comparison.json`` content (seed 000's shape plus the evidence gates, the evidence and
+    the method)."""
     rules = rules or Rules()
+    df = gated(df, rules)
     stats = config_stats(df)
     corr = rank_correlations(stats)
     rev, stab = order_reversals(df, rules), stability_flips(df, rules)
@@ -107,13 +111,29 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     tested = {m: {"reversed_pairs": int((rev["metric"] == m).sum()),
                   "testable": int(((rev["metric"] == m) & rev["support"].notna()).sum()),
                   "flips": int(((rev["metric"] == m) & rev["significant"]).sum())} for m in HEADLINE}
+    learned = learned_scenarios(df, rules)
+    unhealthy = df[df["health"] != "ok"]
     result = {
         "sources": [str(s) for s in sources], "scenarios": sorted(df["scenario"].unique()),
         "configs": config_order(df["config"].unique()), "groups": groups(df["scenario"].unique()),
         "runs": df["status"].value_counts().to_dict(),
-        "method": {"statistics": "only ok runs count for throughput, memory and quality; diverged runs count for "
-                                 "stability; ranks are 1 = best in each metric's direction, and on quality a config "
-                                 "with no ok run but a diverged one ranks last",
+        "notes": [f"{s}: {n}" for s, n in scenario_notes(df).items()],
+        "learned": {r["scenario"]: {k: v for k, v in r.items() if k != "scenario"}
+                    for r in learned.to_dict(orient="records")},
+        "quality_metric": {s: {k: q[k] for k in ("name", "higher_is_better", "headline", "degenerate", "usable",
+                                                 "note")} for s, q in df.attrs["quality_metric"].items()},
+        "health": {"runs": df["health"].value_counts().to_dict(),
+                   "not_ok": unhealthy[["run_id", "scenario", "config", "seed", "status", "health",
+                                        "health_reason"]].to_dict(orient="records")},
+        "excluded": {s: {c: why for (ss, c), why in excluded_configs(df).items() if ss == s}
+                     for s in sorted(df["scenario"].unique())},
+        "method": {"statistics": "throughput and memory from every run that finished (ok, degraded, stalled); quality "
+                                 "only in scenarios whose quality is established (see learned and quality_metric) "
+                                 "and from runs that did not diverge, stall or degrade at train time (a run degraded "
+                                 "against the reference still counts for ranks, flips and verdicts); diverged runs "
+                                 "count for stability; configs with an unhealthy run are never safe, fastest or on "
+                                 "a Pareto frontier (excluded); ranks are 1 = best in each metric's direction, and "
+                                 "on quality a config with no counted run but a failed one ranks last",
                    "ranking_correlation": "Spearman rho (scipy.stats.spearmanr) between the LM scenarios' mean ranks "
                                           "and the classification scenarios' mean ranks, over configs ranked in both; "
                                           "every scenario pair in ranking_correlation_pairs; p: two-sided permutation "
@@ -133,14 +153,17 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
 
 
 def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = ("png", "svg")) -> list:
-    """comparison.json, the tables as CSV and the charts under plots/."""
+    """comparison.json, the tables as CSV (learned.csv: the evidence gate per scenario) and the
+    charts under plots/."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "comparison.json").write_text(json.dumps(comp.result, indent=1, allow_nan=False))
     files = [out / "comparison.json"]
     for name, t in (("config_stats", comp.stats), ("rank_correlation", comp.correlations),
                     ("reversals", comp.reversals), ("stability_flips", comp.stability),
-                    ("hypotheses", verdict_table(comp.result["hypotheses"]))):
+                    ("hypotheses", verdict_table(comp.result["hypotheses"])),
+                    ("learned", pd.DataFrame.from_dict(comp.result["learned"], orient="index").rename_axis("scenario")
+                     .reset_index())):
         t.to_csv(out / f"{name}.csv", index=False)
         files.append(out / f"{name}.csv")
     files += [p for n, c in comp.charts.items() for p in ch.save(c, out / "plots" / n, formats)]
@@ -153,7 +176,7 @@ def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rule
     """Stage 2 from folders of records; writes to ``output_dir`` (default
     ``<first root>/comparison``)."""
     paths = [resolve_study_dir(r) for r in roots]
-    comp = compare(load_study(*paths), rules, sources=paths)
+    comp = compare(load_study(*paths, rules=rules), rules, sources=paths)
     write_comparison(comp, output_dir or paths[0] / "comparison", formats)
     return comp
 
@@ -173,6 +196,7 @@ def main_analyze(argv: list[str] | None = None) -> int:
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         for s, e in exps.items():
             print(f"scenario {s}: {e.out_dir / 'summary.csv'}, {len(e.files) - 1} chart files in {e.out_dir / 'plots'}")
+            print(f"  {e.summary['note'].iloc[0]}")
             print(mean_table(e.summary)[["config", "n_seeds", "throughput", "memory", "quality"]].to_string(index=False))
     return 0
 
@@ -195,7 +219,10 @@ def main_compare(argv: list[str] | None = None) -> int:
     comp = compare_study(*roots, output_dir=ns.output_dir, formats=ns.formats.split(","),
                          rules=Rules(conf=ns.conf, n_boot=ns.n_boot, min_seeds=ns.min_seeds))
     r = comp.result
-    print(f"{comp.files[0]}\nranking correlation LM vs CLS (Spearman): {r['ranking_correlation']}")
+    print(comp.files[0])
+    for line in r["notes"]:
+        print(f"  {line}")
+    print(f"ranking correlation LM vs CLS (Spearman): {r['ranking_correlation']}")
     print(f"flips beyond seed noise: {len(r['flips'])}")
     for f in r["flips"]:
         print(f"  {f['interpretation']}")

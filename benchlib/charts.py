@@ -4,6 +4,10 @@ One chart per function; each takes a tidy, already aggregated frame from ``analy
 summary, ``loss_curves``, ``config_stats``) and returns a chart. ``save`` writes PNG/SVG through
 vl-convert (no network); ``show`` displays a chart that is interactive in JupyterLab and falls
 back to the PNG in GitHub, nbconvert HTML and other viewers without JavaScript.
+
+The charts follow the evidence gates of ``analysis``: configs with an unhealthy run (diverged,
+degraded, stalled) are drawn apart and are never on a frontier, and where a scenario's quality
+is not established no frontier is drawn and the title says so.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from .analysis import BASELINE, HEADLINE, config_order
 WIDTH = 360
 STABILITY_CONFIGS = ("fp16_naive", "fp16_naive_noscale", BASELINE)
 UNITS = {"memory": "GiB"}
+SHAPES = {"frontier": "diamond", "dominated": "circle", "not ranked": "circle", "excluded (failed run)": "cross"}
+"""Point shapes on the frontier charts; "not ranked": the scenario's quality is not established."""
 
 
 def _color(configs: Iterable[str], legend: bool = True, channel=alt.Color):
@@ -57,21 +63,25 @@ def _empty(message: str) -> alt.Chart:
 
 # ---- per experiment ------------------------------------------------------------------------
 def metric_bar(summary: pd.DataFrame, metric: str, title: str | None = None) -> alt.Chart:
-    """Mean per config over ok seeds, error bar = +-1 std over seeds; fp32_baseline in grey."""
+    """Mean per config over seeds, error bar = +-1 std over seeds; fp32_baseline in grey,
+    configs excluded by the evidence gates (an unhealthy run) in red."""
     d = _means(summary).dropna(subset=[metric])
     if d.empty:
         return _empty(f"no ok runs: no {metric}")
     std = d[f"{metric}_std"].fillna(0)
-    d = d.assign(lo=d[metric] - std, hi=d[metric] + std, baseline=d["config"] == BASELINE)[
-        ["config", metric, "lo", "hi", "baseline", "n_seeds", f"{metric}_rel"]]
+    kind = np.where(d["excluded"].fillna(False).astype(bool), "excluded (failed run)",
+                    np.where(d["config"] == BASELINE, BASELINE, "config"))
+    d = d.assign(lo=d[metric] - std, hi=d[metric] + std, kind=kind)[
+        ["config", metric, "lo", "hi", "kind", "n_seeds", f"{metric}_rel", "excluded_reason"]]
     unit = _unit(summary, metric)
     xtitle = f"{metric} ({unit})" if unit else metric
     base = alt.Chart(d).encode(y=alt.Y("config:N", sort=config_order(d["config"]), title=None))
     bars = base.mark_bar().encode(
         x=alt.X(f"{metric}:Q", title=xtitle),
-        color=alt.condition("datum.baseline", alt.value("#9e9e9e"), alt.value("#4c78a8")),
+        color=alt.Color("kind:N", title=None, scale=alt.Scale(domain=["config", BASELINE, "excluded (failed run)"],
+                                                              range=["#4c78a8", "#9e9e9e", "#d62728"])),
         tooltip=["config:N", alt.Tooltip(f"{metric}:Q", format=".4g"), alt.Tooltip(f"{metric}_rel:Q", format=".2f"),
-                 "n_seeds:Q"])
+                 "n_seeds:Q", "excluded_reason:N"])
     err = base.mark_errorbar(ticks=True).encode(x=alt.X("lo:Q", title=xtitle), x2="hi:Q")
     return (bars + err).properties(width=WIDTH, title=title or f"{metric}: mean +- std over seeds")
 
@@ -84,20 +94,28 @@ def memory_bar(summary: pd.DataFrame) -> alt.Chart:
     return metric_bar(summary, "memory", "Peak memory by config (mean +- std over seeds)")
 
 
+def _established(summary: pd.DataFrame) -> bool:
+    return bool(summary["quality_established"].iloc[0])
+
+
 def _frontier_panel(summary: pd.DataFrame, x: str, errors: bool) -> alt.LayerChart:
     d = _means(summary).dropna(subset=[x, "quality"])
-    d = d.assign(frontier=d[f"pareto_{x}"].fillna(False).astype(bool),
+    point = np.where(d["excluded"].fillna(False).astype(bool), "excluded (failed run)",
+                     np.where(d[f"pareto_{x}"].fillna(False).astype(bool), "frontier",
+                              "dominated" if _established(summary) else "not ranked"))
+    d = d.assign(frontier=point == "frontier", point=point,
                  xlo=d[x] - d[f"{x}_std"].fillna(0), xhi=d[x] + d[f"{x}_std"].fillna(0),
                  qlo=d["quality"] - d["quality_std"].fillna(0), qhi=d["quality"] + d["quality_std"].fillna(0))
-    d = d[["config", x, "quality", "frontier", "xlo", "xhi", "qlo", "qhi", "n_seeds"]]
+    d = d[["config", x, "quality", "frontier", "point", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded_reason"]]
     xt, yt = f"{x} ({_unit(summary, x)})", _quality_title(summary)
     xe = alt.X(f"{x}:Q", scale=alt.Scale(zero=False, padding=12), title=xt)
     ye = alt.Y("quality:Q", scale=alt.Scale(zero=False, padding=12), title=yt)
     base = alt.Chart(d).encode(x=xe, y=ye)
     pts = base.mark_point(filled=True, size=90).encode(
-        color=_color(d["config"]), shape=alt.Shape("frontier:N", scale=alt.Scale(domain=[True, False],
-                                                                                  range=["diamond", "circle"])),
-        tooltip=["config:N", alt.Tooltip(f"{x}:Q", format=".4g"), alt.Tooltip("quality:Q", format=".4g"), "n_seeds:Q"])
+        color=_color(d["config"]), shape=alt.Shape("point:N", title=None, scale=alt.Scale(
+            domain=[k for k in SHAPES if k in set(point)], range=[v for k, v in SHAPES.items() if k in set(point)])),
+        tooltip=["config:N", alt.Tooltip(f"{x}:Q", format=".4g"), alt.Tooltip("quality:Q", format=".4g"), "n_seeds:Q",
+                 "excluded_reason:N"])
     line = alt.Chart(d[d["frontier"]].sort_values(x)).mark_line(color="black", strokeDash=[4, 3]).encode(
         x=xe, y=ye, order=alt.Order(f"{x}:Q"))
     labels = base.transform_filter("datum.frontier").mark_text(align="left", dx=7, fontSize=10).encode(text="config:N")
@@ -108,13 +126,20 @@ def _frontier_panel(summary: pd.DataFrame, x: str, errors: bool) -> alt.LayerCha
     return alt.layer(*layers).properties(width=WIDTH, height=260)
 
 
+def _subtitle(summary: pd.DataFrame):
+    """Why there is no frontier, where quality is not established."""
+    return alt.Undefined if _established(summary) else f"no frontier: {summary['note'].iloc[0]}"
+
+
 def quality_scatter(summary: pd.DataFrame) -> alt.Chart:
     """Throughput vs quality per config (error bars +-1 std over seeds); the Pareto frontier
-    (diamonds, dashed line) from the summary's ``pareto_throughput``."""
+    (diamonds, dashed line) from the summary's ``pareto_throughput``; configs with a failed run
+    as crosses, never on it; no frontier where quality is not established."""
     if _means(summary)[["throughput", "quality"]].dropna().empty:
         return _empty("no ok runs: no throughput-quality points")
     return _frontier_panel(summary, "throughput", True).properties(
-        title="Throughput vs quality (diamonds + dashed line: Pareto frontier)")
+        title=alt.Title("Throughput vs quality (diamonds + dashed line: Pareto frontier; crosses: failed)",
+                        subtitle=_subtitle(summary)))
 
 
 def pareto_chart(summary: pd.DataFrame) -> alt.Chart:
@@ -122,8 +147,9 @@ def pareto_chart(summary: pd.DataFrame) -> alt.Chart:
     if _means(summary)[["throughput", "memory", "quality"]].dropna().empty:
         return _empty("no ok runs: no Pareto frontier")
     return alt.hconcat(_frontier_panel(summary, "throughput", False), _frontier_panel(summary, "memory", False)
-                       ).properties(title="Pareto frontiers: throughput-quality (higher x better), "
-                                          "memory-quality (lower x better)")
+                       ).properties(title=alt.Title("Pareto frontiers: throughput-quality (higher x better), "
+                                                    "memory-quality (lower x better); crosses: failed, never on one",
+                                                    subtitle=_subtitle(summary)))
 
 
 def _curve_layers(curves: pd.DataFrame, divergences: pd.DataFrame, legend: bool) -> alt.LayerChart:
@@ -194,12 +220,13 @@ def rank_slope(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Char
 
 def relative_heatmap(stats: pd.DataFrame) -> alt.Chart:
     """Config x scenario x metric: % vs fp32_baseline, signed so > 0 is better (faster, less
-    memory, better quality); 'div' = every run diverged."""
-    d = stats[["scenario", "config", "metric", "gain_pct", "n_ok", "n_diverged"]].copy()
+    memory, better quality); 'div' = every run diverged; 'n/l' = quality not established (the
+    scenario did not learn, or its records carry no trivial baseline)."""
+    d = stats[["scenario", "config", "metric", "gain_pct", "n_ok", "n_diverged", "established"]].copy()
     if d["gain_pct"].isna().all():
-        return _empty("no fp32_baseline runs: nothing to compare against")
-    d["label"] = [f"{round(g):+d}" if np.isfinite(g) else ("div" if ok == 0 and nd else "")
-                  for g, ok, nd in zip(d["gain_pct"], d["n_ok"], d["n_diverged"])]
+        return _empty("no fp32_baseline runs (or no established quality): nothing to compare against")
+    d["label"] = [f"{round(g):+d}" if np.isfinite(g) else "n/l" if not est else ("div" if ok == 0 and nd else "")
+                  for g, ok, nd, est in zip(d["gain_pct"], d["n_ok"], d["n_diverged"], d["established"])]
     lim = float(np.nanpercentile(np.abs(d["gain_pct"]), 95)) or 1.0
     rect = alt.Chart().mark_rect().encode(
         x=alt.X("scenario:O"), y=alt.Y("config:N", sort=config_order(d["config"]), title=None),

@@ -12,6 +12,7 @@ import json
 import sys
 import typing
 
+from .records import TRAINED
 from .runconfig import ConfigError, RunConfig
 
 # subcommand -> (module:function, one-line help)
@@ -21,6 +22,8 @@ LAZY = {
     "compare": ("benchlib.analysis_cli:main_compare", "cross-experiment ranking flips and hypotheses"),
     "bench": ("benchlib.bench:main", "GPU speed: benchlib vs a bare loop, per config"),
     "scaling": ("benchlib.scaling:main", "multi-GPU scaling analysis"),
+    "backfill": ("benchlib.backfill:main", "add trivial baselines and re-judged statuses to old records"),
+    "calibration": ("benchlib.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),
 }
 
 # seed 002's flag names -> RunConfig keys
@@ -94,8 +97,12 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     if m:
         print(f"  {m.get('quality_name')}={_fmt(m.get('quality'))}  throughput={_fmt(m.get('throughput'))} "
               f"{m.get('throughput_unit')}  memory={_fmt(m.get('memory'))} GiB  step={_fmt(m.get('step_ms'))} ms")
+        from .notebook import result_summary
+        for line in result_summary(rec).splitlines()[1:]:  # vs the trivial baseline; forensics
+            print(f"  {line}")
     print(f"  record: {rec['_path']}")
-    return 0 if rec["status"] in ("ok", "diverged", "skipped") else 1
+    # a finished run, whatever it measured (stalled, degraded, diverged), is not a failure of the command
+    return 0 if rec["status"] in (*TRAINED, "skipped") else 1
 
 
 def _cmd_configs(ns: argparse.Namespace) -> int:

@@ -56,13 +56,20 @@ DEVICE_RESIDENT_MAX_BYTES = 2 << 30
 """Training arrays below this size (as int32) live on the device: batches are then drawn
 with a device generator, without host sync or host->device copy per step."""
 LM_VAL_POOL = 1024
-"""Validation windows held for LM tasks; ``val_batches`` takes the first ones (cycling past
-the end)."""
+"""Validation windows held for LM tasks (synthetic data)."""
+EVAL_MAX_SEQUENCES = 8192
+"""The default evaluation (``eval_batches=None``) is the whole validation split, or a fixed
+random sample of this many sequences when it is larger (a file sorted by name would make its
+first rows a biased sample)."""
+EVAL_SAMPLE_SEED = 4321
 VAL_MASK_SEED = 1234
 """Seed of the fixed MLM validation masks (never the run seed)."""
 SYNTH_LM_TRAIN_TOKENS = {"tiny": 1 << 18, "small": 1 << 22, "base": 24 << 20}
 SYNTH_CLS_DOCS = {"tiny": (4096, 512), "small": (16384, 2048), "base": (45000, 6000)}
 """(train, validation) documents; base mirrors EUR-Lex 57k's 45k / 6k."""
+MLM_FLOOR_MAX_SEQUENCES = 256
+"""The MLM floor's forward-backward covers at most this many evaluation sequences (the first
+ones); beyond, its standard error (recorded) is already far below any config difference."""
 MLM_FLOOR_CPU_BUDGET = 4e9
 """Multiply-adds allowed for the MLM floor's forward-backward on CPU; past it the floor is
 computed on the first validation sequences that fit (recorded in meta). On CUDA the whole
@@ -116,11 +123,18 @@ class TaskData:
             return self._lm_sampler(batch_size, device, seed)
         return self._cls_sampler(batch_size, device, seed)
 
-    def val_batches(self, batch_size: int, n_batches: int, device) -> list[Batch]:
-        """The first ``batch_size * n_batches`` validation sequences (cycling past the end of
-        the pool): identical across calls, configs and run seeds."""
+    def val_batches(self, batch_size: int, n_batches: Optional[int], device) -> list[Batch]:
+        """Evaluation batches, identical across calls, configs and run seeds: with
+        ``n_batches`` None the whole pool (a fixed random sample of ``EVAL_MAX_SEQUENCES``
+        when larger), else its first ``batch_size * n_batches`` sequences (cycling)."""
         n_pool = len(next(iter(self.val_pool.values())))
-        idx = torch.arange(batch_size * n_batches) % n_pool
+        if n_batches is None:
+            idx = torch.arange(n_pool)
+            if n_pool > EVAL_MAX_SEQUENCES:
+                g = torch.Generator().manual_seed(EVAL_SAMPLE_SEED)
+                idx = torch.randperm(n_pool, generator=g)[:EVAL_MAX_SEQUENCES].sort().values
+        else:
+            idx = torch.arange(batch_size * n_batches) % n_pool
         return [{k: v[chunk].to(device) for k, v in self.val_pool.items()}
                 for chunk in idx.split(batch_size)]
 
@@ -257,8 +271,10 @@ def load_task_data(run: RunConfig) -> TaskData:
 
 
 def _eval_sequences(run: RunConfig) -> int:
-    """Sequences of the default evaluation (what train.py evaluates on)."""
-    return (run.batch_size or 1) * run.eval_batches
+    """Sequences the run evaluates on (its first ones, for the LM pool)."""
+    if run.eval_batches is None:
+        return EVAL_MAX_SEQUENCES
+    return (run.batch_size or 1) * (1 if run.scn.is_lm else 4) * run.eval_batches
 
 
 def _floor_device(run: RunConfig) -> str:
@@ -371,9 +387,9 @@ def _mlm_floor(corpus: syn.LMCorpus, pool: Batch, n_eval: int, device: str) -> t
     W = pool["input_ids"].shape[1] - 1
     n = corpus.chain.n_states
     per_step = n * n if n <= 2048 else corpus.chain.nnz
-    n_seq = n_eval
+    n_seq = min(n_eval, MLM_FLOOR_MAX_SEQUENCES)
     if device == "cpu":
-        n_seq = int(max(1, min(n_eval, MLM_FLOOR_CPU_BUDGET // (2 * W * per_step))))
+        n_seq = int(max(1, min(n_seq, MLM_FLOOR_CPU_BUDGET // (2 * W * per_step))))
     t0 = time.perf_counter()
     nll = syn.mlm_bayes_nll(corpus.chain, corpus.pi, pool["input_ids"][:n_seq, 1:].numpy(),
                             pool["labels"][:n_seq, 1:].numpy(), device=device)
@@ -387,9 +403,9 @@ def _mlm_floor(corpus: syn.LMCorpus, pool: Batch, n_eval: int, device: str) -> t
         "loss_floor_note": ("mean over the scored positions of the first loss_floor_sequences "
                             "validation sequences of -log p(token | whole masked sequence), "
                             "exact forward-backward over the chain with the 80/10/10 corruption; "
-                            + ("exact for the default evaluation set" if n_seq == n_eval else
-                               "a subsample of the default evaluation set (CPU budget); "
-                               "stderr is its sampling error")),
+                            + ("exact for the evaluation set" if n_seq == n_eval else
+                               "the evaluation set's first sequences (MLM_FLOOR_MAX_SEQUENCES, and a "
+                               "CPU budget); stderr is its sampling error")),
     }
     return floor, meta
 

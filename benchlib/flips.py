@@ -4,8 +4,10 @@ scenarios (``order_reversals``), configs that diverge on one scenario but not on
 
 Noise is judged by one method everywhere, here and in ``hypotheses`` and ``recommend``
 (``Rules``): an unpaired percentile bootstrap over seeds, each (scenario, config) cell
-resampled with replacement on its own (``seed_values``, ``bootstrap_means``). Only ok runs
-enter throughput, memory and quality; stability reads ok and diverged runs.
+resampled with replacement on its own (``seed_values``, ``bootstrap_means``). The runs that
+count are the evidence gates' (``analysis``): throughput and memory from runs that finished,
+quality only from scenarios whose quality is established (the reference learned) and runs
+that did not fail for quality; stability reads the runs that trained in learned scenarios.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from .analysis import HEADLINE, sign
+from .analysis import HEADLINE, MEASURED, REFERENCE_CONFIGS, gated, quality_runs, sign, speed_runs
 from .scenarios import SCENARIOS
 
 
@@ -41,6 +43,13 @@ class Rules:
     """Divergence-rate differences inside +-this count as no difference."""
     margin_speedup: float = 0.0
     """Speed-up differences (x fp32) inside +-this count as no difference."""
+    reference_configs: tuple = REFERENCE_CONFIGS
+    """A scenario's reference: the first of these with a finished run. The scenario is learned
+    when every finished reference run beat the trivial predictor; a run is degraded when its
+    quality ends ``degraded_vs_reference_pct`` worse than the reference's run of its seed."""
+    degraded_vs_reference_pct: float = 5.0
+    """% of the reference run's quality (loss, F1, accuracy, P@k alike) beyond which a run of
+    the same scenario and seed is degraded: never safe, fastest or on a frontier."""
 
     def describe(self) -> str:
         return (f"unpaired percentile bootstrap over seeds: each (scenario, config) resampled with replacement "
@@ -48,20 +57,34 @@ class Rules:
                 f"reversal of a, b between scenarios s, t is a flip when a beats b on s and b beats a on t in >= "
                 f"{self.conf:.0%} of resamples jointly, with >= {self.min_seeds} ok seeds per config and scenario "
                 f"and the smaller gap >= {self.min_size_pct}% of the pair's mean; no multiple-comparison correction. "
-                f"Safety: with < {self.min_seeds} ok seeds, a quality gap of more than {self.untested_gap_pct:g}% "
-                f"to the best config makes a config unsafe.")
+                f"Safety needs >= {self.min_seeds} ok seeds of the config and of the best config: with fewer a "
+                f"config is not tested (safe = null) unless it failed or trails the best by more than "
+                f"{self.untested_gap_pct:g}%, which makes it unsafe. Evidence gates: a scenario is learned when "
+                f"every finished run of its reference (first of {', '.join(self.reference_configs)}) beat the "
+                f"trivial predictor; otherwise, or without recorded baselines, its quality enters no rank, flip, "
+                f"verdict or recommendation; a run whose quality ends more than {self.degraded_vs_reference_pct:g}% "
+                f"worse than the reference's run of its seed is degraded (never safe, fastest or on a frontier); "
+                f"a degenerate micro-F1 is replaced by P@1 (else val loss).")
 
 
 # ---- cells and the bootstrap ---------------------------------------------------------------
+def trained_runs(df: pd.DataFrame) -> pd.Series:
+    """Runs that count for stability: those that trained (finished or diverged) in learned
+    scenarios."""
+    return df["status"].isin([*MEASURED, "diverged"]) & df["learned"].eq(True)
+
+
 def seed_values(df: pd.DataFrame, metric: str, oriented: bool = True) -> dict[tuple[str, str], np.ndarray]:
-    """Finite per-seed values of ``metric`` from ok runs per (scenario, config); times ``sign``
-    when ``oriented`` (higher is better everywhere). ``metric="diverged"``: 1/0 per ok or
-    diverged run."""
+    """Finite per-seed values of ``metric`` per (scenario, config) from the runs that count for
+    it (``analysis.quality_runs`` for quality, ``speed_runs`` otherwise); times ``sign`` when
+    ``oriented`` (higher is better everywhere). ``metric="diverged"``: 1/0 per run that trained
+    (``trained_runs``)."""
+    df = gated(df)
     if metric == "diverged":
-        d = df[df["status"].isin(["ok", "diverged"])]
+        d = df[trained_runs(df)]
         return {k: (g["status"] == "diverged").to_numpy(float) for k, g in d.groupby(["scenario", "config"])}
     out = {}
-    for (s, c), g in df[df["status"] == "ok"].groupby(["scenario", "config"]):
+    for (s, c), g in df[quality_runs(df) if metric == "quality" else speed_runs(df)].groupby(["scenario", "config"]):
         v = g[metric].to_numpy(float)
         v = v[np.isfinite(v)]
         if len(v):
@@ -82,6 +105,7 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     scenarios, per metric: ``better_on`` (s) where ``config`` beats ``other`` and ``worse_on``
     (t) where it trails; gaps in % of the pair's mean on each; ``support`` = bootstrap share of
     resamples where both orders hold (NaN if < min_seeds); ``significant`` per ``rules``."""
+    df = gated(df, rules)
     rng = np.random.default_rng(rules.seed)
     rows = []
     for m in HEADLINE:
@@ -114,9 +138,11 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
 
 def stability_flips(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     """Configs that diverge more often on one scenario than on another, beyond seed noise:
-    divergence indicator per run (ok or diverged runs), same bootstrap as ``order_reversals``;
-    ``support`` = share of resamples where the rate on ``diverges_on`` exceeds ``stable_on``."""
-    d = df[df["status"].isin(["ok", "diverged"])]
+    divergence indicator per run that trained in a learned scenario (``trained_runs``), same
+    bootstrap as ``order_reversals``; ``support`` = share of resamples where the rate on
+    ``diverges_on`` exceeds ``stable_on``."""
+    df = gated(df, rules)
+    d = df[trained_runs(df)]
     rates = {(c, s): v for (s, c), v in seed_values(df, "diverged").items()}
     boot = bootstrap_means({k: v for k, v in rates.items() if len(v) >= rules.min_seeds}, rules.n_boot,
                            np.random.default_rng(rules.seed + 1))

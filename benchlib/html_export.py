@@ -74,10 +74,11 @@ def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path) -> 
         try:
             rec = read_record(item.result)
             m = rec["metrics"]
-            cells = [rec["status"], fmt(m.get("quality")), m.get("quality_name", ""), fmt(m.get("throughput")),
-                     m.get("throughput_unit", ""), fmt(m.get("memory")), last_line(rec.get("reason"))[:120]]
+            cells = [rec["status"], fmt(m.get("quality")), m.get("quality_name", ""), baseline_cell(m),
+                     fmt(m.get("throughput")), m.get("throughput_unit", ""), fmt(m.get("memory")),
+                     last_line(rec.get("reason"))[:120]]
         except CorruptRecord:
-            cells = ["no record", "", "", "", "", "", ""]
+            cells = ["no record", "", "", "", "", "", "", ""]
         link = (f'<a href="{escape(str(target.relative_to(html_dir)))}">{escape(item.run_id)}</a>'
                 if target.exists() else escape(item.run_id))
         trs.append("<tr><td>" + link + "</td>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
@@ -88,8 +89,18 @@ def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path) -> 
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}</style></head><body>
 <h1>Study {escape(name)}</h1><p>Every run's executed notebook; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.</p>
 {'<h2>Analysis</h2><ul>' + links + '</ul>' if links else ''}
-<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>throughput</th><th>unit</th>
+<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>trivial baseline</th>
+<th>throughput</th><th>unit</th>
 <th>memory GiB</th><th>reason</th></tr>{''.join(trs)}</table></body></html>"""
+
+
+def baseline_cell(m: dict) -> str:
+    """The trivial baseline's value of the headline quality, its name, and whether the run
+    beat it ('' for records from before baselines)."""
+    if m.get("baseline/quality") is None:
+        return ""
+    beat = {True: "beaten", False: "not beaten"}.get(m.get("quality/beats_baseline"), "")
+    return f"{fmt(m['baseline/quality'])} {str(m.get('baseline/name') or '').replace('_', '-')}" + (f" ({beat})" if beat else "")
 
 
 def fmt(v) -> str:

@@ -6,19 +6,24 @@ seeds, each (scenario, config) cell resampled with replacement on its own. An ef
 the central ``conf`` interval of the effect over the resamples, and a verdict reads it
 (``decide``):
 
-- ``inconclusive`` when a needed (scenario, config) has fewer than ``min_seeds`` runs, or the
-  CI is undefined;
+- ``inconclusive`` when a needed (scenario, config) has fewer than ``min_seeds`` runs (the
+  reason names the cells short of seeds and how many are needed), or the CI is undefined;
 - ``rejected`` when the CI lies inside [-margin, +margin] (no effect worth the name) or
   entirely below 0 (the opposite holds);
 - ``supported`` when the CI lies entirely above 0 (or, for a claim that two things merely
   differ, entirely on either side);
 - ``inconclusive`` otherwise (the CI straddles 0).
 
-Only ok runs enter throughput, memory and quality; stability rules read ok and diverged runs.
-Each verdict function's docstring is its rule and is copied into ``comparison.json``.
+Scenarios whose quality is not established (the reference did not learn, or the records carry
+no trivial baseline: ``analysis.learned_scenarios``) are left out of every verdict, and the
+verdict says so (``evidence.not_learned`` and the reason). Otherwise the runs that count are
+the evidence gates' (``analysis``): throughput and memory from runs that finished, quality
+from runs that did not fail for quality, stability from runs that trained. Each verdict
+function's docstring is its rule and is copied into ``comparison.json``.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from itertools import product
 from typing import Callable
@@ -26,7 +31,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .analysis import BASELINE, groups, sign
+from .analysis import BASELINE, excluded_configs, gated, groups, sign, speed_runs, why_not_established
 from .flips import Rules, bootstrap_means, seed_values
 from .scenarios import SCENARIOS
 
@@ -75,16 +80,35 @@ def _effect(name: str, unit: str, est: float, lo: float, hi: float, rules: Rules
 
 
 # ---- hypotheses ----------------------------------------------------------------------------
+def learned_only(fn: Callable) -> Callable:
+    """Run a verdict rule on the scenarios whose quality is established only; the verdict's
+    ``evidence.not_learned`` names the others and why, and its reason says they were skipped."""
+    @functools.wraps(fn)
+    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
+        df = gated(df, rules)
+        skipped = {s: why_not_established(df, s)
+                   for s in sorted(df.loc[~df["quality_established"], "scenario"].unique())}
+        res = fn(df[df["quality_established"]], rules, **kw)
+        if skipped:
+            res["evidence"] = {**(res["evidence"] or {}), "not_learned": skipped}
+            res["reason"] += (f"; scenario(s) {', '.join(skipped)} skipped: quality not established "
+                              f"({'; '.join(f'{s}: {r}' for s, r in skipped.items())})")
+        return res
+    return rule
+
+
 def _contrast(cells: dict, plus: dict, minus: dict, value: Callable, rules: Rules):
     """CI of mean(value over the usable ``plus`` units) - mean(over the usable ``minus``
     units); with ``minus`` empty, of the plain mean. A unit (a scenario, or a scenario pair)
-    names the cells it needs and is usable when each has >= min_seeds values. Returns
+    names the cells it needs and is usable when each has >= min_seeds values; ``missing``
+    lists the cells short of seeds (with how many they have of the min_seeds needed). Returns
     (point, lo, hi) or None when a side has no usable unit, and the evidence."""
     ev, used = {}, {}
+    studied = {s for s, _ in cells}  # cells short of seeds are listed for the scenarios the study has
     for side, units in (("plus", plus), ("minus", minus)):
         ok = {u: ks for u, ks in units.items() if all(len(cells.get(k, ())) >= rules.min_seeds for k in ks)}
-        miss = sorted({f"{s}/{c} ({len(cells.get((s, c), ()))} seeds)" for u, ks in units.items() if u not in ok
-                       for s, c in ks if len(cells.get((s, c), ())) < rules.min_seeds})
+        miss = sorted({f"{s}/{c} ({len(cells.get((s, c), ()))} of {rules.min_seeds} seeds)" for u, ks in units.items()
+                       if u not in ok for s, c in ks if len(cells.get((s, c), ())) < rules.min_seeds and s in studied})
         used[side] = ok
         ev[side] = {"used": list(ok), "missing": miss}
     keys = sorted({k for side in used.values() for ks in side.values() for k in ks})
@@ -100,10 +124,20 @@ def _contrast(cells: dict, plus: dict, minus: dict, value: Callable, rules: Rule
     return _ci(cells, keys, fn, rules), ev
 
 
+def _missing(ev) -> list[str]:
+    """Every ``missing`` entry of a (nested) evidence dict."""
+    if isinstance(ev, dict):
+        return sorted({m for k, v in ev.items() for m in (v if k == "missing" else _missing(v))})
+    return []
+
+
 def _verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False, why_missing="") -> dict:
     if ci is None:
-        return _result(fn, claim, "inconclusive", why_missing or "not enough data: see evidence.missing",
-                       evidence=ev)
+        miss = _missing(ev)
+        short = (f"needs >= {rules.min_seeds} ok seeds per (scenario, config); short: {', '.join(miss[:8])}"
+                 + (f" and {len(miss) - 8} more" if len(miss) > 8 else "") if miss else
+                 "no scenario with the configs it compares")
+        return _result(fn, claim, "inconclusive", why_missing or f"not enough data: {short}", evidence=ev)
     verdict, reason = decide(ci[1], ci[2], margin, two_sided)
     return _result(fn, claim, verdict, reason, _effect(name, unit, *ci, rules), ev)
 
@@ -114,6 +148,7 @@ def _scn(kind: str) -> list[str]:
     return [s for s, x in SCENARIOS.items() if pick(x)]
 
 
+@learned_only
 def h1_output_head(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 001 H1, output-layer precision. Effect: quality gain of amp_bf16_fp32_head over
     amp_bf16 in % of amp_bf16's quality (> 0 = the fp32 head is better), averaged over the
@@ -144,10 +179,10 @@ def h1_output_head(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
 
 
 def divergence_table(df: pd.DataFrame, configs=("fp16_naive", "fp16_naive_noscale")) -> pd.DataFrame:
-    """Per config x scenario: runs that trained (ok or diverged), how many diverged and at which
-    steps, or that none did in N steps (seed 001 H2: 'track when/if loss explodes')."""
+    """Per config x scenario: runs that trained (finished or diverged), how many diverged and at
+    which steps, or that none did in N steps (seed 001 H2: 'track when/if loss explodes')."""
     rows = []
-    d = df[df["config"].isin(configs) & df["status"].isin(["ok", "diverged"])]
+    d = df[df["config"].isin(configs) & df["status"].isin(["ok", "diverged", "degraded", "stalled"])]
     for (c, s), g in d.groupby(["config", "scenario"]):
         steps = sorted(int(v) for v in g.loc[g["status"] == "diverged", "stability/diverged_step"].dropna())
         n, k = len(g), int((g["status"] == "diverged").sum())
@@ -160,10 +195,11 @@ def divergence_table(df: pd.DataFrame, configs=("fp16_naive", "fp16_naive_noscal
                                        "train_steps", "summary"])
 
 
+@learned_only
 def h2_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 001 H2, stability. Config: fp16_naive_noscale (seed 001's fp16 without loss
     scaling), or fp16_naive (static scale 1024) when the study has no noscale runs. Effect:
-    divergence rate (share of ok + diverged runs that diverged) on LM (A, B) minus on
+    divergence rate (share of the runs that trained that diverged) on LM (A, B) minus on
     classification (C-F), each the mean over its scenarios with >= min_seeds runs. supported:
     the CI excludes 0 in either direction (classification hides or amplifies it); rejected: the
     CI is inside +-margin_rate (same behaviour); inconclusive: otherwise or a group without
@@ -180,6 +216,7 @@ def h2_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
                        rules, rules.margin_rate, two_sided=True)
 
 
+@learned_only
 def h3_8bit_adam(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 001 H3, 8-bit Adam. Degradation: quality loss of amp_bf16_8bit_adam vs amp_bf16 in %
     of amp_bf16's quality (> 0 = 8-bit is worse). Effect: mean degradation on classification
@@ -206,16 +243,20 @@ def _fronts(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return ~((xj >= xi) & (yj >= yi) & ((xj > xi) | (yj > yi))).any(axis=2)
 
 
+@learned_only
 def h4_frontier(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 001 H4, the throughput-memory frontier shifts between tasks. Frontier per scenario
     (throughput higher, memory lower is better) over the configs with >= min_seeds ok seeds on
-    every scenario present. Effect: mean Jaccard distance (1 - |A and B| / |A or B|) between the
-    frontiers of each LM x classification scenario pair; the bootstrap resamples each cell's
-    runs (throughput and memory together). supported: CI above 0; rejected: CI = [0, 0] (the
-    same frontier in nearly every resample); inconclusive: otherwise, or no LM or no
-    classification scenario, or < 2 shared configs."""
+    every scenario present and no failed run (diverged, degraded, stalled). Effect: mean
+    Jaccard distance (1 - |A and B| / |A or B|) between the frontiers of each LM x
+    classification scenario pair; the bootstrap resamples each cell's runs (throughput and
+    memory together). supported: CI above 0; rejected: CI = [0, 0] (the same frontier in nearly
+    every resample); inconclusive: otherwise, or no LM or no classification scenario, or < 2
+    shared configs."""
     claim = "the throughput-memory Pareto frontier differs between LM and classification"
-    ok = df[df["status"] == "ok"].dropna(subset=["throughput", "memory"])
+    failed = excluded_configs(df)  # a config with a failed run is on no frontier
+    healthy = np.array([k not in failed for k in zip(df["scenario"], df["config"])], bool)
+    ok = df[speed_runs(df) & healthy].dropna(subset=["throughput", "memory"])
     cells = {k: g[["throughput", "memory"]].to_numpy(float) for k, g in ok.groupby(["scenario", "config"])}
     g = groups(ok["scenario"].unique())
     scns = g["lm"] + g["cls"]
@@ -244,10 +285,11 @@ def h4_frontier(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
                            float(hi), rules), ev)
 
 
+@learned_only
 def s2_h1_fp16_multilabel(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 002 H1: fp16_naive (static loss scale 1024) survives single-label CE but diverges
     on multi-label BCE. Effect: divergence rate on multi-label (C, D) minus single-label (E, F),
-    each the mean over its scenarios with >= min_seeds ok + diverged runs. supported: CI above
+    each the mean over its scenarios with >= min_seeds runs that trained. supported: CI above
     0; rejected: CI below 0 or inside +-margin_rate; inconclusive: otherwise or a task without
     data."""
     claim = "fp16_naive survives single-label CE but diverges on multi-label BCE"
@@ -259,6 +301,7 @@ def s2_h1_fp16_multilabel(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
                        "share of runs", rules, rules.margin_rate)
 
 
+@learned_only
 def s2_h2_bf16_mfu(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 002 H2: bf16_pure gains more MFU over fp32 on RoBERTa than on GPT-2. MFU gain =
     MFU(bf16_pure) / MFU(fp32_baseline) on the same model and device, which equals the ratio of
@@ -276,6 +319,7 @@ def s2_h2_bf16_mfu(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
                        rules.margin_speedup)
 
 
+@learned_only
 def s2_h3_gpt2_precision(df: pd.DataFrame, rules: Rules = Rules(), configs=LOW_PRECISION) -> dict:
     """seed 002 H3: GPT-2 classification needs higher precision than RoBERTa. Quality loss of
     a low-precision config = -(its quality gain over fp32_baseline, % of fp32's quality).

@@ -183,28 +183,35 @@ def build_model(arch: str, task: str, size: str, vocab_size: int, seq_len: int, 
     """Build on CPU in fp32 (so a seed gives the same initial weights on every device),
     then cast to the config's parameter dtype; the head gets ``dtype.head_dtype``."""
     from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
+    from .checkpoints import load_pretrained
     lm = task in ("clm", "mlm")
     vocab = padded_vocab(vocab_size)
     kw = dict(attn_implementation=_attn_implementation())
+    loaded: dict | None = None
+
+    def pretrained(cls, **more):
+        nonlocal loaded
+        m, loaded = load_pretrained(cls, arch, model_name_or_path, **kw, **more)
+        return m
     if arch == "gpt2":
         if lm:
-            full = (GPT2LMHeadModel.from_pretrained(model_name_or_path, **kw) if model_name_or_path
+            full = (pretrained(GPT2LMHeadModel) if model_name_or_path
                     else GPT2LMHeadModel(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
             backbone, head, transform = full.transformer, full.lm_head, None
         else:
-            backbone = (GPT2Model.from_pretrained(model_name_or_path, **kw) if model_name_or_path
+            backbone = (pretrained(GPT2Model) if model_name_or_path
                         else GPT2Model(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
         _conv1d_to_linear(backbone)
     elif arch == "roberta":
         if lm:
-            full = (RobertaForMaskedLM.from_pretrained(model_name_or_path, **kw) if model_name_or_path
+            full = (pretrained(RobertaForMaskedLM) if model_name_or_path
                     else RobertaForMaskedLM(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id)))
             backbone = full.roberta
             lmh = full.lm_head
             transform = nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
             head = lmh.decoder
         else:
-            backbone = (RobertaModel.from_pretrained(model_name_or_path, add_pooling_layer=False, **kw)
+            backbone = (pretrained(RobertaModel, add_pooling_layer=False)
                         if model_name_or_path else
                         RobertaModel(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id),
                                      add_pooling_layer=False))
@@ -221,6 +228,7 @@ def build_model(arch: str, task: str, size: str, vocab_size: int, seq_len: int, 
         transform = None
     model = BenchModel(backbone, head, task, arch, transform,
                        head_dtype=TORCH_DTYPES[dtype.head_dtype] if dtype.head_dtype else None)
+    model.pretrained_info = loaded  # what the checkpoint gave (checkpoints.check_loaded), for the record
     model.to(dtype.torch_param_dtype)
     if dtype.head_dtype and not model.head_is_tied:
         model.head.to(TORCH_DTYPES[dtype.head_dtype])

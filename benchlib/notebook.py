@@ -212,31 +212,97 @@ def plot_compare(results: list[TrainResult]) -> None:
 
 
 # ---- results -------------------------------------------------------------------------
-HEADLINE = ["quality", "throughput", "memory", "step_ms", "mfu_pct", "stability/diverged_step",
+HEADLINE = ["quality", "quality/beats_baseline", "throughput", "memory", "step_ms",
+            "mfu_pct", "stability/diverged_step", "stability/degraded_step", "stability/stalled_step",
             "stability/nonfinite_steps", "stability/skipped_steps", "stability/final_loss_scale",
             "stability/max_grad_norm", "time/first_step_s", "time/train_s"]
+METRIC_LABEL = {"val_loss": "val loss", "perplexity": "perplexity", "micro_f1": "micro-F1", "macro_f1": "macro-F1",
+                "p_at_1": "P@1", "p_at_3": "P@3", "p_at_5": "P@5", "accuracy": "accuracy"}
+FORENSIC_LABEL = {"grad_zero_frac": "grads exactly 0", "grad_fp16_subnormal_frac": "grads fp16-subnormal",
+                  "grad_fp16_flush_frac": "grads below fp16", "grad_nonfinite_frac": "grads inf/nan",
+                  "update_unchanged_frac": "weights an update left unchanged"}
+
+
+def _num(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _versus(m: dict, name: str) -> str | None:
+    """'P@1 0.84 ± 0.01 vs label-frequency 0.12', or None when the record lacks either side."""
+    v, b = m.get(f"quality/{name}"), m.get(f"baseline/{name}")
+    if v is None or b is None:
+        return None
+    se = m.get(f"quality/{name}_se")
+    base = str(m.get("baseline/name") or "trivial baseline").replace("_", "-")
+    return f"{METRIC_LABEL.get(name, name)} {_num(v)}{f' ± {se:.2g}' if isinstance(se, float) else ''} vs {base} {_num(b)}"
+
+
+def result_summary(result: TrainResult | dict) -> str:
+    """A few lines on what the run says: its status with the reason, the learned metric (and
+    the headline quality) next to the trivial baseline's and whether the run beat it, and the
+    forensic counters' means where the record has them."""
+    rec = result.record if isinstance(result, TrainResult) else result
+    m = rec.get("metrics") or {}
+    reason = (rec.get("reason") or "").strip()
+    lines = [f"status: {rec['status']}" + (f" ({reason.splitlines()[-1]})" if reason else "")]
+    learned, headline = m.get("quality/learned_metric"), m.get("quality_name")
+    shown = [n for n in dict.fromkeys([learned, headline]) if n and _versus(m, n)]
+    if shown:
+        beats = m.get("quality/beats_baseline")
+        verdict = {True: "beat it", False: "did not clearly beat it"}.get(beats, "not decided")
+        if beats is not None and m.get("quality/baseline_gain") is not None:
+            verdict += (f" (gain {_num(m['quality/baseline_gain'])} on {METRIC_LABEL.get(learned, learned)}, "
+                        f"needed > {_num(m.get('quality/baseline_gain_needed'))}")
+            verdict += f", {m['quality/n_eval']} examples)" if m.get("quality/n_eval") else ")"
+        lines.append("quality: " + "; ".join(_versus(m, n) for n in shown) + f": {verdict}")
+    elif m.get("quality") is not None:
+        lines.append(f"quality: {METRIC_LABEL.get(headline, headline)} {_num(m['quality'])} (no trivial baseline recorded)")
+    forensic = [f"{label} {100 * m[f'forensics/{k}_mean']:.3g}%" for k, label in FORENSIC_LABEL.items()
+                if m.get(f"forensics/{k}_mean") is not None]
+    if forensic:
+        lines.append("forensics (mean over logged steps): " + ", ".join(forensic))
+    return "\n".join(lines)
+
+
+def show_result(result: TrainResult) -> pd.DataFrame:
+    """Print ``result_summary``, and return ``result_table`` for the notebook to display."""
+    print(result_summary(result))
+    return result_table(result)
 
 
 def result_table(result: TrainResult) -> pd.DataFrame:
-    """The record's headline metrics, then every quality metric, each with its meaning."""
+    """The record's headline metrics, then every quality metric with its trivial baseline's
+    value and standard error where recorded, then the forensic means; each with its meaning."""
     from .records import METRICS
     rec, m = result.record, result.record["metrics"]
-    rows = [("status", rec["status"], rec["reason"] or "")]
-    keys = HEADLINE + sorted(k for k in m if k.startswith("quality/"))
-    for k in dict.fromkeys(keys):
-        if k in m:
-            meaning = METRICS[k]
-            if k == "quality":
-                meaning = f"{m.get('quality_name')} ({'higher' if m.get('quality_higher_is_better') else 'lower'} is better)"
-            if k == "throughput":
-                meaning = m.get("throughput_unit", meaning)
-            rows.append((k, m[k], meaning))
-    return pd.DataFrame(rows, columns=["metric", "value", "meaning"]).set_index("metric")
+    rows = [("status", rec["status"], None, None, (rec["reason"] or "").strip())]
+    quality = sorted(k for k in m if k.startswith("quality/") and not k.endswith("_se")
+                     and not k.startswith("quality/baseline_") and k not in HEADLINE)
+    evidence = sorted(k for k in m if k.startswith("quality/baseline_") and not k.endswith("_se"))
+    forensic = sorted(k for k in m if k.startswith("forensics/") and k.endswith("_mean"))
+    for k in dict.fromkeys(HEADLINE + quality + evidence + forensic):
+        if k not in m:
+            continue
+        meaning = METRICS.get(k, "")
+        if k == "quality":
+            meaning = (f"{m.get('quality_name')} ({'higher' if m.get('quality_higher_is_better') else 'lower'} "
+                       "is better)")
+        if k == "throughput":
+            meaning = m.get("throughput_unit", meaning)
+        name = k.removeprefix("quality/")
+        se = m.get("quality_se") if k == "quality" else m.get(f"quality/{name}_se") if k.startswith("quality/") else None
+        base = m.get("baseline/quality") if k == "quality" else m.get(f"baseline/{name}") if k.startswith("quality/") else None
+        rows.append((k, m[k], se, base, meaning))
+    df = pd.DataFrame(rows, columns=["metric", "value", "se", "baseline", "meaning"]).set_index("metric")
+    return df.drop(columns=[c for c in ("se", "baseline") if df[c].isna().all()])
 
 
 def compare_table(results: list[TrainResult]) -> pd.DataFrame:
     from .records import records_frame
-    cols = ["config", "status", "quality", "throughput", "memory", "step_ms", "stability/diverged_step"]
+    cols = ["config", "status", "quality", "baseline/quality", "quality/beats_baseline", "throughput", "memory",
+            "step_ms", "stability/diverged_step"]
     df = records_frame([r.record for r in results])
     return df[[c for c in cols if c in df]].set_index("config")
 

@@ -81,9 +81,9 @@ def build_optimizer(model: torch.nn.Module, dtype: DtypeConfig, lr: float, weigh
         # updates computed in fp32 and rounded stochastically into the bf16 weights, so an
         # update below half a bf16 ulp still moves the weight in expectation
         return StochasticRoundingAdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps)
-    fused = device.type == "cuda"
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps,
-                             fused=fused, foreach=None if fused else True)
+    # fused on every device (CPU included): eps and the update in fp32 arithmetic whatever the
+    # weights' dtype, so a config means the same numerics on the CPU as on the GPU
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps, fused=True)
 
 
 def lr_at(step: int, base_lr: float, warmup: int, total: int, min_ratio: float) -> float:

@@ -4,6 +4,18 @@ One run writes ``result.json`` (this schema) and ``steps.jsonl`` (one row per lo
 Metric keys are flat and namespaced (``quality/val_loss``, ``memory/peak_allocated_gib``);
 the three headline columns of seed 000's summary CSV are ``throughput``, ``memory`` and
 ``quality``.
+
+Statuses: ``ok``; ``degraded`` (the training loss rose from its minimum and stayed up:
+``health``); ``stalled`` (did not clearly beat the trivial baseline: ``baselines.evidence``);
+``diverged`` (non-finite loss, or one far above the initial loss); ``oom``; ``error``;
+``skipped`` (this hardware or installation cannot run the config). Degraded and stalled runs
+trained every step and carry every metric: they are finished, and measured.
+
+Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source), ``pretrained`` (what a
+run loaded with ``model_name_or_path``: ``checkpoints.check_loaded``), ``checkpoint`` (where
+a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
+``sweep`` (what the sweep added) and ``backfill`` (``benchlib.backfill``: fields added to an
+old record, and its status before).
 """
 from __future__ import annotations
 
@@ -14,14 +26,23 @@ from pathlib import Path
 from typing import Any, Iterable
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "diverged", "oom", "error", "skipped")
+STATUSES = ("ok", "degraded", "stalled", "diverged", "oom", "error", "skipped")
 # A sweep resumes past these; `error` (and anything unreadable) is run again.
-FINISHED = ("ok", "diverged", "oom", "skipped")
+FINISHED = ("ok", "degraded", "stalled", "diverged", "oom", "skipped")
+# These trained to their end (or to their divergence) and carry measurements: throughput,
+# memory, quality, the step log.
+TRAINED = ("ok", "degraded", "stalled", "diverged")
 
 RECORD_KEYS = ("schema", "run_id", "status", "reason", "scenario", "config", "seed",
                "run", "dtype", "env", "metrics", "wall_s")
+# Optional top-level keys, and the type each must have when present (None allowed).
+OPTIONAL_KEYS = {"data": dict, "pretrained": dict, "checkpoint": str, "dist": dict, "ranks": list, "sweep": dict,
+                 "backfill": dict}
 
-# Every metric a record may carry, with its meaning. Analysis reads only these names.
+# Every metric a record may carry, with its meaning. Analysis reads only these names. Values
+# are numbers, except the strings (`throughput_unit`, `quality_name`, `quality/learned_metric`,
+# `baseline/name`) and booleans (`quality_higher_is_better`, `quality/beats_baseline`); any may
+# be None (not measured, or non-finite).
 METRICS = {
     "throughput": "tokens/s (LM) or samples/s (classification), mean over timed windows",
     "throughput_std": "std of throughput over timed windows",
@@ -51,14 +72,59 @@ METRICS = {
     "quality/macro_f1": "macro-F1 (multi-label: over labels present; single-label: over classes)",
     "quality/p_at_1": "precision@1", "quality/p_at_3": "precision@3", "quality/p_at_5": "precision@5",
     "quality/accuracy": "single-label accuracy",
+    "quality_se": "standard error of `quality` over the evaluation examples (None where not estimated)",
+    "quality/val_loss_se": "standard error of val_loss over the evaluation examples (LM: token-weighted per sequence)",
+    "quality/p_at_1_se": "standard error of P@1 over the evaluation documents",
+    "quality/micro_f1_se": "standard error of micro-F1 (bootstrap over the evaluation documents)",
+    "quality/accuracy_se": "standard error of accuracy over the evaluation examples",
+    "quality/n_eval": "evaluation examples (sequences or documents) behind the quality metrics",
+    "quality/learned_metric": "the threshold-free metric that decides whether the run learned: "
+                              "val_loss (LM), p_at_1 (multi-label), accuracy (single-label)",
+    "quality/baseline_gain": "paired mean gain of the learned metric over the trivial baseline, "
+                             "oriented so that > 0 is better",
+    "quality/baseline_gain_se": "standard error of the paired per-example difference behind baseline_gain",
+    "quality/baseline_gain_needed": "gain needed to count as beating the baseline: max(5% of the "
+                                    "baseline's value, 3 standard errors)",
+    "quality/beats_baseline": "true when baseline_gain > baseline_gain_needed (false: status stalled, unless diverged)",
+    "baseline/name": "the trivial, input-blind predictor fitted on the training split: unigram (LM), "
+                     "label_frequency (multi-label), majority_class (single-label)",
+    "baseline/quality": "the trivial predictor's value of the headline `quality` metric",
+    "baseline/val_loss": "the trivial predictor's val loss on the same evaluation examples",
+    "baseline/perplexity": "the trivial predictor's perplexity (LM)",
+    "baseline/micro_f1": "the trivial predictor's micro-F1 (multi-label)",
+    "baseline/macro_f1": "the trivial predictor's macro-F1",
+    "baseline/p_at_1": "the trivial predictor's precision@1 (multi-label)",
+    "baseline/p_at_3": "the trivial predictor's precision@3 (multi-label)",
+    "baseline/p_at_5": "the trivial predictor's precision@5 (multi-label)",
+    "baseline/accuracy": "the trivial predictor's accuracy (single-label)",
     "stability/initial_loss": "mean training loss of the first logged window",
     "stability/final_train_loss": "mean training loss of the last logged window",
     "stability/diverged_step": "first step whose loss was non-finite or > diverge_ratio x initial",
+    "stability/degraded_step": "step of the loss minimum from which the smoothed training loss rose "
+                               "by over 10% and stayed there to the end (health.degradation), or None",
+    "stability/stalled_step": "stalled runs: first step whose smoothed training loss came within 1% of "
+                              "its lowest (where it stopped improving), else None",
     "stability/nonfinite_steps": "optimizer steps whose gradients held inf/nan",
     "stability/skipped_steps": "steps skipped by the dynamic loss scaler",
     "stability/final_loss_scale": "loss scale at the end (1 when unscaled)",
     "stability/max_grad_norm": "largest pre-clip gradient L2 norm seen",
     "stability/max_logit": "largest |logit| of the first sequence of the batch, at the logged steps",
+    # forensics (train.forensics): over a strided sample of elements, at the logged steps;
+    # gradients as backward made them (scaled, in their dtype)
+    "forensics/grad_zero_frac_mean": "fraction of gradient elements exactly 0, mean over logged steps",
+    "forensics/grad_zero_frac_max": "fraction of gradient elements exactly 0, max over logged steps",
+    "forensics/grad_fp16_subnormal_frac_mean": "fraction of gradient elements with 0 < |g| < 6.1e-5 "
+                                               "(below fp16's smallest normal), mean over logged steps",
+    "forensics/grad_fp16_subnormal_frac_max": "as grad_fp16_subnormal_frac_mean, max over logged steps",
+    "forensics/grad_fp16_flush_frac_mean": "fraction of gradient elements with 0 < |g| < 2^-25 (0 once "
+                                           "stored in fp16), mean over logged steps",
+    "forensics/grad_fp16_flush_frac_max": "as grad_fp16_flush_frac_mean, max over logged steps",
+    "forensics/grad_nonfinite_frac_mean": "fraction of gradient elements inf/nan, mean over logged steps",
+    "forensics/grad_nonfinite_frac_max": "fraction of gradient elements inf/nan, max over logged steps",
+    "forensics/update_unchanged_frac_mean": "fraction of weights an optimizer step left bit-identical, "
+                                            "mean over logged steps",
+    "forensics/update_unchanged_frac_max": "fraction of weights an optimizer step left bit-identical, "
+                                           "max over logged steps",
     "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
     "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
     "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",
@@ -134,6 +200,12 @@ def validate(rec: Any, where: str = "record") -> dict:
         raise CorruptRecord(f"{where}: schema {rec['schema']} != {SCHEMA_VERSION}")
     if rec["status"] not in STATUSES:
         raise CorruptRecord(f"{where}: status {rec['status']!r} not in {STATUSES}")
+    wrong = [f"{k} ({type(rec[k]).__name__}, not {t.__name__})" for k, t in OPTIONAL_KEYS.items()
+             if rec.get(k) is not None and not isinstance(rec[k], t)]
+    if wrong:
+        raise CorruptRecord(f"{where}: wrong types {wrong}")
+    if not isinstance(rec["metrics"], dict):
+        raise CorruptRecord(f"{where}: metrics is not a JSON object")
     unknown = [k for k in rec["metrics"] if k not in METRICS]
     if unknown:
         raise CorruptRecord(f"{where}: unknown metric keys {unknown}")

@@ -59,9 +59,21 @@ class RunConfig:
     cache_dir: str = "~/.cache/dtype-bench"
     eval_every: int = 0
     """Evaluate every N steps (0 = only at the end)."""
-    eval_batches: int = 8
+    eval_batches: Optional[int] = None
+    """Evaluation batches (of the training micro-batch for LM, of 4 micro-batches for
+    classification); None = the whole validation split (a fixed random sample of
+    ``data.EVAL_MAX_SEQUENCES`` when larger). The record states the size and standard errors."""
     log_every: int = 10
     """Host sync for logging/divergence checks every N steps; per-step values still recorded."""
+    forensics: bool = True
+    """At the logged steps, the gradients' fp16 zero/subnormal/non-finite fractions and the share
+    of weights an optimizer step left unchanged (``forensics``); sampled, off the hot path."""
+    head_init: Literal["prior", "default"] = "prior"
+    """Classification head bias: prior = the trivial predictor's logits (label log-odds, class
+    log-prior), so training starts from the baseline; default = the layer's own init."""
+    save_model: bool = False
+    """Save the trained model as a Hugging Face directory ``<out_dir>/model`` (LM scenarios: the
+    checkpoint that classification runs fine-tune, through ``model_name_or_path``)."""
     timing_warmup: Optional[int] = None
     """Steps excluded from speed measurement (compile, first steps); None = automatic."""
     timing_windows: int = 5
@@ -90,10 +102,10 @@ class RunConfig:
             get_config(self.config)
         except UnknownNameError as e:
             raise ConfigError(f"config: {e}") from None
-        for k in ("steps", "grad_accum", "eval_batches", "log_every", "timing_windows", "nproc"):
+        for k in ("steps", "grad_accum", "log_every", "timing_windows", "nproc"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"{k} must be >= 1, got {getattr(self, k)}")
-        for k in ("batch_size", "seq_len", "vocab_size", "num_labels"):
+        for k in ("batch_size", "seq_len", "vocab_size", "num_labels", "eval_batches"):
             v = getattr(self, k)
             if v is not None and v < 1:
                 raise ConfigError(f"{k} must be >= 1, got {v}")

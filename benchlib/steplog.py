@@ -29,7 +29,8 @@ class StepLog:
         self.diverged_step: int | None = None
         self.max_grad = 0.0
         self.max_logit = 0.0
-        self.last_extra: dict = {}
+        self.extra_rows: list[dict] = []
+        """The extras of every logged step (the last row of each interval), with its step."""
         self._logged = 0  # steps already handed to a copy
         self._pending = None
         self._t_flush = time.perf_counter()
@@ -85,7 +86,7 @@ class StepLog:
         self.rows.flush()
         self.losses += losses
         self.grad_norms += gns
-        self.last_extra = extra
+        self.extra_rows.append({"step": b - 1, **extra})
         self.max_grad = max([self.max_grad] + [g for g in gns if math.isfinite(g)])
         ml = extra.get("max_logit")
         if ml is not None and math.isfinite(ml):

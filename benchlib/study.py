@@ -10,9 +10,25 @@ file, the key and the valid values.
     seeds: [0, 1, 2]
     size: tiny                        # ... any RunConfig key: shared by every run
     steps: 30
-    overrides:                        # lm (A-B) < cls (C-F) < one scenario: later wins
-      lm: {batch_size: 12, grad_accum: 5}
+    overrides:                        # later wins: lm (A-B) / cls (C-F) < gpt2 (A, C, E) /
+      lm: {batch_size: 12, grad_accum: 5}  # roberta (B, D, F) < cls.gpt2 etc. < one scenario
+      cls:
+        lr: 2.0e-5
+        roberta: {model_name_or_path: roberta-base}   # = cls.roberta: D and F
+        gpt2: {model_name_or_path: gpt2}              # = cls.gpt2: C and E
       D: {steps: 20}
+
+The fine-tuning regime offline: a ``pretrain:`` stage trains each architecture's LM scenario
+(A for GPT-2, B for RoBERTa; any RunConfig keys, over the study's settings and overrides for
+that scenario) and saves it (``save_model``); the value ``pretrained`` of
+``model_name_or_path`` then names that checkpoint for the run's architecture. ``dtype-bench
+sweep`` runs the stage first and puts the checkpoint's directory into the run's config:
+
+    pretrain:
+      gpt2: {scenario: A, config: amp_bf16, steps: 2000}
+      roberta: {scenario: B, config: amp_bf16, steps: 2000}
+    overrides:
+      cls: {model_name_or_path: pretrained}
 
 The same file is also a papermill parameters file (``papermill ... -f params/smoke.yaml``):
 the training notebooks apply its settings and overrides for their own scenario.
@@ -25,16 +41,18 @@ from typing import Any
 
 import yaml
 
+from .checkpoints import ARCH_NAME, ARCH_SCENARIOS, ARCHS, LM_SCENARIO, PRETRAINED
 from .configs import ALIASES, REGISTRY, SEED001, SEED002, UnknownNameError, closest, get_config
 from .runconfig import ConfigError, RunConfig
 from .scenarios import SCENARIOS, get_scenario
 
 # Keys that describe the matrix; every other top-level key is a RunConfig setting.
-STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "overrides")
+STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "overrides", "pretrain")
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
 CONFIG_SETS = {"seed001": SEED001, "seed002": SEED002, "all": list(REGISTRY)}
 GROUPS = {"lm": ("A", "B"), "cls": ("C", "D", "E", "F")}
+ARCH_GROUPS = dict(ARCH_SCENARIOS)  # gpt2: A, C, E; roberta: B, D, F
 
 
 @dataclass(frozen=True)
@@ -58,29 +76,96 @@ class Study:
     overrides: dict = field(default_factory=dict)
     description: str = ""
     path: Path | None = None
+    pretrain: dict = field(default_factory=dict)
+    """arch -> the settings of the run that pretrains that arch's checkpoint (``pretrain:``)."""
+
+    @staticmethod
+    def layers(scenario: str) -> list[str]:
+        """The override keys that apply to a scenario, weakest first: its family (lm / cls),
+        its architecture (gpt2 / roberta), both (cls.gpt2), the scenario itself."""
+        scn = get_scenario(scenario)
+        family = next(g for g, members in GROUPS.items() if scn.id in members)
+        return [family, scn.arch, f"{family}.{scn.arch}", scn.id]
 
     def run_params(self, scenario: str, config: str, seed: int) -> dict:
-        """RunConfig keys of one run: settings < lm/cls overrides < the scenario's overrides."""
+        """RunConfig keys of one run: settings < lm/cls < gpt2/roberta < cls.gpt2 etc. < the
+        scenario's overrides."""
         sid = get_scenario(scenario).id
         d = dict(self.settings)
-        for group, members in GROUPS.items():
-            if sid in members:
-                d.update(self.overrides.get(group, {}))
-        d.update(self.overrides.get(sid, {}))
+        for key in self.layers(sid):
+            d.update(self.overrides.get(key, {}))
         extra = dict(d.get("extra") or {})
         extra["study"] = self.name
         d.update(scenario=sid, config=config, seed=seed, extra=extra)
         return d
 
-    def runs(self) -> list[RunSpec]:
+    def source(self, scenario: str, key: str) -> str:
+        """Where a scenario's value of ``key`` is set in the file (for error messages)."""
+        for layer in reversed(self.layers(scenario)):
+            if key in self.overrides.get(layer, {}):
+                return f"overrides.{layer}.{key}"
+        return key
+
+    def needs_pretrained(self, scenario: str) -> str | None:
+        """The arch whose pretrain checkpoint the scenario's runs load (``model_name_or_path:
+        pretrained``), else None. Overrides never depend on config or seed."""
+        scn = get_scenario(scenario)
+        return scn.arch if self.run_params(scn.id, "", 0).get("model_name_or_path") == PRETRAINED else None
+
+    def runs(self, checkpoints: dict[str, str] | None = None) -> list[RunSpec]:
+        """Every run of the matrix. With ``checkpoints`` (arch -> directory, the sweep's), the
+        value ``pretrained`` becomes the run's arch's directory; without, it stays as written."""
         where = f"{self.path or self.name}: "
         out = []
         for s in self.scenarios:
+            arch = get_scenario(s).arch
             for c in self.configs:
                 for k in self.seeds:
                     d = self.run_params(s, c, k)
+                    if checkpoints is not None and d.get("model_name_or_path") == PRETRAINED:
+                        d["model_name_or_path"] = str(checkpoints[arch])
                     out.append(RunSpec(RunConfig.from_dict(d, where=f"{where}{s}/{c}/seed{k}: "), d))
         return out
+
+    def pretrain_params(self, arch: str) -> dict:
+        """The pretrain run of ``arch``: the study's settings and overrides for its LM scenario,
+        then the ``pretrain.<arch>`` keys, with ``save_model`` on. It trains from scratch unless
+        its own keys name a ``model_name_or_path``."""
+        spec = dict(self.pretrain[arch])
+        d = self.run_params(spec.pop("scenario"), spec.pop("config"), spec.pop("seed"))
+        if d.get("model_name_or_path") == PRETRAINED:
+            d["model_name_or_path"] = None  # inherited from the study's settings: not for the stage that makes it
+        extra = {**d["extra"], **(spec.pop("extra", None) or {}), "pretrain": arch}
+        d.update(spec)
+        d.update(save_model=True, extra=extra)
+        return d
+
+    def pretrain_runs(self) -> dict[str, RunSpec]:
+        """arch -> the validated pretrain run, GPT-2 first."""
+        where = f"{self.path or self.name}: "
+        out = {}
+        for arch in ARCHS:
+            if arch not in self.pretrain:
+                continue
+            d = self.pretrain_params(arch)
+            cfg = RunConfig.from_dict(d, where=f"{where}pretrain.{arch}: ")
+            if cfg.strategy not in ("single", "ddp"):
+                raise ConfigError(f"{where}pretrain.{arch}: strategy {cfg.strategy!r} shards the parameters and a "
+                                  f"sharded model is not saved; use strategy single or ddp for the pretrain stage")
+            out[arch] = RunSpec(cfg, d)
+        return out
+
+    def check_pretrained(self) -> None:
+        """Every run whose ``model_name_or_path`` is ``pretrained`` has its arch's pretrain stage."""
+        where = f"{self.path or self.name}: "
+        for s in self.scenarios:
+            arch = self.needs_pretrained(s)
+            if arch and arch not in self.pretrain:
+                raise ConfigError(
+                    f"{where}{self.source(s, 'model_name_or_path')}: {PRETRAINED!r} for scenario {s} needs a "
+                    f"pretrain.{arch} section (the {ARCH_NAME[arch]} checkpoint), e.g. pretrain: {{{arch}: "
+                    f"{{scenario: {LM_SCENARIO[arch]}, config: amp_bf16, steps: 2000}}}}; or name a checkpoint "
+                    f"(a hub id or a directory)")
 
 
 def load_study(path: str | Path) -> Study:
@@ -94,6 +179,8 @@ def load_study(path: str | Path) -> Study:
         raise ConfigError(f"{path}: not a valid (safe) YAML file: {e}") from None
     study = parse_study(d, where=f"{path}: ", default_name=path.stem)
     study.path = path
+    study.check_pretrained()
+    study.pretrain_runs()
     study.runs()  # validate every expanded run now, before anything executes
     return study
 
@@ -116,7 +203,7 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
                  configs=_configs(d.get("configs", "seed001"), where), seeds=_seeds(d.get("seeds", [0]), where),
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
-                 description=str(d.get("description", "")))
+                 description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where))
 
 
 def _check_settings(settings: dict, where: str) -> None:
@@ -185,21 +272,80 @@ def _seeds(v: Any, where: str) -> list[int]:
 
 
 def _overrides(v: Any, where: str) -> dict:
+    """lm, cls, gpt2, roberta, A-F -> settings; an arch block inside lm / cls (``cls: {gpt2:
+    {...}}``) is stored as ``cls.gpt2``."""
     if not isinstance(v, dict):
-        raise ConfigError(f"{where}overrides: expected a mapping of scenario (A-F, lm, cls) to settings")
-    valid = list(GROUPS) + list(SCENARIOS)
+        raise ConfigError(f"{where}overrides: expected a mapping of scenario (A-F, lm, cls, gpt2, roberta) to settings")
+    valid = list(GROUPS) + list(SCENARIOS) + list(ARCH_GROUPS)
     out = {}
     for key, settings in v.items():
-        k = key if key in GROUPS else str(key).upper()
+        k = str(key)
+        k = k if k in GROUPS else k.lower() if k.lower() in ARCH_GROUPS else k.upper()
         if k not in valid:
             raise ConfigError(f"{where}overrides: unknown scenario {key!r}.{closest(str(key), valid)} "
                               f"Valid: {', '.join(valid)}")
-        if not isinstance(settings, dict):
-            raise ConfigError(f"{where}overrides.{key}: expected a mapping of settings, got {settings!r}")
-        here = f"{where}overrides.{key}: "
-        for ident in RUN_IDENTITY:
-            if ident in settings:
-                raise ConfigError(f"{here}{ident!r} cannot be overridden per scenario")
-        _check_settings(settings, here)  # unknown keys and types, with this location
-        out[k] = dict(settings)
+        settings = _override_block(settings, f"{where}overrides.{key}: ")
+        if k in GROUPS:
+            for arch in ARCH_GROUPS:
+                if arch in settings:
+                    out[f"{k}.{arch}"] = _override_block(settings.pop(arch), f"{where}overrides.{key}.{arch}: ")
+                    _check_settings(out[f"{k}.{arch}"], f"{where}overrides.{key}.{arch}: ")
+        _check_settings(settings, f"{where}overrides.{key}: ")  # unknown keys and types, with this location
+        out[k] = settings
+    return out
+
+
+def _override_block(settings: Any, here: str) -> dict:
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{here}expected a mapping of settings, got {settings!r}")
+    for ident in RUN_IDENTITY:
+        if ident in settings:
+            raise ConfigError(f"{here}{ident!r} cannot be overridden per scenario")
+    return dict(settings)
+
+
+def _pretrain(v: Any, where: str) -> dict:
+    """``pretrain:`` arch -> settings of the run that makes that arch's checkpoint, with its
+    scenario, config and seed filled in (A / B, the RunConfig default config, seed 0)."""
+    if v is None:
+        return {}
+    example = "e.g. pretrain: {gpt2: {scenario: A, config: amp_bf16, steps: 2000}}"
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}pretrain: expected a mapping of architecture (gpt2, roberta) to run settings, {example}")
+    if "save_model" not in RunConfig.keys():
+        raise ConfigError(f"{where}pretrain: this benchlib's RunConfig has no save_model key, so no run can save "
+                          f"the checkpoint the stage makes")
+    out = {}
+    for key, spec in v.items():
+        arch = str(key).lower()
+        if arch not in ARCHS:
+            raise ConfigError(f"{where}pretrain: unknown architecture {key!r}.{closest(str(key), list(ARCHS))} "
+                              f"Valid: {', '.join(ARCHS)}")
+        here = f"{where}pretrain.{key}: "
+        spec = dict(spec or {}) if isinstance(spec, dict) or spec is None else None
+        if spec is None:
+            raise ConfigError(f"{here}expected a mapping of run settings, {example}")
+        if "out_dir" in spec:
+            raise ConfigError(f"{here}'out_dir' is set by the sweep")
+        if spec.get("save_model", True) is not True:
+            raise ConfigError(f"{here}save_model: a pretrain run always saves its model")
+        if spec.get("model_name_or_path") == PRETRAINED:
+            raise ConfigError(f"{here}model_name_or_path: {PRETRAINED!r} is what this stage makes; give a hub id or a "
+                              f"directory to start from, or leave it out to train from scratch")
+        try:
+            sid = get_scenario(str(spec.get("scenario", LM_SCENARIO[arch]))).id
+        except UnknownNameError as e:
+            raise ConfigError(f"{here}scenario: {e}") from None
+        if sid != LM_SCENARIO[arch]:
+            raise ConfigError(f"{here}scenario {sid!r}: the {ARCH_NAME[arch]} checkpoint is pretrained on scenario "
+                              f"{LM_SCENARIO[arch]} (its language-model task); "
+                              + ", ".join(f"{a}: {LM_SCENARIO[a]}" for a in ARCHS))
+        spec["scenario"] = sid
+        config = spec.get("config", RunConfig().config)
+        if not isinstance(config, str) or config in CONFIG_SETS:
+            raise ConfigError(f"{here}config: one dtype config name, got {config!r}")
+        spec["config"] = _configs(config, here)[0]
+        spec["seed"] = _seeds(spec.get("seed", 0), here)[0]
+        _check_settings({k: x for k, x in spec.items() if k not in ("scenario", "config", "seed")}, here)
+        out[arch] = spec
     return out

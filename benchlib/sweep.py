@@ -4,9 +4,19 @@ Each run is one papermill process with its own kernel (a crash, OOM or dead kern
 run's record, and the sweep goes on) executing the scenario family's notebook into
 ``executed/<study>/runs/<scenario>/<config>/seed<k>.ipynb``; its record and step log land
 in the sidecar folder ``seed<k>/`` (``result.json``, ``steps.jsonl``, ``papermill.log``).
-Re-running the same command resumes: finished records (ok / diverged / oom / skipped) are
-skipped, errors, corrupt or stale records are run again. Seed 004: ``--dry-run`` previews
+Re-running the same command resumes: finished records (ok / degraded / stalled / diverged /
+oom / skipped) are skipped, errors, corrupt or stale records are run again. Seed 004: ``--dry-run`` previews
 the exact commands.
+
+A study with a ``pretrain:`` stage (``benchlib.study``) runs it first, as ordinary runs
+executed into ``executed/<study>.pretrain/<arch>.ipynb`` + ``<arch>/`` (beside the study's
+folder, so its records never enter the study's analysis), each saving its model to
+``<arch>/model``. Runs with ``model_name_or_path: pretrained`` get that directory in their
+configuration (and record), and run with every setting given inline (``papermill -y``).
+Where the checkpoint is missing (its pretrain run failed), they get a ``skipped`` record
+whose ``sweep.waiting_for`` names the pretrain run, and the next sweep tries them again. A
+pretrain run that ended degraded or stalled still hands its checkpoint on, with a warning;
+the runs that load it say so in ``pretrained.checkpoint.status`` of their records.
 """
 from __future__ import annotations
 
@@ -29,7 +39,8 @@ from .configs import ALIASES
 from .html_export import export_study_html
 from .html_export import fmt as _fmt
 from .html_export import last_line as _last_line
-from .records import FINISHED, CorruptRecord, read_record, write_json_atomic
+from .checkpoints import is_complete, model_dir
+from .records import FINISHED, TRAINED, CorruptRecord, read_record, write_json_atomic
 from .runconfig import ConfigError
 from .study import GROUPS, RunSpec, Study, load_study
 
@@ -38,6 +49,13 @@ NOTEBOOK_DIR = REPO / "notebooks"
 NOTEBOOKS = {"lm": NOTEBOOK_DIR / "01_train_lm.ipynb", "cls": NOTEBOOK_DIR / "02_train_cls.ipynb"}
 ANALYSIS = {"10_analyze_experiment.ipynb": {"scenario": None}, "11_compare_experiments.ipynb": {}}
 TAIL_LINES = 25
+# The reason of a run skipped because the checkpoint it loads is not there (yet); such a
+# record also carries sweep.waiting_for, and resume runs it again (state "waiting").
+WAITING = "waiting for the pretrained checkpoint"
+# A pretrain run whose record ends in one of these hands its checkpoint on: one that did not
+# beat its trivial baseline (stalled) or got worse after its best (degraded) still trained to
+# the end and saved its model (with a warning); a diverged one did not.
+USABLE_PRETRAIN = ("ok", "degraded", "stalled")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -49,10 +67,19 @@ class Item:
     out_dir: Path   # its sidecar folder: result.json, steps.jsonl, papermill.log
     state: str = "new"
     detail: str = ""
+    stage: str = "run"            # "pretrain": saves the checkpoint that runs of the study load
+    needs: "Item | None" = None   # the pretrain item whose checkpoint this run loads
+    label: str | None = None      # pretrain items: pretrain/<arch>
+    pulled: bool = False          # selected only because a selected run needs it
 
     @property
     def run_id(self) -> str:
-        return self.spec.run_id
+        return self.label or self.spec.run_id
+
+    @property
+    def model_dir(self) -> Path:
+        """Where a pretrain item's run saves its checkpoint."""
+        return model_dir(self.out_dir)
 
     @property
     def result(self) -> Path:
@@ -67,25 +94,118 @@ def source_notebook(scenario: str) -> Path:
     return next(NOTEBOOKS[g] for g, members in GROUPS.items() if scenario in members)
 
 
+def pretrain_root(study: Study, root: Path) -> Path:
+    """The pretrain stage's folder: beside the study's, whose records the analysis reads."""
+    return Path(root) / f"{study.name}.pretrain"
+
+
 def plan(study: Study, root: Path) -> list[Item]:
+    """The pretrain items first (one per arch of ``pretrain:``), then the study's runs, with
+    ``pretrained`` resolved to the pretrain item's model directory."""
+    pre: dict[str, Item] = {}
+    for arch, spec in study.pretrain_runs().items():
+        base = pretrain_root(study, root)
+        item = Item(spec, base / f"{arch}.ipynb", base / arch, stage="pretrain", label=f"pretrain/{arch}")
+        item.state, item.detail = run_state(item)
+        pre[arch] = item
+    checkpoints = {arch: _rel(i.model_dir) for arch, i in pre.items()}
     items = []
-    for spec in study.runs():
+    for spec in study.runs(checkpoints):
         c = spec.cfg
         base = root / study.name / "runs" / c.scenario / c.dtype.name
-        item = Item(spec, base / f"seed{c.seed}.ipynb", base / f"seed{c.seed}")
+        arch = study.needs_pretrained(c.scenario)
+        item = Item(spec, base / f"seed{c.seed}.ipynb", base / f"seed{c.seed}", needs=pre.get(arch) if arch else None)
         item.state, item.detail = run_state(item)
+        if item.needs is not None and not item.todo:
+            changed = checkpoint_changed(item)
+            if changed:
+                item.state, item.detail = "stale", changed
         items.append(item)
-    return items
+    return list(pre.values()) + items
+
+
+def pretrain_stamp(pre: Item) -> dict | None:
+    """Which training made the pretrain item's checkpoint (kept in the records of the runs
+    that loaded it): its run, record date and model directory."""
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return None
+    return {"run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"), "model": _rel(pre.model_dir)}
+
+
+def checkpoint_changed(item: Item) -> str:
+    """Why a finished run that loads a pretrain checkpoint must run again, or ''."""
+    pre = item.needs
+    if pre.todo:
+        return f"its pretrain run {pre.run_id} runs again"
+    try:
+        used = (read_record(item.result).get("sweep") or {}).get("pretrained") or {}
+    except CorruptRecord:
+        return ""
+    now = pretrain_stamp(pre) or {}
+    if used.get("date") and now.get("date") and used["date"] != now["date"]:
+        return f"its checkpoint was retrained ({pre.run_id} of {now['date']}, this run loaded {used['date']}'s)"
+    return ""
+
+
+def pretrain_problem(pre: Item) -> str | None:
+    """Why the pretrain item's checkpoint cannot be loaded, or None."""
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return f"pretrain run {pre.run_id} has no readable record ({_rel(pre.result)})"
+    if rec["status"] not in USABLE_PRETRAIN:
+        return f"pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']}: {_last_line(rec.get('reason'))[:200]}"
+    if not is_complete(pre.model_dir):
+        return (f"pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']} but saved no checkpoint in "
+                f"{_rel(pre.model_dir)}")
+    return None
+
+
+def pretrain_warning(pre: Item) -> str | None:
+    """A warning line when a pretrain item's checkpoint is usable but its run did not end ok
+    (degraded, stalled), else None."""
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return None
+    if rec["status"] == "ok" or rec["status"] not in USABLE_PRETRAIN or pretrain_problem(pre):
+        return None
+    return (f"warning: pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']}"
+            f"{': ' + _last_line(rec.get('reason'))[:200] if rec.get('reason') else ''}; its checkpoint is "
+            f"loaded all the same (the records of the runs that load it say pretrained.checkpoint.status "
+            f"{rec['status']!r})")
+
+
+def waiting_record(item: Item, problem: str) -> dict:
+    """A ``skipped`` record for a run whose checkpoint is missing; the next sweep retries it."""
+    for old in ("result.json", "steps.jsonl"):
+        (item.out_dir / old).unlink(missing_ok=True)
+    rec = error_record(item.spec, item.out_dir, f"{WAITING}: {problem}; the next sweep runs it once "
+                                                f"{_rel(item.needs.model_dir)} exists")
+    rec["status"] = "skipped"
+    rec["sweep"] = {"wall_s": 0.0, "fixed_s": None, "notebook_overhead_s": None, "waiting_for": item.needs.run_id}
+    write_json_atomic(item.result, rec)
+    return rec
+
+
+def is_waiting(rec: dict) -> bool:
+    return rec.get("status") == "skipped" and bool((rec.get("sweep") or {}).get("waiting_for")
+                                                   or str(rec.get("reason") or "").startswith(WAITING))
 
 
 def run_state(item: Item) -> tuple[str, str]:
-    """done:<status> (skipped on resume), or why it runs: new / error / corrupt / stale."""
+    """done:<status> (skipped on resume), or why it runs: new / error / corrupt / stale /
+    waiting (skipped for want of its pretrained checkpoint)."""
     if not item.result.exists():
         return "new", ""
     try:
         rec = read_record(item.result)
     except CorruptRecord as e:
         return "corrupt", str(e)
+    if is_waiting(rec):
+        return "waiting", _last_line(rec.get("reason"))
     if rec["status"] not in FINISHED:
         return "error", _last_line(rec.get("reason"))
     changed = stale_keys(rec, item.spec.params)
@@ -104,6 +224,13 @@ def stale_keys(rec: dict, params: dict) -> list[str]:
 
 def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
            seeds: list[int]) -> list[Item]:
+    """The runs the filters pick, after the pretrain items they need (``pulled``). Pretrain
+    items are picked by --only (pretrain/<arch>), by a picked run that loads their checkpoint,
+    or when nothing is filtered."""
+    pre = [i for i in items if i.stage == "pretrain"]
+    items = [i for i in items if i.stage != "pretrain"]
+    filtered = bool(only or scenarios or configs or seeds)
+    picked_pre = [p for p in pre if not filtered or any(fnmatch.fnmatchcase(p.run_id, g) for g in only)]
     scenarios = [s.upper() for s in scenarios]
     configs = [ALIASES.get(c, c) for c in configs]
     study_vals = {"--scenario": {i.spec.cfg.scenario for i in items}, "--config": {i.spec.cfg.dtype.name for i in items},
@@ -118,16 +245,26 @@ def select(items: list[Item], only: list[str], scenarios: list[str], configs: li
            and (not scenarios or i.spec.cfg.scenario in scenarios)
            and (not configs or i.spec.cfg.dtype.name in configs)
            and (not seeds or i.spec.cfg.seed in seeds)]
-    if not out:
+    if not out and not picked_pre:
         raise ConfigError(f"no run of the study matches --only {' '.join(only)} (run ids look like A/amp_bf16/seed0)")
-    return out
+    for p in pre:
+        p.pulled = p not in picked_pre and any(i.needs is p for i in out)
+    return [p for p in pre if p in picked_pre or p.pulled] + out
 
 
 # ---- executing one run ----------------------------------------------------------------
 def papermill_command(item: Item, study_file: Path) -> list[str]:
     """The plain papermill command of one run: the study file supplies the settings, -p the
-    run's identity. Paths are relative to the current directory where possible."""
+    run's identity. Paths are relative to the current directory where possible. A pretrain
+    run, and a run that loads its checkpoint, get every setting inline instead (-y): their
+    settings are not the study file's for that scenario."""
     c = item.spec.cfg
+    if item.stage == "pretrain" or item.needs is not None:
+        import yaml
+        params = {k: v for k, v in item.spec.params.items() if k != "out_dir"}
+        inline = yaml.safe_dump(params, default_flow_style=True, sort_keys=False, width=1 << 20).strip()
+        return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-y", inline,
+                "-p", "out_dir", _rel(item.out_dir)]
     return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-f", _rel(study_file),
             "-p", "scenario", c.scenario, "-p", "config", c.dtype.name, "-p", "seed", str(c.seed),
             "-p", "out_dir", _rel(item.out_dir)]
@@ -204,9 +341,11 @@ def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
     return {**new_record(cfg, device), "reason": reason}
 
 
-def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None) -> dict:
+def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
+            sweep_extra: dict | None = None) -> dict:
     """Execute one run's notebook and return its record; a failed notebook becomes an
-    ``error`` record holding the last lines of papermill's output."""
+    ``error`` record holding the last lines of papermill's output. ``sweep_extra`` goes into
+    the record's ``sweep`` entry."""
     for old in ("result.json", "steps.jsonl"):
         (item.out_dir / old).unlink(missing_ok=True)
     log = item.out_dir / "papermill.log"
@@ -237,7 +376,7 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
             rec = error_record(item.spec, item.out_dir, reason)
     elif rec is None:
         rec = error_record(item.spec, item.out_dir, f"the notebook ran but {unreadable}\n{log_tail(log)}")
-    rec["sweep"] = sweep_timing(rec, time.perf_counter() - t0)
+    rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), **(sweep_extra or {})}
     write_json_atomic(item.result, rec)
     return rec
 
@@ -351,12 +490,12 @@ def summary(items: list[Item]) -> str:
         if col not in df:
             df[col] = float("nan")
     for sid, g in df.groupby("scenario", sort=True):
-        ok = g[g["status"].isin(("ok", "diverged"))]
+        ok = g[g["status"].isin(TRAINED)]
         qname = ok["quality_name"].dropna().iloc[0] if "quality_name" in ok and ok["quality_name"].notna().any() else "quality"
         unit = ok["throughput_unit"].dropna().iloc[0] if "throughput_unit" in ok and ok["throughput_unit"].notna().any() else ""
         rows = []
         for cfg, c in g.groupby("config", sort=False):
-            fin = c[c["status"].isin(("ok", "diverged"))]
+            fin = c[c["status"].isin(TRAINED)]
             rows.append({"config": cfg, "status": " ".join(f"{k}x{v}" if v > 1 else k for k, v in c["status"].value_counts().items()),
                          f"throughput {unit}": _mean_std(fin["throughput"]), "memory GiB": _mean_std(fin["memory"]),
                          qname: _mean_std(fin["quality"])})
@@ -404,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     every = plan(study, ns.out)
     items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
     for i in items if ns.force else []:
-        if not i.todo:
+        if not i.todo and not i.pulled:
             i.state, i.detail = "rerun", "--force"
     study_dir = ns.out / study.name
     pending = [i for i in items if i.todo]
@@ -430,8 +569,14 @@ def main(argv: list[str] | None = None) -> int:
     if not ns.no_analysis and (todo or ns.analysis_only or not (study_dir / "analysis").exists()):
         analysis, failed = run_analysis(study_dir, slots[0])
     analysis = analysis or sorted((study_dir / "analysis").glob("*.ipynb"))
-    index = None if ns.no_html else export_study_html(study_dir, every, analysis)
-    print("\n" + summary(every))
+    runs = [i for i in every if i.stage == "run"]
+    pre = [i for i in every if i.stage == "pretrain"]
+    index = None if ns.no_html else export_study_html(study_dir, runs, analysis)
+    print("\n" + summary(runs))
+    for p in pre:
+        print(f"{p.run_id}: {pretrain_problem(p) or 'checkpoint ' + _rel(p.model_dir)}")
+        if pretrain_warning(p):
+            print(pretrain_warning(p), file=sys.stderr)
     if todo:
         print(f"\nexecuted {len(todo)} runs in {wall:.0f} s")
         if timings:
@@ -450,22 +595,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  html:     {_rel(index)}")
     if analysis:
         print(f"  analysis: {_rel(study_dir / 'analysis')}")
-    errors = [i.run_id for i in items if run_state(i)[0] in ("error", "corrupt")]
+    if pre:
+        print(f"  pretrain: {_rel(pretrain_root(study, ns.out))}/<arch>.ipynb (+ <arch>/model: the checkpoint)")
+    states = {i.run_id: run_state(i)[0] for i in items}
+    errors = [r for r, s in states.items() if s in ("error", "corrupt")]
+    waiting = [r for r, s in states.items() if s == "waiting"]
     if errors:
         print(f"\n{len(errors)} run(s) ended in error (see their notebooks): {', '.join(errors[:8])}"
               f"{' ...' if len(errors) > 8 else ''}", file=sys.stderr)
-    return 1 if errors else 0
+    if waiting:
+        print(f"\n{len(waiting)} run(s) skipped, {WAITING} ({', '.join(waiting[:8])}{' ...' if len(waiting) > 8 else ''}):"
+              f" the next sweep runs them once it exists", file=sys.stderr)
+    return 1 if errors or waiting else 0
 
 
 def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
                 study_dir: Path, commands: bool) -> None:
     shape = f"{_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
     selected = f", {len(items)} selected" if len(items) < len(every) else ""
-    print(f"study {study.name} ({_rel(path)}): {len(every)} runs ({shape}{selected}) -> {_rel(study_dir)}")
+    runs = [i for i in every if i.stage == "run"]
+    pre = [i for i in items if i.stage == "pretrain"]
+    print(f"study {study.name} ({_rel(path)}): {len(runs)} runs ({shape}{selected}) -> {_rel(study_dir)}")
+    if pre:
+        root = pre[0].out_dir.parent
+        print(f"  pretrain stage first, its checkpoints under {_rel(root)}: "
+              + ", ".join(f"{p.run_id} ({p.spec.run_id}, {p.spec.cfg.steps} steps): {p.state}" for p in pre))
     why = ", ".join(f"{s} {sum(i.state == s for i in todo)}" for s in dict.fromkeys(i.state for i in todo))
     print(f"  done {len(items) - len(todo)}, to run {len(todo)}" + (f" ({why})" if todo else ""))
     for i in items if commands else []:
-        print(f"  {i.state:13s} {i.run_id}" + (f"  ({i.detail})" if i.todo and i.detail else ""))
+        detail = i.detail or (f"loads {i.needs.run_id}'s checkpoint" if i.needs is not None else "")
+        print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
         if i.todo:
             print(f"      {shlex.join(papermill_command(i, study.path))}")
 
@@ -495,16 +654,31 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
 
     def on_done(item: Item, rec: dict) -> None:
         running.pop(item.run_id, None)
-        if rec["status"] in ("ok", "diverged") and rec["sweep"]["fixed_s"] is not None:
+        if rec["status"] in TRAINED and rec["sweep"]["fixed_s"] is not None:
             timings.append(rec["sweep"])
         bar.set_description(" ".join(running) or "done")
         bar.set_postfix_str(f"last: {item.run_id} {rec['status']}")
         if rec["status"] == "error":
             bar.write(f"{item.run_id}: error: {_last_line(rec['reason'])[:200]}")
+        elif is_waiting(rec):
+            bar.write(f"{item.run_id}: skipped: {_last_line(rec['reason'])[:300]}")
+        elif item.stage == "pretrain" and pretrain_warning(item):
+            bar.write(pretrain_warning(item))
         bar.update(1)
 
+    def run_or_wait(item: Item, slot: dict) -> dict:
+        if item.needs is None:
+            return run_one(item, study.path, slot, timeout)
+        problem = pretrain_problem(item.needs)
+        if problem:
+            return waiting_record(item, problem)
+        return run_one(item, study.path, slot, timeout, sweep_extra={"pretrained": pretrain_stamp(item.needs)})
+
     try:
-        run_all(todo, slots, lambda item, slot: run_one(item, study.path, slot, timeout), on_start, on_done)
+        # the pretrain stage first: the runs after it load its checkpoints
+        run_all([i for i in todo if i.stage == "pretrain"], slots,
+                lambda item, slot: run_one(item, study.path, slot, timeout), on_start, on_done)
+        run_all([i for i in todo if i.stage != "pretrain"], slots, run_or_wait, on_start, on_done)
     finally:
         bar.close()
 

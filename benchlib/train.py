@@ -19,10 +19,14 @@ from typing import Callable
 import torch
 
 from . import env as envmod
+from .baselines import evaluate_baseline, evaluate_predictor, evidence, head_bias
+from .checkpoints import CheckpointError
 from .configs import DtypeConfig
 from . import data as datamod
+from .forensics import Forensics
+from .health import verdict
 from . import distributed
-from .metrics import mfu_pct, multilabel_metrics, peak_tflops, singlelabel_metrics
+from .metrics import mfu_pct, peak_tflops
 from .models import BenchModel, autocast_context, build_model
 from .precision import LossScaler, build_optimizer, lr_at, optimizer_state_bytes, set_matmul_flags
 from .records import SCHEMA_VERSION, write_json_atomic
@@ -77,6 +81,8 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
             _train(cfg, device, out, rec, progress and dist.is_main, progress_desc, dist)
     except torch.cuda.OutOfMemoryError as e:
         rec.update(status="oom", reason=str(e).splitlines()[0][:500])
+    except (CheckpointError, datamod.DataUnavailableError) as e:  # bad input: its one line says what to do
+        rec.update(status="error", reason=str(e))
     except Exception:
         rec.update(status="error", reason="".join(traceback.format_exc().splitlines(True)[-15:]))
     finally:
@@ -117,6 +123,12 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     model = build_model(scn.arch, scn.task, cfg.size, data.vocab_size, cfg.seq_len, data.pad_id, data.bos_id,
                         data.num_labels, dtype, cfg.model_name_or_path, cfg.activation_checkpointing)
     model_s = time.perf_counter() - t_model
+    if model.pretrained_info is not None:
+        rec["pretrained"] = model.pretrained_info
+    bias = head_bias(data) if cfg.head_init == "prior" else None
+    if bias is not None:  # start classification at the trivial predictor, not at random logits
+        with torch.no_grad():
+            model.head.bias.copy_(bias.to(model.head.bias.dtype))
     model.to(device)  # the first CUDA allocation: creates the context
     if dtype.fp8 != "none":
         from .fp8 import convert_fp8
@@ -135,7 +147,8 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     opt = dist.regroup(build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device))
     scaler = dist.loss_scaler(LossScaler(dtype, device))
     next_batch = data.sampler(cfg.batch_size, device, dist.data_seed(cfg.seed))
-    val = data.val_batches(cfg.batch_size, cfg.eval_batches, device)
+    val = data.val_batches(_eval_batch_size(cfg), cfg.eval_batches, device)
+    forensics = Forensics(params) if cfg.forensics else None
     amp = autocast_context(device.type, dtype)
     setup_s = time.perf_counter() - t_setup
 
@@ -184,12 +197,19 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                     loss = loss / cfg.grad_accum
                 scaler.scale(loss).backward()
                 loss_sum = loss.detach().clone() if loss_sum is None else loss_sum + loss.detach()
+            extras = {}
+            if log_now and forensics is not None:
+                extras.update(forensics.gradients())  # as backward made them: scaled, in their dtype
             scaler.unscale_(opt, params)
             if log_now:
                 grads = [p.grad for p in params if p.grad is not None]
                 gmax = dist.grad_max(grads)
             gnorm = dist.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+            if log_now and forensics is not None:
+                forensics.before_step()
             scaler.step(opt)
+            if log_now and forensics is not None:
+                extras.update(forensics.after_step())
             opt.zero_grad(set_to_none=not keep_grads)
             log.record(step, loss_sum, gnorm)
             timer.after_step(step)
@@ -198,7 +218,8 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                     torch.cuda.synchronize(device)
                 first_step_s = time.perf_counter() - t_step
             if log_now:
-                log.flush(step, lr, {"grad_max": gmax, "max_logit": logit_max, "loss_scale": scaler.current_scale()})
+                log.flush(step, lr, {"grad_max": gmax, "max_logit": logit_max, "loss_scale": scaler.current_scale(),
+                                     **extras})
                 if log.diverged_step is not None and cfg.on_divergence == "stop":
                     raise Diverged()
                 if bar is not None and log.losses:
@@ -208,7 +229,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
             if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step != steps - 1:
                 with timer.pause():
                     te = time.perf_counter()
-                    q = evaluate(model, val, scn.task, amp)
+                    q, _ = evaluate(model, val, scn.task, amp)
                     eval_s += time.perf_counter() - te
                 rows_f.write(json.dumps({"step": step, "eval": q}) + "\n")
     except Diverged:
@@ -226,8 +247,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
 
     te = time.perf_counter()
     # evaluated even after a divergence: the record then shows what the diverged weights give
-    quality = evaluate(model, val, scn.task, amp)
+    quality, per_example = evaluate(model, val, scn.task, amp)
     eval_s += time.perf_counter() - te
+    base_quality, base_per = evaluate_baseline(data, val)
     rows_f.write(json.dumps({"step": steps_done - 1, "eval": quality}) + "\n")
     rows_f.close()
 
@@ -265,6 +287,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     m["memory/optimizer_state_bytes"] = optimizer_state_bytes(opt)
     for k, v in quality.items():
         m[f"quality/{k}"] = v
+    m.update(evidence(quality, per_example, base_quality, base_per, scn.task))
+    m["baseline/quality"] = base_quality.get(scn.quality)
+    m["quality_se"] = m.get(f"quality/{scn.quality}_se")
     if data.loss_floor is not None and "val_loss" in quality:
         m["quality/loss_floor"] = data.loss_floor
         m["quality/excess_loss"] = quality["val_loss"] - data.loss_floor
@@ -281,6 +306,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     m["stability/final_loss_scale"] = float(scaler.current_scale())
     m["stability/max_grad_norm"] = log.max_grad
     m["stability/max_logit"] = log.max_logit
+    m.update(_forensic_summary(log.extra_rows))
     m["time/setup_s"] = setup_s
     m["time/data_s"] = data_s
     m["time/model_s"] = model_s
@@ -293,12 +319,19 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                          else train_s - (first_step_s or 0.0) - loop_eval_s)
     m["time/to_device_s"] = to_device_s
     dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
-    if diverged_step is not None:
-        rec["status"] = "diverged"
+    status, reason, health = verdict(log.losses, diverged_step, m["quality/beats_baseline"])
+    m.update(health)
+    rec["status"], rec["reason"] = status, reason
+    if status == "diverged":
         rec["reason"] = (f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
                          f"{'stopped' if cfg.on_divergence == 'stop' else 'continued'} after {steps_done} steps")
-    else:
-        rec["status"] = "ok"
+    if cfg.save_model and dist.is_main:
+        from .checkpoints import save_pretrained
+        save_pretrained(model, out / "model", {"run_id": cfg.run_id, "scenario": cfg.scenario, "config": cfg.config,
+                                              "seed": cfg.seed, "steps": steps_done, "status": status,
+                                              "quality": quality, "commit": rec["env"].get("git_commit"),
+                                              "date": rec["env"].get("date")})
+        rec["checkpoint"] = str(out / "model")
     # clean up any non-finite metric values for JSON readers that reject NaN
     for k, v in list(m.items()):
         if isinstance(v, float) and not math.isfinite(v):
@@ -324,37 +357,33 @@ def _progress(total: int, enabled: bool, desc: str):
     return tqdm(total=total, desc=desc, leave=True, dynamic_ncols=True)
 
 
+def _eval_batch_size(cfg: RunConfig) -> int:
+    """Evaluation needs no activations for backward: classification evaluates 4 micro-batches
+    at once (its logits are small); LM keeps the training micro-batch ([B, T, V] logits)."""
+    return cfg.batch_size * (1 if cfg.scn.is_lm else 4)
+
+
+def _forensic_summary(rows: list[dict]) -> dict:
+    """Mean and max over the logged steps of each forensic counter (``forensics``)."""
+    out = {}
+    for k in Forensics.KEYS:
+        v = [r[k] for r in rows if k in r and r[k] is not None and math.isfinite(r[k])]
+        if v:
+            out[f"forensics/{k}_mean"] = sum(v) / len(v)
+            out[f"forensics/{k}_max"] = max(v)
+    return out
+
+
 @torch.no_grad()
-def evaluate(model: BenchModel, val: list[dict], task: str, amp) -> dict[str, float]:
-    """Validation quality; losses reduced in fp32 whatever the training precision."""
+def evaluate(model: BenchModel, val: list[dict], task: str, amp) -> tuple[dict[str, float], dict]:
+    """Validation quality and its per-example values (``baselines.evaluate_predictor``); losses
+    reduced in fp32 whatever the training precision."""
     was_training = model.training
     model.eval()
     try:
-        if task in ("clm", "mlm"):
-            total, count = 0.0, 0
-            for b in val:
-                with amp:
-                    logits = model.logits(b)
-                y = b["labels"].reshape(-1)
-                n = int((y != -100).sum())
-                loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y,
-                                                         ignore_index=-100, reduction="sum")
-                total += loss.item()
-                count += n
-            vl = total / max(1, count)
-            return {"val_loss": vl, "perplexity": math.exp(vl) if vl < 50 else float("inf")}
-        logits, ys = [], []
-        for b in val:
+        def logits(b):
             with amp:
-                logits.append(model.logits(b).float())
-            ys.append(b["labels"])
-        L, Y = torch.cat(logits), torch.cat(ys)
-        if task == "multilabel":
-            out = multilabel_metrics(L, Y)
-            out["val_loss"] = torch.nn.functional.binary_cross_entropy_with_logits(L, Y.float()).item()
-        else:
-            out = singlelabel_metrics(L, Y)
-            out["val_loss"] = torch.nn.functional.cross_entropy(L, Y).item()
-        return out
+                return model.logits(b)
+        return evaluate_predictor(logits, val, task)
     finally:
         model.train(was_training)

@@ -11,6 +11,7 @@ import pytest
 from benchlib import analysis, analysis_cli, charts
 from benchlib.flips import Rules
 from fixtures.records import grid, make_record, write_run, write_study
+from test_gates import with_baseline
 
 PNG = b"\x89PNG\r\n\x1a\n"
 CFGS = ["fp32_baseline", "amp_bf16", "bf16_pure", "fp16_naive", "fp16_naive_noscale"]
@@ -27,8 +28,11 @@ def value(s, c, k):
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    root = write_study(tmp_path_factory.mktemp("study"), grid("AC", CFGS, seeds=(0, 1), value=value))
-    df = analysis.load_study(root)
+    root = tmp_path_factory.mktemp("study")
+    recs = grid("AC", CFGS, seeds=(0, 1), value=value)
+    for r in recs:  # steps.jsonl on disk for the curves; the records in memory, with trivial baselines
+        r["_path"] = str(write_run(root, r))
+    df = analysis.study_frame([with_baseline(r) for r in recs])
     comp = analysis_cli.compare(df, Rules(n_boot=200))
     curves, marks = analysis.loss_curves(df[df["scenario"] == "A"])
     return {"summary": analysis.summarize(df, "A"), "curves": curves, "marks": marks, "comp": comp}

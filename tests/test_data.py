@@ -107,14 +107,29 @@ def test_mlm_bayes_loss_equals_brute_force_posterior():
     np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
-def test_mlm_floor_is_exact_on_the_default_eval_set(tiny):
-    d = tiny["B"]
+def test_mlm_floor_is_exact_on_a_small_eval_set():
+    d = load_task_data(run_cfg("B", device="cpu", eval_batches=8))
     m = d.meta
     assert m["loss_floor_exact"] and m["loss_floor_sequences"] == 8 * 8  # tiny: batch 8 x 8 eval batches
     # the positions it scores are exactly the validation labels of those sequences
     val = d.val_batches(8, 8, "cpu")
     assert m["loss_floor_positions"] == sum(int((b["labels"] != -100).sum()) for b in val)
     # two-sided context beats one-sided: below the CLM entropy rate, above zero
+    assert 0.2 < d.loss_floor < d.meta["entropy_rate"]
+
+
+def test_mlm_floor_of_the_default_eval_set_covers_its_first_sequences_with_a_stderr(tiny):
+    # the default evaluation is the whole validation pool (eval_batches None); the floor's
+    # forward-backward covers its first MLM_FLOOR_MAX_SEQUENCES (or fewer, on a CPU budget)
+    d = tiny["B"]
+    m = d.meta
+    val = d.val_batches(8, None, "cpu")
+    labels = torch.cat([b["labels"] for b in val])
+    assert m["loss_floor_eval_sequences"] == len(labels) == datamod.LM_VAL_POOL
+    n = m["loss_floor_sequences"]
+    assert 1 <= n <= datamod.MLM_FLOOR_MAX_SEQUENCES < len(labels) and not m["loss_floor_exact"]
+    assert m["loss_floor_positions"] == int((labels[:n] != -100).sum())
+    assert 0 < m["loss_floor_stderr"] < 0.05 * d.loss_floor
     assert 0.2 < d.loss_floor < d.meta["entropy_rate"]
 
 

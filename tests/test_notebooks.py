@@ -5,7 +5,7 @@ import json
 
 import nbformat
 import pytest
-from conftest import REPO, papermill
+from conftest import COMPLETED, REPO, papermill
 
 from benchlib.notebook import RECORD_MIME, read_notebook_record
 from benchlib.records import read_record
@@ -61,13 +61,20 @@ def test_plain_papermill_run_shows_everything_and_writes_the_sidecar(tmp_path):
                   "-p", "seed", "1", "-p", "steps", "8", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     sidecar = read_record(tmp_path / "result.json")  # next to the executed notebook
-    assert (sidecar["run_id"], sidecar["status"]) == ("A/amp_bf16/seed1", "ok")
+    assert sidecar["run_id"] == "A/amp_bf16/seed1" and sidecar["status"] in COMPLETED
     assert read_notebook_record(out) == json.loads(json.dumps(sidecar))
     text = out.read_text()
     outputs = [o for c in nbformat.reads(text, as_version=4).cells for o in c.get("outputs", [])]
     assert any("GPU:" in o.get("text", "") and "torch" in o.get("text", "") for o in outputs)  # environment
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the curves, readable offline
     assert any("A/amp_bf16/seed1:" in o.get("text", "") and "%|" in o.get("text", "") for o in outputs)  # progress
+    # the result: status, quality beside the trivial baseline's and the verdict, forensics
+    m = sidecar["metrics"]
+    summary = next(o["text"] for o in outputs if o.get("text", "").startswith("status: "))
+    assert summary.startswith(f"status: {sidecar['status']}")
+    assert f"val loss {m['quality/val_loss']:.4g}" in summary and f"vs unigram {m['baseline/val_loss']:.4g}" in summary
+    assert ("did not clearly beat it" in summary) == (sidecar["status"] == "stalled")
+    assert "forensics (mean over logged steps): grads exactly 0" in summary
     assert sum(RECORD_MIME in o.get("data", {}) for o in outputs) == 1
 
 
@@ -105,6 +112,6 @@ def test_quickstart_runs_as_is(tmp_path):
                   "-y", "configs: [fp32_baseline, amp_bf16]", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     for config in ("fp32_baseline", "amp_bf16"):
-        assert read_record(tmp_path / "A" / config / "seed0" / "result.json")["status"] == "ok"
+        assert read_record(tmp_path / "A" / config / "seed0" / "result.json")["status"] in COMPLETED
     outputs = [o for c in nbformat.read(str(out), as_version=4).cells for o in c.get("outputs", [])]
     assert any("image/png" in o.get("data", {}) for o in outputs)

@@ -2,6 +2,7 @@
 papermill execution with fault isolation, resume, scheduling over GPUs, HTML and summary."""
 import re
 import shutil
+from collections import Counter
 import subprocess
 import sys
 import threading
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import REPO
+from conftest import COMPLETED, REPO
 
 from benchlib import sweep
 from benchlib.configs import SEED001, SEED002, get_config
@@ -76,6 +77,32 @@ def test_overrides_apply_lm_then_cls_then_scenario(tmp_path):
     assert {r.cfg.scenario: r.cfg.steps for r in load_study(path).runs()} == {"A": 10, "C": 20, "D": 30}
 
 
+def test_overrides_by_architecture_sit_between_the_family_and_the_scenario(tmp_path):
+    path = _study(tmp_path, "scenarios: [A, B, C, D, E]\nconfigs: [amp_bf16]\nsteps: 10\n"
+                            "overrides:\n  gpt2: {steps: 11}\n  cls:\n    steps: 20\n    lr: 1.0e-4\n"
+                            "    roberta: {steps: 21, model_name_or_path: roberta-base}\n  E: {steps: 30}\n")
+    runs = {r.cfg.scenario: r.cfg for r in load_study(path).runs()}
+    assert {s: c.steps for s, c in runs.items()} == {"A": 11, "B": 10, "C": 11, "D": 21, "E": 30}
+    assert {s: c.model_name_or_path for s, c in runs.items()} == {"A": None, "B": None, "C": None,
+                                                                  "D": "roberta-base", "E": None}
+    assert runs["C"].lr == runs["D"].lr == 1e-4 and runs["A"].lr != 1e-4
+
+
+def test_seed_studies_fine_tune_the_pretrained_hub_models_at_a_fine_tuning_rate():
+    for name, cls_scenarios in (("seed001", {"D"}), ("seed002", {"C", "D", "E", "F"})):
+        runs = load_study(PARAMS / f"{name}.yaml").runs()
+        assert {r.cfg.scenario for r in runs if r.cfg.model_name_or_path} == cls_scenarios
+        for r in runs:
+            c = r.cfg
+            if c.scn.is_lm:
+                assert c.model_name_or_path is None  # language models train from scratch
+            else:
+                assert c.model_name_or_path == {"gpt2": "gpt2", "roberta": "roberta-base"}[c.scn.arch]
+                assert c.lr == 2e-5 and 0 < c.warmup_steps < c.steps
+        text = (PARAMS / f"{name}.yaml").read_text()
+        assert "pretrain:" in text and "model_name_or_path: pretrained" in text  # the offline stand-in, explained
+
+
 @pytest.mark.parametrize("text, expected", [
     ("configs: [amp_bf17]\n", ["configs: unknown dtype config 'amp_bf17'", "Did you mean 'amp_bf16'?", "seed001"]),
     ("scenarios: [A, G]\n", ["scenarios: unknown scenario 'G'", "Valid: A, B, C, D, E, F"]),
@@ -83,6 +110,8 @@ def test_overrides_apply_lm_then_cls_then_scenario(tmp_path):
     ("steps: ten\n", ["steps='ten' has the wrong type: expected int"]),
     ("overrides:\n  D: {lrr: 0.1}\n", ["overrides.D: unknown parameter 'lrr'", "Did you mean 'lr'?"]),
     ("overrides:\n  Q: {lr: 0.1}\n", ["overrides: unknown scenario 'Q'", "lm, cls, A"]),
+    ("overrides:\n  cls:\n    gpt2: {lrr: 0.1}\n", ["overrides.cls.gpt2: unknown parameter 'lrr'"]),
+    ("overrides:\n  roberta: {scenario: A}\n", ["overrides.roberta: 'scenario' cannot be overridden"]),
     ("seeds: [0, one]\n", ["seeds: expected a list of non-negative integers", "'one'"]),
     ("config: amp_bf16\n", ["'config' is set per run; use 'configs'"]),
     ("steps: !!python/object/apply:os.system [echo hacked]\n", ["not a valid (safe) YAML file"]),
@@ -232,7 +261,10 @@ def test_rerun_executes_nothing(smoke_copy, capsys, monkeypatch):
     monkeypatch.setattr(sweep, "run_one", lambda *a, **k: pytest.fail("a finished run was executed again"))
     assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no-analysis"]) == 0
     out = capsys.readouterr().out
-    assert "done 18, to run 0" in out and "status: ok" in out and "scenario F:" in out
+    assert "done 18, to run 0" in out and "scenario F:" in out
+    status_line = next(line for line in out.splitlines() if line.startswith("status: "))
+    counts = Counter(r["status"] for r in _records(smoke_copy / "smoke").values())
+    assert all(f"{k} {v}" in status_line for k, v in counts.items()), (status_line, counts)
     assert _mtimes(smoke_copy / "smoke") == before
 
 
@@ -276,7 +308,7 @@ def test_failed_runs_are_recorded_and_the_others_finish(tmp_path, monkeypatch, c
     study = _study(tmp_path, "study: faults\nscenarios: [C, D, A]\nconfigs: [fp32_baseline]\nsteps: 3\ndevice: cpu\n")
     assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no-analysis"]) == 1
     records = _records(tmp_path / "executed" / "faults")
-    assert records["A/fp32_baseline/seed0"]["status"] == "ok"  # ran after the two failures
+    assert records["A/fp32_baseline/seed0"]["status"] in COMPLETED  # ran after the two failures
     raised, died = validate(records["C/fp32_baseline/seed0"]), validate(records["D/fp32_baseline/seed0"])
     assert raised["status"] == died["status"] == "error"
     assert "RuntimeError: boom from the test" in raised["reason"]

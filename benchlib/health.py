@@ -1,0 +1,101 @@
+"""Failures that are not crashes: a run's own training curve says whether it degraded, and its
+evaluation against the trivial baseline (``baselines.evidence``) whether it stalled.
+
+* **diverged** (``steplog.first_divergence``): a non-finite loss, or one above
+  ``diverge_ratio`` x the initial loss. Fast failures.
+* **degraded**: the smoothed training loss rises above its own running minimum by
+  ``HealthRules.rise`` (a fraction of that minimum) and stays there to the end of the run for a
+  sustained stretch (``sustain`` of the run, at least ``min_sustain_steps``): the slow failure
+  of fp16 without loss scaling (A, 300 steps: loss bottoms at 7.9 at step 49, then climbs to
+  9.2). Spikes and excursions that recover before the end are not degradation.
+* **stalled**: the run did not clearly beat its trivial baseline; the step where it stalled is
+  where its smoothed training loss first came within ``plateau`` of its lowest value, i.e.
+  from where it stopped improving.
+
+Everything here is a pure function of a list of per-step losses, so it is tested on
+constructed curves.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class HealthRules:
+    rise: float = 0.10
+    """Degraded: the smoothed loss sits this fraction above its running minimum..."""
+    sustain: float = 0.10
+    """...for this fraction of the run's steps in a row..."""
+    min_sustain_steps: int = 10
+    """...and at least this many steps."""
+    smooth: float = 0.10
+    """Rolling-median window as a fraction of the steps (at least 5 steps): per-batch noise
+    of small classification batches is far larger than a trend (with 5%, D's BCE at B=8
+    wandered 10% above its running minimum in a healthy run of the H200 quick study)."""
+    plateau: float = 0.01
+    """Stalled: the step from which the smoothed loss stayed within this fraction of its minimum."""
+
+
+def smoothed(losses: list[float] | np.ndarray, rules: HealthRules = HealthRules()) -> np.ndarray:
+    """Centred rolling median (pandas) of the finite losses; non-finite steps stay NaN."""
+    x = pd.Series(np.asarray(losses, float)).where(lambda s: np.isfinite(s))
+    w = max(5, int(round(rules.smooth * len(x))))
+    return x.rolling(w, center=True, min_periods=1).median().to_numpy()
+
+
+def degradation(losses: list[float] | np.ndarray, rules: HealthRules = HealthRules()) -> tuple[int, int] | None:
+    """(start, crossed) when the run *ends* degraded: its smoothed loss has stayed more than
+    ``rules.rise`` above its running minimum for the last sustained stretch of steps (a rise that
+    recovered before the end was a transient, not a degradation). ``start`` is the step of the
+    minimum the loss rose from, ``crossed`` the first step of that final stretch. Else None."""
+    s = smoothed(losses, rules)
+    if len(s) == 0 or not np.isfinite(s).any():
+        return None
+    finite = np.where(np.isfinite(s), s, np.inf)
+    run_min = np.fmin.accumulate(finite)
+    above = np.isfinite(s) & (s > run_min + rules.rise * np.abs(run_min))
+    need = max(rules.min_sustain_steps, int(math.ceil(rules.sustain * len(s))))
+    below = np.flatnonzero(~above)
+    crossed = int(below[-1]) + 1 if len(below) else 0
+    if len(s) - crossed < need:
+        return None
+    return int(np.argmin(finite[:crossed + 1])), crossed
+
+
+def degraded_step(losses: list[float] | np.ndarray, rules: HealthRules = HealthRules()) -> int | None:
+    """Step where a sustained rise began (see ``degradation``), or None."""
+    d = degradation(losses, rules)
+    return d[0] if d else None
+
+
+def plateau_step(losses: list[float] | np.ndarray, rules: HealthRules = HealthRules()) -> int | None:
+    """First step whose smoothed loss is within ``rules.plateau`` of the run's lowest smoothed
+    loss: where the curve stopped improving."""
+    s = smoothed(losses, rules)
+    if len(s) == 0 or not np.isfinite(s).any():
+        return None
+    lo = np.nanmin(s)
+    return int(np.flatnonzero(np.isfinite(s) & (s <= lo + rules.plateau * abs(lo)))[0])
+
+
+def verdict(losses: list[float], diverged_at: int | None, beats_baseline: bool | None,
+            rules: HealthRules = HealthRules()) -> tuple[str, str | None, dict]:
+    """(status, reason, metrics) of a finished run. Diverged first, then stalled (never beat
+    the trivial predictor: nothing was learned to degrade), then degraded, else ok.
+    ``beats_baseline`` None (no baseline known) never makes a run stalled."""
+    deg = degradation(losses, rules)
+    stall = plateau_step(losses, rules) if beats_baseline is False else None
+    m = {"stability/degraded_step": deg[0] if deg else None, "stability/stalled_step": stall}
+    if diverged_at is not None:
+        return "diverged", None, m
+    if beats_baseline is False:
+        return "stalled", (f"did not clearly beat the trivial baseline; training loss stopped improving "
+                           f"at step {stall}"), m
+    if deg is not None:
+        return "degraded", (f"training loss rose from its minimum at step {deg[0]} to over {rules.rise:.0%} above it "
+                            f"by step {deg[1]}, and stayed there"), m
+    return "ok", None, m

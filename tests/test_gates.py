@@ -1,0 +1,289 @@
+"""Evidence gates: the analysis does not speak where the evidence is empty. A scenario whose
+reference config did not beat the trivial predictor (or whose records carry no trivial
+baseline) gives no rank, flip, verdict or recommendation on quality; nothing is "safe" and no
+default is named from one seed; failed runs (stalled, diverged, degraded against the
+reference) are never the fastest or on a Pareto frontier; a degenerate micro-F1 gives way to
+P@1. Hand-built records with known answers (tests/fixtures/records.py)."""
+from __future__ import annotations
+
+import pytest
+
+from benchlib import analysis, analysis_cli, charts, hypotheses as hy, recommend
+from benchlib.flips import Rules, order_reversals
+from benchlib.scenarios import SCENARIOS
+from fixtures.records import grid, make_record
+
+FAST = Rules(n_boot=400)
+# per task: the threshold-free metric that decides "learned", the trivial predictor, its value
+TRIVIAL = {"clm": ("val_loss", "unigram", 7.5), "mlm": ("val_loss", "unigram", 7.5),
+           "multilabel": ("p_at_1", "label_frequency", 0.107), "singlelabel": ("accuracy", "majority_class", 0.1)}
+
+
+def with_baseline(rec: dict, beats: bool = True, **metrics) -> dict:
+    """``rec`` as training writes it since it measures the trivial predictor: the predictor's
+    name and value of the learned metric, and whether the run clearly beat it; a multi-label
+    record's P@1 (always recorded) is its micro-F1 unless given."""
+    if rec["status"] in ("oom", "error", "skipped"):
+        return rec
+    metric, name, value = TRIVIAL[SCENARIOS[rec["scenario"]].task]
+    m = rec["metrics"]
+    if metric == "p_at_1":
+        m.setdefault("quality/p_at_1", m.get("quality"))
+    m.update({"baseline/name": name, "quality/learned_metric": metric, f"baseline/{metric}": value,
+              "quality/beats_baseline": beats, **metrics})
+    return rec
+
+
+def frame(records, beats=True):
+    return analysis.study_frame([with_baseline(r, beats) for r in records])
+
+
+def seeds(scn, cfg, values, key="quality", **kw):
+    return [make_record(scn, cfg, k, **{key: v}, **kw) for k, v in enumerate(values)]
+
+
+def stalled(rec: dict) -> dict:
+    """As training writes a run that did not beat its trivial predictor."""
+    rec["status"], rec["reason"] = "stalled", "did not clearly beat the trivial baseline"
+    return with_baseline(rec, beats=False)
+
+
+# ---- learned / not learned -------------------------------------------------------------------
+def two_task_study(d_learned: bool):
+    """A (val loss) learned; D (P@1 as its micro-F1) learned or not. bf16_pure trails amp_bf16
+    by 3% on A and leads it by 20% on D, tight seeds: a flip if D counts. amp_bf16_fp32_head
+    beats amp_bf16 on D only: seed 001's H1 supported if D counts."""
+    q = {("A", "fp32_baseline"): 3.00, ("A", "amp_bf16"): 3.00, ("A", "bf16_pure"): 3.09,
+         ("A", "amp_bf16_fp32_head"): 3.00,
+         ("D", "fp32_baseline"): 0.110, ("D", "amp_bf16"): 0.110, ("D", "bf16_pure"): 0.132,
+         ("D", "amp_bf16_fp32_head"): 0.132}
+    recs = grid("AD", ["fp32_baseline", "amp_bf16", "bf16_pure", "amp_bf16_fp32_head"],
+                value=lambda s, c, k: {"quality": q[s, c] * (1 + 0.001 * k), "throughput": 100 + k})
+    return analysis.study_frame([with_baseline(r) if r["scenario"] == "A" or d_learned else stalled(r)
+                                 for r in recs])
+
+
+def test_a_scenario_whose_reference_did_not_learn_gives_no_flip_verdict_or_recommendation():
+    learned, not_learned = two_task_study(True), two_task_study(False)
+    assert analysis_cli.compare(learned, FAST).result["flips"]  # the data do flip when D counts
+    assert hy.h1_output_head(learned, FAST)["verdict"] == "supported"
+
+    lt = analysis.learned_scenarios(not_learned, FAST).set_index("scenario")
+    assert lt.loc["A", "learned"] is True and lt.loc["D", "learned"] is False
+    assert lt.loc["D", "reference"] == "fp32_baseline"
+    r = analysis_cli.compare(not_learned, FAST).result
+    assert r["flips"] == []
+    assert r["learned"]["D"]["learned"] is False and r["learned"]["A"]["learned"] is True
+    assert "D: reference fp32_baseline P@1 0.11 vs label-frequency 0.107: not learned" in r["notes"][1]
+    assert "quality enters no ranking" in r["notes"][1]
+    assert r["recommendations"]["per_task"]["D"] == [
+        f"D: no recommendation: quality not established ({r['learned']['D']['reason']})"]
+    assert not any(line.startswith("default:") for line in r["recommendations"]["universal"])
+    assert "quality not established on D" in r["recommendations"]["universal"][0]
+    # stalled where nothing learned says nothing of a config: only A's evidence is cited
+    assert all(" D:" not in line and "unsafe on A:" in line for line in r["recommendations"]["avoid"])
+    assert {e["safe"] for e in r["recommendation_evidence"] if e["scenario"] == "D"} == {None}
+    h1 = r["hypotheses"]["seed001.H1"]
+    assert h1["verdict"] == "inconclusive" and "D skipped: quality not established" in h1["reason"]
+    assert "not learned" in h1["evidence"]["not_learned"]["D"]
+    stats = analysis.config_stats(not_learned)
+    assert stats.query("scenario == 'D' and metric == 'quality'")["rank"].isna().all()
+    assert stats.query("scenario == 'D' and metric == 'throughput'")["rank"].notna().all()  # speed still reported
+
+
+def test_the_summary_of_a_not_learned_scenario_says_so_and_ranks_no_quality():
+    s = analysis.summarize(two_task_study(False), "D")
+    m = s[s["seed"] == "mean"]
+    assert m["rank_quality"].isna().all() and m["pareto_throughput"].isna().all()
+    assert m["throughput"].notna().all()  # measured, and reported
+    assert "not learned" in m["note"].iloc[0] and m["learned"].iloc[0] is False
+    text = analysis.describe_experiment(s, "D")
+    assert "not learned" in text and "none: quality not established" in text
+    assert "no frontier" in str(charts.pareto_chart(s).to_dict()["title"])
+
+
+def test_records_without_a_trivial_baseline_leave_learned_unknown():
+    df = analysis.study_frame(grid("A", ["fp32_baseline", "amp_bf16"]))  # records from before baselines
+    lt = analysis.learned_scenarios(df)
+    assert lt["learned"].tolist() == [None]
+    assert lt["reason"].iloc[0] == "unknown: records carry no trivial baseline; quality enters no ranking"
+    rec, saf = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    assert saf["safe"].isna().all() and rec["per_task"]["A"][0].startswith("A: no recommendation")
+    assert "unknown: records carry no trivial baseline" in analysis.summarize(df, "A")["note"].iloc[0]
+    assert analysis.summarize(df, "A")["rank_quality"].isna().all()
+
+
+def test_no_reference_config_leaves_learned_unknown():
+    df = frame(grid("A", ["bf16_pure", "fp16_naive"]))  # beat their baselines, but no reference ran
+    lt = analysis.learned_scenarios(df).iloc[0]
+    assert lt["learned"] is None and lt["reason"].startswith("unknown: no reference config")
+
+
+# ---- noise needs seeds on both sides ---------------------------------------------------------
+def test_with_one_seed_no_config_is_safe_and_no_default_is_named():
+    cfgs = (("fp32_baseline", 100, 1.0), ("amp_bf16", 200, 1.002), ("bf16_pure", 220, 0.999))
+    recs = [make_record(s, c, 0, throughput=t, quality=(3.0 if s == "A" else 0.5) * f) for s in "AC" for c, t, f in cfgs]
+    df = frame(recs)
+    rec, saf = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    assert saf["safe"].isna().all() and not saf["tested"].any()
+    assert all("one seed: cannot tell whether" in r and "needs >= 2 ok seeds" in r for r in saf["reason"])
+    lines = rec["universal"] + [line for ls in rec["per_task"].values() for line in ls]
+    assert not any(line.startswith("default:") or "fastest safe" in line for line in lines)
+    assert rec["universal"][0].startswith("no default:") and "needs >= 2" in rec["universal"][0]
+    assert rec["per_task"]["A"][0].startswith("A: no config is tested safe")
+    text = analysis.describe_experiment(analysis.summarize(df, "A"), "A")
+    assert "one seed: cannot tell whether the others are within seed noise" in text
+
+
+def test_the_best_config_needs_min_seeds_too():
+    # amp_bf16 is best with one seed: nobody can be tested against it, not even with 3 seeds
+    df = frame(seeds("A", "amp_bf16", [2.98]) + seeds("A", "fp32_baseline", [3.00, 3.01, 2.99]))
+    s = recommend.safety(df, FAST).set_index("config")
+    assert s.loc["amp_bf16", "best"] == "amp_bf16"
+    assert s["safe"].isna().all() and not s["tested"].any()
+    assert "has 3 and 1" in s.loc["fp32_baseline", "reason"]
+
+
+def test_two_seeds_with_clear_noise_make_safe_and_the_default_work_as_before():
+    def value(s, c, k):
+        base = 3.0 if s == "A" else 0.5
+        return {"throughput": {"fp32_baseline": 100, "amp_bf16": 200}[c] + k,
+                "quality": base * (1 + (0.01 if k else -0.01) * (1 if c == "amp_bf16" else -1))}
+    df = frame(grid("AC", ["fp32_baseline", "amp_bf16"], seeds=(0, 1), value=value))
+    rec, saf = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    assert saf["tested"].all() and saf["safe"].tolist() == [True] * 4
+    assert rec["universal"][0].startswith("default: amp_bf16 - safe on all 2 scenarios")
+    assert rec["per_task"]["C"][0].startswith("C: fastest safe config amp_bf16")
+
+
+def test_with_one_seed_a_verdict_says_how_many_seeds_it_needs():
+    df = frame(grid("AC", ["amp_bf16", "amp_bf16_fp32_head"], seeds=(0,)))
+    h = hy.h1_output_head(df, FAST)
+    assert h["verdict"] == "inconclusive"
+    assert "needs >= 2 ok seeds" in h["reason"] and "C/amp_bf16 (1 of 2 seeds)" in h["reason"]
+
+
+# ---- failed configs are never fastest nor on a frontier --------------------------------------
+def failing_study():
+    """A, 2 seeds: amp_bf16 (200/s) sound; fp16_naive (300/s) stalled; fp16_naive_noscale
+    (400/s) diverged; bf16_naive (350/s) degraded by its own curve; bf16_pure (250/s) 10% worse
+    than the reference on seed 0. Each failing config has the fp32 quality, so only its
+    failure keeps it off the frontier."""
+    speed = {"fp32_baseline": 100, "amp_bf16": 200, "bf16_pure": 250, "fp16_naive": 300, "bf16_naive": 350,
+             "fp16_naive_noscale": 400}
+    recs = grid("A", list(speed), seeds=(0, 1), value=lambda s, c, k: {
+        "throughput": speed[c] + k, "quality": 3.3 if (c, k) == ("bf16_pure", 0) else 3.0})
+    out = []
+    for r in recs:
+        if r["config"] == "fp16_naive":
+            r = stalled(r)
+        elif r["config"] == "fp16_naive_noscale":
+            r["status"], r["metrics"]["stability/diverged_step"] = "diverged", 30
+        elif r["config"] == "bf16_naive":
+            r["status"], r["reason"] = "degraded", "training loss rose 10% above its minimum and stayed there"
+        out.append(with_baseline(r) if r["status"] in ("ok", "degraded") else r)
+    return analysis.study_frame(out)
+
+
+def test_failed_configs_are_excluded_from_fastest_and_the_pareto_front():
+    df = failing_study()
+    m = analysis.summarize(df, "A").query("seed == 'mean'").set_index("config")
+    failed = ["fp16_naive", "fp16_naive_noscale", "bf16_naive", "bf16_pure"]
+    assert m.loc[failed, "excluded"].all() and not m.loc[["fp32_baseline", "amp_bf16"], "excluded"].any()
+    assert not m.loc[failed, "pareto_throughput"].any() and m.loc["amp_bf16", "pareto_throughput"]
+    assert m.loc[failed, "rank_throughput"].isna().all() and m.loc["amp_bf16", "rank_throughput"] == 1
+    assert m.loc["fp16_naive", "throughput"] == 300.5  # measured, and reported
+    assert "stalled 2/2" in m.loc["fp16_naive", "excluded_reason"]
+    assert "degraded 1/2" in m.loc["bf16_pure", "excluded_reason"]
+    text = analysis.describe_experiment(analysis.summarize(df, "A"), "A")
+    assert "- fastest: amp_bf16 " in text and "excluded from fastest and the frontiers: fp16_naive:" in text
+    chart = charts.quality_scatter(analysis.summarize(df, "A")).to_dict()
+    rows = [r for rows in chart["datasets"].values() for r in rows if "point" in r]
+    assert {r["config"] for r in rows if r["frontier"]} == {"amp_bf16"}
+    # the diverged config has no point: diverged runs give no throughput
+    assert {r["config"] for r in rows if r["point"] == "excluded (failed run)"} == set(failed) - {"fp16_naive_noscale"}
+
+
+def test_failed_configs_are_never_the_fastest_recommendation():
+    df = failing_study()
+    rec, saf = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    s = saf.set_index("config")
+    assert not any(s.loc[c, "safe"] for c in ["fp16_naive", "fp16_naive_noscale", "bf16_naive", "bf16_pure"])
+    assert rec["per_task"]["A"][0].startswith("A: fastest safe config amp_bf16")
+    assert rec["universal"][0].startswith("default: amp_bf16")
+
+
+# ---- degraded against the reference ----------------------------------------------------------
+@pytest.mark.parametrize("scenario, ref, worse, ok", [("A", 3.0, 3.3, 3.12), ("E", 0.5, 0.45, 0.48)])
+def test_a_run_ten_percent_worse_than_the_reference_on_its_seed_is_degraded(scenario, ref, worse, ok):
+    q = {("fp32_baseline", 0): ref, ("fp32_baseline", 1): ref, ("amp_bf16", 0): worse, ("amp_bf16", 1): ref,
+         ("bf16_pure", 0): ok, ("bf16_pure", 1): ok}  # bf16_pure 4% behind: within the 5%
+    df = frame(grid(scenario, ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1),
+                    value=lambda s, c, k: {"quality": q[c, k]}))
+    h = df.set_index(["config", "seed"])
+    assert h.loc[("amp_bf16", 0), "health"] == "degraded" and h.loc[("amp_bf16", 1), "health"] == "ok"
+    assert "10.0% worse (> 5%)" in h.loc[("amp_bf16", 0), "health_reason"]
+    assert h.loc[("amp_bf16", 0), "status"] == "ok"  # the record is untouched
+    assert (h.loc["bf16_pure", "health"] == "ok").all()
+    stricter = analysis.apply_gates(df, Rules(degraded_vs_reference_pct=3.0)).set_index(["config", "seed"])
+    assert (stricter.loc["bf16_pure", "health"] == "degraded").all()  # the margin is the rule's
+
+
+def test_no_run_is_degraded_against_a_reference_that_did_not_learn():
+    recs = (seeds("A", "fp32_baseline", [3.0, 3.0]) + seeds("A", "amp_bf16", [3.3, 3.3]))
+    df = analysis.study_frame(recs)  # no trivial baseline: learned unknown
+    assert (df["health"] == "ok").all()
+
+
+# ---- degenerate micro-F1 ---------------------------------------------------------------------
+@pytest.mark.parametrize("f1, extra, metric, best", [
+    (0.0, {"p_at_1": {"amp_bf16": 0.20, "bf16_pure": 0.25}}, "p_at_1", "bf16_pure"),  # F1 0 everywhere
+    (0.3, {"p_at_1": {"amp_bf16": 0.25, "bf16_pure": 0.20}}, "p_at_1", "amp_bf16"),   # F1 equal everywhere
+    (0.0, {"val_loss": {"amp_bf16": 0.05, "bf16_pure": 0.04}}, "val_loss", "bf16_pure"),  # no P@1: val loss, lower
+])
+def test_a_degenerate_micro_f1_gives_way_to_a_threshold_free_metric_and_says_so(f1, extra, metric, best):
+    (key, values), = extra.items()
+    recs = [with_baseline(make_record("D", c, k, quality=f1, **{"quality/micro_f1": f1}), **{
+        "quality/p_at_1": None, f"quality/{key}": v * (1 + 0.001 * k)}) for c, v in values.items() for k in (0, 1)]
+    df = analysis.study_frame(recs)
+    assert set(df["quality_name"]) == {metric} and (df["quality_record"] == f1).all()
+    s = analysis.summarize(df, "D")
+    m = s.query("seed == 'mean'").set_index("config")
+    assert m["rank_quality"].idxmin() == best
+    assert f"{analysis.label(metric)} ({'lower' if metric == 'val_loss' else 'higher'} is better) stands in" \
+        in m["note"].iloc[0] and "degenerate" in m["note"].iloc[0]
+    r = analysis_cli.compare(df, FAST).result
+    assert r["quality_metric"]["D"]["name"] == metric and r["quality_metric"]["D"]["degenerate"]
+    assert analysis.label(metric) in r["notes"][0]
+
+
+def test_a_micro_f1_that_differs_between_configs_is_kept():
+    recs = [with_baseline(make_record("D", c, k, quality=q, **{"quality/micro_f1": q}))
+            for c, q in (("amp_bf16", 0.30), ("bf16_pure", 0.32)) for k in (0, 1)]
+    df = analysis.study_frame(recs)
+    assert set(df["quality_name"]) == {"micro_f1"} and not analysis.scenario_notes(df)["D"].count("degenerate")
+
+
+# ---- comparison.json -------------------------------------------------------------------------
+def test_comparison_json_carries_the_gates(tmp_path):
+    comp = analysis_cli.compare(failing_study(), FAST)
+    r = comp.result
+    assert {"learned", "notes", "quality_metric", "health", "excluded"} <= set(r)
+    assert r["excluded"]["A"].keys() == {"fp16_naive", "fp16_naive_noscale", "bf16_naive", "bf16_pure"}
+    assert {(x["config"], x["seed"], x["health"]) for x in r["health"]["not_ok"]} >= {("bf16_pure", 0, "degraded")}
+    assert r["method"]["rules"]["degraded_vs_reference_pct"] == 5.0
+    assert r["method"]["rules"]["reference_configs"] == ["fp32_baseline", "fp32_tf32_matmul", "amp_bf16"]
+    files = analysis_cli.write_comparison(comp, tmp_path, formats=())
+    learned = (tmp_path / "learned.csv").read_text()
+    assert tmp_path / "learned.csv" in files and "fp32_baseline" in learned and "True" in learned
+
+
+def test_a_failed_config_is_on_no_throughput_memory_frontier_of_h4():
+    # fp16_naive is fastest and leanest on both tasks, but stalled on C: left out everywhere
+    speed = {"fp32_baseline": (100, 2.0), "amp_bf16": (200, 1.5), "fp16_naive": (300, 1.0)}
+    recs = grid("AC", list(speed), value=lambda s, c, k: {"throughput": speed[c][0] + k, "memory": speed[c][1]})
+    df = analysis.study_frame([stalled(r) if (r["scenario"], r["config"]) == ("C", "fp16_naive") else
+                               with_baseline(r) for r in recs])
+    h = hy.h4_frontier(df, FAST)
+    assert h["evidence"]["configs"] == ["amp_bf16", "fp32_baseline"]
+    assert h["evidence"]["frontiers"]["A"] == ["amp_bf16"]
