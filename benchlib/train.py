@@ -250,6 +250,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     quality, per_example = evaluate(model, val, scn.task, amp)
     eval_s += time.perf_counter() - te
     base_quality, base_per = evaluate_baseline(data, val)
+    broken = diverged_step is None and not math.isfinite(quality.get("val_loss", 0.0))
+    if broken:  # the last step wrote non-finite weights after the last loss was checked
+        diverged_step = steps_done - 1
     rows_f.write(json.dumps({"step": steps_done - 1, "eval": quality}) + "\n")
     rows_f.close()
 
@@ -323,7 +326,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     m.update(health)
     rec["status"], rec["reason"] = status, reason
     if status == "diverged":
-        rec["reason"] = (f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
+        rec["reason"] = ("the final evaluation's loss is non-finite: the weights hold inf/nan after the last step"
+                         if broken else
+                         f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
                          f"{'stopped' if cfg.on_divergence == 'stop' else 'continued'} after {steps_done} steps")
     if cfg.save_model and dist.is_main:
         from .checkpoints import save_pretrained

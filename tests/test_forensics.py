@@ -93,3 +93,13 @@ def test_fp16_weights_with_the_common_eps_diverge_where_the_eps_control_trains(t
     control = run({"scenario": "A", "config": "fp16_naive_eps1e4", "steps": 20, "log_every": 2},
                   out_dir=tmp_path / "b", progress=False)
     assert common["status"] == "diverged" and control["status"] != "diverged"
+
+
+def test_a_last_step_that_leaves_non_finite_weights_is_diverged_not_stalled(tmp_path):
+    """fp16_naive on a tiny A: the third step applies inf gradients while the loss it logged was
+    still finite; the final evaluation then reads nan. That is a divergence, and the record says so."""
+    from benchlib.train import run
+    rec = run({"scenario": "A", "config": "fp16_naive", "steps": 3, "log_every": 1}, out_dir=tmp_path,
+              progress=False)
+    assert rec["status"] == "diverged" and "final evaluation" in rec["reason"]
+    assert rec["metrics"]["stability/diverged_step"] == 2
