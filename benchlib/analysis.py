@@ -43,7 +43,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from .configs import ALIASES, REGISTRY
-from .records import METRICS, load_records, read_steps, records_frame
+from .records import COMPLETED, METRICS, load_records, read_steps, records_frame
 from .scenarios import SCENARIOS
 
 HEADLINE = ("throughput", "memory", "quality")
@@ -51,7 +51,7 @@ BASELINE = "fp32_baseline"
 REFERENCE_CONFIGS = ("fp32_baseline", "fp32_tf32_matmul", "amp_bf16")
 STATUS_COLS = {"ok": "n_ok", "diverged": "n_diverged", "degraded": "n_degraded", "stalled": "n_stalled",
                "oom": "n_oom", "error": "n_error", "skipped": "n_skipped"}
-MEASURED = ("ok", "degraded", "stalled")
+MEASURED = COMPLETED
 """Statuses of runs that trained to the end and were timed and evaluated."""
 FAILED = ("diverged", "degraded", "stalled")
 """Health values that are failures for quality: never safe, fastest or on a Pareto frontier."""

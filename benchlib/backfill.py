@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .baselines import BASELINE_NAME, LEARNED_METRIC, LearnedRule, evaluate_baseline
 from .health import verdict
-from .records import write_json_atomic
+from .records import TRAINED, write_json_atomic
 from .runconfig import RunConfig, resolved
 
 
@@ -39,7 +39,7 @@ def backfill_record(path: Path, rule: LearnedRule = LearnedRule()) -> str:
     m = rec.get("metrics", {})
     if "baseline/name" in m:
         return "has a baseline already"
-    if rec.get("status") not in ("ok", "diverged", "degraded", "stalled"):
+    if rec.get("status") not in TRAINED:
         return f"status {rec.get('status')}: nothing to compare"
     run = {k: v for k, v in rec["run"].items() if k in RunConfig.keys()}
     if run.get("data", "synthetic") != "synthetic":

@@ -28,6 +28,7 @@ from . import data as datamod
 from . import env as envmod
 from .models import autocast_context, build_model
 from .precision import LossScaler, build_optimizer, set_matmul_flags
+from .records import COMPLETED
 from .runconfig import RunConfig, resolved
 
 
@@ -203,7 +204,7 @@ def main(argv: list[str]) -> int:
                "quality": m.get("quality"), "first_step_s": m.get("time/first_step_s"),
                "setup_s": m.get("time/setup_s"), "eval_s": m.get("time/eval_s"), "run_wall_s": time.perf_counter() - t0}
         # a 60-step run may well not beat its trivial baseline yet (stalled): its speed still counts
-        if rec["status"] in ("ok", "stalled", "degraded") and (a.bare == "all" or name in a.bare.split(",")):
+        if rec["status"] in COMPLETED and (a.bare == "all" or name in a.bare.split(",")):
             b = bare_loop_ms(cfg, profile_steps=a.profile)
             row.update(bare_ms=b["ms"], bare_ms_windows=b["ms_windows"], bare_peak_gib=b["peak_gib"],
                        overhead_pct=100 * (row["ms"] / b["ms"] - 1),

@@ -33,6 +33,7 @@ import pandas as pd
 
 from .analysis import BASELINE, excluded_configs, gated, groups, sign, speed_runs, why_not_established
 from .flips import Rules, bootstrap_means, seed_values
+from .records import TRAINED
 from .scenarios import SCENARIOS
 
 # seed 002 compares the architectures on matched tasks: (GPT-2, RoBERTa) scenario pairs
@@ -182,7 +183,7 @@ def divergence_table(df: pd.DataFrame, configs=("fp16_naive", "fp16_naive_noscal
     """Per config x scenario: runs that trained (finished or diverged), how many diverged and at
     which steps, or that none did in N steps (seed 001 H2: 'track when/if loss explodes')."""
     rows = []
-    d = df[df["config"].isin(configs) & df["status"].isin(["ok", "diverged", "degraded", "stalled"])]
+    d = df[df["config"].isin(configs) & df["status"].isin(TRAINED)]
     for (c, s), g in d.groupby(["config", "scenario"]):
         steps = sorted(int(v) for v in g.loc[g["status"] == "diverged", "stability/diverged_step"].dropna())
         n, k = len(g), int((g["status"] == "diverged").sum())

@@ -32,6 +32,8 @@ FINISHED = ("ok", "degraded", "stalled", "diverged", "oom", "skipped")
 # These trained to their end (or to their divergence) and carry measurements: throughput,
 # memory, quality, the step log.
 TRAINED = ("ok", "degraded", "stalled", "diverged")
+# These ran every step: their speed and memory are measurements, whatever their quality.
+COMPLETED = ("ok", "degraded", "stalled")
 
 RECORD_KEYS = ("schema", "run_id", "status", "reason", "scenario", "config", "seed",
                "run", "dtype", "env", "metrics", "wall_s")

@@ -32,12 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .records import COMPLETED
+
 REPO = Path(__file__).resolve().parent.parent
 BASELINE_ARM = "ddp_fp32"
 # Runs whose speed, memory and loss curves enter the tables: those that trained every step.
 # A short scaling run may well not beat its trivial baseline (stalled) or end above its best
 # loss (degraded); its timings are as good as an ok run's, and its status is shown per arm.
-MEASURED = ("ok", "degraded", "stalled")
+MEASURED = COMPLETED
 EFFICIENCY_TARGETS = {"ddp": 95.0, "fsdp2": 90.0}
 """The issue's targets at 2 GPUs (GPT-2 124M, 12x1024 tokens per GPU, bf16, compile)."""
 RUN_KEYS = ["scenario", "config", "strategy", "activation_checkpointing", "limit_all_gathers", "size",

@@ -40,7 +40,7 @@ from .html_export import export_study_html
 from .html_export import fmt as _fmt
 from .html_export import last_line as _last_line
 from .checkpoints import is_complete, model_dir
-from .records import FINISHED, TRAINED, CorruptRecord, read_record, write_json_atomic
+from .records import COMPLETED, FINISHED, TRAINED, CorruptRecord, read_record, write_json_atomic
 from .runconfig import ConfigError
 from .study import GROUPS, RunSpec, Study, load_study
 
@@ -55,7 +55,7 @@ WAITING = "waiting for the pretrained checkpoint"
 # A pretrain run whose record ends in one of these hands its checkpoint on: one that did not
 # beat its trivial baseline (stalled) or got worse after its best (degraded) still trained to
 # the end and saved its model (with a warning); a diverged one did not.
-USABLE_PRETRAIN = ("ok", "degraded", "stalled")
+USABLE_PRETRAIN = COMPLETED
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
