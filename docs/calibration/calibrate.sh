@@ -4,6 +4,10 @@
 # fine-tune the classification scenarios from them, evaluating every few hundred steps.
 #   docs/calibration/calibrate.sh OUT PART [extra run flags...]
 # PART: lm (A and B, with checkpoints), roberta (D, F), gpt2 (C, E), lr (D at a second lr).
+# Second session (docs/calibration.md, h100_2026-11-23b): b_long (B past the no-context plateau,
+# watched), auto2, auto3 (each call decides from the last call's records: fine-tune D/F from a B
+# checkpoint that left the plateau, else continue B); CAL_BUDGET_S = the part's seconds;
+# CAL_TEST_FLAGS (e.g. '--size tiny --device cpu --steps 40') and CAL_WATCH_* only to test the script.
 # A missing checkpoint is made first, so every part runs on its own; with the checkpoints
 # kept in OUT/ckpt between parts, a part costs only its own runs.
 set -uo pipefail
@@ -13,7 +17,7 @@ run() {  # name, flags...
   local name=$1; shift
   [ -f "$out/$name/result.json" ] && { echo "done already: $name"; return; }
   echo "== $name: $*"
-  python3 -m benchlib run --size base --device cuda --quiet --out "$out/$name" "$@" "${EXTRA[@]}" 2>&1 | tail -3
+  python3 -m benchlib run --size base --device cuda --quiet --out "$out/$name" "$@" "${EXTRA[@]}" ${CAL_TEST_FLAGS:-} 2>&1 | tail -3
   python3 - "$out/$name/result.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); m = r["metrics"]
@@ -30,6 +34,95 @@ lm() {
   run B_pretrain --scenario B --config amp_bf16 --steps 3000 --eval_every 500 --save_model True
 }
 ft="--steps 2000 --batch_size 32 --eval_every 500 --warmup_steps 200"
+
+# ---- second session: long B runs under a time budget, a watchdog, and decisions on the device ----
+budget=${CAL_BUDGET_S:-540}; t_start=$SECONDS
+left() { echo $(( budget - (SECONDS - t_start) )); }
+bg_run() {  # secs name flags...: one run under `timeout` in the background (its pid in BG_PID)
+  local secs=$1 name=$2; shift 2
+  mkdir -p "$out/$name"
+  echo "== $name (limit ${secs}s): $*"
+  timeout "$secs" python3 -m benchlib run --size base --device cuda --quiet --out "$out/$name" "$@" "${EXTRA[@]}" \
+    ${CAL_TEST_FLAGS:-} >"$out/$name.log" 2>&1 &
+  BG_PID=$!
+}
+summary() {  # name: status and final metrics of a finished run, or its last evaluation if cut off
+  python3 - "$out/$1" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+if os.path.exists(f"{d}/result.json"):
+    r = json.load(open(f"{d}/result.json")); m = r["metrics"]
+    keys = ("quality", "baseline/quality", "quality/loss_floor", "quality/micro_f1", "quality/beats_baseline", "step_ms")
+    print(os.path.basename(d), r["status"], r.get("reason"),
+          {k: (round(m[k], 4) if isinstance(m.get(k), float) else m.get(k)) for k in keys if k in m}, "wall_s", round(r["wall_s"], 1))
+else:
+    ev = [json.loads(l) for l in open(f"{d}/steps.jsonl") if '"eval"' in l] if os.path.exists(f"{d}/steps.jsonl") else []
+    print(os.path.basename(d), "cut off (no record); last eval:", ev[-1] if ev else None)
+PY
+}
+evals() {  # name: "step:val_loss ..." of its evaluations so far
+  python3 - "$out/$1/steps.jsonl" <<'PY'
+import json, sys
+try:
+    ev = [json.loads(l) for l in open(sys.argv[1]) if '"eval"' in l]
+except FileNotFoundError:
+    ev = []
+print(" ".join(f"{e['step']}:{e['eval'].get('val_loss', float('nan')):.3f}" for e in ev))
+PY
+}
+b_final() {  # name: final val loss of a finished B run with a checkpoint, else 99
+  python3 - "$out/$1" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+ok = os.path.exists(f"{d}/result.json") and os.path.isdir(f"{d}/model")
+print(json.load(open(f"{d}/result.json"))["metrics"]["quality/val_loss"] if ok else 99)
+PY
+}
+best_b() {  # the finished B run of this session with a checkpoint and the lowest final val loss
+  local best="" bl=99 v
+  for d in "$out"/B_*/; do
+    d=$(basename "$d"); v=$(b_final "$d")
+    if python3 -c "import sys; sys.exit(not float('$v') < float('$bl'))"; then best=$d; bl=$v; fi
+  done
+  echo "$best"
+}
+left_plateau() {  # name: its final val loss is <= 7.5 (the no-context plateau is ~7.83, eval SE 0.03)
+  python3 -c "import sys; sys.exit(not float('$(b_final "$1")') <= 7.5)"
+}
+watch() {  # pid name bound: stop the run if an evaluation at step >= 999 is above bound
+  local pid=$1 name=$2 bound=$3
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 10
+    if python3 - "$out/$name/steps.jsonl" "$bound" "${CAL_WATCH_STEP:-999}" <<'PY'
+import json, sys
+try:
+    ev = [json.loads(l) for l in open(sys.argv[1]) if '"eval"' in l]
+except FileNotFoundError:
+    ev = []
+sys.exit(0 if any(e["step"] >= int(sys.argv[3]) and e["eval"]["val_loss"] > float(sys.argv[2]) for e in ev) else 1)
+PY
+    then echo "watchdog: $name above $bound after step ${CAL_WATCH_STEP:-999} ($(evals "$name")): stopped"; kill "$pid"; break; fi
+  done
+  wait "$pid"
+}
+b_steps() {  # secs [ms/step] [fixed s]: B steps that fit in secs at batch 64 (70 ms/step alone on the H100)
+  echo $(( ($1 - ${3:-100}) * 1000 / ${2:-73} ))
+}
+B64="--scenario B --config amp_bf16 --batch_size 64 --eval_every 500 --save_model True --min_lr_ratio 1.0"
+ft_pair() {  # checkpoint-run secs: D at lr 3e-5 and 1e-4 (3,000 steps) and F at 1e-4 (2,000 steps), sharing the GPU
+  local ck=$out/$1/model secs=$2
+  echo "== fine-tunes from $1 ($(evals "$1"))"
+  ( timeout "$secs" bash "$0" "$out" one D_ft_${1}_lr3e-5 --scenario D --config amp_bf16 $ft --steps 3000 --warmup_steps 300 --lr 3e-5 --model_name_or_path "$ck" ) &
+  ( timeout "$secs" bash "$0" "$out" one D_ft_${1}_lr1e-4 --scenario D --config amp_bf16 $ft --steps 3000 --warmup_steps 300 --lr 1e-4 --model_name_or_path "$ck" ) &
+  ( timeout "$secs" bash "$0" "$out" one F_ft_${1}_lr1e-4 --scenario F --config amp_bf16 $ft --lr 1e-4 --model_name_or_path "$ck" ) &
+  wait
+}
+b_cont() {  # checkpoint-run name secs: continue B from a checkpoint at lr 3e-4, constant after 300 warm-up
+  local n
+  n=$(b_steps "$3" 73 80)
+  bg_run "$3" "$2" $B64 --lr 3e-4 --warmup_steps 300 --steps "$n" --model_name_or_path "$out/$1/model"
+  wait "$BG_PID"; summary "$2"; echo "evals: $(evals "$2")"
+}
 case $part in
   lm) lm ;;
   roberta) lm
@@ -69,5 +162,32 @@ case $part in
     wait ;;
   c_only)
     [ -d "$out/A_pretrain/model" ] && run C_ft --scenario C --config amp_bf16 $ft --lr 1e-4 --model_name_or_path "$out/A_pretrain/model" ;;
+  b_long)  # B at batch 64, lr 5e-4 after 1,000 warm-up steps, then constant; watched: above 8.0 after
+    # step 999 (lr 3e-4 was at 7.88 there) it is stopped and lr 3e-4 (300 warm-up, constant) takes the rest
+    n=$(b_steps "$(left)" 72 110)
+    bg_run "$(left)" B_lr5e-4_wu1k $B64 --lr 5e-4 --warmup_steps 1000 --steps "$n"
+    watch "$BG_PID" B_lr5e-4_wu1k "${CAL_WATCH_BOUND:-8.0}"
+    summary B_lr5e-4_wu1k; echo "evals: $(evals B_lr5e-4_wu1k)"
+    if [ "$(b_final B_lr5e-4_wu1k)" = 99 ] || ! python3 -c "import sys; sys.exit(not $(b_final B_lr5e-4_wu1k) < 8.0)"; then
+      if [ "$(left)" -gt 200 ]; then
+        n=$(b_steps "$(( $(left) - 10 ))" 72 80)
+        bg_run "$(( $(left) - 10 ))" B_lr3e-4_const $B64 --lr 3e-4 --warmup_steps 300 --steps "$n"
+        wait "$BG_PID"; summary B_lr3e-4_const; echo "evals: $(evals B_lr3e-4_const)"
+      fi
+    fi ;;
+  auto2)  # the best B checkpoint so far: fine-tune D/F from it if it left the plateau, else continue B
+    ck=$(best_b); echo "best B checkpoint: ${ck:-none} ($( [ -n "$ck" ] && b_final "$ck"))"
+    [ -z "$ck" ] && { echo "no B checkpoint"; exit 3; }
+    if left_plateau "$ck"; then ft_pair "$ck" "$(( $(left) - 5 ))"
+    else b_cont "$ck" B_cont2 "$(( $(left) - 5 ))"; fi ;;
+  auto3)  # if the last call continued B: fine-tune from it when it left the plateau, else D longer
+    # (lr 3e-5, 5,000 steps, alone) from the best checkpoint; if the last call fine-tuned: continue B
+    ck=$(best_b); echo "best B checkpoint: ${ck:-none} ($( [ -n "$ck" ] && b_final "$ck"))"
+    [ -z "$ck" ] && { echo "no B checkpoint"; exit 3; }
+    if ls -d "$out"/D_ft_* >/dev/null 2>&1; then b_cont "$ck" B_cont3 "$(( $(left) - 5 ))"
+    elif left_plateau "$ck"; then ft_pair "$ck" "$(( $(left) - 5 ))"
+    else
+      ( timeout "$(( $(left) - 5 ))" bash "$0" "$out" one D_ft_${ck}_lr3e-5_5k --scenario D --config amp_bf16 $ft --steps 5000 --warmup_steps 300 --lr 3e-5 --model_name_or_path "$out/$ck/model" )
+    fi ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac
