@@ -12,8 +12,11 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from benchlib import analysis, analysis_cli, hypotheses as hy, recommend
-from benchlib.flips import Rules, order_reversals
+from benchlib.analysis import tables as analysis
+from benchlib.analysis import report as analysis_cli
+from benchlib.analysis import hypotheses as hy
+from benchlib.analysis import recommend
+from benchlib.analysis.flips import Rules, order_reversals
 from fixtures.records import grid, make_record, real_study, write_run, write_study
 from test_gates import with_baseline
 
@@ -205,14 +208,14 @@ def head_study(lm_gain):
 
 
 def test_h1_is_supported_when_the_fp32_head_helps_classification_only():
-    h = hy.h1_output_head(head_study(lm_gain=0.0), FAST)
+    h = hy.output_head_effect(head_study(lm_gain=0.0), FAST)
     assert h["verdict"] == "supported", h["reason"]
     assert h["effect"]["estimate"] == pytest.approx(100 * 0.05 / 0.502)
     assert h["effect"]["ci_low"] > 0 and h["evidence"]["lm_effect"]["ci_low"] <= 0
 
 
 def test_h1_is_rejected_when_the_fp32_head_helps_lm_as_much():
-    h = hy.h1_output_head(head_study(lm_gain=0.3), FAST)
+    h = hy.output_head_effect(head_study(lm_gain=0.3), FAST)
     assert h["verdict"] == "rejected" and "not classification-specific" in h["reason"]
 
 
@@ -220,7 +223,7 @@ def test_h2_gives_the_divergence_step_per_task_or_that_it_did_not_diverge():
     recs = (grid("AC", ["fp32_baseline", "fp16_naive"])  # fp32_baseline: the reference that shows A and C learned
             + [make_record("A", "fp16_naive_noscale", k, status="diverged", diverged_step=40 + k) for k in range(3)]
             + [make_record("C", "fp16_naive_noscale", k) for k in range(3)])
-    h = hy.h2_stability(frame(recs), FAST)
+    h = hy.naive_fp16_stability(frame(recs), FAST)
     assert h["verdict"] == "supported" and h["effect"]["estimate"] == 1.0
     rows = {(r["config"], r["scenario"]): r for r in h["evidence"]["divergence"]}
     assert rows["fp16_naive_noscale", "A"]["diverged_steps"] == [40, 41, 42]
@@ -233,7 +236,7 @@ def test_h3_8bit_adam_degrading_classification_only_is_supported_with_memory_sav
         q = (3.0 if s == "A" else 0.5) + 0.001 * k
         return {"quality": q * (0.9 if c == "amp_bf16_8bit_adam" and s == "D" else 1),
                 "memory": 1.0 if c == "amp_bf16_8bit_adam" else 2.0}
-    h = hy.h3_8bit_adam(frame(grid("AD", ["amp_bf16", "amp_bf16_8bit_adam"], value=value)), FAST)
+    h = hy.adam_8bit_effect(frame(grid("AD", ["amp_bf16", "amp_bf16_8bit_adam"], value=value)), FAST)
     assert h["verdict"] == "supported" and h["effect"]["estimate"] == pytest.approx(10.0)
     assert h["evidence"]["memory_saving_pct"] == {"A": 50.0, "D": 50.0}
 
@@ -246,7 +249,7 @@ def test_h4_compares_the_throughput_memory_frontiers_of_lm_and_classification(sh
     def value(s, c, k):  # on C, with shift, 8-bit Adam needs more memory than amp_bf16: off the frontier
         m = 1.8 if shift and s == "C" and c == "amp_bf16_8bit_adam" else mem[c]
         return {"throughput": 100 * speed[c] + k, "memory": m + 0.001 * k}
-    h = hy.h4_frontier(frame(grid("AC", list(speed), value=value)), FAST)
+    h = hy.bf16_on_frontier(frame(grid("AC", list(speed), value=value)), FAST)
     assert h["verdict"] == verdict, h["reason"]
     assert h["evidence"]["frontiers"]["A"] == ["amp_bf16", "amp_bf16_8bit_adam"]
 
@@ -254,7 +257,7 @@ def test_h4_compares_the_throughput_memory_frontiers_of_lm_and_classification(sh
 def test_seed002_h2_bf16_mfu_gain_larger_on_roberta_is_supported():
     tps = {("A", "fp32_baseline"): 100, ("A", "bf16_pure"): 150, ("B", "fp32_baseline"): 100, ("B", "bf16_pure"): 200}
     df = frame(grid("AB", ["fp32_baseline", "bf16_pure"], value=lambda s, c, k: {"tokens_per_s": tps[s, c] + k}))
-    h = hy.s2_h2_bf16_mfu(df, FAST)
+    h = hy.bf16_mfu_gain_by_arch(df, FAST)
     assert h["verdict"] == "supported" and h["effect"]["estimate"] == pytest.approx(0.5, abs=0.01)
 
 
@@ -264,8 +267,8 @@ def test_seed002_h1_and_h3_read_divergence_by_loss_and_quality_loss_by_architect
             return {"status": "diverged", "diverged_step": 10} if s in "CD" else {}
         return {"quality": 0.5 + 0.001 * k - (0.05 if c == "amp_bf16" and s in "CE" else 0)}
     df = frame(grid("CDEF", ["fp32_baseline", "amp_bf16", "fp16_naive"], value=value))
-    assert hy.s2_h1_fp16_multilabel(df, FAST)["verdict"] == "supported"
-    h3 = hy.s2_h3_gpt2_precision(df, FAST)
+    assert hy.fp16_multilabel_divergence(df, FAST)["verdict"] == "supported"
+    h3 = hy.precision_sensitivity_by_arch(df, FAST)
     assert h3["verdict"] == "supported" and h3["effect"]["estimate"] > 0
 
 

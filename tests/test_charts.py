@@ -8,8 +8,10 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from benchlib import analysis, analysis_cli, charts
-from benchlib.flips import Rules
+from benchlib.analysis import tables as analysis
+from benchlib.analysis import report as analysis_cli
+from benchlib.analysis import charts
+from benchlib.analysis.flips import Rules
 from fixtures.records import grid, make_record, write_run, write_study
 from test_gates import with_baseline
 
@@ -113,7 +115,7 @@ def test_chart_data_stay_aggregated_for_long_runs(tmp_path):
 def test_without_vl_convert_charts_are_saved_as_vega_lite_json_and_shown_interactive_only(tmp_path, monkeypatch):
     import sys
 
-    from benchlib import charts as ch
+    from benchlib.analysis import charts as ch
     monkeypatch.setitem(sys.modules, "vl_convert", None)  # as on a GPU host without the wheel
     ch.renderer_available.cache_clear()
     try:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib import analysis, analysis_cli, charts, hypotheses as hy, recommend
-from benchlib.flips import Rules, order_reversals
-from benchlib.scenarios import SCENARIOS
+from benchlib.analysis import tables as analysis
+from benchlib.analysis import report as analysis_cli
+from benchlib.analysis import charts
+from benchlib.analysis import hypotheses as hy
+from benchlib.analysis import recommend
+from benchlib.analysis.flips import Rules, order_reversals
+from benchlib.core.scenarios import SCENARIOS
 from fixtures.records import grid, make_record
 
 FAST = Rules(n_boot=400)
@@ -66,7 +70,7 @@ def two_task_study(d_learned: bool):
 def test_a_scenario_whose_reference_did_not_learn_gives_no_flip_verdict_or_recommendation():
     learned, not_learned = two_task_study(True), two_task_study(False)
     assert analysis_cli.compare(learned, FAST).result["flips"]  # the data do flip when D counts
-    assert hy.h1_output_head(learned, FAST)["verdict"] == "supported"
+    assert hy.output_head_effect(learned, FAST)["verdict"] == "supported"
 
     lt = analysis.learned_scenarios(not_learned, FAST).set_index("scenario")
     assert lt.loc["A", "learned"] is True and lt.loc["D", "learned"] is False
@@ -158,7 +162,7 @@ def test_two_seeds_with_clear_noise_make_safe_and_the_default_work_as_before():
 
 def test_with_one_seed_a_verdict_says_how_many_seeds_it_needs():
     df = frame(grid("AC", ["amp_bf16", "amp_bf16_fp32_head"], seeds=(0,)))
-    h = hy.h1_output_head(df, FAST)
+    h = hy.output_head_effect(df, FAST)
     assert h["verdict"] == "inconclusive"
     assert "needs >= 2 ok seeds" in h["reason"] and "C/amp_bf16 (1 of 2 seeds)" in h["reason"]
 
@@ -284,6 +288,6 @@ def test_a_failed_config_is_on_no_throughput_memory_frontier_of_h4():
     recs = grid("AC", list(speed), value=lambda s, c, k: {"throughput": speed[c][0] + k, "memory": speed[c][1]})
     df = analysis.study_frame([stalled(r) if (r["scenario"], r["config"]) == ("C", "fp16_naive") else
                                with_baseline(r) for r in recs])
-    h = hy.h4_frontier(df, FAST)
+    h = hy.bf16_on_frontier(df, FAST)
     assert h["evidence"]["configs"] == ["amp_bf16", "fp32_baseline"]
     assert h["evidence"]["frontiers"]["A"] == ["amp_bf16"]

@@ -3,8 +3,8 @@ directory; the head runs in the precision the dtype config asks for."""
 import pytest
 import torch
 
-from benchlib.configs import get_config
-from benchlib.models import build_model, padded_vocab
+from benchlib.core.dtypes import get_config
+from benchlib.training.models import build_model, padded_vocab
 
 FP32 = get_config("fp32_baseline")
 
