@@ -14,7 +14,7 @@ from benchlib.study import sweep
 from benchlib.training.checkpoints import (META_FILE, CheckpointError, check_checkpoint, is_complete, load_pretrained,
                                   save_pretrained)
 from benchlib.core.dtypes import get_config
-from benchlib.training.models import build_model
+from benchlib.training.models import ModelSpec, build_model
 from benchlib.core.records import read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError, RunConfig
 from benchlib.study.studyfile import load_study
@@ -23,8 +23,8 @@ FP32 = get_config("fp32_baseline")
 
 
 def _build(arch, task, dtype=FP32, labels=None, path=None):
-    return build_model(arch, task, "tiny", vocab_size=256, seq_len=64, pad_id=0, bos_id=1, num_labels=labels,
-                       dtype=dtype, model_name_or_path=path)
+    return build_model(ModelSpec(arch, task, "tiny", vocab_size=256, seq_len=64, num_labels=labels,
+                                 model_name_or_path=path), dtype)
 
 
 def _jitter(model, seed=0):
@@ -165,7 +165,7 @@ def test_missing_backbone_weights_are_an_error_naming_them(tmp_path):
 
 
 def test_a_fresh_task_head_is_expected_not_an_error(tmp_path):
-    RobertaModel(build_model("roberta", "mlm", "tiny", 256, 64, 0, 1, None, FP32).backbone.config,
+    RobertaModel(build_model(ModelSpec("roberta", "mlm", "tiny", 256, 64, 0, 1, None), FP32).backbone.config,
                  add_pooling_layer=False).save_pretrained(tmp_path)
     model, info = load_pretrained(RobertaForMaskedLM, "roberta", tmp_path)
     assert info["loaded_fraction"] == 1.0 and info["model_type"] == "roberta"

@@ -265,10 +265,10 @@ def test_rank_seeds_leave_rank_0_on_the_single_device_batches_and_never_collide(
 
 
 def test_dist_settings_are_a_section_of_the_run_configuration_and_a_bad_key_is_named():
-    cfg = RunConfig.from_dict({"dist": {"dist": {"strategy": "fsdp2", "nproc": 2}, "reshard": "none", "bucket_cap_mb": 50}})
+    cfg = RunConfig.from_dict({"dist": {"strategy": "fsdp2", "nproc": 2, "reshard": "none", "bucket_cap_mb": 50}})
     assert (cfg.dist.strategy, cfg.dist.nproc, cfg.dist.reshard, cfg.dist.bucket_cap_mb) == ("fsdp2", 2, "none", 50.0)
     assert RunConfig.from_dict({"dist.optimize_ddp": "python_reducer"}).dist.optimize_ddp == "python_reducer"
-    assert RunConfig.from_dict({"dist": {"strategy": "ddp", "nproc": 2}}).dist.nproc == 2  # older records' flat keys
+    assert RunConfig.from_dict({"strategy": "ddp", "nproc": 2}).dist.nproc == 2  # older records' flat keys
     with pytest.raises(ConfigError, match=r"unknown parameter 'dist.reshard_after'\. Did you mean 'dist.reshard'"):
         RunConfig.from_dict({"dist": {"reshard_after": "none"}})
     with pytest.raises(ConfigError, match=r"dist.reshard='some' has the wrong type: expected one of"):
@@ -306,11 +306,10 @@ def test_manual_fsdp_regathers_block_weights_in_backward_only_with_checkpointing
     in backward (its weights were freed after forward), the root never does."""
     from benchlib.parallel import fsdp_manual
     from benchlib.core.dtypes import get_config
-    from benchlib.training.models import build_model
+    from benchlib.training.models import ModelSpec, build_model
     torch.manual_seed(0)
-    kw = dict(arch="gpt2", task="clm", size="tiny", vocab_size=256, seq_len=16, pad_id=0, bos_id=1,
-              num_labels=None, dtype=get_config("fp32_baseline"))
-    plain, sharded = build_model(**kw), build_model(**kw)
+    spec = ModelSpec("gpt2", "clm", "tiny", vocab_size=256, seq_len=16)
+    plain, sharded = build_model(spec, get_config("fp32_baseline")), build_model(spec, get_config("fp32_baseline"))
     sharded.load_state_dict(plain.state_dict())
     fsdp_manual.shard_model(sharded, strategies.transformer_blocks(sharded), checkpoint=checkpoint)
     calls = []
@@ -389,7 +388,7 @@ def test_the_study_files_expand_to_valid_runs_one_per_arm(plan):
 def test_an_arm_with_a_bad_setting_is_named_before_anything_runs():
     from benchlib.study.studyfile import parse_study
     plan = {"study": "levers", "scenarios": ["A"], "configs": ["fp32_baseline"], "device": "cpu", "steps": 2,
-            "arms": {"tuned_2": {"dist": {"dist": {"strategy": "fsdp2", "nproc": 2}, "reshard": "sometimes"}}}}
+            "arms": {"tuned_2": {"dist": {"strategy": "fsdp2", "nproc": 2, "reshard": "sometimes"}}}}
     with pytest.raises(ConfigError, match=r"arms\.tuned_2: dist\.reshard='sometimes'"):
         parse_study(plan)
     with pytest.raises(ConfigError, match=r"arms\.x: 'seed' cannot be set per arm"):

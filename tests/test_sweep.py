@@ -272,7 +272,7 @@ def test_analysis_only_executes_no_run_and_runs_the_analysis(smoke_copy, capsys,
     (smoke_copy / "smoke/runs/B/amp_bf16/seed0/result.json").unlink()  # one run still to do
     monkeypatch.setattr(sweep, "run_one", lambda *a, **k: pytest.fail("--analysis-only executed a run"))
     analysed = []
-    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot: analysed.append(study_dir) or ([], []))
+    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: analysed.append(study_dir) or ([], []))
     assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--analysis-only", "--no-html"]) == 0
     out = capsys.readouterr().out
     assert "done 17, to run 1" in out and "--analysis-only: the 1 run to run stay unrun" in out

@@ -174,9 +174,9 @@ def test_record_carries_the_resolved_config_and_environment(tmp_path):
 
 def test_flops_per_token_counts_matmul_parameters_only():
     from benchlib.core.dtypes import get_config
-    from benchlib.training.models import build_model
-    lm = build_model("gpt2", "clm", "tiny", 256, 64, 0, 1, None, get_config("fp32_baseline"))
-    cls = build_model("gpt2", "multilabel", "tiny", 256, 64, 0, 1, 10, get_config("fp32_baseline"))
+    from benchlib.training.models import ModelSpec, build_model
+    lm = build_model(ModelSpec("gpt2", "clm", "tiny", 256, 64, 0, 1, None), get_config("fp32_baseline"))
+    cls = build_model(ModelSpec("gpt2", "multilabel", "tiny", 256, 64, 0, 1, 10), get_config("fp32_baseline"))
     body = sum(p.numel() for p in lm.backbone.parameters()) - lm.backbone.wpe.weight.numel()
     attn = 12 * 2 * 64 * 64  # 12 * layers * width * seq_len
     assert lm.flops_per_token(64) == 6 * body + attn  # tied head: the embedding is the vocabulary matmul
@@ -187,8 +187,8 @@ def test_flops_per_token_counts_matmul_parameters_only():
 
 def test_training_forward_builds_no_kv_cache():
     from benchlib.core.dtypes import get_config
-    from benchlib.training.models import build_model
-    m = build_model("gpt2", "clm", "tiny", 256, 32, 0, 1, None, get_config("fp32_baseline"))
+    from benchlib.training.models import ModelSpec, build_model
+    m = build_model(ModelSpec("gpt2", "clm", "tiny", 256, 32, 0, 1, None), get_config("fp32_baseline"))
     out = m.backbone(input_ids=torch.randint(4, 256, (2, 32)))
     assert m.backbone.config.use_cache is False and out.past_key_values is None
 

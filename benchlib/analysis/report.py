@@ -1,8 +1,8 @@
 """Running the analysis on a study: stage 1 and stage 2 from folders of records to files
 (``analyze_study``: ``<scenario>/summary.csv`` and charts; ``compare``/``compare_study``:
-``comparison.json``, the tables and charts, assembled from ``analysis``, ``flips``,
-``hypotheses`` and ``recommend``), the CLI (``dtype-bench analyze`` / ``compare``) and the
-papermill runner of the two analysis notebooks (``run_notebooks``).
+``comparison.json``, the tables and charts, assembled from ``tables``, ``flips``,
+``hypotheses`` and ``recommend``) and the CLI (``dtype-bench analyze`` / ``compare``). The
+two analysis notebooks call these; the sweep executes them (``study.sweep.run_analysis``).
 """
 from __future__ import annotations
 
@@ -218,24 +218,3 @@ def main_compare(argv: list[str] | None = None) -> int:
     for line in r["recommendations"]["universal"]:
         print(f"  {line}")
     return 0
-
-
-NOTEBOOKS = ("10_analyze_experiment.ipynb", "11_compare_experiments.ipynb")
-
-
-def run_notebooks(study_dir: str | Path, out_dir: str | Path | None = None, kernel_name: str | None = None) -> list:
-    """Execute the two analysis notebooks on a study with papermill, into
-    ``<study_dir>/analysis/`` (what ``dtype-bench sweep`` runs at the end of a study)."""
-    import papermill as pm
-    root = resolve_study_dir(study_dir)
-    repo = Path(__file__).resolve().parents[2]
-    out = Path(out_dir) if out_dir else root / "analysis"
-    out.mkdir(parents=True, exist_ok=True)
-    params = {NOTEBOOKS[0]: {"study_dir": str(root), "scenario": None},
-              NOTEBOOKS[1]: {"study_dir": str(root), "output_dir": None}}
-    done = []
-    for nb in NOTEBOOKS:
-        pm.execute_notebook(str(repo / "notebooks" / nb), str(out / nb), parameters=params[nb], cwd=str(repo),
-                            kernel_name=kernel_name, progress_bar=False)
-        done.append(out / nb)
-    return done

@@ -31,7 +31,8 @@ import torch
 import torch.nn as nn
 
 from benchlib.core.runconfig import DistConfig, RunConfig
-from benchlib.parallel.report import local_tensor, rank_report
+from benchlib.core.memory import local_tensor
+from benchlib.parallel.report import rank_report
 
 SHARDED = ("fsdp2", "fsdp1", "fsdp_manual")
 DATA_SEED_STRIDE = 1_000_003

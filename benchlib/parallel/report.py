@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from benchlib.core.memory import optimizer_state_bytes, tensor_bytes
 from benchlib.core.runconfig import RunConfig
 from benchlib.core.timing import aggregate_windows
 
@@ -27,8 +28,8 @@ def rank_report(strategy, rec: dict, out: Path, cfg: RunConfig, timer, losses: l
                "peak_allocated_gib": m.get("memory/peak_allocated_gib"),
                "peak_reserved_gib": m.get("memory/peak_reserved_gib"),
                "peak_rss_gib": m.get("memory/peak_rss_gib"),
-               "param_bytes": local_bytes(p for g in opt.param_groups for p in g["params"]),
-               "optimizer_state_bytes": local_state_bytes(opt),
+               "param_bytes": tensor_bytes(p for g in opt.param_groups for p in g["params"]),
+               "optimizer_state_bytes": optimizer_state_bytes(opt),
                "val_loss": m.get("quality/val_loss"),
                "throughput": m.get("throughput"), "step_ms": m.get("step_ms")}
     with open(out / f"rank{strategy.rank}.jsonl", "w") as f:
@@ -64,31 +65,6 @@ def rank_report(strategy, rec: dict, out: Path, cfg: RunConfig, timer, losses: l
         m["memory/optimizer_state_bytes"] = summary["optimizer_state_bytes"]
     rec["ranks"] = summaries
     rec["dist"] = strategy.info()
-
-
-def local_tensor(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
-def local_bytes(tensors) -> int:
-    seen, n = set(), 0
-    for t in tensors:
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        loc = local_tensor(t)
-        n += loc.numel() * loc.element_size()
-    return n
-
-
-def local_state_bytes(opt: torch.optim.Optimizer) -> int:
-    n = 0
-    for state in opt.state.values():
-        for v in state.values():
-            if torch.is_tensor(v) and v.dim() > 0:
-                loc = local_tensor(v)
-                n += loc.numel() * loc.element_size()
-    return n
 
 
 def eval_losses(steps_file: Path) -> dict[int, float]:

@@ -4,8 +4,6 @@ the result. Notebooks narrate and show; this module (and ``train``) computes.
 """
 from __future__ import annotations
 
-import base64
-import io
 import math
 import warnings
 from dataclasses import dataclass
@@ -181,20 +179,12 @@ def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None)
 
 
 def show_chart(chart) -> None:
-    """Display an Altair chart as interactive Vega-Lite (JupyterLab) plus a PNG rendered by
-    vl-convert, which the static HTML export shows offline."""
-    import altair as alt
+    """Display an Altair chart the one way every notebook does (``analysis.charts.show``): the
+    Vega-Lite spec, interactive in JupyterLab, plus a PNG for static viewers and the HTML export."""
     from IPython.display import display
 
-    from benchlib.analysis.charts import renderer_available
-    major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
-    bundle = {f"application/vnd.vegalite.v{major}+json": chart.to_dict(),
-              "text/plain": f"<chart: {chart.title or 'curves'}>"}
-    if renderer_available():  # else interactive only (JupyterLab), no static image
-        buf = io.BytesIO()
-        chart.save(buf, format="png", scale_factor=1.0)  # ~150 KB a chart: notebooks stay small
-        bundle["image/png"] = base64.b64encode(buf.getvalue()).decode()
-    display(bundle, raw=True)
+    from benchlib.analysis.charts import show
+    display(show(chart))
 
 
 def plot_curves(result: TrainResult) -> None:
@@ -212,7 +202,7 @@ def plot_compare(results: list[TrainResult]) -> None:
 
 
 # ---- results -------------------------------------------------------------------------
-HEADLINE = ["quality", "quality/beats_baseline", "throughput", "memory", "step_ms",
+RESULT_KEYS = ["quality", "quality/beats_baseline", "throughput", "memory", "step_ms",
             "mfu_pct", "stability/diverged_step", "stability/degraded_step", "stability/stalled_step",
             "stability/nonfinite_steps", "stability/skipped_steps", "stability/final_loss_scale",
             "stability/max_grad_norm", "time/first_step_s", "time/train_s"]
@@ -279,10 +269,10 @@ def result_table(result: TrainResult) -> pd.DataFrame:
     rec, m = result.record, result.record["metrics"]
     rows = [("status", rec["status"], None, None, (rec["reason"] or "").strip())]
     quality = sorted(k for k in m if k.startswith("quality/") and not k.endswith("_se")
-                     and not k.startswith("quality/baseline_") and k not in HEADLINE)
+                     and not k.startswith("quality/baseline_") and k not in RESULT_KEYS)
     evidence = sorted(k for k in m if k.startswith("quality/baseline_") and not k.endswith("_se"))
     forensic = sorted(k for k in m if k.startswith("forensics/") and k.endswith("_mean"))
-    for k in dict.fromkeys(HEADLINE + quality + evidence + forensic):
+    for k in dict.fromkeys(RESULT_KEYS + quality + evidence + forensic):
         if k not in m:
             continue
         meaning = METRICS.get(k, "")

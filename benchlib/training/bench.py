@@ -26,7 +26,7 @@ import torch
 
 from benchlib.data import load as datamod
 from benchlib.core import env as envmod
-from benchlib.training.models import autocast_context, build_model
+from benchlib.training.models import autocast_context, ModelSpec, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, set_matmul_flags
 from benchlib.core.records import COMPLETED
 from benchlib.core.runconfig import RunConfig, resolved
@@ -46,8 +46,7 @@ def bare_loop_ms(cfg: RunConfig, steps: int = 50, warmup: int = 15, windows: int
     set_matmul_flags(dtype)
     data = datamod.load_task_data(cfg)
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.scn.arch, cfg.scn.task, cfg.size, data.vocab_size, cfg.seq_len, data.pad_id,
-                        data.bos_id, data.num_labels, dtype).to(device)
+    model = build_model(ModelSpec.for_run(cfg, data), dtype).to(device)
     if dtype.fp8 != "none":
         from benchlib.training.fp8 import convert_fp8
         convert_fp8(model, dtype.fp8)

@@ -29,7 +29,7 @@ from benchlib.parallel.group import Strategy, unsupported_reason, world_size
 from benchlib.parallel.launch import launch, needs_launch
 from benchlib.parallel.strategies import setup
 from benchlib.training.measures import memory_metrics, quality_metrics, speed_metrics, stability_metrics
-from benchlib.training.models import BenchModel, autocast_context, build_model
+from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
 from benchlib.core.records import new_record, write_json_atomic
 from benchlib.core.steplog import StepLog
@@ -115,8 +115,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                                                       if isinstance(v, (int, float, str, bool, type(None)))}}
     torch.manual_seed(cfg.seed)
     t_model = time.perf_counter()
-    model = build_model(scn.arch, scn.task, cfg.size, data.vocab_size, cfg.seq_len, data.pad_id, data.bos_id,
-                        data.num_labels, dtype, cfg.model_name_or_path, cfg.activation_checkpointing)
+    model = build_model(ModelSpec.for_run(cfg, data), dtype)
     model_s = time.perf_counter() - t_model
     if model.pretrained_info is not None:
         rec["pretrained"] = model.pretrained_info

@@ -8,13 +8,14 @@ import statistics
 import torch
 
 from benchlib.core import env as envmod
+from benchlib.core.memory import optimizer_state_bytes
 from benchlib.core.runconfig import RunConfig
 from benchlib.core.steplog import StepLog
 from benchlib.core.timing import WindowTimer
 from benchlib.training.baselines import evidence
 from benchlib.training.forensics import Forensics
 from benchlib.training.metrics import mfu_pct, peak_tflops
-from benchlib.training.precision import LossScaler, optimizer_state_bytes
+from benchlib.training.precision import LossScaler
 
 
 def speed_metrics(cfg: RunConfig, timer: WindowTimer, device: torch.device, device_name: str | None,

@@ -177,11 +177,39 @@ def _roberta_config(shape: Shape, vocab: int, seq_len: int, pad_id: int, bos_id:
                          attn_implementation=_attn_implementation(), use_cache=False)
 
 
-def build_model(arch: str, task: str, size: str, vocab_size: int, seq_len: int, pad_id: int, bos_id: int,
-                num_labels: int | None, dtype: DtypeConfig, model_name_or_path: str | None = None,
-                activation_checkpointing: bool = False) -> BenchModel:
+@dataclass(frozen=True)
+class ModelSpec:
+    """What model a run trains: the architecture and task (its scenario), the shapes, the
+    tokenizer's special ids, and where its weights come from."""
+
+    arch: str
+    """gpt2 | roberta"""
+    task: str
+    """clm | mlm | multilabel | singlelabel"""
+    size: str
+    """tiny | small | base (``SHAPES``)"""
+    vocab_size: int
+    seq_len: int
+    pad_id: int = 0
+    bos_id: int = 1
+    num_labels: int | None = None
+    """Classification only: width of the task head."""
+    model_name_or_path: str | None = None
+    """Pretrained weights (hub id or directory); None = from scratch."""
+    activation_checkpointing: bool = False
+
+    @classmethod
+    def for_run(cls, cfg, data) -> "ModelSpec":
+        """The model of a run configuration (``RunConfig``) over its data (``TaskData``)."""
+        return cls(cfg.scn.arch, cfg.scn.task, cfg.size, data.vocab_size, cfg.seq_len, data.pad_id, data.bos_id,
+                   data.num_labels, cfg.model_name_or_path, cfg.activation_checkpointing)
+
+
+def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     """Build on CPU in fp32 (so a seed gives the same initial weights on every device),
     then cast to the config's parameter dtype; the head gets ``dtype.head_dtype``."""
+    arch, task, size, vocab_size, seq_len = spec.arch, spec.task, spec.size, spec.vocab_size, spec.seq_len
+    pad_id, bos_id, num_labels, model_name_or_path = spec.pad_id, spec.bos_id, spec.num_labels, spec.model_name_or_path
     from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
     from benchlib.training.checkpoints import load_pretrained
     lm = task in ("clm", "mlm")
@@ -232,7 +260,7 @@ def build_model(arch: str, task: str, size: str, vocab_size: int, seq_len: int, 
     model.to(dtype.torch_param_dtype)
     if dtype.head_dtype and not model.head_is_tied:
         model.head.to(TORCH_DTYPES[dtype.head_dtype])
-    if activation_checkpointing:
+    if spec.activation_checkpointing:
         backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
 

@@ -93,12 +93,3 @@ def lr_at(step: int, base_lr: float, warmup: int, total: int, min_ratio: float) 
         return base_lr * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return base_lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    n = 0
-    for state in optimizer.state.values():
-        for v in state.values():
-            if torch.is_tensor(v) and v.dim() > 0:
-                n += v.numel() * v.element_size()
-    return n
