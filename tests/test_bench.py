@@ -3,7 +3,6 @@ bench.py that prints nanoGPT's line and the flags it got), the bare loop, and th
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 

@@ -1,7 +1,7 @@
 """Verdicts on seed 001's H1-H4 and seed 002's three hypotheses, each by an explicit,
 parameterised rule.
 
-Noise is judged as everywhere else (``flips.Rules``): an unpaired percentile bootstrap over
+Noise is judged as everywhere else (``stats.Rules``): an unpaired percentile bootstrap over
 seeds, each (scenario, config) cell resampled with replacement on its own. An effect's CI is
 the central ``conf`` interval of the effect over the resamples, and a verdict reads it
 (``decide``):

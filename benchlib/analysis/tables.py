@@ -5,7 +5,8 @@ Stage 1, per experiment (scenario): ``summarize`` (the summary CSV: a row per se
 ``loss_curves``. Stage 2, across experiments: ``config_stats`` (one tidy table of means, ranks
 and gains vs fp32), ``rank_correlations`` (Spearman, scipy) and ``group_ranks``, assembled
 with the flips (``flips``), verdicts (``hypotheses``) and recommendations (``recommend``) into
-``comparison.json`` by ``analysis_cli.compare``. Charts are in ``charts``.
+``comparison.json`` by ``report.compare``. Charts are in ``charts``; the decision rules and the
+bootstrap in ``stats``.
 
 Evidence gates (``apply_gates``, run by ``study_frame``), so that the analysis does not speak
 where the evidence is empty:
@@ -28,8 +29,8 @@ from every run that finished (``ok``, ``degraded``, ``stalled``); quality from o
 established scenarios that did not stall, degraded-vs-reference ones included (their gap is
 what ranks, flips and verdicts measure); safety, "fastest" and Pareto frontiers only from
 configs whose every run is healthy. ``diverged`` runs count for stability and are marked on
-curves; other statuses are counted. Writing the files, the CLI (``dtype-bench analyze`` /
-``compare``) and the notebook runner are in ``analysis_cli``.
+curves; other statuses are counted. Writing the files and the CLI (``dtype-bench analyze`` /
+``compare``) are in ``report``.
 """
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
     ``fp32_baseline``), numeric headline columns, ``q_sign`` (+1 when higher quality is better),
     and one row per (scenario, config, seed): a run recorded twice keeps the later one (record
     date, then path). Then the evidence gates (``apply_gates``, with ``rules``, default
-    ``flips.Rules()``)."""
+    ``stats.Rules()``)."""
     records = list(records)
     df = records_frame(records)
     if df.empty:
