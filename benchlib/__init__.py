@@ -1,8 +1,8 @@
 """dtype-bench: which floating-point setup to train with, measured.
 
 The package computes; notebooks narrate. Entry points:
-``benchlib.train.run`` (one run -> record), ``benchlib.configs.REGISTRY`` (dtype configs as
-data), ``benchlib.runconfig.RunConfig`` (the one typed run configuration).
+``benchlib.training.loop.run`` (one run -> record), ``benchlib.core.dtypes.REGISTRY`` (dtype configs as
+data), ``benchlib.core.runconfig.RunConfig`` (the one typed run configuration).
 """
 import logging as _logging
 

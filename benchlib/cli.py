@@ -6,81 +6,53 @@ taking ``argv``), so ``dtype-bench configs`` does not import the analysis stack.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
-import json
 import sys
-import typing
 
-from .records import TRAINED
-from .runconfig import ConfigError, RunConfig
+from benchlib.core.records import TRAINED
+from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig
 
 # subcommand -> (module:function, one-line help)
 LAZY = {
-    "sweep": ("benchlib.sweep:main", "run a study file (params/*.yaml) through papermill"),
-    "analyze": ("benchlib.analysis_cli:main_analyze", "per-experiment summary tables and charts"),
-    "compare": ("benchlib.analysis_cli:main_compare", "cross-experiment ranking flips and hypotheses"),
-    "bench": ("benchlib.bench:main", "GPU speed: benchlib vs a bare loop, per config"),
-    "scaling": ("benchlib.scaling:main", "multi-GPU scaling analysis"),
-    "backfill": ("benchlib.backfill:main", "add trivial baselines and re-judged statuses to old records"),
-    "calibration": ("benchlib.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),
+    "sweep": ("benchlib.study.sweep:main", "run a study file (params/*.yaml) through papermill"),
+    "analyze": ("benchlib.analysis.report:main_analyze", "per-experiment summary tables and charts"),
+    "compare": ("benchlib.analysis.report:main_compare", "cross-experiment ranking flips and hypotheses"),
+    "bench": ("benchlib.training.bench:main", "GPU speed: benchlib vs a bare loop, per config"),
+    "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
+    "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),
+    "calibration": ("benchlib.study.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),
 }
 
 # seed 002's flag names -> RunConfig keys
-SEED002_FLAGS = {"dtype_config": "config", "max_steps": "steps"}
-
-
-def parse_value(name: str, text: str):
-    """Parse a command-line string by the RunConfig field's declared type."""
-    hints = typing.get_type_hints(RunConfig)
-    tp = hints[name]
-    args = typing.get_args(tp)
-    if text.lower() in ("none", "null") and type(None) in args:
-        return None
-    base = next((a for a in args if a is not type(None)), tp) if args and typing.get_origin(tp) is not typing.Literal else tp
-    try:
-        if base is bool:
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if base is int:
-            return int(text)
-        if base is float:
-            return float(text)
-        if base is dict:
-            return json.loads(text)
-    except ValueError:
-        raise ConfigError(f"--{name}: cannot read {text!r} as {getattr(base, '__name__', base)}") from None
-    return text
+LEGACY_FLAGS = {"dtype_config": "config", "max_steps": "steps"}
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
-    for f in dataclasses.fields(RunConfig):
-        if f.name in ("out_dir", "extra"):
+    for key in RunConfig.keys():
+        if key in ("out_dir", "extra"):
             continue
-        p.add_argument(f"--{f.name}", dest=f.name, default=None, metavar=f.name.upper(),
-                       help=(f.metadata.get("help") if f.metadata else None))
+        p.add_argument(f"--{key}", dest=key, default=None, metavar=key.rsplit(".", 1)[-1].upper())
+    for old, new in LEGACY_KEYS.items():  # --strategy, --nproc: older spellings of --dist.*
+        p.add_argument(f"--{old}", dest=new, default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", dest="out_dir", default=None, help="folder for result.json and steps.jsonl")
     p.add_argument("--model_arch", default=None, help="seed 002: gpt2 | roberta (with --task)")
     p.add_argument("--task", default=None, help="seed 002: clm | mlm | multilabel | singlelabel")
-    for old in SEED002_FLAGS:
-        p.add_argument(f"--{old}", dest=old, default=None, help=f"seed 002 name for --{SEED002_FLAGS[old]}")
+    for old in LEGACY_FLAGS:
+        p.add_argument(f"--{old}", dest=old, default=None, help=f"seed 002 name for --{LEGACY_FLAGS[old]}")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def run_config_from_args(ns: argparse.Namespace) -> RunConfig:
-    from .scenarios import scenario_for
+    from benchlib.core.scenarios import scenario_for
     d = {}
-    for f in dataclasses.fields(RunConfig):
-        v = getattr(ns, f.name, None)
-        if v is not None and f.name != "out_dir":
-            d[f.name] = parse_value(f.name, v)
-    for old, new in SEED002_FLAGS.items():
+    for key in RunConfig.keys():
+        v = getattr(ns, key, None)
+        if v is not None and key != "out_dir":
+            d[key] = RunConfig.parse_text(key, v)
+    for old, new in LEGACY_FLAGS.items():
         v = getattr(ns, old, None)
         if v is not None:
-            d[new] = parse_value(new, v)
+            d[new] = RunConfig.parse_text(new, v)
     if ns.model_arch or ns.task:
         if not (ns.model_arch and ns.task):
             raise ConfigError("--model_arch and --task go together (seed 002), or use --scenario")
@@ -89,7 +61,7 @@ def run_config_from_args(ns: argparse.Namespace) -> RunConfig:
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
-    from .train import run
+    from benchlib.training.loop import run
     cfg = run_config_from_args(ns)
     rec = run(cfg, out_dir=ns.out_dir, progress=not ns.quiet)
     m = rec["metrics"]
@@ -97,7 +69,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     if m:
         print(f"  {m.get('quality_name')}={_fmt(m.get('quality'))}  throughput={_fmt(m.get('throughput'))} "
               f"{m.get('throughput_unit')}  memory={_fmt(m.get('memory'))} GiB  step={_fmt(m.get('step_ms'))} ms")
-        from .notebook import result_summary
+        from benchlib.study.notebook import result_summary
         for line in result_summary(rec).splitlines()[1:]:  # vs the trivial baseline; forensics
             print(f"  {line}")
     print(f"  record: {rec['_path']}")
@@ -106,7 +78,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
 
 
 def _cmd_configs(ns: argparse.Namespace) -> int:
-    from .configs import ALIASES, config_table
+    from benchlib.core.dtypes import ALIASES, config_table
     import pandas as pd
     with pd.option_context("display.max_colwidth", 90, "display.width", 250):
         print(config_table().to_string())
@@ -115,7 +87,7 @@ def _cmd_configs(ns: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(ns: argparse.Namespace) -> int:
-    from .scenarios import SCENARIOS
+    from benchlib.core.scenarios import SCENARIOS
     for s in SCENARIOS.values():
         print(f"{s.id}  {s.arch:8s} {s.task:12s} {s.loss:16s} {s.data:12s} quality={s.quality}")
     return 0

@@ -4,6 +4,7 @@ hand-built records with known answers (tests/fixtures/records.py); the end-to-en
 study of real tiny runs."""
 import warnings
 import json
+import shutil
 import math
 
 import nbformat
@@ -12,8 +13,12 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from benchlib import analysis, analysis_cli, hypotheses as hy, recommend
-from benchlib.flips import Rules, order_reversals
+from benchlib.analysis import tables
+from benchlib.analysis import report
+from benchlib.analysis import hypotheses as hy
+from benchlib.analysis import recommend
+from benchlib.analysis.flips import order_reversals
+from benchlib.analysis.stats import Rules
 from fixtures.records import grid, make_record, real_study, write_run, write_study
 from test_gates import with_baseline
 
@@ -25,7 +30,7 @@ def frame(records):
     """Records as training writes them since it measures a trivial predictor, each run having
     clearly beaten it: the scenarios learned, and these tests are about what the statistics do
     with learned quality (records without a baseline, or that did not learn: test_gates.py)."""
-    return analysis.study_frame([with_baseline(r) for r in records])
+    return tables.study_frame([with_baseline(r) for r in records])
 
 
 def seeds(scn, cfg, values, key="quality", **kw):
@@ -37,7 +42,7 @@ def seeds(scn, cfg, values, key="quality", **kw):
 def test_summary_has_seed000_columns_a_row_per_seed_and_a_mean_row_per_config():
     recs = (seeds("A", "fp32_baseline", [100, 110, 120], "throughput", memory=2.0)
             + seeds("A", "amp_bf16", [200, 210, 220], "throughput", memory=1.0))
-    s = analysis.summarize(frame(recs), "A")
+    s = tables.summarize(frame(recs), "A")
     assert list(s.columns[:9]) == ["config", "seed", "throughput", "throughput_std", "memory", "memory_std",
                                    "quality", "quality_std", "n_seeds"]
     assert s["seed"].tolist() == ["0", "1", "2", "mean"] * 2
@@ -53,7 +58,7 @@ def test_summary_statistics_use_only_ok_runs_and_count_the_other_statuses():
     recs = [make_record("A", "fp16_naive", 0, throughput=100),
             make_record("A", "fp16_naive", 1, throughput=1000, status="diverged", diverged_step=7),
             make_record("A", "fp16_naive", 2, status="oom")]
-    mean = analysis.summarize(frame(recs), "A").query("seed == 'mean'").iloc[0]
+    mean = tables.summarize(frame(recs), "A").query("seed == 'mean'").iloc[0]
     assert mean["throughput"] == 100 and math.isnan(mean["throughput_std"])
     assert (mean["n_seeds"], mean["n_runs"], mean["n_ok"], mean["n_diverged"], mean["n_oom"]) == (1, 3, 1, 1, 1)
     assert mean["diverged_step"] == 7
@@ -61,7 +66,7 @@ def test_summary_statistics_use_only_ok_runs_and_count_the_other_statuses():
 
 def test_fp32_true_is_read_as_the_fp32_baseline():
     recs = [make_record("C", "fp32_true", 0, throughput=50), make_record("C", "amp_bf16", 0, throughput=100)]
-    s = analysis.summarize(frame(recs), "C").query("seed == 'mean'").set_index("config")
+    s = tables.summarize(frame(recs), "C").query("seed == 'mean'").set_index("config")
     assert s.loc["fp32_baseline", "throughput_rel"] == 1.0
     assert s.loc["amp_bf16", "throughput_rel"] == 2.0
 
@@ -69,7 +74,7 @@ def test_fp32_true_is_read_as_the_fp32_baseline():
 def test_pareto_front_on_a_known_set():
     x = [1, 2, 3, 2, 1, np.nan]
     y = [5, 4, 3, 2, 5, 1]  # (2, 2) is dominated by (2, 4); ties dominate nobody; NaN is never on it
-    assert analysis.pareto_front(x, y).tolist() == [True, True, True, False, True, False]
+    assert tables.pareto_front(x, y).tolist() == [True, True, True, False, True, False]
 
 
 @pytest.mark.parametrize("scenario, qualities, best, front", [
@@ -79,7 +84,7 @@ def test_pareto_front_on_a_known_set():
 def test_ranks_and_frontier_respect_the_quality_direction(scenario, qualities, best, front):
     cfgs = ["fp32_baseline", "amp_bf16", "bf16_pure"]
     recs = [make_record(scenario, c, 0, throughput=t, quality=q) for c, t, q in zip(cfgs, [100, 200, 150], qualities)]
-    m = analysis.summarize(frame(recs), scenario).query("seed == 'mean'").set_index("config")
+    m = tables.summarize(frame(recs), scenario).query("seed == 'mean'").set_index("config")
     assert m["rank_quality"].idxmin() == best
     assert set(m.index[m["pareto_throughput"].astype(bool)]) == front
 
@@ -89,7 +94,7 @@ def test_loss_curves_average_seeds_with_a_band_and_mark_divergences(tmp_path):
     write_run(tmp_path, make_record("A", "amp_bf16", 1, steps=10), [{"step": s, "loss": 4.0} for s in range(10)])
     write_run(tmp_path, make_record("A", "fp16_naive", 0, status="diverged", diverged_step=5, steps=10),
               [{"step": s, "loss": 3.0 if s < 5 else float("inf")} for s in range(6)])
-    curves, marks = analysis.loss_curves(analysis.load_study(tmp_path), max_points=100)
+    curves, marks = tables.loss_curves(tables.load_study(tmp_path), max_points=100)
     amp = curves[curves["config"] == "amp_bf16"]
     assert len(amp) == 10 and (amp["loss"] == 3.0).all()
     assert (amp["loss_lo"] == 2.0).all() and (amp["loss_hi"] == 4.0).all()
@@ -99,7 +104,7 @@ def test_loss_curves_average_seeds_with_a_band_and_mark_divergences(tmp_path):
 
 def test_loss_curves_are_binned_to_at_most_max_points(tmp_path):
     write_run(tmp_path, make_record("A", "amp_bf16", 0, steps=1000))
-    curves, _ = analysis.loss_curves(analysis.load_study(tmp_path), max_points=50)
+    curves, _ = tables.loss_curves(tables.load_study(tmp_path), max_points=50)
     assert len(curves) == 50
 
 
@@ -111,7 +116,7 @@ def test_spearman_rho_and_permutation_p_match_scipy_on_a_known_case():
     a, c = [100, 200, 300, 400, 500], [500, 200, 300, 100, 400]
     recs = ([make_record("A", k, 0, throughput=t) for k, t in zip(CFGS, a)]
             + [make_record("C", k, 0, throughput=t) for k, t in zip(CFGS, c)])
-    corr = analysis.rank_correlations(analysis.config_stats(frame(recs)))
+    corr = tables.rank_correlations(tables.config_stats(frame(recs)))
     row = corr[(corr["metric"] == "throughput") & (corr["a"] == "A") & (corr["b"] == "C")].iloc[0]
     assert row["rho"] == pytest.approx(sps.spearmanr(a, c).statistic) and row["n_configs"] == 5
     exact = sps.permutation_test((np.array(a),), lambda x: sps.spearmanr(x, c).statistic,
@@ -124,7 +129,7 @@ def test_quality_ranks_follow_direction_so_the_same_winners_correlate_positively
     f1 = [0.50, 0.49, 0.48, 0.47, 0.46]  # C: higher is better -> fp32_baseline first
     recs = ([make_record("A", k, 0, quality=q) for k, q in zip(CFGS, loss)]
             + [make_record("C", k, 0, quality=q) for k, q in zip(CFGS, f1)])
-    corr = analysis.rank_correlations(analysis.config_stats(frame(recs)))
+    corr = tables.rank_correlations(tables.config_stats(frame(recs)))
     q = corr[corr["metric"] == "quality"].set_index(["a", "b"])
     assert q.loc[("A", "C"), "rho"] == pytest.approx(1.0)
     assert q.loc[("LM", "CLS"), "rho"] == pytest.approx(1.0)
@@ -145,7 +150,7 @@ def test_a_constructed_rank_reversal_is_found_with_its_size_and_evidence():
     assert r["gap_worse_pct"] == pytest.approx(100 * 0.10 / 0.56)
     assert r["size_pct"] == pytest.approx(100 * 0.20 / 3.11)  # the smaller of the two gaps
     assert r["support"] == 1.0 and r["significant"]
-    comp = analysis_cli.compare(df, FAST)
+    comp = report.compare(df, FAST)
     flips = {f["config"]: f for f in comp.result["flips"]}
     assert set(flips) == {"bf16_pure", "amp_bf16"}
     f = flips["bf16_pure"]
@@ -159,14 +164,14 @@ def test_a_noise_level_reversal_is_not_a_flip():
     rev = order_reversals(df, FAST)
     q = rev[rev["metric"] == "quality"]
     assert len(q) == 1 and q["support"].iloc[0] < 0.95 and not q["significant"].iloc[0]
-    assert analysis_cli.compare(df, FAST).result["flips"] == []
+    assert report.compare(df, FAST).result["flips"] == []
 
 
 def test_a_flip_needs_two_seeds():
     df = frame(reversal([3.00], [3.20], [0.50], [0.60]))
     rev = order_reversals(df, FAST)
     assert len(rev) == 1 and math.isnan(rev["support"].iloc[0]) and not rev["significant"].iloc[0]
-    result = analysis_cli.compare(df, FAST).result
+    result = report.compare(df, FAST).result
     assert result["flips"] == [] and "bootstrap" in result["method"]["noise_test"]
 
 
@@ -174,7 +179,7 @@ def test_a_config_that_diverges_on_one_task_only_is_a_stability_flip_and_ranks_l
     recs = (grid("AE", ["fp32_baseline", "amp_bf16"])
             + [make_record("A", "fp16_naive", k, status="diverged", diverged_step=40 + k) for k in range(3)]
             + [make_record("E", "fp16_naive", k) for k in range(3)])
-    comp = analysis_cli.compare(frame(recs), FAST)
+    comp = report.compare(frame(recs), FAST)
     f = next(f for f in comp.result["flips"] if f["config"] == "fp16_naive")
     assert f["ranks"]["A"] == 3  # no ok run, diverged: last
     assert f["stability"][0]["diverges_on"] == "A" and f["stability"][0]["diverged_on"] == "3/3"
@@ -205,14 +210,14 @@ def head_study(lm_gain):
 
 
 def test_h1_is_supported_when_the_fp32_head_helps_classification_only():
-    h = hy.h1_output_head(head_study(lm_gain=0.0), FAST)
+    h = hy.output_head_effect(head_study(lm_gain=0.0), FAST)
     assert h["verdict"] == "supported", h["reason"]
     assert h["effect"]["estimate"] == pytest.approx(100 * 0.05 / 0.502)
     assert h["effect"]["ci_low"] > 0 and h["evidence"]["lm_effect"]["ci_low"] <= 0
 
 
 def test_h1_is_rejected_when_the_fp32_head_helps_lm_as_much():
-    h = hy.h1_output_head(head_study(lm_gain=0.3), FAST)
+    h = hy.output_head_effect(head_study(lm_gain=0.3), FAST)
     assert h["verdict"] == "rejected" and "not classification-specific" in h["reason"]
 
 
@@ -220,7 +225,7 @@ def test_h2_gives_the_divergence_step_per_task_or_that_it_did_not_diverge():
     recs = (grid("AC", ["fp32_baseline", "fp16_naive"])  # fp32_baseline: the reference that shows A and C learned
             + [make_record("A", "fp16_naive_noscale", k, status="diverged", diverged_step=40 + k) for k in range(3)]
             + [make_record("C", "fp16_naive_noscale", k) for k in range(3)])
-    h = hy.h2_stability(frame(recs), FAST)
+    h = hy.naive_fp16_stability(frame(recs), FAST)
     assert h["verdict"] == "supported" and h["effect"]["estimate"] == 1.0
     rows = {(r["config"], r["scenario"]): r for r in h["evidence"]["divergence"]}
     assert rows["fp16_naive_noscale", "A"]["diverged_steps"] == [40, 41, 42]
@@ -233,7 +238,7 @@ def test_h3_8bit_adam_degrading_classification_only_is_supported_with_memory_sav
         q = (3.0 if s == "A" else 0.5) + 0.001 * k
         return {"quality": q * (0.9 if c == "amp_bf16_8bit_adam" and s == "D" else 1),
                 "memory": 1.0 if c == "amp_bf16_8bit_adam" else 2.0}
-    h = hy.h3_8bit_adam(frame(grid("AD", ["amp_bf16", "amp_bf16_8bit_adam"], value=value)), FAST)
+    h = hy.adam_8bit_effect(frame(grid("AD", ["amp_bf16", "amp_bf16_8bit_adam"], value=value)), FAST)
     assert h["verdict"] == "supported" and h["effect"]["estimate"] == pytest.approx(10.0)
     assert h["evidence"]["memory_saving_pct"] == {"A": 50.0, "D": 50.0}
 
@@ -246,7 +251,7 @@ def test_h4_compares_the_throughput_memory_frontiers_of_lm_and_classification(sh
     def value(s, c, k):  # on C, with shift, 8-bit Adam needs more memory than amp_bf16: off the frontier
         m = 1.8 if shift and s == "C" and c == "amp_bf16_8bit_adam" else mem[c]
         return {"throughput": 100 * speed[c] + k, "memory": m + 0.001 * k}
-    h = hy.h4_frontier(frame(grid("AC", list(speed), value=value)), FAST)
+    h = hy.bf16_on_frontier(frame(grid("AC", list(speed), value=value)), FAST)
     assert h["verdict"] == verdict, h["reason"]
     assert h["evidence"]["frontiers"]["A"] == ["amp_bf16", "amp_bf16_8bit_adam"]
 
@@ -254,7 +259,7 @@ def test_h4_compares_the_throughput_memory_frontiers_of_lm_and_classification(sh
 def test_seed002_h2_bf16_mfu_gain_larger_on_roberta_is_supported():
     tps = {("A", "fp32_baseline"): 100, ("A", "bf16_pure"): 150, ("B", "fp32_baseline"): 100, ("B", "bf16_pure"): 200}
     df = frame(grid("AB", ["fp32_baseline", "bf16_pure"], value=lambda s, c, k: {"tokens_per_s": tps[s, c] + k}))
-    h = hy.s2_h2_bf16_mfu(df, FAST)
+    h = hy.bf16_mfu_gain_by_arch(df, FAST)
     assert h["verdict"] == "supported" and h["effect"]["estimate"] == pytest.approx(0.5, abs=0.01)
 
 
@@ -264,8 +269,8 @@ def test_seed002_h1_and_h3_read_divergence_by_loss_and_quality_loss_by_architect
             return {"status": "diverged", "diverged_step": 10} if s in "CD" else {}
         return {"quality": 0.5 + 0.001 * k - (0.05 if c == "amp_bf16" and s in "CE" else 0)}
     df = frame(grid("CDEF", ["fp32_baseline", "amp_bf16", "fp16_naive"], value=value))
-    assert hy.s2_h1_fp16_multilabel(df, FAST)["verdict"] == "supported"
-    h3 = hy.s2_h3_gpt2_precision(df, FAST)
+    assert hy.fp16_multilabel_divergence(df, FAST)["verdict"] == "supported"
+    h3 = hy.precision_sensitivity_by_arch(df, FAST)
     assert h3["verdict"] == "supported" and h3["effect"]["estimate"] > 0
 
 
@@ -277,7 +282,7 @@ def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where()
         v = {"throughput": speed[c] + k, "quality": (3.0 if s == "A" else 0.5) + 0.001 * k}
         return {**v, "status": "diverged", "diverged_step": 30} if c == "fp16_naive" and s == "A" else v
     df = frame(grid("AC", list(speed), value=value))
-    rec, safety = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    rec, safety = recommend.recommendations(df, tables.config_stats(df), FAST)
     assert rec["universal"][0].startswith("default: amp_bf16 - safe on all 2 scenarios")
     assert "throughput 1.99x fp32" in rec["universal"][0]  # (200 + 201 + 202) / (100 + 101 + 102)
     assert rec["per_task"]["C"][0].startswith("C: fastest safe config fp16_naive") \
@@ -300,7 +305,7 @@ def test_when_every_config_scores_zero_none_is_called_worse_and_nothing_warns():
     # early multi-label training: every config still predicts no label, micro-F1 0; without a
     # threshold-free metric in the records (P@1, val loss) quality is not established
     recs = seeds("D", "amp_bf16", [0.0, 0.0, 0.0]) + seeds("D", "fp16_naive", [0.0, 0.0, 0.0])
-    df = analysis.study_frame([with_baseline(r, **{"quality/p_at_1": None}) for r in recs])
+    df = tables.study_frame([with_baseline(r, **{"quality/p_at_1": None}) for r in recs])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         s = recommend.safety(df, FAST).set_index("config")
@@ -311,7 +316,7 @@ def test_when_every_config_scores_zero_none_is_called_worse_and_nothing_warns():
 # ---- CLI, files, notebooks -------------------------------------------------------------------
 def test_analyze_cli_writes_summary_csv_and_the_charts(tmp_path, capsys):
     write_study(tmp_path, grid("AC", ["fp32_baseline", "amp_bf16"], seeds=(0, 1)))
-    assert analysis_cli.main_analyze([str(tmp_path), "--scenario", "A", "--formats", "png"]) == 0
+    assert report.main_analyze([str(tmp_path), "--scenario", "A", "--formats", "png"]) == 0
     s = pd.read_csv(tmp_path / "A" / "summary.csv")
     assert len(s) == 6 and {"n_seeds", "n_ok", "throughput_rel", "pareto_throughput"} <= set(s.columns)
     pngs = sorted(p.name for p in (tmp_path / "A" / "plots").iterdir())
@@ -323,7 +328,7 @@ def test_compare_cli_in_seed000_form_writes_comparison_json(tmp_path):
     write_study(tmp_path / "lm", grid("A", ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1)))
     write_study(tmp_path / "cls", grid("C", ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1)))
     out = tmp_path / "cmp"
-    assert analysis_cli.main_compare(["--lm_results", str(tmp_path / "lm"), "--cls_results", str(tmp_path / "cls"),
+    assert report.main_compare(["--lm_results", str(tmp_path / "lm"), "--cls_results", str(tmp_path / "cls"),
                                       "--output_dir", str(out), "--n_boot", "200", "--formats", "png"]) == 0
     r = json.loads((out / "comparison.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     assert set(r["ranking_correlation"]) == {"throughput", "memory", "quality"}
@@ -336,14 +341,14 @@ def test_compare_cli_in_seed000_form_writes_comparison_json(tmp_path):
 
 def test_real_tiny_runs_go_through_analyze_and_compare(tmp_path):
     root = real_study()
-    df = analysis.load_study(root)
+    df = tables.load_study(root)
     # 4 steps: a run may well not beat its trivial predictor (stalled)
     assert len(df) == 8 and set(df["status"]) <= {"ok", "diverged", "stalled", "degraded"}, \
         df[["run_id", "status", "reason"]]
-    exps = analysis_cli.analyze_study(root, "E", output_dir=tmp_path, formats=["png"])
+    exps = report.analyze_study(root, "E", output_dir=tmp_path, formats=["png"])
     mean = exps["E"].summary.query("seed == 'mean'")
     assert mean["quality_name"].iloc[0] == "accuracy" and mean["n_runs"].tolist() == [2, 2]
-    comp = analysis_cli.compare_study(root, output_dir=tmp_path / "cmp", rules=FAST, formats=["png"])
+    comp = report.compare_study(root, output_dir=tmp_path / "cmp", rules=FAST, formats=["png"])
     assert {h["verdict"] for h in comp.result["hypotheses"].values()} <= VERDICTS
     assert comp.result["scenarios"] == ["A", "E"]
 
@@ -361,13 +366,17 @@ def test_source_notebooks_are_clean_with_one_parameters_cell(name, params):
 
 
 def test_analysis_notebooks_run_through_papermill_on_a_study_of_real_runs(tmp_path):
-    done = analysis_cli.run_notebooks(real_study(), out_dir=tmp_path)
+    from benchlib.study.sweep import run_analysis
+    study = tmp_path / "study"
+    shutil.copytree(real_study(), study)
+    done, failed = run_analysis(study, {})
+    assert not failed and len(done) == 2
     for path in done:
         nb = nbformat.read(path, as_version=4)
         outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
         assert not [o for o in outs if o.output_type == "error"]
         assert any("image/png" in o.get("data", {}) for o in outs), f"{path.name} shows no PNG"
-    assert (real_study() / "comparison" / "comparison.json").exists()
+    assert (study / "comparison" / "comparison.json").exists()
 
 
 def test_with_one_seed_a_large_quality_gap_still_makes_a_config_unsafe():
@@ -400,7 +409,7 @@ def test_the_fastest_safe_config_per_task_is_ranked_on_that_task_alone():
         key = next((n for n, full in names.items() if full == c), c)
         return {"throughput": speed[s, key] + k, "quality": 0.5 + 0.001 * k}
     df = frame(grid("AC", ["fp32_baseline", "amp_bf16", "fp16_naive"], value=value))
-    rec, _ = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    rec, _ = recommend.recommendations(df, tables.config_stats(df), FAST)
     assert rec["per_task"]["C"][0].startswith("C: fastest safe config fp16_naive")
     assert rec["per_task"]["A"][0].startswith("A: fastest safe config amp_bf16")
     assert rec["universal"][0].startswith("default: amp_bf16")  # mean rank over A, C: 1.5 against 2

@@ -1,14 +1,14 @@
-"""Trivial baselines and the evidence that a run beat its own (benchlib.baselines)."""
+"""Trivial baselines and the evidence that a run beat its own (benchlib.training.baselines)."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from benchlib.baselines import (LearnedRule, class_log_prior, evaluate_baseline, evaluate_predictor, evidence,
+from benchlib.training.baselines import (LearnedRule, class_log_prior, evaluate_baseline, evaluate_predictor, evidence,
                                 label_log_odds, unigram_log_probs)
-from benchlib.data import load_task_data
-from benchlib.runconfig import RunConfig, resolved
+from benchlib.data.load import load_task_data
+from benchlib.core.runconfig import RunConfig, resolved
 
 
 def _data(scenario):
@@ -100,7 +100,7 @@ def test_lower_is_better_for_lm_losses():
 
 
 def test_a_run_records_its_baseline_and_the_verdict(tmp_path):
-    from benchlib.train import run
+    from benchlib.training.loop import run
     rec = run({"scenario": "F", "config": "fp32_baseline", "steps": 5, "log_every": 5}, out_dir=tmp_path,
               progress=False)
     m = rec["metrics"]

@@ -1,14 +1,13 @@
-"""benchlib.bench on CPU: the kernel summary's arithmetic, the nanoGPT reference runner (a stub
+"""benchlib.training.bench on CPU: the kernel summary's arithmetic, the nanoGPT reference runner (a stub
 bench.py that prints nanoGPT's line and the flags it got), the bare loop, and the CLI's guard."""
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 
-from benchlib import bench
-from benchlib.runconfig import RunConfig
+from benchlib.training import bench
+from benchlib.core.runconfig import RunConfig
 
 
 def test_kernel_summary_counts_overlaps_once_and_ranks_kernels():

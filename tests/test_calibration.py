@@ -1,13 +1,13 @@
-"""Calibration tables and the backfill of old records (benchlib.calibration, benchlib.backfill)."""
+"""Calibration tables and the backfill of old records (benchlib.study.calibration, benchlib.study.backfill)."""
 import gzip
 import json
 import shutil
 
 import pytest
 
-from benchlib.backfill import backfill_record, main as backfill_main
-from benchlib.calibration import calibration_table, main as calibration_main, meets_target, to_markdown
-from benchlib.train import run
+from benchlib.study.backfill import backfill_record, main as backfill_main
+from benchlib.study.calibration import calibration_table, main as calibration_main, meets_target, to_markdown
+from benchlib.training.loop import run
 
 
 @pytest.fixture(scope="module")

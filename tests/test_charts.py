@@ -8,8 +8,10 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from benchlib import analysis, analysis_cli, charts
-from benchlib.flips import Rules
+from benchlib.analysis import tables
+from benchlib.analysis import report
+from benchlib.analysis import charts
+from benchlib.analysis.stats import Rules
 from fixtures.records import grid, make_record, write_run, write_study
 from test_gates import with_baseline
 
@@ -32,10 +34,10 @@ def study(tmp_path_factory):
     recs = grid("AC", CFGS, seeds=(0, 1), value=value)
     for r in recs:  # steps.jsonl on disk for the curves; the records in memory, with trivial baselines
         r["_path"] = str(write_run(root, r))
-    df = analysis.study_frame([with_baseline(r) for r in recs])
-    comp = analysis_cli.compare(df, Rules(n_boot=200))
-    curves, marks = analysis.loss_curves(df[df["scenario"] == "A"])
-    return {"summary": analysis.summarize(df, "A"), "curves": curves, "marks": marks, "comp": comp}
+    df = tables.study_frame([with_baseline(r) for r in recs])
+    comp = report.compare(df, Rules(n_boot=200))
+    curves, marks = tables.loss_curves(df[df["scenario"] == "A"])
+    return {"summary": tables.summarize(df, "A"), "curves": curves, "marks": marks, "comp": comp}
 
 
 BUILDERS = {
@@ -81,10 +83,10 @@ def test_flip_charts_highlight_the_configs_in_flips(study):
 
 def test_charts_without_data_say_so_and_still_render(tmp_path):
     root = write_study(tmp_path, [make_record("C", "amp_bf16", 0, status="oom")])
-    df = analysis.load_study(root)
-    summary = analysis.summarize(df, "C")
-    curves, marks = analysis.loss_curves(df)
-    stats = analysis.config_stats(df)
+    df = tables.load_study(root)
+    summary = tables.summarize(df, "C")
+    curves, marks = tables.loss_curves(df)
+    stats = tables.config_stats(df)
     for chart in (charts.throughput_bar(summary), charts.quality_scatter(summary), charts.pareto_chart(summary),
                   charts.loss_curves_chart(curves, marks), charts.stability_chart(curves, marks),
                   charts.relative_heatmap(stats), charts.rank_slope(stats), charts.flip_chart(stats)):
@@ -105,7 +107,7 @@ def test_show_gives_jupyterlab_the_spec_and_everyone_else_the_png(study, tmp_pat
 def test_chart_data_stay_aggregated_for_long_runs(tmp_path):
     for k in range(3):
         write_run(tmp_path, make_record("A", "amp_bf16", k, steps=20000))
-    curves, marks = analysis.loss_curves(analysis.load_study(tmp_path))
+    curves, marks = tables.loss_curves(tables.load_study(tmp_path))
     spec = charts.loss_curves_chart(curves, marks).to_dict()
     assert sum(len(rows) for rows in spec["datasets"].values()) <= 120  # 60k steps -> one row per bin
 
@@ -113,7 +115,7 @@ def test_chart_data_stay_aggregated_for_long_runs(tmp_path):
 def test_without_vl_convert_charts_are_saved_as_vega_lite_json_and_shown_interactive_only(tmp_path, monkeypatch):
     import sys
 
-    from benchlib import charts as ch
+    from benchlib.analysis import charts as ch
     monkeypatch.setitem(sys.modules, "vl_convert", None)  # as on a GPU host without the wheel
     ch.renderer_available.cache_clear()
     try:

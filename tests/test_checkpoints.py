@@ -9,21 +9,22 @@ import torch
 import yaml
 from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
 
-from benchlib import notebook, sweep
-from benchlib.checkpoints import (META_FILE, CheckpointError, check_checkpoint, is_complete, load_pretrained,
+from benchlib.study import notebook
+from benchlib.study import sweep
+from benchlib.training.checkpoints import (META_FILE, CheckpointError, check_checkpoint, is_complete, load_pretrained,
                                   save_pretrained)
-from benchlib.configs import get_config
-from benchlib.models import build_model
-from benchlib.records import read_record, write_json_atomic
-from benchlib.runconfig import ConfigError, RunConfig
-from benchlib.study import load_study
+from benchlib.core.dtypes import get_config
+from benchlib.training.models import ModelSpec, build_model
+from benchlib.core.records import read_record, write_json_atomic
+from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.study.studyfile import load_study
 
 FP32 = get_config("fp32_baseline")
 
 
 def _build(arch, task, dtype=FP32, labels=None, path=None):
-    return build_model(arch, task, "tiny", vocab_size=256, seq_len=64, pad_id=0, bos_id=1, num_labels=labels,
-                       dtype=dtype, model_name_or_path=path)
+    return build_model(ModelSpec(arch, task, "tiny", vocab_size=256, seq_len=64, num_labels=labels,
+                                 model_name_or_path=path), dtype)
 
 
 def _jitter(model, seed=0):
@@ -128,7 +129,7 @@ def test_an_fsdp2_dtensor_model_is_refused(tmp_path):
 
 # ---- loading: the checks around from_pretrained ---------------------------------------------
 def test_a_pretrained_gpt2_run_hands_its_backbone_to_a_classification_run(tmp_path):
-    from benchlib.train import run
+    from benchlib.training.loop import run
     rec = run(RunConfig(scenario="A", config="fp32_baseline", steps=3, size="tiny", device="cpu", save_model=True,
                         eval_batches=2, log_every=1), out_dir=tmp_path / "a", progress=False)
     ckpt = tmp_path / "a" / "model"
@@ -164,7 +165,7 @@ def test_missing_backbone_weights_are_an_error_naming_them(tmp_path):
 
 
 def test_a_fresh_task_head_is_expected_not_an_error(tmp_path):
-    RobertaModel(build_model("roberta", "mlm", "tiny", 256, 64, 0, 1, None, FP32).backbone.config,
+    RobertaModel(build_model(ModelSpec("roberta", "mlm", "tiny", 256, 64, 0, 1, None), FP32).backbone.config,
                  add_pooling_layer=False).save_pretrained(tmp_path)
     model, info = load_pretrained(RobertaForMaskedLM, "roberta", tmp_path)
     assert info["loaded_fraction"] == 1.0 and info["model_type"] == "roberta"
@@ -266,7 +267,7 @@ def test_selecting_runs_pulls_in_the_pretrain_runs_they_need(tmp_path):
      ["pretrain.gpt2: scenario 'C': the GPT-2 checkpoint is pretrained on scenario A"]),
     (STUDY.replace("  gpt2:", "  bert:"), ["pretrain: unknown architecture 'bert'", "Valid: gpt2, roberta"]),
     (STUDY.replace("steps: 5}", "steps: 5, stpes: 3}"), ["pretrain.gpt2: unknown parameter 'stpes'"]),
-    (STUDY.replace("steps: 5}", "steps: 5, strategy: fsdp2}"), ["pretrain.gpt2: strategy 'fsdp2' shards"]),
+    (STUDY.replace("steps: 5}", "steps: 5, strategy: fsdp2}"), ["pretrain.gpt2: dist.strategy 'fsdp2' shards"]),
     (STUDY.replace("steps: 5}", "steps: 5, model_name_or_path: pretrained}"),
      ["pretrain.gpt2: model_name_or_path: 'pretrained' is what this stage makes"]),
 ])

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from benchlib.configs import ALIASES, REGISTRY, SEED001, SEED002, DtypeConfig, UnknownNameError, config_table, get_config
+from benchlib.core.dtypes import ALIASES, REGISTRY, FULL_MATRIX, CORE_SIX, DtypeConfig, UnknownNameError, config_table, get_config
 
 ISSUE_NAMES = ["fp32_baseline", "fp32_tf32_matmul", "amp_fp16", "amp_bf16", "bf16_pure", "bf16_naive", "fp16_naive",
                "fp16_naive_noscale", "amp_fp16_8bit_adam", "amp_bf16_8bit_adam", "bf16_no_compile",
@@ -10,7 +10,7 @@ ISSUE_NAMES = ["fp32_baseline", "fp32_tf32_matmul", "amp_fp16", "amp_bf16", "bf1
 
 
 def test_every_seed_config_is_registered():
-    for name in ISSUE_NAMES + SEED001 + SEED002:
+    for name in ISSUE_NAMES + FULL_MATRIX + CORE_SIX:
         assert get_config(name).name in REGISTRY
 
 
@@ -67,7 +67,7 @@ def test_a_non_positive_eps_is_refused():
 
 def test_fp16_weights_train_with_eps_1e8_through_fused_adamw():
     """eps is applied in fp32 inside fused AdamW: a 1e-8 eps does not become a division by 0."""
-    from benchlib.precision import build_optimizer
+    from benchlib.training.precision import build_optimizer
     w = torch.nn.Linear(4, 4).half()
     opt = build_optimizer(w, get_config("fp16_naive"), lr=1e-3, weight_decay=0.0, beta2=0.95,
                           device=torch.device("cpu"))

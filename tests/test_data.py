@@ -1,4 +1,4 @@
-"""benchlib.data / benchlib.synthetic: loss floors, batch formats, masking, determinism,
+"""benchlib.data.tasks / benchlib.data.synthetic: loss floors, batch formats, masking, determinism,
 label statistics and the real-data paths (local files through `datasets`, hub errors).
 CPU only, no network: real data is written to tmp_path."""
 from __future__ import annotations
@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from benchlib import data as datamod
-from benchlib import synthetic as syn
-from benchlib.data import DataPathNotFoundError, DataUnavailableError, load_task_data
-from benchlib.runconfig import RunConfig, resolved
+from benchlib.data import tasks as datamod
+from benchlib.data import synthetic as syn
+from benchlib.data.load import load_task_data
+from benchlib.data.tasks import DataPathNotFoundError, DataUnavailableError
+from benchlib.core.runconfig import RunConfig, resolved
 
 F = syn.FIRST_CONTENT_ID
 

@@ -17,11 +17,13 @@ import pytest
 import torch
 from conftest import COMPLETED
 
-from benchlib import distributed, scaling, strategies
-from benchlib import train as trainmod
-from benchlib.records import read_record, read_steps, validate
-from benchlib.runconfig import ConfigError, RunConfig
-from benchlib.train import run
+from benchlib.analysis import scaling
+from benchlib.core.timing import aggregate_windows
+from benchlib.parallel import group, launch, strategies
+from benchlib.training import loop as trainmod
+from benchlib.core.records import read_record, read_steps, validate
+from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.training.loop import run
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = {"scenario": "A", "config": "fp32_baseline", "size": "tiny", "steps": 4, "log_every": 2,
@@ -34,12 +36,12 @@ RTOL, ATOL = 1e-5, 1e-6
 DRIVER = r'''
 import datetime, json, os, sys
 import torch.distributed as dist
-from benchlib.train import run
+from benchlib.training.loop import run
 fail = os.environ.get("DTYPE_BENCH_TEST_FAIL")
 if fail:
     rank, at = map(int, fail.split(":"))
     if int(os.environ["RANK"]) == rank:
-        import benchlib.models as models
+        import benchlib.training.models as models
         orig, calls = models.BenchModel.forward, [0]
         def forward(self, *a, **k):
             calls[0] += 1
@@ -63,7 +65,7 @@ sys.exit(0 if status != "error" else 1)
 
 
 def _env(**extra) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", DTYPE_BENCH_DIST="timeout_s=60", **extra)
+    env = dict(os.environ, OMP_NUM_THREADS="1", **extra)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
 
@@ -91,22 +93,22 @@ def _losses(out_dir: Path) -> list[float]:
 def single_reference(tmp: Path, monkeypatch, cfg: dict, world: int = 2) -> dict:
     """One process over the same global batch: per step, rank 0's micro-batches then rank 1's
     (each drawn from that rank's sampler), accumulated as grad_accum = world x per-rank."""
-    real = trainmod.datamod.load_task_data
+    real = trainmod.load_task_data
 
     def load(run_cfg):
         data = real(run_cfg)
         per_rank = data.sampler
 
         def sampler(batch_size, device, seed):
-            draws = [per_rank(batch_size, device, distributed.data_seed(seed, r)) for r in range(world)]
+            draws = [per_rank(batch_size, device, group.data_seed(seed, r)) for r in range(world)]
             order = itertools.cycle([d for d in draws for _ in range(cfg.get("grad_accum", 1))])
             return lambda: next(order)()
         data.sampler = sampler
         return data
 
     with monkeypatch.context() as m:
-        m.setattr(trainmod.datamod, "load_task_data", load)
-        rec = run({**cfg, "strategy": "single", "grad_accum": world * cfg.get("grad_accum", 1)},
+        m.setattr(trainmod, "load_task_data", load)
+        rec = run({**cfg, "dist": {"strategy": "single"}, "grad_accum": world * cfg.get("grad_accum", 1)},
                   out_dir=tmp, progress=False)
     assert rec["status"] in COMPLETED, rec["reason"]
     return rec
@@ -114,13 +116,13 @@ def single_reference(tmp: Path, monkeypatch, cfg: dict, world: int = 2) -> dict:
 
 # ---- one torchrun for the sharded strategies, activation checkpointing, accumulation -----
 SPECS = {
-    "fsdp2": {**TINY, "strategy": "fsdp2"},
-    "fsdp1": {**TINY, "strategy": "fsdp1", "eval_every": 1},  # evaluation between steps, too
-    "fsdp_manual": {**TINY, "strategy": "fsdp_manual"},
-    "ddp_accum2_checkpointing": {**TINY, "strategy": "ddp", "grad_accum": 2, "activation_checkpointing": True},
-    "fsdp2_accum2_checkpointing": {**TINY, "strategy": "fsdp2", "grad_accum": 2, "activation_checkpointing": True},
-    "fsdp1_accum2_checkpointing": {**TINY, "strategy": "fsdp1", "grad_accum": 2, "activation_checkpointing": True},
-    "fsdp_manual_accum2_checkpointing": {**TINY, "strategy": "fsdp_manual", "grad_accum": 2,
+    "fsdp2": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp2"}},
+    "fsdp1": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp1"}, "eval_every": 1},  # evaluation between steps, too
+    "fsdp_manual": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp_manual"}},
+    "ddp_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "ddp"}, "grad_accum": 2, "activation_checkpointing": True},
+    "fsdp2_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp2"}, "grad_accum": 2, "activation_checkpointing": True},
+    "fsdp1_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp1"}, "grad_accum": 2, "activation_checkpointing": True},
+    "fsdp_manual_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp_manual"}, "grad_accum": 2,
                                          "activation_checkpointing": True},
 }
 
@@ -142,7 +144,7 @@ def references(tmp_path_factory):
     try:
         refs = {accum: single_reference(tmp / f"accum{accum}", mp, {**TINY, "grad_accum": accum})
                 for accum in (1, 2)}
-        refs["plain"] = run({**TINY, "strategy": "single"}, out_dir=tmp / "plain", progress=False)
+        refs["plain"] = run({**TINY, "dist": {"timeout_s": 60, "strategy": "single"}}, out_dir=tmp / "plain", progress=False)
         return refs
     finally:
         mp.undo()
@@ -158,8 +160,8 @@ def test_two_ranks_match_one_process_over_the_same_global_batch(two_ranks, refer
     assert rec["metrics"]["quality/beats_baseline"] == ref["metrics"]["quality/beats_baseline"]
     assert _losses(root / name) == pytest.approx(_losses(Path(ref["_path"]).parent), rel=RTOL, abs=ATOL)
     assert rec["metrics"]["quality/val_loss"] == pytest.approx(ref["metrics"]["quality/val_loss"], rel=RTOL)
-    assert rec["run"]["nproc"] == 2 and rec["metrics"]["dist/world_size"] == 2
-    assert rec["dist"]["strategy"] == SPECS[name]["strategy"] and rec["dist"]["backend"] == "gloo"
+    assert rec["run"]["dist"]["nproc"] == 2 and rec["metrics"]["dist/world_size"] == 2
+    assert rec["dist"]["strategy"] == SPECS[name]["dist"]["strategy"] and rec["dist"]["backend"] == "gloo"
 
 
 def test_every_rank_writes_its_windows_and_rank_0_the_record(two_ranks):
@@ -194,12 +196,11 @@ def test_the_sharded_strategies_run_in_well_under_two_minutes(two_ranks):
 
 
 # ---- torchrun launched by run(): the path a notebook or the sweep takes -------------------
-def test_run_launches_ddp_under_torchrun_and_matches_one_process(tmp_path, monkeypatch, references):
-    monkeypatch.setenv("DTYPE_BENCH_DIST", "timeout_s=60")
-    rec = run({**TINY, "strategy": "ddp", "nproc": 2, "extra": {"study": "t"}}, out_dir=tmp_path / "ddp",
+def test_run_launches_ddp_under_torchrun_and_matches_one_process(tmp_path, references):
+    rec = run({**TINY, "dist": {"timeout_s": 60, "strategy": "ddp", "nproc": 2}, "extra": {"study": "t"}}, out_dir=tmp_path / "ddp",
               progress=False)
     assert rec["status"] in COMPLETED and rec["status"] == references[1]["status"], rec["reason"]
-    assert rec["run"]["nproc"] == 2 and rec["run"]["extra"] == {"study": "t"}
+    assert rec["run"]["dist"]["nproc"] == 2 and rec["run"]["extra"] == {"study": "t"}
     assert _losses(tmp_path / "ddp") == pytest.approx(_losses(Path(references[1]["_path"]).parent), rel=RTOL, abs=ATOL)
     m = rec["metrics"]
     # headline throughput of a multi-process run: every rank's own rate, summed
@@ -211,7 +212,7 @@ def test_run_launches_ddp_under_torchrun_and_matches_one_process(tmp_path, monke
 
 def test_a_failing_rank_ends_the_run_as_error_with_its_message_not_a_hang(tmp_path):
     t0 = time.perf_counter()
-    proc = _torchrun(tmp_path, {"run": {**TINY, "strategy": "ddp", "steps": 6}}, timeout=150,
+    proc = _torchrun(tmp_path, {"run": {**TINY, "dist": {"timeout_s": 60, "strategy": "ddp"}, "steps": 6}}, timeout=150,
                      DTYPE_BENCH_TEST_FAIL="1:3")
     assert proc.returncode != 0
     rec = validate(read_record(tmp_path / "runs" / "run" / "result.json"))
@@ -222,7 +223,7 @@ def test_a_failing_rank_ends_the_run_as_error_with_its_message_not_a_hang(tmp_pa
 
 def test_a_config_a_strategy_cannot_run_is_skipped_without_starting_processes(tmp_path):
     t0 = time.perf_counter()
-    rec = run({**TINY, "config": "amp_bf16_8bit_adam", "strategy": "fsdp2", "nproc": 2}, out_dir=tmp_path,
+    rec = run({**TINY, "config": "amp_bf16_8bit_adam", "dist": {"strategy": "fsdp2", "nproc": 2}}, out_dir=tmp_path,
               progress=False)
     assert rec["status"] == "skipped" and "DTensor" in rec["reason"]
     assert read_record(tmp_path / "result.json")["status"] == "skipped"
@@ -239,40 +240,54 @@ def test_a_config_a_strategy_cannot_run_is_skipped_without_starting_processes(tm
     ("fsdp2", "bf16_pure", "A", False),             # torchao's stochastic-rounding AdamW steps DTensors
 ])
 def test_which_configs_each_strategy_skips(strategy, config, scenario, skipped):
-    why = distributed.unsupported_reason(RunConfig(scenario=scenario, config=config, strategy=strategy, nproc=2))
+    why = group.unsupported_reason(RunConfig.from_dict({"scenario": scenario, "config": config, "dist": {"strategy": strategy, "nproc": 2}}))
     assert (why is not None) == skipped, why
 
 
 def test_strategy_single_under_a_multi_process_torchrun_is_an_error(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ConfigError, match="WORLD_SIZE=2"):
-        distributed.setup(RunConfig(strategy="single"), torch.device("cpu"))
+        strategies.setup(RunConfig(), torch.device("cpu"))
 
 
 def test_the_torchrun_command_is_torchruns_own_and_never_passes_nproc():
-    cmd = distributed.torchrun_command(RunConfig(strategy="fsdp2", nproc=2, steps=7), "out")
+    cmd = launch.torchrun_command(RunConfig.from_dict({"dist": {"strategy": "fsdp2", "nproc": 2}, "steps": 7}), "out")
     assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     assert cmd[5:8] == ["-m", "benchlib", "run"]
-    assert "--nproc" not in cmd  # torchrun's parser takes it for --nproc-per-node
-    assert cmd[cmd.index("--strategy") + 1] == "fsdp2" and cmd[cmd.index("--steps") + 1] == "7"
+    assert not any(c.startswith("--nproc") or c == "--dist.nproc" for c in cmd[8:])  # torchrun sets the world size
+    assert cmd[cmd.index("--dist.strategy") + 1] == "fsdp2" and cmd[cmd.index("--steps") + 1] == "7"
 
 
 def test_rank_seeds_leave_rank_0_on_the_single_device_batches_and_never_collide():
-    assert distributed.data_seed(5, 0) == 5
-    seeds = {distributed.data_seed(s, r) for s in range(10) for r in range(8)}
+    assert group.data_seed(5, 0) == 5
+    seeds = {group.data_seed(s, r) for s in range(10) for r in range(8)}
     assert len(seeds) == 80
 
 
-def test_settings_come_from_one_environment_variable_and_unknown_keys_fail():
-    s = distributed.Settings.from_env("reshard=none, bucket_cap_mb=50,static_graph=off")
-    assert (s.reshard, s.bucket_cap_mb, s.static_graph) == ("none", 50.0, False)
-    with pytest.raises(ConfigError, match="reshard_after"):
-        distributed.Settings.from_env("reshard_after=none")
-    with pytest.raises(ConfigError, match="expected one of"):
-        distributed.Settings.from_env("reshard=some")
-    assert distributed.Settings.from_env("optimize_ddp=python_reducer").optimize_ddp == "python_reducer"
-    with pytest.raises(ConfigError, match="ddp_optimizer, python_reducer, no_optimization"):
-        distributed.Settings.from_env("optimize_ddp=fast")
+def test_dist_settings_are_a_section_of_the_run_configuration_and_a_bad_key_is_named():
+    cfg = RunConfig.from_dict({"dist": {"strategy": "fsdp2", "nproc": 2, "reshard": "none", "bucket_cap_mb": 50}})
+    assert (cfg.dist.strategy, cfg.dist.nproc, cfg.dist.reshard, cfg.dist.bucket_cap_mb) == ("fsdp2", 2, "none", 50.0)
+    assert RunConfig.from_dict({"dist.optimize_ddp": "python_reducer"}).dist.optimize_ddp == "python_reducer"
+    assert RunConfig.from_dict({"strategy": "ddp", "nproc": 2}).dist.nproc == 2  # older records' flat keys
+    with pytest.raises(ConfigError, match=r"unknown parameter 'dist.reshard_after'\. Did you mean 'dist.reshard'"):
+        RunConfig.from_dict({"dist": {"reshard_after": "none"}})
+    with pytest.raises(ConfigError, match=r"dist.reshard='some' has the wrong type: expected one of"):
+        RunConfig.from_dict({"dist": {"reshard": "some"}})
+    with pytest.raises(ConfigError, match="ddp_optimizer', 'python_reducer', 'no_optimization'"):
+        RunConfig.from_dict({"dist.optimize_ddp": "fast"})
+    with pytest.raises(ConfigError, match="dist.nproc=2 needs ddp"):
+        RunConfig.from_dict({"dist": {"nproc": 2}})
+
+
+def test_the_cli_reads_dist_settings_as_dotted_flags_by_their_declared_types():
+    from benchlib.cli import add_run_args, run_config_from_args
+    import argparse
+    p = argparse.ArgumentParser()
+    add_run_args(p)
+    cfg = run_config_from_args(p.parse_args(["--dist.strategy", "ddp", "--dist.nproc", "2", "--dist.static_graph", "off"]))
+    assert (cfg.dist.strategy, cfg.dist.nproc, cfg.dist.static_graph) == ("ddp", 2, False)
+    with pytest.raises(ConfigError, match="--dist.prefetch: cannot read 'two' as int"):
+        run_config_from_args(p.parse_args(["--dist.prefetch", "two"]))
 
 
 # ---- the manual FSDP on its own (one process) ---------------------------------------------
@@ -289,13 +304,12 @@ def one_rank_group(tmp_path):
 def test_manual_fsdp_regathers_block_weights_in_backward_only_with_checkpointing(one_rank_group, checkpoint, gathers):
     """2 blocks + the root gather once in forward; with checkpointing each block gathers again
     in backward (its weights were freed after forward), the root never does."""
-    from benchlib import fsdp_manual
-    from benchlib.configs import get_config
-    from benchlib.models import build_model
+    from benchlib.parallel import fsdp_manual
+    from benchlib.core.dtypes import get_config
+    from benchlib.training.models import ModelSpec, build_model
     torch.manual_seed(0)
-    kw = dict(arch="gpt2", task="clm", size="tiny", vocab_size=256, seq_len=16, pad_id=0, bos_id=1,
-              num_labels=None, dtype=get_config("fp32_baseline"))
-    plain, sharded = build_model(**kw), build_model(**kw)
+    spec = ModelSpec("gpt2", "clm", "tiny", vocab_size=256, seq_len=16)
+    plain, sharded = build_model(spec, get_config("fp32_baseline")), build_model(spec, get_config("fp32_baseline"))
     sharded.load_state_dict(plain.state_dict())
     fsdp_manual.shard_model(sharded, strategies.transformer_blocks(sharded), checkpoint=checkpoint)
     calls = []
@@ -324,11 +338,11 @@ def test_seed003_aggregation_averages_time_sums_throughput_and_drops_the_first_w
         for r, w, t, tps in [(0, 0, 9.0, 10.0), (1, 0, 7.0, 10.0),      # window 0: warm-up, excluded
                              (0, 1, 2.0, 100.0), (1, 1, 4.0, 120.0),    # mean time 3, sum 220
                              (0, 2, 4.0, 130.0), (1, 2, 6.0, 150.0)]]   # mean time 5, sum 280
-    agg = scaling.aggregate_windows(rows)
+    agg = aggregate_windows(rows)
     assert agg["windows"] == 2
     assert agg["time_s"] == pytest.approx(4.0) and agg["time_s_std"] == pytest.approx(math.sqrt(2))
     assert agg["tokens_per_s"] == pytest.approx(250.0) and agg["tokens_per_s_std"] == pytest.approx(math.sqrt(1800))
-    assert scaling.aggregate_windows(rows[:2])["windows"] == 1  # one window: kept
+    assert aggregate_windows(rows[:2])["windows"] == 1  # one window: kept
 
 
 def test_scaling_analysis_gives_speedup_efficiency_summary_and_charts(two_ranks, references, tmp_path):
@@ -352,34 +366,33 @@ def test_scaling_analysis_gives_speedup_efficiency_summary_and_charts(two_ranks,
 
 
 @pytest.mark.parametrize("plan", ["seed003.yaml", "seed004.yaml"])
-def test_the_study_files_expand_to_valid_runs(plan):
-    runs = scaling.plan_runs(REPO / "params" / plan, root="executed")
-    arms = {r.arm for r in runs}
+def test_the_study_files_expand_to_valid_runs_one_per_arm(plan):
+    from benchlib.study.studyfile import load_study
+    runs = load_study(REPO / "params" / plan).runs()
+    by_arm = {r.arm: r.cfg for r in runs}
     if plan == "seed004.yaml":
-        assert arms >= {"ddp_fp32", "fsdp_manual_bf16", "fsdp_official", "fsdp_official_no_checkpoint",
-                        "fsdp_official_no_limit_all_gathers"}
-        by_arm = {r.arm: r.cfg for r in runs}
-        assert by_arm["ddp_fp32"].config == "fp32_baseline" and by_arm["fsdp_official"].strategy == "fsdp1"
+        # seed 004: both FSDP implementations, each with its ablations
+        assert set(by_arm) >= {"ddp_fp32", "fsdp_manual_bf16", "fsdp_manual_bf16_no_checkpoint", "fsdp_official",
+                               "fsdp_official_no_checkpoint", "fsdp_official_no_limit_all_gathers"}
+        assert by_arm["ddp_fp32"].config == "fp32_baseline" and by_arm["fsdp_official"].dist.strategy == "fsdp1"
         assert not by_arm["fsdp_official_no_checkpoint"].activation_checkpointing
-        assert not by_arm["fsdp_official_no_limit_all_gathers"].limit_all_gathers
+        assert not by_arm["fsdp_manual_bf16_no_checkpoint"].activation_checkpointing
+        assert not by_arm["fsdp_official_no_limit_all_gathers"].dist.limit_all_gathers
+        assert all(c.dist.nproc == 2 for c in by_arm.values())
     else:
-        assert {(r.cfg.strategy, r.cfg.nproc) for r in runs} >= {("ddp", 1), ("ddp", 2), ("fsdp2", 1), ("fsdp2", 2)}
-    assert all(r.out_dir.parts[:2] == ("executed", plan[:-5]) for r in runs)
+        assert {(c.dist.strategy, c.dist.nproc) for c in by_arm.values()} >= {("ddp", 1), ("ddp", 2), ("fsdp2", 1), ("fsdp2", 2)}
+        assert (by_arm["fsdp2_tuned_2"].dist.compile_unit, by_arm["fsdp2_tuned_2"].dist.reshard) == ("blocks", "none")
+    assert all(r.cfg.extra["arm"] == r.arm and r.run_id.startswith(f"{r.arm}/") for r in runs)
 
 
-def test_an_arm_carries_its_own_tuning_levers_and_a_bad_one_is_named(tmp_path, capsys):
+def test_an_arm_with_a_bad_setting_is_named_before_anything_runs():
+    from benchlib.study.studyfile import parse_study
     plan = {"study": "levers", "scenarios": ["A"], "configs": ["fp32_baseline"], "device": "cpu", "steps": 2,
-            "arms": {"fsdp2_1": {"strategy": "fsdp2", "nproc": 1},
-                     "tuned_2": {"strategy": "fsdp2", "nproc": 2, "dist": "compile=blocks,reshard=none"}}}
-    runs = {r.arm: r for r in scaling.plan_runs(plan, root=tmp_path)}
-    assert runs["fsdp2_1"].dist is None and runs["tuned_2"].dist == "compile=blocks,reshard=none"
-    assert runs["tuned_2"].cfg.extra["dist"] == "compile=blocks,reshard=none"  # in the record: a change reruns
-    scaling.run_plan(list(runs.values()), dry_run=True)
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("torchrun ") and out[1].startswith("DTYPE_BENCH_DIST=compile=blocks,reshard=none torchrun ")
-    bad = {**plan, "arms": {"tuned_2": {"strategy": "fsdp2", "nproc": 2, "dist": "reshard=sometimes"}}}
-    with pytest.raises(ConfigError, match=r"arms\.tuned_2\.dist: .*reshard='sometimes'"):
-        scaling.plan_runs(bad, root=tmp_path)
+            "arms": {"tuned_2": {"dist": {"strategy": "fsdp2", "nproc": 2, "reshard": "sometimes"}}}}
+    with pytest.raises(ConfigError, match=r"arms\.tuned_2: dist\.reshard='sometimes'"):
+        parse_study(plan)
+    with pytest.raises(ConfigError, match=r"arms\.x: 'seed' cannot be set per arm"):
+        parse_study({**plan, "arms": {"x": {"seed": 3}}})
 
 
 def test_efficiency_compares_like_with_like_and_vs_single_compares_with_one_plain_gpu():
@@ -401,13 +414,12 @@ def test_scaling_notebook_analyses_existing_records_under_papermill(two_ranks, r
 
     from conftest import papermill
     root, _ = two_ranks
-    study = tmp_path / "executed" / scaling.CPU_DEMO["study"]
+    study = tmp_path / "executed" / "demo" / "runs"
     shutil.copytree(root / "fsdp2", study / "fsdp2_2")
     shutil.copytree(Path(references["plain"]["_path"]).parent, study / "single")
     out = tmp_path / "scaling.ipynb"
-    p = papermill(str(REPO / "notebooks/20_scaling.ipynb"), str(out), "-p", "launch", "False",
-                  "-p", "root", str(tmp_path / "executed"))
+    p = papermill(str(REPO / "notebooks/20_scaling.ipynb"), str(out), "-p", "study_dir", str(study.parent))
     assert p.returncode == 0, p.stderr[-3000:]
     text = out.read_text()
     assert "efficiency_pct" in text and "image/png" in text
-    assert json.loads((study / "scaling" / "summary.json").read_text())["experiments"]["fsdp2_2"]["nproc"] == 2
+    assert json.loads((study.parent / "scaling" / "summary.json").read_text())["experiments"]["fsdp2_2"]["nproc"] == 2

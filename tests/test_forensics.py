@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from benchlib.configs import get_config
-from benchlib.forensics import FP16_FLUSH, FP16_TINY, Forensics, pick_stride, sample
-from benchlib.precision import build_optimizer
+from benchlib.core.dtypes import get_config
+from benchlib.training.forensics import FP16_FLUSH, FP16_TINY, Forensics, pick_stride, sample
+from benchlib.training.precision import build_optimizer
 
 CPU = torch.device("cpu")
 
@@ -68,7 +68,7 @@ def test_the_sample_is_bounded_and_covers_every_tensor():
 
 def test_a_run_records_the_counters_per_logged_step_and_their_summary(tmp_path):
     import json
-    from benchlib.train import run
+    from benchlib.training.loop import run
     rec = run({"scenario": "A", "config": "fp16_naive_eps1e4", "steps": 12, "log_every": 4}, out_dir=tmp_path,
               progress=False)
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
@@ -87,7 +87,7 @@ def test_fp16_weights_with_the_common_eps_diverge_where_the_eps_control_trains(t
     next update divides by eps alone. With the eps every config shares (1e-8) a tiny GPT-2
     diverges within a few steps; the named control with eps 1e-4 trains. So the two configs
     measure what eps does, and no other config carries it silently."""
-    from benchlib.train import run
+    from benchlib.training.loop import run
     common = run({"scenario": "A", "config": "fp16_naive", "steps": 20, "log_every": 2}, out_dir=tmp_path / "a",
                  progress=False)
     control = run({"scenario": "A", "config": "fp16_naive_eps1e4", "steps": 20, "log_every": 2},
@@ -98,7 +98,7 @@ def test_fp16_weights_with_the_common_eps_diverge_where_the_eps_control_trains(t
 def test_a_last_step_that_leaves_non_finite_weights_is_diverged_not_stalled(tmp_path):
     """fp16_naive on a tiny A: the third step applies inf gradients while the loss it logged was
     still finite; the final evaluation then reads nan. That is a divergence, and the record says so."""
-    from benchlib.train import run
+    from benchlib.training.loop import run
     rec = run({"scenario": "A", "config": "fp16_naive", "steps": 3, "log_every": 1}, out_dir=tmp_path,
               progress=False)
     assert rec["status"] == "diverged" and "final evaluation" in rec["reason"]

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from benchlib import analysis, analysis_cli, charts, hypotheses as hy, recommend
-from benchlib.flips import Rules, order_reversals
-from benchlib.scenarios import SCENARIOS
+from benchlib.analysis import tables
+from benchlib.analysis import report
+from benchlib.analysis import charts
+from benchlib.analysis import hypotheses as hy
+from benchlib.analysis import recommend
+from benchlib.analysis.stats import Rules
+from benchlib.core.scenarios import SCENARIOS
 from fixtures.records import grid, make_record
 
 FAST = Rules(n_boot=400)
@@ -35,7 +39,7 @@ def with_baseline(rec: dict, beats: bool = True, **metrics) -> dict:
 
 
 def frame(records, beats=True):
-    return analysis.study_frame([with_baseline(r, beats) for r in records])
+    return tables.study_frame([with_baseline(r, beats) for r in records])
 
 
 def seeds(scn, cfg, values, key="quality", **kw):
@@ -59,19 +63,19 @@ def two_task_study(d_learned: bool):
          ("D", "amp_bf16_fp32_head"): 0.132}
     recs = grid("AD", ["fp32_baseline", "amp_bf16", "bf16_pure", "amp_bf16_fp32_head"],
                 value=lambda s, c, k: {"quality": q[s, c] * (1 + 0.001 * k), "throughput": 100 + k})
-    return analysis.study_frame([with_baseline(r) if r["scenario"] == "A" or d_learned else stalled(r)
+    return tables.study_frame([with_baseline(r) if r["scenario"] == "A" or d_learned else stalled(r)
                                  for r in recs])
 
 
 def test_a_scenario_whose_reference_did_not_learn_gives_no_flip_verdict_or_recommendation():
     learned, not_learned = two_task_study(True), two_task_study(False)
-    assert analysis_cli.compare(learned, FAST).result["flips"]  # the data do flip when D counts
-    assert hy.h1_output_head(learned, FAST)["verdict"] == "supported"
+    assert report.compare(learned, FAST).result["flips"]  # the data do flip when D counts
+    assert hy.output_head_effect(learned, FAST)["verdict"] == "supported"
 
-    lt = analysis.learned_scenarios(not_learned, FAST).set_index("scenario")
+    lt = tables.learned_scenarios(not_learned, FAST).set_index("scenario")
     assert lt.loc["A", "learned"] is True and lt.loc["D", "learned"] is False
     assert lt.loc["D", "reference"] == "fp32_baseline"
-    r = analysis_cli.compare(not_learned, FAST).result
+    r = report.compare(not_learned, FAST).result
     assert r["flips"] == []
     assert r["learned"]["D"]["learned"] is False and r["learned"]["A"]["learned"] is True
     assert "D: reference fp32_baseline P@1 0.11 vs label-frequency 0.107: not learned" in r["notes"][1]
@@ -86,36 +90,36 @@ def test_a_scenario_whose_reference_did_not_learn_gives_no_flip_verdict_or_recom
     h1 = r["hypotheses"]["seed001.H1"]
     assert h1["verdict"] == "inconclusive" and "D skipped: quality not established" in h1["reason"]
     assert "not learned" in h1["evidence"]["not_learned"]["D"]
-    stats = analysis.config_stats(not_learned)
+    stats = tables.config_stats(not_learned)
     assert stats.query("scenario == 'D' and metric == 'quality'")["rank"].isna().all()
     assert stats.query("scenario == 'D' and metric == 'throughput'")["rank"].notna().all()  # speed still reported
 
 
 def test_the_summary_of_a_not_learned_scenario_says_so_and_ranks_no_quality():
-    s = analysis.summarize(two_task_study(False), "D")
+    s = tables.summarize(two_task_study(False), "D")
     m = s[s["seed"] == "mean"]
     assert m["rank_quality"].isna().all() and m["pareto_throughput"].isna().all()
     assert m["throughput"].notna().all()  # measured, and reported
     assert "not learned" in m["note"].iloc[0] and m["learned"].iloc[0] is False
-    text = analysis.describe_experiment(s, "D")
+    text = tables.describe_experiment(s, "D")
     assert "not learned" in text and "none: quality not established" in text
     assert "no frontier" in str(charts.pareto_chart(s).to_dict()["title"])
 
 
 def test_records_without_a_trivial_baseline_leave_learned_unknown():
-    df = analysis.study_frame(grid("A", ["fp32_baseline", "amp_bf16"]))  # records from before baselines
-    lt = analysis.learned_scenarios(df)
+    df = tables.study_frame(grid("A", ["fp32_baseline", "amp_bf16"]))  # records from before baselines
+    lt = tables.learned_scenarios(df)
     assert lt["learned"].tolist() == [None]
     assert lt["reason"].iloc[0] == "unknown: records carry no trivial baseline; quality enters no ranking"
-    rec, saf = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    rec, saf = recommend.recommendations(df, tables.config_stats(df), FAST)
     assert saf["safe"].isna().all() and rec["per_task"]["A"][0].startswith("A: no recommendation")
-    assert "unknown: records carry no trivial baseline" in analysis.summarize(df, "A")["note"].iloc[0]
-    assert analysis.summarize(df, "A")["rank_quality"].isna().all()
+    assert "unknown: records carry no trivial baseline" in tables.summarize(df, "A")["note"].iloc[0]
+    assert tables.summarize(df, "A")["rank_quality"].isna().all()
 
 
 def test_no_reference_config_leaves_learned_unknown():
     df = frame(grid("A", ["bf16_pure", "fp16_naive"]))  # beat their baselines, but no reference ran
-    lt = analysis.learned_scenarios(df).iloc[0]
+    lt = tables.learned_scenarios(df).iloc[0]
     assert lt["learned"] is None and lt["reason"].startswith("unknown: no reference config")
 
 
@@ -124,14 +128,14 @@ def test_with_one_seed_no_config_is_safe_and_no_default_is_named():
     cfgs = (("fp32_baseline", 100, 1.0), ("amp_bf16", 200, 1.002), ("bf16_pure", 220, 0.999))
     recs = [make_record(s, c, 0, throughput=t, quality=(3.0 if s == "A" else 0.5) * f) for s in "AC" for c, t, f in cfgs]
     df = frame(recs)
-    rec, saf = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    rec, saf = recommend.recommendations(df, tables.config_stats(df), FAST)
     assert saf["safe"].isna().all() and not saf["tested"].any()
     assert all("one seed: cannot tell whether" in r and "needs >= 2 ok seeds" in r for r in saf["reason"])
     lines = rec["universal"] + [line for ls in rec["per_task"].values() for line in ls]
     assert not any(line.startswith("default:") or "fastest safe" in line for line in lines)
     assert rec["universal"][0].startswith("no default:") and "needs >= 2" in rec["universal"][0]
     assert rec["per_task"]["A"][0].startswith("A: no config is tested safe")
-    text = analysis.describe_experiment(analysis.summarize(df, "A"), "A")
+    text = tables.describe_experiment(tables.summarize(df, "A"), "A")
     assert "one seed: cannot tell whether the others are within seed noise" in text
 
 
@@ -150,7 +154,7 @@ def test_two_seeds_with_clear_noise_make_safe_and_the_default_work_as_before():
         return {"throughput": {"fp32_baseline": 100, "amp_bf16": 200}[c] + k,
                 "quality": base * (1 + (0.01 if k else -0.01) * (1 if c == "amp_bf16" else -1))}
     df = frame(grid("AC", ["fp32_baseline", "amp_bf16"], seeds=(0, 1), value=value))
-    rec, saf = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    rec, saf = recommend.recommendations(df, tables.config_stats(df), FAST)
     assert saf["tested"].all() and saf["safe"].tolist() == [True] * 4
     assert rec["universal"][0].startswith("default: amp_bf16 - safe on all 2 scenarios")
     assert rec["per_task"]["C"][0].startswith("C: fastest safe config amp_bf16")
@@ -158,7 +162,7 @@ def test_two_seeds_with_clear_noise_make_safe_and_the_default_work_as_before():
 
 def test_with_one_seed_a_verdict_says_how_many_seeds_it_needs():
     df = frame(grid("AC", ["amp_bf16", "amp_bf16_fp32_head"], seeds=(0,)))
-    h = hy.h1_output_head(df, FAST)
+    h = hy.output_head_effect(df, FAST)
     assert h["verdict"] == "inconclusive"
     assert "needs >= 2 ok seeds" in h["reason"] and "C/amp_bf16 (1 of 2 seeds)" in h["reason"]
 
@@ -182,12 +186,12 @@ def failing_study():
         elif r["config"] == "bf16_naive":
             r["status"], r["reason"] = "degraded", "training loss rose 10% above its minimum and stayed there"
         out.append(with_baseline(r) if r["status"] in ("ok", "degraded") else r)
-    return analysis.study_frame(out)
+    return tables.study_frame(out)
 
 
 def test_failed_configs_are_excluded_from_fastest_and_the_pareto_front():
     df = failing_study()
-    m = analysis.summarize(df, "A").query("seed == 'mean'").set_index("config")
+    m = tables.summarize(df, "A").query("seed == 'mean'").set_index("config")
     failed = ["fp16_naive", "fp16_naive_noscale", "bf16_naive", "bf16_pure"]
     assert m.loc[failed, "excluded"].all() and not m.loc[["fp32_baseline", "amp_bf16"], "excluded"].any()
     assert not m.loc[failed, "pareto_throughput"].any() and m.loc["amp_bf16", "pareto_throughput"]
@@ -195,9 +199,9 @@ def test_failed_configs_are_excluded_from_fastest_and_the_pareto_front():
     assert m.loc["fp16_naive", "throughput"] == 300.5  # measured, and reported
     assert "stalled 2/2" in m.loc["fp16_naive", "excluded_reason"]
     assert "degraded 1/2" in m.loc["bf16_pure", "excluded_reason"]
-    text = analysis.describe_experiment(analysis.summarize(df, "A"), "A")
+    text = tables.describe_experiment(tables.summarize(df, "A"), "A")
     assert "- fastest: amp_bf16 " in text and "excluded from fastest and the frontiers: fp16_naive:" in text
-    chart = charts.quality_scatter(analysis.summarize(df, "A")).to_dict()
+    chart = charts.quality_scatter(tables.summarize(df, "A")).to_dict()
     rows = [r for rows in chart["datasets"].values() for r in rows if "point" in r]
     assert {r["config"] for r in rows if r["frontier"]} == {"amp_bf16"}
     # the diverged config has no point: diverged runs give no throughput
@@ -206,7 +210,7 @@ def test_failed_configs_are_excluded_from_fastest_and_the_pareto_front():
 
 def test_failed_configs_are_never_the_fastest_recommendation():
     df = failing_study()
-    rec, saf = recommend.recommendations(df, analysis.config_stats(df), FAST)
+    rec, saf = recommend.recommendations(df, tables.config_stats(df), FAST)
     s = saf.set_index("config")
     assert not any(s.loc[c, "safe"] for c in ["fp16_naive", "fp16_naive_noscale", "bf16_naive", "bf16_pure"])
     assert rec["per_task"]["A"][0].startswith("A: fastest safe config amp_bf16")
@@ -225,13 +229,13 @@ def test_a_run_ten_percent_worse_than_the_reference_on_its_seed_is_degraded(scen
     assert "10.0% worse (> 5%)" in h.loc[("amp_bf16", 0), "health_reason"]
     assert h.loc[("amp_bf16", 0), "status"] == "ok"  # the record is untouched
     assert (h.loc["bf16_pure", "health"] == "ok").all()
-    stricter = analysis.apply_gates(df, Rules(degraded_vs_reference_pct=3.0)).set_index(["config", "seed"])
+    stricter = tables.apply_gates(df, Rules(degraded_vs_reference_pct=3.0)).set_index(["config", "seed"])
     assert (stricter.loc["bf16_pure", "health"] == "degraded").all()  # the margin is the rule's
 
 
 def test_no_run_is_degraded_against_a_reference_that_did_not_learn():
     recs = (seeds("A", "fp32_baseline", [3.0, 3.0]) + seeds("A", "amp_bf16", [3.3, 3.3]))
-    df = analysis.study_frame(recs)  # no trivial baseline: learned unknown
+    df = tables.study_frame(recs)  # no trivial baseline: learned unknown
     assert (df["health"] == "ok").all()
 
 
@@ -245,35 +249,35 @@ def test_a_degenerate_micro_f1_gives_way_to_a_threshold_free_metric_and_says_so(
     (key, values), = extra.items()
     recs = [with_baseline(make_record("D", c, k, quality=f1, **{"quality/micro_f1": f1}), **{
         "quality/p_at_1": None, f"quality/{key}": v * (1 + 0.001 * k)}) for c, v in values.items() for k in (0, 1)]
-    df = analysis.study_frame(recs)
+    df = tables.study_frame(recs)
     assert set(df["quality_name"]) == {metric} and (df["quality_record"] == f1).all()
-    s = analysis.summarize(df, "D")
+    s = tables.summarize(df, "D")
     m = s.query("seed == 'mean'").set_index("config")
     assert m["rank_quality"].idxmin() == best
-    assert f"{analysis.label(metric)} ({'lower' if metric == 'val_loss' else 'higher'} is better) stands in" \
+    assert f"{tables.label(metric)} ({'lower' if metric == 'val_loss' else 'higher'} is better) stands in" \
         in m["note"].iloc[0] and "degenerate" in m["note"].iloc[0]
-    r = analysis_cli.compare(df, FAST).result
+    r = report.compare(df, FAST).result
     assert r["quality_metric"]["D"]["name"] == metric and r["quality_metric"]["D"]["degenerate"]
-    assert analysis.label(metric) in r["notes"][0]
+    assert tables.label(metric) in r["notes"][0]
 
 
 def test_a_micro_f1_that_differs_between_configs_is_kept():
     recs = [with_baseline(make_record("D", c, k, quality=q, **{"quality/micro_f1": q}))
             for c, q in (("amp_bf16", 0.30), ("bf16_pure", 0.32)) for k in (0, 1)]
-    df = analysis.study_frame(recs)
-    assert set(df["quality_name"]) == {"micro_f1"} and not analysis.scenario_notes(df)["D"].count("degenerate")
+    df = tables.study_frame(recs)
+    assert set(df["quality_name"]) == {"micro_f1"} and not tables.scenario_notes(df)["D"].count("degenerate")
 
 
 # ---- comparison.json -------------------------------------------------------------------------
 def test_comparison_json_carries_the_gates(tmp_path):
-    comp = analysis_cli.compare(failing_study(), FAST)
+    comp = report.compare(failing_study(), FAST)
     r = comp.result
     assert {"learned", "notes", "quality_metric", "health", "excluded"} <= set(r)
     assert r["excluded"]["A"].keys() == {"fp16_naive", "fp16_naive_noscale", "bf16_naive", "bf16_pure"}
     assert {(x["config"], x["seed"], x["health"]) for x in r["health"]["not_ok"]} >= {("bf16_pure", 0, "degraded")}
     assert r["method"]["rules"]["degraded_vs_reference_pct"] == 5.0
     assert r["method"]["rules"]["reference_configs"] == ["fp32_baseline", "fp32_tf32_matmul", "amp_bf16"]
-    files = analysis_cli.write_comparison(comp, tmp_path, formats=())
+    files = report.write_comparison(comp, tmp_path, formats=())
     learned = (tmp_path / "learned.csv").read_text()
     assert tmp_path / "learned.csv" in files and "fp32_baseline" in learned and "True" in learned
 
@@ -282,8 +286,8 @@ def test_a_failed_config_is_on_no_throughput_memory_frontier_of_h4():
     # fp16_naive is fastest and leanest on both tasks, but stalled on C: left out everywhere
     speed = {"fp32_baseline": (100, 2.0), "amp_bf16": (200, 1.5), "fp16_naive": (300, 1.0)}
     recs = grid("AC", list(speed), value=lambda s, c, k: {"throughput": speed[c][0] + k, "memory": speed[c][1]})
-    df = analysis.study_frame([stalled(r) if (r["scenario"], r["config"]) == ("C", "fp16_naive") else
+    df = tables.study_frame([stalled(r) if (r["scenario"], r["config"]) == ("C", "fp16_naive") else
                                with_baseline(r) for r in recs])
-    h = hy.h4_frontier(df, FAST)
+    h = hy.bf16_on_frontier(df, FAST)
     assert h["evidence"]["configs"] == ["amp_bf16", "fp32_baseline"]
     assert h["evidence"]["frontiers"]["A"] == ["amp_bf16"]

@@ -1,5 +1,5 @@
 """The pretrain -> fine-tune hand-off through train.run, at tiny size."""
-from benchlib.train import run
+from benchlib.training.loop import run
 
 
 def test_a_saved_lm_run_is_fine_tuned_and_a_wrong_checkpoint_is_an_error_record_in_one_line(tmp_path):

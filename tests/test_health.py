@@ -1,7 +1,7 @@
-"""The slow-failure detectors on constructed training curves (benchlib.health)."""
+"""The slow-failure detectors on constructed training curves (benchlib.training.health)."""
 import numpy as np
 
-from benchlib.health import HealthRules, degradation, degraded_step, plateau_step, verdict
+from benchlib.training.health import HealthRules, degradation, degraded_step, plateau_step, verdict
 
 RNG = np.random.default_rng(0)
 

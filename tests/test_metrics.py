@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from benchlib.metrics import mfu_pct, multilabel_metrics, peak_tflops, singlelabel_metrics
+from benchlib.training.metrics import mfu_pct, multilabel_metrics, peak_tflops, singlelabel_metrics
 
 
 def test_multilabel_micro_macro_f1_and_precision_at_k_by_hand():

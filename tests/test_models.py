@@ -3,8 +3,8 @@ directory; the head runs in the precision the dtype config asks for."""
 import pytest
 import torch
 
-from benchlib.configs import get_config
-from benchlib.models import build_model, padded_vocab
+from benchlib.core.dtypes import get_config
+from benchlib.training.models import ModelSpec, build_model, padded_vocab
 
 FP32 = get_config("fp32_baseline")
 
@@ -19,7 +19,7 @@ def _stock_sdpa(model):
                                        ("roberta", "singlelabel")])
 def test_mask_free_attention_gives_the_same_outputs_as_stock_sdpa(arch, task):
     torch.manual_seed(0)
-    m = build_model(arch, task, "tiny", 256, 32, 0, 1, 7, FP32)
+    m = build_model(ModelSpec(arch, task, "tiny", 256, 32, 0, 1, 7), FP32)
     ids = torch.randint(4, 256, (3, 32))
     mask = torch.ones(3, 32, dtype=torch.long)
     mask[1, 20:] = 0  # one padded sequence: the padding mask path must still apply
@@ -36,7 +36,7 @@ def test_gpt2_conv1d_swap_computes_the_same_function(tmp_path):
     hf = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=256, n_positions=32,
                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
     hf.save_pretrained(tmp_path)
-    ours = build_model("gpt2", "clm", "tiny", 256, 32, 0, 1, None, FP32, model_name_or_path=str(tmp_path))
+    ours = build_model(ModelSpec("gpt2", "clm", "tiny", 256, 32, 0, 1, None, model_name_or_path=str(tmp_path)), FP32)
     ids = torch.randint(0, 256, (2, 32))
     ref = hf.eval()(input_ids=ids).logits
     got = ours.eval().logits({"input_ids": ids})
@@ -50,7 +50,7 @@ def test_pretrained_classification_backbone_loads_the_saved_weights(tmp_path):
                                        intermediate_size=128, max_position_embeddings=40, pad_token_id=0,
                                        type_vocab_size=1), add_pooling_layer=False)
     saved.save_pretrained(tmp_path)
-    m = build_model("roberta", "multilabel", "tiny", 256, 32, 0, 1, 9, FP32, model_name_or_path=str(tmp_path))
+    m = build_model(ModelSpec("roberta", "multilabel", "tiny", 256, 32, 0, 1, 9, model_name_or_path=str(tmp_path)), FP32)
     w = m.backbone.encoder.layer[1].attention.self.query.weight
     assert torch.equal(w, saved.encoder.layer[1].attention.self.query.weight)
     assert m.head.out_features == 9
@@ -58,13 +58,13 @@ def test_pretrained_classification_backbone_loads_the_saved_weights(tmp_path):
 
 def test_vocabulary_is_padded_to_a_multiple_of_64():
     assert padded_vocab(50257) == 50304 and padded_vocab(256) == 256
-    m = build_model("gpt2", "clm", "tiny", 250, 32, 0, 1, None, FP32)
+    m = build_model(ModelSpec("gpt2", "clm", "tiny", 250, 32, 0, 1, None), FP32)
     assert m.backbone.wte.weight.shape[0] == 256
 
 
 def test_fp32_head_computes_in_fp32_under_bf16_autocast():
-    m = build_model("roberta", "multilabel", "tiny", 256, 32, 0, 1, 5, get_config("amp_bf16_fp32_head"))
-    plain = build_model("roberta", "multilabel", "tiny", 256, 32, 0, 1, 5, get_config("amp_bf16"))
+    m = build_model(ModelSpec("roberta", "multilabel", "tiny", 256, 32, 0, 1, 5), get_config("amp_bf16_fp32_head"))
+    plain = build_model(ModelSpec("roberta", "multilabel", "tiny", 256, 32, 0, 1, 5), get_config("amp_bf16"))
     b = {"input_ids": torch.randint(4, 256, (2, 32)), "attention_mask": torch.ones(2, 32, dtype=torch.long)}
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert m.logits(b).dtype == torch.float32
@@ -72,14 +72,14 @@ def test_fp32_head_computes_in_fp32_under_bf16_autocast():
 
 
 def test_bf16_body_fp32_head_stores_the_head_in_fp32():
-    m = build_model("gpt2", "singlelabel", "tiny", 256, 32, 0, 1, 5, get_config("bf16_body_fp32_head"))
+    m = build_model(ModelSpec("gpt2", "singlelabel", "tiny", 256, 32, 0, 1, 5), get_config("bf16_body_fp32_head"))
     assert m.head.weight.dtype == torch.float32
     assert m.backbone.h[0].mlp.c_fc.weight.dtype == torch.bfloat16
 
 
 def test_the_logit_statistic_is_the_largest_magnitude_of_the_first_sequence():
     torch.manual_seed(0)
-    m = build_model("gpt2", "clm", "tiny", 256, 16, 0, 1, None, FP32)
+    m = build_model(ModelSpec("gpt2", "clm", "tiny", 256, 16, 0, 1, None), FP32)
     ids = torch.randint(4, 256, (3, 16))
     batch = {"input_ids": ids, "labels": ids}
     loss, stat = m(batch, logit_stats=True)

@@ -7,9 +7,9 @@ import nbformat
 import pytest
 from conftest import COMPLETED, REPO, papermill
 
-from benchlib.notebook import RECORD_MIME, read_notebook_record
-from benchlib.records import read_record
-from benchlib.runconfig import RunConfig
+from benchlib.study.notebook import RECORD_MIME, read_notebook_record
+from benchlib.core.records import read_record
+from benchlib.core.runconfig import RunConfig
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 TRAINING = {"01_train_lm.ipynb": "A", "02_train_cls.ipynb": "D"}

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from benchlib.configs import get_config
-from benchlib.precision import LossScaler, build_optimizer, lr_at
+from benchlib.core.dtypes import get_config
+from benchlib.training.precision import LossScaler, build_optimizer, lr_at
 
 CPU = torch.device("cpu")
 
@@ -95,7 +95,7 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor():
 
 
 def test_stochastic_rounding_is_unbiased_and_lands_on_neighbouring_bf16_values():
-    from benchlib.sr_adamw import stochastic_round_to_bf16
+    from benchlib.training.sr_adamw import stochastic_round_to_bf16
     torch.manual_seed(0)
     x = torch.full((200_000,), 1.0 + 2.0**-9)  # a quarter of the way from 1.0 to the next bf16 (1 + 2^-7)
     y = stochastic_round_to_bf16(x).float()
@@ -108,7 +108,7 @@ def test_stochastic_rounding_is_unbiased_and_lands_on_neighbouring_bf16_values()
 
 
 def test_sr_adamw_matches_fp32_adamw_in_expectation():
-    from benchlib.sr_adamw import StochasticRoundingAdamW
+    from benchlib.training.sr_adamw import StochasticRoundingAdamW
     torch.manual_seed(0)
     w0 = torch.randn(4096)
     ref = torch.nn.Parameter(w0.clone())

@@ -1,4 +1,4 @@
-"""The record contract (benchlib.records): every status and metric key that training writes is
+"""The record contract (benchlib.core.records): every status and metric key that training writes is
 known and documented, finished runs are resumed past, and the notebook / HTML / CLI displays
 read the new evidence fields (status with its reason, quality beside its trivial baseline,
 forensic means)."""
@@ -9,11 +9,13 @@ import pytest
 import torch
 from fixtures.records import make_record
 
-from benchlib import html_export, notebook, records
-from benchlib.baselines import evaluate_predictor, evidence
-from benchlib.forensics import Forensics
-from benchlib.health import verdict
-from benchlib.records import FINISHED, METRICS, STATUSES, TRAINED, CorruptRecord, validate
+from benchlib.study import html_export
+from benchlib.study import notebook
+from benchlib.core import records
+from benchlib.training.baselines import evaluate_predictor, evidence
+from benchlib.training.forensics import Forensics
+from benchlib.training.health import verdict
+from benchlib.core.records import FINISHED, METRICS, STATUSES, TRAINED, CorruptRecord, validate
 
 
 def test_degraded_and_stalled_are_finished_and_measured_runs():

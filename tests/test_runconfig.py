@@ -2,7 +2,7 @@
 import pytest
 
 from benchlib.cli import main as cli_main
-from benchlib.runconfig import ConfigError, RunConfig, resolved
+from benchlib.core.runconfig import ConfigError, RunConfig, resolved
 
 
 def test_unknown_key_names_the_key_and_the_closest():

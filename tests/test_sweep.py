@@ -13,12 +13,12 @@ import nbformat
 import pytest
 from conftest import COMPLETED, REPO
 
-from benchlib import sweep
-from benchlib.configs import SEED001, SEED002, get_config
-from benchlib.notebook import read_notebook_record
-from benchlib.records import FINISHED, read_record, validate, write_json_atomic
-from benchlib.runconfig import ConfigError
-from benchlib.study import load_study
+from benchlib.study import sweep
+from benchlib.core.dtypes import FULL_MATRIX, CORE_SIX, get_config
+from benchlib.study.notebook import read_notebook_record
+from benchlib.core.records import FINISHED, read_record, validate, write_json_atomic
+from benchlib.core.runconfig import ConfigError
+from benchlib.study.studyfile import load_study
 
 PARAMS = REPO / "params"
 
@@ -47,14 +47,14 @@ def test_smoke_study_is_all_scenarios_tiny_on_cpu():
 
 def test_quick_study_is_seed001_configs_on_A_and_D_one_seed_base():
     runs = load_study(PARAMS / "quick.yaml").runs()
-    assert len(runs) == 2 * len(SEED001)
+    assert len(runs) == 2 * len(FULL_MATRIX)
     assert {r.cfg.scenario for r in runs} == {"A", "D"} and {r.cfg.seed for r in runs} == {0}
     assert all(r.cfg.size == "base" and 100 <= r.cfg.steps <= 1000 for r in runs)
 
 
 def test_seed001_study_is_the_full_matrix_with_its_batch_shapes():
     runs = load_study(PARAMS / "seed001.yaml").runs()
-    assert len(runs) == 2 * len(SEED001) * 3
+    assert len(runs) == 2 * len(FULL_MATRIX) * 3
     lm = {(r.cfg.steps, r.cfg.batch_size, r.cfg.grad_accum) for r in runs if r.cfg.scenario == "A"}
     cls = {(r.cfg.steps, r.cfg.batch_size, r.cfg.grad_accum) for r in runs if r.cfg.scenario == "D"}
     assert (lm, cls) == ({(10000, 12, 5)}, {(5000, 8, 4)})
@@ -63,12 +63,12 @@ def test_seed001_study_is_the_full_matrix_with_its_batch_shapes():
 def test_seed002_study_is_the_six_scenarios_with_canonical_config_names():
     study = load_study(PARAMS / "seed002.yaml")
     assert study.scenarios == list("ABCDEF")
-    assert study.configs == [get_config(c).name for c in SEED002]  # fp32_true -> fp32_baseline
+    assert study.configs == [get_config(c).name for c in CORE_SIX]  # fp32_true -> fp32_baseline
 
 
 def test_config_shorthands_expand_and_deduplicate(tmp_path):
     study = load_study(_study(tmp_path, "configs: [seed002, amp_bf16, amp_bf16_fp32_head]\nscenarios: [A]\n"))
-    assert study.configs == [get_config(c).name for c in SEED002] + ["amp_bf16_fp32_head"]
+    assert study.configs == [get_config(c).name for c in CORE_SIX] + ["amp_bf16_fp32_head"]
 
 
 def test_overrides_apply_lm_then_cls_then_scenario(tmp_path):
@@ -272,7 +272,7 @@ def test_analysis_only_executes_no_run_and_runs_the_analysis(smoke_copy, capsys,
     (smoke_copy / "smoke/runs/B/amp_bf16/seed0/result.json").unlink()  # one run still to do
     monkeypatch.setattr(sweep, "run_one", lambda *a, **k: pytest.fail("--analysis-only executed a run"))
     analysed = []
-    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot: analysed.append(study_dir) or ([], []))
+    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: analysed.append(study_dir) or ([], []))
     assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--analysis-only", "--no-html"]) == 0
     out = capsys.readouterr().out
     assert "done 17, to run 1" in out and "--analysis-only: the 1 run to run stay unrun" in out

@@ -8,13 +8,13 @@ import torch
 
 from conftest import COMPLETED
 
-from benchlib import env as envmod
+from benchlib.core import env as envmod
 from benchlib.cli import main as cli_main
-from benchlib.configs import REGISTRY
-from benchlib.records import read_record, read_steps, validate
-from benchlib.runconfig import ConfigError, RunConfig
-from benchlib.scenarios import SCENARIOS
-from benchlib.train import run
+from benchlib.core.dtypes import REGISTRY
+from benchlib.core.records import read_record, read_steps, validate
+from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.core.scenarios import SCENARIOS
+from benchlib.training.loop import run
 
 FP8 = {n for n, c in REGISTRY.items() if c.fp8 != "none"}
 
@@ -73,9 +73,9 @@ def test_a_tiny_gpt2_learns_the_synthetic_lm_toward_its_floor(tmp_path):
 def _constant_predictor(cfg: dict) -> dict:
     """Chance level: the best input-blind predictor, which gives every document the k most
     frequent labels (best k for micro-F1) and ranks labels by frequency (for P@k)."""
-    from benchlib.data import load_task_data
-    from benchlib.metrics import multilabel_metrics
-    from benchlib.runconfig import resolved
+    from benchlib.data.load import load_task_data
+    from benchlib.training.metrics import multilabel_metrics
+    from benchlib.core.runconfig import resolved
     data = load_task_data(resolved(RunConfig.from_dict(cfg)))
     y = torch.cat([b["labels"] for b in data.val_batches(8, 8, torch.device("cpu"))])
     order = y.mean(0).argsort(descending=True)
@@ -123,7 +123,7 @@ def test_missing_bitsandbytes_gives_a_skipped_record_with_the_reason(tmp_path, m
 
 
 def test_a_cuda_oom_becomes_an_oom_record(tmp_path, monkeypatch):
-    import benchlib.models as models
+    import benchlib.training.models as models
 
     def boom(self, batch):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
@@ -133,7 +133,7 @@ def test_a_cuda_oom_becomes_an_oom_record(tmp_path, monkeypatch):
 
 
 def test_an_exception_becomes_an_error_record_with_the_traceback_tail(tmp_path, monkeypatch):
-    import benchlib.models as models
+    import benchlib.training.models as models
 
     def bad(self, batch):
         raise RuntimeError("shape mismatch in the head")
@@ -173,10 +173,10 @@ def test_record_carries_the_resolved_config_and_environment(tmp_path):
 
 
 def test_flops_per_token_counts_matmul_parameters_only():
-    from benchlib.configs import get_config
-    from benchlib.models import build_model
-    lm = build_model("gpt2", "clm", "tiny", 256, 64, 0, 1, None, get_config("fp32_baseline"))
-    cls = build_model("gpt2", "multilabel", "tiny", 256, 64, 0, 1, 10, get_config("fp32_baseline"))
+    from benchlib.core.dtypes import get_config
+    from benchlib.training.models import ModelSpec, build_model
+    lm = build_model(ModelSpec("gpt2", "clm", "tiny", 256, 64, 0, 1, None), get_config("fp32_baseline"))
+    cls = build_model(ModelSpec("gpt2", "multilabel", "tiny", 256, 64, 0, 1, 10), get_config("fp32_baseline"))
     body = sum(p.numel() for p in lm.backbone.parameters()) - lm.backbone.wpe.weight.numel()
     attn = 12 * 2 * 64 * 64  # 12 * layers * width * seq_len
     assert lm.flops_per_token(64) == 6 * body + attn  # tied head: the embedding is the vocabulary matmul
@@ -186,9 +186,9 @@ def test_flops_per_token_counts_matmul_parameters_only():
 
 
 def test_training_forward_builds_no_kv_cache():
-    from benchlib.configs import get_config
-    from benchlib.models import build_model
-    m = build_model("gpt2", "clm", "tiny", 256, 32, 0, 1, None, get_config("fp32_baseline"))
+    from benchlib.core.dtypes import get_config
+    from benchlib.training.models import ModelSpec, build_model
+    m = build_model(ModelSpec("gpt2", "clm", "tiny", 256, 32, 0, 1, None), get_config("fp32_baseline"))
     out = m.backbone(input_ids=torch.randint(4, 256, (2, 32)))
     assert m.backbone.config.use_cache is False and out.past_key_values is None
 
@@ -210,8 +210,8 @@ def test_time_breakdown_separates_what_scales_with_steps_from_fixed_cost(tmp_pat
 
 
 def test_cudagraphs_is_for_single_process_runs_and_a_no_op_off_cuda(tmp_path):
-    with pytest.raises(ConfigError, match=r"cudagraphs=True works with strategy='single' only.*'ddp'"):
-        RunConfig(strategy="ddp", nproc=2, cudagraphs=True)
+    with pytest.raises(ConfigError, match=r"cudagraphs=True works with dist.strategy='single' only.*'ddp'"):
+        RunConfig.from_dict({"dist": {"strategy": "ddp", "nproc": 2}, "cudagraphs": True})
     cfg = {"scenario": "A", "config": "fp32_baseline", "steps": 6, "log_every": 3, "grad_accum": 2}
     plain = run(cfg, out_dir=tmp_path / "a", progress=False)
     graphs = run({**cfg, "cudagraphs": True}, out_dir=tmp_path / "b", progress=False)

@@ -1,0 +1,15 @@
+"""Layer 3: from records to answers.
+
+``tables`` (records -> per-config statistics, with the evidence gates), ``stats`` (seed
+statistics and the decision rules), ``flips``, ``hypotheses``, ``recommend``, ``charts``
+(Altair), ``scaling`` (multi-GPU speed-up) and ``report`` (the analyze / compare commands and
+what notebooks 10 and 11 call: the names below). Reads records only: imports ``core``.
+"""
+
+from benchlib.analysis.charts import show
+from benchlib.analysis.hypotheses import divergence_table, verdict_table
+from benchlib.analysis.report import analyze_study, compare_study, mean_table
+from benchlib.analysis.tables import describe_experiment, learned_scenarios, load_study, resolve_study_dir, status_table
+
+__all__ = ["analyze_study", "compare_study", "describe_experiment", "divergence_table", "learned_scenarios", "load_study",
+           "mean_table", "resolve_study_dir", "show", "status_table", "verdict_table"]

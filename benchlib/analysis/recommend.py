@@ -1,0 +1,204 @@
+"""Recommendations from a study's numbers (seed 000): where each config is safe (``safety``:
+three-valued, True only where measured seed noise says so) and the rules over it that name a
+default, the choice per task and what to avoid (``recommendations``).
+
+Nothing is called safe, and no default is named, without measured noise: that takes
+>= ``Rules.min_seeds`` ok seeds of the config and of the scenario's best config, in a scenario
+whose quality is established (its reference learned: ``analysis.learned_scenarios``). Failure
+needs less evidence than safety: one diverged, degraded or stalled run, or a quality gap to the
+best beyond ``Rules.untested_gap_pct``, makes a config unsafe from one seed.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from benchlib.analysis.tables import gated, groups, label, unhealthy, why_not_established
+from benchlib.analysis.stats import Rules, bootstrap_means
+from benchlib.analysis.tables import seed_values
+
+
+def _seeds(n: int) -> str:
+    return "one seed" if n == 1 else f"{n} seeds"
+
+
+def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
+    """Per (scenario, config): ``safe`` = True, False or None (not tested). False when a run is
+    not healthy (diverged, degraded, stalled, oom, error: ``analysis`` health), or the quality
+    is worse than the scenario's best config beyond seed noise (the bootstrap share of
+    resamples where the best is better reaches conf), or, where the noise is not measured,
+    more than ``rules.untested_gap_pct`` % below the best. True only when ``tested``: both the
+    config and the best have >= min_seeds ok seeds and the bootstrap does not call it worse.
+    None otherwise: one seed, or a scenario whose quality is not established (there even a
+    failed run says nothing about the config: nothing learned). ``ok`` counts the healthy
+    runs. Cells whose runs were all skipped (the hardware cannot run the config) are
+    left out."""
+    df = gated(df, rules)
+    q = seed_values(df, "quality")
+    boot = bootstrap_means({k: v for k, v in q.items() if len(v) >= rules.min_seeds}, rules.n_boot,
+                           np.random.default_rng(rules.seed + 2))
+    gate = {s: why_not_established(df, s) for s in df["scenario"].unique()}
+    rows = []
+    for (s, c), g in df.groupby(["scenario", "config"]):
+        g = g[g["status"] != "skipped"]
+        if g.empty:
+            continue
+        means = {cc: v.mean() for (ss, cc), v in q.items() if ss == s}
+        best = max(means, key=means.get) if means else None
+        row = {"scenario": s, "config": c, "runs": len(g), "ok": int((g["health"] == "ok").sum()), "best": best,
+               "gap_pct": np.nan, "support": np.nan, "tested": False, "safe": None}
+        bad = unhealthy(g)
+        if (s, c) in q:
+            # relative to the best; undefined when the best scores 0: then no config is called
+            # worse on a percentage
+            row["gap_pct"] = gap = (100 * (means[best] - means[c]) / abs(means[best]) if means[best] != 0
+                                    else 0.0 if means[c] == means[best] else np.nan)
+        if not g["quality_established"].iloc[0]:  # the scenario's failure, not the config's
+            row["reason"] = f"not tested: quality not established on {s} ({gate[s]})" + (
+                f"; runs: {bad}" if bad else "")
+        elif bad:
+            row.update(safe=False, reason=bad)
+        elif (s, c) not in q:
+            row["reason"] = "not tested: no quality value"
+        else:
+            n_c, n_b = len(q[s, c]), len(q[s, best])
+            row["tested"] = (s, c) in boot and (s, best) in boot
+            if row["tested"]:
+                if c != best:
+                    row["support"] = float(np.mean(boot[s, best] > boot[s, c]))
+                worse = row["support"] >= rules.conf  # NaN (the best itself) compares False
+                row["safe"] = not worse
+                row["reason"] = (f"quality {gap:.2f}% below the best ({best}), bootstrap support {row['support']:.0%}"
+                                 if worse else f"the best of {s} ({_seeds(n_c)})" if c == best else
+                                 f"within seed noise of the best ({best}): {gap:.2f}% below it, bootstrap support "
+                                 f"{row['support']:.0%} < {rules.conf:.0%} ({_seeds(min(n_c, n_b))} or more each)")
+            elif gap > rules.untested_gap_pct:  # NaN gap compares False
+                row["safe"] = False
+                row["reason"] = (f"quality {gap:.2f}% below the best ({best}), more than the "
+                                 f"{rules.untested_gap_pct:g}% allowed while the noise is not estimated "
+                                 f"(< {rules.min_seeds} ok seeds)")
+            else:
+                what = (f"the best ({c}) is ahead of the others by more than noise" if c == best else
+                        f"{c} ({gap:.2f}% below the best, {best}) is within noise of it")
+                row["reason"] = (f"not tested: {_seeds(min(n_c, n_b))}: cannot tell whether {what}; needs >= "
+                                 f"{rules.min_seeds} ok seeds of both (has {n_c}"
+                                 + ("" if c == best else f" and {n_b}") + ")")
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=["scenario", "config", "runs", "ok", "best", "gap_pct", "support", "tested",
+                                      "safe", "reason"])
+    out["safe"] = out["safe"].astype(object)
+    return out
+
+
+def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules()) -> tuple[dict, pd.DataFrame]:
+    """Rules over ``safety`` (``safe`` True = tested safe): ``universal`` = configs safe on
+    every scenario of the study, fastest first (mean throughput rank); the first is the
+    default, and the lowest-memory one is named for memory-bound work. No default when a
+    scenario's quality is not established or no config is tested safe everywhere: the line
+    says why and what evidence is missing. ``per_task[s]`` = the fastest safe config on s, and
+    configs unsafe on s that are safe elsewhere. ``lm_specific`` / ``cls_specific`` = safe on
+    every LM (classification) scenario but unsafe on a classification (LM) one. ``avoid`` =
+    unsafe somewhere and safe nowhere. Every line carries its numbers (speed and memory vs
+    fp32_baseline, or ranks)."""
+    df = gated(df, rules)
+    saf = safety(df, rules)
+    scns = sorted(saf["scenario"].unique())
+    est = [s for s in scns if df.loc[df["scenario"] == s, "quality_established"].iloc[0]]
+    why_not = {s: why_not_established(df, s) for s in scns if s not in est}
+    piv = _pivots(stats)
+    safe = {c: set(g.loc[g["safe"].eq(True), "scenario"]) for c, g in saf.groupby("config")}
+    unsafe = {c: set(g.loc[g["safe"].eq(False), "scenario"]) for c, g in saf.groupby("config")}
+
+    def speed_order(cs, on=None):
+        """Fastest first: by the mean throughput rank over the scenarios ``on`` (default all)."""
+        ranks = piv["throughput_rank"] if on is None else piv["throughput_rank"][on]
+        return sorted(cs, key=lambda c: ranks.loc[c].mean())
+
+    def numbers(c, on):
+        t, m = piv["throughput_rel"].loc[c, on].dropna(), piv["memory_rel"].loc[c, on].dropna()
+        if len(t):
+            spread = f"; {t.min():.2f}-{t.max():.2f}x" if t.max() - t.min() >= 0.01 else ""
+            out = f"throughput {np.exp(np.log(t).mean()):.2f}x fp32" + (
+                f" (geo-mean over {', '.join(t.index)}{spread})" if len(t) > 1 else f" on {t.index[0]}")
+            return out + (f", memory {np.exp(np.log(m).mean()):.2f}x fp32" if len(m) else "")
+        return f"mean throughput rank {piv['throughput_rank'].loc[c, on].mean():.1f}"
+
+    untested = saf[saf["safe"].isna() & saf["scenario"].isin(est)]
+    short = (f"{len(untested)} of {int(saf['scenario'].isin(est).sum())} (scenario, config) cells are not tested "
+             f"(fewer than {rules.min_seeds} ok seeds of the config or of the best: cannot tell whether they are "
+             f"within seed noise; needs >= {rules.min_seeds})") if len(untested) else ""
+    rec = {"universal": [], "lm_specific": [], "cls_specific": [], "per_task": {}, "avoid": []}
+    universal = speed_order([c for c, ss in safe.items() if set(scns) <= ss]) if est and not why_not else []
+    every = (f"safe on all {len(scns)} scenarios ({', '.join(scns)}: every run healthy, quality within measured "
+             f"seed noise of the best)")
+    for i, c in enumerate(universal):
+        rec["universal"].append(f"{'default: ' if i == 0 else ''}{c} - {every}; {numbers(c, scns)}")
+    if len(universal) > 1:
+        lean = min(universal, key=lambda c: piv["memory_rank"].loc[c].mean())
+        if lean != universal[0]:
+            rec["universal"].append(f"memory-bound: {lean} - lowest memory of the universally safe configs; "
+                                    f"{numbers(lean, scns)}")
+    if not universal:
+        why = ([f"quality not established on {', '.join(why_not)} ("
+                + "; ".join(f"{s}: {r}" for s, r in why_not.items()) + ")"] if why_not else [])
+        why += [short] if short else []
+        rec["universal"].append("no default: " + ("; ".join(why) or "no config is safe on every scenario"))
+        on_est = speed_order([c for c, ss in safe.items() if est and set(est) <= ss])
+        if why_not and on_est:
+            rec["universal"].append(f"safe on every scenario whose quality is established ({', '.join(est)}): "
+                                    + "; ".join(f"{c} ({numbers(c, est)})" for c in on_est))
+        elif safe and any(safe.values()):
+            most = max((c for c in safe if safe[c]),
+                       key=lambda c: (len(safe[c]), -piv["throughput_rank"].loc[c].mean()))
+            rec["universal"].append(f"safe on the most scenarios: {most} ({len(safe[most])}/{len(scns)}: "
+                                    f"{', '.join(sorted(safe[most]))})")
+    default = universal[0] if universal else None
+    for s in scns:
+        if s not in est:
+            rec["per_task"][s] = [f"{s}: no recommendation: quality not established ({why_not[s]})"]
+            continue
+        here = saf[saf["scenario"] == s].set_index("config")
+        lines = []
+        fast = speed_order([c for c in here.index if here.loc[c, "safe"] is True], on=[s])
+        if fast:
+            c = fast[0]
+            g = piv["quality_gain"].loc[c, s]
+            lines.append(f"{s}: fastest safe config {c} ({numbers(c, [s])}"
+                         + (f", {label(df.attrs['quality_metric'][s]['name'])} {round(g, 2) + 0.0:+.2f}% vs fp32"
+                            if pd.notna(g) else "") + ")"
+                         + ("" if c == default else f"; differs from the default {default}" if default else ""))
+        else:
+            n = int(here["safe"].isna().sum())
+            lines.append(f"{s}: no config is tested safe" + (
+                f" ({n} not tested: fewer than {rules.min_seeds} ok seeds of the config or of the best; needs >= "
+                f"{rules.min_seeds} to tell a config from seed noise)" if n else ""))
+        for c in here.index[here["safe"].eq(False)]:
+            if safe.get(c):
+                lines.append(f"{s}: avoid {c} - {here.loc[c, 'reason']} (safe on {', '.join(sorted(safe[c]))})")
+        rec["per_task"][s] = lines
+    g = groups(scns)
+    for name, mine, other in (("lm_specific", g["lm"], g["cls"]), ("cls_specific", g["cls"], g["lm"])):
+        for c in speed_order([c for c, ss in safe.items() if mine and other and set(mine) <= ss
+                              and unsafe.get(c, set()) & set(other)]):
+            why = _reasons(saf[(saf["config"] == c) & saf["safe"].eq(False) & saf["scenario"].isin(other)])
+            rec[name].append(f"{c} - safe on {'LM' if name == 'lm_specific' else 'classification'} "
+                             f"({', '.join(mine)}) but not on {why}; {numbers(c, mine)}")
+    for c in sorted(c for c in unsafe if unsafe[c] and not safe.get(c)):
+        why = _reasons(saf[(saf["config"] == c) & saf["safe"].eq(False)])
+        rec["avoid"].append(f"{c} - safe on no scenario; unsafe on {why}")
+    return rec, saf
+
+
+def _reasons(rows: pd.DataFrame) -> str:
+    """'C, D: <reason>; E: <other reason>' - scenarios sharing a reason named once."""
+    by = rows.groupby("reason", sort=False)["scenario"].apply(lambda x: ", ".join(sorted(x)))
+    return "; ".join(f"{scns}: {reason}" for reason, scns in by.items())
+
+
+def _pivots(stats: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """config x scenario tables of throughput/memory rank, ratio to fp32, and quality gain."""
+    def p(metric, col):
+        return stats[stats["metric"] == metric].pivot(index="config", columns="scenario", values=col)
+    return {"throughput_rank": p("throughput", "rank"), "memory_rank": p("memory", "rank"),
+            "throughput_rel": p("throughput", "rel"), "memory_rel": p("memory", "rel"),
+            "quality_gain": p("quality", "gain_pct")}

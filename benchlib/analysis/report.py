@@ -1,0 +1,220 @@
+"""Running the analysis on a study: stage 1 and stage 2 from folders of records to files
+(``analyze_study``: ``<scenario>/summary.csv`` and charts; ``compare``/``compare_study``:
+``comparison.json``, the tables and charts, assembled from ``tables``, ``flips``,
+``hypotheses`` and ``recommend``) and the CLI (``dtype-bench analyze`` / ``compare``). The
+two analysis notebooks call these; the sweep executes them (``study.sweep.run_analysis``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from benchlib.analysis import charts as ch
+from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
+                       learned_scenarios, load_study, loss_curves, rank_correlations, resolve_study_dir,
+                       scenario_notes, summarize)
+from benchlib.analysis.flips import flip_entries, order_reversals, stability_flips
+from benchlib.analysis.stats import Rules
+from benchlib.analysis.hypotheses import evaluate_all, verdict_table
+from benchlib.analysis.recommend import recommendations
+from benchlib.core.records import json_safe
+from benchlib.core.scenarios import get_scenario
+
+
+@dataclass
+class Experiment:
+    scenario: str
+    summary: pd.DataFrame
+    curves: pd.DataFrame
+    divergences: pd.DataFrame
+    charts: dict
+    out_dir: Path
+    files: list
+
+
+def mean_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The ``mean`` rows with the headline columns, for display."""
+    cols = ["config", "n_seeds", "status", "throughput", "throughput_std", "throughput_rel", "memory", "memory_std",
+            "memory_rel", "quality", "quality_std", "quality_delta", "pareto_throughput", "pareto_memory",
+            "excluded_reason"]
+    return summary.loc[summary["seed"] == "mean", cols].reset_index(drop=True)
+
+
+def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
+                       formats: Iterable[str] = ("png", "svg")) -> Experiment:
+    """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``."""
+    summary = summarize(df, scenario)
+    curves, div = loss_curves(df[df["scenario"] == scenario])
+    out = Path(output_dir) / scenario
+    out.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(out / "summary.csv", index=False)
+    charts = ch.experiment_charts(summary, curves, div)
+    files = [out / "summary.csv"] + [p for n, c in charts.items() for p in ch.save(c, out / "plots" / n, formats)]
+    return Experiment(scenario, summary, curves, div, charts, out, files)
+
+
+def analyze_study(study_dir: str | Path, scenario: str | None = None, output_dir: str | Path | None = None,
+                  formats: Iterable[str] = ("png", "svg"), rules=None) -> dict[str, Experiment]:
+    """Stage 1 for one scenario or every scenario found; outputs beside the runs by default."""
+    root = resolve_study_dir(study_dir)
+    df = load_study(root, rules=rules)
+    scns = [get_scenario(scenario).id] if scenario else sorted(df["scenario"].unique())
+    return {s: analyze_experiment(df, s, output_dir or root, formats) for s in scns}
+
+
+@dataclass
+class Comparison:
+    stats: pd.DataFrame
+    correlations: pd.DataFrame
+    reversals: pd.DataFrame
+    stability: pd.DataFrame
+    safety: pd.DataFrame
+    curves: pd.DataFrame
+    divergences: pd.DataFrame
+    result: dict
+    """comparison.json"""
+    charts: dict
+    files: list
+
+
+def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Comparison:
+    """Stage 2 on a study frame: tables, flips, verdicts, recommendations and the
+    ``comparison.json`` content (seed 000's shape plus the evidence gates, the evidence and
+    the method)."""
+    rules = rules or Rules()
+    df = gated(df, rules)
+    stats = config_stats(df)
+    corr = rank_correlations(stats)
+    rev, stab = order_reversals(df, rules), stability_flips(df, rules)
+    flips = flip_entries(stats, rev, stab, group_ranks(stats))
+    recs, saf = recommendations(df, stats, rules)
+    curves, div = loss_curves(df[df["config"].isin(ch.STABILITY_CONFIGS)])
+    head = corr[(corr["a"] == "LM") & (corr["b"] == "CLS")].set_index("metric")
+    tested = {m: {"reversed_pairs": int((rev["metric"] == m).sum()),
+                  "testable": int(((rev["metric"] == m) & rev["support"].notna()).sum()),
+                  "flips": int(((rev["metric"] == m) & rev["significant"]).sum())} for m in HEADLINE}
+    learned = learned_scenarios(df, rules)
+    unhealthy = df[df["health"] != "ok"]
+    result = {
+        "sources": [str(s) for s in sources], "scenarios": sorted(df["scenario"].unique()),
+        "configs": config_order(df["config"].unique()), "groups": groups(df["scenario"].unique()),
+        "runs": df["status"].value_counts().to_dict(),
+        "notes": [f"{s}: {n}" for s, n in scenario_notes(df).items()],
+        "learned": {r["scenario"]: {k: v for k, v in r.items() if k != "scenario"}
+                    for r in learned.to_dict(orient="records")},
+        "quality_metric": {s: {k: q[k] for k in ("name", "higher_is_better", "headline", "degenerate", "usable",
+                                                 "note")} for s, q in df.attrs["quality_metric"].items()},
+        "health": {"runs": df["health"].value_counts().to_dict(),
+                   "not_ok": unhealthy[["run_id", "scenario", "config", "seed", "status", "health",
+                                        "health_reason"]].to_dict(orient="records")},
+        "excluded": {s: {c: why for (ss, c), why in excluded_configs(df).items() if ss == s}
+                     for s in sorted(df["scenario"].unique())},
+        "method": {"statistics": "throughput and memory from every run that finished (ok, degraded, stalled); quality "
+                                 "only in scenarios whose quality is established (see learned and quality_metric) "
+                                 "and from runs that did not diverge, stall or degrade at train time (a run degraded "
+                                 "against the reference still counts for ranks, flips and verdicts); diverged runs "
+                                 "count for stability; configs with an unhealthy run are never safe, fastest or on "
+                                 "a Pareto frontier (excluded); ranks are 1 = best in each metric's direction, and "
+                                 "on quality a config with no counted run but a failed one ranks last",
+                   "ranking_correlation": "Spearman rho (scipy.stats.spearmanr) between the LM scenarios' mean ranks "
+                                          "and the classification scenarios' mean ranks, over configs ranked in both; "
+                                          "every scenario pair in ranking_correlation_pairs; p: two-sided permutation "
+                                          "test, exact over all pairings for <= 8 configs, else 20000 random ones",
+                   "noise_test": rules.describe(), "reversals": tested,
+                   "rules": {k: v for k, v in vars(rules).items()}},
+        "ranking_correlation": {m: head["rho"].get(m) for m in HEADLINE},
+        "ranking_correlation_p": {m: head["p"].get(m) for m in HEADLINE},
+        "ranking_correlation_pairs": corr.to_dict(orient="records"),
+        "flips": flips,
+        "recommendations": recs,
+        "hypotheses": evaluate_all(df, rules),
+        "recommendation_evidence": saf.to_dict(orient="records"),
+    }
+    charts = ch.comparison_charts(stats, flips, curves, div)
+    return Comparison(stats, corr, rev, stab, saf, curves, div, json_safe(result), charts, [])
+
+
+def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = ("png", "svg")) -> list:
+    """comparison.json, the tables as CSV (learned.csv: the evidence gate per scenario) and the
+    charts under plots/."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comparison.json").write_text(json.dumps(comp.result, indent=1, allow_nan=False))
+    files = [out / "comparison.json"]
+    for name, t in (("config_stats", comp.stats), ("rank_correlation", comp.correlations),
+                    ("reversals", comp.reversals), ("stability_flips", comp.stability),
+                    ("hypotheses", verdict_table(comp.result["hypotheses"])),
+                    ("learned", pd.DataFrame.from_dict(comp.result["learned"], orient="index").rename_axis("scenario")
+                     .reset_index())):
+        t.to_csv(out / f"{name}.csv", index=False)
+        files.append(out / f"{name}.csv")
+    files += [p for n, c in comp.charts.items() for p in ch.save(c, out / "plots" / n, formats)]
+    comp.files = files
+    return files
+
+
+def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rules=None,
+                  formats: Iterable[str] = ("png", "svg")) -> Comparison:
+    """Stage 2 from folders of records; writes to ``output_dir`` (default
+    ``<first root>/comparison``)."""
+    paths = [resolve_study_dir(r) for r in roots]
+    comp = compare(load_study(*paths, rules=rules), rules, sources=paths)
+    write_comparison(comp, output_dir or paths[0] / "comparison", formats)
+    return comp
+
+
+def main_analyze(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="dtype-bench analyze", description="Per-experiment summary.csv and charts "
+                                "(seed 000 stage 1) from every result.json under a folder.")
+    p.add_argument("study_dir", nargs="?", help="e.g. executed/<study>")
+    p.add_argument("--results_dir", help="seed 000's name for study_dir")
+    p.add_argument("--scenario", help="one scenario A-F (default: every scenario found)")
+    p.add_argument("--output_dir", help="where <scenario>/summary.csv and plots/ go (default: study_dir)")
+    p.add_argument("--formats", default="png,svg", help="chart files to write (default png,svg)")
+    ns = p.parse_args(argv)
+    if not (ns.study_dir or ns.results_dir):
+        p.error("give the study folder (positional or --results_dir)")
+    exps = analyze_study(ns.study_dir or ns.results_dir, ns.scenario, ns.output_dir, ns.formats.split(","))
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        for s, e in exps.items():
+            print(f"scenario {s}: {e.out_dir / 'summary.csv'}, {len(e.files) - 1} chart files in {e.out_dir / 'plots'}")
+            print(f"  {e.summary['note'].iloc[0]}")
+            print(mean_table(e.summary)[["config", "n_seeds", "throughput", "memory", "quality"]].to_string(index=False))
+    return 0
+
+
+def main_compare(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="dtype-bench compare", description="Cross-experiment ranking correlation, "
+                                "flips beyond seed noise, hypothesis verdicts, recommendations (seed 000 stage 2).")
+    p.add_argument("study_dir", nargs="*", help="folders of records, e.g. executed/<study>")
+    p.add_argument("--lm_results", help="seed 000: folder of the LM experiment's records")
+    p.add_argument("--cls_results", help="seed 000: folder of the classification experiment's records")
+    p.add_argument("--output_dir", help="default: <first folder>/comparison")
+    p.add_argument("--conf", type=float, default=Rules.conf, help="bootstrap share / CI level (default 0.95)")
+    p.add_argument("--n_boot", type=int, default=Rules.n_boot)
+    p.add_argument("--min_seeds", type=int, default=Rules.min_seeds)
+    p.add_argument("--formats", default="png,svg")
+    ns = p.parse_args(argv)
+    roots = ns.study_dir + [r for r in (ns.lm_results, ns.cls_results) if r]
+    if not roots:
+        p.error("give a study folder, or --lm_results and --cls_results")
+    comp = compare_study(*roots, output_dir=ns.output_dir, formats=ns.formats.split(","),
+                         rules=Rules(conf=ns.conf, n_boot=ns.n_boot, min_seeds=ns.min_seeds))
+    r = comp.result
+    print(comp.files[0])
+    for line in r["notes"]:
+        print(f"  {line}")
+    print(f"ranking correlation LM vs CLS (Spearman): {r['ranking_correlation']}")
+    print(f"flips beyond seed noise: {len(r['flips'])}")
+    for f in r["flips"]:
+        print(f"  {f['interpretation']}")
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+        print(verdict_table(r["hypotheses"])[["id", "verdict", "estimate", "ci_low", "ci_high"]].to_string(index=False))
+    for line in r["recommendations"]["universal"]:
+        print(f"  {line}")
+    return 0

@@ -1,0 +1,366 @@
+"""``dtype-bench scaling``: the analysis of multi-GPU runs (seeds 003 and 004).
+
+    dtype-bench scaling executed/seed003 [--baseline ddp_fp32] [--out DIR]
+
+The runs come from a study file with ``arms:`` (``params/seed003.yaml``, ``seed004.yaml``),
+run by ``dtype-bench sweep`` like any study. This module reads every ``result.json`` and its
+``rank{r}.jsonl`` under a folder:
+
+* seed 003: per timed window, time averaged over ranks and tokens/s **summed** over ranks;
+  the first window excluded; mean +- std over windows (``aggregate_windows``);
+* speed-up and efficiency of N devices against 1 device of the same strategy (else against
+  ``single``), memory per device (``scaling_table``);
+* seed 004's summary: median tokens/s, final and best training loss, speed-up and loss
+  difference against the ``ddp_fp32`` arm (``baseline_summary`` -> ``summary.json``);
+* bar charts with error bars (``charts``), written as PNG and SVG.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchlib.core.records import COMPLETED, json_safe
+from benchlib.core.runconfig import DistConfig, flatten
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINE_ARM = "ddp_fp32"
+# Runs whose speed, memory and loss curves enter the tables: those that trained every step.
+# A short scaling run may well not beat its trivial baseline (stalled) or end above its best
+# loss (degraded); its timings are as good as an ok run's, and its status is shown per arm.
+MEASURED = COMPLETED
+EFFICIENCY_TARGETS = {"ddp": 95.0, "fsdp2": 90.0}
+"""The issue's targets at 2 GPUs (GPT-2 124M, 12x1024 tokens per GPU, bf16, compile)."""
+RUN_KEYS = ["scenario", "config", "strategy", "activation_checkpointing", "limit_all_gathers", "size",
+            "batch_size", "seq_len", "grad_accum", "compile", "steps", "dist"]
+"""What makes two runs the same setup but for the number of devices (``dist``: the tuning
+levers that differ from their defaults, "" for none)."""
+LEVERS = ("bucket_cap_mb", "static_graph", "reshard", "prefetch", "mp", "compile_unit", "optimize_ddp")
+
+# =======================================================================================
+# Loading records and per-rank windows
+# =======================================================================================
+def load_runs(root: str | Path):
+    """One row per record under ``root`` with its arm, strategy, world size and dist/ metrics."""
+    from benchlib.core.records import load_records, records_frame
+    recs = load_records(root)
+    if not recs:
+        raise FileNotFoundError(f"no readable result.json under {root}")
+    df = records_frame(recs)
+    runs = [flatten(r["run"]) for r in recs]  # records before `dist` was a section: flat keys
+    df["arm"] = [(r["run"].get("extra") or {}).get("arm") or _arm_name(run) for r, run in zip(recs, runs)]
+    df["strategy"] = [run.get("dist.strategy", "single") for run in runs]
+    df["limit_all_gathers"] = [run.get("dist.limit_all_gathers", True) for run in runs]
+    df["nproc"] = [int(r["metrics"].get("dist/world_size") or run.get("dist.nproc", 1)) for r, run in zip(recs, runs)]
+    df["dist"] = [_levers(r, run) for r, run in zip(recs, runs)]
+    for k in RUN_KEYS:
+        if k not in df:
+            df[k] = df.get(f"run.{k}")
+    return df.reset_index(drop=True)
+
+
+def _levers(rec: dict, run: dict) -> str:
+    """The tuning levers a run set away from their defaults, as ``key=value,...``."""
+    old = (rec["run"].get("extra") or {}).get("dist")  # records of the environment-variable era
+    if isinstance(old, str):
+        return old
+    default = DistConfig()
+    return ",".join(f"{k}={run[f'dist.{k}']}" for k in LEVERS
+                     if f"dist.{k}" in run and run[f"dist.{k}"] != getattr(default, k))
+
+
+def _arm_name(run: dict) -> str:
+    s = run.get("dist.strategy", "single")
+    return "single" if s == "single" else f"{s}_{run.get('dist.nproc', 1)}"
+
+
+def windows_frame(runs) -> "pd.DataFrame":  # noqa: F821
+    """Every rank's timed windows (``rank{r}.jsonl``) of the measured runs (``MEASURED``), with
+    the run's arm."""
+    import pandas as pd
+    rows = []
+    for _, run in runs[runs["status"].isin(MEASURED)].iterrows():
+        for f in sorted(Path(run["path"]).parent.glob("rank*.jsonl")):
+            for line in f.read_text().splitlines():
+                w = json.loads(line)
+                if "window" in w:
+                    rows.append({"arm": run["arm"], "seed": run["seed"], "nproc": run["nproc"], **w})
+    return pd.DataFrame(rows)
+
+
+def losses(path: str | Path) -> list[float]:
+    from benchlib.core.records import read_steps
+    f = Path(path).parent / "steps.jsonl"
+    return [r["loss"] for r in read_steps(f) if "loss" in r] if f.exists() else []
+
+
+# =======================================================================================
+# Tables
+# =======================================================================================
+def throughput_table(windows) -> "pd.DataFrame":  # noqa: F821
+    """Per arm: training time per window and tokens/s, seed 003's way, pooled over seeds."""
+    import pandas as pd
+    rows = []
+    for arm, g in windows.groupby("arm", sort=False):
+        per = []
+        for seed, gs in g.groupby("seed"):
+            agg_rows = gs.to_dict("records")
+            by_w: dict[int, list] = {}
+            for r in agg_rows:
+                by_w.setdefault(r["window"], []).append(r)
+            ws = sorted(by_w)[1:] if len(by_w) >= 2 else sorted(by_w)
+            per += [{"time_s": statistics.fmean(r["time_s"] for r in by_w[w]), "step_ms": statistics.fmean(r["step_ms"] for r in by_w[w]),
+                     "tokens_per_s": sum(r["tokens_per_s"] for r in by_w[w])} for w in ws]
+        d = pd.DataFrame(per)
+        rows.append({"arm": arm, "nproc": int(g["nproc"].iloc[0]), "windows": len(d),
+                     **{k: d[k].mean() for k in ("time_s", "step_ms", "tokens_per_s")},
+                     **{f"{k}_std": d[k].std(ddof=1) if len(d) > 1 else 0.0 for k in ("time_s", "step_ms", "tokens_per_s")}})
+    return pd.DataFrame(rows)
+
+
+def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
+    """Speed-up and efficiency of N devices vs 1, per strategy and dtype config.
+
+    Each setup (``RUN_KEYS`` but the device count) is compared with its own 1-device run,
+    else with ``single`` on the same setup. Efficiency = tokens/s at N / (N x tokens/s at 1)
+    (weak scaling: the per-device batch is fixed). ``vs_single_pct`` compares with the plain
+    single-device run whatever the strategy and levers: what N GPUs buy over one. Means over
+    seeds.
+    """
+    import pandas as pd
+    ok = runs[runs["status"].isin(MEASURED)].copy()
+    if ok.empty:
+        return pd.DataFrame()
+    keys = [k for k in RUN_KEYS if k in ok]
+    cols = {"dist/tokens_per_s": "tokens_per_s", "dist/tokens_per_s_std": "tokens_per_s_std",
+            "dist/step_ms": "step_ms", "dist/step_ms_std": "step_ms_std",
+            "dist/peak_allocated_gib_max": "gib_per_device", "dist/peak_rss_gib_max": "rss_gib_per_process",
+            "quality/val_loss": "val_loss", "stability/final_train_loss": "final_train_loss"}
+    for c in cols:
+        if c not in ok:
+            ok[c] = float("nan")
+    # CPU runs: the process's peak resident memory stands for the device's
+    ok["dist/peak_allocated_gib_max"] = ok["dist/peak_allocated_gib_max"].fillna(ok["memory"])
+    agg = (ok.groupby(keys + ["arm", "nproc"], dropna=False)[list(cols)].mean(numeric_only=True)
+           .rename(columns=cols).reset_index())
+    agg["seeds"] = ok.groupby(keys + ["arm", "nproc"], dropna=False).size().values
+    other = [k for k in keys if k != "strategy"]
+    setup = [k for k in other if k != "dist"]
+
+    def matching(row, on):  # equal, or missing in both, key by key
+        return ((agg[on] == row[on]) | (agg[on].isna() & row[on].isna())).all(axis=1)
+
+    def base_of(row):
+        one = agg[matching(row, other) & (agg["nproc"] == 1)]
+        own = one[one["strategy"] == row["strategy"]]
+        if len(own):
+            return own.iloc[0], row["strategy"]
+        single = one[one["strategy"] == "single"]
+        return (single.iloc[0], "single") if len(single) else (None, None)
+
+    out = []
+    for _, row in agg.iterrows():
+        base, against = base_of(row)
+        r = row.to_dict()
+        if base is not None and base["tokens_per_s"] > 0:
+            r["baseline"] = f"{against} x1"
+            r["speedup"] = row["tokens_per_s"] / base["tokens_per_s"]
+            r["efficiency_pct"] = 100 * r["speedup"] / row["nproc"]
+            r["step_time_ratio"] = row["step_ms"] / base["step_ms"]
+        single = agg[matching(row, setup) & (agg["strategy"] == "single") & (agg["nproc"] == 1)]
+        if len(single) and single["tokens_per_s"].iloc[0] > 0:
+            r["vs_single_pct"] = 100 * row["tokens_per_s"] / (row["nproc"] * single["tokens_per_s"].iloc[0])
+        out.append(r)
+    table = pd.DataFrame(out)
+    for c in ("baseline", "speedup", "efficiency_pct", "step_time_ratio", "vs_single_pct"):
+        if c not in table:
+            table[c] = None
+    return table.sort_values(["scenario", "config", "strategy", "nproc"]).reset_index(drop=True)
+
+
+def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
+    """Seed 004's ``summary.json``: per arm, median tokens/s (over timed windows, summed over
+    ranks), final and best training loss, memory per device, and the speed-up and loss
+    difference against the baseline arm (``ddp_fp32``; else the first arm)."""
+    windows = windows if windows is not None else windows_frame(runs)
+    out: dict[str, dict] = {}
+    for arm, g in runs.groupby("arm", sort=False):
+        ok = g[g["status"].isin(MEASURED)]
+        entry: dict[str, Any] = {"status": ", ".join(sorted(set(g["status"]))), "runs": len(g),
+                                 "strategy": g["strategy"].iloc[0], "nproc": int(g["nproc"].iloc[0]),
+                                 "config": g["config"].iloc[0]}
+        if "run.activation_checkpointing" in g:
+            entry["activation_checkpointing"] = bool(g["run.activation_checkpointing"].iloc[0])
+        if "run.limit_all_gathers" in g:
+            entry["limit_all_gathers"] = bool(g["run.limit_all_gathers"].iloc[0])
+        reasons = [r for r in g["reason"].dropna()]
+        if reasons:
+            entry["reason"] = reasons[0].strip().splitlines()[-1][:300]
+        if len(ok):
+            w = windows[windows["arm"] == arm] if len(windows) else windows
+            if len(w):
+                summed = w.groupby(["seed", "window"])["tokens_per_s"].sum()
+                entry["median_tokens_per_s"] = float(summed.median())
+            curves = [losses(p) for p in ok["path"]]
+            finals = [c[-1] for c in curves if c]
+            bests = [min(v for v in c if math.isfinite(v)) for c in curves if any(math.isfinite(v) for v in c)]
+            entry.update(final_loss=statistics.fmean(finals) if finals else None, best_loss=statistics.fmean(bests) if bests else None,
+                         val_loss=float(ok["quality/val_loss"].mean()) if "quality/val_loss" in ok else None,
+                         gib_per_device=json_safe(ok.get("dist/peak_allocated_gib_max", ok.get("memory")).mean()),
+                         step_ms=json_safe(ok["dist/step_ms"].mean()) if "dist/step_ms" in ok else None)
+        out[arm] = entry
+    base = out.get(baseline) or next(iter(out.values()), None)
+    base_name = baseline if baseline in out else next(iter(out), None)
+    for arm, e in out.items():
+        if base and e.get("median_tokens_per_s") and base.get("median_tokens_per_s"):
+            e["speedup_vs_baseline"] = e["median_tokens_per_s"] / base["median_tokens_per_s"]
+        if base and e.get("final_loss") is not None and base.get("final_loss") is not None:
+            e["final_loss_minus_baseline"] = e["final_loss"] - base["final_loss"]
+    return {"baseline": base_name, "experiments": out}
+
+
+# =======================================================================================
+# Charts (Altair; saved as PNG and SVG through vl-convert)
+# =======================================================================================
+def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str = "arm",
+              color: str = "strategy", rules: list[float] = ()):
+    """One bar per row of a tidy table, +-1 std error bars, an optional target line."""
+    import altair as alt
+    import pandas as pd
+    d = table.dropna(subset=[y]).copy()
+    if d.empty:
+        return alt.Chart(pd.DataFrame({"t": [f"no data for {y}"]})).mark_text().encode(text="t:N")
+    d["lo"] = d[y] - (d[err].fillna(0) if err and err in d else 0)
+    d["hi"] = d[y] + (d[err].fillna(0) if err and err in d else 0)
+    order = list(d[x])
+    base = alt.Chart(d).encode(x=alt.X(f"{x}:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30)))
+    bars = base.mark_bar().encode(y=alt.Y(f"{y}:Q", title=y_title),
+                                  color=alt.Color(f"{color}:N", title=color) if color in d else alt.value("#4c78a8"),
+                                  tooltip=[f"{x}:N", alt.Tooltip(f"{y}:Q", format=",.3~f")])
+    layers = [bars]
+    if err and err in d:
+        layers.append(base.mark_errorbar().encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q"))
+    layers.append(base.mark_text(dy=-8, fontSize=10).encode(y="hi:Q", text=alt.Text(f"{y}:Q", format=",.3~r")))
+    if rules:
+        layers.append(alt.Chart(pd.DataFrame({"r": list(rules)})).mark_rule(strokeDash=[4, 4], color="grey").encode(y="r:Q"))
+    return alt.layer(*layers).properties(title=title, width=max(240, 46 * len(d)), height=260)
+
+
+def charts(seed003, scaling, summary: dict) -> dict:
+    """Seed 003's two comparison charts, the scaling efficiency and memory per device, and
+    seed 004's loss vs baseline."""
+    import pandas as pd
+    out = {}
+    if seed003 is not None and len(seed003):
+        s3 = seed003.assign(strategy=seed003["arm"])
+        out["training_time_comparison"] = bar_chart(s3, "time_s", "time_s_std", "Training time per window (mean over ranks)",
+                                                     "seconds per window", color="nproc")
+        out["tokens_per_second_comparison"] = bar_chart(s3, "tokens_per_s", "tokens_per_s_std",
+                                                        "Throughput (tokens/s summed over ranks)", "tokens/s", color="nproc")
+    if scaling is not None and len(scaling):
+        sc = scaling.assign(arm=scaling["arm"].astype(str) + " (" + scaling["config"] + ")")
+        multi = sc[sc["nproc"] > 1]
+        out["scaling_efficiency"] = bar_chart(multi, "efficiency_pct", None,
+                                              "Scaling efficiency vs 1 device (%); targets: DDP 95, FSDP2 90",
+                                              "efficiency %", rules=sorted(EFFICIENCY_TARGETS.values()))
+        out["memory_per_device"] = bar_chart(sc, "gib_per_device", None, "Peak memory per device", "GiB")
+    exps = summary.get("experiments", {}) if summary else {}
+    if exps:
+        d = pd.DataFrame([{"arm": a, **e} for a, e in exps.items()])
+        if "final_loss" in d:
+            out["loss_vs_baseline"] = bar_chart(d, "final_loss", None, f"Final training loss (baseline {summary['baseline']})",
+                                                "loss")
+        if "median_tokens_per_s" in d:
+            out["median_tokens_per_s"] = bar_chart(d, "median_tokens_per_s", None, "Median tokens/s (seed 004)", "tokens/s")
+    return out
+
+
+# =======================================================================================
+# The whole analysis
+# =======================================================================================
+@dataclass
+class Scaling:
+    runs: Any
+    windows: Any
+    throughput: Any
+    scaling: Any
+    summary: dict
+    charts: dict
+    files: list
+
+
+def analyze(root: str | Path, out_dir: str | Path | None = None, baseline: str = BASELINE_ARM,
+            formats: tuple[str, ...] = ("png", "svg")) -> Scaling:
+    """Tables, ``summary.json``, ``scaling.csv`` and chart files for every record under ``root``."""
+    from benchlib.analysis.charts import save
+    runs = load_runs(root)
+    windows = windows_frame(runs)
+    s3 = throughput_table(windows) if len(windows) else None
+    sc = scaling_table(runs)
+    summary = json_safe(baseline_summary(runs, windows, baseline))
+    ch = charts(s3, sc, summary)
+    out = Path(out_dir) if out_dir else Path(root) / "scaling"
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    files.append(out / "summary.json")
+    if len(sc):
+        sc.to_csv(out / "scaling.csv", index=False)
+        files.append(out / "scaling.csv")
+    if s3 is not None:
+        s3.to_csv(out / "seed003.csv", index=False)
+        files.append(out / "seed003.csv")
+    if formats:
+        for name, chart in ch.items():
+            files += save(chart, out / "plots" / name, formats)
+    return Scaling(runs, windows, s3, sc, summary, ch, files)
+
+
+SCALING_COLUMNS = ["scenario", "config", "arm", "strategy", "nproc", "tokens_per_s", "tokens_per_s_std", "step_ms",
+                   "step_ms_std", "speedup", "efficiency_pct", "baseline", "vs_single_pct", "gib_per_device",
+                   "final_train_loss", "val_loss", "dist"]
+
+
+def report(res: Scaling) -> str:
+    import pandas as pd
+    lines = []
+    with pd.option_context("display.width", 220, "display.max_columns", 30, "display.float_format", "{:,.4g}".format):
+        if res.throughput is not None:
+            lines += ["seed 003 (first window excluded; time averaged, tokens/s summed over ranks):",
+                      res.throughput.to_string(index=False), ""]
+        if len(res.scaling):
+            cols = [c for c in SCALING_COLUMNS if c in res.scaling]
+            lines += ["scaling (N devices vs 1):", res.scaling[cols].to_string(index=False), ""]
+        exps = res.summary.get("experiments", {})
+        if exps:
+            d = pd.DataFrame([{"arm": a, **e} for a, e in exps.items()])
+            cols = [c for c in ("arm", "status", "strategy", "nproc", "config", "median_tokens_per_s", "speedup_vs_baseline",
+                                "final_loss", "best_loss", "final_loss_minus_baseline", "gib_per_device") if c in d]
+            lines += [f"seed 004 summary (baseline {res.summary['baseline']}):", d[cols].to_string(index=False), ""]
+    lines += [f"files: {', '.join(str(f) for f in res.files[:3])}" + (f" and {len(res.files) - 3} more" if len(res.files) > 3 else "")]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "analyze":
+        argv = argv[1:]
+    if argv and argv[0] == "run":
+        print("dtype-bench scaling: error: multi-GPU runs are planned by the sweep now: "
+              "dtype-bench sweep params/seed003.yaml (its `arms:`)", file=sys.stderr)
+        return 2
+    p = argparse.ArgumentParser(prog="dtype-bench scaling", description="Scaling analysis of multi-GPU runs "
+                                "(seeds 003, 004): tables, summary.json and charts from the records under a folder.")
+    p.add_argument("root", help="e.g. executed/seed003")
+    p.add_argument("--baseline", default=BASELINE_ARM, help=f"seed 004's baseline arm (default {BASELINE_ARM})")
+    p.add_argument("--out", default=None, help="output folder (default ROOT/scaling)")
+    p.add_argument("--formats", default="png,svg")
+    ns = p.parse_args(argv)
+    res = analyze(ns.root, ns.out, ns.baseline, tuple(f for f in ns.formats.split(",") if f))
+    print(report(res))
+    return 0

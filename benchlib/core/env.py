@@ -1,0 +1,160 @@
+"""Where a run happens: device choice, what the hardware and installed packages support,
+and the environment every record carries (device, versions, commit, date)."""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import importlib
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from benchlib.core.dtypes import DtypeConfig
+
+
+def pick_device(choice: str = "auto") -> torch.device:
+    if choice == "auto":
+        if torch.cuda.is_available():
+            # under torchrun each process takes its local rank's GPU
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        return torch.device("cpu")
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' but no CUDA GPU is visible")
+    if choice == "cuda":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device(choice)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+
+
+@functools.lru_cache(maxsize=None)
+def _importable(mod: str) -> str | None:
+    """None if ``mod`` imports, else the reason it does not."""
+    try:
+        importlib.import_module(mod)
+        return None
+    except Exception as e:  # ImportError, or a library that fails to load its binary
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
+
+
+def unsupported_reason(dtype: DtypeConfig, device: torch.device) -> str | None:
+    """Why this config cannot run here (a ``skipped`` record), or None."""
+    for req in dtype.requirements():
+        if req == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported(including_emulation=False):
+            return f"bf16 is not supported natively by {device_name(device)}"
+        if req == "bitsandbytes":
+            why = _importable("bitsandbytes.optim")
+            if why:
+                return f"{dtype.name} needs bitsandbytes (pip install bitsandbytes): {why}"
+        if req == "fp8":
+            if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 9):
+                return f"{dtype.name} needs an FP8 GPU (compute capability >= 8.9, e.g. H100); got {device_name(device)}"
+            why = _importable("torchao.float8")
+            if why:
+                return f"{dtype.name} needs torchao.float8 (pip install torchao): {why}"
+    return None
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def git_commit() -> str | None:
+    """The checkout's commit (+"-dirty"); DTYPE_BENCH_COMMIT names it where the tree was
+    copied without its .git (e.g. onto a remote GPU host)."""
+    if os.environ.get("DTYPE_BENCH_COMMIT"):
+        return os.environ["DTYPE_BENCH_COMMIT"]
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=5)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment(device: torch.device) -> dict:
+    env = {
+        "device": device.type,
+        "device_name": device_name(device),
+        "device_count": torch.cuda.device_count() if device.type == "cuda" else 0,
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "transformers": _version("transformers"),
+        "bitsandbytes": _version("bitsandbytes"),
+        "torchao": _version("torchao"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "git_commit": git_commit(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if device.type == "cuda":
+        env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
+        env["driver"] = _nvml_driver()
+    return env
+
+
+def _nvml_driver() -> str | None:
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlSystemGetDriverVersion()
+    except Exception:
+        return None
+
+
+class EnergyMeter:
+    """GPU energy from NVML's total-energy counter (mJ since driver load); inactive when
+    NVML or the counter is unavailable (CPU, older GPUs)."""
+
+    def __init__(self, device: torch.device):
+        self.handle = None
+        if device.type != "cuda":
+            return
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
+        except Exception:
+            self.handle = None
+
+    def read_j(self) -> float | None:
+        if self.handle is None:
+            return None
+        return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1000.0
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (interpreter or notebook-kernel start, imports)."""
+    try:
+        import psutil
+        return max(0.0, time.time() - psutil.Process().create_time())
+    except Exception:  # psutil missing or the process table unreadable: not worth failing a run
+        return None
+
+
+def peak_rss_gib() -> float:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux

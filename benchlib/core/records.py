@@ -1,0 +1,297 @@
+"""The result record: the contract between training, sweep and analysis.
+
+One run writes ``result.json`` (this schema) and ``steps.jsonl`` (one row per logged step).
+Metric keys are flat and namespaced (``quality/val_loss``, ``memory/peak_allocated_gib``);
+the three headline columns of seed 000's summary CSV are ``throughput``, ``memory`` and
+``quality``.
+
+Statuses: ``ok``; ``degraded`` (the training loss rose from its minimum and stayed up:
+``health``); ``stalled`` (did not clearly beat the trivial baseline: ``baselines.evidence``);
+``diverged`` (non-finite loss, or one far above the initial loss); ``oom``; ``error``;
+``skipped`` (this hardware or installation cannot run the config). Degraded and stalled runs
+trained every step and carry every metric: they are finished, and measured.
+
+Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source), ``pretrained`` (what a
+run loaded with ``model_name_or_path``: ``checkpoints.check_loaded``), ``checkpoint`` (where
+a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
+``sweep`` (what the sweep added) and ``backfill`` (``benchlib.study.backfill``: fields added to an
+old record, and its status before).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from benchlib.core import env as envmod
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "degraded", "stalled", "diverged", "oom", "error", "skipped")
+# A sweep resumes past these; `error` (and anything unreadable) is run again.
+FINISHED = ("ok", "degraded", "stalled", "diverged", "oom", "skipped")
+# These trained to their end (or to their divergence) and carry measurements: throughput,
+# memory, quality, the step log.
+TRAINED = ("ok", "degraded", "stalled", "diverged")
+# These ran every step: their speed and memory are measurements, whatever their quality.
+COMPLETED = ("ok", "degraded", "stalled")
+
+RECORD_KEYS = ("schema", "run_id", "status", "reason", "scenario", "config", "seed",
+               "run", "dtype", "env", "metrics", "wall_s")
+# Optional top-level keys, and the type each must have when present (None allowed).
+OPTIONAL_KEYS = {"data": dict, "pretrained": dict, "checkpoint": str, "dist": dict, "ranks": list, "sweep": dict,
+                 "backfill": dict}
+
+# Every metric a record may carry, with its meaning. Analysis reads only these names. Values
+# are numbers, except the strings (`throughput_unit`, `quality_name`, `quality/learned_metric`,
+# `baseline/name`) and booleans (`quality_higher_is_better`, `quality/beats_baseline`); any may
+# be None (not measured, or non-finite).
+METRICS = {
+    "throughput": "tokens/s (LM) or samples/s (classification), mean over timed windows",
+    "throughput_std": "std of throughput over timed windows",
+    "throughput_unit": "'tokens/s' or 'samples/s'",
+    "tokens_per_s": "tokens per second (all scenarios)",
+    "samples_per_s": "sequences per second (all scenarios)",
+    "step_ms": "median optimizer-step time in the timed windows (ms)",
+    "step_ms_std": "std of per-window mean step time (ms)",
+    "timed_steps": "steps inside the timed windows",
+    "flops_per_token": "6N + 12*L*D*T training FLOPs per token (nanoGPT convention)",
+    "mfu_pct": "model FLOPs utilisation vs the GPU's dense bf16 peak (%)",
+    "mfu_matched_pct": "MFU vs the dense peak of the config's compute dtype (%)",
+    "peak_tflops_bf16": "dense bf16 peak of the device used for mfu_pct",
+    "memory": "headline memory (GiB): peak allocated on GPU, peak RSS on CPU",
+    "memory/peak_allocated_gib": "torch.cuda.max_memory_allocated",
+    "memory/peak_reserved_gib": "torch.cuda.max_memory_reserved",
+    "memory/peak_rss_gib": "process peak resident set size",
+    "memory/optimizer_state_bytes": "bytes held by optimizer state tensors",
+    "quality": "headline quality: val_loss (LM), micro_f1 (multi-label), accuracy (single-label)",
+    "quality_name": "which metric `quality` is",
+    "quality_higher_is_better": "direction of `quality`",
+    "quality/val_loss": "validation loss (fp32 reduction)",
+    "quality/perplexity": "exp(val_loss)",
+    "quality/loss_floor": "Bayes loss floor of the synthetic data (entropy rate), when known",
+    "quality/excess_loss": "val_loss - loss_floor",
+    "quality/micro_f1": "multi-label micro-F1 at threshold 0.5",
+    "quality/macro_f1": "macro-F1 (multi-label: over labels present; single-label: over classes)",
+    "quality/p_at_1": "precision@1", "quality/p_at_3": "precision@3", "quality/p_at_5": "precision@5",
+    "quality/accuracy": "single-label accuracy",
+    "quality_se": "standard error of `quality` over the evaluation examples (None where not estimated)",
+    "quality/val_loss_se": "standard error of val_loss over the evaluation examples (LM: token-weighted per sequence)",
+    "quality/p_at_1_se": "standard error of P@1 over the evaluation documents",
+    "quality/micro_f1_se": "standard error of micro-F1 (bootstrap over the evaluation documents)",
+    "quality/accuracy_se": "standard error of accuracy over the evaluation examples",
+    "quality/n_eval": "evaluation examples (sequences or documents) behind the quality metrics",
+    "quality/learned_metric": "the threshold-free metric that decides whether the run learned: "
+                              "val_loss (LM), p_at_1 (multi-label), accuracy (single-label)",
+    "quality/baseline_gain": "paired mean gain of the learned metric over the trivial baseline, "
+                             "oriented so that > 0 is better",
+    "quality/baseline_gain_se": "standard error of the paired per-example difference behind baseline_gain",
+    "quality/baseline_gain_needed": "gain needed to count as beating the baseline: max(5% of the "
+                                    "baseline's value, 3 standard errors)",
+    "quality/beats_baseline": "true when baseline_gain > baseline_gain_needed (false: status stalled, unless diverged)",
+    "baseline/name": "the trivial, input-blind predictor fitted on the training split: unigram (LM), "
+                     "label_frequency (multi-label), majority_class (single-label)",
+    "baseline/quality": "the trivial predictor's value of the headline `quality` metric",
+    "baseline/val_loss": "the trivial predictor's val loss on the same evaluation examples",
+    "baseline/perplexity": "the trivial predictor's perplexity (LM)",
+    "baseline/micro_f1": "the trivial predictor's micro-F1 (multi-label)",
+    "baseline/macro_f1": "the trivial predictor's macro-F1",
+    "baseline/p_at_1": "the trivial predictor's precision@1 (multi-label)",
+    "baseline/p_at_3": "the trivial predictor's precision@3 (multi-label)",
+    "baseline/p_at_5": "the trivial predictor's precision@5 (multi-label)",
+    "baseline/accuracy": "the trivial predictor's accuracy (single-label)",
+    "stability/initial_loss": "mean training loss of the first logged window",
+    "stability/final_train_loss": "mean training loss of the last logged window",
+    "stability/diverged_step": "first step whose loss was non-finite or > diverge_ratio x initial",
+    "stability/degraded_step": "step of the loss minimum from which the smoothed training loss rose "
+                               "by over 10% and stayed there to the end (health.degradation), or None",
+    "stability/stalled_step": "stalled runs: first step whose smoothed training loss came within 1% of "
+                              "its lowest (where it stopped improving), else None",
+    "stability/nonfinite_steps": "optimizer steps whose gradients held inf/nan",
+    "stability/skipped_steps": "steps skipped by the dynamic loss scaler",
+    "stability/final_loss_scale": "loss scale at the end (1 when unscaled)",
+    "stability/max_grad_norm": "largest pre-clip gradient L2 norm seen",
+    "stability/max_logit": "largest |logit| of the first sequence of the batch, at the logged steps",
+    # forensics (train.forensics): over a strided sample of elements, at the logged steps;
+    # gradients as backward made them (scaled, in their dtype)
+    "forensics/grad_zero_frac_mean": "fraction of gradient elements exactly 0, mean over logged steps",
+    "forensics/grad_zero_frac_max": "fraction of gradient elements exactly 0, max over logged steps",
+    "forensics/grad_fp16_subnormal_frac_mean": "fraction of gradient elements with 0 < |g| < 6.1e-5 "
+                                               "(below fp16's smallest normal), mean over logged steps",
+    "forensics/grad_fp16_subnormal_frac_max": "as grad_fp16_subnormal_frac_mean, max over logged steps",
+    "forensics/grad_fp16_flush_frac_mean": "fraction of gradient elements with 0 < |g| < 2^-25 (0 once "
+                                           "stored in fp16), mean over logged steps",
+    "forensics/grad_fp16_flush_frac_max": "as grad_fp16_flush_frac_mean, max over logged steps",
+    "forensics/grad_nonfinite_frac_mean": "fraction of gradient elements inf/nan, mean over logged steps",
+    "forensics/grad_nonfinite_frac_max": "fraction of gradient elements inf/nan, max over logged steps",
+    "forensics/update_unchanged_frac_mean": "fraction of weights an optimizer step left bit-identical, "
+                                            "mean over logged steps",
+    "forensics/update_unchanged_frac_max": "fraction of weights an optimizer step left bit-identical, "
+                                           "max over logged steps",
+    "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
+    "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
+    "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",
+    "time/setup_s": "model + data + optimizer construction",
+    "time/data_s": "loading the data (from the disk cache when warm), part of setup",
+    "time/model_s": "building the model on the CPU (importing transformers), part of setup",
+    "time/to_device_s": "moving the model to the device (the first CUDA allocation creates the context), part of setup",
+    "time/first_step_s": "first optimizer step (includes compilation)",
+    "time/train_s": "all training steps",
+    "time/steps_s": "steady step time (median of the timed windows) x the steps after the first: the part of a run that scales with steps",
+    "time/eval_s": "all evaluation",
+    # multi-process runs (benchlib.parallel.launch); seed 003's aggregation over rank{r}.jsonl:
+    # per timed window, time averaged over ranks and rates summed over ranks, the first
+    # window excluded, then mean and std over windows
+    "dist/world_size": "processes (GPUs) the run trained on; 1 for single",
+    "dist/windows": "timed windows in the dist/ aggregates (the first excluded when there are two or more)",
+    "dist/time_s": "window time, mean over ranks, mean over windows (s)",
+    "dist/time_s_std": "std over windows of dist/time_s",
+    "dist/step_ms": "step time, mean over ranks, mean over windows (ms)",
+    "dist/step_ms_std": "std over windows of dist/step_ms",
+    "dist/tokens_per_s": "tokens/s summed over ranks, mean over windows",
+    "dist/tokens_per_s_std": "std over windows of dist/tokens_per_s",
+    "dist/samples_per_s": "sequences/s summed over ranks, mean over windows",
+    "dist/samples_per_s_std": "std over windows of dist/samples_per_s",
+    "dist/throughput": "dist/tokens_per_s (LM) or dist/samples_per_s (classification)",
+    "dist/throughput_std": "std over windows of dist/throughput",
+    "dist/straggler_pct": "slowest rank's median step time over the fastest's, minus 1 (%)",
+    "dist/peak_allocated_gib_max": "largest per-device peak allocated memory over ranks (GiB)",
+    "dist/peak_reserved_gib_max": "largest per-device peak reserved memory over ranks (GiB)",
+    "dist/peak_rss_gib_max": "largest process peak RSS over ranks (GiB)",
+    "dist/param_bytes_max": "parameter bytes held by one rank (its shards under FSDP), largest over ranks",
+    "dist/optimizer_state_bytes_max": "optimizer-state bytes held by one rank, largest over ranks",
+}
+
+
+class CorruptRecord(ValueError):
+    pass
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write to a temp file in the same folder, then rename: a crash or Ctrl-C never
+    leaves a half-written file that looks finished."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=1, default=_json_default, allow_nan=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def json_safe(o: Any) -> Any:
+    """Strict JSON values, recursively: NaN, inf, pandas NA/NaT -> None; numpy scalars -> Python;
+    tuples -> lists; keys and other objects (paths) -> str. What every writer of a JSON summary uses."""
+    if isinstance(o, dict):
+        return {str(k): json_safe(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_safe(v) for v in o]
+    if type(o).__name__ in ("NAType", "NaTType"):
+        return None
+    if hasattr(o, "item") and getattr(o, "ndim", 0) == 0:
+        o = o.item()
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    return o if o is None or isinstance(o, (bool, int, str)) else str(o)
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def validate(rec: Any, where: str = "record") -> dict:
+    if not isinstance(rec, dict):
+        raise CorruptRecord(f"{where}: not a JSON object")
+    missing = [k for k in RECORD_KEYS if k not in rec]
+    if missing:
+        raise CorruptRecord(f"{where}: missing keys {missing}")
+    if rec["schema"] != SCHEMA_VERSION:
+        raise CorruptRecord(f"{where}: schema {rec['schema']} != {SCHEMA_VERSION}")
+    if rec["status"] not in STATUSES:
+        raise CorruptRecord(f"{where}: status {rec['status']!r} not in {STATUSES}")
+    wrong = [f"{k} ({type(rec[k]).__name__}, not {t.__name__})" for k, t in OPTIONAL_KEYS.items()
+             if rec.get(k) is not None and not isinstance(rec[k], t)]
+    if wrong:
+        raise CorruptRecord(f"{where}: wrong types {wrong}")
+    if not isinstance(rec["metrics"], dict):
+        raise CorruptRecord(f"{where}: metrics is not a JSON object")
+    unknown = [k for k in rec["metrics"] if k not in METRICS]
+    if unknown:
+        raise CorruptRecord(f"{where}: unknown metric keys {unknown}")
+    return rec
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise CorruptRecord(f"{path}: {e}") from None
+    return validate(rec, str(path))
+
+
+def read_steps(path: str | os.PathLike) -> list[dict]:
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+def find_records(root: str | os.PathLike) -> list[Path]:
+    return sorted(Path(root).rglob("result.json"))
+
+
+def load_records(root: str | os.PathLike, strict: bool = False) -> list[dict]:
+    """All readable records under ``root``; each gets ``_path``. Corrupt ones are skipped
+    (or raise with ``strict``)."""
+    out = []
+    for p in find_records(root):
+        try:
+            rec = read_record(p)
+        except CorruptRecord:
+            if strict:
+                raise
+            continue
+        rec["_path"] = str(p)
+        out.append(rec)
+    return out
+
+
+def records_frame(records: Iterable[dict]) -> "pandas.DataFrame":  # noqa: F821
+    """One row per record: identity columns, status, every metric, and the run parameters
+    (prefixed ``run.``)."""
+    import pandas as pd
+    rows = []
+    for r in records:
+        row = {"run_id": r["run_id"], "scenario": r["scenario"], "config": r["config"],
+               "seed": r["seed"], "status": r["status"], "reason": r.get("reason"),
+               "device": r["env"].get("device_name"), "wall_s": r.get("wall_s"),
+               "path": r.get("_path")}
+        row.update(r["metrics"])
+        row.update({f"run.{k}": v for k, v in r["run"].items() if not isinstance(v, dict)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def new_record(cfg, device) -> dict:
+    """The record of a run before it runs (status ``error`` until the run says otherwise): every
+    writer of a record (the trainer, the torchrun launcher, the sweep) starts from this one."""
+    return {"schema": SCHEMA_VERSION, "run_id": cfg.run_id, "status": "error", "reason": None,
+            "scenario": cfg.scenario, "config": cfg.dtype.name, "seed": cfg.seed,
+            "run": cfg.to_dict(), "dtype": cfg.dtype.to_dict(), "env": envmod.environment(device),
+            "metrics": {}, "wall_s": None, "data": {}}

@@ -1,0 +1,376 @@
+"""One typed run configuration: the notebook's parameters, the CLI flags, the study
+files and the result record all map onto ``RunConfig``. Unknown keys and values of the
+wrong type fail loudly, naming the key, the closest valid key and the expected type.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, Union
+
+from benchlib.core.dtypes import UnknownNameError, closest, get_config
+from benchlib.core.scenarios import get_scenario
+
+Size = Literal["tiny", "small", "base"]
+
+
+class ConfigError(ValueError):
+    """A bad run parameter: the message names the key, the value and what is valid."""
+
+Strategy = Literal["single", "ddp", "fsdp2", "fsdp1", "fsdp_manual"]
+
+
+@dataclass
+class DistConfig:
+    """How one run spreads over processes (seeds 003 and 004). ``strategy`` and ``nproc`` say
+    what runs; the other fields are performance levers, recorded with every run so each number
+    carries them (docs/multi_gpu.md measured them on 2x H200)."""
+
+    strategy: Strategy = "single"
+    """single (one process), ddp, fsdp2 (fully_shard), fsdp1 (FullyShardedDataParallel) or
+    fsdp_manual (benchlib.parallel.fsdp_manual)."""
+    nproc: int = 1
+    """Processes (GPUs) on this host; torchrun is launched when > 1 or strategy != single."""
+    limit_all_gathers: bool = True
+    """FSDP1: rate-limit all-gathers so at most two blocks' weights are gathered at once."""
+    timeout_s: float = 600.0
+    """Process-group timeout: a collective that waits longer fails the run instead of hanging."""
+    bucket_cap_mb: float = 100.0
+    """DDP gradient bucket size: smaller buckets start the all-reduce earlier in backward but,
+    under torch.compile, split the graph into more pieces (DDPOptimizer cuts at bucket
+    boundaries). 100 was the fastest of 25/50/100/200 for GPT-2 124M on 2x H200."""
+    static_graph: bool = True
+    """DDP: the set of used parameters never changes, so DDP can skip per-step bookkeeping
+    (only without gradient accumulation: DDP's static graph does not support no_sync)."""
+    reshard: Literal["all", "all_but_last", "none"] = "all_but_last"
+    """FSDP2 blocks' ``reshard_after_forward``: all = free every block's gathered weights after
+    its forward (least memory, one more all-gather in backward); all_but_last = the last block
+    keeps them (its backward follows at once); none = no block frees them (DDP-like memory for
+    parameters, fewest collectives). The root never reshards after forward."""
+    prefetch: int = 1
+    """FSDP2: explicit forward/backward prefetch of the next N blocks (0 = FSDP's implicit
+    prefetch only); FSDP1: forward_prefetch on when > 0."""
+    mp: Literal["policy", "autocast"] = "policy"
+    """FSDP2/manual with AMP configs: policy = gather weights in the autocast dtype and reduce
+    gradients in fp32 (MixedPrecisionPolicy); autocast = gather fp32 weights and let autocast
+    cast per op, exactly the single-device numerics at twice the all-gather bytes."""
+    compile_unit: Literal["model", "blocks"] = "model"
+    """Where the run compiles (``compile``): one graph of the whole wrapped model, or one per
+    transformer block (DDP, FSDP2, manual; the root's embedding, head and loss run eager, and
+    DDP's bucket hooks fire between the compiled blocks' backwards)."""
+    optimize_ddp: Literal["ddp_optimizer", "python_reducer", "no_optimization"] = "ddp_optimizer"
+    """DDP under torch.compile (``torch._dynamo.config.optimize_ddp``): ddp_optimizer = dynamo
+    splits the graph at bucket boundaries so each bucket's all-reduce overlaps the rest of
+    backward; python_reducer = one graph, backward traced by compiled autograd with the
+    all-reduces in it; no_optimization = one graph, every all-reduce after backward."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        if self.nproc < 1:
+            raise ConfigError(f"dist.nproc must be >= 1, got {self.nproc}")
+        if self.strategy == "single" and self.nproc > 1:
+            raise ConfigError(f"dist.strategy='single' runs one process; dist.nproc={self.nproc} needs "
+                              f"ddp|fsdp2|fsdp1|fsdp_manual")
+        if self.timeout_s <= 0 or self.bucket_cap_mb <= 0 or self.prefetch < 0:
+            raise ConfigError("dist.timeout_s and dist.bucket_cap_mb must be > 0 and dist.prefetch >= 0")
+
+
+SECTIONS = {"dist": DistConfig}
+"""Sub-configurations of ``RunConfig``: key -> dataclass. A study file, a notebook parameter or
+``to_dict`` gives them as a nested mapping; the CLI as dotted flags (``--dist.strategy ddp``)."""
+LEGACY_KEYS = {"strategy": "dist.strategy", "nproc": "dist.nproc", "limit_all_gathers": "dist.limit_all_gathers"}
+"""Flat keys of records and study files written before ``dist`` was a sub-configuration."""
+
+
+def flatten(d: dict[str, Any]) -> dict[str, Any]:
+    """A mapping of RunConfig keys with each sub-configuration's as dotted keys and older flat
+    spellings renamed (``{"dist": {"nproc": 2}}``, ``{"nproc": 2}`` -> ``{"dist.nproc": 2}``);
+    nothing is validated: for comparing a record's settings with a study's."""
+    out = {}
+    for k, v in d.items():
+        if k in SECTIONS and isinstance(v, dict):
+            out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+        else:
+            out[LEGACY_KEYS.get(k, k)] = v
+    return out
+
+
+@dataclass
+class RunConfig:
+    scenario: str = "A"
+    """Scenario id A-F (seed 002)."""
+    config: str = "amp_bf16"
+    """Dtype configuration name (``dtype-bench configs`` lists them)."""
+    seed: int = 0
+    size: Size = "tiny"
+    """Model size: tiny (CPU seconds), small, base (GPT-2 124M / RoBERTa-base shapes)."""
+    steps: int = 50
+    """Optimizer steps (each of ``grad_accum`` micro-batches)."""
+    batch_size: Optional[int] = None
+    """Micro-batch size; None = the size's default."""
+    grad_accum: int = 1
+    seq_len: Optional[int] = None
+    """Tokens per sequence; None = the size's default."""
+    lr: float = 6e-4
+    min_lr_ratio: float = 0.1
+    warmup_steps: Optional[int] = None
+    """Linear LR warm-up before the cosine decay; None = 10% of steps."""
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    beta2: float = 0.95
+    data: str = "synthetic"
+    """synthetic (embedded, no network), hub (OpenWebText / EUR-Lex by hub id) or a local
+    path: a text file / folder for A-B, a JSONL of {text, labels} for C-F."""
+    vocab_size: Optional[int] = None
+    """Synthetic data only: vocabulary size; None = the size's default."""
+    num_labels: Optional[int] = None
+    """Synthetic classification only: number of labels; None = the size's default."""
+    model_name_or_path: Optional[str] = None
+    """Pretrained weights by hub id or local directory; None = train from scratch."""
+    tokenizer: Optional[str] = None
+    """Tokenizer hub id or directory for real data; None = the model's, else a byte-level BPE
+    trained on the local corpus and cached."""
+    cache_dir: str = "~/.cache/dtype-bench"
+    eval_every: int = 0
+    """Evaluate every N steps (0 = only at the end)."""
+    eval_batches: Optional[int] = None
+    """Evaluation batches (of the training micro-batch for LM, of 4 micro-batches for
+    classification); None = the whole validation split (a fixed random sample of
+    ``data.EVAL_MAX_SEQUENCES`` when larger). The record states the size and standard errors."""
+    log_every: int = 10
+    """Host sync for logging/divergence checks every N steps; per-step values still recorded."""
+    forensics: bool = True
+    """At the logged steps, the gradients' fp16 zero/subnormal/non-finite fractions and the share
+    of weights an optimizer step left unchanged (``forensics``); sampled, off the hot path."""
+    head_init: Literal["prior", "default"] = "prior"
+    """Classification head bias: prior = the trivial predictor's logits (label log-odds, class
+    log-prior), so training starts from the baseline; default = the layer's own init."""
+    save_model: bool = False
+    """Save the trained model as a Hugging Face directory ``<out_dir>/model`` (LM scenarios: the
+    checkpoint that classification runs fine-tune, through ``model_name_or_path``)."""
+    timing_warmup: Optional[int] = None
+    """Steps excluded from speed measurement (compile, first steps); None = automatic."""
+    timing_windows: int = 5
+    diverge_ratio: float = 3.0
+    """A loss above this x the initial loss (or non-finite) marks the run diverged."""
+    on_divergence: Literal["stop", "continue"] = "stop"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    compile: Literal["auto", "on", "off"] = "auto"
+    """auto = the dtype config's choice on CUDA, off on CPU (compiling tiny CPU runs costs more than it saves)."""
+    cudagraphs: bool = False
+    """Where the run compiles on CUDA, replay the compiled forward and backward as CUDA graphs
+    (torch.compile mode="reduce-overhead"): for launch-bound steps, where the device idles
+    between small kernels (RoBERTa at B=8, T=512). Single-process runs only."""
+    activation_checkpointing: bool = False
+    """Recompute each transformer block's activations in backward instead of keeping them."""
+    dist: DistConfig = field(default_factory=lambda: DistConfig())
+    """How the run spreads over processes (``dist.strategy``, ``dist.nproc``, tuning levers)."""
+    out_dir: Optional[str] = None
+    extra: dict = field(default_factory=dict)
+    """Free-form notes carried into the record (e.g. the study name); never read by training."""
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        self.scenario = get_scenario(self.scenario).id
+        try:
+            get_config(self.config)
+        except UnknownNameError as e:
+            raise ConfigError(f"config: {e}") from None
+        for k in ("steps", "grad_accum", "log_every", "timing_windows"):
+            if getattr(self, k) < 1:
+                raise ConfigError(f"{k} must be >= 1, got {getattr(self, k)}")
+        for k in ("batch_size", "seq_len", "vocab_size", "num_labels", "eval_batches"):
+            v = getattr(self, k)
+            if v is not None and v < 1:
+                raise ConfigError(f"{k} must be >= 1, got {v}")
+        if self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
+            raise ConfigError(f"data={self.data!r}: no such file or directory "
+                              f"(use 'synthetic', 'hub' or the path of a local corpus)")
+        if self.cudagraphs and self.dist.strategy != "single":
+            raise ConfigError(f"cudagraphs=True works with dist.strategy='single' only, got {self.dist.strategy!r} "
+                              f"(DDP and FSDP communicate between the graphs' kernels)")
+        if self.lr <= 0:
+            raise ConfigError(f"lr must be > 0, got {self.lr}")
+
+    # ---- mapping in and out -------------------------------------------------------
+    @classmethod
+    def keys(cls) -> list[str]:
+        """Every settable key: the fields, with each sub-configuration's as ``section.field``."""
+        out = []
+        for f in dataclasses.fields(cls):
+            sub = SECTIONS.get(f.name)
+            out += [f"{f.name}.{g.name}" for g in dataclasses.fields(sub)] if sub else [f.name]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "") -> "RunConfig":
+        """A RunConfig from a mapping: top-level keys, a nested mapping per sub-configuration
+        (``{"dist": {"strategy": "ddp"}}``), dotted keys (``"dist.strategy"``) or the flat keys
+        of older records (``strategy``, ``nproc``). Unknown keys fail, naming the closest."""
+        flat, sections = {}, {name: {} for name in SECTIONS}
+        for k, v in d.items():
+            k = LEGACY_KEYS.get(k, k)
+            section, dot, sub = k.partition(".")
+            if section in SECTIONS and not dot:
+                if not isinstance(v, dict):
+                    raise ConfigError(f"{where}{section}: expected a mapping of "
+                                      f"{', '.join(f.name for f in dataclasses.fields(SECTIONS[section]))}, got {v!r}")
+                for kk, vv in v.items():
+                    _check_key(f"{section}.{kk}", cls.keys(), where)
+                    sections[section][kk] = vv
+            elif section in SECTIONS:
+                _check_key(k, cls.keys(), where)
+                sections[section][sub] = v
+            else:
+                _check_key(k, cls.keys(), where)
+                flat[k] = v
+        try:
+            built = {name: SECTIONS[name](**kw) for name, kw in sections.items()}
+            return cls(**flat, **built)
+        except ConfigError as e:
+            raise ConfigError(f"{where}{e}") from None
+        except UnknownNameError as e:
+            raise ConfigError(f"{where}scenario: {e}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def flat(self) -> dict[str, Any]:
+        """``to_dict`` with each sub-configuration's fields as dotted keys (the CLI's flags)."""
+        return flatten(self.to_dict())
+
+    @classmethod
+    def field_type(cls, key: str) -> Any:
+        """The declared type of a key (``"lr"``, ``"dist.reshard"``)."""
+        section, dot, sub = key.partition(".")
+        return typing.get_type_hints(SECTIONS[section])[sub] if dot else typing.get_type_hints(cls)[key]
+
+    @classmethod
+    def parse_text(cls, key: str, text: str) -> Any:
+        """A command-line string read by the key's declared type (bool, int, float, None, JSON
+        for a dict; anything else stays a string for the constructor to check)."""
+        tp = cls.field_type(key)
+        args = typing.get_args(tp)
+        if text.lower() in ("none", "null") and type(None) in args:
+            return None
+        base = next((a for a in args if a is not type(None)), tp) if args and typing.get_origin(tp) is not Literal else tp
+        try:
+            if base is bool:
+                if text.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if text.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError
+            if base is int:
+                return int(text)
+            if base is float:
+                return float(text)
+            if base is dict:
+                import json
+                return json.loads(text)
+        except ValueError:
+            raise ConfigError(f"--{key}: cannot read {text!r} as {getattr(base, '__name__', base)}") from None
+        return text
+
+    def replace(self, **kw) -> "RunConfig":
+        """A copy with ``kw`` laid over; a sub-configuration's mapping (or dotted keys, passed as
+        ``**{"dist.nproc": 2}``) is merged into its current values."""
+        d = self.to_dict()
+        for k, v in kw.items():
+            k = LEGACY_KEYS.get(k, k)
+            section, dot, sub = k.partition(".")
+            if section in SECTIONS and (dot or isinstance(v, dict)):
+                d[section] = {**d[section], **({sub: v} if dot else v)}
+            else:
+                d[k] = v
+        return RunConfig.from_dict(d)
+
+    @property
+    def dtype(self):
+        return get_config(self.config)
+
+    @property
+    def scn(self):
+        return get_scenario(self.scenario)
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.scenario}/{self.dtype.name}/seed{self.seed}"
+
+
+def _type_ok(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True
+    if origin is Literal:
+        return value in typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is dict or tp is dict:
+        return isinstance(value, dict)
+    return isinstance(value, tp)
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
+def _check_key(key: str, valid: list[str], where: str) -> None:
+    if key not in valid:
+        raise ConfigError(f"{where}unknown parameter {key!r}.{closest(key, valid)} Valid: {', '.join(valid)}")
+
+
+def _check_types(cfg) -> None:
+    hints = typing.get_type_hints(type(cfg))
+    prefix = next((f"{k}." for k, v in SECTIONS.items() if isinstance(cfg, v)), "")
+    for f in dataclasses.fields(cfg):
+        if f.name in SECTIONS:
+            continue
+        v = getattr(cfg, f.name)
+        tp = hints[f.name]
+        # ints are fine where floats are expected; keep them as float for the record
+        if tp is float and isinstance(v, int) and not isinstance(v, bool):
+            setattr(cfg, f.name, float(v))
+            continue
+        if not _type_ok(v, tp):
+            raise ConfigError(f"{prefix}{f.name}={v!r} has the wrong type: expected {_describe(tp)}")
+
+
+SIZE_DEFAULTS = {
+    # size: (batch_size, seq_len, synthetic vocab, synthetic labels)
+    "tiny": (8, 64, 256, 64),
+    "small": (16, 256, 8192, 1000),
+    "base": (12, 1024, 50304, 4271),
+}
+CLS_BATCH = {"tiny": 8, "small": 16, "base": 8}  # seed 001: CLS bs 8
+CLS_SEQ = {"tiny": 64, "small": 256, "base": 512}
+
+
+def resolved(cfg: RunConfig) -> RunConfig:
+    """Fill size-dependent defaults (batch, seq_len, vocab, labels, warmup)."""
+    bs, T, V, L = SIZE_DEFAULTS[cfg.size]
+    lm = cfg.scn.is_lm
+    if cfg.scn.arch == "roberta" and cfg.size == "base":
+        T = 512  # RoBERTa's 514 positions
+    kw = dict(
+        batch_size=cfg.batch_size or (bs if lm else CLS_BATCH[cfg.size]),
+        seq_len=cfg.seq_len or (T if lm else CLS_SEQ[cfg.size]),
+        vocab_size=cfg.vocab_size or V,
+        num_labels=cfg.num_labels or L,
+        warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.steps // 10),
+    )
+    return cfg.replace(**kw)

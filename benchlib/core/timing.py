@@ -1,0 +1,134 @@
+"""Timed windows that never stall the training step.
+
+After ``warmup`` steps the remaining steps are cut into windows. On CUDA each window edge is
+a recorded event (no host sync): the GPU timestamps it when it gets there, and the host
+reads all elapsed times once at the end. Evaluation inside a window is paused out. Energy
+comes from NVML's total-energy counter, read at the start and end of the timed region (with
+a sync at each, outside the steady state) and around pauses.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from benchlib.core.env import EnergyMeter
+
+
+class _Clock:
+    """A mark in time: a CUDA event on GPU, perf_counter on CPU (where ops are synchronous)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def mark(self):
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def seconds(self, a, b) -> float:
+        return a.elapsed_time(b) / 1000.0 if self.cuda else b - a
+
+
+@dataclass
+class _Window:
+    start: object
+    end: object = None
+    steps: int = 0
+    pauses: list = field(default_factory=list)
+
+
+class WindowTimer:
+    def __init__(self, device: torch.device, warmup: int, total: int, windows: int):
+        self.device, self.warmup = device, warmup
+        self.size = max(1, math.ceil(max(1, total - warmup) / windows))
+        self.clock = _Clock(device)
+        self.energy = EnergyMeter(device)
+        self.joules = 0.0
+        self._e0 = None
+        self._windows: list[_Window] = []
+        self._open: _Window | None = None
+        self.done: list[tuple[int, float]] = []  # (steps, seconds) per window, filled by finish()
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def before_step(self, step: int) -> None:
+        if step == self.warmup:
+            self._sync()  # once: the timed region starts with an idle device
+            self._e0 = self.energy.read_j()
+            self._open = _Window(self.clock.mark())
+
+    def after_step(self, step: int) -> None:
+        w = self._open
+        if w is None:
+            return
+        w.steps += 1
+        if w.steps == self.size:
+            w.end = self.clock.mark()
+            self._windows.append(w)
+            self._open = _Window(w.end)
+
+    def pause(self):
+        timer = self
+
+        class _Pause:
+            def __enter__(self):
+                if timer._open is not None:
+                    self.a = timer.clock.mark()
+                    timer._sync()
+                    self.e = timer.energy.read_j()
+
+            def __exit__(self, *exc):
+                if timer._open is not None:
+                    timer._sync()
+                    e = timer.energy.read_j()
+                    if e is not None and self.e is not None:
+                        timer.joules -= e - self.e
+                    timer._open.pauses.append((self.a, timer.clock.mark()))
+        return _Pause()
+
+    def finish(self) -> None:
+        """Close the last window, sync once, and turn marks into (steps, seconds)."""
+        w = self._open
+        if w is not None and w.steps:
+            w.end = self.clock.mark()
+            self._windows.append(w)
+        self._open = None
+        if not self._windows:
+            return
+        self._sync()
+        e = self.energy.read_j()
+        if e is not None and self._e0 is not None:
+            self.joules += e - self._e0
+        for w in self._windows:
+            s = self.clock.seconds(w.start, w.end) - sum(self.clock.seconds(a, b) for a, b in w.pauses)
+            self.done.append((w.steps, s))
+
+
+# ---- seed 003's aggregation of timed windows over ranks ---------------------------------
+def aggregate_windows(rows: list[dict]) -> dict:
+    """Per-rank, per-window rows -> seed 003's numbers.
+
+    For each window: ``time_s`` and ``step_ms`` averaged over ranks, ``tokens_per_s`` and
+    ``samples_per_s`` summed over ranks. The first window is excluded when there are two or
+    more; then mean and (sample) std over the remaining windows.
+    """
+    by_window: dict[int, list[dict]] = {}
+    for r in rows:
+        by_window.setdefault(r["window"], []).append(r)
+    windows = sorted(by_window)[1:] if len(by_window) >= 2 else sorted(by_window)
+    if not windows:
+        return {}
+    out: dict[str, float] = {"windows": len(windows)}
+    for key, over_ranks in (("time_s", statistics.fmean), ("step_ms", statistics.fmean), ("tokens_per_s", sum), ("samples_per_s", sum)):
+        per_window = [over_ranks([r[key] for r in by_window[w]]) for w in windows]
+        out[key] = statistics.fmean(per_window)
+        out[f"{key}_std"] = statistics.stdev(per_window) if len(per_window) > 1 else 0.0
+    return out

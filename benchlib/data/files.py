@@ -1,0 +1,526 @@
+"""Real data for the six scenarios: OpenWebText and EUR-Lex 57k from the Hugging Face hub
+(``data="hub"``), or local files of the same schema (``data=<path>``). Holds hub access,
+tokenizers (pretrained, or a byte-level BPE trained on a local corpus), reading local files
+and the builders of real LM and classification ``TaskData``, ``load_lm`` and ``load_cls``,
+which ``data.load_task_data`` calls; the batch contract is ``benchlib.data.tasks``'s.
+
+Real-data rules (all deterministic):
+    * LM: documents are tokenised once (EOS appended to each) into a uint16 (uint32 when the
+      vocabulary exceeds 65536) memmap cached under ``cache_dir/tokens``; the last 5% of the
+      tokens (at least one window, at most 4M tokens) are validation.
+    * Classification: the data set's validation split (else test), a ``split`` field
+      (train / validation|val|valid|dev / test), split-named files in a folder, or else the
+      last 10% of the documents. String labels get ids from the sorted training label
+      vocabulary (validation labels unseen in training are dropped and counted); int labels
+      are used as ids. Single-label target = the document's label most frequent in the
+      training set, ties -> lowest id (the same rule as the synthetic corpus).
+    * Tokenizer: ``run.tokenizer`` or ``run.model_name_or_path`` if given, else GPT-2's /
+      RoBERTa's for hub data and, for local data, a byte-level BPE trained on the corpus and
+      cached under ``cache_dir/tokenizers`` keyed by the corpus hash (also the fallback when a
+      given tokenizer cannot be loaded offline for a local corpus).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+import socket
+import time
+import urllib.parse
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import torch
+
+from benchlib.data import synthetic as syn
+from benchlib.data.tasks import (LM_VAL_POOL, VAL_MASK_SEED, DataPathNotFoundError, DataUnavailableError,
+                   TaskData, assemble, cls_arrays, cls_pool, label_stats, lm_window,
+                   MLMMasker)
+from benchlib.core.runconfig import RunConfig
+
+OWT_ID = "Skylion007/openwebtext"
+EURLEX_ID, EURLEX_CONFIG = "NLP-AUEB/eurlex", "eurlex57k"
+LM_VAL_FRACTION, LM_VAL_MAX_TOKENS = 0.05, 4_000_000
+CLS_VAL_FRACTION = 0.10
+BPE_MIN_VOCAB, BPE_MAX_VOCAB = 512, 50304
+"""BPE size = run.vocab_size clamped: at least the 256-byte alphabet + specials + some
+merges, at most GPT-2's (padded) size."""
+BPE_SPECIALS = ("<pad>", "<s>", "</s>", "<mask>")  # ids 0-3, the synthetic convention
+SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation",
+               "valid": "validation", "dev": "validation", "test": "test"}
+LOCAL_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+# =======================================================================================
+# Hub access
+# =======================================================================================
+def _offline() -> bool:
+    """HF offline mode, read now (datasets reads the variables only at import)."""
+    true = {"1", "ON", "YES", "TRUE"}
+    env = any(os.environ.get(k, "").upper() in true for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    return env or _library_offline()
+
+
+def _library_offline() -> bool:
+    try:
+        import datasets.config
+        return bool(datasets.config.HF_HUB_OFFLINE)
+    except ImportError:
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connect to the hub endpoint. Without it an unreachable hub costs ~25 s of
+    huggingface_hub's own retries per request before failing."""
+    from huggingface_hub import constants
+    url = urllib.parse.urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _hub_offline(active: bool):
+    """Put datasets / huggingface_hub in offline mode for one call, so cached copies still
+    load and missing ones fail at once instead of retrying."""
+    if not active:
+        yield
+        return
+    import datasets.config
+    from huggingface_hub import constants
+    saved = datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
+
+
+def _one_line(e: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return f"{type(e).__name__}: {text[:limit]}"
+
+
+def _load_hub_dataset(dataset_id: str, config: Optional[str], schema: str):
+    """``datasets.load_dataset`` with no retries; any failure -> one DataUnavailableError."""
+    from datasets import DownloadConfig, load_dataset
+    offline = _offline() or not _hub_reachable()
+    try:
+        with _hub_offline(offline):
+            return load_dataset(dataset_id, config, download_config=DownloadConfig(max_retries=0))
+    except Exception as e:  # network, auth, missing config: all end the same way for the user
+        where = f"{dataset_id!r}" + (f" (config {config!r})" if config else "")
+        raise DataUnavailableError(
+            f"cannot load dataset {where} from the Hugging Face hub"
+            f"{' (offline)' if offline else ''}: {_one_line(e)}. Offline alternatives: "
+            f"data='synthetic' (embedded generator) or data=<local path> with the same schema ({schema})"
+        ) from None
+
+
+# =======================================================================================
+# Tokenizers
+# =======================================================================================
+@dataclass
+class _Tok:
+    """The few tokenizer facts the data pipeline needs, for HF and trained-BPE tokenizers."""
+
+    name: str
+    kind: str  # "pretrained" | "bpe"
+    vocab_size: int
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    mask_id: Optional[int]
+    special_ids: tuple
+    fingerprint: str
+    encode: Callable[[list[str], Optional[int]], list[list[int]]] = field(repr=False)
+    cached: bool = False
+
+
+def _load_pretrained_tokenizer(name: str) -> _Tok:
+    from transformers import AutoTokenizer
+    local_only = _offline() or not (Path(name).expanduser().exists() or _hub_reachable())
+    try:
+        with _hub_offline(local_only), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+    except Exception as e:
+        raise DataUnavailableError(f"cannot load tokenizer {name!r}"
+                                   f"{' (offline)' if local_only else ''}: {_one_line(e)}") from None
+    eos = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+    bos = next((i for i in (tok.bos_token_id, tok.cls_token_id, eos) if i is not None), None)
+    if eos is None or bos is None:
+        raise DataUnavailableError(f"tokenizer {name!r} has no EOS/SEP token to separate documents")
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+    backend = getattr(tok, "backend_tokenizer", None)
+    spec = backend.to_str() if backend is not None else json.dumps(sorted(tok.get_vocab().items()))
+
+    def encode(texts: list[str], max_len: Optional[int] = None) -> list[list[int]]:
+        return tok(texts, add_special_tokens=False, truncation=max_len is not None,
+                   max_length=max_len, return_attention_mask=False)["input_ids"]
+    return _Tok(name=name, kind="pretrained", vocab_size=len(tok), pad_id=pad, bos_id=bos, eos_id=eos,
+                mask_id=tok.mask_token_id, special_ids=tuple(sorted(set(tok.all_special_ids))),
+                fingerprint=_sha(spec.encode()), encode=encode)
+
+
+def _bpe_tokenizer(texts: Callable[[], Iterator[list[str]]], corpus_hash: str, vocab_size: int,
+                   cache_dir: Path) -> _Tok:
+    """Byte-level BPE with ``<pad> <s> </s> <mask>`` = ids 0-3, trained on the corpus once and
+    cached as ``cache_dir/tokenizers/bpe-<corpus hash>-<vocab>.json``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    size = min(max(vocab_size, BPE_MIN_VOCAB), BPE_MAX_VOCAB)
+    path = cache_dir / "tokenizers" / f"bpe-{corpus_hash[:16]}-{size}.json"
+    cached = path.exists()
+    if cached:
+        tok = Tokenizer.from_file(str(path))
+    else:
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=size, special_tokens=list(BPE_SPECIALS),
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      show_progress=False)
+        tok.train_from_iterator(texts(), trainer)
+        _atomic_write(path, tok.to_str().encode())
+    pad, bos, eos, mask = (tok.token_to_id(s) for s in BPE_SPECIALS)
+
+    def encode(batch: list[str], max_len: Optional[int] = None) -> list[list[int]]:
+        return [e.ids[:max_len] for e in tok.encode_batch(batch, add_special_tokens=False)]
+    return _Tok(name=str(path), kind="bpe", vocab_size=tok.get_vocab_size(), pad_id=pad, bos_id=bos,
+                eos_id=eos, mask_id=mask, special_ids=(pad, bos, eos, mask),
+                fingerprint=_sha(path.read_bytes()), encode=encode, cached=cached)
+
+
+def _resolve_tokenizer(run: RunConfig, local: bool, texts, corpus_hash: str) -> _Tok:
+    """The given tokenizer/model's; else the architecture's for hub data; else (local data,
+    or a given one that cannot be loaded offline for local data) a cached byte-level BPE."""
+    name = run.tokenizer or run.model_name_or_path
+    if name is None and not local:
+        name = "gpt2" if run.scn.arch == "gpt2" else "roberta-base"
+    if name is not None:
+        try:
+            return _load_pretrained_tokenizer(name)
+        except DataUnavailableError as e:
+            if not local:
+                raise DataUnavailableError(f"{e}. Offline alternative: data='synthetic'") from None
+            warnings.warn(f"{e}; training a byte-level BPE on the local corpus instead")
+    return _bpe_tokenizer(texts, corpus_hash, run.vocab_size, _cache_dir(run))
+
+
+def _tok_meta(tok: _Tok) -> dict:
+    return {"tokenizer": tok.name, "tokenizer_kind": tok.kind, "tokenizer_cached": tok.cached,
+            "tokenizer_fingerprint": tok.fingerprint[:16]}
+
+
+# =======================================================================================
+# Local files
+# =======================================================================================
+def _cache_dir(run: RunConfig) -> Path:
+    return Path(run.cache_dir).expanduser()
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
+    """(datasets builder, data_files) for a local file or folder. A folder whose file names
+    start with split names (train / validation|val|valid|dev / test) keeps those splits."""
+    if not path.exists():
+        raise DataPathNotFoundError(f"data path not found: {path} (expected {expected}; "
+                                    f"or use data='synthetic' / data='hub')")
+    files = [path] if path.is_file() else sorted(
+        p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in LOCAL_BUILDERS)
+    if not files:
+        raise DataPathNotFoundError(f"no .txt/.jsonl/.json/.parquet files under {path} (expected {expected})")
+    builders = {LOCAL_BUILDERS.get(p.suffix.lower()) for p in files}
+    if None in builders or len(builders) > 1:
+        raise ValueError(f"{path}: mixed or unsupported file types {sorted({p.suffix for p in files})}; "
+                         f"use one of {', '.join(LOCAL_BUILDERS)}")
+    splits: dict[str, list[str]] = {}
+    for p in files:
+        word = re.split(r"[^a-z]", p.stem.lower())[0]
+        splits.setdefault(SPLIT_NAMES.get(word, "train") if path.is_dir() else "train", []).append(str(p))
+    if len(splits) == 1 or "train" not in splits:
+        splits = {"train": [str(p) for p in files]}
+    return builders.pop(), splits
+
+
+def _hash_files(files: list[str]) -> str:
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(Path(f).name.encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConfig):
+    """Read local files through ``datasets`` (the same code path as hub data). Plain text
+    is read one document per blank-line separated paragraph."""
+    from datasets import load_dataset
+    extra = {"sample_by": "paragraph"} if builder == "text" else {}
+    try:
+        with _hub_offline(True):  # local files never need the network
+            return load_dataset(builder, data_files=data_files,
+                                cache_dir=str(_cache_dir(run) / "hf_datasets"), **extra)
+    except Exception as e:
+        raise DataUnavailableError(f"cannot read {path} with the datasets {builder!r} loader: {_one_line(e)}") from None
+
+
+def _iter_texts(ds, column: str = "text", batch: int = 1000) -> Iterator[list[str]]:
+    for rows in ds.iter(batch_size=batch):
+        yield [t for t in rows[column] if t]
+
+
+# =======================================================================================
+# Real LM data
+# =======================================================================================
+def load_lm(run: RunConfig) -> TaskData:
+    T, task = run.seq_len, run.scn.task
+    W = lm_window(task, T)
+    local = run.data != "hub"
+    if local:
+        path = Path(run.data).expanduser().resolve()
+        builder, files = _local_files(path, "a .txt file or folder, or .jsonl/.parquet with a 'text' field")
+        ds = _load_local_dataset(path, builder, {"train": sum(files.values(), [])}, run)["train"]
+        content_hash, source, slug = _hash_files(sum(files.values(), [])), str(path), path.stem
+    else:
+        ds = _load_hub_dataset(OWT_ID, None, "a 'text' field")["train"]
+        content_hash, source, slug = _sha(ds._fingerprint.encode()), f"hub:{OWT_ID}", "openwebtext"
+    if "text" not in ds.column_names:
+        raise ValueError(f"{source}: LM data needs a 'text' field; found {ds.column_names}")
+    tok = _resolve_tokenizer(run, local, lambda: _iter_texts(ds), content_hash)
+    if task == "mlm" and tok.mask_id is None:
+        raise DataUnavailableError(f"tokenizer {tok.name!r} has no mask token, needed for MLM")
+    stream, stream_meta = _token_stream(ds, tok, _cache_dir(run), f"{slug}-{content_hash[:16]}")
+
+    N = len(stream)
+    n_val = min(max(math.ceil(LM_VAL_FRACTION * N), W), LM_VAL_MAX_TOKENS)
+    if N - n_val < W:
+        raise ValueError(f"{source}: {N} tokens is too small for seq_len={T} "
+                         f"(needs > {2 * W} tokens: {W} per window, train and validation)")
+    train = stream[:N - n_val].reshape(1, -1)  # one row: windows may cross documents (EOS between)
+    n_pool = min(LM_VAL_POOL, n_val // W)
+    windows = torch.from_numpy(np.asarray(stream[N - n_val:N - n_val + n_pool * W], dtype=np.int64).reshape(n_pool, W))
+    if task == "clm":
+        pool = {"input_ids": windows[:, :-1].contiguous(), "labels": windows[:, 1:].contiguous()}
+    else:
+        masker = MLMMasker.build(tok.vocab_size, tok.special_ids, tok.mask_id, "cpu")
+        pool = masker(torch.cat([torch.full_like(windows[:, :1], tok.bos_id), windows], 1),
+                      torch.Generator().manual_seed(VAL_MASK_SEED))
+    meta = {**stream_meta, **_tok_meta(tok), "n_train_tokens": N - n_val, "n_val_tokens": n_val,
+            "n_val_sequences": n_pool, "val_rule": f"last {LM_VAL_FRACTION:.0%} of the tokens "
+            f"(>= 1 window, <= {LM_VAL_MAX_TOKENS}), non-overlapping windows"}
+    return TaskData(task=task, vocab_size=tok.vocab_size, seq_len=T, num_labels=None, pad_id=tok.pad_id,
+                    bos_id=tok.bos_id, mask_id=tok.mask_id if task == "mlm" else None, loss_floor=None,
+                    source=source, meta=meta, train=train, val_pool=pool, special_ids=tok.special_ids)
+
+
+def _token_stream(ds, tok: _Tok, cache_dir: Path, key: str) -> tuple[np.memmap, dict]:
+    """All documents tokenised with EOS after each, as a memmap cached under
+    ``cache_dir/tokens/<source>-<content hash>-<tokenizer hash>.bin`` (+ .json facts)."""
+    dtype = np.uint16 if tok.vocab_size <= 1 << 16 else np.uint32
+    base = cache_dir / "tokens" / f"{key}-{tok.fingerprint[:12]}"
+    bin_path, info_path = base.with_suffix(".bin"), base.with_suffix(".json")
+    if info_path.exists() and bin_path.exists():
+        info = json.loads(info_path.read_text())
+        if info["dtype"] == np.dtype(dtype).name and bin_path.stat().st_size == info["n_tokens"] * np.dtype(dtype).itemsize:
+            return np.memmap(bin_path, dtype=dtype, mode="r"), {**info, "token_cache": "hit"}
+    bin_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = bin_path.with_name(bin_path.name + f".tmp{os.getpid()}")
+    n_tokens = n_docs = 0
+    t0 = time.perf_counter()
+    with open(tmp, "wb") as fh:
+        # fast tokenizers encode a batch on all cores, so no worker processes are needed
+        for texts in _iter_texts(ds, batch=8192):
+            flat = _join_with_eos(tok.encode(texts, None), tok.eos_id, dtype)
+            fh.write(flat.tobytes())
+            n_tokens, n_docs = n_tokens + len(flat), n_docs + len(texts)
+    if n_tokens == 0:
+        tmp.unlink()
+        raise ValueError(f"{key}: the corpus holds no text")
+    os.replace(tmp, bin_path)
+    info = {"n_tokens": n_tokens, "n_docs": n_docs, "dtype": np.dtype(dtype).name,
+            "tokenize_s": round(time.perf_counter() - t0, 2), "token_cache_path": str(bin_path)}
+    _atomic_write(info_path, json.dumps(info).encode())
+    return np.memmap(bin_path, dtype=dtype, mode="r"), {**info, "token_cache": "built"}
+
+
+def _join_with_eos(docs: list[list[int]], eos: int, dtype) -> np.ndarray:
+    """Concatenate token lists with EOS after each document (C-level iteration: OpenWebText
+    has ~9B tokens)."""
+    lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+    body = np.fromiter(itertools.chain.from_iterable(docs), dtype=dtype, count=int(lengths.sum()))
+    out = np.empty(len(body) + len(docs), dtype=dtype)
+    ends = np.cumsum(lengths + 1) - 1
+    is_body = np.ones(len(out), dtype=bool)
+    is_body[ends] = False
+    out[is_body] = body
+    out[ends] = eos
+    return out
+
+
+# =======================================================================================
+# Real classification data
+# =======================================================================================
+def load_cls(run: RunConfig) -> TaskData:
+    task, T, arch = run.scn.task, run.seq_len, run.scn.arch
+    local = run.data != "hub"
+    if local:
+        path = Path(run.data).expanduser().resolve()
+        builder, files = _local_files(path, "a .jsonl/.parquet of {text, labels} or EUR-Lex's "
+                                            "{title, text, eurovoc_concepts}")
+        if builder == "text":
+            raise ValueError(f"{path}: classification data needs labels: use .jsonl/.json/.parquet "
+                             f"with text + labels (or title, text, eurovoc_concepts)")
+        dd = _load_local_dataset(path, builder, files, run)
+        content_hash, source, slug = _hash_files(sum(files.values(), [])), str(path), path.stem
+    else:
+        dd = _load_hub_dataset(EURLEX_ID, EURLEX_CONFIG, "title, text, eurovoc_concepts")
+        content_hash = _sha("".join(d._fingerprint for d in dd.values()).encode())
+        source, slug = f"hub:{EURLEX_ID}", EURLEX_CONFIG
+    train_ds, val_ds, split_rule = _cls_splits(dd)
+    train_texts, train_raw = _docs(train_ds, source)
+    val_texts, val_raw = _docs(val_ds, source)
+    label_ids, label_rule = _label_vocabulary(train_raw, val_raw)
+    L = len(label_ids) if label_rule == "sorted" else max(label_ids.values()) + 1
+    train_lab, _ = _label_array(train_raw, label_ids)
+    val_lab, val_dropped = _label_array(val_raw, label_ids)
+
+    tok = _resolve_tokenizer(run, local, lambda: _batched(train_texts), content_hash)
+    keep = T - 2 if arch == "roberta" else T
+    enc_key = f"cls-{slug}-{content_hash[:16]}-{tok.fingerprint[:12]}-{arch}-T{T}"
+    ids, enc_meta = _cached_encoding(_cache_dir(run) / "tokens" / f"{enc_key}.npz", tok, keep, T, arch,
+                                     {"train": train_texts, "val": val_texts})
+    counts = syn.label_counts(train_lab, L)
+    train = cls_arrays(ids["train_ids"], ids["train_len"], train_lab, counts)
+    val = cls_arrays(ids["val_ids"], ids["val_len"], val_lab, counts)
+    dropped = {}
+    if task == "singlelabel":  # documents without any (known) label have no target
+        for name, arrays in (("train", train), ("val", val)):
+            ok = arrays["primary"] >= 0
+            dropped[f"{name}_docs_without_label"] = int((~ok).sum())
+            arrays.update({k: v[ok] for k, v in arrays.items()})
+    if len(train["ids"]) == 0 or len(val["ids"]) == 0:
+        raise ValueError(f"{source}: no labelled documents left in the train or validation split")
+    meta = {**_tok_meta(tok), **enc_meta, **label_stats(train, val, counts), **dropped,
+            "split_rule": split_rule, "label_ids": label_rule, "val_labels_unseen_dropped": val_dropped,
+            "single_label_rule": "most frequent training label of the document, ties -> lowest id"}
+    return TaskData(task=task, vocab_size=tok.vocab_size, seq_len=T, num_labels=L, pad_id=tok.pad_id,
+                    bos_id=tok.bos_id, mask_id=None, loss_floor=None, source=source, meta=meta,
+                    train=train, val_pool=cls_pool(val, task, L), special_ids=tok.special_ids)
+
+
+def _cls_splits(dd) -> tuple[Any, Any, str]:
+    """(train, validation, rule): a validation (else test) split; else a ``split`` field;
+    else the last 10% of the documents."""
+    if "train" in dd and len(dd) > 1:
+        other = "validation" if "validation" in dd else "test"
+        if other in dd:
+            return dd["train"], dd[other], f"{other} split"
+    ds = dd["train"]
+    if "split" in ds.column_names:
+        names = [SPLIT_NAMES.get(str(s).lower(), "train") for s in ds["split"]]
+        target = "validation" if "validation" in names else "test"
+        tr = [i for i, s in enumerate(names) if s == "train"]
+        va = [i for i, s in enumerate(names) if s == target]
+        if tr and va:
+            return ds.select(tr), ds.select(va), f"'split' field ({target})"
+    n_val = max(1, math.ceil(CLS_VAL_FRACTION * len(ds)))
+    if len(ds) - n_val < 1:
+        raise ValueError(f"only {len(ds)} documents: too few to split off validation")
+    return (ds.select(range(len(ds) - n_val)), ds.select(range(len(ds) - n_val, len(ds))),
+            f"last {CLS_VAL_FRACTION:.0%} of the documents")
+
+
+def _docs(ds, source: str) -> tuple[list[str], list[list]]:
+    """Texts and raw label lists from the {text, labels} or EUR-Lex schema."""
+    cols = ds.column_names
+    if "text" not in cols or not ({"labels", "label", "eurovoc_concepts"} & set(cols)):
+        raise ValueError(f"{source}: expected fields text + labels (or EUR-Lex's title, text, "
+                         f"eurovoc_concepts); found {cols}")
+    texts = ds["text"]
+    if "title" in cols:  # EUR-Lex: the title is part of the document
+        texts = [f"{t or ''}\n{x or ''}" for t, x in zip(ds["title"], texts)]
+    if "eurovoc_concepts" in cols:
+        raw = ds["eurovoc_concepts"]
+    elif "labels" in cols:
+        raw = ds["labels"]
+    else:
+        raw = [[x] for x in ds["label"]]
+    raw = [[] if r is None else list(r) if isinstance(r, (list, tuple)) else [r] for r in raw]
+    return [t or "" for t in texts], raw
+
+
+def _label_vocabulary(train_raw: list[list], val_raw: list[list]) -> tuple[dict, str]:
+    """Int labels are their own ids; anything else gets ids from the sorted training
+    vocabulary of its string form."""
+    every = [x for r in train_raw + val_raw for x in r]
+    if every and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0 for x in every):
+        return {int(x): int(x) for x in every}, "int"
+    vocab = sorted({str(x) for r in train_raw for x in r})
+    if not vocab:
+        raise ValueError("no labels in the training split")
+    return {v: i for i, v in enumerate(vocab)}, "sorted"
+
+
+def _label_array(raw: list[list], ids: dict) -> tuple[np.ndarray, int]:
+    """[N, K] ascending label ids padded with -1, and the count of labels not in ``ids``."""
+    int_ids = all(isinstance(k, int) for k in ids)
+    rows, dropped = [], 0
+    for r in raw:
+        keys = [int(x) if int_ids else str(x) for x in r]
+        row = sorted({ids[k] for k in keys if k in ids})
+        dropped += sum(k not in ids for k in keys)
+        rows.append(row)
+    out = np.full((len(rows), max(1, max(map(len, rows), default=1))), -1, dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out, dropped
+
+
+def _batched(items: list, size: int = 1000) -> Iterator[list]:
+    for i in range(0, len(items), size):
+        yield [t for t in items[i:i + size] if t]
+
+
+def _cached_encoding(path: Path, tok: _Tok, keep: int, T: int, arch: str,
+                     splits: dict[str, list[str]]) -> tuple[dict, dict]:
+    """Token ids [N, T] and lengths per split, cached as one .npz (EUR-Lex takes minutes)."""
+    if path.exists():
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}, {"token_cache": "hit"}
+    out = {}
+    for name, texts in splits.items():
+        lists = [ids for i in range(0, len(texts), 4096) for ids in tok.encode(texts[i:i + 4096], keep)]
+        tokens = np.full((len(lists), keep), tok.pad_id, dtype=np.int32)
+        lengths = np.array([len(x) for x in lists], dtype=np.int64)
+        for i, x in enumerate(lists):
+            tokens[i, :len(x)] = x
+        out[f"{name}_ids"], out[f"{name}_len"] = assemble(tokens, lengths, T, arch, tok.bos_id,
+                                                           tok.eos_id, tok.pad_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
+    np.savez(tmp, **out)
+    os.replace(tmp, path)
+    return out, {"token_cache": "built"}

@@ -1,0 +1,291 @@
+"""Data for the six scenarios: embedded synthetic data (default, no network), the real
+data sets by hub id (OpenWebText, EUR-Lex 57k) and local files of the same schema.
+
+Contract used by train.py:
+
+    data = load_task_data(run)          # run: resolved RunConfig
+    data.vocab_size, data.num_labels, data.pad_id, data.bos_id, data.mask_id, data.loss_floor
+    next_batch = data.sampler(batch_size, device, seed)   # () -> dict of device tensors
+    val = data.val_batches(batch_size, n_batches, device)  # fixed list of dicts
+
+Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence with bos_id):
+    clm:         {"input_ids": LongTensor[B,T], "labels": LongTensor[B,T]}
+                 labels are already the next tokens (windows of T+1): do not shift again.
+    mlm:         {"input_ids": LongTensor[B,T] (masked), "labels": LongTensor[B,T] (-100 = not scored)}
+                 15% of non-special positions are scored; of those 80% -> mask_id,
+                 10% -> a random non-special token, 10% unchanged.
+    multilabel:  {"input_ids", "attention_mask": LongTensor[B,T], "labels": FloatTensor[B,L] multi-hot}
+    singlelabel: {"input_ids", "attention_mask", "labels": LongTensor[B]}
+
+``data`` selects the source:
+    "synthetic"  embedded generators (``benchlib.data.synthetic``), seeded by a fixed data seed
+                 so every run of a study sees the same corpus; the LM corpora have an exact
+                 loss floor.
+    "hub"        Skylion007/openwebtext (A, B) or NLP-AUEB/eurlex "eurlex57k" (C-F) through
+                 ``datasets``; no hub access -> one ``DataUnavailableError``.
+    <path>       A/B: a .txt file (documents = blank-line separated paragraphs), a folder of
+                 .txt files, or .jsonl/.json/.parquet with a ``text`` field. C-F: .jsonl/.json/
+                 .parquet with ``text`` + ``labels`` (strings or ints), or EUR-Lex's own schema
+                 (``title``, ``text``, ``eurovoc_concepts``).
+
+This module holds the contract (``TaskData``, the batch formats, MLM masking), the entry
+point and the synthetic data; the hub and local-file loaders, tokenizers and their caches
+(real-data rules included) are in ``benchlib.data.files``, imported only when a run asks for
+real data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from benchlib.data import synthetic as syn
+
+Batch = dict[str, torch.Tensor]
+
+DEVICE_RESIDENT_MAX_BYTES = 2 << 30
+"""Training arrays below this size (as int32) live on the device: batches are then drawn
+with a device generator, without host sync or host->device copy per step."""
+LM_VAL_POOL = 1024
+"""Validation windows held for LM tasks (synthetic data)."""
+EVAL_MAX_SEQUENCES = 8192
+"""The default evaluation (``eval_batches=None``) is the whole validation split, or a fixed
+random sample of this many sequences when it is larger (a file sorted by name would make its
+first rows a biased sample)."""
+EVAL_SAMPLE_SEED = 4321
+VAL_MASK_SEED = 1234
+"""Seed of the fixed MLM validation masks (never the run seed)."""
+SYNTH_LM_TRAIN_TOKENS = {"tiny": 1 << 18, "small": 1 << 22, "base": 24 << 20}
+SYNTH_CLS_DOCS = {"tiny": (4096, 512), "small": (16384, 2048), "base": (45000, 6000)}
+"""(train, validation) documents; base mirrors EUR-Lex 57k's 45k / 6k."""
+MLM_FLOOR_MAX_SEQUENCES = 256
+"""The MLM floor's forward-backward covers at most this many evaluation sequences (the first
+ones); beyond, its standard error (recorded) is already far below any config difference."""
+MLM_FLOOR_CPU_BUDGET = 4e9
+"""Multiply-adds allowed for the MLM floor's forward-backward on CPU; past it the floor is
+computed on the first validation sequences that fit (recorded in meta). On CUDA the whole
+evaluation set is used."""
+
+
+class DataUnavailableError(ValueError):
+    """A data set or tokenizer that cannot be had; the message is one line naming it and the
+    offline alternatives."""
+
+
+class DataPathNotFoundError(DataUnavailableError, FileNotFoundError):
+    """A local data path that does not exist or holds no readable files."""
+
+
+# =======================================================================================
+# TaskData: what training sees
+# =======================================================================================
+@dataclass
+class TaskData:
+    task: str
+    vocab_size: int
+    """Embedding rows the model needs, special tokens included."""
+    seq_len: int
+    num_labels: Optional[int]
+    pad_id: int
+    bos_id: int
+    """``<s>`` / CLS id (RoBERTa pools it); GPT-2 tokenizers use their EOS."""
+    mask_id: Optional[int]
+    loss_floor: Optional[float]
+    """Bayes-optimal validation loss when known (synthetic LM data), else None."""
+    source: str
+    meta: dict = field(default_factory=dict)
+    # ---- payload, not part of the record --------------------------------------------
+    train: Any = field(default=None, repr=False)
+    """LM: [rows, row_len] token array (windows never cross rows); classification: dict
+    of arrays ids [N,T], lengths [N], labels [N,K] (-1 padded), primary [N]."""
+    val_pool: Optional[Batch] = field(default=None, repr=False)
+    """Validation sequences, batch-formatted CPU tensors with a leading pool dimension."""
+    special_ids: tuple = field(default=(), repr=False)
+    """Never masked by MLM."""
+    corpus: Any = field(default=None, repr=False)
+    """The generator of synthetic data (``synthetic.LMCorpus``: chain, stationary
+    distribution) for analyses that need the true distribution; None for real data."""
+
+    # ---- training batches ----------------------------------------------------------------
+    def sampler(self, batch_size: int, device, seed: int) -> Callable[[], Batch]:
+        """Infinite random training batches. Same seed -> same batch sequence."""
+        device = torch.device(device)
+        if self.task in ("clm", "mlm"):
+            return self._lm_sampler(batch_size, device, seed)
+        return self._cls_sampler(batch_size, device, seed)
+
+    def val_batches(self, batch_size: int, n_batches: Optional[int], device) -> list[Batch]:
+        """Evaluation batches, identical across calls, configs and run seeds: with
+        ``n_batches`` None the whole pool (a fixed random sample of ``EVAL_MAX_SEQUENCES``
+        when larger), else its first ``batch_size * n_batches`` sequences (cycling)."""
+        n_pool = len(next(iter(self.val_pool.values())))
+        if n_batches is None:
+            idx = torch.arange(n_pool)
+            if n_pool > EVAL_MAX_SEQUENCES:
+                g = torch.Generator().manual_seed(EVAL_SAMPLE_SEED)
+                idx = torch.randperm(n_pool, generator=g)[:EVAL_MAX_SEQUENCES].sort().values
+        else:
+            idx = torch.arange(batch_size * n_batches) % n_pool
+        return [{k: v[chunk].to(device) for k, v in self.val_pool.items()}
+                for chunk in idx.split(batch_size)]
+
+    def _lm_sampler(self, B: int, device: torch.device, seed: int) -> Callable[[], Batch]:
+        W = lm_window(self.task, self.seq_len)
+        rows, row_len = self.train.shape
+        n_offsets = row_len - W + 1
+        gen = torch.Generator(device=device)  # window draws (when resident) and MLM masks
+        gen.manual_seed(seed)
+        masker = self._masker(device) if self.task == "mlm" else None
+
+        if nbytes_int32(self.train) < DEVICE_RESIDENT_MAX_BYTES:
+            store = torch.from_numpy(np.ascontiguousarray(self.train).astype(np.int32)).to(device)
+            span = torch.arange(W, device=device)
+
+            def draw() -> torch.Tensor:
+                r = torch.randint(rows, (B, 1), generator=gen, device=device)
+                o = torch.randint(n_offsets, (B, 1), generator=gen, device=device)
+                return store[r, o + span].long()
+        else:  # large memmapped corpus: gather windows on the host, copy asynchronously
+            host_gen = torch.Generator().manual_seed(seed)
+            span_np = np.arange(W)
+
+            def draw() -> torch.Tensor:
+                r = torch.randint(rows, (B, 1), generator=host_gen).numpy()
+                o = torch.randint(n_offsets, (B, 1), generator=host_gen).numpy()
+                return to_device(torch.from_numpy(self.train[r, o + span_np].astype(np.int64)), device)
+
+        def next_batch() -> Batch:
+            return lm_batch(draw(), self.task, self.bos_id, masker, gen)
+        return next_batch
+
+    def _cls_sampler(self, B: int, device: torch.device, seed: int) -> Callable[[], Batch]:
+        arrays = self.train
+        n = len(arrays["ids"])
+        resident = sum(nbytes_int32(a) for a in arrays.values()) < DEVICE_RESIDENT_MAX_BYTES
+        home = device if resident else torch.device("cpu")
+        t = {k: torch.from_numpy(np.ascontiguousarray(a)).to(home) for k, a in arrays.items()}
+        gen = torch.Generator(device=home)
+        gen.manual_seed(seed)
+
+        def next_batch() -> Batch:
+            i = torch.randint(n, (B,), generator=gen, device=home)
+            batch = cls_batch(t["ids"][i], t["lengths"][i], t["labels"][i], t["primary"][i],
+                               self.task, self.num_labels)
+            return batch if resident else {k: to_device(v, device) for k, v in batch.items()}
+        return next_batch
+
+    def _masker(self, device: torch.device) -> "MLMMasker":
+        return MLMMasker.build(self.vocab_size, self.special_ids, self.mask_id, device)
+
+
+def lm_window(task: str, seq_len: int) -> int:
+    """Tokens cut from the stream per sequence: CLM T+1 (inputs + next-token labels), MLM
+    T-1 (plus the leading <s>)."""
+    return seq_len + 1 if task == "clm" else seq_len - 1
+
+
+def nbytes_int32(a: np.ndarray) -> int:
+    return int(np.prod(a.shape)) * max(4, a.dtype.itemsize)
+
+
+def to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    if device.type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True)
+    return x.to(device)
+
+
+def lm_batch(w: torch.Tensor, task: str, bos_id: int, masker, gen) -> Batch:
+    if task == "clm":
+        return {"input_ids": w[:, :-1].contiguous(), "labels": w[:, 1:].contiguous()}
+    x = torch.cat([torch.full_like(w[:, :1], bos_id), w], dim=1)
+    return masker(x, gen)
+
+
+@dataclass
+class MLMMasker:
+    """BERT/RoBERTa corruption on the device: select each non-special position with p=0.15;
+    selected -> <mask> (0.8), a uniform random non-special token (0.1), unchanged (0.1)."""
+
+    special: torch.Tensor       # [V] bool lookup
+    random_ids: torch.Tensor    # non-special ids to draw random replacements from
+    mask_id: int
+
+    @classmethod
+    def build(cls, vocab_size: int, special_ids, mask_id: int, device) -> "MLMMasker":
+        special = torch.zeros(vocab_size, dtype=torch.bool)
+        special[[i for i in special_ids if 0 <= i < vocab_size]] = True
+        random_ids = torch.nonzero(~special).squeeze(1)
+        return cls(special.to(device), random_ids.to(device), mask_id)
+
+    def __call__(self, x: torch.Tensor, gen: torch.Generator) -> Batch:
+        shape, dev = x.shape, x.device
+        selected = (torch.rand(shape, generator=gen, device=dev) < syn.MLM_SELECT_P) & ~self.special[x]
+        how = torch.rand(shape, generator=gen, device=dev)
+        rand_tok = self.random_ids[torch.randint(len(self.random_ids), shape, generator=gen, device=dev)]
+        inputs = torch.where(selected & (how < syn.MLM_MASK_P), self.mask_id, x)
+        to_random = selected & (how >= syn.MLM_MASK_P) & (how < syn.MLM_MASK_P + syn.MLM_RANDOM_P)
+        inputs = torch.where(to_random, rand_tok, inputs)
+        return {"input_ids": inputs, "labels": torch.where(selected, x, -100)}
+
+
+def cls_batch(ids, lengths, labels, primary, task: str, num_labels: int) -> Batch:
+    T = ids.shape[1]
+    attention = (torch.arange(T, device=ids.device)[None, :] < lengths[:, None]).long()
+    if task == "singlelabel":
+        return {"input_ids": ids.long(), "attention_mask": attention, "labels": primary.long()}
+    # multi-hot: padding slots (-1) write into an extra column that is dropped
+    cols = torch.where(labels >= 0, labels, num_labels).long()
+    hot = torch.zeros(len(ids), num_labels + 1, device=ids.device).scatter_(1, cols, 1.0)
+    return {"input_ids": ids.long(), "attention_mask": attention, "labels": hot[:, :num_labels]}
+
+
+def assemble(tokens: np.ndarray, lengths: np.ndarray, T: int, arch: str, bos: int, eos: int,
+              pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """Model inputs from right-padded content tokens: RoBERTa ``<s> content </s>``
+    (content cut to T-2), GPT-2 the content (cut to T; an empty document becomes one EOS so
+    last-token pooling has a token)."""
+    n = len(tokens)
+    keep = T - 2 if arch == "roberta" else T
+    lengths = np.minimum(lengths, keep)
+    content = np.full((n, keep), pad, dtype=np.int32)
+    width = min(keep, tokens.shape[1])
+    content[:, :width] = tokens[:, :width]
+    content[np.arange(keep)[None, :] >= lengths[:, None]] = pad
+    out = np.full((n, T), pad, dtype=np.int32)
+    if arch == "roberta":
+        out[:, 0] = bos
+        out[:, 1:T - 1] = content
+        out[np.arange(n), lengths + 1] = eos
+        return out, (lengths + 2).astype(np.int64)
+    out[:, :keep] = content
+    empty = lengths == 0
+    out[empty, 0] = eos
+    return out, np.maximum(lengths, 1).astype(np.int64)
+
+
+def cls_arrays(ids, lengths, labels, train_counts) -> dict[str, np.ndarray]:
+    return {"ids": ids, "lengths": lengths, "labels": labels,
+            "primary": syn.primary_labels(labels, train_counts)}
+
+
+def cls_pool(arrays: dict, task: str, num_labels: int) -> Batch:
+    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+    return cls_batch(t["ids"], t["lengths"], t["labels"], t["primary"], task, num_labels)
+
+
+def label_stats(train: dict, val: dict, counts: np.ndarray) -> dict:
+    per_doc = (train["labels"] >= 0).sum(1)
+    n = len(per_doc)
+    top = np.sort(counts)[::-1]
+    return {
+        "n_train": int(n), "n_val": int(len(val["ids"])),
+        "labels_per_doc_mean": float(per_doc.mean()), "labels_per_doc_max": int(per_doc.max()),
+        "label_doc_frac_top10": [round(float(c) / n, 4) for c in top[:10]],
+        "label_docs_median": float(np.median(counts)),
+        "labels_unseen_in_train": int((counts == 0).sum()),
+        "labels_under_5_docs": int((counts < 5).sum()),
+        "primary_label_classes": int(len(np.unique(train["primary"][train["primary"] >= 0]))),
+        "tokens_per_doc_mean": float(train["lengths"].mean()),
+    }

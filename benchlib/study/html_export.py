@@ -1,0 +1,116 @@
+"""Static HTML of a study: every executed notebook as a page that reads offline (PNG charts
+inline, progress-bar redraws collapsed) and an ``index.html`` with every run's status and
+headline numbers. ``dtype-bench sweep`` calls ``export_study_html`` after the runs.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from benchlib.core.records import CorruptRecord, read_record
+
+
+def export_html(notebook: Path, html: Path) -> None:
+    """Static HTML that reads offline: PNG charts inline, progress-bar redraws collapsed."""
+    import nbformat
+    from nbconvert import HTMLExporter
+    nb = nbformat.read(str(notebook), as_version=4)
+    for cell in nb.cells:
+        if "outputs" in cell:
+            cell["outputs"] = _coalesce_streams(cell["outputs"])
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(body)
+
+
+def _coalesce_streams(outputs: list) -> list:
+    """Merge consecutive stdout/stderr chunks and keep what a terminal would show after
+    each carriage return (a tqdm bar is dozens of redraws)."""
+    merged: list = []
+    for out in outputs:
+        if out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream" \
+                and merged[-1]["name"] == out["name"]:
+            merged[-1]["text"] += out["text"]
+        else:
+            merged.append(out)
+    for out in merged:
+        if out.get("output_type") == "stream":
+            text = "\n".join(_last_drawn(line) for line in out["text"].split("\n"))
+            out["text"] = re.sub(r"\n{3,}", "\n\n", text)
+    return [o for o in merged if o.get("output_type") != "stream" or o["text"].strip()]
+
+
+def _last_drawn(line: str) -> str:
+    """The last non-blank redraw of a carriage-return line: a finished bar, not its erasure."""
+    drawn = [seg for seg in line.split("\r") if seg.strip()]
+    return drawn[-1] if drawn else ""
+
+
+def export_study_html(study_dir: Path, items: list, analysis: list[Path]) -> Path:
+    html_dir = study_dir / "html"
+    rows = []
+    for item in items:
+        target = html_dir / item.notebook.relative_to(study_dir).with_suffix(".html")
+        if item.notebook.exists() and (not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime):
+            try:
+                export_html(item.notebook, target)
+            except Exception as e:  # an unreadable half-written notebook: say so, go on
+                print(f"  html export failed for {item.run_id}: {e}", file=sys.stderr)
+        rows.append((item, target))
+    for nb in analysis:
+        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name)
+    index = html_dir / "index.html"
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(_index_html(study_dir.name, rows, [html_dir / "analysis" / nb.with_suffix(".html").name
+                                                        for nb in analysis], html_dir))
+    return index
+
+
+def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path) -> str:
+    from html import escape
+    trs = []
+    for item, target in rows:
+        try:
+            rec = read_record(item.result)
+            m = rec["metrics"]
+            cells = [rec["status"], fmt(m.get("quality")), m.get("quality_name", ""), baseline_cell(m),
+                     fmt(m.get("throughput")), m.get("throughput_unit", ""), fmt(m.get("memory")),
+                     last_line(rec.get("reason"))[:120]]
+        except CorruptRecord:
+            cells = ["no record", "", "", "", "", "", "", ""]
+        link = (f'<a href="{escape(str(target.relative_to(html_dir)))}">{escape(item.run_id)}</a>'
+                if target.exists() else escape(item.run_id))
+        trs.append("<tr><td>" + link + "</td>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+    links = "".join(f'<li><a href="{escape(str(a.relative_to(html_dir)))}">{escape(a.stem)}</a></li>'
+                    for a in analysis if a.exists())
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(name)}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}</style></head><body>
+<h1>Study {escape(name)}</h1><p>Every run's executed notebook; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.</p>
+{'<h2>Analysis</h2><ul>' + links + '</ul>' if links else ''}
+<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>trivial baseline</th>
+<th>throughput</th><th>unit</th>
+<th>memory GiB</th><th>reason</th></tr>{''.join(trs)}</table></body></html>"""
+
+
+def baseline_cell(m: dict) -> str:
+    """The trivial baseline's value of the headline quality, its name, and whether the run
+    beat it ('' for records from before baselines)."""
+    if m.get("baseline/quality") is None:
+        return ""
+    beat = {True: "beaten", False: "not beaten"}.get(m.get("quality/beats_baseline"), "")
+    return f"{fmt(m['baseline/quality'])} {str(m.get('baseline/name') or '').replace('_', '-')}" + (f" ({beat})" if beat else "")
+
+
+def fmt(v) -> str:
+    """A number for a table cell: 4 significant digits, '-' when missing."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def last_line(text: str | None) -> str:
+    """The last non-blank line of a text (a traceback's message)."""
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""

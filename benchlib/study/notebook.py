@@ -1,0 +1,318 @@
+"""Small helpers the notebooks call, so that their cells stay short: show the environment,
+validate the injected parameters into ``RunConfig``, train, plot the curves, show and store
+the result. Notebooks narrate and show; this module (and ``train``) computes.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchlib.core.records import json_safe
+from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
+
+# The result record inside an executed notebook: a display output of this JSON mime type.
+RECORD_MIME = "application/vnd.dtype-bench.record+json"
+NOTEBOOK_FOR = {"lm": "01_train_lm.ipynb", "cls": "02_train_cls.ipynb"}
+_IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
+_PARAM_TYPES = (str, int, float, bool, type(None), dict, list)
+
+
+def show_environment() -> None:
+    """Print where this notebook runs: device, versions, commit, date (and let tables show
+    their text columns in full)."""
+    from benchlib.core import env
+    pd.set_option("display.max_colwidth", 200)
+    device = env.pick_device("auto")
+    e = env.environment(device)
+    gpu = f"{e['device_name']} x{e['device_count']} (capability {e.get('capability')})" if device.type == "cuda" \
+        else f"none; training on {e['device_name']}"
+    print(f"GPU:       {gpu}")
+    print("versions:  " + ", ".join(f"{k} {e[k]}" for k in ("python", "torch", "cuda", "transformers",
+                                                             "bitsandbytes", "torchao") if e.get(k)))
+    print(f"commit:    {e['git_commit']}   date: {e['date']}   host: {e['hostname']}")
+
+
+def notebook_params(namespace: dict) -> dict:
+    """The plain-data globals of a notebook: its parameters cell plus whatever papermill
+    injected (which papermill never checks against the parameters cell)."""
+    return {k: v for k, v in namespace.items()
+            if not k.startswith("_") and k not in _IPYTHON_NAMES and isinstance(v, _PARAM_TYPES)}
+
+
+def validate_params(namespace: dict, family: str | None = None) -> RunConfig:
+    """Turn the notebook's parameters into the typed ``RunConfig``; an unknown key or a bad
+    value fails here, naming it. A study file given with ``papermill -f params/X.yaml``
+    contributes its settings and its overrides for this notebook's scenario."""
+    params = notebook_params(namespace)
+    meta = {k: params.pop(k) for k in STUDY_KEYS if k in params}
+    where = "notebook parameters: "
+    if meta:
+        ident = {k: params.pop(k) for k in RUN_IDENTITY if k in params}
+        study = parse_study({**meta, **params}, where=f"{where}(study file) ")
+        try:
+            dflt = RunConfig()
+            d = study.run_params(ident.get("scenario", dflt.scenario), ident.get("config", dflt.config),
+                                 ident.get("seed", dflt.seed))
+        except ValueError as e:
+            raise ConfigError(f"{where}{e}") from None
+        d["out_dir"] = ident.get("out_dir")
+    else:
+        d = params
+    cfg = RunConfig.from_dict(d, where=where)
+    if family and cfg.scenario not in GROUPS[family]:
+        other = next(f for f in GROUPS if f != family)
+        raise ConfigError(f"{where}scenario={cfg.scenario!r}: this notebook trains scenarios "
+                          f"{', '.join(GROUPS[family])}; use {NOTEBOOK_FOR[other]} for {', '.join(GROUPS[other])}")
+    return cfg
+
+
+SHOWN = ("scenario", "config", "seed", "size", "steps", "batch_size", "grad_accum", "seq_len", "lr", "data",
+         "device", "compile")
+
+
+def show_config(cfg: RunConfig) -> pd.DataFrame:
+    """The run's main settings (size defaults filled in) and any other setting that differs
+    from its default, then the dtype configuration's fields that the training step reads.
+    The record stored at the end holds every setting."""
+    from benchlib.core.runconfig import resolved
+    r, defaults = resolved(cfg).to_dict(), RunConfig().to_dict()
+    keys = list(SHOWN) + [k for k in r if k not in SHOWN and r[k] != defaults[k]]
+    print(f"{cfg.run_id}: {cfg.dtype.description}")
+    rows = [("run", k, r[k]) for k in keys]
+    rows += [("dtype", k, v) for k, v in cfg.dtype.to_dict().items() if k not in ("name", "description")]
+    return pd.DataFrame(rows, columns=["of", "setting", "value"]).set_index(["of", "setting"])
+
+
+def default_out_dir(cfg: RunConfig, many: bool = False) -> Path:
+    """Where a run's ``result.json`` goes when ``out_dir`` is not given: the kernel's working
+    directory (papermill runs it where it is started, so the record lands next to the
+    executed notebook); from the source ``notebooks/`` folder (JupyterLab) it goes to the
+    git-ignored ``runs/`` instead, so the sources stay clean."""
+    here = Path.cwd()
+    if (here / NOTEBOOK_FOR["lm"]).exists() and (here.parent / "benchlib").is_dir():
+        return here.parent / "runs" / cfg.run_id
+    return here / cfg.run_id if many else here
+
+
+@dataclass
+class TrainResult:
+    record: dict
+    steps: pd.DataFrame
+    out_dir: Path
+
+    @property
+    def path(self) -> Path:
+        return self.out_dir / "result.json"
+
+
+def train(cfg: RunConfig, out_dir: str | Path | None = None, many: bool = False) -> TrainResult:
+    """Train one run (progress bar while it runs) and load its record and step log."""
+    from tqdm import TqdmWarning
+
+    from benchlib.core.records import read_steps
+    from benchlib.training.loop import run
+    out = Path(out_dir or cfg.out_dir or default_out_dir(cfg, many))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)  # "IProgress not found": the text bar is fine
+        rec = run(cfg, out_dir=out, progress=True)
+    steps_file = out / "steps.jsonl"
+    steps = pd.DataFrame(read_steps(steps_file)) if steps_file.exists() else pd.DataFrame()
+    line = f"{rec['run_id']}: {rec['status']} in {rec['wall_s']:.1f} s"
+    if rec["reason"]:
+        line += "\n  " + rec["reason"].strip().replace("\n", "\n  ")
+    print(line + f"\nrecord: {out / 'result.json'}")
+    return TrainResult(rec, steps, out)
+
+
+def compare_configs(scenario: str, configs: list[str], **settings) -> list[RunConfig]:
+    """The quickstart's comparison: one validated run per dtype config, settings shared."""
+    return [RunConfig.from_dict({**settings, "scenario": scenario, "config": c}, where="quickstart parameters: ")
+            for c in configs]
+
+
+def dtype_table(cfgs: list[RunConfig]) -> pd.DataFrame:
+    """What each compared configuration changes (``dtype-bench configs`` shows them all)."""
+    from benchlib.core.dtypes import config_table
+    return config_table().loc[[c.dtype.name for c in cfgs]]
+
+
+# ---- charts --------------------------------------------------------------------------
+CURVES = {"loss": "training loss", "grad_norm": "gradient L2 norm (pre-clip)", "loss_scale": "loss scale"}
+
+
+def curves_frame(steps: pd.DataFrame, label: str = "") -> pd.DataFrame:
+    """Tidy (step, metric, value[, run]) rows of the per-step log; non-finite values dropped."""
+    if steps.empty or "loss" not in steps:
+        return pd.DataFrame(columns=["step", "metric", "value", "run"])
+    train_rows = steps[steps["eval"].isna()] if "eval" in steps else steps  # eval rows hold no loss
+    cols = [c for c in CURVES if c in train_rows]
+    long = train_rows.melt(id_vars="step", value_vars=cols, var_name="metric", value_name="value")
+    values = pd.to_numeric(long["value"], errors="coerce")
+    long = long[values.map(math.isfinite)]
+    return long.assign(run=label, value=values[values.map(math.isfinite)])
+
+
+def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None):
+    """Loss, gradient norm and loss scale against the step, one panel each (log y for the
+    last two: they span orders of magnitude)."""
+    import altair as alt
+    panels = []
+    for metric, label in CURVES.items():
+        d = frame[frame["metric"] == metric]
+        if d.empty:
+            continue
+        log = metric != "loss" and (d["value"] > 0).all()
+        enc = dict(x=alt.X("step:Q", title="optimizer step"),
+                   y=alt.Y("value:Q", title=label, scale=alt.Scale(type="log" if log else "linear", zero=False)),
+                   tooltip=["step:Q", "value:Q"] + ([f"{color}:N"] if color else []))
+        if color:
+            enc["color"] = alt.Color(f"{color}:N", title=color)
+        mark = alt.Chart(d).mark_line(point=metric == "loss_scale")
+        panels.append(mark.encode(**enc).properties(width=520, height=140))
+    return alt.vconcat(*panels, title=title)
+
+
+def show_chart(chart) -> None:
+    """Display an Altair chart the one way every notebook does (``analysis.charts.show``): the
+    Vega-Lite spec, interactive in JupyterLab, plus a PNG for static viewers and the HTML export."""
+    from IPython.display import display
+
+    from benchlib.analysis.charts import show
+    display(show(chart))
+
+
+def plot_curves(result: TrainResult) -> None:
+    rec = result.record
+    title = f"{rec['run_id']} ({rec['status']})"
+    if not result.steps.empty:
+        show_chart(curves_chart(curves_frame(result.steps), title=title))
+    else:
+        print(f"{title}: no steps were logged")
+
+
+def plot_compare(results: list[TrainResult]) -> None:
+    frame = pd.concat([curves_frame(r.steps, r.record["config"]) for r in results], ignore_index=True)
+    show_chart(curves_chart(frame, title=f"scenario {results[0].record['scenario']}", color="run"))
+
+
+# ---- results -------------------------------------------------------------------------
+RESULT_KEYS = ["quality", "quality/beats_baseline", "throughput", "memory", "step_ms",
+            "mfu_pct", "stability/diverged_step", "stability/degraded_step", "stability/stalled_step",
+            "stability/nonfinite_steps", "stability/skipped_steps", "stability/final_loss_scale",
+            "stability/max_grad_norm", "time/first_step_s", "time/train_s"]
+METRIC_LABEL = {"val_loss": "val loss", "perplexity": "perplexity", "micro_f1": "micro-F1", "macro_f1": "macro-F1",
+                "p_at_1": "P@1", "p_at_3": "P@3", "p_at_5": "P@5", "accuracy": "accuracy"}
+FORENSIC_LABEL = {"grad_zero_frac": "grads exactly 0", "grad_fp16_subnormal_frac": "grads fp16-subnormal",
+                  "grad_fp16_flush_frac": "grads below fp16", "grad_nonfinite_frac": "grads inf/nan",
+                  "update_unchanged_frac": "weights an update left unchanged"}
+
+
+def _num(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _versus(m: dict, name: str) -> str | None:
+    """'P@1 0.84 ± 0.01 vs label-frequency 0.12', or None when the record lacks either side."""
+    v, b = m.get(f"quality/{name}"), m.get(f"baseline/{name}")
+    if v is None or b is None:
+        return None
+    se = m.get(f"quality/{name}_se")
+    base = str(m.get("baseline/name") or "trivial baseline").replace("_", "-")
+    return f"{METRIC_LABEL.get(name, name)} {_num(v)}{f' ± {se:.2g}' if isinstance(se, float) else ''} vs {base} {_num(b)}"
+
+
+def result_summary(result: TrainResult | dict) -> str:
+    """A few lines on what the run says: its status with the reason, the learned metric (and
+    the headline quality) next to the trivial baseline's and whether the run beat it, and the
+    forensic counters' means where the record has them."""
+    rec = result.record if isinstance(result, TrainResult) else result
+    m = rec.get("metrics") or {}
+    reason = (rec.get("reason") or "").strip()
+    lines = [f"status: {rec['status']}" + (f" ({reason.splitlines()[-1]})" if reason else "")]
+    learned, headline = m.get("quality/learned_metric"), m.get("quality_name")
+    shown = [n for n in dict.fromkeys([learned, headline]) if n and _versus(m, n)]
+    if shown:
+        beats = m.get("quality/beats_baseline")
+        verdict = {True: "beat it", False: "did not clearly beat it"}.get(beats, "not decided")
+        if beats is not None and m.get("quality/baseline_gain") is not None:
+            verdict += (f" (gain {_num(m['quality/baseline_gain'])} on {METRIC_LABEL.get(learned, learned)}, "
+                        f"needed > {_num(m.get('quality/baseline_gain_needed'))}")
+            verdict += f", {m['quality/n_eval']} examples)" if m.get("quality/n_eval") else ")"
+        lines.append("quality: " + "; ".join(_versus(m, n) for n in shown) + f": {verdict}")
+    elif m.get("quality") is not None:
+        lines.append(f"quality: {METRIC_LABEL.get(headline, headline)} {_num(m['quality'])} (no trivial baseline recorded)")
+    forensic = [f"{label} {100 * m[f'forensics/{k}_mean']:.3g}%" for k, label in FORENSIC_LABEL.items()
+                if m.get(f"forensics/{k}_mean") is not None]
+    if forensic:
+        lines.append("forensics (mean over logged steps): " + ", ".join(forensic))
+    return "\n".join(lines)
+
+
+def show_result(result: TrainResult) -> pd.DataFrame:
+    """Print ``result_summary``, and return ``result_table`` for the notebook to display."""
+    print(result_summary(result))
+    return result_table(result)
+
+
+def result_table(result: TrainResult) -> pd.DataFrame:
+    """The record's headline metrics, then every quality metric with its trivial baseline's
+    value and standard error where recorded, then the forensic means; each with its meaning."""
+    from benchlib.core.records import METRICS
+    rec, m = result.record, result.record["metrics"]
+    rows = [("status", rec["status"], None, None, (rec["reason"] or "").strip())]
+    quality = sorted(k for k in m if k.startswith("quality/") and not k.endswith("_se")
+                     and not k.startswith("quality/baseline_") and k not in RESULT_KEYS)
+    evidence = sorted(k for k in m if k.startswith("quality/baseline_") and not k.endswith("_se"))
+    forensic = sorted(k for k in m if k.startswith("forensics/") and k.endswith("_mean"))
+    for k in dict.fromkeys(RESULT_KEYS + quality + evidence + forensic):
+        if k not in m:
+            continue
+        meaning = METRICS.get(k, "")
+        if k == "quality":
+            meaning = (f"{m.get('quality_name')} ({'higher' if m.get('quality_higher_is_better') else 'lower'} "
+                       "is better)")
+        if k == "throughput":
+            meaning = m.get("throughput_unit", meaning)
+        name = k.removeprefix("quality/")
+        se = m.get("quality_se") if k == "quality" else m.get(f"quality/{name}_se") if k.startswith("quality/") else None
+        base = m.get("baseline/quality") if k == "quality" else m.get(f"baseline/{name}") if k.startswith("quality/") else None
+        rows.append((k, m[k], se, base, meaning))
+    df = pd.DataFrame(rows, columns=["metric", "value", "se", "baseline", "meaning"]).set_index("metric")
+    return df.drop(columns=[c for c in ("se", "baseline") if df[c].isna().all()])
+
+
+def compare_table(results: list[TrainResult]) -> pd.DataFrame:
+    from benchlib.core.records import records_frame
+    cols = ["config", "status", "quality", "baseline/quality", "quality/beats_baseline", "throughput", "memory",
+            "step_ms", "stability/diverged_step"]
+    df = records_frame([r.record for r in results])
+    return df[[c for c in cols if c in df]].set_index("config")
+
+
+def store_result(result: TrainResult) -> None:
+    """Put the record into the notebook as machine-readable output (next to its sidecar
+    ``result.json``); ``read_notebook_record`` reads it back."""
+    from IPython.display import display
+    rec = json_safe({k: v for k, v in result.record.items() if not k.startswith("_")})
+    display({RECORD_MIME: rec, "text/plain": f"result record of {rec['run_id']} ({rec['status']}); "
+                                             f"sidecar: {result.path}"}, raw=True)
+
+
+def read_notebook_record(path: str | Path) -> dict | None:
+    """The result record stored inside an executed notebook, or None if it has none."""
+    import nbformat
+    nb = nbformat.read(str(path), as_version=4)
+    found = None
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if RECORD_MIME in out.get("data", {}):
+                found = dict(out["data"][RECORD_MIME])
+    return found

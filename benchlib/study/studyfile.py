@@ -1,0 +1,410 @@
+"""Study files (``params/*.yaml``): a named matrix of scenarios x dtype configs x seeds,
+with settings shared by every run and per-scenario overrides. A study expands to runs,
+each a fully validated ``RunConfig``; a bad file fails before anything runs, naming the
+file, the key and the valid values.
+
+    study: smoke                      # name; default = the file's stem
+    description: one line for the reader
+    scenarios: [A, D]                 # or: all
+    configs: [fp32_baseline, amp_bf16]  # or: seed001 | seed002 | all (also inside a list)
+    seeds: [0, 1, 2]
+    size: tiny                        # ... any RunConfig key: shared by every run
+    steps: 30
+    overrides:                        # later wins: lm (A-B) / cls (C-F) < gpt2 (A, C, E) /
+      lm: {batch_size: 12, grad_accum: 5}  # roberta (B, D, F) < cls.gpt2 etc. < one scenario
+      cls:
+        lr: 2.0e-5
+        roberta: {model_name_or_path: roberta-base}   # = cls.roberta: D and F
+        gpt2: {model_name_or_path: gpt2}              # = cls.gpt2: C and E
+      D: {steps: 20}
+
+The fine-tuning regime offline: a ``pretrain:`` stage trains each architecture's LM scenario
+(A for GPT-2, B for RoBERTa; any RunConfig keys, over the study's settings and overrides for
+that scenario) and saves it (``save_model``); the value ``pretrained`` of
+``model_name_or_path`` then names that checkpoint for the run's architecture. ``dtype-bench
+sweep`` runs the stage first and puts the checkpoint's directory into the run's config:
+
+    pretrain:
+      gpt2: {scenario: A, config: amp_bf16, steps: 2000}
+      roberta: {scenario: B, config: amp_bf16, steps: 2000}
+    overrides:
+      cls: {model_name_or_path: pretrained}
+
+Multi-process runs (seeds 003 and 004): ``arms:`` names settings laid over every run of the
+matrix, last (over the overrides), usually ``dist``; an arm may name its own ``config``. Each
+arm's runs go to ``runs/<arm>/...``, and the sweep launches torchrun for the ones that need it:
+
+    arms:
+      single: {}
+      ddp_2: {dist: {strategy: ddp, nproc: 2}}
+      fsdp2_tuned_2: {dist: {strategy: fsdp2, nproc: 2, compile_unit: blocks, reshard: none}}
+      ddp_fp32: {config: fp32_baseline, dist: {strategy: ddp, nproc: 2}}
+
+The same file is also a papermill parameters file (``papermill ... -f params/smoke.yaml``):
+the training notebooks apply its settings and overrides for their own scenario.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchlib.training.checkpoints import ARCH_NAME, ARCH_SCENARIOS, ARCHS, LM_SCENARIO, PRETRAINED
+from benchlib.core.dtypes import ALIASES, REGISTRY, FULL_MATRIX, CORE_SIX, UnknownNameError, closest, get_config
+from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig
+from benchlib.core.scenarios import SCENARIOS, get_scenario
+
+# Keys that describe the matrix; every other top-level key is a RunConfig setting.
+STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "overrides", "pretrain", "arms")
+# Set per run by the matrix (and by the sweep for out_dir), never by a setting.
+RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
+CONFIG_SETS = {"seed001": FULL_MATRIX, "seed002": CORE_SIX, "all": list(REGISTRY)}
+GROUPS = {"lm": ("A", "B"), "cls": ("C", "D", "E", "F")}
+ARCH_GROUPS = dict(ARCH_SCENARIOS)  # gpt2: A, C, E; roberta: B, D, F
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a study: its validated configuration and the parameters that produced it."""
+    cfg: RunConfig
+    params: dict = field(hash=False, compare=False)
+    arm: str | None = None
+    """The study's arm (``arms:``) this run belongs to, None in a study without arms."""
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.arm}/{self.cfg.run_id}" if self.arm else self.cfg.run_id
+
+
+@dataclass
+class Study:
+    name: str
+    scenarios: list[str]
+    configs: list[str]
+    seeds: list[int]
+    settings: dict = field(default_factory=dict)
+    overrides: dict = field(default_factory=dict)
+    description: str = ""
+    path: Path | None = None
+    pretrain: dict = field(default_factory=dict)
+    """arch -> the settings of the run that pretrains that arch's checkpoint (``pretrain:``)."""
+    arms: dict = field(default_factory=dict)
+    """arm name -> settings laid over each run of the matrix, last (``arms:``)."""
+
+    @staticmethod
+    def layers(scenario: str) -> list[str]:
+        """The override keys that apply to a scenario, weakest first: its family (lm / cls),
+        its architecture (gpt2 / roberta), both (cls.gpt2), the scenario itself."""
+        scn = get_scenario(scenario)
+        family = next(g for g, members in GROUPS.items() if scn.id in members)
+        return [family, scn.arch, f"{family}.{scn.arch}", scn.id]
+
+    def run_params(self, scenario: str, config: str, seed: int) -> dict:
+        """RunConfig keys of one run: settings < lm/cls < gpt2/roberta < cls.gpt2 etc. < the
+        scenario's overrides."""
+        sid = get_scenario(scenario).id
+        d = dict(self.settings)
+        for key in self.layers(sid):
+            d.update(self.overrides.get(key, {}))
+        extra = dict(d.get("extra") or {})
+        extra["study"] = self.name
+        d.update(scenario=sid, config=config, seed=seed, extra=extra)
+        return d
+
+    def source(self, scenario: str, key: str) -> str:
+        """Where a scenario's value of ``key`` is set in the file (for error messages)."""
+        for layer in reversed(self.layers(scenario)):
+            if key in self.overrides.get(layer, {}):
+                return f"overrides.{layer}.{key}"
+        return key
+
+    def needs_pretrained(self, scenario: str) -> str | None:
+        """The arch whose pretrain checkpoint the scenario's runs load (``model_name_or_path:
+        pretrained``), else None. Overrides never depend on config or seed."""
+        scn = get_scenario(scenario)
+        return scn.arch if self.run_params(scn.id, "", 0).get("model_name_or_path") == PRETRAINED else None
+
+    def runs(self, checkpoints: dict[str, str] | None = None) -> list[RunSpec]:
+        """Every run of the matrix, for each arm when there are arms. With ``checkpoints`` (arch ->
+        directory, the sweep's), the value ``pretrained`` becomes the run's arch's directory;
+        without, it stays as written."""
+        where = f"{self.path or self.name}: "
+        out = []
+        for arm, over in (self.arms or {None: {}}).items():
+            configs = over.get("configs", self.configs)
+            here = f"{where}arms.{arm}: " if arm else where
+            for s in self.scenarios:
+                arch = get_scenario(s).arch
+                for c in configs:
+                    for k in self.seeds:
+                        d = self.run_params(s, c, k)
+                        d.update({key: v for key, v in over.items() if key != "configs"})
+                        if arm:
+                            d["extra"] = {**d["extra"], "arm": arm}
+                        if checkpoints is not None and d.get("model_name_or_path") == PRETRAINED:
+                            d["model_name_or_path"] = str(checkpoints[arch])
+                        out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm))
+        return out
+
+    def pretrain_params(self, arch: str) -> dict:
+        """The pretrain run of ``arch``: the study's settings and overrides for its LM scenario,
+        then the ``pretrain.<arch>`` keys, with ``save_model`` on. It trains from scratch unless
+        its own keys name a ``model_name_or_path``."""
+        spec = dict(self.pretrain[arch])
+        d = self.run_params(spec.pop("scenario"), spec.pop("config"), spec.pop("seed"))
+        if d.get("model_name_or_path") == PRETRAINED:
+            d["model_name_or_path"] = None  # inherited from the study's settings: not for the stage that makes it
+        extra = {**d["extra"], **(spec.pop("extra", None) or {}), "pretrain": arch}
+        d.update(spec)
+        d.update(save_model=True, extra=extra)
+        return d
+
+    def pretrain_runs(self) -> dict[str, RunSpec]:
+        """arch -> the validated pretrain run, GPT-2 first."""
+        where = f"{self.path or self.name}: "
+        out = {}
+        for arch in ARCHS:
+            if arch not in self.pretrain:
+                continue
+            d = self.pretrain_params(arch)
+            cfg = RunConfig.from_dict(d, where=f"{where}pretrain.{arch}: ")
+            if cfg.dist.strategy not in ("single", "ddp"):
+                raise ConfigError(f"{where}pretrain.{arch}: dist.strategy {cfg.dist.strategy!r} shards the parameters and a "
+                                  f"sharded model is not saved; use strategy single or ddp for the pretrain stage")
+            out[arch] = RunSpec(cfg, d)
+        return out
+
+    def check_pretrained(self) -> None:
+        """Every run whose ``model_name_or_path`` is ``pretrained`` has its arch's pretrain stage."""
+        where = f"{self.path or self.name}: "
+        for s in self.scenarios:
+            arch = self.needs_pretrained(s)
+            if arch and arch not in self.pretrain:
+                raise ConfigError(
+                    f"{where}{self.source(s, 'model_name_or_path')}: {PRETRAINED!r} for scenario {s} needs a "
+                    f"pretrain.{arch} section (the {ARCH_NAME[arch]} checkpoint), e.g. pretrain: {{{arch}: "
+                    f"{{scenario: {LM_SCENARIO[arch]}, config: amp_bf16, steps: 2000}}}}; or name a checkpoint "
+                    f"(a hub id or a directory)")
+
+
+def load_study(path: str | Path) -> Study:
+    """Read a study file with the safe YAML loader and validate every run it expands to."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no study file {str(path)!r}")
+    try:
+        d = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not a valid (safe) YAML file: {e}") from None
+    study = parse_study(d, where=f"{path}: ", default_name=path.stem)
+    study.path = path
+    study.check_pretrained()
+    study.pretrain_runs()
+    study.runs()  # validate every expanded run now, before anything executes
+    return study
+
+
+def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}a study file is a mapping of keys to values, got {type(d).__name__}")
+    valid = list(STUDY_KEYS) + [k for k in setting_keys() if k not in RUN_IDENTITY]
+    for k in d:
+        if k in RUN_IDENTITY:
+            raise ConfigError(f"{where}{k!r} is set per run; use {_plural(k)!r} for the matrix"
+                              if k != "out_dir" else f"{where}'out_dir' is set by the sweep")
+        if k not in valid:
+            raise ConfigError(f"{where}unknown key {k!r}.{closest(str(k), valid)} Valid: {', '.join(valid)}")
+    settings = {k: v for k, v in d.items() if k not in STUDY_KEYS}
+    _check_settings(settings, where)  # types and values of the shared settings
+    name = d.get("study", default_name)
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise ConfigError(f"{where}study: a plain folder name is expected, got {name!r}")
+    return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
+                 configs=_configs(d.get("configs", "seed001"), where), seeds=_seeds(d.get("seeds", [0]), where),
+                 settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
+                 description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where),
+                 arms=_arms(d.get("arms"), where, bool(d.get("pretrain"))))
+
+
+def setting_keys() -> list[str]:
+    """Keys a study file, an override or an arm may set: RunConfig's fields, its
+    sub-configurations' dotted keys and their older flat spellings."""
+    import dataclasses
+    return list(dict.fromkeys([f.name for f in dataclasses.fields(RunConfig)] + RunConfig.keys() + list(LEGACY_KEYS)))
+
+
+def _check_settings(settings: dict, where: str) -> None:
+    try:
+        RunConfig.from_dict(settings, where=where)
+    except ConfigError as e:
+        # YAML 1.1 reads 1e-3 as text; say so rather than leave "expected float" a puzzle
+        text = [f"{k}: {v}" for k, v in settings.items() if isinstance(v, str) and _is_number(v)]
+        hint = f" (YAML reads {text[0]!r} as text: write the number with a dot, e.g. 1.0e-3)" if text else ""
+        raise ConfigError(f"{e}{hint}") from None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _plural(k: str) -> str:
+    return {"scenario": "scenarios", "config": "configs", "seed": "seeds"}[k]
+
+
+def _as_list(v: Any, key: str, where: str) -> list:
+    if isinstance(v, (str, int)) and not isinstance(v, bool):
+        v = [v]
+    if not isinstance(v, list) or not v:
+        raise ConfigError(f"{where}{key}: expected a non-empty list, got {v!r}")
+    return v
+
+
+def _scenarios(v: Any, where: str) -> list[str]:
+    if v == "all":
+        return list(SCENARIOS)
+    out = []
+    for s in _as_list(v, "scenarios", where):
+        try:
+            out.append(get_scenario(str(s)).id)
+        except UnknownNameError as e:
+            raise ConfigError(f"{where}scenarios: {e} (or 'all')") from None
+    return list(dict.fromkeys(out))
+
+
+def _configs(v: Any, where: str) -> list[str]:
+    names: list[str] = []
+    for c in _as_list(v, "configs", where):
+        names += CONFIG_SETS.get(c, [c]) if isinstance(c, str) else [c]
+    out = []
+    for c in names:
+        try:
+            out.append(get_config(str(c)).name)  # aliases (fp32_true) -> the canonical name
+        except UnknownNameError:
+            valid = list(CONFIG_SETS) + list(REGISTRY) + list(ALIASES)
+            raise ConfigError(f"{where}configs: unknown dtype config {c!r}.{closest(str(c), valid)} "
+                              f"Valid: {', '.join(valid)}") from None
+    return list(dict.fromkeys(out))
+
+
+def _seeds(v: Any, where: str) -> list[int]:
+    seeds = _as_list(v, "seeds", where)
+    bad = [s for s in seeds if not isinstance(s, int) or isinstance(s, bool) or s < 0]
+    if bad:
+        raise ConfigError(f"{where}seeds: expected a list of non-negative integers, e.g. [0, 1, 2]; got {bad[0]!r}")
+    return list(dict.fromkeys(seeds))
+
+
+def _overrides(v: Any, where: str) -> dict:
+    """lm, cls, gpt2, roberta, A-F -> settings; an arch block inside lm / cls (``cls: {gpt2:
+    {...}}``) is stored as ``cls.gpt2``."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}overrides: expected a mapping of scenario (A-F, lm, cls, gpt2, roberta) to settings")
+    valid = list(GROUPS) + list(SCENARIOS) + list(ARCH_GROUPS)
+    out = {}
+    for key, settings in v.items():
+        k = str(key)
+        k = k if k in GROUPS else k.lower() if k.lower() in ARCH_GROUPS else k.upper()
+        if k not in valid:
+            raise ConfigError(f"{where}overrides: unknown scenario {key!r}.{closest(str(key), valid)} "
+                              f"Valid: {', '.join(valid)}")
+        settings = _override_block(settings, f"{where}overrides.{key}: ")
+        if k in GROUPS:
+            for arch in ARCH_GROUPS:
+                if arch in settings:
+                    out[f"{k}.{arch}"] = _override_block(settings.pop(arch), f"{where}overrides.{key}.{arch}: ")
+                    _check_settings(out[f"{k}.{arch}"], f"{where}overrides.{key}.{arch}: ")
+        _check_settings(settings, f"{where}overrides.{key}: ")  # unknown keys and types, with this location
+        out[k] = settings
+    return out
+
+
+def _override_block(settings: Any, here: str) -> dict:
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{here}expected a mapping of settings, got {settings!r}")
+    for ident in RUN_IDENTITY:
+        if ident in settings:
+            raise ConfigError(f"{here}{ident!r} cannot be overridden per scenario")
+    return dict(settings)
+
+
+def _pretrain(v: Any, where: str) -> dict:
+    """``pretrain:`` arch -> settings of the run that makes that arch's checkpoint, with its
+    scenario, config and seed filled in (A / B, the RunConfig default config, seed 0)."""
+    if v is None:
+        return {}
+    example = "e.g. pretrain: {gpt2: {scenario: A, config: amp_bf16, steps: 2000}}"
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}pretrain: expected a mapping of architecture (gpt2, roberta) to run settings, {example}")
+    if "save_model" not in RunConfig.keys():
+        raise ConfigError(f"{where}pretrain: this benchlib's RunConfig has no save_model key, so no run can save "
+                          f"the checkpoint the stage makes")
+    out = {}
+    for key, spec in v.items():
+        arch = str(key).lower()
+        if arch not in ARCHS:
+            raise ConfigError(f"{where}pretrain: unknown architecture {key!r}.{closest(str(key), list(ARCHS))} "
+                              f"Valid: {', '.join(ARCHS)}")
+        here = f"{where}pretrain.{key}: "
+        spec = dict(spec or {}) if isinstance(spec, dict) or spec is None else None
+        if spec is None:
+            raise ConfigError(f"{here}expected a mapping of run settings, {example}")
+        if "out_dir" in spec:
+            raise ConfigError(f"{here}'out_dir' is set by the sweep")
+        if spec.get("save_model", True) is not True:
+            raise ConfigError(f"{here}save_model: a pretrain run always saves its model")
+        if spec.get("model_name_or_path") == PRETRAINED:
+            raise ConfigError(f"{here}model_name_or_path: {PRETRAINED!r} is what this stage makes; give a hub id or a "
+                              f"directory to start from, or leave it out to train from scratch")
+        try:
+            sid = get_scenario(str(spec.get("scenario", LM_SCENARIO[arch]))).id
+        except UnknownNameError as e:
+            raise ConfigError(f"{here}scenario: {e}") from None
+        if sid != LM_SCENARIO[arch]:
+            raise ConfigError(f"{here}scenario {sid!r}: the {ARCH_NAME[arch]} checkpoint is pretrained on scenario "
+                              f"{LM_SCENARIO[arch]} (its language-model task); "
+                              + ", ".join(f"{a}: {LM_SCENARIO[a]}" for a in ARCHS))
+        spec["scenario"] = sid
+        config = spec.get("config", RunConfig().config)
+        if not isinstance(config, str) or config in CONFIG_SETS:
+            raise ConfigError(f"{here}config: one dtype config name, got {config!r}")
+        spec["config"] = _configs(config, here)[0]
+        spec["seed"] = _seeds(spec.get("seed", 0), here)[0]
+        _check_settings({k: x for k, x in spec.items() if k not in ("scenario", "config", "seed")}, here)
+        out[arch] = spec
+    return out
+
+
+def _arms(v: Any, where: str, has_pretrain: bool) -> dict:
+    """``arms:`` name -> settings (any RunConfig key but scenario / seed / out_dir; ``config`` or
+    ``configs`` replaces the study's configs for that arm)."""
+    if v is None:
+        return {}
+    example = "e.g. arms: {single: {}, ddp_2: {dist: {strategy: ddp, nproc: 2}}}"
+    if not isinstance(v, dict) or not v:
+        raise ConfigError(f"{where}arms: expected a mapping of arm name to settings, {example}")
+    if has_pretrain:
+        raise ConfigError(f"{where}arms and pretrain cannot be combined: pretrain a checkpoint in one study, "
+                          f"compare strategies on it in another")
+    out = {}
+    for name, settings in v.items():
+        here = f"{where}arms.{name}: "
+        if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or name == "pretrain":
+            raise ConfigError(f"{here}an arm's name is a plain folder name, got {name!r}")
+        settings = dict(settings or {}) if isinstance(settings, dict) or settings is None else None
+        if settings is None:
+            raise ConfigError(f"{here}expected a mapping of settings, {example}")
+        for ident in ("scenario", "seed", "out_dir"):
+            if ident in settings:
+                raise ConfigError(f"{here}{ident!r} cannot be set per arm")
+        if "config" in settings or "configs" in settings:
+            settings["configs"] = _configs(settings.pop("configs", None) or settings.pop("config"), here)
+            settings.pop("config", None)
+        _check_settings({k: x for k, x in settings.items() if k != "configs"}, here)
+        out[name] = settings
+    return out

@@ -1,0 +1,192 @@
+"""Trivial predictors, and whether a run clearly beat its one.
+
+A quality number means something only beside what a model that learned nothing scores on the
+same evaluation set. Each task has one input-blind predictor, fitted on the training split:
+
+* causal / masked LM: the **unigram** distribution of the training tokens (add-one smoothed):
+  the best a model can do without reading its context;
+* multi-label: the **label frequency** predictor: every document gets each label's training
+  frequency as its probability (so it ranks the same labels first everywhere);
+* single-label: the **majority class** (with the class prior as its probabilities).
+
+``evaluate_predictor`` scores any predictor into the record's quality metrics plus per-example
+values (one per sequence or document). ``evidence`` compares a run with its baseline on those
+per-example values, paired, and gives standard errors: a run *beat* its baseline when the
+task's threshold-free metric (val loss for LM, P@1 for multi-label, accuracy for single-label)
+is better by at least ``LearnedRule.min_rel_gain`` of the baseline's value and by
+``LearnedRule.z`` standard errors of the paired difference.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from benchlib.training.metrics import multilabel_metrics, singlelabel_metrics
+
+BASELINE_NAME = {"clm": "unigram", "mlm": "unigram", "multilabel": "label_frequency",
+                 "singlelabel": "majority_class"}
+LEARNED_METRIC = {"clm": ("val_loss", False), "mlm": ("val_loss", False), "multilabel": ("p_at_1", True),
+                  "singlelabel": ("accuracy", True)}
+"""Per task: the threshold-free metric that decides whether a run learned, and its direction."""
+UNIGRAM_MAX_TOKENS = 50_000_000
+"""Training tokens counted for the unigram (a large real corpus: its first rows up to this)."""
+
+
+@dataclass(frozen=True)
+class LearnedRule:
+    min_rel_gain: float = 0.05
+    """The learned metric must beat the baseline by this fraction of the baseline's value..."""
+    z: float = 3.0
+    """...and by this many standard errors of the paired per-example difference."""
+
+
+# ---- the trivial predictors --------------------------------------------------------------
+def unigram_log_probs(train: np.ndarray, vocab_size: int, special_ids=()) -> torch.Tensor:
+    """log p(token) from training-token counts, add-one smoothed over the non-special ids."""
+    flat = np.asarray(train).reshape(-1)[:UNIGRAM_MAX_TOKENS]
+    counts = np.bincount(flat.astype(np.int64), minlength=vocab_size)[:vocab_size].astype(np.float64) + 1.0
+    counts[[i for i in special_ids if 0 <= i < vocab_size]] = 0.0  # never a target: log p = -inf
+    with np.errstate(divide="ignore"):
+        return torch.from_numpy(np.log(counts / counts.sum()))
+
+
+def label_log_odds(train_labels: np.ndarray, num_labels: int, n_docs: int) -> torch.Tensor:
+    """log(f / (1 - f)) of each label's training frequency f (half a document added to every
+    count and to the complement, so unseen labels get a finite logit)."""
+    counts = np.bincount(train_labels[train_labels >= 0].astype(np.int64), minlength=num_labels)[:num_labels]
+    return torch.from_numpy(np.log((counts + 0.5) / (n_docs - counts + 0.5)))
+
+
+def class_log_prior(primary: np.ndarray, num_labels: int) -> torch.Tensor:
+    """log of each class's training share (add-half smoothed)."""
+    y = np.asarray(primary)
+    counts = np.bincount(y[y >= 0].astype(np.int64), minlength=num_labels)[:num_labels] + 0.5
+    return torch.from_numpy(np.log(counts / counts.sum()))
+
+
+def head_bias(data) -> torch.Tensor | None:
+    """The trivial predictor's logits as an output-head bias (classification): training then
+    starts from the baseline instead of spending its first steps learning label frequencies."""
+    if data.task == "multilabel":
+        return label_log_odds(data.train["labels"], data.num_labels, len(data.train["ids"])).float()
+    if data.task == "singlelabel":
+        return class_log_prior(data.train["primary"], data.num_labels).float()
+    return None
+
+
+def evaluate_baseline(data, val: list[dict]) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """``evaluate_predictor`` for ``data``'s trivial predictor on the evaluation batches. LM
+    losses are read off the unigram table directly (no [B, T, V] logits)."""
+    if data.task in ("clm", "mlm"):
+        lp = unigram_log_probs(data.train, data.vocab_size, data.special_ids)
+        losses, tokens = [], []
+        for b in val:
+            y = b["labels"].cpu()
+            scored = y != -100
+            nll = torch.where(scored, -lp[y.clamp_min(0)], 0.0)
+            n = scored.sum(1)
+            losses.append(nll.sum(1) / n.clamp_min(1))
+            tokens.append(n)
+        return _lm_result(losses, tokens)
+    bias = head_bias(data)
+    return evaluate_predictor(lambda b: bias.expand(len(b["labels"]), -1), val, data.task)
+
+
+# ---- scoring -----------------------------------------------------------------------------
+def evaluate_predictor(logits_fn, val: list[dict], task: str) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Quality metrics of ``logits_fn`` over the evaluation batches, and per-example values:
+    LM ``loss`` (mean over each sequence's scored tokens) and ``tokens``; multi-label ``hit1``,
+    ``tp``, ``fp``, ``fn`` per document and ``bce``; single-label ``correct`` and ``ce``.
+    Losses are reduced in fp32 whatever the model's precision."""
+    if task in ("clm", "mlm"):
+        losses, tokens = [], []
+        for b in val:
+            lg = logits_fn(b).float()
+            y = b["labels"]
+            nll = F.cross_entropy(lg.reshape(-1, lg.shape[-1]), y.reshape(-1), ignore_index=-100,
+                                  reduction="none").reshape(y.shape)
+            n = (y != -100).sum(1)
+            losses.append((nll.sum(1) / n.clamp_min(1)).cpu())
+            tokens.append(n.cpu())
+        return _lm_result(losses, tokens)
+    L = torch.cat([logits_fn(b).float().cpu() for b in val])
+    Y = torch.cat([b["labels"].cpu() for b in val])
+    if task == "multilabel":
+        out = multilabel_metrics(L, Y)
+        bce = F.binary_cross_entropy_with_logits(L, Y.float(), reduction="none").mean(1)
+        out["val_loss"] = float(bce.mean())
+        pred, y = (L > 0).float(), Y.float()
+        per = {"hit1": y.gather(1, L.argmax(1, keepdim=True))[:, 0].numpy(),
+               "tp": (pred * y).sum(1).numpy(), "fp": (pred * (1 - y)).sum(1).numpy(),
+               "fn": ((1 - pred) * y).sum(1).numpy(), "bce": bce.double().numpy()}
+        return out, per
+    out = singlelabel_metrics(L, Y)
+    ce = F.cross_entropy(L, Y, reduction="none")
+    out["val_loss"] = float(ce.mean())
+    return out, {"correct": (L.argmax(1) == Y).double().numpy(), "ce": ce.double().numpy()}
+
+
+def _lm_result(losses: list[torch.Tensor], tokens: list[torch.Tensor]) -> tuple[dict, dict]:
+    """Token-weighted val loss and perplexity from per-sequence mean losses and token counts."""
+    loss, n = torch.cat(losses).double().numpy(), torch.cat(tokens).numpy()
+    vl = float((loss * n).sum() / max(1, n.sum()))
+    return {"val_loss": vl, "perplexity": math.exp(vl) if vl < 50 else float("inf")}, {"loss": loss, "tokens": n}
+
+
+def _se(x: np.ndarray) -> float:
+    return float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def standard_errors(per: dict[str, np.ndarray], task: str) -> dict[str, float]:
+    """Standard errors of the recorded quality metrics over the evaluation examples: LM val loss
+    (token-weighted mean of per-sequence losses), P@1, accuracy, val loss, and micro-F1 by a
+    bootstrap over documents (scipy)."""
+    if task in ("clm", "mlm"):
+        w = per["tokens"] / per["tokens"].mean()
+        return {"val_loss": _se(per["loss"] * w)}
+    if task == "singlelabel":
+        return {"accuracy": _se(per["correct"]), "val_loss": _se(per["ce"])}
+    from scipy.stats import bootstrap
+
+    def micro_f1(tp, fp, fn, axis=-1):
+        tp, fp, fn = tp.sum(axis), fp.sum(axis), fn.sum(axis)
+        return np.where(tp + fp + fn > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1e-12), 0.0)
+    out = {"p_at_1": _se(per["hit1"]), "val_loss": _se(per["bce"])}
+    if len(per["tp"]) > 1 and (per["tp"].sum() + per["fp"].sum()) > 0:
+        res = bootstrap((per["tp"], per["fp"], per["fn"]), micro_f1, paired=True, vectorized=True,
+                        n_resamples=999, method="percentile", random_state=np.random.default_rng(0))
+        out["micro_f1"] = float(res.standard_error)
+    else:  # no positive prediction anywhere: F1 is 0 on every resample
+        out["micro_f1"] = 0.0
+    return out
+
+
+def _per_example(per: dict[str, np.ndarray], task: str) -> np.ndarray:
+    """The learned metric per example, oriented so that its mean is the metric."""
+    if task in ("clm", "mlm"):
+        return per["loss"] * (per["tokens"] / per["tokens"].mean())
+    return per["hit1"] if task == "multilabel" else per["correct"]
+
+
+def evidence(quality: dict, per: dict, base: dict, base_per: dict, task: str,
+             rule: LearnedRule = LearnedRule()) -> dict:
+    """Record fields comparing a run with its trivial baseline on the same examples:
+    ``baseline/*`` metrics, standard errors, the paired gap on the learned metric and
+    ``quality/beats_baseline``."""
+    name, higher = LEARNED_METRIC[task]
+    out: dict = {"baseline/name": BASELINE_NAME[task], "quality/learned_metric": name}
+    out.update({f"baseline/{k}": v for k, v in base.items()})
+    for k, v in standard_errors(per, task).items():
+        out[f"quality/{k}_se"] = v
+    diff = _per_example(per, task) - _per_example(base_per, task)
+    gain = float(diff.mean()) * (1 if higher else -1)  # > 0: better than the baseline
+    se = _se(diff)
+    need = max(rule.min_rel_gain * abs(base[name]), rule.z * (se if math.isfinite(se) else 0.0))
+    out.update({"quality/n_eval": int(len(diff)), "quality/baseline_gain": gain, "quality/baseline_gain_se": se,
+                "quality/baseline_gain_needed": need,
+                "quality/beats_baseline": bool(math.isfinite(gain) and gain > need)})
+    return out

@@ -1,0 +1,324 @@
+"""One training run: (scenario, dtype config, seed, size, steps, ...) -> a result record.
+
+The step reads the dtype config's fields (autocast, loss scaling, optimizer, head dtype,
+compile, TF32) and never its name. Per-step values stay on the device and are copied to
+the host once every ``log_every`` steps, so logging costs one sync per interval.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from benchlib.core import env as envmod
+from benchlib.training.baselines import evaluate_baseline, evaluate_predictor, head_bias
+from benchlib.training.checkpoints import CheckpointError
+from benchlib.core.dtypes import DtypeConfig
+from benchlib.data.load import load_task_data
+from benchlib.data.tasks import DataUnavailableError
+from benchlib.training.forensics import Forensics
+from benchlib.training.health import verdict
+from benchlib.parallel.group import Strategy, unsupported_reason, world_size
+from benchlib.parallel.launch import launch, needs_launch
+from benchlib.parallel.strategies import setup
+from benchlib.training.measures import memory_metrics, quality_metrics, speed_metrics, stability_metrics
+from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
+from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
+from benchlib.core.records import new_record, write_json_atomic
+from benchlib.core.steplog import StepLog
+from benchlib.core.timing import WindowTimer
+from benchlib.core.runconfig import RunConfig, resolved
+
+
+class Diverged(Exception):
+    pass
+
+
+def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progress: bool = True,
+        progress_desc: str | None = None) -> dict:
+    """Train one configuration and return its record; never raises for a failed run.
+
+    The record's status is ``ok``, ``diverged``, ``oom``, ``error`` (with the traceback's last
+    lines in ``reason``) or ``skipped`` (the hardware or installed packages cannot run the
+    config, with the reason). With ``out_dir``, ``result.json`` and ``steps.jsonl`` are
+    written there (the record atomically, last).
+    """
+    startup_s = envmod.process_age_s()  # kernel / interpreter start and imports before this call
+    if isinstance(cfg, dict):
+        cfg = RunConfig.from_dict(cfg)
+    if needs_launch(cfg):  # ddp / fsdp outside torchrun: run it under torchrun
+        return launch(cfg, out_dir, progress=progress)
+    cfg = resolved(cfg)
+    device = envmod.pick_device(cfg.device)
+    compile_ = {"on": True, "off": False}.get(cfg.compile, cfg.dtype.compile and device.type == "cuda")
+    cfg = cfg.replace(device=device.type, compile="on" if compile_ else "off", **{"dist.nproc": world_size(cfg)},
+                      cudagraphs=cfg.cudagraphs and compile_ and device.type == "cuda",
+                      out_dir=str(out_dir) if out_dir else cfg.out_dir)
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="dtype-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    rec = new_record(cfg, device)
+    rec["metrics"]["time/startup_s"] = startup_s
+    t0 = time.perf_counter()
+    skip = envmod.unsupported_reason(cfg.dtype, device) or unsupported_reason(cfg)
+    dist = Strategy()  # until the process group is joined
+    try:
+        if skip:
+            rec.update(status="skipped", reason=skip)
+        else:
+            dist = setup(cfg, device)
+            _train(cfg, device, out, rec, progress and dist.is_main, progress_desc, dist)
+    except torch.cuda.OutOfMemoryError as e:
+        rec.update(status="oom", reason=str(e).splitlines()[0][:500])
+    except (CheckpointError, DataUnavailableError) as e:  # bad input: its one line says what to do
+        rec.update(status="error", reason=str(e))
+    except Exception:
+        rec.update(status="error", reason="".join(traceback.format_exc().splitlines(True)[-15:]))
+    finally:
+        rec["wall_s"] = time.perf_counter() - t0
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    rec["_path"] = str(out / "result.json")
+    if dist.finish(rec):  # rank 0 writes the record (or the rank that failed first)
+        write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
+    dist.close()
+    return rec
+
+
+def _auto_warmup(cfg: RunConfig, device: torch.device) -> int:
+    if cfg.timing_warmup is not None:
+        return min(cfg.timing_warmup, cfg.steps - 1)
+    if device.type == "cpu":
+        return min(2, cfg.steps - 1)
+    return min(max(5, cfg.steps // 10), 50, cfg.steps - 1)
+
+
+def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress: bool,
+           progress_desc: str | None, dist: Strategy | None = None) -> None:
+    dist = dist or Strategy()
+    dtype: DtypeConfig = cfg.dtype
+    scn = cfg.scn
+    t_setup = time.perf_counter()
+    set_matmul_flags(dtype)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    data = load_task_data(cfg)
+    data_s = time.perf_counter() - t_setup
+    rec["data"] = {"source": data.source, "vocab_size": data.vocab_size, "num_labels": data.num_labels,
+                   "loss_floor": data.loss_floor, **{k: v for k, v in data.meta.items()
+                                                      if isinstance(v, (int, float, str, bool, type(None)))}}
+    torch.manual_seed(cfg.seed)
+    t_model = time.perf_counter()
+    model = build_model(ModelSpec.for_run(cfg, data), dtype)
+    model_s = time.perf_counter() - t_model
+    if model.pretrained_info is not None:
+        rec["pretrained"] = model.pretrained_info
+    bias = head_bias(data) if cfg.head_init == "prior" else None
+    if bias is not None:  # start classification at the trivial predictor, not at random logits
+        with torch.no_grad():
+            model.head.bias.copy_(bias.to(model.head.bias.dtype))
+    model.to(device)  # the first CUDA allocation: creates the context
+    if dtype.fp8 != "none":
+        from benchlib.training.fp8 import convert_fp8
+        convert_fp8(model, dtype.fp8)
+    to_device_s = time.perf_counter() - t_model - model_s
+    fpt = model.flops_per_token(cfg.seq_len)  # before sharding hides parameter sizes
+    # ddp / fsdp wrap (and shard) before the optimizer sees the parameters
+    if cfg.compile == "on":
+        # each run compiles afresh: several runs in one process (a notebook, `bench`) would
+        # otherwise pile up recompilations until dynamo silently falls back to eager
+        torch._dynamo.reset()
+    step_model: Callable = dist.wrap(model, compile=cfg.compile == "on" and not cfg.cudagraphs)
+    if cfg.cudagraphs:  # single process only (RunConfig checks)
+        step_model = torch.compile(step_model, mode="reduce-overhead")
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = dist.regroup(build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device))
+    scaler = dist.loss_scaler(LossScaler(dtype, device))
+    next_batch = data.sampler(cfg.batch_size, device, dist.data_seed(cfg.seed))
+    val = data.val_batches(_eval_batch_size(cfg), cfg.eval_batches, device)
+    forensics = Forensics(params) if cfg.forensics else None
+    amp = autocast_context(device.type, dtype)
+    setup_s = time.perf_counter() - t_setup
+
+    steps = cfg.steps
+    timer = WindowTimer(device, _auto_warmup(cfg, device), steps, cfg.timing_windows)
+    rows_f = open(out / "steps.jsonl" if dist.is_main else os.devnull, "w")
+    log = StepLog(steps, device, rows_f, cfg.diverge_ratio, dist.all_reduce_mean_)
+    eval_s = 0.0
+    first_step_s = None
+
+    def is_log_step(s: int) -> bool:
+        return s == 0 or (s + 1) % cfg.log_every == 0 or s == steps - 1
+
+    # CUDA graphs and gradient accumulation: a .grad that is None takes the graph's output
+    # buffer itself, which the next micro-batch's replay overwrites. Gradients kept allocated
+    # (zeroed, not freed) are added into instead.
+    keep_grads = cfg.cudagraphs and cfg.grad_accum > 1
+    if keep_grads:
+        for p in params:
+            p.grad = torch.zeros_like(p)
+    bar = _progress(steps, progress, progress_desc or cfg.run_id)
+    t_train = time.perf_counter()
+    step = 0
+    try:
+        for step in range(steps):
+            timer.before_step(step)
+            t_step = time.perf_counter()
+            lr = lr_at(step, cfg.lr, cfg.warmup_steps, steps, cfg.min_lr_ratio)
+            _set_lr(opt, lr)
+            log_now = is_log_step(step)
+            logit_max = loss_sum = None
+            for micro in range(cfg.grad_accum):
+                batch = next_batch()
+                dist.set_grad_sync(step_model, micro == cfg.grad_accum - 1)
+                if cfg.cudagraphs:
+                    # a new replay reuses the graph's output memory: the values kept across
+                    # micro-batches below are copies
+                    torch.compiler.cudagraph_mark_step_begin()
+                with amp:
+                    # the max |logit| (of one sequence: models.BenchModel.forward) on every step
+                    # keeps one compiled graph: a log-steps-only variant compiled a second graph
+                    # at step 1 of every run
+                    loss, lm = step_model(batch, logit_stats=True)
+                logit_max = lm.clone() if logit_max is None else torch.maximum(logit_max, lm)
+                if cfg.grad_accum > 1:
+                    loss = loss / cfg.grad_accum
+                scaler.scale(loss).backward()
+                loss_sum = loss.detach().clone() if loss_sum is None else loss_sum + loss.detach()
+            extras = {}
+            if log_now and forensics is not None:
+                extras.update(forensics.gradients())  # as backward made them: scaled, in their dtype
+            scaler.unscale_(opt, params)
+            if log_now:
+                grads = [p.grad for p in params if p.grad is not None]
+                gmax = dist.grad_max(grads)
+            gnorm = dist.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+            if log_now and forensics is not None:
+                forensics.before_step()
+            scaler.step(opt)
+            if log_now and forensics is not None:
+                extras.update(forensics.after_step())
+            opt.zero_grad(set_to_none=not keep_grads)
+            log.record(step, loss_sum, gnorm)
+            timer.after_step(step)
+            if step == 0:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                first_step_s = time.perf_counter() - t_step
+            if log_now:
+                log.flush(step, lr, {"grad_max": gmax, "max_logit": logit_max, "loss_scale": scaler.current_scale(),
+                                     **extras})
+                if log.diverged_step is not None and cfg.on_divergence == "stop":
+                    raise Diverged()
+                if bar is not None and log.losses:
+                    bar.set_postfix(loss=f"{log.losses[-1]:.4g}", gnorm=f"{log.grad_norms[-1]:.3g}")
+            if bar is not None:
+                bar.update(1)
+            if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step != steps - 1:
+                with timer.pause():
+                    te = time.perf_counter()
+                    q, _ = evaluate(model, val, scn.task, amp)
+                    eval_s += time.perf_counter() - te
+                rows_f.write(json.dumps({"step": step, "eval": q}) + "\n")
+    except Diverged:
+        pass
+    finally:
+        if bar is not None:
+            bar.refresh()  # the last redraw may be throttled: show the final count in executed notebooks
+            bar.close()
+    log.finish()
+    timer.finish()
+    train_s = time.perf_counter() - t_train
+    loop_eval_s = eval_s
+    steps_done = len(log.losses)
+    diverged_step = log.diverged_step
+
+    te = time.perf_counter()
+    # evaluated even after a divergence: the record then shows what the diverged weights give
+    quality, per_example = evaluate(model, val, scn.task, amp)
+    eval_s += time.perf_counter() - te
+    base_quality, base_per = evaluate_baseline(data, val)
+    broken = diverged_step is None and not math.isfinite(quality.get("val_loss", 0.0))
+    if broken:  # the last step wrote non-finite weights after the last loss was checked
+        diverged_step = steps_done - 1
+    rows_f.write(json.dumps({"step": steps_done - 1, "eval": quality}) + "\n")
+    rows_f.close()
+
+    m = rec["metrics"]
+    m.update(speed_metrics(cfg, timer, device, rec["env"].get("device_name"), fpt))
+    m.update(memory_metrics(device, opt))
+    m.update(quality_metrics(cfg, quality, per_example, base_quality, base_per, data.loss_floor))
+    m.update(stability_metrics(log, diverged_step, scaler))
+    m["time/setup_s"] = setup_s
+    m["time/data_s"] = data_s
+    m["time/model_s"] = model_s
+    m["time/first_step_s"] = first_step_s
+    m["time/train_s"] = train_s
+    m["time/eval_s"] = eval_s
+    # the part of the run that scales with steps: the steady step time (timed windows) x the
+    # steps after the first; compilation, warm-up, evaluation stay in the fixed cost
+    m["time/steps_s"] = (m["step_ms"] / 1000 * max(0, steps_done - 1) if m.get("step_ms") is not None
+                         else train_s - (first_step_s or 0.0) - loop_eval_s)
+    m["time/to_device_s"] = to_device_s
+    dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
+    status, reason, health = verdict(log.losses, diverged_step, m["quality/beats_baseline"])
+    m.update(health)
+    rec["status"], rec["reason"] = status, reason
+    if status == "diverged":
+        rec["reason"] = ("the final evaluation's loss is non-finite: the weights hold inf/nan after the last step"
+                         if broken else
+                         f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
+                         f"{'stopped' if cfg.on_divergence == 'stop' else 'continued'} after {steps_done} steps")
+    if cfg.save_model and dist.is_main:
+        from benchlib.training.checkpoints import save_pretrained
+        save_pretrained(model, out / "model", {"run_id": cfg.run_id, "scenario": cfg.scenario, "config": cfg.config,
+                                              "seed": cfg.seed, "steps": steps_done, "status": status,
+                                              "quality": quality, "commit": rec["env"].get("git_commit"),
+                                              "date": rec["env"].get("date")})
+        rec["checkpoint"] = str(out / "model")
+    # clean up any non-finite metric values for JSON readers that reject NaN
+    for k, v in list(m.items()):
+        if isinstance(v, float) and not math.isfinite(v):
+            m[k] = None
+
+
+def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    for g in opt.param_groups:
+        if torch.is_tensor(g["lr"]):  # torchao keeps lr as a tensor so its compiled step never recompiles
+            g["lr"].fill_(lr)
+        else:
+            g["lr"] = lr
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, leave=True, dynamic_ncols=True)
+
+
+def _eval_batch_size(cfg: RunConfig) -> int:
+    """Evaluation needs no activations for backward: classification evaluates 4 micro-batches
+    at once (its logits are small); LM keeps the training micro-batch ([B, T, V] logits)."""
+    return cfg.batch_size * (1 if cfg.scn.is_lm else 4)
+
+
+@torch.no_grad()
+def evaluate(model: BenchModel, val: list[dict], task: str, amp) -> tuple[dict[str, float], dict]:
+    """Validation quality and its per-example values (``baselines.evaluate_predictor``); losses
+    reduced in fp32 whatever the training precision."""
+    was_training = model.training
+    model.eval()
+    try:
+        def logits(b):
+            with amp:
+                return model.logits(b)
+        return evaluate_predictor(logits, val, task)
+    finally:
+        model.train(was_training)

@@ -1,0 +1,272 @@
+"""GPT-2 and RoBERTa through transformers, wrapped so that the output head's precision
+is the dtype config's to decide.
+
+``BenchModel`` = backbone (GPT2Model / RobertaModel) -> [MLM transform] -> head -> loss.
+The head is the last projection to the output space: the (tied) vocabulary projection for
+LM scenarios, a linear layer over the labels for classification.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from benchlib.core.dtypes import TORCH_DTYPES, DtypeConfig
+
+
+@dataclass(frozen=True)
+class Shape:
+    layers: int
+    heads: int
+    width: int
+
+
+SHAPES = {
+    "tiny": Shape(2, 2, 64),
+    "small": Shape(4, 4, 256),
+    "base": Shape(12, 12, 768),  # GPT-2 124M and RoBERTa-base
+}
+
+
+def padded_vocab(v: int, multiple: int = 64) -> int:
+    """Embedding rows rounded up to a multiple of 64: the vocabulary matmul then tiles
+    evenly on tensor cores (GPT-2's 50257 -> 50304); the extra rows are never a target."""
+    return -(-v // multiple) * multiple
+
+
+def _conv1d_to_linear(module: nn.Module) -> None:
+    """GPT-2's Conv1D is x @ W + b with W stored (in, out); swap each for the same function
+    as nn.Linear so that float8 conversion, FSDP policies and fused kernels see Linear layers."""
+    from transformers.pytorch_utils import Conv1D
+    for name, child in list(module.named_children()):
+        if isinstance(child, Conv1D):
+            lin = nn.Linear(child.weight.shape[0], child.weight.shape[1], bias=child.bias is not None,
+                            device=child.weight.device, dtype=child.weight.dtype)
+            with torch.no_grad():
+                lin.weight.copy_(child.weight.t())
+                if child.bias is not None:
+                    lin.bias.copy_(child.bias)
+            setattr(module, name, lin)
+        else:
+            _conv1d_to_linear(child)
+
+
+class BenchModel(nn.Module):
+    def __init__(self, backbone: nn.Module, head: nn.Linear, task: str, arch: str,
+                 transform: nn.Module | None = None, head_dtype: torch.dtype | None = None):
+        super().__init__()
+        self.backbone, self.head, self.transform = backbone, head, transform
+        self.task, self.arch = task, arch
+        self.head_dtype = head_dtype  # None: the head runs like the body
+
+    @property
+    def head_is_tied(self) -> bool:
+        emb = self.backbone.get_input_embeddings().weight
+        return self.head.weight is emb
+
+    def _head(self, h: torch.Tensor) -> torch.Tensor:
+        if self.head_dtype is None:
+            return self.head(h)
+        # fp32 head: autocast off, input and weight in the head dtype (a no-op cast when the
+        # weight is stored in it; an upcast when it is tied to a low-precision embedding).
+        dt = self.head_dtype
+        with torch.autocast(h.device.type, enabled=False):
+            b = self.head.bias.to(dt) if self.head.bias is not None else None
+            return F.linear(h.to(dt), self.head.weight.to(dt), b)
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        ids = batch["input_ids"]
+        if self.task in ("clm", "mlm"):
+            h = self.backbone(input_ids=ids).last_hidden_state
+            if self.transform is not None:
+                h = self.transform(h)
+            return self._head(h)
+        if self.arch == "gpt2":
+            # Causal attention with right padding: pad tokens sit after the pooled token and
+            # can never reach it, so no mask is needed (and flash attention stays available).
+            h = self.backbone(input_ids=ids).last_hidden_state
+            last = batch["attention_mask"].sum(1) - 1  # seed 002's last-token bottleneck
+            pooled = h[torch.arange(h.shape[0], device=h.device), last]
+        else:
+            h = self.backbone(input_ids=ids, attention_mask=batch["attention_mask"]).last_hidden_state
+            pooled = h[:, 0]  # <s>
+        return self._head(pooled)
+
+    def loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        y = batch["labels"]
+        if self.task in ("clm", "mlm", "singlelabel"):
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+        return F.binary_cross_entropy_with_logits(logits, y.to(logits.dtype))
+
+    def forward(self, batch: dict[str, torch.Tensor], logit_stats: bool = False):
+        logits = self.logits(batch)
+        loss = self.loss(logits, batch)
+        if logit_stats:
+            # the largest |logit| of the batch's first sequence: a monitor of logit growth at
+            # 1/batch of the cost of the whole batch's (which measured ~0.7 ms of a 27 ms
+            # GPT-2 124M step on an H200, computed on every step)
+            return loss, logits[0].detach().abs().amax().float()
+        return loss, None
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """nanoGPT's 6N + 12*L*D*T, N without the parameters that cost no per-token matmul:
+        position embeddings, an untied token embedding, a head applied once per sequence."""
+        cfg = self.backbone.config
+        n = sum(p.numel() for p in self.parameters())
+        if hasattr(self.backbone, "wpe"):
+            n -= self.backbone.wpe.weight.numel()
+        elif hasattr(self.backbone, "embeddings"):
+            n -= self.backbone.embeddings.position_embeddings.weight.numel()
+        if not self.head_is_tied:
+            # an untied input embedding is a lookup, not a matmul (classification): no FLOPs
+            n -= self.backbone.get_input_embeddings().weight.numel()
+            if self.task in ("multilabel", "singlelabel"):
+                n -= self.head.weight.numel()  # applied once per sequence, not per token
+        return 6 * n + 12 * cfg.num_hidden_layers * cfg.hidden_size * seq_len
+
+
+ATTN = "bench_sdpa"
+
+
+def _attn_implementation() -> str:
+    """SDPA attention whose mask is None whenever the batch has no padding mask.
+
+    transformers builds an explicit causal mask while torch.compile traces (its
+    ``torch.compiler.is_exporting()`` check reads True under dynamo in torch < 2.14), which
+    keeps SDPA off its flash kernel. With no padding there is nothing to mask but causality,
+    which SDPA's ``is_causal`` (set by causal modules) expresses without a mask. Batches with
+    padding still get transformers' own mask. Falls back to plain "sdpa" on transformers
+    versions without the attention/mask registries.
+    """
+    try:
+        from transformers import AttentionInterface
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    except ImportError:
+        return "sdpa"
+
+    def mask_or_none(*args, attention_mask=None, **kw):
+        if attention_mask is None:
+            return None
+        return sdpa_mask(*args, attention_mask=attention_mask, **kw)
+
+    AttentionInterface.register(ATTN, sdpa_attention_forward)
+    AttentionMaskInterface.register(ATTN, mask_or_none)
+    return ATTN
+
+
+def _gpt2_config(shape: Shape, vocab: int, seq_len: int, pad_id: int):
+    from transformers import GPT2Config
+    return GPT2Config(vocab_size=vocab, n_positions=max(seq_len, 1024 if shape.width >= 768 else seq_len),
+                      n_embd=shape.width, n_layer=shape.layers, n_head=shape.heads,
+                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, pad_token_id=pad_id,
+                      bos_token_id=None, eos_token_id=None, attn_implementation=_attn_implementation(),
+                      use_cache=False)
+
+
+def _roberta_config(shape: Shape, vocab: int, seq_len: int, pad_id: int, bos_id: int):
+    from transformers import RobertaConfig
+    return RobertaConfig(vocab_size=vocab, hidden_size=shape.width, num_hidden_layers=shape.layers,
+                         num_attention_heads=shape.heads, intermediate_size=4 * shape.width,
+                         max_position_embeddings=seq_len + pad_id + 2, type_vocab_size=1,
+                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                         pad_token_id=pad_id, bos_token_id=bos_id, eos_token_id=None,
+                         attn_implementation=_attn_implementation(), use_cache=False)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What model a run trains: the architecture and task (its scenario), the shapes, the
+    tokenizer's special ids, and where its weights come from."""
+
+    arch: str
+    """gpt2 | roberta"""
+    task: str
+    """clm | mlm | multilabel | singlelabel"""
+    size: str
+    """tiny | small | base (``SHAPES``)"""
+    vocab_size: int
+    seq_len: int
+    pad_id: int = 0
+    bos_id: int = 1
+    num_labels: int | None = None
+    """Classification only: width of the task head."""
+    model_name_or_path: str | None = None
+    """Pretrained weights (hub id or directory); None = from scratch."""
+    activation_checkpointing: bool = False
+
+    @classmethod
+    def for_run(cls, cfg, data) -> "ModelSpec":
+        """The model of a run configuration (``RunConfig``) over its data (``TaskData``)."""
+        return cls(cfg.scn.arch, cfg.scn.task, cfg.size, data.vocab_size, cfg.seq_len, data.pad_id, data.bos_id,
+                   data.num_labels, cfg.model_name_or_path, cfg.activation_checkpointing)
+
+
+def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
+    """Build on CPU in fp32 (so a seed gives the same initial weights on every device),
+    then cast to the config's parameter dtype; the head gets ``dtype.head_dtype``."""
+    arch, task, size, vocab_size, seq_len = spec.arch, spec.task, spec.size, spec.vocab_size, spec.seq_len
+    pad_id, bos_id, num_labels, model_name_or_path = spec.pad_id, spec.bos_id, spec.num_labels, spec.model_name_or_path
+    from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
+    from benchlib.training.checkpoints import load_pretrained
+    lm = task in ("clm", "mlm")
+    vocab = padded_vocab(vocab_size)
+    kw = dict(attn_implementation=_attn_implementation())
+    loaded: dict | None = None
+
+    def pretrained(cls, **more):
+        nonlocal loaded
+        m, loaded = load_pretrained(cls, arch, model_name_or_path, **kw, **more)
+        return m
+    if arch == "gpt2":
+        if lm:
+            full = (pretrained(GPT2LMHeadModel) if model_name_or_path
+                    else GPT2LMHeadModel(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
+            backbone, head, transform = full.transformer, full.lm_head, None
+        else:
+            backbone = (pretrained(GPT2Model) if model_name_or_path
+                        else GPT2Model(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
+        _conv1d_to_linear(backbone)
+    elif arch == "roberta":
+        if lm:
+            full = (pretrained(RobertaForMaskedLM) if model_name_or_path
+                    else RobertaForMaskedLM(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id)))
+            backbone = full.roberta
+            lmh = full.lm_head
+            transform = nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
+            head = lmh.decoder
+        else:
+            backbone = (pretrained(RobertaModel, add_pooling_layer=False)
+                        if model_name_or_path else
+                        RobertaModel(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id),
+                                     add_pooling_layer=False))
+    else:
+        raise ValueError(f"unknown arch {arch!r}: gpt2 or roberta")
+    # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
+    # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
+    # cache state until dynamo gives up and runs them eagerly (seen on 2xH200).
+    backbone.config.use_cache = False
+    if backbone.get_input_embeddings().weight.shape[0] < vocab_size:
+        backbone.resize_token_embeddings(padded_vocab(vocab_size))
+    if not lm:
+        head = nn.Linear(backbone.config.hidden_size, num_labels)
+        transform = None
+    model = BenchModel(backbone, head, task, arch, transform,
+                       head_dtype=TORCH_DTYPES[dtype.head_dtype] if dtype.head_dtype else None)
+    model.pretrained_info = loaded  # what the checkpoint gave (checkpoints.check_loaded), for the record
+    model.to(dtype.torch_param_dtype)
+    if dtype.head_dtype and not model.head_is_tied:
+        model.head.to(TORCH_DTYPES[dtype.head_dtype])
+    if spec.activation_checkpointing:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def autocast_context(device_type: str, dtype: DtypeConfig):
+    """torch.autocast for AMP configs, a null context otherwise (nanoGPT's pattern)."""
+    if dtype.autocast_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=TORCH_DTYPES[dtype.autocast_dtype])

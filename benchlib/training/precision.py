@@ -1,0 +1,95 @@
+"""Everything the dtype config changes in a training step besides the model's dtypes:
+global TF32 flags, loss scaling, and the optimizer (fused AdamW, stochastic-rounding
+AdamW for bf16 weights, bitsandbytes 8-bit AdamW)."""
+from __future__ import annotations
+
+import torch
+
+from benchlib.core.dtypes import DtypeConfig
+
+
+def set_matmul_flags(dtype: DtypeConfig) -> None:
+    """seed 002: fp32_true disables TF32 for matmul and cuDNN; other configs allow it."""
+    torch.backends.cuda.matmul.allow_tf32 = dtype.tf32
+    torch.backends.cudnn.allow_tf32 = dtype.tf32
+    torch.set_float32_matmul_precision("high" if dtype.tf32 else "highest")
+
+
+class LossScaler:
+    """One interface over the three loss-scaling modes.
+
+    none:    loss unchanged, every step applied.
+    static:  loss x S before backward, grads / S after; the step is applied even when the
+             grads overflowed (seed 002's fp16_naive: nothing protects it but the scale).
+    dynamic: torch.amp.GradScaler: grows the scale, halves it and skips the step on overflow.
+    """
+
+    def __init__(self, dtype: DtypeConfig, device: torch.device):
+        self.mode = dtype.loss_scaling
+        self.static = float(dtype.loss_scale)
+        self.grad_scaler = None
+        if self.mode == "dynamic":
+            self.grad_scaler = torch.amp.GradScaler(device.type, init_scale=dtype.loss_scale)
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        if self.grad_scaler is not None:
+            return self.grad_scaler.scale(loss)
+        if self.mode == "static" and self.static != 1.0:
+            return loss * self.static
+        return loss
+
+    def unscale_(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> None:
+        if self.grad_scaler is not None:
+            self.grad_scaler.unscale_(optimizer)
+        elif self.mode == "static" and self.static != 1.0:
+            grads = [p.grad for p in params if p.grad is not None]
+            torch._foreach_mul_(grads, 1.0 / self.static)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.grad_scaler is not None:
+            self.grad_scaler.step(optimizer)
+            self.grad_scaler.update()
+        else:
+            optimizer.step()
+
+    def current_scale(self) -> torch.Tensor | float:
+        """The scale as a device tensor (dynamic) or a float; reading it never syncs."""
+        if self.grad_scaler is not None:
+            return self.grad_scaler._scale if self.grad_scaler._scale is not None else self.grad_scaler._init_scale
+        return self.static if self.mode == "static" else 1.0
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices, not biases, norms or embeddings' position rows (nanoGPT's rule: dim >= 2)."""
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(model: torch.nn.Module, dtype: DtypeConfig, lr: float, weight_decay: float,
+                    beta2: float, device: torch.device) -> torch.optim.Optimizer:
+    groups = param_groups(model, weight_decay)
+    betas = (0.9, beta2)
+    if dtype.optimizer == "adamw8bit":
+        import bitsandbytes as bnb
+        # states of tensors under 4096 elements stay 32-bit (bitsandbytes' min_8bit_size)
+        return bnb.optim.AdamW8bit(groups, lr=lr, betas=betas, eps=dtype.adam_eps)
+    if dtype.update_rounding == "stochastic":
+        from benchlib.training.sr_adamw import StochasticRoundingAdamW
+        # updates computed in fp32 and rounded stochastically into the bf16 weights, so an
+        # update below half a bf16 ulp still moves the weight in expectation
+        return StochasticRoundingAdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps)
+    # fused on every device (CPU included): eps and the update in fp32 arithmetic whatever the
+    # weights' dtype, so a config means the same numerics on the CPU as on the GPU
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps, fused=True)
+
+
+def lr_at(step: int, base_lr: float, warmup: int, total: int, min_ratio: float) -> float:
+    """Linear warm-up to ``base_lr`` then cosine decay to ``min_ratio * base_lr``."""
+    import math
+    if step < warmup:
+        return base_lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return base_lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
