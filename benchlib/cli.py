@@ -29,7 +29,7 @@ LEGACY_FLAGS = {"dtype_config": "config", "max_steps": "steps"}
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
     for key in RunConfig.keys():
-        if key in ("out_dir", "extra"):
+        if key == "out_dir":
             continue
         p.add_argument(f"--{key}", dest=key, default=None, metavar=key.rsplit(".", 1)[-1].upper())
     for old, new in LEGACY_KEYS.items():  # --strategy, --nproc: older spellings of --dist.*

@@ -82,3 +82,35 @@ def test_the_sweep_runs_arms_under_torchrun_isolates_a_failing_one_and_resumes_o
     # resume: only the failed arm runs again
     assert sweep.main([str(path), "--out", str(root), "--dry-run"]) == 0
     assert "done 2, to run 1 (error 1)" in capsys.readouterr().out
+
+
+def test_a_record_the_sweep_did_not_complete_runs_again(tmp_path):
+    """Training wrote a finished record, but the notebook around it was killed (a time limit):
+    without the sweep's own entry the record is not taken as done."""
+    from benchlib.core.records import write_json_atomic
+    path = _study(tmp_path, "  ddp_2: {dist: {strategy: ddp, nproc: 2}}\n")
+    item = sweep.plan(load_study(path), tmp_path)[0]
+    rec = {**sweep.error_record(item.spec, item.out_dir, None), "status": "ok"}
+    write_json_atomic(item.result, rec)
+    assert sweep.run_state(item)[0] == "unfinished"
+    write_json_atomic(item.result, {**rec, "sweep": {"wall_s": 1.0}})
+    assert sweep.run_state(item) == ("done:ok", "")
+
+
+def test_the_torchrun_command_carries_the_records_notes_so_rank_0_writes_them():
+    import argparse
+
+    from benchlib.cli import add_run_args, run_config_from_args
+    from benchlib.core.runconfig import RunConfig
+    from benchlib.parallel.launch import torchrun_command
+    cfg = RunConfig.from_dict({"dist": {"strategy": "ddp", "nproc": 2}, "extra": {"study": "s", "arm": "ddp 2"}})
+    cmd = torchrun_command(cfg, "out")
+    p = argparse.ArgumentParser()
+    add_run_args(p)
+    assert run_config_from_args(p.parse_args(cmd[8:cmd.index("--out")])).extra == {"study": "s", "arm": "ddp 2"}
+
+
+def test_the_scaling_analysis_finds_a_records_arm_from_its_folder_when_the_record_lacks_it():
+    from benchlib.analysis import scaling
+    assert scaling._arm_of_path("x/seed004/runs/fsdp_official/A/amp_bf16/seed0/result.json") == "fsdp_official"
+    assert scaling._arm_of_path("x/smoke/runs/A/amp_bf16/seed0/result.json") is None  # a study without arms

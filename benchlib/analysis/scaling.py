@@ -53,7 +53,8 @@ def load_runs(root: str | Path):
         raise FileNotFoundError(f"no readable result.json under {root}")
     df = records_frame(recs)
     runs = [flatten(r["run"]) for r in recs]  # records before `dist` was a section: flat keys
-    df["arm"] = [(r["run"].get("extra") or {}).get("arm") or _arm_name(run) for r, run in zip(recs, runs)]
+    df["arm"] = [(r["run"].get("extra") or {}).get("arm") or _arm_of_path(r.get("_path")) or _arm_name(run)
+                 for r, run in zip(recs, runs)]
     df["strategy"] = [run.get("dist.strategy", "single") for run in runs]
     df["limit_all_gathers"] = [run.get("dist.limit_all_gathers", True) for run in runs]
     df["nproc"] = [int(r["metrics"].get("dist/world_size") or run.get("dist.nproc", 1)) for r, run in zip(recs, runs)]
@@ -72,6 +73,15 @@ def _levers(rec: dict, run: dict) -> str:
     default = DistConfig()
     return ",".join(f"{k}={run[f'dist.{k}']}" for k in LEVERS
                      if f"dist.{k}" in run and run[f"dist.{k}"] != getattr(default, k))
+
+
+def _arm_of_path(path: str | None) -> str | None:
+    """The arm of a record the sweep wrote under ``runs/<arm>/<scenario>/<config>/seed<k>/``
+    (a record whose notebook was cut off before the launcher added its notes)."""
+    parts = Path(path).parts if path else ()
+    if "runs" in parts and len(parts) - parts.index("runs") == 6:
+        return parts[parts.index("runs") + 1]
+    return None
 
 
 def _arm_name(run: dict) -> str:
@@ -326,22 +336,37 @@ SCALING_COLUMNS = ["scenario", "config", "arm", "strategy", "nproc", "tokens_per
                    "final_train_loss", "val_loss", "dist"]
 
 
-def report(res: Scaling) -> str:
+def _markdown(df) -> str:
+    """A pipe table (what docs/multi_gpu.md shows), numbers to 4 significant digits."""
+    def cell(v):
+        if isinstance(v, float):
+            return "" if v != v else f"{v:,.4g}"
+        return "" if v is None else str(v)
+    rows = [[cell(v) for v in r] for r in df.itertuples(index=False)]
+    return "\n".join(["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def report(res: Scaling, markdown: bool = False) -> str:
+    """The tables as text (or as markdown pipe tables): seed 003's throughput per arm, speed-up
+    and efficiency, and the summary against the baseline arm (seed 004's format)."""
     import pandas as pd
+    show = _markdown if markdown else (lambda d: d.to_string(index=False))
     lines = []
     with pd.option_context("display.width", 220, "display.max_columns", 30, "display.float_format", "{:,.4g}".format):
         if res.throughput is not None:
-            lines += ["seed 003 (first window excluded; time averaged, tokens/s summed over ranks):",
-                      res.throughput.to_string(index=False), ""]
+            lines += ["throughput per arm, seed 003's way (first window excluded; time averaged, tokens/s summed over "
+                      "ranks; mean and std over windows):", "", show(res.throughput), ""]
         if len(res.scaling):
             cols = [c for c in SCALING_COLUMNS if c in res.scaling]
-            lines += ["scaling (N devices vs 1):", res.scaling[cols].to_string(index=False), ""]
+            lines += ["scaling (N devices vs 1):", "", show(res.scaling[cols]), ""]
         exps = res.summary.get("experiments", {})
         if exps:
             d = pd.DataFrame([{"arm": a, **e} for a, e in exps.items()])
             cols = [c for c in ("arm", "status", "strategy", "nproc", "config", "median_tokens_per_s", "speedup_vs_baseline",
                                 "final_loss", "best_loss", "final_loss_minus_baseline", "gib_per_device") if c in d]
-            lines += [f"seed 004 summary (baseline {res.summary['baseline']}):", d[cols].to_string(index=False), ""]
+            lines += [f"summary against the baseline arm {res.summary['baseline']} (seed 004's format):", "",
+                      show(d[cols]), ""]
     lines += [f"files: {', '.join(str(f) for f in res.files[:3])}" + (f" and {len(res.files) - 3} more" if len(res.files) > 3 else "")]
     return "\n".join(lines)
 
@@ -360,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", default=BASELINE_ARM, help=f"seed 004's baseline arm (default {BASELINE_ARM})")
     p.add_argument("--out", default=None, help="output folder (default ROOT/scaling)")
     p.add_argument("--formats", default="png,svg")
+    p.add_argument("--markdown", action="store_true", help="print the tables as markdown (docs/multi_gpu.md)")
     ns = p.parse_args(argv)
     res = analyze(ns.root, ns.out, ns.baseline, tuple(f for f in ns.formats.split(",") if f))
-    print(report(res))
+    print(report(res, markdown=ns.markdown))
     return 0

@@ -105,6 +105,8 @@ def environment(device: torch.device) -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
         "git_commit": git_commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -112,6 +114,19 @@ def environment(device: torch.device) -> dict:
         env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
         env["driver"] = _nvml_driver()
     return env
+
+
+def cpu_model() -> str | None:
+    """The host CPU's model name: launch-bound steps (small batches, eager FSDP hooks) run at
+    the host's single-thread speed, so a step time is only comparable with the CPU named."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def _nvml_driver() -> str | None:

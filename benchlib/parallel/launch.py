@@ -9,6 +9,7 @@ torchrun (a notebook, the sweep, a plain ``run(cfg)``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -41,7 +42,7 @@ def torchrun_command(cfg: RunConfig, out_dir: str | os.PathLike, quiet: bool = F
     flags, defaults = [], RunConfig().flat()
     for k, v in cfg.flat().items():
         # dist.nproc: torchrun sets the world size
-        if k in ("out_dir", "extra", "dist.nproc") or v is None or (v == defaults[k] and k not in IDENTITY_FLAGS):
+        if k in ("out_dir", "dist.nproc") or v is None or (v == defaults[k] and k not in IDENTITY_FLAGS):
             continue
         flags += [f"--{k}", _flag(v)]
     return ([sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -55,6 +56,8 @@ IDENTITY_FLAGS = ("scenario", "config", "seed", "dist.strategy")
 def _flag(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, dict):  # extra: the record's notes (study, arm) travel with the command
+        return json.dumps(v, sort_keys=True)
     return str(v)
 
 

@@ -200,7 +200,8 @@ def is_waiting(rec: dict) -> bool:
 
 def run_state(item: Item) -> tuple[str, str]:
     """done:<status> (skipped on resume), or why it runs: new / error / corrupt / stale /
-    waiting (skipped for want of its pretrained checkpoint)."""
+    unfinished (a record the sweep did not complete) / waiting (skipped for want of its
+    pretrained checkpoint)."""
     if not item.result.exists():
         return "new", ""
     try:
@@ -214,6 +215,10 @@ def run_state(item: Item) -> tuple[str, str]:
     changed = stale_keys(rec, item.spec.params)
     if changed:
         return "stale", "parameters changed: " + ", ".join(changed)
+    if "sweep" not in rec:
+        # training wrote its record but the notebook around it never finished (the sweep was
+        # killed, e.g. by a time limit, before it could add its own entry): run it again
+        return "unfinished", "the record has no sweep entry: its notebook did not finish"
     return f"done:{rec['status']}", ""
 
 
@@ -480,10 +485,11 @@ def summary(items: list[Item]) -> str:
     import pandas as pd
 
     from benchlib.core.records import records_frame
-    recs = []
+    recs, arms = [], []
     for i in items:
         try:
             recs.append(read_record(i.result))
+            arms.append(i.spec.arm)
         except CorruptRecord:
             pass
     counts = pd.Series([r["status"] for r in recs]).value_counts()
@@ -495,17 +501,19 @@ def summary(items: list[Item]) -> str:
     for col in ("throughput", "memory", "quality"):
         if col not in df:
             df[col] = float("nan")
+    df["arm"] = arms
+    by = "arm" if df["arm"].notna().any() else "config"  # a study with arms compares arms
     for sid, g in df.groupby("scenario", sort=True):
         ok = g[g["status"].isin(TRAINED)]
         qname = ok["quality_name"].dropna().iloc[0] if "quality_name" in ok and ok["quality_name"].notna().any() else "quality"
         unit = ok["throughput_unit"].dropna().iloc[0] if "throughput_unit" in ok and ok["throughput_unit"].notna().any() else ""
         rows = []
-        for cfg, c in g.groupby("config", sort=False):
+        for key, c in g.groupby(by, sort=False):
             fin = c[c["status"].isin(TRAINED)]
-            rows.append({"config": cfg, "status": " ".join(f"{k}x{v}" if v > 1 else k for k, v in c["status"].value_counts().items()),
+            rows.append({by: key, "status": " ".join(f"{k}x{v}" if v > 1 else k for k, v in c["status"].value_counts().items()),
                          f"throughput {unit}": _mean_std(fin["throughput"]), "memory GiB": _mean_std(fin["memory"]),
                          qname: _mean_std(fin["quality"])})
-        lines += ["", f"scenario {sid}:", pd.DataFrame(rows).set_index("config").to_string()]
+        lines += ["", f"scenario {sid}:", pd.DataFrame(rows).set_index(by).to_string()]
     return "\n".join(lines)
 
 
