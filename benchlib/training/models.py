@@ -168,10 +168,14 @@ def _gpt2_config(shape: Shape, vocab: int, seq_len: int, pad_id: int):
 
 
 def _roberta_config(shape: Shape, vocab: int, seq_len: int, pad_id: int, bos_id: int):
+    """RoBERTa-base keeps its 514 positions whatever the run's sequence length (as GPT-2 keeps
+    1024): a checkpoint pretrained on short sequences (BERT's first phase, 128 tokens) then
+    fine-tunes at 512, the rows beyond its training length starting from their initialisation."""
     from transformers import RobertaConfig
     return RobertaConfig(vocab_size=vocab, hidden_size=shape.width, num_hidden_layers=shape.layers,
                          num_attention_heads=shape.heads, intermediate_size=4 * shape.width,
-                         max_position_embeddings=seq_len + pad_id + 2, type_vocab_size=1,
+                         max_position_embeddings=max(seq_len, 512 if shape.width >= 768 else seq_len) + pad_id + 2,
+                         type_vocab_size=1,
                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                          pad_token_id=pad_id, bos_token_id=bos_id, eos_token_id=None,
                          attn_implementation=_attn_implementation(), use_cache=False)
