@@ -40,6 +40,9 @@ arm's runs go to ``runs/<arm>/...``, and the sweep launches torchrun for the one
       fsdp2_tuned_2: {dist: {strategy: fsdp2, nproc: 2, compile_unit: blocks, reshard: none}}
       ddp_fp32: {config: fp32_baseline, dist: {strategy: ddp, nproc: 2}}
 
+Where the runs execute (``--executor local|slurm`` of the sweep) and with which resources:
+an ``executor:`` section, ``benchlib.study.executor``.
+
 The same file is also a papermill parameters file (``papermill ... -f params/smoke.yaml``):
 the training notebooks apply its settings and overrides for their own scenario.
 """
@@ -55,9 +58,10 @@ from benchlib.training.checkpoints import ARCH_NAME, ARCH_SCENARIOS, ARCHS, LM_S
 from benchlib.core.dtypes import ALIASES, REGISTRY, FULL_MATRIX, CORE_SIX, UnknownNameError, closest, get_config
 from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig
 from benchlib.core.scenarios import SCENARIOS, get_scenario
+from benchlib.study.executor import ExecutorSettings
 
 # Keys that describe the matrix; every other top-level key is a RunConfig setting.
-STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "overrides", "pretrain", "arms")
+STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "overrides", "pretrain", "arms", "executor")
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
 CONFIG_SETS = {"seed001": FULL_MATRIX, "seed002": CORE_SIX, "all": list(REGISTRY)}
@@ -92,6 +96,8 @@ class Study:
     """arch -> the settings of the run that pretrains that arch's checkpoint (``pretrain:``)."""
     arms: dict = field(default_factory=dict)
     """arm name -> settings laid over each run of the matrix, last (``arms:``)."""
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    """Where the sweep's runs execute and with which resources (``executor:``)."""
 
     @staticmethod
     def layers(scenario: str) -> list[str]:
@@ -225,7 +231,8 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
                  configs=_configs(d.get("configs", "seed001"), where), seeds=_seeds(d.get("seeds", [0]), where),
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
                  description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where),
-                 arms=_arms(d.get("arms"), where, bool(d.get("pretrain"))))
+                 arms=_arms(d.get("arms"), where, bool(d.get("pretrain"))),
+                 executor=ExecutorSettings.from_dict(d.get("executor"), where))
 
 
 def setting_keys() -> list[str]:

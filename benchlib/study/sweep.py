@@ -42,6 +42,7 @@ from benchlib.study.html_export import last_line as _last_line
 from benchlib.training.checkpoints import is_complete, model_dir
 from benchlib.core.records import COMPLETED, FINISHED, TRAINED, CorruptRecord, read_record, write_json_atomic
 from benchlib.core.runconfig import flatten, ConfigError
+from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.studyfile import GROUPS, RunSpec, Study, load_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -302,7 +303,11 @@ def kernel_env(slot: dict) -> dict:
 # and altair) imports rfc3987_syntax when installed (JupyterLab's environment has it) only to
 # check "iri" string formats, which no notebook or chart schema uses; building its grammar
 # takes ~1.4 s in every process (benchlib/__init__.py does the same inside the kernel).
-PAPERMILL_MAIN = ("import sys; sys.modules.setdefault('rfc3987_syntax', None); "
+# SIGUSR2 is ignored (and so by the kernel papermill starts): a scheduler's warning before a time
+# limit or preemption (Slurm's --signal, which submitit asks for) is for the task around
+# papermill, which writes the record; its default action would kill papermill without one.
+PAPERMILL_MAIN = ("import sys, signal; sys.modules.setdefault('rfc3987_syntax', None); "
+                  "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
                   "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
 
 
@@ -317,7 +322,9 @@ def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) ->
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
         try:
             return proc.wait()
-        except BaseException:
+        except BaseException as e:
+            if not isinstance(e, KeyboardInterrupt):  # Ctrl-C reached papermill already
+                proc.terminate()
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -376,7 +383,8 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
         if rc == -signal.SIGINT:
             _mark_interrupted(item)
             raise KeyboardInterrupt
-        reason = f"notebook failed (papermill exit {rc}):\n{log_tail(log)}"
+        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else "failed"
+        reason = f"notebook {how} (papermill exit {rc}):\n{log_tail(log)}"
         if rec is not None:
             reason += f"\n(the training itself had ended with status {rec['status']!r})"
             rec = {**rec, "status": "error", "reason": reason}
@@ -387,6 +395,19 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
     rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), **(sweep_extra or {})}
     write_json_atomic(item.result, rec)
     return rec
+
+
+def execute_item(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
+                 sweep_extra: dict | None = None) -> dict:
+    """One item of the plan, as every executor runs it: a pretrain run or a run of its own
+    runs its notebook; a run that loads a pretrain checkpoint first checks it is there (else
+    a ``waiting`` record)."""
+    if item.needs is None:
+        return run_one(item, study_file, slot, timeout, sweep_extra)
+    problem = pretrain_problem(item.needs)
+    if problem:
+        return waiting_record(item, problem)
+    return run_one(item, study_file, slot, timeout, {"pretrained": pretrain_stamp(item.needs), **(sweep_extra or {})})
 
 
 def sweep_timing(rec: dict, wall_s: float) -> dict:
@@ -548,7 +569,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--analysis-only", action="store_true",
                    help="execute nothing: run the analysis notebooks (and the HTML export) over the records "
                         "there, e.g. results copied from a GPU host")
+    c = p.add_argument_group("scheduler (submitit; settings also from the study file's executor: section)")
+    c.add_argument("--executor", choices=KINDS, default=None,
+                   help="inprocess: run here, one notebook after another (default); local: submitit's local "
+                        "executor; slurm: submit the pending runs as a Slurm job array")
+    c.add_argument("--status", action="store_true", help="each run's state from its record and the scheduler")
+    c.add_argument("--wait", action="store_true", help="slurm: stay until the jobs end, then analyse here")
+    for flag, typ in (("partition", str), ("account", str), ("qos", str), ("time_min", int), ("cpus_per_task", int),
+                      ("mem_gb", float), ("array_parallelism", int)):
+        c.add_argument(f"--{flag.replace('_', '-')}", dest=flag, type=typ, default=None, help=f"executor.{flag}")
+    c.add_argument("--gpus-per-task", dest="gpus_per_task", type=lambda t: t if t == "auto" else int(t), default=None,
+                   help="executor.gpus_per_task (auto: the run's dist.nproc on a GPU)")
     return p.parse_args(argv)
+
+
+def executor_settings(ns: argparse.Namespace, study: Study) -> ExecutorSettings:
+    """The study file's ``executor:`` section with the command line's flags over it."""
+    return study.executor.replace(**{k: getattr(ns, k) for k in ("partition", "account", "qos", "time_min",
+                                     "cpus_per_task", "mem_gb", "array_parallelism", "gpus_per_task")},
+                                  kind=ns.executor)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -559,12 +598,18 @@ def main(argv: list[str] | None = None) -> int:
     for i in items if ns.force else []:
         if not i.todo and not i.pulled:
             i.state, i.detail = "rerun", "--force"
+    settings = executor_settings(ns, study)
+    if ns.status:
+        from benchlib.study.cluster import print_status
+        return print_status(study, items, ns.out)
     study_dir = ns.out / study.name
     pending = [i for i in items if i.todo]
     _print_plan(study, ns.study, every, items, pending, study_dir, commands=ns.dry_run)
     todo = [] if ns.analysis_only else pending
     if ns.analysis_only and pending:
         print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
+    if settings.kind != "inprocess" and todo:
+        return _submit(ns, study, settings, todo, lambda wall: _after_runs(ns, study, every, items, todo, [], wall))
     if ns.dry_run:
         return 0
 
@@ -577,11 +622,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
               f"  dtype-bench sweep {_rel(ns.study)}", file=sys.stderr)
         return 130
-    wall = time.perf_counter() - t0
+    return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0])
+
+
+def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, todo: list[Item], after) -> int:
+    """Hand ``todo`` to submitit (``benchlib.study.cluster``); analyse here once the local
+    executor (or ``--wait``) is through."""
+    from benchlib.study import cluster
+    cluster.require_submitit()
+    sub = cluster.Submission(study, ns.out, settings, ns.timeout)
+    todo, flying = sub.pending(todo)
+    if flying:
+        print(f"  in flight, not submitted again: {', '.join(i.run_id for i in flying[:8])}"
+              f"{' ...' if len(flying) > 8 else ''}")
+    if ns.dry_run:
+        print(f"would submit {_n(len(todo), 'run')} ({settings.kind}):\n{sub.dry_run(todo)}" if todo else "nothing to submit")
+        return 0
+    if not todo:
+        print("nothing to submit: every selected run is finished or in flight")
+        return 0
+    t0 = time.perf_counter()
+    sub.submit(todo, wait=ns.wait, flying=flying)
+    if settings.kind == "slurm" and not ns.wait:
+        print(f"\nsubmitted {_n(len(todo), 'run')}; jobs: {_rel(cluster.cluster_dir(study, ns.out) / cluster.LEDGER)}\n"
+              f"  progress:  dtype-bench sweep {_rel(ns.study)} --status\n"
+              f"  resubmit what failed:  dtype-bench sweep {_rel(ns.study)} --executor slurm")
+        return 0
+    return after(time.perf_counter() - t0)
+
+
+def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
+                timings: list[dict], wall: float, slot: dict | None = None) -> int:
+    """The analysis notebooks, the HTML export and the summary, after the runs."""
+    study_dir = ns.out / study.name
 
     analysis, failed = [], []
     if not ns.no_analysis and (todo or ns.analysis_only or not (study_dir / "analysis").exists()):
-        analysis, failed = run_analysis(study_dir, slots[0], arms=bool(study.arms))
+        analysis, failed = run_analysis(study_dir, slot or {}, arms=bool(study.arms))
     analysis = analysis or sorted((study_dir / "analysis").glob("*.ipynb"))
     runs = [i for i in every if i.stage == "run"]
     pre = [i for i in every if i.stage == "pretrain"]
@@ -686,19 +763,11 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
             bar.write(pretrain_warning(item))
         bar.update(1)
 
-    def run_or_wait(item: Item, slot: dict) -> dict:
-        if item.needs is None:
-            return run_one(item, study.path, slot, timeout)
-        problem = pretrain_problem(item.needs)
-        if problem:
-            return waiting_record(item, problem)
-        return run_one(item, study.path, slot, timeout, sweep_extra={"pretrained": pretrain_stamp(item.needs)})
-
     try:
         # the pretrain stage first: the runs after it load its checkpoints
-        run_all([i for i in todo if i.stage == "pretrain"], slots,
-                lambda item, slot: run_one(item, study.path, slot, timeout), on_start, on_done)
-        run_all([i for i in todo if i.stage != "pretrain"], slots, run_or_wait, on_start, on_done)
+        run = lambda item, slot: execute_item(item, study.path, slot, timeout)  # noqa: E731
+        run_all([i for i in todo if i.stage == "pretrain"], slots, run, on_start, on_done)
+        run_all([i for i in todo if i.stage != "pretrain"], slots, run, on_start, on_done)
     finally:
         bar.close()
 
