@@ -8,7 +8,7 @@ import pytest
 from conftest import COMPLETED
 
 from benchlib.core.records import read_record, validate
-from benchlib.study import sweep
+from benchlib.study import runner, sweep
 from benchlib.study.studyfile import load_study
 
 TINY = ("scenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 4\nlog_every: 2\n"
@@ -37,9 +37,9 @@ def test_a_changed_arm_setting_makes_its_record_stale_and_only_its_own(tmp_path)
     path = _study(tmp_path, "  ddp_2: {dist: {strategy: ddp, nproc: 2}}\n")
     item = sweep.plan(load_study(path), tmp_path)[0]
     ran = {"run": {**item.spec.cfg.to_dict(), "dist": {**item.spec.cfg.to_dict()["dist"], "reshard": "none"}}}
-    assert sweep.stale_keys(ran, item.spec.params) == []  # a lever the arm does not set
+    assert runner.stale_keys(ran, item.spec.params) == []  # a lever the arm does not set
     ran["run"]["dist"]["nproc"] = 1
-    assert sweep.stale_keys(ran, item.spec.params) == ["dist.nproc 1 -> 2"]
+    assert runner.stale_keys(ran, item.spec.params) == ["dist.nproc 1 -> 2"]
 
 
 def test_multi_gpu_arms_get_as_many_gpus_per_slot_as_they_have_processes():
@@ -90,7 +90,7 @@ def test_a_record_the_sweep_did_not_complete_runs_again(tmp_path):
     from benchlib.core.records import write_json_atomic
     path = _study(tmp_path, "  ddp_2: {dist: {strategy: ddp, nproc: 2}}\n")
     item = sweep.plan(load_study(path), tmp_path)[0]
-    rec = {**sweep.error_record(item.spec, item.out_dir, None), "status": "ok"}
+    rec = {**runner.error_record(item.spec, item.out_dir, None), "status": "ok"}
     write_json_atomic(item.result, rec)
     assert sweep.run_state(item)[0] == "unfinished"
     write_json_atomic(item.result, {**rec, "sweep": {"wall_s": 1.0}})

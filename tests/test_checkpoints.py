@@ -10,7 +10,7 @@ import yaml
 from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
 
 from benchlib.study import notebook
-from benchlib.study import sweep
+from benchlib.study import runner, sweep
 from benchlib.training.checkpoints import (META_FILE, CheckpointError, check_checkpoint, is_complete, load_pretrained,
                                   save_pretrained)
 from benchlib.core.dtypes import get_config
@@ -291,7 +291,7 @@ def _fake_papermill(study_path, root, outcomes, calls, clock):
         item = by_out[out]
         calls.append(item.run_id)
         clock[0] += 1
-        rec = sweep.error_record(item.spec, out, None)
+        rec = runner.error_record(item.spec, out, None)
         rec["status"] = outcomes.get(item.run_id, "ok")
         rec["reason"] = {"error": "RuntimeError: boom in pretraining",
                          "stalled": "did not clearly beat the trivial baseline; training loss stopped improving at step 2",
@@ -311,7 +311,7 @@ def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path,
     path, root = _study(tmp_path), tmp_path / "executed"
     calls, clock = [], [0]
     argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
-    monkeypatch.setattr(sweep, "execute", _fake_papermill(path, root, {"pretrain/gpt2": "error"}, calls, clock))
+    monkeypatch.setattr(runner, "execute", _fake_papermill(path, root, {"pretrain/gpt2": "error"}, calls, clock))
     assert sweep.main(argv) == 1
     assert calls == ["pretrain/gpt2", "pretrain/roberta", "A/fp32_baseline/seed0", "A/fp32_baseline/seed1",
                      "D/fp32_baseline/seed0", "D/fp32_baseline/seed1"]  # the stage first; C never started
@@ -328,7 +328,7 @@ def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path,
     assert sweep.main(argv + ["--dry-run"]) == 0
     assert "done 5, to run 3 (error 1, waiting 2)" in capsys.readouterr().out
     calls.clear()
-    monkeypatch.setattr(sweep, "execute", _fake_papermill(path, root, {}, calls, clock))
+    monkeypatch.setattr(runner, "execute", _fake_papermill(path, root, {}, calls, clock))
     assert sweep.main(argv) == 0
     assert calls == ["pretrain/gpt2", "C/fp32_baseline/seed0", "C/fp32_baseline/seed1"]
     c0 = read_record(root / "ft/runs/C/fp32_baseline/seed0/result.json")
@@ -352,7 +352,7 @@ def test_a_stalled_pretrain_hands_on_its_checkpoint_with_a_warning_and_a_diverge
     calls, clock = [], [0]
     argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
     outcomes = {"pretrain/gpt2": "stalled", "pretrain/roberta": "diverged"}
-    monkeypatch.setattr(sweep, "execute", _fake_papermill(path, root, outcomes, calls, clock))
+    monkeypatch.setattr(runner, "execute", _fake_papermill(path, root, outcomes, calls, clock))
     assert sweep.main(argv) == 1  # D's runs wait for a usable checkpoint
     captured = capsys.readouterr()
     out = captured.out + captured.err

@@ -12,7 +12,7 @@ from conftest import COMPLETED, REPO
 
 from benchlib.core.records import read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
-from benchlib.study import cluster, sweep
+from benchlib.study import cluster, runner, sweep
 from benchlib.study.executor import ExecutorSettings
 from benchlib.study.studyfile import load_study
 
@@ -130,10 +130,10 @@ def test_a_task_runs_exactly_the_sweeps_papermill_command(tmp_path, monkeypatch)
         seen.append(cmd)
         out = Path(cmd[cmd.index("out_dir") + 1])
         item = next(i for i in items if i.run_id == "D/fp32_baseline/seed0")
-        write_json_atomic(out / "result.json", {**sweep.error_record(item.spec, out, None), "status": "ok"})
+        write_json_atomic(out / "result.json", {**runner.error_record(item.spec, out, None), "status": "ok"})
         return 0
 
-    monkeypatch.setattr(sweep, "execute", fake_execute)
+    monkeypatch.setattr(runner, "execute", fake_execute)
     assert cluster.run_task(str(path), str(root), "D/fp32_baseline/seed0", os.getcwd()) == "ok"
     item = next(i for i in items if i.run_id == "D/fp32_baseline/seed0")
     assert seen == [sweep.papermill_command(item, path)]
@@ -148,7 +148,7 @@ def test_a_stopped_task_leaves_an_error_record_saying_why(tmp_path, monkeypatch)
     def timed_out(cmd, env, log, timeout=None):
         raise submitit.core.utils.UncompletedJobError("Job not requeued because: timed-out and not checkpointable.")
 
-    monkeypatch.setattr(sweep, "execute", timed_out)
+    monkeypatch.setattr(runner, "execute", timed_out)
     with pytest.raises(submitit.core.utils.UncompletedJobError):
         cluster.run_task(str(path), str(root), "A/fp32_baseline/seed0", os.getcwd())
     rec = _records(root / "mini")["A/fp32_baseline/seed0"]
@@ -183,7 +183,7 @@ def test_the_schedulers_reason_heads_the_record_a_stopped_task_wrote(tmp_path, m
     root = tmp_path / "executed"
     study, items = _items(path, root)
     item = items[0]
-    rec = {**sweep.error_record(item.spec, item.out_dir, "notebook killed by SIGTERM (papermill exit -15):"),
+    rec = {**runner.error_record(item.spec, item.out_dir, "notebook killed by SIGTERM (papermill exit -15):"),
            "sweep": {"wall_s": 3.0, "fixed_s": None, "notebook_overhead_s": None,
                      "job": {"executor": "slurm", "job_id": "9", "host": "n1"}}}
     write_json_atomic(item.result, rec)
@@ -196,13 +196,26 @@ def test_the_schedulers_reason_heads_the_record_a_stopped_task_wrote(tmp_path, m
     assert rec["reason"].endswith("notebook killed by SIGTERM (papermill exit -15):")
 
 
+def test_analysis_only_first_records_the_runs_whose_job_ended_without_one(tmp_path, monkeypatch, capsys):
+    path = _write(tmp_path, MINI)
+    root = tmp_path / "executed"
+    study, items = _items(path, root)
+    _ledger(study, root, {"A/fp32_baseline/seed0": "8_0"})
+    monkeypatch.setattr(cluster, "job_states", lambda ledger: {"A/fp32_baseline/seed0": "NODE_FAIL"})
+    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: ([], []))
+    assert sweep.main([str(path), "--out", str(root), "--analysis-only", "--no-html"]) == 1
+    rec = _records(root / "mini")["A/fp32_baseline/seed0"]
+    assert rec["status"] == "error" and rec["reason"].startswith("slurm job 8_0 lost its node")
+    assert "1 run(s) ended in error" in capsys.readouterr().err
+
+
 def test_status_lists_each_runs_state_from_records_and_scheduler(tmp_path, monkeypatch, capsys):
     path = _write(tmp_path, MINI.replace("configs: [fp32_baseline]", "configs: [fp32_baseline, amp_bf16]"))
     root = tmp_path / "executed"
     study, items = _items(path, root)
     by_id = {i.run_id: i for i in items}
     done = by_id["A/fp32_baseline/seed0"]
-    write_json_atomic(done.result, {**sweep.error_record(done.spec, done.out_dir, None), "status": "ok",
+    write_json_atomic(done.result, {**runner.error_record(done.spec, done.out_dir, None), "status": "ok",
                                     "sweep": {"wall_s": 1.0, "fixed_s": None, "notebook_overhead_s": None}})
     _ledger(study, root, {"A/fp32_baseline/seed0": "5_0", "A/amp_bf16/seed0": "5_1", "D/fp32_baseline/seed0": "5_2"})
     monkeypatch.setattr(cluster, "job_states", lambda ledger: {"A/fp32_baseline/seed0": "COMPLETED",
@@ -365,7 +378,7 @@ class FakeSlurm:
 
     def submit(self, fn, *args):
         self.n += 1
-        FakeSlurm.calls.append(("job", fn.__name__, dict(self.params), [args]))
+        FakeSlurm.calls.append(("job", getattr(fn, "command", None), dict(self.params), [args]))
         return self._job(str(self.n))
 
 
@@ -382,7 +395,8 @@ def test_slurm_submission_runs_after_the_pretrain_array_and_the_analysis_after_a
     assert (k2, sorted(a[2] for a in a2), "dependency" in p2) == ("array", ["A/amp_bf16/seed0", "A/fp32_baseline/seed0"], False)
     assert (k3, sorted(a[2] for a in a3), p3["dependency"]) == ("array", ["C/amp_bf16/seed0", "C/fp32_baseline/seed0"],
                                                                 "afterany:41")
-    assert (k4, f4) == ("job", "run_analysis_task") and p4["dependency"] == "afterany:41:42:43"
+    assert k4 == "job" and p4["dependency"] == "afterany:41:42:43"
+    assert f4 == [sys.executable, "-m", "benchlib", "sweep", str(path), "--out", str(root), "--analysis-only"]
     ledger = read_record_json(cluster.cluster_dir(load_study(path), root) / cluster.LEDGER)
     assert ledger["pretrain/gpt2"]["job_id"] == "41_0" and len(ledger) == 5
 

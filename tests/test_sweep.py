@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from conftest import COMPLETED, REPO
 
-from benchlib.study import sweep
+from benchlib.study import runner, sweep
 from benchlib.core.dtypes import FULL_MATRIX, CORE_SIX, get_config
 from benchlib.study.notebook import read_notebook_record
 from benchlib.core.records import FINISHED, read_record, validate, write_json_atomic
@@ -156,28 +156,28 @@ def test_executed_notebook_and_sidecar_paths(tmp_path):
     item = sweep.select(sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path), ["B/amp_bf16/seed0"], [], [], [])[0]
     assert item.notebook == tmp_path / "smoke/runs/B/amp_bf16/seed0.ipynb"
     assert item.result == tmp_path / "smoke/runs/B/amp_bf16/seed0/result.json"
-    assert sweep.source_notebook("B").name == "01_train_lm.ipynb" and sweep.source_notebook("E").name == "02_train_cls.ipynb"
+    assert runner.source_notebook("B").name == "01_train_lm.ipynb" and runner.source_notebook("E").name == "02_train_cls.ipynb"
 
 
 def test_changed_study_settings_make_a_record_stale(tmp_path):
     item = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)[0]
-    rec = sweep.error_record(item.spec, item.out_dir, "")
+    rec = runner.error_record(item.spec, item.out_dir, "")
     write_json_atomic(item.result, {**rec, "status": "ok", "run": {**rec["run"], "steps": 99}})
     assert sweep.run_state(item) == ("stale", "parameters changed: steps 99 -> 30")
 
 
 def test_error_record_is_a_complete_record(tmp_path):
     item = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)[0]
-    rec = validate(sweep.error_record(item.spec, item.out_dir, "kernel died"))
+    rec = validate(runner.error_record(item.spec, item.out_dir, "kernel died"))
     assert (rec["status"], rec["reason"], rec["run_id"]) == ("error", "kernel died", "A/fp32_baseline/seed0")
 
 
 # ---- scheduling ------------------------------------------------------------------------------
 def test_sweep_timing_counts_all_but_the_steps_as_fixed_cost():
     rec = {"wall_s": 30.0, "metrics": {"time/steps_s": 50.0}}
-    t = sweep.sweep_timing(rec, 72.5)
+    t = runner.sweep_timing(rec, 72.5)
     assert t == {"wall_s": 72.5, "fixed_s": 22.5, "notebook_overhead_s": 42.5}
-    assert sweep.sweep_timing({"wall_s": None, "metrics": {}}, 5.0)["fixed_s"] is None  # a run that died
+    assert runner.sweep_timing({"wall_s": None, "metrics": {}}, 5.0)["fixed_s"] is None  # a run that died
 
 
 def test_papermill_runs_without_building_the_iri_grammar():
@@ -258,7 +258,7 @@ def test_smoke_html_reads_offline_with_collapsed_progress_bars(smoke):
 
 def test_rerun_executes_nothing(smoke_copy, capsys, monkeypatch):
     before = _mtimes(smoke_copy / "smoke")
-    monkeypatch.setattr(sweep, "run_one", lambda *a, **k: pytest.fail("a finished run was executed again"))
+    monkeypatch.setattr(runner, "run_one", lambda *a, **k: pytest.fail("a finished run was executed again"))
     assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no-analysis"]) == 0
     out = capsys.readouterr().out
     assert "done 18, to run 0" in out and "scenario F:" in out
@@ -270,7 +270,7 @@ def test_rerun_executes_nothing(smoke_copy, capsys, monkeypatch):
 
 def test_analysis_only_executes_no_run_and_runs_the_analysis(smoke_copy, capsys, monkeypatch):
     (smoke_copy / "smoke/runs/B/amp_bf16/seed0/result.json").unlink()  # one run still to do
-    monkeypatch.setattr(sweep, "run_one", lambda *a, **k: pytest.fail("--analysis-only executed a run"))
+    monkeypatch.setattr(runner, "run_one", lambda *a, **k: pytest.fail("--analysis-only executed a run"))
     analysed = []
     monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: analysed.append(study_dir) or ([], []))
     assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--analysis-only", "--no-html"]) == 0
@@ -303,8 +303,8 @@ def _notebook(path, code):
 def test_failed_runs_are_recorded_and_the_others_finish(tmp_path, monkeypatch, capsys):
     broken = {"C": _notebook(tmp_path / "raises.ipynb", "raise RuntimeError('boom from the test')"),
               "D": _notebook(tmp_path / "dies.ipynb", "import os; os._exit(1)")}
-    real = sweep.source_notebook
-    monkeypatch.setattr(sweep, "source_notebook", lambda s: broken.get(s) or real(s))
+    real = runner.source_notebook
+    monkeypatch.setattr(runner, "source_notebook", lambda s: broken.get(s) or real(s))
     study = _study(tmp_path, "study: faults\nscenarios: [C, D, A]\nconfigs: [fp32_baseline]\nsteps: 3\ndevice: cpu\n")
     assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no-analysis"]) == 1
     records = _records(tmp_path / "executed" / "faults")
@@ -325,10 +325,10 @@ def test_ctrl_c_leaves_no_record_that_looks_finished(tmp_path, monkeypatch, caps
     def interrupted(cmd, env, log, timeout=None):  # training wrote its record, then Ctrl-C hit a later cell
         out = Path(cmd[cmd.index("out_dir") + 1])
         item = sweep.plan(load_study(study), tmp_path / "executed")[0]
-        write_json_atomic(out / "result.json", {**sweep.error_record(item.spec, out, None), "status": "ok"})
+        write_json_atomic(out / "result.json", {**runner.error_record(item.spec, out, None), "status": "ok"})
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sweep, "execute", interrupted)
+    monkeypatch.setattr(runner, "execute", interrupted)
     assert sweep.main([str(study), "--out", str(tmp_path / "executed")]) == 130
     assert "interrupted: runs without a finished record run again" in capsys.readouterr().err
     records = _records(tmp_path / "executed" / "mini")

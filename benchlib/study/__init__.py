@@ -1,7 +1,9 @@
 """Layer 4: many runs, planned from a study file and executed as notebooks.
 
-``studyfile`` parses params/*.yaml into runs; ``sweep`` plans, resumes and fault-isolates them
-through papermill (or torchrun, for multi-process arms); ``notebook`` holds what the notebooks
-call; ``html_export``, ``backfill`` and ``calibration`` work on finished studies.
+``studyfile`` parses params/*.yaml into runs (``executor``: its scheduler section); ``runner``
+plans them, knows each one's state on resume and executes one through papermill (torchrun
+inside, for multi-process arms) into its record; ``sweep`` is the command that runs them here,
+one per GPU, and ``cluster`` hands them to Slurm or submitit's local executor; ``notebook``
+holds what the notebooks call; ``html_export``, ``backfill`` and ``calibration`` work on finished studies.
 Imports every layer below, and ``analysis`` to run the analysis notebooks.
 """

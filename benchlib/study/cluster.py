@@ -28,7 +28,7 @@ from pathlib import Path
 from benchlib.core.records import CorruptRecord, read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.executor import ExecutorSettings
-from benchlib.study.sweep import Item, _rel, error_record, execute_item, log_tail, plan, run_state
+from benchlib.study.runner import Item, _rel, error_record, execute_item, log_tail, plan, run_state
 from benchlib.study.studyfile import Study, load_study
 
 LEDGER = "jobs.json"
@@ -80,14 +80,11 @@ def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int
     return rec["status"]
 
 
-def run_analysis_task(study_file: str, out_root: str, cwd: str) -> int:
-    """The job after the arrays: record what the scheduler ended, then the sweep's own analysis,
-    HTML export and summary (``--analysis-only``)."""
-    from benchlib.study.sweep import main as sweep_main
-    os.chdir(cwd)
-    study = load_study(study_file)
-    reconcile(study, plan(study, Path(out_root)), Path(out_root))
-    return sweep_main([study_file, "--out", out_root, "--analysis-only"])
+def analysis_command(study_file: str, out_root: str) -> list[str]:
+    """The job after the arrays: the sweep's own analysis, HTML export and summary over the
+    records there (``--analysis-only``, which first records what the scheduler ended)."""
+    import sys
+    return [sys.executable, "-m", "benchlib", "sweep", study_file, "--out", out_root, "--analysis-only"]
 
 
 def task_identity() -> dict:
@@ -133,7 +130,7 @@ def job_states(ledger: dict) -> dict[str, str]:
     slurm = {r: e for r, e in ledger.items() if e["executor"] == "slurm"}
     states = {r: ("RUNNING" if _alive(e["job_id"]) else "ENDED") for r, e in ledger.items() if e["executor"] == "local"}
     if slurm:
-        import submitit
+        submitit = require_submitit()
         jobs = {r: submitit.SlurmJob(folder=e["folder"], job_id=e["job_id"]) for r, e in slurm.items()}
         submitit.SlurmJob.watcher.update()  # one sacct call for every job
         for r, j in jobs.items():
@@ -316,7 +313,9 @@ class Submission:
             ex.update_parameters(**slurm_parameters(dataclasses.replace(self.settings, array_parallelism=1), 0,
                                                     f"dtype-bench.{self.study.name}.analysis",
                                                     "afterany:" + ":".join(dict.fromkeys(j.job_id.split("_")[0] for j in jobs))))
-            analysis = ex.submit(run_analysis_task, str(self.study.path), str(self.root), os.getcwd())
+            command = submitit.helpers.CommandFunction(analysis_command(str(self.study.path), str(self.root)),
+                                                       cwd=os.getcwd())
+            analysis = ex.submit(command)
             print(f"  analysis job {analysis.job_id} runs after them (notebooks, HTML export)")
         return jobs
 

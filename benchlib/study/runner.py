@@ -1,0 +1,377 @@
+"""One run of a study, as every executor runs it: the plan (``Item``: what to execute and
+where its files go, the pretrain items first), each run's state on resume, its papermill
+command, and its execution into a record, with an ``error`` record for a notebook that died
+before writing one. ``benchlib.study.sweep`` (the command) and ``benchlib.study.cluster``
+(Slurm and local jobs through submitit) both run runs through ``execute_item``.
+
+A study with a ``pretrain:`` stage (``benchlib.study.studyfile``) runs it first, as ordinary runs
+executed into ``executed/<study>.pretrain/<arch>.ipynb`` + ``<arch>/`` (beside the study's
+folder, so its records never enter the study's analysis), each saving its model to
+``<arch>/model``. Runs with ``model_name_or_path: pretrained`` get that directory in their
+configuration (and record), and run with every setting given inline (``papermill -y``).
+Where the checkpoint is missing (its pretrain run failed), they get a ``skipped`` record
+whose ``sweep.waiting_for`` names the pretrain run, and the next sweep tries them again. A
+pretrain run that ended degraded or stalled still hands its checkpoint on, with a warning;
+the runs that load it say so in ``pretrain.checkpoint.status`` of their records.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchlib.core.records import COMPLETED, FINISHED, CorruptRecord, read_record, write_json_atomic
+from benchlib.core.runconfig import flatten
+from benchlib.study.html_export import last_line as _last_line
+from benchlib.study.studyfile import GROUPS, RunSpec, Study
+from benchlib.training.checkpoints import is_complete, model_dir
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOK_DIR = REPO / "notebooks"
+NOTEBOOKS = {"lm": NOTEBOOK_DIR / "01_train_lm.ipynb", "cls": NOTEBOOK_DIR / "02_train_cls.ipynb"}
+TAIL_LINES = 25
+# The reason of a run skipped because the checkpoint it loads is not there (yet); such a
+# record also carries sweep.waiting_for, and resume runs it again (state "waiting").
+WAITING = "waiting for the pretrained checkpoint"
+# A pretrain run whose record ends in one of these hands its checkpoint on: one that did not
+# beat its trivial baseline (stalled) or got worse after its best (degraded) still trained to
+# the end and saved its model (with a warning); a diverged one did not.
+USABLE_PRETRAIN = COMPLETED
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@dataclass
+class Item:
+    """One run of the sweep: what to execute and where its files go."""
+    spec: RunSpec
+    notebook: Path  # the executed notebook
+    out_dir: Path   # its sidecar folder: result.json, steps.jsonl, papermill.log
+    state: str = "new"
+    detail: str = ""
+    stage: str = "run"            # "pretrain": saves the checkpoint that runs of the study load
+    needs: "Item | None" = None   # the pretrain item whose checkpoint this run loads
+    label: str | None = None      # pretrain items: pretrain/<arch>
+    pulled: bool = False          # selected only because a selected run needs it
+
+    @property
+    def run_id(self) -> str:
+        return self.label or self.spec.run_id
+
+    @property
+    def model_dir(self) -> Path:
+        """Where a pretrain item's run saves its checkpoint."""
+        return model_dir(self.out_dir)
+
+    @property
+    def result(self) -> Path:
+        return self.out_dir / "result.json"
+
+    @property
+    def todo(self) -> bool:
+        return not self.state.startswith("done")
+
+
+def source_notebook(scenario: str) -> Path:
+    return next(NOTEBOOKS[g] for g, members in GROUPS.items() if scenario in members)
+
+
+def pretrain_root(study: Study, root: Path) -> Path:
+    """The pretrain stage's folder: beside the study's, whose records the analysis reads."""
+    return Path(root) / f"{study.name}.pretrain"
+
+
+def plan(study: Study, root: Path) -> list[Item]:
+    """The pretrain items first (one per arch of ``pretrain:``), then the study's runs, with
+    ``pretrained`` resolved to the pretrain item's model directory."""
+    pre: dict[str, Item] = {}
+    for arch, spec in study.pretrain_runs().items():
+        base = pretrain_root(study, root)
+        item = Item(spec, base / f"{arch}.ipynb", base / arch, stage="pretrain", label=f"pretrain/{arch}")
+        item.state, item.detail = run_state(item)
+        pre[arch] = item
+    checkpoints = {arch: _rel(i.model_dir) for arch, i in pre.items()}
+    items = []
+    for spec in study.runs(checkpoints):
+        c = spec.cfg
+        base = root / study.name / "runs" / (spec.arm or "") / c.scenario / c.dtype.name
+        arch = study.needs_pretrained(c.scenario)
+        item = Item(spec, base / f"seed{c.seed}.ipynb", base / f"seed{c.seed}", needs=pre.get(arch) if arch else None)
+        item.state, item.detail = run_state(item)
+        if item.needs is not None and not item.todo:
+            changed = checkpoint_changed(item)
+            if changed:
+                item.state, item.detail = "stale", changed
+        items.append(item)
+    return list(pre.values()) + items
+
+
+def pretrain_stamp(pre: Item) -> dict | None:
+    """Which training made the pretrain item's checkpoint (kept in the records of the runs
+    that loaded it): its run, record date and model directory."""
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return None
+    return {"run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"), "model": _rel(pre.model_dir)}
+
+
+def checkpoint_changed(item: Item) -> str:
+    """Why a finished run that loads a pretrain checkpoint must run again, or ''."""
+    pre = item.needs
+    if pre.todo:
+        return f"its pretrain run {pre.run_id} runs again"
+    try:
+        used = (read_record(item.result).get("sweep") or {}).get("pretrained") or {}
+    except CorruptRecord:
+        return ""
+    now = pretrain_stamp(pre) or {}
+    if used.get("date") and now.get("date") and used["date"] != now["date"]:
+        return f"its checkpoint was retrained ({pre.run_id} of {now['date']}, this run loaded {used['date']}'s)"
+    return ""
+
+
+def pretrain_problem(pre: Item) -> str | None:
+    """Why the pretrain item's checkpoint cannot be loaded, or None."""
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return f"pretrain run {pre.run_id} has no readable record ({_rel(pre.result)})"
+    if rec["status"] not in USABLE_PRETRAIN:
+        return f"pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']}: {_last_line(rec.get('reason'))[:200]}"
+    if not is_complete(pre.model_dir):
+        return (f"pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']} but saved no checkpoint in "
+                f"{_rel(pre.model_dir)}")
+    return None
+
+
+def pretrain_warning(pre: Item) -> str | None:
+    """A warning line when a pretrain item's checkpoint is usable but its run did not end ok
+    (degraded, stalled), else None."""
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return None
+    if rec["status"] == "ok" or rec["status"] not in USABLE_PRETRAIN or pretrain_problem(pre):
+        return None
+    return (f"warning: pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']}"
+            f"{': ' + _last_line(rec.get('reason'))[:200] if rec.get('reason') else ''}; its checkpoint is "
+            f"loaded all the same (the records of the runs that load it say pretrained.checkpoint.status "
+            f"{rec['status']!r})")
+
+
+def waiting_record(item: Item, problem: str) -> dict:
+    """A ``skipped`` record for a run whose checkpoint is missing; the next sweep retries it."""
+    for old in ("result.json", "steps.jsonl"):
+        (item.out_dir / old).unlink(missing_ok=True)
+    rec = error_record(item.spec, item.out_dir, f"{WAITING}: {problem}; the next sweep runs it once "
+                                                f"{_rel(item.needs.model_dir)} exists")
+    rec["status"] = "skipped"
+    rec["sweep"] = {"wall_s": 0.0, "fixed_s": None, "notebook_overhead_s": None, "waiting_for": item.needs.run_id}
+    write_json_atomic(item.result, rec)
+    return rec
+
+
+def is_waiting(rec: dict) -> bool:
+    return rec.get("status") == "skipped" and bool((rec.get("sweep") or {}).get("waiting_for")
+                                                   or str(rec.get("reason") or "").startswith(WAITING))
+
+
+def run_state(item: Item) -> tuple[str, str]:
+    """done:<status> (skipped on resume), or why it runs: new / error / corrupt / stale /
+    unfinished (a record the sweep did not complete) / waiting (skipped for want of its
+    pretrained checkpoint)."""
+    if not item.result.exists():
+        return "new", ""
+    try:
+        rec = read_record(item.result)
+    except CorruptRecord as e:
+        return "corrupt", str(e)
+    if is_waiting(rec):
+        return "waiting", _last_line(rec.get("reason"))
+    if rec["status"] not in FINISHED:
+        return "error", _last_line(rec.get("reason"))
+    changed = stale_keys(rec, item.spec.params)
+    if changed:
+        return "stale", "parameters changed: " + ", ".join(changed)
+    if "sweep" not in rec:
+        # training wrote its record but the notebook around it never finished (the sweep was
+        # killed, e.g. by a time limit, before it could add its own entry): run it again
+        return "unfinished", "the record has no sweep entry: its notebook did not finish"
+    return f"done:{rec['status']}", ""
+
+
+def stale_keys(rec: dict, params: dict) -> list[str]:
+    """Settings of the study that the record was not run with (the study file changed)."""
+    ran = flatten(rec.get("run", {}))
+    skip = ("out_dir", "extra", "scenario", "config")
+    return [f"{k} {ran.get(k)!r} -> {v!r}" for k, v in flatten(params).items()
+            if k not in skip and v is not None and v != "auto" and ran.get(k) != v]
+
+# ---- executing one run ----------------------------------------------------------------
+def papermill_command(item: Item, study_file: Path) -> list[str]:
+    """The plain papermill command of one run: the study file supplies the settings, -p the
+    run's identity. Paths are relative to the current directory where possible. A pretrain
+    run, and a run that loads its checkpoint, get every setting inline instead (-y): their
+    settings are not the study file's for that scenario."""
+    c = item.spec.cfg
+    if item.stage == "pretrain" or item.needs is not None or item.spec.arm:
+        import yaml
+        params = {k: v for k, v in item.spec.params.items() if k != "out_dir"}
+        inline = yaml.safe_dump(params, default_flow_style=True, sort_keys=False, width=1 << 20).strip()
+        return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-y", inline,
+                "-p", "out_dir", _rel(item.out_dir)]
+    return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-f", _rel(study_file),
+            "-p", "scenario", c.scenario, "-p", "config", c.dtype.name, "-p", "seed", str(c.seed),
+            "-p", "out_dir", _rel(item.out_dir)]
+
+
+def _rel(p: Path) -> str:
+    """Relative to the current directory when below it (readable, copy-pastable), else absolute."""
+    p = Path(p).absolute()
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)
+
+
+def kernel_env(slot: dict) -> dict:
+    """The run's environment: this benchlib importable from the kernel, the slot's GPU."""
+    env = dict(os.environ, **slot, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+# papermill's own command line, minus a second of import time: jsonschema (under nbformat
+# and altair) imports rfc3987_syntax when installed (JupyterLab's environment has it) only to
+# check "iri" string formats, which no notebook or chart schema uses; building its grammar
+# takes ~1.4 s in every process (benchlib/__init__.py does the same inside the kernel).
+# SIGUSR2 is ignored (and so by the kernel papermill starts): a scheduler's warning before a time
+# limit or preemption (Slurm's --signal, which submitit asks for) is for the task around
+# papermill, which writes the record; its default action would kill papermill without one.
+PAPERMILL_MAIN = ("import sys, signal; sys.modules.setdefault('rfc3987_syntax', None); "
+                  "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
+                  "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
+
+
+def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) -> int:
+    """Run papermill as a child process, its output to ``log``; Ctrl-C reaches it too
+    (same process group), and we wait for it to shut its kernel down."""
+    argv = [sys.executable, "-c", PAPERMILL_MAIN, *cmd[1:], "--no-progress-bar"]
+    if timeout:
+        argv += ["--execution-timeout", str(timeout)]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+        try:
+            return proc.wait()
+        except BaseException as e:
+            if not isinstance(e, KeyboardInterrupt):  # Ctrl-C reached papermill already
+                proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+
+
+def log_tail(log: Path, n: int = TAIL_LINES) -> str:
+    try:
+        lines = _ANSI.sub("", log.read_text(errors="replace")).splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
+    """A complete ``error`` record (every key ``records.validate`` requires) for a run whose
+    notebook died before writing one."""
+    import torch
+
+    from benchlib.core.env import pick_device
+    from benchlib.core.runconfig import resolved
+    from benchlib.core.records import new_record
+    try:
+        device = pick_device(spec.cfg.device)
+    except RuntimeError:
+        device = torch.device("cpu")
+    cfg = resolved(spec.cfg).replace(out_dir=str(out_dir))
+    return {**new_record(cfg, device), "reason": reason}
+
+
+def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
+            sweep_extra: dict | None = None) -> dict:
+    """Execute one run's notebook and return its record; a failed notebook becomes an
+    ``error`` record holding the last lines of papermill's output. ``sweep_extra`` goes into
+    the record's ``sweep`` entry."""
+    for old in ("result.json", "steps.jsonl"):
+        (item.out_dir / old).unlink(missing_ok=True)
+    log = item.out_dir / "papermill.log"
+    t0 = time.perf_counter()
+    try:
+        rc = execute(papermill_command(item, study_file), kernel_env(slot), log, timeout)
+    except KeyboardInterrupt:
+        _mark_interrupted(item)
+        raise
+    except OSError as e:
+        rc = 1
+        log.write_text(f"could not start papermill: {e}")
+    rec, unreadable = None, "it wrote no result.json"
+    try:
+        rec = read_record(item.result)
+    except CorruptRecord as e:
+        if item.result.exists():
+            unreadable = f"its result.json is unreadable: {e}"
+    if rc != 0:
+        if rc == -signal.SIGINT:
+            _mark_interrupted(item)
+            raise KeyboardInterrupt
+        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else "failed"
+        reason = f"notebook {how} (papermill exit {rc}):\n{log_tail(log)}"
+        if rec is not None:
+            reason += f"\n(the training itself had ended with status {rec['status']!r})"
+            rec = {**rec, "status": "error", "reason": reason}
+        else:
+            rec = error_record(item.spec, item.out_dir, reason)
+    elif rec is None:
+        rec = error_record(item.spec, item.out_dir, f"the notebook ran but {unreadable}\n{log_tail(log)}")
+    rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), **(sweep_extra or {})}
+    write_json_atomic(item.result, rec)
+    return rec
+
+
+def execute_item(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
+                 sweep_extra: dict | None = None) -> dict:
+    """One item of the plan, as every executor runs it: a pretrain run or a run of its own
+    runs its notebook; a run that loads a pretrain checkpoint first checks it is there (else
+    a ``waiting`` record)."""
+    if item.needs is None:
+        return run_one(item, study_file, slot, timeout, sweep_extra)
+    problem = pretrain_problem(item.needs)
+    if problem:
+        return waiting_record(item, problem)
+    return run_one(item, study_file, slot, timeout, {"pretrained": pretrain_stamp(item.needs), **(sweep_extra or {})})
+
+
+def sweep_timing(rec: dict, wall_s: float) -> dict:
+    """What one run cost the sweep: its wall time (papermill, kernel, notebook) and the part
+    that does not scale with steps, ``fixed_s`` = wall - ``time/steps_s`` (kernel start,
+    imports, data, model, compilation and the first step, evaluation, charts, writing)."""
+    steps_s = rec.get("metrics", {}).get("time/steps_s")
+    return {"wall_s": wall_s, "fixed_s": None if steps_s is None else wall_s - steps_s,
+            "notebook_overhead_s": None if rec.get("wall_s") is None else wall_s - rec["wall_s"]}
+
+
+def _mark_interrupted(item: Item) -> None:
+    """Training may have written a finished record before Ctrl-C stopped the notebook; the
+    run is finished only when its notebook is, so the record becomes an ``error``."""
+    try:
+        rec = read_record(item.result)
+    except CorruptRecord:
+        return
+    write_json_atomic(item.result, {**rec, "status": "error",
+                                    "reason": f"interrupted before the notebook finished (training ended {rec['status']!r})"})
