@@ -115,3 +115,15 @@ def test_quickstart_runs_as_is(tmp_path):
         assert read_record(tmp_path / "A" / config / "seed0" / "result.json")["status"] in COMPLETED
     outputs = [o for c in nbformat.read(str(out), as_version=4).cells for o in c.get("outputs", [])]
     assert any("image/png" in o.get("data", {}) for o in outputs)
+
+
+def test_a_run_started_at_the_repository_root_writes_under_runs_not_the_root(monkeypatch, tmp_path):
+    from benchlib.core.runconfig import RunConfig
+    from benchlib.study.notebook import default_out_dir
+    cfg = RunConfig.from_dict({"scenario": "A", "config": "amp_bf16", "seed": 1})
+    monkeypatch.chdir(REPO)
+    assert default_out_dir(cfg) == REPO / "runs" / cfg.run_id
+    monkeypatch.chdir(REPO / "notebooks")
+    assert default_out_dir(cfg) == REPO / "runs" / cfg.run_id
+    monkeypatch.chdir(tmp_path)  # anywhere else: beside the executed notebook
+    assert default_out_dir(cfg) == tmp_path

@@ -92,11 +92,14 @@ def show_config(cfg: RunConfig) -> pd.DataFrame:
 def default_out_dir(cfg: RunConfig, many: bool = False) -> Path:
     """Where a run's ``result.json`` goes when ``out_dir`` is not given: the kernel's working
     directory (papermill runs it where it is started, so the record lands next to the
-    executed notebook); from the source ``notebooks/`` folder (JupyterLab) it goes to the
-    git-ignored ``runs/`` instead, so the sources stay clean."""
+    executed notebook); from the repository's root or its source ``notebooks/`` folder
+    (JupyterLab, or ``papermill notebooks/01_train_lm.ipynb out.ipynb`` typed at the root) it
+    goes to the git-ignored ``runs/<run id>/`` instead, so the sources stay clean."""
     here = Path.cwd()
     if (here / NOTEBOOK_FOR["lm"]).exists() and (here.parent / "benchlib").is_dir():
         return here.parent / "runs" / cfg.run_id
+    if (here / "notebooks" / NOTEBOOK_FOR["lm"]).exists() and (here / "benchlib").is_dir():
+        return here / "runs" / cfg.run_id
     return here / cfg.run_id if many else here
 
 
