@@ -185,7 +185,7 @@ def test_papermill_runs_without_building_the_iri_grammar():
     papermill process and benchlib (imported in every kernel) keep it out."""
     probe = ("import sys; {pre}; import nbformat, altair; "
              "print(type(sys.modules.get('rfc3987_syntax')).__name__)")
-    for pre in (sweep.PAPERMILL_MAIN.split("; sys.argv")[0], "import benchlib"):
+    for pre in (runner.PAPERMILL_MAIN.split("; sys.argv")[0], "import benchlib"):
         out = subprocess.run([sys.executable, "-c", probe.format(pre=pre)], capture_output=True, text=True,
                              env=sweep.kernel_env({}), check=True).stdout
         assert out.strip() == "NoneType"  # blocked, or not installed: never imported
