@@ -21,7 +21,36 @@ def export_html(notebook: Path, html: Path) -> None:
             cell["outputs"] = _coalesce_streams(cell["outputs"])
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     html.parent.mkdir(parents=True, exist_ok=True)
-    html.write_text(body)
+    html.write_text(with_alt_text(body, _png_titles(nb)))
+
+
+CHART_TEXT = re.compile(r"^<chart: (.*)>$", re.S)
+
+
+def _png_titles(nb) -> dict[str, str]:
+    """Alternative text for each PNG output, keyed by the start of its data: a chart's title
+    (its text/plain is ``<chart: title>``), else the output's plain text."""
+    titles = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "image/png" in data:
+                text = str(data.get("text/plain") or "").strip()
+                m = CHART_TEXT.match(text)
+                titles[data["image/png"].strip()[:200]] = (m.group(1) if m else text) or "chart"
+    return titles
+
+
+def with_alt_text(body: str, titles: dict[str, str]) -> str:
+    """The HTML with an ``alt`` attribute on every inline PNG (nbconvert writes none)."""
+    from html import escape
+
+    def add(m: re.Match) -> str:
+        alt = escape(titles.get(m.group(2).strip()[:200], "chart"))
+        return f'<img alt="{alt}"{m.group(1)}src="data:image/png;base64,{m.group(2)}'
+    # nbconvert's own alt text, where it writes one, says only that there is none
+    body = re.sub(r'<img alt="No description has been provided for this image"', "<img", body)
+    return re.sub(r'<img((?:\s+(?!src=|alt=)[\w-]+="[^"]*")*\s+)src="data:image/png;base64,([^"]+)', add, body)
 
 
 def _coalesce_streams(outputs: list) -> list:
