@@ -61,15 +61,15 @@ def _quality_title(summary: pd.DataFrame) -> str:
     return f"{name} ({'higher' if hib else 'lower'} is better)"
 
 
-def _title(text: str, subtitle=alt.Undefined) -> alt.Title:
+def chart_title(text: str, subtitle=alt.Undefined) -> alt.Title:
     """Titles start at the left edge, where a reader starts, with the notes under them."""
     return alt.Title(text, subtitle=subtitle or alt.Undefined, anchor="start")
 
 
-def _empty(message: str, title: str) -> alt.Chart:
+def no_data_chart(message: str, title: str) -> alt.Chart:
     """A chart that says why there is nothing to draw (under the title the chart would have)."""
     return alt.Chart(pd.DataFrame({"text": [message]})).mark_text(size=14).encode(text="text:N").properties(
-        width=WIDTH, height=60, title=_title(title))
+        width=WIDTH, height=60, title=chart_title(title))
 
 
 # ---- per experiment ------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def metric_bar(summary: pd.DataFrame, metric: str, title: str | None = None) -> 
     title = title or f"{metric}: mean +- std over seeds"
     d = _means(summary).dropna(subset=[metric])
     if d.empty:
-        return _empty(f"no ok runs: no {metric}", title)
+        return no_data_chart(f"no ok runs: no {metric}", title)
     lo, hi = _seed_range(d, metric)
     kind = np.where(d["excluded"].fillna(False).astype(bool), "excluded (failed run)",
                     np.where(d["config"] == BASELINE, BASELINE, "config"))
@@ -97,7 +97,7 @@ def metric_bar(summary: pd.DataFrame, metric: str, title: str | None = None) -> 
     err = base.transform_filter("datum.n_seeds >= 2").mark_errorbar(ticks=True).encode(
         x=alt.X("lo:Q", title=xtitle), x2="hi:Q")
     one = (d["n_seeds"] < 2).all()
-    return (bars + err).properties(width=WIDTH, title=_title(title, "one seed per config: no error bars" if one
+    return (bars + err).properties(width=WIDTH, title=chart_title(title, "one seed per config: no error bars" if one
                                                                else alt.Undefined))
 
 
@@ -130,9 +130,9 @@ def _short_reason(reason: str) -> str:
     return reason.split(" (")[0] if isinstance(reason, str) else ""
 
 
-def _frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str | None = None,
-                    width: int = WIDTH, height: int = 260) -> tuple[alt.LayerChart, list[str]]:
-    """One frontier plot and its notes (what is off the scale, and why). The axes span the
+def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str | None = None,
+                   width: int = WIDTH, height: int = 260) -> tuple[alt.LayerChart, list[str]]:
+    """One frontier plot (``x`` = throughput or memory against quality) and its notes (what is off the scale, and why). The axes span the
     healthy configs only, so one failed run (a val loss of 9 beside 4.3) cannot squash the
     others into a corner: failed configs inside that range are drawn grey, those outside are
     left out and named in the notes. Labels are placed so that they do not overlap
@@ -157,14 +157,16 @@ def _frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: st
     px = (shown[x] - xdom[0]) / (xdom[1] - xdom[0]) * width
     py = (ydom[1] - shown["quality"]) / (ydom[1] - ydom[0]) * height
     spots = place_labels(px.tolist(), py.tolist(), text, width, height)
-    d["label"], d["lx"], d["ly"], d["moved"] = "", np.nan, np.nan, False
+    d["label"], d["lx"], d["ly"], d["moved"], d["ax"] = "", np.nan, np.nan, False, np.nan
     rows = d.index[d["shown"]]
     d.loc[rows, "label"] = text
-    d.loc[rows, "lx"] = [xdom[0] + sx / width * (xdom[1] - xdom[0]) for sx, _, _ in spots]
-    d.loc[rows, "ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _ in spots]
-    d.loc[rows, "moved"] = [m for _, _, m in spots]
+    def to_x(v): return xdom[0] + v / width * (xdom[1] - xdom[0])
+    d.loc[rows, "lx"] = [to_x(sx) for sx, _, _, _ in spots]
+    d.loc[rows, "ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
+    d.loc[rows, "moved"] = [m for _, _, m, _ in spots]
+    d.loc[rows, "ax"] = [to_x(a) for _, _, _, a in spots]
     d = d[["config", x, "quality", "frontier", "point", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
-           "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved"]]
+           "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved", "ax"]]
     xt, yt = f"{x} ({_unit(summary, x)})", _quality_title(summary)
     xe = alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xt)
     ye = alt.Y("quality:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title=yt)
@@ -179,8 +181,8 @@ def _frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: st
                                                                  strokeWidth=2).encode(shape=shape, tooltip=tip)
     line = alt.Chart(d[d["frontier"] & d["shown"]].sort_values(x)).mark_line(color="black", strokeDash=[4, 3]).encode(
         x=xe, y=ye, order=alt.Order(f"{x}:Q"))
-    leaders = base.transform_filter("datum.moved").mark_rule(color="#bbbbbb", strokeWidth=0.7).encode(
-        x2="lx:Q", y2="ly:Q")
+    leaders = base.transform_filter("datum.moved").mark_rule(color="#999999", strokeWidth=0.7).encode(
+        x2="ax:Q", y2="ly:Q")
     labels = base.mark_text(align="left", baseline="middle", fontSize=10).encode(
         x="lx:Q", y="ly:Q", text="label:N",
         color=alt.condition("datum.excluded", alt.value(FAILED_GREY), alt.value("#333333")))
@@ -211,10 +213,10 @@ def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> al
     the healthy configs' range; ``recommended`` ringed; no frontier where quality is not
     established."""
     if _means(summary)[["throughput", "quality"]].dropna().empty:
-        return _empty("no ok runs: no throughput-quality points", "Throughput vs quality")
-    panel, notes = _frontier_panel(summary, "throughput", True, recommended)
+        return no_data_chart("no ok runs: no throughput-quality points", "Throughput vs quality")
+    panel, notes = frontier_panel(summary, "throughput", True, recommended)
     ring = "; ring: recommended" if recommended else ""
-    return panel.properties(title=_title(
+    return panel.properties(title=chart_title(
         f"Throughput vs quality (diamonds + dashed line: Pareto frontier; grey crosses: failed{ring})",
         subtitle=_subtitle(summary, notes)))
 
@@ -222,14 +224,14 @@ def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> al
 def pareto_chart(summary: pd.DataFrame, recommended: str | None = None) -> alt.Chart:
     """The two frontiers side by side: throughput-quality and memory-quality."""
     if _means(summary)[["throughput", "memory", "quality"]].dropna().empty:
-        return _empty("no ok runs: no Pareto frontier", "Pareto frontiers")
+        return no_data_chart("no ok runs: no Pareto frontier", "Pareto frontiers")
     panels = []
     for x in ("throughput", "memory"):
-        panel, notes = _frontier_panel(summary, x, False, recommended)
+        panel, notes = frontier_panel(summary, x, False, recommended)
         panels.append(panel.properties(title=alt.Title(f"{x} vs quality", subtitle=notes or alt.Undefined,
                                                        fontSize=12)))
     return alt.hconcat(*panels).resolve_scale(color="shared", shape="shared").properties(
-        title=_title("Pareto frontiers: throughput-quality (higher x better), memory-quality (lower x better); "
+        title=chart_title("Pareto frontiers: throughput-quality (higher x better), memory-quality (lower x better); "
                      "grey crosses: failed, never on one", _subtitle(summary)))
 
 
@@ -267,10 +269,10 @@ def loss_curves_chart(curves: pd.DataFrame, divergences: pd.DataFrame) -> alt.Ch
     diverged runs at their divergence step (losses capped at 3x the initial loss)."""
     title = "Training loss per config (log scale; line: mean over seeds; band: min-max; red cross: divergence)"
     if curves.empty:
-        return _empty("no steps.jsonl found: no loss curves", title)
+        return no_data_chart("no steps.jsonl found: no loss curves", title)
     return _curve_layers(curves, divergences, legend=False).properties(
         width=190, height=120).facet(facet=alt.Facet("config:N", sort=config_order(curves["config"]), title=None),
-                                     columns=4).properties(title=_title(title, _band_note(curves)))
+                                     columns=4).properties(title=chart_title(title, _band_note(curves)))
 
 
 # ---- across experiments --------------------------------------------------------------------
@@ -284,10 +286,10 @@ def stability_chart(curves: pd.DataFrame, divergences: pd.DataFrame,
     c, d = curves[curves["config"].isin(configs)], divergences[divergences["config"].isin(configs)]
     title = "Stability: loss per scenario (own log-scale axis each; band: min-max over seeds; red cross: divergence)"
     if c.empty:
-        return _empty("no fp16_naive runs with steps.jsonl: no stability curves", title)
+        return no_data_chart("no fp16_naive runs with steps.jsonl: no stability curves", title)
     return _curve_layers(c, d, legend=True).properties(width=180, height=130).facet(
         facet=alt.Facet("scenario:N", title="scenario"), columns=3).resolve_scale(
-        x="independent", y="independent").properties(title=_title(title, _band_note(c)))
+        x="independent", y="independent").properties(title=chart_title(title, _band_note(c)))
 
 
 def _flip_flag(stats: pd.DataFrame, flips: list[dict] | None) -> pd.Series:
@@ -316,7 +318,7 @@ def rank_slope(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Char
     d = stats.assign(flip=_flip_flag(stats, flips)).dropna(subset=["rank"])[
         ["scenario", "config", "metric", "rank", "flip", "mean"]]
     if d.empty:
-        return _empty("no ranks", title)
+        return no_data_chart("no ranks", title)
     d = _ties(d)
     d["tie"] = np.where(d["n_tied"] > 1, "= " + d["n_tied"].astype(str) + " tied", "")
     base = alt.Chart().encode(
@@ -333,7 +335,7 @@ def rank_slope(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Char
         x="scenario:O", y=alt.Y("rank:Q"), text="tie:N")
     layer = alt.layer(base.mark_line(), base.mark_point(filled=True).encode(tooltip=tip), tie, data=d)
     return layer.properties(width=220, height=240).facet(
-        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(title=_title(title))
+        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(title=chart_title(title))
 
 
 def _no_data_why(cells: pd.DataFrame, metric: str) -> str:
@@ -377,7 +379,7 @@ def relative_heatmap(stats: pd.DataFrame, notes: Mapping[str, str] | None = None
     title = "Performance relative to fp32_baseline (%, > 0 = better; one colour scale per metric)"
     d = stats[["scenario", "config", "metric", "mean", "gain_pct", "n_ok", "n_diverged", "established"]].copy()
     if d["gain_pct"].isna().all():
-        return _empty("no fp32_baseline runs (or no established quality): nothing to compare against", title)
+        return no_data_chart("no fp32_baseline runs (or no established quality): nothing to compare against", title)
     d["label"] = [f"{round(g):+d}" if np.isfinite(g) else "n/l" if not est else ("div" if ok == 0 and nd else "")
                   for g, ok, nd, est in zip(d["gain_pct"], d["n_ok"], d["n_diverged"], d["established"])]
     order, scenarios = config_order(d["config"]), sorted(d["scenario"].unique())
@@ -388,10 +390,10 @@ def relative_heatmap(stats: pd.DataFrame, notes: Mapping[str, str] | None = None
         lines += [f"{m} on {s}: no data, {w}" + (f" ({notes[s].split(';')[0]})" if notes and notes.get(s) else "")
                   for s, w in why.items()]
         if len(why) == len(scenarios):
-            panels.append(_empty("no data: " + "; ".join(sorted(set(why.values()))), m).properties(width=150))
+            panels.append(no_data_chart("no data: " + "; ".join(sorted(set(why.values()))), m).properties(width=150))
         elif len(dm):
             panels.append(_heat_panel(dm, m, scenarios, order, why))
-    return alt.hconcat(*panels).resolve_scale(color="independent").properties(title=_title(title, lines))
+    return alt.hconcat(*panels).resolve_scale(color="independent").properties(title=chart_title(title, lines))
 
 
 def flip_chart(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Chart:
@@ -403,7 +405,7 @@ def flip_chart(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Char
     d = stats.assign(flip=_flip_flag(stats, flips)).dropna(subset=["rank"])[["scenario", "config", "metric",
                                                                              "rank", "flip"]]
     if d.empty:
-        return _empty("no ranks", title)
+        return no_data_chart("no ranks", title)
     color = alt.Color("flip:N", scale=alt.Scale(domain=[True, False], range=["#d62728", "#9e9e9e"]),
                       title="flip beyond noise")
     y = alt.Y("config:N", sort=config_order(d["config"]), title=None)
@@ -417,7 +419,7 @@ def flip_chart(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Char
         y=y, x="rank:Q", text="scenario:N", color=color) for k, s in enumerate(scns)]
     none = "no flip beyond seed noise in these data" if not flips else alt.Undefined
     return alt.layer(rule, *texts, data=d).properties(width=200, height={"step": LETTER_PX * (len(scns) + 1)}).facet(
-        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(title=_title(title, none))
+        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(title=chart_title(title, none))
 
 
 # ---- output --------------------------------------------------------------------------------
@@ -429,9 +431,10 @@ def experiment_charts(summary: pd.DataFrame, curves: pd.DataFrame, divergences: 
 
 
 def comparison_charts(stats: pd.DataFrame, flips: list[dict], curves: pd.DataFrame,
-                      divergences: pd.DataFrame) -> dict:
-    """Seed 000's cross-experiment list, by file name."""
-    return {"rank_slope": rank_slope(stats, flips), "relative_heatmap": relative_heatmap(stats),
+                      divergences: pd.DataFrame, notes: Mapping[str, str] | None = None) -> dict:
+    """Seed 000's cross-experiment list, by file name (``notes``: scenario -> what the evidence
+    gates say, for the heatmap's no-data marks)."""
+    return {"rank_slope": rank_slope(stats, flips), "relative_heatmap": relative_heatmap(stats, notes),
             "flips": flip_chart(stats, flips), "stability": stability_chart(curves, divergences)}
 
 

@@ -10,9 +10,10 @@ from typing import Sequence
 
 import numpy as np
 
-CHAR_PX = 6.0
-"""Width of one character of a 10 px label, rounded up (labels measured wider than drawn
-leave room rather than touch)."""
+CHAR_PX = 5.6
+"""Width of one character of a 10 px sans-serif label (config names: lower case, digits and
+underscores), rounded up so that labels measured wider than drawn leave room rather than
+touch."""
 LINE_PX = 12.0
 """Height of one 10 px label line, with a pixel of leading on each side."""
 
@@ -37,18 +38,22 @@ def _overlaps(a, b) -> bool:
 
 
 def place_labels(px: Sequence[float], py: Sequence[float], texts: Sequence[str], width: float, height: float,
-                 gap: float = 6.0, marker: float = 5.0, max_shift: int = 12) -> list[tuple[float, float, bool]]:
+                 gap: float = 6.0, marker: float = 5.0, max_shift: int = 12
+                 ) -> list[tuple[float, float, bool, float]]:
     """For each point (pixel ``px``, ``py``; y grows downwards) the left edge and vertical
-    centre of its label, and whether it moved off its point's row (then a leader line is
-    worth drawing). Greedy, top to bottom: each label tries right of its point, then left,
-    then the same one row further up or down at a time, and takes the first box that stays in
-    the plot and touches no placed label and no other point; where none is free within
-    ``max_shift`` rows it takes the in-plot candidate touching the fewest."""
+    centre of its label, whether it moved off its point's row (then a leader line is worth
+    drawing) and where that line meets the label (its edge nearer the point).
+
+    Greedy, left to right (a point's right is where its label is looked for first, so the
+    leftmost claim theirs before a cluster to their right spreads out): each label tries right
+    of its point, then left, then the same one row further up or down at a time, and takes the
+    first box that stays in the plot and touches no placed label and no other point; where none
+    is free within ``max_shift`` rows it takes the in-plot candidate touching the fewest."""
     n = len(texts)
     points = [(px[i] - marker, py[i] - marker, px[i] + marker, py[i] + marker) for i in range(n)]
     placed: list[tuple] = []
-    out: list[tuple[float, float, bool] | None] = [None] * n
-    for i in sorted(range(n), key=lambda k: (py[k], px[k])):
+    out: list[tuple[float, float, bool, float] | None] = [None] * n
+    for i in sorted(range(n), key=lambda k: (px[k], py[k])):
         w = CHAR_PX * len(texts[i])
         best, best_hits = None, None
         for k in range(2 * max_shift + 1):
@@ -69,5 +74,5 @@ def place_labels(px: Sequence[float], py: Sequence[float], texts: Sequence[str],
             best = (px[i] + gap, py[i] - LINE_PX / 2, px[i] + gap + w, py[i] + LINE_PX / 2)
         placed.append(best)
         centre = (best[1] + best[3]) / 2
-        out[i] = (best[0], centre, abs(centre - py[i]) > 0.5)
+        out[i] = (best[0], centre, abs(centre - py[i]) > 0.5, best[0] if best[0] >= px[i] else best[2])
     return out
