@@ -132,10 +132,11 @@ def _short_reason(reason: str) -> str:
 
 def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str | None = None,
                    width: int = WIDTH, height: int = 260) -> tuple[alt.LayerChart, list[str]]:
-    """One frontier plot (``x`` = throughput or memory against quality) and its notes (what is off the scale, and why). The axes span the
-    healthy configs only, so one failed run (a val loss of 9 beside 4.3) cannot squash the
-    others into a corner: failed configs inside that range are drawn grey, those outside are
-    left out and named in the notes. Labels are placed so that they do not overlap
+    """One frontier plot (``x`` = throughput or memory against quality) and its notes (what is
+    off the scale, and why). The quality axis spans the healthy configs only, so one failed run
+    (a val loss of 9.4 beside 4.3) cannot squash the others into a line: failed configs inside
+    that range are drawn grey and hollow, those outside are left out and named in the notes;
+    the x axis spans what is drawn. Labels are placed so that they do not overlap
     (``placement.place_labels``); the recommended config, if given, is ringed."""
     d = _means(summary).dropna(subset=[x, "quality"]).reset_index(drop=True)
     failed = d["excluded"].fillna(False).astype(bool)
@@ -146,9 +147,9 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     d = d.assign(frontier=point == "frontier", point=point, xlo=xlo, xhi=xhi, qlo=qlo, qhi=qhi,
                  recommended=d["config"] == recommended)
     basis = d[~failed] if (~failed).any() else d
-    xdom = padded_domain(pd.concat([basis[x], basis["xlo"], basis["xhi"]]))
     ydom = padded_domain(pd.concat([basis["quality"], basis["qlo"], basis["qhi"]]))
-    d["shown"] = d[x].between(*xdom) & d["quality"].between(*ydom)
+    d["shown"] = d["quality"].between(*ydom)  # a failed run's speed is measured: only its quality can be wild
+    xdom = padded_domain(pd.concat([d.loc[d["shown"], c] for c in (x, "xlo", "xhi")]))
     qname = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
     notes = [f"off scale: {r.config} ({qname} {_num(r.quality)}, {x} {_num(getattr(r, x))}): "
              f"{_short_reason(r.excluded_reason) or 'failed'}" for r in d[~d["shown"]].itertuples()]
