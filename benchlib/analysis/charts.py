@@ -360,7 +360,9 @@ def _heat_panel(d: pd.DataFrame, metric: str, scenarios: list[str], order: list[
                         scale=alt.Scale(scheme="redblue", domain=[-lim, lim], domainMid=0)),
         tooltip=["config:N", "scenario:N", alt.Tooltip("gain_pct:Q", format="+.1f"), "n_ok:Q"])
     blank = base.transform_filter("!isValid(datum.gain_pct)").mark_rect(color="#f2f2f2")
-    text = base.mark_text(fontSize=9).encode(text="label:N")
+    # a column with no value at all is one "no data" mark, not a row of cell labels under it
+    text = base.transform_filter(alt.FieldOneOfPredicate("scenario", [s for s in scenarios if s not in why])
+                                 ).mark_text(fontSize=9).encode(text="label:N")
     layers = [rect, blank, text]
     if why:  # a column without any value says so, across its cells
         mid = order[len(order) // 2]
@@ -373,16 +375,18 @@ def _heat_panel(d: pd.DataFrame, metric: str, scenarios: list[str], order: list[
 def relative_heatmap(stats: pd.DataFrame, notes: Mapping[str, str] | None = None) -> alt.Chart:
     """Config x scenario per metric: % vs fp32_baseline, signed so > 0 is better (faster, less
     memory, better quality), one diverging colour scale per metric; 'div' = every run
-    diverged; 'n/l' = quality not established (the scenario did not learn, or its records
-    carry no trivial baseline). A column with no value carries "no data: why", and the
+    diverged; 'fail' = no counted run, a failed one (stalled, degraded); 'n/l' = quality not
+    established (the scenario did not learn, or its records carry no trivial baseline). A column with no value carries "no data: why", and the
     subtitle the scenario's note from ``notes`` (scenario -> text, as
     ``tables.scenario_notes``)."""
     title = "Performance relative to fp32_baseline (%, > 0 = better; one colour scale per metric)"
     d = stats[["scenario", "config", "metric", "mean", "gain_pct", "n_ok", "n_diverged", "established"]].copy()
     if d["gain_pct"].isna().all():
         return no_data_chart("no fp32_baseline runs (or no established quality): nothing to compare against", title)
-    d["label"] = [f"{round(g):+d}" if np.isfinite(g) else "n/l" if not est else ("div" if ok == 0 and nd else "")
-                  for g, ok, nd, est in zip(d["gain_pct"], d["n_ok"], d["n_diverged"], d["established"])]
+    failed = stats["n_failed"] if "n_failed" in stats else pd.Series(0, index=stats.index)
+    d["label"] = [f"{round(g):+d}" if np.isfinite(g) else "n/l" if not est else
+                  "div" if ok == 0 and nd else "fail" if nf else "" for g, ok, nd, nf, est in
+                  zip(d["gain_pct"], d["n_ok"], d["n_diverged"], failed, d["established"])]
     order, scenarios = config_order(d["config"]), sorted(d["scenario"].unique())
     panels, lines = [], []
     for m in HEADLINE:
