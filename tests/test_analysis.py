@@ -198,6 +198,24 @@ def test_every_hypothesis_is_inconclusive_without_enough_data_and_never_raises()
         assert all(h["rule"] and h["claim"] for h in hyps.values())
 
 
+@pytest.mark.parametrize("start", ["- x", "* y", "+ z", "1. one", "# heading", "> quote"])
+def test_a_hypothesis_rule_renders_as_one_paragraph_whatever_its_lines_begin_with(start):
+    import mistune
+    h = {"claim": "a claim", "verdict": "inconclusive", "reason": "one seed",
+         "rule": f"{start} leads the rule\nwhose wrapped line\n- loss(RoBERTa) starts with a dash"}
+    html = mistune.html(hy.verdict_markdown("seed002.H3", h))
+    assert "<li>" not in html and "<h1>" not in html and html.count("<blockquote>") == 1
+    assert "<strong>seed002.H3</strong>" in html and "- loss(RoBERTa) starts with a dash" in html
+    assert start in html.replace("&gt;", ">")  # shown as written, not taken for markup
+
+
+def test_the_rules_of_this_studys_hypotheses_render_without_a_stray_list_item():
+    df = frame(grid("AC", ["fp32_baseline", "amp_bf16"], seeds=(0,)))
+    import mistune
+    for hid, rule in hy.HYPOTHESES.items():
+        assert "<li>" not in mistune.html(hy.verdict_markdown(hid, rule(df, FAST))), hid
+
+
 def head_study(lm_gain):
     """amp_bf16_fp32_head improves classification F1 by 0.05; on LM it changes the loss by -lm_gain."""
     def value(s, c, k):
@@ -275,13 +293,18 @@ def test_seed002_h1_and_h3_read_divergence_by_loss_and_quality_loss_by_architect
 
 
 # ---- recommendations -------------------------------------------------------------------------
-def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where():
+def speed_study():
+    """fp16_naive fastest but diverging on A, amp_bf16 next and safe on both scenarios."""
     speed = {"fp32_baseline": 100, "amp_bf16": 200, "fp16_naive": 250}
 
     def value(s, c, k):
         v = {"throughput": speed[c] + k, "quality": (3.0 if s == "A" else 0.5) + 0.001 * k}
         return {**v, "status": "diverged", "diverged_step": 30} if c == "fp16_naive" and s == "A" else v
-    df = frame(grid("AC", list(speed), value=value))
+    return frame(grid("AC", list(speed), value=value))
+
+
+def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where():
+    df = speed_study()
     rec, safety = recommend.recommendations(df, tables.config_stats(df), FAST)
     assert rec["universal"][0].startswith("default: amp_bf16 - safe on all 2 scenarios")
     assert "throughput 1.99x fp32" in rec["universal"][0]  # (200 + 201 + 202) / (100 + 101 + 102)
@@ -290,6 +313,13 @@ def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where()
     assert "A: avoid fp16_naive - diverged 3/3 (median divergence step 30) (safe on C)" in rec["per_task"]["A"]
     assert rec["cls_specific"][0].startswith("fp16_naive - safe on classification (C) but not on A")
     assert not safety.set_index(["scenario", "config"]).loc[("A", "fp16_naive"), "safe"]
+
+
+def test_the_safety_frame_marks_the_config_recommended_per_scenario():
+    df = speed_study()
+    _, safety = recommend.recommendations(df, tables.config_stats(df), FAST)
+    # A: fp16_naive diverged, so amp_bf16; C: fp16_naive is safe and fastest
+    assert recommend.recommended_configs(safety) == {"A": "amp_bf16", "C": "fp16_naive"}
 
 
 def test_a_config_clearly_worse_than_the_best_is_not_safe():

@@ -5,12 +5,14 @@ import base64
 import json
 
 import altair as alt
+import numpy as np
 import pandas as pd
 import pytest
 
 from benchlib.analysis import tables
 from benchlib.analysis import report
 from benchlib.analysis import charts
+from benchlib.analysis import overview
 from benchlib.analysis.stats import Rules
 from fixtures.records import grid, make_record, write_run, write_study
 from test_gates import with_baseline
@@ -128,3 +130,275 @@ def test_without_vl_convert_charts_are_saved_as_vega_lite_json_and_shown_interac
         assert "image/png" not in bundle and "application/vnd.vegalite.v5+json" in bundle
     finally:
         ch.renderer_available.cache_clear()
+
+
+# ---- what each chart must show at a glance ---------------------------------------------------
+def units(node):
+    """Every single-view spec (one with a mark) inside a chart's spec, in order."""
+    if isinstance(node, dict):
+        if "mark" in node:
+            yield node
+        for v in node.values():
+            yield from units(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from units(v)
+
+
+def rows_of(spec, column):
+    """The chart's data rows that carry ``column``."""
+    return [r for rows in spec["datasets"].values() for r in rows if column in r]
+
+
+def mark_type(u):
+    return u["mark"]["type"] if isinstance(u["mark"], dict) else u["mark"]
+
+
+def curves_frame(scenario, start, end, configs=("fp32_baseline", "fp16_naive"), n_runs=1):
+    steps = list(range(0, 300, 10))
+    return pd.DataFrame([{"scenario": scenario, "config": c, "step": s, "loss": start * (end / start) ** (s / 290),
+                          "loss_lo": start * (end / start) ** (s / 290), "loss_hi": start * (end / start) ** (s / 290),
+                          "n_runs": n_runs, "cap": 3 * start} for c in configs for s in steps])
+
+
+NO_DIVERGENCE = pd.DataFrame(columns=["scenario", "config", "seed", "step", "loss"])
+
+
+def test_the_stability_chart_gives_each_scenario_its_own_log_scaled_loss_axis():
+    curves = pd.concat([curves_frame("A", 11.0, 3.0), curves_frame("D", 0.74, 0.008)], ignore_index=True)
+    spec = charts.stability_chart(curves, NO_DIVERGENCE).to_dict()
+    assert spec["resolve"]["scale"]["y"] == "independent"  # D's 0.74 -> 0.008 is not a flat line under A's 11
+    line = next(u for u in units(spec) if mark_type(u) == "line")
+    assert line["encoding"]["y"]["scale"]["type"] == "log"
+    assert min(r["loss"] for r in rows_of(spec, "loss") if r["scenario"] == "D") == pytest.approx(0.008)
+
+
+def test_loss_curves_per_config_are_on_a_log_scale():
+    spec = charts.loss_curves_chart(curves_frame("D", 0.74, 0.008), NO_DIVERGENCE).to_dict()
+    assert {u["encoding"]["y"]["scale"]["type"] for u in units(spec) if "y" in u["encoding"]} == {"log"}
+
+
+def outlier_summary(n_seeds=1):
+    """A: four healthy configs at val loss 3.00-3.03, and fp16_naive_noscale that never learned
+    (val loss 9.4, did not beat the trivial predictor)."""
+    speed = {"fp32_baseline": 100, "amp_bf16": 200, "bf16_pure": 230, "amp_fp16": 190, "fp16_naive_noscale": 260}
+    recs = []
+    for c, t in speed.items():
+        for k in range(n_seeds):
+            q = 9.4 if c == "fp16_naive_noscale" else 3.0 + 0.01 * list(speed).index(c) + 0.002 * k
+            recs.append(with_baseline(make_record("A", c, k, throughput=t + k, quality=q),
+                                      beats=c != "fp16_naive_noscale"))
+    return tables.summarize(tables.study_frame(recs), "A")
+
+
+def test_a_run_that_never_learned_stays_off_the_frontier_and_out_of_the_axis():
+    spec = charts.quality_scatter(outlier_summary()).to_dict()
+    rows = {r["config"]: r for r in rows_of(spec, "point")}
+    bad = rows["fp16_naive_noscale"]
+    assert bad["point"] == "excluded (failed run)" and not bad["frontier"] and not bad["shown"]
+    (pts,) = [u for u in units(spec) if u.get("encoding", {}).get("y", {}).get("field") == "quality"
+              and mark_type(u) == "point" and "shape" in u["encoding"] and "color" in u["encoding"]]
+    lo, hi = pts["encoding"]["y"]["scale"]["domain"]
+    assert lo < 3.0 and 3.03 < hi < 3.1  # the healthy configs' range, not stretched to 9.4
+    assert any("fp16_naive_noscale" in s and "stalled" in s for s in spec["title"]["subtitle"])
+
+
+def test_a_failed_config_inside_the_range_is_drawn_grey_and_hollow_and_named_in_the_legend():
+    summary = outlier_summary()
+    summary.loc[summary["config"] == "fp16_naive_noscale", "quality"] = 3.02  # inside the healthy range
+    spec = charts.quality_scatter(summary).to_dict()
+    assert {r["config"]: r["shown"] for r in rows_of(spec, "point")}["fp16_naive_noscale"]
+    failed = [u for u in units(spec) if u.get("transform") == [{"filter": "datum.shown"}, {"filter": "datum.excluded"}]]
+    (layer,) = [u for u in failed if mark_type(u) == "point"]
+    assert layer["mark"]["color"] == charts.FAILED_GREY and layer["mark"]["filled"] is False
+    assert "excluded (failed run)" in layer["encoding"]["shape"]["scale"]["domain"]
+
+
+def label_boxes(spec):
+    """Pixel boxes of the frontier chart's config labels, from its data and its axis domains."""
+    (text,) = [u for u in units(spec) if mark_type(u) == "text" and u["encoding"].get("x", {}).get("field") == "lx"]
+    (pts,) = [u for u in units(spec) if "shape" in u.get("encoding", {}) and "color" in u["encoding"]]
+    (x0, x1), (y0, y1) = pts["encoding"]["x"]["scale"]["domain"], pts["encoding"]["y"]["scale"]["domain"]
+    w, h = spec["width"], spec["height"]
+    out = []
+    for r in rows_of(spec, "label"):
+        if r["shown"]:
+            left, mid = (r["lx"] - x0) / (x1 - x0) * w, (y1 - r["ly"]) / (y1 - y0) * h
+            out.append((left, mid - 5, left + 5 * len(r["label"]), mid + 5))  # 10 px text, >= 5 px a character
+    return out
+
+
+def test_config_labels_never_overlap_even_where_points_crowd():
+    configs = ["fp32_baseline", "fp32_tf32_matmul", "amp_fp16", "amp_bf16", "bf16_pure", "bf16_naive",
+               "amp_fp16_8bit_adam", "amp_bf16_8bit_adam"]
+    recs = [with_baseline(make_record("A", c, 0, throughput=400 + i, quality=3.0 + 0.001 * i))
+            for i, c in enumerate(configs)]  # eight points within a few pixels of each other
+    spec = charts.quality_scatter(tables.summarize(tables.study_frame(recs), "A")).to_dict()
+    boxes = label_boxes(spec)
+    assert len(boxes) == len(configs)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (a, b)
+
+
+def test_the_recommended_config_is_ringed_and_labelled():
+    spec = charts.quality_scatter(outlier_summary(), recommended="amp_bf16").to_dict()
+    rows = rows_of(spec, "recommended")
+    assert {r["config"] for r in rows if r["recommended"]} == {"amp_bf16"}
+    assert {r["label"] for r in rows if r["recommended"]} == {"amp_bf16 (recommended)"}
+    assert any(u.get("transform", [])[-1:] == [{"filter": "datum.recommended"}] for u in units(spec))
+
+
+def test_error_bars_are_drawn_where_two_seeds_ran_and_the_chart_says_when_none_are():
+    two = charts.quality_scatter(outlier_summary(n_seeds=2)).to_dict()
+    assert sum(mark_type(u) == "errorbar" for u in units(two)) == 2  # throughput and quality
+    assert all(r["qhi"] > r["qlo"] for r in rows_of(two, "qlo") if r["shown"])
+    one = charts.quality_scatter(outlier_summary(n_seeds=1)).to_dict()
+    assert not any(mark_type(u) == "errorbar" for u in units(one))
+    assert "one seed per config: no error bars" in one["title"]["subtitle"]
+    bars = charts.throughput_bar(outlier_summary(n_seeds=2)).to_dict()
+    err = next(u for u in units(bars) if mark_type(u) == "errorbar")
+    assert err["transform"] == [{"filter": "datum.n_seeds >= 2"}]
+
+
+def test_loss_bands_over_seeds_are_drawn_only_where_two_seeds_ran():
+    spec = charts.loss_curves_chart(curves_frame("A", 11.0, 3.0, n_runs=3), NO_DIVERGENCE).to_dict()
+    band = next(u for u in units(spec) if mark_type(u) == "area")
+    assert "datum.n_runs >= 2" in band["transform"][0]["filter"]
+    assert "subtitle" not in spec["title"]
+    one = charts.loss_curves_chart(curves_frame("A", 11.0, 3.0, n_runs=1), NO_DIVERGENCE).to_dict()
+    assert one["title"]["subtitle"] == "one seed per config: no band"
+
+
+def heat_stats():
+    """Gains vs fp32 as seed 000's H200 study had them: +827% throughput, -4% and -17% quality;
+    quality on D not established."""
+    rows = []
+    for s in "AD":
+        for c, t, q in (("fp32_baseline", 0.0, 0.0), ("bf16_naive", 794.0, -4.0), ("fp16_naive", 827.0, -17.0)):
+            for m, g in (("throughput", t), ("memory", 40.0 if c != "fp32_baseline" else 0.0), ("quality", q)):
+                est = not (m == "quality" and s == "D")
+                rows.append({"scenario": s, "config": c, "metric": m, "mean": 1.0 if est else np.nan,
+                             "gain_pct": g if est else np.nan, "n_ok": 1, "n_diverged": 0, "established": est,
+                             "rank": 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_the_heatmap_has_a_diverging_colour_scale_per_metric_centred_at_zero():
+    spec = charts.relative_heatmap(heat_stats()).to_dict()
+    assert spec["resolve"]["scale"]["color"] == "independent"
+    scales = {u["encoding"]["color"]["title"]: u["encoding"]["color"]["scale"] for u in units(spec)
+              if "color" in u.get("encoding", {}) and "field" in u["encoding"]["color"]}
+    assert scales["quality: % vs fp32"]["domain"] == [-17.0, 17.0]  # not washed out by +827
+    assert scales["throughput: % vs fp32"]["domain"] == [-827.0, 827.0]
+    assert all(s["domainMid"] == 0 and s["scheme"] == "redblue" for s in scales.values())
+
+
+def test_a_heatmap_column_without_data_says_why_instead_of_staying_blank():
+    spec = charts.relative_heatmap(heat_stats(), notes={"D": "reference fp32_baseline: not learned; more"}).to_dict()
+    marks = [r for r in rows_of(spec, "text") if str(r["text"]).startswith("no data")]
+    assert [(r["scenario"], r["text"]) for r in marks] == [("D", "no data: quality not established")]
+    assert any("quality on D" in line and "not learned" in line for line in spec["title"]["subtitle"])
+
+
+def tied_stats():
+    """Quality ranks on C: three configs tied at the best value; on A all distinct."""
+    rows = []
+    for s, ranks in (("A", [1, 2, 3, 4]), ("C", [1, 1, 1, 4])):
+        for c, r in zip(CFGS[:4], ranks):
+            rows.append({"scenario": s, "config": c, "metric": "quality", "rank": float(r), "mean": 1.0 / r})
+    return pd.DataFrame(rows)
+
+
+def test_tied_ranks_are_drawn_as_ties_not_as_one_point():
+    spec = charts.rank_slope(tied_stats()).to_dict()
+    c = [r for r in rows_of(spec, "n_tied") if r["scenario"] == "C"]
+    tied = [r for r in c if r["rank"] == 1]
+    assert len(tied) == 3 and {r["n_tied"] for r in tied} == {3}
+    assert len({r["y"] for r in tied}) == 3 and all(abs(r["y"] - 1) < 0.5 for r in tied)  # side by side at 1
+    assert {r["tie"] for r in tied} == {"= 3 tied"}
+    label = next(u for u in units(spec) if mark_type(u) == "text")
+    assert label["encoding"]["text"]["field"] == "tie" and label["transform"][0] == {"filter": "datum.n_tied > 1"}
+
+
+def test_scenario_letters_at_one_rank_print_on_separate_lines():
+    stats = pd.DataFrame([{"scenario": s, "config": "amp_bf16", "metric": "quality", "rank": 2.0} for s in "ACE"])
+    spec = charts.flip_chart(stats).to_dict()
+    letters = [u for u in units(spec) if mark_type(u) == "text"]
+    offsets = [u["mark"]["dy"] for u in letters]
+    assert len(letters) == 3 and len(set(offsets)) == 3
+    assert min(b - a for a, b in zip(offsets, offsets[1:])) >= 10  # a 10 px letter apart
+
+
+def chart_title(spec):
+    t = spec.get("title")
+    return t.get("text") if isinstance(t, dict) else t
+
+
+EMPTY = {
+    "metric_bar": lambda s, c, st: charts.metric_bar(s, "memory"),
+    "quality_scatter": lambda s, c, st: charts.quality_scatter(s),
+    "pareto_chart": lambda s, c, st: charts.pareto_chart(s),
+    "loss_curves_chart": lambda s, c, st: charts.loss_curves_chart(*c),
+    "stability_chart": lambda s, c, st: charts.stability_chart(*c),
+    "rank_slope": lambda s, c, st: charts.rank_slope(st),
+    "relative_heatmap": lambda s, c, st: charts.relative_heatmap(st),
+    "flip_chart": lambda s, c, st: charts.flip_chart(st),
+}
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_every_chart_has_a_title(study, name):
+    assert chart_title(BUILDERS[name](study).to_dict()).strip()
+
+
+@pytest.mark.parametrize("name", EMPTY)
+def test_every_chart_without_data_has_a_title_too(tmp_path, name):
+    df = tables.load_study(write_study(tmp_path, [make_record("C", "amp_bf16", 0, status="oom")]))
+    chart = EMPTY[name](tables.summarize(df, "C"), tables.loss_curves(df), tables.config_stats(df))
+    assert chart_title(chart.to_dict()).strip()
+
+
+# ---- the overview ------------------------------------------------------------------------------
+def overview_inputs():
+    """A and C, three seeds: fp16_naive diverges once on A; bf16_pure degrades on C (quality 20%
+    below fp32 on every seed); fp16_naive_noscale never beats the trivial predictor on C."""
+    def value(s, c, k):
+        v = ok = {"throughput": {"fp32_baseline": 100, "amp_bf16": 200}.get(c, 220) + k,
+                   "quality": (3.0 if s == "A" else 0.5) + 0.001 * k}
+        if s == "A" and c == "fp16_naive" and k == 0:
+            v = {**ok, "status": "diverged", "diverged_step": 40}
+        if s == "C" and c == "bf16_pure":
+            v = {**ok, "quality": 0.4}
+        return v
+    recs = [with_baseline(r, beats=not (r["scenario"] == "C" and r["config"] == "fp16_naive_noscale"))
+            for r in grid("AC", CFGS, value=value)]
+    df = tables.study_frame(recs)
+    return {s: tables.summarize(df, s) for s in "AC"}, tables.config_stats(df)
+
+
+def test_the_overview_is_three_titled_charts():
+    summaries, stats = overview_inputs()
+    ov = overview.overview_charts(summaries, stats, [], recommended={"A": "amp_bf16"})
+    assert list(ov) == ["quality_vs_throughput", "where_configs_break", "flips"]
+    assert all(chart_title(c.to_dict()).strip() for c in ov.values())
+
+
+def test_the_overview_grid_shows_where_each_config_breaks():
+    summaries, stats = overview_inputs()
+    spec = overview.overview_charts(summaries, stats, [])["where_configs_break"].to_dict()
+    cells = {(r["scenario"], r["config"]): (r["status"], r["label"]) for r in rows_of(spec, "status")}
+    assert cells["A", "fp16_naive"] == ("diverged", "1/3")
+    assert cells["C", "bf16_pure"] == ("degraded", "3/3")
+    assert cells["C", "fp16_naive_noscale"] == ("not learned", "3/3")
+    assert cells["A", "amp_bf16"] == ("ok", "3/3")
+
+
+def test_the_overview_rings_each_scenarios_recommended_config():
+    summaries, stats = overview_inputs()
+    spec = overview.overview_charts(summaries, stats, [], recommended={"A": "amp_bf16"})[
+        "quality_vs_throughput"].to_dict()
+    panels = spec["concat"]
+    assert [p["title"]["text"] for p in panels] == ["A: val loss vs throughput", "C: micro-F1 vs throughput"]
+    assert {r["config"] for r in rows_of(spec, "recommended") if r["recommended"]} == {"amp_bf16"}
+    assert "no config recommended" in panels[1]["title"]["subtitle"]

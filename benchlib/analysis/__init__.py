@@ -2,14 +2,17 @@
 
 ``tables`` (records -> per-config statistics, with the evidence gates), ``stats`` (seed
 statistics and the decision rules), ``flips``, ``hypotheses``, ``recommend``, ``charts``
-(Altair), ``scaling`` (multi-GPU speed-up) and ``report`` (the analyze / compare commands and
+(Altair), ``overview`` (the charts read first), ``placement`` (axis domains and labels that
+do not overlap), ``scaling`` (multi-GPU speed-up) and ``report`` (the analyze / compare commands and
 what notebooks 10 and 11 call: the names below). Reads records only: imports ``core``.
 """
 
 from benchlib.analysis.charts import show
-from benchlib.analysis.hypotheses import divergence_table, verdict_table
+from benchlib.analysis.hypotheses import divergence_table, verdict_markdown, verdict_table
+from benchlib.analysis.overview import overview_charts
 from benchlib.analysis.report import analyze_study, compare_study, mean_table
 from benchlib.analysis.tables import describe_experiment, learned_scenarios, load_study, resolve_study_dir, status_table
 
 __all__ = ["analyze_study", "compare_study", "describe_experiment", "divergence_table", "learned_scenarios", "load_study",
-           "mean_table", "resolve_study_dir", "show", "status_table", "verdict_table"]
+           "mean_table", "overview_charts", "resolve_study_dir", "show", "status_table", "verdict_markdown",
+           "verdict_table"]

@@ -16,19 +16,24 @@ import functools
 import json
 import warnings
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.tables import BASELINE, HEADLINE, config_order
+from benchlib.analysis.placement import padded_domain, place_labels
+from benchlib.analysis.tables import BASELINE, HEADLINE, config_order, label
 
 WIDTH = 360
 STABILITY_CONFIGS = ("fp16_naive", "fp16_naive_noscale", BASELINE)
 UNITS = {"memory": "GiB"}
 SHAPES = {"frontier": "diamond", "dominated": "circle", "not ranked": "circle", "excluded (failed run)": "cross"}
 """Point shapes on the frontier charts; "not ranked": the scenario's quality is not established."""
+FAILED_GREY = "#8c8c8c"
+LETTER_PX = 10
+"""Vertical distance between scenario letters in one row of the flip chart."""
+"""Configs with a failed run: drawn, but grey and hollow, so the eye goes to the healthy ones."""
 
 
 def _color(configs: Iterable[str], legend: bool = True, channel=alt.Color):
@@ -56,22 +61,29 @@ def _quality_title(summary: pd.DataFrame) -> str:
     return f"{name} ({'higher' if hib else 'lower'} is better)"
 
 
-def _empty(message: str) -> alt.Chart:
+def chart_title(text: str, subtitle=alt.Undefined) -> alt.Title:
+    """Titles start at the left edge, where a reader starts, with the notes under them."""
+    return alt.Title(text, subtitle=subtitle or alt.Undefined, anchor="start")
+
+
+def no_data_chart(message: str, title: str) -> alt.Chart:
+    """A chart that says why there is nothing to draw (under the title the chart would have)."""
     return alt.Chart(pd.DataFrame({"text": [message]})).mark_text(size=14).encode(text="text:N").properties(
-        width=WIDTH, height=60)
+        width=WIDTH, height=60, title=chart_title(title))
 
 
 # ---- per experiment ------------------------------------------------------------------------
 def metric_bar(summary: pd.DataFrame, metric: str, title: str | None = None) -> alt.Chart:
-    """Mean per config over seeds, error bar = +-1 std over seeds; fp32_baseline in grey,
-    configs excluded by the evidence gates (an unhealthy run) in red."""
+    """Mean per config over seeds, error bar = +-1 std over seeds (configs with >= 2 seeds);
+    fp32_baseline in grey, configs excluded by the evidence gates (an unhealthy run) in red."""
+    title = title or f"{metric}: mean +- std over seeds"
     d = _means(summary).dropna(subset=[metric])
     if d.empty:
-        return _empty(f"no ok runs: no {metric}")
-    std = d[f"{metric}_std"].fillna(0)
+        return no_data_chart(f"no ok runs: no {metric}", title)
+    lo, hi = _seed_range(d, metric)
     kind = np.where(d["excluded"].fillna(False).astype(bool), "excluded (failed run)",
                     np.where(d["config"] == BASELINE, BASELINE, "config"))
-    d = d.assign(lo=d[metric] - std, hi=d[metric] + std, kind=kind)[
+    d = d.assign(lo=lo, hi=hi, kind=kind)[
         ["config", metric, "lo", "hi", "kind", "n_seeds", f"{metric}_rel", "excluded_reason"]]
     unit = _unit(summary, metric)
     xtitle = f"{metric} ({unit})" if unit else metric
@@ -82,8 +94,11 @@ def metric_bar(summary: pd.DataFrame, metric: str, title: str | None = None) -> 
                                                               range=["#4c78a8", "#9e9e9e", "#d62728"])),
         tooltip=["config:N", alt.Tooltip(f"{metric}:Q", format=".4g"), alt.Tooltip(f"{metric}_rel:Q", format=".2f"),
                  "n_seeds:Q", "excluded_reason:N"])
-    err = base.mark_errorbar(ticks=True).encode(x=alt.X("lo:Q", title=xtitle), x2="hi:Q")
-    return (bars + err).properties(width=WIDTH, title=title or f"{metric}: mean +- std over seeds")
+    err = base.transform_filter("datum.n_seeds >= 2").mark_errorbar(ticks=True).encode(
+        x=alt.X("lo:Q", title=xtitle), x2="hi:Q")
+    one = (d["n_seeds"] < 2).all()
+    return (bars + err).properties(width=WIDTH, title=chart_title(title, "one seed per config: no error bars" if one
+                                                               else alt.Undefined))
 
 
 def throughput_bar(summary: pd.DataFrame) -> alt.Chart:
@@ -98,100 +113,184 @@ def _established(summary: pd.DataFrame) -> bool:
     return bool(summary["quality_established"].iloc[0])
 
 
-def _frontier_panel(summary: pd.DataFrame, x: str, errors: bool) -> alt.LayerChart:
-    d = _means(summary).dropna(subset=[x, "quality"])
-    point = np.where(d["excluded"].fillna(False).astype(bool), "excluded (failed run)",
+def _seed_range(d: pd.DataFrame, col: str) -> tuple[pd.Series, pd.Series]:
+    """mean +- 1 std over seeds; NaN where fewer than 2 seeds (no spread measured, no bar)."""
+    std = d[f"{col}_std"].where(d["n_seeds"] >= 2)
+    return d[col] - std, d[col] + std
+
+
+def _num(v: float) -> str:
+    """4 significant digits, without an exponent for the large throughputs (465,428 not 4.654e+05)."""
+    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+
+
+def _short_reason(reason: str) -> str:
+    """'stalled 1/1 (did not beat ...)' -> 'stalled 1/1': the counts fit a chart note; the
+    tooltip carries the rest."""
+    return reason.split(" (")[0] if isinstance(reason, str) else ""
+
+
+def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str | None = None,
+                   width: int = WIDTH, height: int = 260) -> tuple[alt.LayerChart, list[str]]:
+    """One frontier plot (``x`` = throughput or memory against quality) and its notes (what is
+    off the scale, and why). The quality axis spans the healthy configs only, so one failed run
+    (a val loss of 9.4 beside 4.3) cannot squash the others into a line: failed configs inside
+    that range are drawn grey and hollow, those outside are left out and named in the notes;
+    the x axis spans what is drawn. Labels are placed so that they do not overlap
+    (``placement.place_labels``); the recommended config, if given, is ringed."""
+    d = _means(summary).dropna(subset=[x, "quality"]).reset_index(drop=True)
+    failed = d["excluded"].fillna(False).astype(bool)
+    point = np.where(failed, "excluded (failed run)",
                      np.where(d[f"pareto_{x}"].fillna(False).astype(bool), "frontier",
                               "dominated" if _established(summary) else "not ranked"))
-    d = d.assign(frontier=point == "frontier", point=point,
-                 xlo=d[x] - d[f"{x}_std"].fillna(0), xhi=d[x] + d[f"{x}_std"].fillna(0),
-                 qlo=d["quality"] - d["quality_std"].fillna(0), qhi=d["quality"] + d["quality_std"].fillna(0))
-    d = d[["config", x, "quality", "frontier", "point", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded_reason"]]
+    (xlo, xhi), (qlo, qhi) = _seed_range(d, x), _seed_range(d, "quality")
+    d = d.assign(frontier=point == "frontier", point=point, xlo=xlo, xhi=xhi, qlo=qlo, qhi=qhi,
+                 recommended=d["config"] == recommended)
+    basis = d[~failed] if (~failed).any() else d
+    ydom = padded_domain(pd.concat([basis["quality"], basis["qlo"], basis["qhi"]]))
+    d["shown"] = d["quality"].between(*ydom)  # a failed run's speed is measured: only its quality can be wild
+    xdom = padded_domain(pd.concat([d.loc[d["shown"], c] for c in (x, "xlo", "xhi")]))
+    qname = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
+    notes = [f"off scale: {r.config} ({qname} {_num(r.quality)}, {x} {_num(getattr(r, x))}): "
+             f"{_short_reason(r.excluded_reason) or 'failed'}" for r in d[~d["shown"]].itertuples()]
+    shown = d[d["shown"]].reset_index(drop=True)
+    text = [c + (" (recommended)" if rec else "") for c, rec in zip(shown["config"], shown["recommended"])]
+    px = (shown[x] - xdom[0]) / (xdom[1] - xdom[0]) * width
+    py = (ydom[1] - shown["quality"]) / (ydom[1] - ydom[0]) * height
+    spots = place_labels(px.tolist(), py.tolist(), text, width, height)
+    d["label"], d["lx"], d["ly"], d["moved"], d["ax"] = "", np.nan, np.nan, False, np.nan
+    rows = d.index[d["shown"]]
+    d.loc[rows, "label"] = text
+    def to_x(v): return xdom[0] + v / width * (xdom[1] - xdom[0])
+    d.loc[rows, "lx"] = [to_x(sx) for sx, _, _, _ in spots]
+    d.loc[rows, "ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
+    d.loc[rows, "moved"] = [m for _, _, m, _ in spots]
+    d.loc[rows, "ax"] = [to_x(a) for _, _, _, a in spots]
+    d = d[["config", x, "quality", "frontier", "point", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
+           "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved", "ax"]]
     xt, yt = f"{x} ({_unit(summary, x)})", _quality_title(summary)
-    xe = alt.X(f"{x}:Q", scale=alt.Scale(zero=False, padding=12), title=xt)
-    ye = alt.Y("quality:Q", scale=alt.Scale(zero=False, padding=12), title=yt)
-    base = alt.Chart(d).encode(x=xe, y=ye)
-    pts = base.mark_point(filled=True, size=90).encode(
-        color=_color(d["config"]), shape=alt.Shape("point:N", title=None, scale=alt.Scale(
-            domain=[k for k in SHAPES if k in set(point)], range=[v for k, v in SHAPES.items() if k in set(point)])),
-        tooltip=["config:N", alt.Tooltip(f"{x}:Q", format=".4g"), alt.Tooltip("quality:Q", format=".4g"), "n_seeds:Q",
-                 "excluded_reason:N"])
-    line = alt.Chart(d[d["frontier"]].sort_values(x)).mark_line(color="black", strokeDash=[4, 3]).encode(
+    xe = alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xt)
+    ye = alt.Y("quality:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title=yt)
+    base = alt.Chart(d).transform_filter("datum.shown").encode(x=xe, y=ye)
+    kinds = [k for k in SHAPES if k in set(point)]
+    shape = alt.Shape("point:N", title=None, scale=alt.Scale(domain=kinds, range=[SHAPES[k] for k in kinds]))
+    tip = ["config:N", alt.Tooltip(f"{x}:Q", format=".4g"), alt.Tooltip("quality:Q", format=".4g"), "n_seeds:Q",
+           "excluded_reason:N"]
+    ok_pts = base.transform_filter("!datum.excluded").mark_point(filled=True, size=90).encode(
+        color=_color(d["config"]), shape=shape, tooltip=tip)
+    bad_pts = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, color=FAILED_GREY,
+                                                                 strokeWidth=2).encode(shape=shape, tooltip=tip)
+    line = alt.Chart(d[d["frontier"] & d["shown"]].sort_values(x)).mark_line(color="black", strokeDash=[4, 3]).encode(
         x=xe, y=ye, order=alt.Order(f"{x}:Q"))
-    labels = base.transform_filter("datum.frontier").mark_text(align="left", dx=7, fontSize=10).encode(text="config:N")
-    layers = [line, pts, labels]
-    if errors:
-        layers += [base.mark_errorbar().encode(x=alt.X("xlo:Q", title=xt), x2="xhi:Q"),
-                   base.mark_errorbar().encode(y=alt.Y("qlo:Q", title=yt), y2="qhi:Q")]
-    return alt.layer(*layers).properties(width=WIDTH, height=260)
+    leaders = base.transform_filter("datum.moved").mark_rule(color="#999999", strokeWidth=0.7).encode(
+        x2="ax:Q", y2="ly:Q")
+    labels = base.mark_text(align="left", baseline="middle", fontSize=10).encode(
+        x="lx:Q", y="ly:Q", text="label:N",
+        color=alt.condition("datum.excluded", alt.value(FAILED_GREY), alt.value("#333333")))
+    ring = base.transform_filter("datum.recommended").mark_point(size=380, filled=False, color="black",
+                                                                 strokeWidth=2)
+    layers = [line, leaders, ok_pts, bad_pts, labels, ring]
+    if errors and (d["n_seeds"] >= 2).any():
+        bars = base.transform_filter("datum.n_seeds >= 2")
+        layers += [bars.mark_errorbar().encode(x=alt.X("xlo:Q", title=xt), x2="xhi:Q"),
+                   bars.mark_errorbar().encode(y=alt.Y("qlo:Q", title=yt), y2="qhi:Q")]
+    elif errors:
+        notes.append("one seed per config: no error bars")
+    if recommended and not d["recommended"].any():
+        notes.append(f"recommended config {recommended} has no point here")
+    return alt.layer(*layers).properties(width=width, height=height), notes
 
 
-def _subtitle(summary: pd.DataFrame):
-    """Why there is no frontier, where quality is not established."""
-    return alt.Undefined if _established(summary) else f"no frontier: {summary['note'].iloc[0]}"
+def _subtitle(summary: pd.DataFrame, notes: list[str] = ()) -> list[str] | alt.UndefinedType:
+    """Why there is no frontier, where quality is not established, then the panel's notes."""
+    lines = ([] if _established(summary) else [f"no frontier: {summary['note'].iloc[0]}"]) + list(notes)
+    return lines or alt.Undefined
 
 
-def quality_scatter(summary: pd.DataFrame) -> alt.Chart:
-    """Throughput vs quality per config (error bars +-1 std over seeds); the Pareto frontier
-    (diamonds, dashed line) from the summary's ``pareto_throughput``; configs with a failed run
-    as crosses, never on it; no frontier where quality is not established."""
+def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> alt.Chart:
+    """Throughput vs quality per config (error bars +-1 std over seeds, where >= 2); the Pareto
+    frontier (diamonds, dashed line) from the summary's ``pareto_throughput``; configs with a
+    failed run as grey hollow crosses, never on it, and left off the axes when they lie outside
+    the healthy configs' range; ``recommended`` ringed; no frontier where quality is not
+    established."""
     if _means(summary)[["throughput", "quality"]].dropna().empty:
-        return _empty("no ok runs: no throughput-quality points")
-    return _frontier_panel(summary, "throughput", True).properties(
-        title=alt.Title("Throughput vs quality (diamonds + dashed line: Pareto frontier; crosses: failed)",
-                        subtitle=_subtitle(summary)))
+        return no_data_chart("no ok runs: no throughput-quality points", "Throughput vs quality")
+    panel, notes = frontier_panel(summary, "throughput", True, recommended)
+    ring = "; ring: recommended" if recommended else ""
+    return panel.properties(title=chart_title(
+        f"Throughput vs quality (diamonds + dashed line: Pareto frontier; grey crosses: failed{ring})",
+        subtitle=_subtitle(summary, notes)))
 
 
-def pareto_chart(summary: pd.DataFrame) -> alt.Chart:
+def pareto_chart(summary: pd.DataFrame, recommended: str | None = None) -> alt.Chart:
     """The two frontiers side by side: throughput-quality and memory-quality."""
     if _means(summary)[["throughput", "memory", "quality"]].dropna().empty:
-        return _empty("no ok runs: no Pareto frontier")
-    return alt.hconcat(_frontier_panel(summary, "throughput", False), _frontier_panel(summary, "memory", False)
-                       ).properties(title=alt.Title("Pareto frontiers: throughput-quality (higher x better), "
-                                                    "memory-quality (lower x better); crosses: failed, never on one",
-                                                    subtitle=_subtitle(summary)))
+        return no_data_chart("no ok runs: no Pareto frontier", "Pareto frontiers")
+    panels = []
+    for x in ("throughput", "memory"):
+        panel, notes = frontier_panel(summary, x, False, recommended)
+        panels.append(panel.properties(title=alt.Title(f"{x} vs quality", subtitle=notes or alt.Undefined,
+                                                       fontSize=12)))
+    return alt.hconcat(*panels).resolve_scale(color="shared", shape="shared").properties(
+        title=chart_title("Pareto frontiers: throughput-quality (higher x better), memory-quality (lower x better); "
+                     "grey crosses: failed, never on one", _subtitle(summary)))
 
 
 def _curve_layers(curves: pd.DataFrame, divergences: pd.DataFrame, legend: bool) -> alt.LayerChart:
+    """Mean loss per config, the min-max band where >= 2 seeds ran, red crosses at divergences.
+    The y scale is logarithmic: a loss falls by orders of magnitude (a classification BCE from
+    0.7 to 0.008) and on a linear axis everything after the first steps is a flat line."""
     data = pd.concat([curves.assign(kind="curve"), divergences.assign(kind="diverged")], ignore_index=True)
     data = data[["scenario", "config", "step", "loss", "loss_lo", "loss_hi", "n_runs", "seed", "kind"]]
+    data = data[data["loss"] > 0]  # a log axis has no place for 0 (nor for a missing loss)
+    data["loss_lo"] = data["loss_lo"].where(data["loss_lo"] > 0)
+    logy = alt.Scale(type="log")
     base = alt.Chart().encode(x=alt.X("step:Q", title="step"))
     curve = "datum.kind == 'curve'"
     color = _color(curves["config"], legend)
-    band = base.transform_filter(curve).mark_area(opacity=0.25).encode(  # fill: no legend of faint swatches
-        y="loss_lo:Q", y2="loss_hi:Q", fill=_color(curves["config"], legend=False, channel=alt.Fill))
+    band = base.transform_filter(f"{curve} && datum.n_runs >= 2 && isValid(datum.loss_lo)").mark_area(
+        opacity=0.25).encode(  # fill: no legend of faint swatches
+        y=alt.Y("loss_lo:Q", scale=logy), y2="loss_hi:Q", fill=_color(curves["config"], legend=False, channel=alt.Fill))
     line = base.transform_filter(curve).mark_line().encode(
-        y=alt.Y("loss:Q", title="training loss", scale=alt.Scale(zero=False)), color=color,
+        y=alt.Y("loss:Q", title="training loss (log scale)", scale=logy), color=color,
         tooltip=["config:N", "step:Q", alt.Tooltip("loss:Q", format=".4g"), "n_runs:Q"])
     marks = base.transform_filter("datum.kind == 'diverged'").mark_point(
         shape="cross", size=120, filled=True, color="#d62728").encode(
-        y="loss:Q", tooltip=["config:N", "seed:Q", alt.Tooltip("step:Q", title="diverged at step")])
+        y=alt.Y("loss:Q", scale=logy), tooltip=["config:N", "seed:Q", alt.Tooltip("step:Q", title="diverged at step")])
     return alt.layer(band, line, marks, data=data).resolve_legend(fill="independent")
 
 
+def _band_note(curves: pd.DataFrame) -> str | alt.UndefinedType:
+    return "one seed per config: no band" if curves["n_runs"].max() < 2 else alt.Undefined
+
+
 def loss_curves_chart(curves: pd.DataFrame, divergences: pd.DataFrame) -> alt.Chart:
-    """Training loss per config: mean over seeds, band = min-max over seeds, red crosses =
+    """Training loss per config on a log scale (one scenario: panels share the y axis, so
+    configs compare directly): mean over seeds, band = min-max over seeds, red crosses =
     diverged runs at their divergence step (losses capped at 3x the initial loss)."""
+    title = "Training loss per config (log scale; line: mean over seeds; band: min-max; red cross: divergence)"
     if curves.empty:
-        return _empty("no steps.jsonl found: no loss curves")
+        return no_data_chart("no steps.jsonl found: no loss curves", title)
     return _curve_layers(curves, divergences, legend=False).properties(
         width=190, height=120).facet(facet=alt.Facet("config:N", sort=config_order(curves["config"]), title=None),
-                                     columns=4).properties(
-        title="Training loss per config (line: mean over seeds; band: min-max; red cross: divergence)")
+                                     columns=4).properties(title=chart_title(title, _band_note(curves)))
 
 
 # ---- across experiments --------------------------------------------------------------------
 def stability_chart(curves: pd.DataFrame, divergences: pd.DataFrame,
                     configs: Iterable[str] = STABILITY_CONFIGS) -> alt.Chart:
     """Seed 000's stability comparison: fp16_naive (and fp16_naive_noscale, fp32 for
-    reference) loss curves, one panel per scenario, side by side."""
+    reference) loss curves, one panel per scenario, side by side. Each panel has its own
+    axes: scenarios differ in loss (LM cross-entropy of ~11 at the start, a classification
+    BCE below 1) and in length, and on a shared axis the smaller one is a flat line."""
     configs = list(configs)
     c, d = curves[curves["config"].isin(configs)], divergences[divergences["config"].isin(configs)]
+    title = "Stability: loss per scenario (own log-scale axis each; band: min-max over seeds; red cross: divergence)"
     if c.empty:
-        return _empty("no fp16_naive runs with steps.jsonl: no stability curves")
+        return no_data_chart("no fp16_naive runs with steps.jsonl: no stability curves", title)
     return _curve_layers(c, d, legend=True).properties(width=180, height=130).facet(
-        facet=alt.Facet("scenario:N", title="scenario"), columns=3).properties(
-        title="Stability: loss per scenario (band: min-max over seeds; red cross: divergence)")
+        facet=alt.Facet("scenario:N", title="scenario"), columns=3).resolve_scale(
+        x="independent", y="independent").properties(title=chart_title(title, _band_note(c)))
 
 
 def _flip_flag(stats: pd.DataFrame, flips: list[dict] | None) -> pd.Series:
@@ -199,64 +298,133 @@ def _flip_flag(stats: pd.DataFrame, flips: list[dict] | None) -> pd.Series:
     return pd.Series([(m, c) in keys for m, c in zip(stats["metric"], stats["config"])], index=stats.index)
 
 
+def _ties(d: pd.DataFrame) -> pd.DataFrame:
+    """``d`` (ranks by ``method="min"``: tied configs share the best rank of the group) with
+    ``n_tied`` per (metric, scenario, rank) and ``y``: the rank, spread by up to +-0.35 within a
+    tie in config order, so the lines of tied configs end side by side at their shared rank
+    instead of on one point (which reads as "all of them best")."""
+    d = d.assign(_order=d["config"].map({c: i for i, c in enumerate(config_order(d["config"]))}))
+    d = d.sort_values(["metric", "scenario", "rank", "_order"])
+    grp = d.groupby(["metric", "scenario", "rank"])["config"]
+    n, k = grp.transform("size"), grp.cumcount()
+    spread = np.where(n > 1, 0.7 * (k / (n - 1).clip(lower=1) - 0.5), 0.0)
+    return d.assign(n_tied=n, y=d["rank"] + spread).drop(columns="_order")
+
+
 def rank_slope(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Chart:
     """Slope graph: each config's rank (1 = best) per scenario, one panel per metric; configs
-    in a flip beyond seed noise drawn solid, the rest faded."""
+    in a flip beyond seed noise drawn solid, the rest faded. Tied configs (equal means: the
+    same rank) end side by side at their rank, marked "= n tied"."""
+    title = "Rank of each config per scenario (solid: in a flip beyond seed noise; \"= n tied\": equal ranks)"
     d = stats.assign(flip=_flip_flag(stats, flips)).dropna(subset=["rank"])[
         ["scenario", "config", "metric", "rank", "flip", "mean"]]
     if d.empty:
-        return _empty("no ranks")
+        return no_data_chart("no ranks", title)
+    d = _ties(d)
+    d["tie"] = np.where(d["n_tied"] > 1, "= " + d["n_tied"].astype(str) + " tied", "")
     base = alt.Chart().encode(
         x=alt.X("scenario:O", title="scenario"),
-        y=alt.Y("rank:Q", scale=alt.Scale(reverse=True, zero=False), title="rank (1 = best)"),
+        y=alt.Y("y:Q", scale=alt.Scale(domain=[0.5, d["rank"].max() + 0.5], reverse=True, nice=False),
+                title="rank (1 = best)"),
         color=_color(d["config"]), detail="config:N",
         opacity=alt.condition("datum.flip", alt.value(1.0), alt.value(0.3)))
-    layer = alt.layer(base.mark_line(), base.mark_point(filled=True).encode(
-        tooltip=["config:N", "scenario:N", "rank:Q", alt.Tooltip("mean:Q", format=".4g"), "flip:N"]), data=d)
+    tip = ["config:N", "scenario:N", "rank:Q", "n_tied:Q", alt.Tooltip("mean:Q", format=".4g"), "flip:N"]
+    # one "= n tied" per tie, right of its points (one row per tie: the first config of it)
+    tie = alt.Chart().transform_filter("datum.n_tied > 1").transform_aggregate(
+        n="count()", groupby=["metric", "scenario", "rank", "tie"]).mark_text(
+        align="left", dx=8, fontSize=10, fontWeight="bold", color="#333333").encode(
+        x="scenario:O", y=alt.Y("rank:Q"), text="tie:N")
+    layer = alt.layer(base.mark_line(), base.mark_point(filled=True).encode(tooltip=tip), tie, data=d)
     return layer.properties(width=220, height=240).facet(
-        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(
-        title="Rank of each config per scenario (solid: in a flip beyond seed noise)")
+        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(title=chart_title(title))
 
 
-def relative_heatmap(stats: pd.DataFrame) -> alt.Chart:
-    """Config x scenario x metric: % vs fp32_baseline, signed so > 0 is better (faster, less
-    memory, better quality); 'div' = every run diverged; 'n/l' = quality not established (the
-    scenario did not learn, or its records carry no trivial baseline)."""
-    d = stats[["scenario", "config", "metric", "gain_pct", "n_ok", "n_diverged", "established"]].copy()
+def _no_data_why(cells: pd.DataFrame, metric: str) -> str:
+    """Why a (scenario, metric) column of the heatmap has no value, in a few words."""
+    if metric == "quality" and not cells["established"].any():
+        return "quality not established"
+    if not (cells["config"] == BASELINE).any() or cells.loc[cells["config"] == BASELINE, "mean"].isna().all():
+        return "no fp32_baseline value"
+    return "no counted run"
+
+
+def _heat_panel(d: pd.DataFrame, metric: str, scenarios: list[str], order: list[str], why: dict) -> alt.LayerChart:
+    """One metric's cells on a diverging scale of its own, centred at 0 and symmetric (the
+    largest |gain| of this metric sets both ends), so a -4% quality loss is as visible as the
+    metric allows, whatever the throughput gains are."""
+    lim = float(np.nanmax(np.abs(d["gain_pct"].replace([np.inf, -np.inf], np.nan)))) or 1.0
+    base = alt.Chart(d).encode(x=alt.X("scenario:O", sort=scenarios, title="scenario"),
+                               y=alt.Y("config:N", sort=order, title=None))
+    rect = base.transform_filter("isValid(datum.gain_pct)").mark_rect().encode(
+        color=alt.Color("gain_pct:Q", title=f"{metric}: % vs fp32",
+                        scale=alt.Scale(scheme="redblue", domain=[-lim, lim], domainMid=0)),
+        tooltip=["config:N", "scenario:N", alt.Tooltip("gain_pct:Q", format="+.1f"), "n_ok:Q"])
+    blank = base.transform_filter("!isValid(datum.gain_pct)").mark_rect(color="#f2f2f2")
+    # a column with no value at all is one "no data" mark, not a row of cell labels under it
+    text = base.transform_filter(alt.FieldOneOfPredicate("scenario", [s for s in scenarios if s not in why])
+                                 ).mark_text(fontSize=9).encode(text="label:N")
+    layers = [rect, blank, text]
+    if why:  # a column without any value says so, across its cells
+        mid = order[len(order) // 2]
+        note = pd.DataFrame({"scenario": list(why), "config": mid, "text": [f"no data: {w}" for w in why.values()]})
+        layers.append(alt.Chart(note).mark_text(angle=270, fontSize=11, fontWeight="bold", color="#555555").encode(
+            x=alt.X("scenario:O", sort=scenarios), y=alt.Y("config:N", sort=order), text="text:N"))
+    return alt.layer(*layers).properties(width=max(36 * len(scenarios), 72), title=metric)
+
+
+def relative_heatmap(stats: pd.DataFrame, notes: Mapping[str, str] | None = None) -> alt.Chart:
+    """Config x scenario per metric: % vs fp32_baseline, signed so > 0 is better (faster, less
+    memory, better quality), one diverging colour scale per metric; 'div' = every run
+    diverged; 'fail' = no counted run, a failed one (stalled, degraded); 'n/l' = quality not
+    established (the scenario did not learn, or its records carry no trivial baseline). A column with no value carries "no data: why", and the
+    subtitle the scenario's note from ``notes`` (scenario -> text, as
+    ``tables.scenario_notes``)."""
+    title = "Performance relative to fp32_baseline (%, > 0 = better; one colour scale per metric)"
+    d = stats[["scenario", "config", "metric", "mean", "gain_pct", "n_ok", "n_diverged", "established"]].copy()
     if d["gain_pct"].isna().all():
-        return _empty("no fp32_baseline runs (or no established quality): nothing to compare against")
-    d["label"] = [f"{round(g):+d}" if np.isfinite(g) else "n/l" if not est else ("div" if ok == 0 and nd else "")
-                  for g, ok, nd, est in zip(d["gain_pct"], d["n_ok"], d["n_diverged"], d["established"])]
-    lim = float(np.nanpercentile(np.abs(d["gain_pct"]), 95)) or 1.0
-    rect = alt.Chart().mark_rect().encode(
-        x=alt.X("scenario:O"), y=alt.Y("config:N", sort=config_order(d["config"]), title=None),
-        color=alt.Color("gain_pct:Q", title="% vs fp32 (> 0 better)",
-                        scale=alt.Scale(scheme="redblue", domain=[-lim, lim], domainMid=0, clamp=True)),
-        tooltip=["config:N", "scenario:N", "metric:N", alt.Tooltip("gain_pct:Q", format="+.1f")])
-    text = alt.Chart().mark_text(fontSize=9).encode(x="scenario:O", y=alt.Y("config:N", sort=config_order(d["config"])),
-                                                    text="label:N")
-    return alt.layer(rect, text, data=d).properties(width=150).facet(
-        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(
-        title="Performance relative to fp32_baseline (% , > 0 = better)")
+        return no_data_chart("no fp32_baseline runs (or no established quality): nothing to compare against", title)
+    failed = stats["n_failed"] if "n_failed" in stats else pd.Series(0, index=stats.index)
+    d["label"] = [f"{round(g):+d}" if np.isfinite(g) else "n/l" if not est else
+                  "div" if ok == 0 and nd else "fail" if nf else "" for g, ok, nd, nf, est in
+                  zip(d["gain_pct"], d["n_ok"], d["n_diverged"], failed, d["established"])]
+    order, scenarios = config_order(d["config"]), sorted(d["scenario"].unique())
+    panels, lines = [], []
+    for m in HEADLINE:
+        dm = d[d["metric"] == m]
+        why = {s: _no_data_why(g, m) for s, g in dm.groupby("scenario") if not np.isfinite(g["gain_pct"]).any()}
+        lines += [f"{m} on {s}: no data, {w}" + (f" ({notes[s].split(';')[0]})" if notes and notes.get(s) else "")
+                  for s, w in why.items()]
+        if len(why) == len(scenarios):
+            panels.append(no_data_chart("no data: " + "; ".join(sorted(set(why.values()))), m).properties(width=150))
+        elif len(dm):
+            panels.append(_heat_panel(dm, m, scenarios, order, why))
+    return alt.hconcat(*panels).resolve_scale(color="independent").properties(title=chart_title(title, lines))
 
 
 def flip_chart(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Chart:
     """Each config's rank range across scenarios per metric (letters: the scenario at each
-    rank); red = the config takes part in a flip beyond seed noise."""
+    rank, each scenario on its own line within the config's row, so two scenarios at one
+    rank do not print over each other); red = the config takes part in a flip beyond seed
+    noise."""
+    title = "Rank changes across scenarios (letters: scenario; red: flip beyond seed noise)"
     d = stats.assign(flip=_flip_flag(stats, flips)).dropna(subset=["rank"])[["scenario", "config", "metric",
                                                                              "rank", "flip"]]
     if d.empty:
-        return _empty("no ranks")
+        return no_data_chart("no ranks", title)
     color = alt.Color("flip:N", scale=alt.Scale(domain=[True, False], range=["#d62728", "#9e9e9e"]),
                       title="flip beyond noise")
     y = alt.Y("config:N", sort=config_order(d["config"]), title=None)
     rule = alt.Chart().mark_rule(strokeWidth=3, opacity=0.6).encode(y=y, x=alt.X("min(rank):Q", title="rank"),
                                                                      x2="max(rank):Q", color=color)
-    text = alt.Chart().mark_text(fontSize=10, fontWeight="bold").encode(y=y, x="rank:Q", text="scenario:N",
-                                                                        color=color)
-    return alt.layer(rule, text, data=d).properties(width=200).facet(
-        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(
-        title="Rank changes across scenarios (red: flip beyond seed noise)")
+    # one text layer per scenario, each on its own line of the config's row (dy): letters at
+    # one rank would otherwise print over each other
+    scns = sorted(d["scenario"].unique())
+    texts = [alt.Chart().transform_filter(alt.datum.scenario == s).mark_text(
+        fontSize=10, fontWeight="bold", dy=LETTER_PX * (k - (len(scns) - 1) / 2)).encode(
+        y=y, x="rank:Q", text="scenario:N", color=color) for k, s in enumerate(scns)]
+    none = "no flip beyond seed noise in these data" if not flips else alt.Undefined
+    return alt.layer(rule, *texts, data=d).properties(width=200, height={"step": LETTER_PX * (len(scns) + 1)}).facet(
+        column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(title=chart_title(title, none))
 
 
 # ---- output --------------------------------------------------------------------------------
@@ -268,9 +436,10 @@ def experiment_charts(summary: pd.DataFrame, curves: pd.DataFrame, divergences: 
 
 
 def comparison_charts(stats: pd.DataFrame, flips: list[dict], curves: pd.DataFrame,
-                      divergences: pd.DataFrame) -> dict:
-    """Seed 000's cross-experiment list, by file name."""
-    return {"rank_slope": rank_slope(stats, flips), "relative_heatmap": relative_heatmap(stats),
+                      divergences: pd.DataFrame, notes: Mapping[str, str] | None = None) -> dict:
+    """Seed 000's cross-experiment list, by file name (``notes``: scenario -> what the evidence
+    gates say, for the heatmap's no-data marks)."""
+    return {"rank_slope": rank_slope(stats, flips), "relative_heatmap": relative_heatmap(stats, notes),
             "flips": flip_chart(stats, flips), "stability": stability_chart(curves, divergences)}
 
 

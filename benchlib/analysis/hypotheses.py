@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from itertools import product
 from typing import Callable
 
@@ -370,3 +371,20 @@ def verdict_table(hyps: dict[str, dict]) -> pd.DataFrame:
                      "unit": e.get("unit"), "reason": h["reason"]})
     return pd.DataFrame(rows)
 
+
+_MARKER = re.compile(r"^([-+*#>|])")
+_NUMBERED = re.compile(r"^(\d+)([.)])")
+
+
+def markdown_text(text: str) -> str:
+    """Plain text as one Markdown paragraph: line breaks joined (rules are wrapped docstrings,
+    and a wrapped line that begins "- loss(RoBERTa)" would become a list item), and a leading
+    character that would open a list, heading, quote or table escaped."""
+    one = " ".join(str(text).split())
+    return _NUMBERED.sub(r"\1\\\2", _MARKER.sub(r"\\\1", one))
+
+
+def verdict_markdown(hid: str, h: dict) -> str:
+    """One hypothesis for a notebook: id, claim, verdict and reason, then its rule as a quote."""
+    return (f"**{hid}** — {markdown_text(h['claim'])}: **{h['verdict']}** ({markdown_text(h['reason'])})\n\n"
+            f"> {markdown_text(h['rule'])}")

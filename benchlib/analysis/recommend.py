@@ -96,12 +96,14 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     default, and the lowest-memory one is named for memory-bound work. No default when a
     scenario's quality is not established or no config is tested safe everywhere: the line
     says why and what evidence is missing. ``per_task[s]`` = the fastest safe config on s, and
-    configs unsafe on s that are safe elsewhere. ``lm_specific`` / ``cls_specific`` = safe on
+    configs unsafe on s that are safe elsewhere (the safety frame returned beside the lines
+    marks that config ``recommended``: ``recommended_configs``). ``lm_specific`` / ``cls_specific`` = safe on
     every LM (classification) scenario but unsafe on a classification (LM) one. ``avoid`` =
     unsafe somewhere and safe nowhere. Every line carries its numbers (speed and memory vs
     fp32_baseline, or ranks)."""
     df = gated(df, rules)
     saf = safety(df, rules)
+    saf["recommended"] = False
     scns = sorted(saf["scenario"].unique())
     est = [s for s in scns if df.loc[df["scenario"] == s, "quality_established"].iloc[0]]
     why_not = {s: why_not_established(df, s) for s in scns if s not in est}
@@ -162,6 +164,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
         fast = speed_order([c for c in here.index if here.loc[c, "safe"] is True], on=[s])
         if fast:
             c = fast[0]
+            saf.loc[(saf["scenario"] == s) & (saf["config"] == c), "recommended"] = True
             g = piv["quality_gain"].loc[c, s]
             lines.append(f"{s}: fastest safe config {c} ({numbers(c, [s])}"
                          + (f", {label(df.attrs['quality_metric'][s]['name'])} {round(g, 2) + 0.0:+.2f}% vs fp32"
@@ -187,6 +190,15 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
         why = _reasons(saf[(saf["config"] == c) & saf["safe"].eq(False)])
         rec["avoid"].append(f"{c} - safe on no scenario; unsafe on {why}")
     return rec, saf
+
+
+def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:
+    """Scenario -> the config ``recommendations`` names for it (the fastest tested-safe one),
+    from the safety frame it returns; scenarios with no recommendation are left out."""
+    if "recommended" not in saf:
+        return {}
+    rows = saf[saf["recommended"].eq(True)]
+    return dict(zip(rows["scenario"], rows["config"]))
 
 
 def _reasons(rows: pd.DataFrame) -> str:

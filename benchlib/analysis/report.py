@@ -135,7 +135,7 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
         "hypotheses": evaluate_all(df, rules),
         "recommendation_evidence": saf.to_dict(orient="records"),
     }
-    charts = ch.comparison_charts(stats, flips, curves, div)
+    charts = ch.comparison_charts(stats, flips, curves, div, scenario_notes(df))
     return Comparison(stats, corr, rev, stab, saf, curves, div, json_safe(result), charts, [])
 
 

@@ -1,0 +1,104 @@
+"""The charts a practitioner reads first for a study, before any detail: quality against
+throughput per scenario with the recommended config marked, where each config breaks, and
+what flips between tasks (``overview_charts``). Built from the frames the analysis already
+produces; the detail charts are in ``charts``.
+"""
+from __future__ import annotations
+
+import textwrap
+from typing import Mapping
+
+import altair as alt
+import pandas as pd
+
+from benchlib.analysis import charts as ch
+from benchlib.analysis.tables import config_order, label
+
+STATUS = {"diverged": "#d62728", "degraded": "#ff7f0e", "not learned": "#9467bd", "oom": "#525252",
+          "error": "#525252", "ok": "#a1d99b", "skipped": "#f0f0f0"}
+"""A cell's status, worst first (the first that any run of the cell has), and its colour;
+"not learned": the run did not beat the trivial predictor (health ``stalled``)."""
+HEALTH = {"stalled": "not learned"}
+
+
+def _cell(runs: pd.DataFrame) -> dict:
+    """The worst status among one (scenario, config)'s runs, how many runs have it and the
+    first such run's reason; skipped runs count only where every run was skipped."""
+    status = runs["health"].map(lambda h: HEALTH.get(h, h))
+    ran = status[status != "skipped"]
+    pool = ran if len(ran) else status
+    worst = next(s for s in STATUS if (pool == s).any()) if pool.isin(list(STATUS)).any() else str(pool.iloc[0])
+    hit = runs[status == worst]
+    reason = next((r for r in hit["health_reason"] if isinstance(r, str) and r), "")
+    return {"status": worst, "n": len(hit), "n_runs": len(pool), "reason": reason,
+            "label": f"{len(hit)}/{len(pool)}"}
+
+
+def status_grid(summaries: Mapping[str, pd.DataFrame]) -> alt.Chart:
+    """Config x scenario: the worst run status of each cell (ok / degraded / diverged / not
+    learned / oom / error / skipped) and how many of its runs have it; a scenario whose
+    reference did not learn says so in the subtitle (there every config "did not learn")."""
+    title = "Where each config breaks: worst run status per config and scenario (text: runs with it / runs)"
+    rows, notes = [], []
+    for s, summary in sorted(summaries.items()):
+        runs = summary[summary["seed"] != "mean"]
+        rows += [{"scenario": s, "config": c, **_cell(g)} for c, g in runs.groupby("config")]
+        if summary["learned"].iloc[0] is not True:
+            notes += textwrap.wrap(f"{s}: {summary['note'].iloc[0].split(';')[0]}", 100)
+    if not rows:
+        return ch.no_data_chart("no runs", title)
+    d = pd.DataFrame(rows)
+    present = [s for s in STATUS if s in set(d["status"])] + sorted(set(d["status"]) - set(STATUS))
+    base = alt.Chart(d).encode(x=alt.X("scenario:O", title="scenario", axis=alt.Axis(labelAngle=0, orient="top")),
+                               y=alt.Y("config:N", sort=config_order(d["config"]), title=None))
+    rect = base.mark_rect(stroke="white").encode(
+        color=alt.Color("status:N", title="worst run", sort=present,
+                        scale=alt.Scale(domain=present, range=[STATUS.get(s, "#bdbdbd") for s in present])),
+        tooltip=["config:N", "scenario:N", "status:N", "label:N", "reason:N"])
+    text = base.mark_text(fontSize=10).encode(
+        text="label:N", color=alt.condition(alt.FieldOneOfPredicate("status", ["ok", "skipped"]),
+                                            alt.value("#333333"), alt.value("white")))
+    return (rect + text).properties(width=max(48 * d["scenario"].nunique(), 96), title=ch.chart_title(title, notes))
+
+
+def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
+                              recommended: Mapping[str, str] | None = None, columns: int = 3) -> alt.Chart:
+    """One throughput-quality panel per scenario (``charts.frontier_panel``: frontier,
+    failed configs grey and off the axes' range, labels without overlap, error bars where
+    >= 2 seeds), the scenario's recommended config ringed."""
+    recommended = recommended or {}
+    panels = []
+    for s, summary in sorted(summaries.items()):
+        q = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
+        if summary.loc[summary["seed"] == "mean", ["throughput", "quality"]].dropna().empty:
+            panels.append(ch.no_data_chart("no ok runs: no throughput-quality points", f"{s}: {q} vs throughput"))
+            continue
+        panel, notes = ch.frontier_panel(summary, "throughput", True, recommended.get(s), width=300, height=220)
+        if not bool(summary["quality_established"].iloc[0]):
+            notes = ["no frontier: quality not established", *notes]
+        if s not in recommended:
+            notes.append("no config recommended")
+        panels.append(panel.properties(title=alt.Title(f"{s}: {q} vs throughput", subtitle=notes or alt.Undefined,
+                                                       anchor="start", fontSize=12)))
+    return alt.concat(*panels, columns=columns).resolve_scale(color="shared", shape="shared").properties(
+        title=ch.chart_title("Quality vs throughput per scenario (ring: recommended; diamonds + dashed line: Pareto "
+                        "frontier; grey crosses: a failed run)"))
+
+
+def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, flips: list[dict],
+                    recommended: Mapping[str, str] | None = None) -> dict[str, alt.TopLevelMixin]:
+    """The overview of a study, by name: ``quality_vs_throughput`` (a panel per scenario, the
+    recommended config ringed), ``where_configs_break`` (config x scenario grid of the worst
+    run status) and ``flips`` (each config's rank across scenarios, flips beyond seed noise in
+    red).
+
+    - ``summaries``: scenario -> ``tables.summarize(df, scenario)`` (a row per run and a
+      ``mean`` row per config; what ``report.analyze_study`` keeps as ``Experiment.summary``);
+    - ``stats``: ``tables.config_stats(df)`` (``Comparison.stats``);
+    - ``flips``: the ``flips`` entries of ``comparison.json`` (``Comparison.result["flips"]``);
+    - ``recommended``: scenario -> config to mark, e.g.
+      ``recommend.recommended_configs(comp.safety)``; None marks none.
+    """
+    return {"quality_vs_throughput": quality_throughput_panels(summaries, recommended),
+            "where_configs_break": status_grid(summaries),
+            "flips": ch.flip_chart(stats, flips)}
