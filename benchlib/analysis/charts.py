@@ -485,6 +485,14 @@ def renderer_available() -> bool:
         return False
 
 
+def title_of(chart: alt.TopLevelMixin | dict) -> str:
+    """A chart's title as one line of text (the alternative text of its image)."""
+    spec = chart if isinstance(chart, dict) else chart.to_dict(validate=False)
+    title = spec.get("title", "")
+    text = title.get("text", "") if isinstance(title, dict) else title
+    return (" ".join(text) if isinstance(text, list) else str(text)).strip() or "chart"
+
+
 class Shown:
     """A chart for notebook output: the Vega-Lite spec (JupyterLab renders it interactively,
     offline) plus the PNG, which GitHub, nbconvert HTML and viewers without JavaScript show."""
@@ -494,9 +502,7 @@ class Shown:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         spec = {k: v for k, v in self.chart.to_dict(validate=False).items() if k != "$schema"}
-        title = spec.get("title", "chart")
-        bundle = {"application/vnd.vegalite.v5+json": spec,
-                  "text/plain": f"<chart: {title.get('text', title) if isinstance(title, dict) else title}>"}
+        bundle = {"application/vnd.vegalite.v5+json": spec, "text/plain": f"<chart: {title_of(spec)}>"}
         if self.png is not None:
             bundle["image/png"] = base64.b64encode(self.png).decode()
         return bundle

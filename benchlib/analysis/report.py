@@ -168,6 +168,22 @@ def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rule
     return comp
 
 
+def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, rules=None,
+                   formats: Iterable[str] = ("png", "svg")) -> dict[str, tuple[str, list[Path]]]:
+    """The study's overview charts (``overview.overview_charts``: quality vs throughput with the
+    recommended config marked, where each config breaks, what flips) written under
+    ``<output_dir>/plots/`` (default ``<study>/overview``); name -> (chart title, files)."""
+    from benchlib.analysis.overview import overview_charts
+    from benchlib.analysis.recommend import recommended_configs
+    root = resolve_study_dir(study_dir)
+    df = load_study(root, rules=rules)
+    comp = compare(df, rules)
+    summaries = {s: summarize(df, s) for s in sorted(df["scenario"].unique())}
+    charts = overview_charts(summaries, comp.stats, comp.result["flips"], recommended_configs(comp.safety))
+    out = Path(output_dir or root / "overview") / "plots"
+    return {name: (ch.title_of(chart), ch.save(chart, out / name, formats)) for name, chart in charts.items()}
+
+
 def main_analyze(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench analyze", description="Per-experiment summary.csv and charts "
                                 "(seed 000 stage 1) from every result.json under a folder.")

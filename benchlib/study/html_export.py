@@ -11,8 +11,10 @@ from pathlib import Path
 from benchlib.core.records import CorruptRecord, read_record
 
 
-def export_html(notebook: Path, html: Path) -> None:
-    """Static HTML that reads offline: PNG charts inline, progress-bar redraws collapsed."""
+def export_html(notebook: Path, html: Path, css_root: Path | None = None) -> None:
+    """Static HTML that reads offline: PNG charts inline, progress-bar redraws collapsed. With
+    ``css_root``, the page style (~260 kB, the same on every page) is written once there as
+    ``notebook.css`` and linked, rather than repeated in each page of a study."""
     import nbformat
     from nbconvert import HTMLExporter
     nb = nbformat.read(str(notebook), as_version=4)
@@ -21,7 +23,29 @@ def export_html(notebook: Path, html: Path) -> None:
             cell["outputs"] = _coalesce_streams(cell["outputs"])
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     html.parent.mkdir(parents=True, exist_ok=True)
-    html.write_text(with_alt_text(body, _png_titles(nb)))
+    body = with_alt_text(body, _png_titles(nb))
+    if css_root is not None:
+        body = _shared_css(body, css_root, html)
+    html.write_text(body)
+
+
+def _shared_css(body: str, css_root: Path, html: Path) -> str:
+    """Move the page's ``<style>`` blocks to ``css_root/notebook-<hash>.css`` (named by its
+    content: written once for all the pages that share it) and link it relatively."""
+    import hashlib
+    import os
+    styles = re.findall(r"<style[^>]*>.*?</style>", body, re.S)
+    if not styles:
+        return body
+    text = "\n".join(re.sub(r"^<style[^>]*>|</style>$", "", st) for st in styles)
+    css = css_root / f"notebook-{hashlib.sha256(text.encode()).hexdigest()[:10]}.css"
+    if not css.exists():
+        css.parent.mkdir(parents=True, exist_ok=True)
+        css.write_text(text)
+    for st in styles[1:]:
+        body = body.replace(st, "", 1)
+    href = Path(os.path.relpath(css, html.parent)).as_posix()
+    return body.replace(styles[0], f'<link rel="stylesheet" href="{href}">', 1)
 
 
 CHART_TEXT = re.compile(r"^<chart: (.*)>$", re.S)
@@ -76,27 +100,66 @@ def _last_drawn(line: str) -> str:
     return drawn[-1] if drawn else ""
 
 
-def export_study_html(study_dir: Path, items: list, analysis: list[Path]) -> Path:
+def study_overview(study_dir: Path) -> tuple[dict, str]:
+    """The overview charts of a study (``analysis.report.write_overview``, written under
+    ``<study>/overview/plots``), or why there are none."""
+    from benchlib.analysis.report import write_overview
+    try:
+        return write_overview(study_dir), ""
+    except FileNotFoundError as e:  # no readable record yet
+        return {}, str(e)
+    except Exception as e:  # the overview must never cost the export: say why it is missing
+        print(f"  overview failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return {}, f"the overview could not be drawn: {type(e).__name__}: {e}"
+
+
+def export_study_html(study_dir: Path, items: list, analysis: list[Path], overview: bool = True) -> Path:
+    """``<study>/html/``: every executed notebook as a page and ``index.html``, which opens
+    with the study's overview charts (``overview=False``: a study of arms, whose reading is
+    the scaling notebook), then links the analysis and every run."""
     html_dir = study_dir / "html"
     rows = []
     for item in items:
         target = html_dir / item.notebook.relative_to(study_dir).with_suffix(".html")
         if item.notebook.exists() and (not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime):
             try:
-                export_html(item.notebook, target)
+                export_html(item.notebook, target, html_dir)
             except Exception as e:  # an unreadable half-written notebook: say so, go on
                 print(f"  html export failed for {item.run_id}: {e}", file=sys.stderr)
         rows.append((item, target))
     for nb in analysis:
-        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name)
+        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name, html_dir)
     index = html_dir / "index.html"
     index.parent.mkdir(parents=True, exist_ok=True)
+    charts, why = study_overview(study_dir) if overview else ({}, "")
     index.write_text(_index_html(study_dir.name, rows, [html_dir / "analysis" / nb.with_suffix(".html").name
-                                                        for nb in analysis], html_dir))
+                                                        for nb in analysis], html_dir, _overview_html(charts, why)))
     return index
 
 
-def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path) -> str:
+def _overview_html(charts: dict, why: str) -> str:
+    """The overview section: each chart inline (the page reads offline, alone), its title as
+    the image's alternative text, a link to its SVG."""
+    import base64
+    from html import escape
+    if not charts:
+        return f"<h2>Overview</h2><p>No overview: {escape(why)}</p>" if why else ""
+    figs = []
+    for name, (title, files) in charts.items():
+        png = next((f for f in files if f.suffix == ".png"), None)
+        if png is None:
+            continue
+        svg = next((f for f in files if f.suffix == ".svg"), None)
+        link = f' <a href="../overview/plots/{escape(svg.name)}">SVG</a>' if svg else ""
+        data = base64.b64encode(png.read_bytes()).decode()
+        figs.append(f'<figure id="{escape(name)}"><img alt="{escape(title)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{escape(name.replace('_', ' '))}{link}</figcaption></figure>")
+    return ("<h2>Overview</h2><p>Read these first: quality against throughput per scenario (the recommended "
+            "config ringed), where each configuration breaks, and what flips between tasks. The analysis "
+            "notebooks below have the detail and the evidence.</p>" + "".join(figs))
+
+
+def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path, overview: str = "") -> str:
     from html import escape
     trs = []
     for item, target in rows:
@@ -115,8 +178,10 @@ def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path) -> 
                     for a in analysis if a.exists())
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(name)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}</style></head><body>
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}
+figure{{margin:1em 0}}figure img{{max-width:100%}}figcaption{{color:#555;font-size:90%}}</style></head><body>
 <h1>Study {escape(name)}</h1><p>Every run's executed notebook; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.</p>
+{overview}
 {'<h2>Analysis</h2><ul>' + links + '</ul>' if links else ''}
 <h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>trivial baseline</th>
 <th>throughput</th><th>unit</th>

@@ -316,7 +316,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     analysis = analysis or sorted((study_dir / "analysis").glob("*.ipynb"))
     runs = [i for i in every if i.stage == "run"]
     pre = [i for i in every if i.stage == "pretrain"]
-    index = None if ns.no_html else export_study_html(study_dir, runs, analysis)
+    index = None if ns.no_html else export_study_html(study_dir, runs, analysis, overview=not study.arms)
     print("\n" + summary(runs))
     for p in pre:
         print(f"{p.run_id}: {pretrain_problem(p) or 'checkpoint ' + _rel(p.model_dir)}")
