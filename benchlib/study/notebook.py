@@ -23,9 +23,10 @@ _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
 _PARAM_TYPES = (str, int, float, bool, type(None), dict, list)
 
 
-def show_environment() -> None:
+def show_environment(when: bool = True) -> None:
     """Print where this notebook runs: device, versions, commit, date (and let tables show
-    their text columns in full)."""
+    their text columns in full). ``when=False`` (the analysis notebooks) leaves out the date
+    and host, so that analysing the same records at the same commit writes the same notebook."""
     from benchlib.core import env
     pd.set_option("display.max_colwidth", 200)
     device = env.pick_device("auto")
@@ -35,7 +36,7 @@ def show_environment() -> None:
     print(f"GPU:       {gpu}")
     print("versions:  " + ", ".join(f"{k} {e[k]}" for k in ("python", "torch", "cuda", "transformers",
                                                              "bitsandbytes", "torchao") if e.get(k)))
-    print(f"commit:    {e['git_commit']}   date: {e['date']}   host: {e['hostname']}")
+    print(f"commit:    {e['git_commit']}" + (f"   date: {e['date']}   host: {e['hostname']}" if when else ""))
 
 
 def notebook_params(namespace: dict) -> dict:

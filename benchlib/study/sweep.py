@@ -137,11 +137,30 @@ def run_analysis(study_dir: Path, slot: dict, arms: bool = False) -> tuple[list[
         for k, v in extra.items():
             cmd += ["-p", k, "None" if v is None else str(v)]
         rc = runner.execute(cmd, kernel_env(slot), out.with_suffix(".log"))
+        if out.exists():
+            settle(out)
         if rc != 0:
             failed.append(f"{name}: {_last_line(log_tail(out.with_suffix('.log')))}")
         if out.exists():
             done.append(out)  # a failing notebook still shows where it stopped
     return done, failed
+
+
+def settle(notebook: Path) -> None:
+    """Drop what papermill writes differently on every execution of an analysis notebook
+    (timestamps, durations, a random id for the injected cell), so that analysing the same
+    records again at the same commit leaves a committed study's files unchanged."""
+    import nbformat
+    nb = nbformat.read(str(notebook), as_version=4)
+    for key in ("start_time", "end_time", "duration"):
+        nb.metadata.get("papermill", {}).pop(key, None)
+    for cell in nb.cells:
+        for key in ("start_time", "end_time", "duration"):
+            cell.metadata.get("papermill", {}).pop(key, None)
+        cell.metadata.pop("execution", None)
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell["id"] = "injected-parameters"
+    nbformat.write(nb, str(notebook))
 
 
 def summary(items: list[Item]) -> str:
