@@ -74,18 +74,26 @@ def _version(pkg: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def git_commit() -> str | None:
+CODE_PATHS = ("benchlib", "notebooks", "params")
+"""What produces a result; ``git_commit(code_only=True)`` ignores commits of results alone."""
+
+
+def git_commit(code_only: bool = False) -> str | None:
     """The checkout's commit (+"-dirty"); DTYPE_BENCH_COMMIT names it where the tree was
-    copied without its .git (e.g. onto a remote GPU host)."""
+    copied without its .git (e.g. onto a remote GPU host). ``code_only``: the last commit
+    that changed the code (``CODE_PATHS``), dirty only if the code is: committing results
+    (an executed study) does not change it, so re-analysing those results writes the same."""
     if os.environ.get("DTYPE_BENCH_COMMIT"):
         return os.environ["DTYPE_BENCH_COMMIT"]
     root = Path(__file__).resolve().parents[2]
+    paths = ["--", *CODE_PATHS] if code_only else []
     try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
+        out = subprocess.run(["git", "log", "-1", "--format=%h", "--abbrev=12", *paths] if code_only else
+                             ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
                              text=True, timeout=5)
         if out.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", *paths], cwd=root,
                                capture_output=True, text=True, timeout=5).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):

@@ -36,7 +36,10 @@ def show_environment(when: bool = True) -> None:
     print(f"GPU:       {gpu}")
     print("versions:  " + ", ".join(f"{k} {e[k]}" for k in ("python", "torch", "cuda", "transformers",
                                                              "bitsandbytes", "torchao") if e.get(k)))
-    print(f"commit:    {e['git_commit']}" + (f"   date: {e['date']}   host: {e['hostname']}" if when else ""))
+    if when:
+        print(f"commit:    {e['git_commit']}   date: {e['date']}   host: {e['hostname']}")
+    else:
+        print(f"code:      {env.git_commit(code_only=True)} (the last commit of {', '.join(env.CODE_PATHS)})")
 
 
 def notebook_params(namespace: dict) -> dict:
