@@ -73,11 +73,11 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
 CODE_PATHS = ("benchlib", "notebooks", "params")
 """What produces a result; ``git_commit(code_only=True)`` ignores commits of results alone."""
 
 
+@functools.lru_cache(maxsize=None)
 def git_commit(code_only: bool = False) -> str | None:
     """The checkout's commit (+"-dirty"); DTYPE_BENCH_COMMIT names it where the tree was
     copied without its .git (e.g. onto a remote GPU host). ``code_only``: the last commit
