@@ -186,6 +186,10 @@ class RunConfig:
             v = getattr(self, k)
             if v is not None and v < 1:
                 raise ConfigError(f"{k} must be >= 1, got {v}")
+        for k in ("warmup_steps", "timing_warmup", "eval_every"):
+            v = getattr(self, k)
+            if v is not None and v < 0:
+                raise ConfigError(f"{k} must be >= 0, got {v}")
         if self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
             raise ConfigError(f"data={self.data!r}: no such file or directory "
                               f"(use 'synthetic', 'hub' or the path of a local corpus)")

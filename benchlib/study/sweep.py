@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
 from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
@@ -529,8 +530,15 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _at_least_one(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (runs side by side), got {n}")
+    return n
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("study", type=Path, help="study file, e.g. params/smoke.yaml")
     p.add_argument("--dry-run", action="store_true", help="print what would run (the papermill commands) and what is done")
     p.add_argument("--only", action="append", default=[], metavar="GLOB",
@@ -538,7 +546,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--scenario", type=_csv, default=[], help="comma list of scenarios to select")
     p.add_argument("--config", type=_csv, default=[], help="comma list of dtype configs to select")
     p.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], help="comma list of seeds")
-    p.add_argument("--jobs", type=int, default=1, help="runs side by side, one per GPU (CPU: always 1)")
+    p.add_argument("--jobs", type=_at_least_one, default=1, help="runs side by side, one per GPU (CPU: always 1)")
     p.add_argument("--gpus", type=_csv, default=None, help="GPU ids to use (default: all visible)")
     p.add_argument("--out", type=Path, default=Path("executed"), help="root of executed studies (default: executed)")
     p.add_argument("--force", action="store_true", help="run the selected runs again even if finished")
@@ -568,6 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     if ns.dry_run:
         return 0
 
+    if todo:
+        _check_writable(study_dir)
     slots = _slots(ns, todo)
     t0 = time.perf_counter()
     timings: list[dict] = []
@@ -644,6 +654,14 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
         if i.todo:
             print(f"      {shlex.join(papermill_command(i, study.path))}")
+
+
+def _check_writable(folder: Path) -> None:
+    """--out must take the study's folder: said before any run starts, not as a failed log."""
+    from benchlib.training.preflight import out_problem
+    problem = out_problem(folder, "--out")
+    if problem:
+        raise ConfigError(problem)
 
 
 def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:

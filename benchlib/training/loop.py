@@ -31,7 +31,8 @@ from benchlib.parallel.strategies import setup
 from benchlib.training.measures import memory_metrics, quality_metrics, speed_metrics, stability_metrics
 from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
-from benchlib.core.records import new_record, write_json_atomic
+from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_json_atomic
+from benchlib.training.preflight import out_problem, refusal
 from benchlib.core.steplog import StepLog
 from benchlib.core.timing import WindowTimer
 from benchlib.core.runconfig import RunConfig, resolved
@@ -48,11 +49,17 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     The record's status is ``ok``, ``diverged``, ``oom``, ``error`` (with the traceback's last
     lines in ``reason``) or ``skipped`` (the hardware or installed packages cannot run the
     config, with the reason). With ``out_dir``, ``result.json`` and ``steps.jsonl`` are
-    written there (the record atomically, last).
+    written there (the record atomically, last). A run refused before it starts (``preflight``:
+    no GPU for device cuda, a checkpoint it cannot use, seq_len beyond the positions, an
+    unwritable out_dir) is an ``error`` record whose reason is that one line; it is not
+    written over a finished record (the record's ``_kept`` then names it).
     """
     startup_s = envmod.process_age_s()  # kernel / interpreter start and imports before this call
     if isinstance(cfg, dict):
         cfg = RunConfig.from_dict(cfg)
+    problem = refusal(cfg) or (out_problem(out_dir) if out_dir else None)
+    if problem:
+        return _refused(cfg, out_dir, problem)
     if needs_launch(cfg):  # ddp / fsdp outside torchrun: run it under torchrun
         return launch(cfg, out_dir, progress=progress)
     cfg = resolved(cfg)
@@ -88,6 +95,29 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     if dist.finish(rec):  # rank 0 writes the record (or the rank that failed first)
         write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
     dist.close()
+    return rec
+
+
+def _refused(cfg: RunConfig, out_dir, problem: str) -> dict:
+    """The ``error`` record of a run refused before it started (``preflight``). Written to
+    ``out_dir`` where it can be, but never over a finished record there: nothing ran, so
+    nothing recorded is replaced."""
+    cfg = resolved(cfg)
+    device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
+    rec = {**new_record(cfg.replace(out_dir=str(out_dir) if out_dir else None), device),
+           "status": "error", "reason": problem, "wall_s": 0.0, "_path": None}
+    path = Path(out_dir) / "result.json" if out_dir else None
+    if path is None or out_problem(out_dir):
+        return rec
+    try:
+        kept = read_record(path)["status"] in FINISHED
+    except CorruptRecord:
+        kept = False
+    if kept:
+        rec["_kept"] = str(path)
+    else:
+        write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+        rec["_path"] = str(path)
     return rec
 
 
