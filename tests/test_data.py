@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from benchlib.data import tasks as datamod
+from benchlib.data import files
 from benchlib.data import synthetic as syn
 from benchlib.data.load import load_task_data
 from benchlib.data.tasks import DataPathNotFoundError, DataUnavailableError
@@ -317,6 +318,12 @@ def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _split_indices(n):
+    """The single-file rule, by hand: a seeded random 10% is validation."""
+    val = sorted(np.random.default_rng(files.SPLIT_SEED).permutation(n)[:math.ceil(0.1 * n)].tolist())
+    return [i for i in range(n) if i not in val], val
+
+
 def test_local_jsonl_text_labels(tmp_path):
     rng = np.random.default_rng(1)
     names = ["fisheries", "agriculture", "customs", "tax", "trade"]
@@ -324,11 +331,14 @@ def test_local_jsonl_text_labels(tmp_path):
             for _ in range(50)]
     write_jsonl(tmp_path / "docs.jsonl", rows)
     d = load_task_data(run_cfg("C", data=str(tmp_path / "docs.jsonl"), cache_dir=str(tmp_path / "c")))
-    assert d.num_labels == 5 and d.meta["n_train"] == 45 and d.meta["n_val"] == 5  # last 10%
+    assert d.num_labels == 5 and d.meta["n_train"] == 45 and d.meta["n_val"] == 5
+    assert d.meta["split_rule"] == f"one file: a random 10% of the documents (seed {files.SPLIT_SEED})"
+    _, val_rows = _split_indices(50)
+    assert val_rows != list(range(45, 50))  # not the file's tail
     vocab = sorted(names)  # ids from the sorted training label vocabulary
     val = d.val_batches(5, 1, "cpu")[0]
-    for row, hot in zip(rows[45:], val["labels"]):
-        assert torch.nonzero(hot).squeeze(1).tolist() == sorted(vocab.index(x) for x in row["labels"])
+    got = sorted(torch.nonzero(hot).squeeze(1).tolist() for hot in val["labels"])
+    assert got == sorted(sorted(vocab.index(x) for x in rows[i]["labels"]) for i in val_rows)
     b = d.sampler(3, "cpu", 0)()
     assert b["labels"].shape == (3, 5) and b["attention_mask"].shape == (3, 64)
 
@@ -340,11 +350,12 @@ def test_local_eurlex_schema_single_label(tmp_path):
                                             replace=False).tolist()} for i in range(40)]
     write_jsonl(tmp_path / "eurlex.jsonl", rows)
     d = load_task_data(run_cfg("F", data=str(tmp_path / "eurlex.jsonl"), cache_dir=str(tmp_path / "c")))
-    assert d.num_labels == 4 and d.meta["split_rule"] == "last 10% of the documents"
-    counts = {k: sum(k in r["eurovoc_concepts"] for r in rows[:36]) for k in ["100", "200", "300", "400"]}
-    want = [min(r["eurovoc_concepts"], key=lambda k: (-counts[k], k)) for r in rows[36:]]
+    assert d.num_labels == 4 and d.meta["split_rule"].startswith("one file: a random 10%")
+    train_rows, val_rows = _split_indices(40)
+    counts = {k: sum(k in rows[i]["eurovoc_concepts"] for i in train_rows) for k in ["100", "200", "300", "400"]}
+    want = [min(rows[i]["eurovoc_concepts"], key=lambda k: (-counts[k], k)) for i in val_rows]
     got = d.val_batches(4, 1, "cpu")[0]["labels"].tolist()
-    assert got == [["100", "200", "300", "400"].index(k) for k in want]
+    assert sorted(got) == sorted(["100", "200", "300", "400"].index(k) for k in want)
     b = d.val_batches(4, 1, "cpu")[0]
     assert (b["input_ids"][:, 0] == d.bos_id).all()
 

@@ -78,6 +78,12 @@ class DataPathNotFoundError(DataUnavailableError, FileNotFoundError):
     """A local data path that does not exist or holds no readable files."""
 
 
+class BadDataError(ValueError):
+    """Local data that cannot be used as it is (an empty file, a malformed line, labels of the
+    wrong shape, a test split where training data is expected); the message is one line
+    naming the file, the line where there is one, and what was expected."""
+
+
 # =======================================================================================
 # TaskData: what training sees
 # =======================================================================================
@@ -119,7 +125,10 @@ class TaskData:
     def val_batches(self, batch_size: int, n_batches: Optional[int], device) -> list[Batch]:
         """Evaluation batches, identical across calls, configs and run seeds: with
         ``n_batches`` None the whole pool (a fixed random sample of ``EVAL_MAX_SEQUENCES``
-        when larger), else its first ``batch_size * n_batches`` sequences (cycling)."""
+        when larger), else its first ``batch_size * n_batches`` sequences, at most the whole
+        pool (never a sequence twice: repeats would shrink the standard errors, not the
+        noise). Pools are in random order (generated so, or shuffled with a fixed seed by the
+        real-data loaders), so the first sequences are a uniform sample of the split."""
         n_pool = len(next(iter(self.val_pool.values())))
         if n_batches is None:
             idx = torch.arange(n_pool)
@@ -127,7 +136,7 @@ class TaskData:
                 g = torch.Generator().manual_seed(EVAL_SAMPLE_SEED)
                 idx = torch.randperm(n_pool, generator=g)[:EVAL_MAX_SEQUENCES].sort().values
         else:
-            idx = torch.arange(batch_size * n_batches) % n_pool
+            idx = torch.arange(min(batch_size * n_batches, n_pool))
         return [{k: v[chunk].to(device) for k, v in self.val_pool.items()}
                 for chunk in idx.split(batch_size)]
 

@@ -22,7 +22,7 @@ from benchlib.training.baselines import evaluate_baseline, evaluate_predictor, h
 from benchlib.training.checkpoints import CheckpointError
 from benchlib.core.dtypes import DtypeConfig
 from benchlib.data.load import load_task_data
-from benchlib.data.tasks import DataUnavailableError
+from benchlib.data.tasks import BadDataError, DataUnavailableError
 from benchlib.training.forensics import Forensics
 from benchlib.training.health import verdict
 from benchlib.parallel.group import Strategy, unsupported_reason, world_size
@@ -83,7 +83,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
             _train(cfg, device, out, rec, progress and dist.is_main, progress_desc, dist)
     except torch.cuda.OutOfMemoryError as e:
         rec.update(status="oom", reason=str(e).splitlines()[0][:500])
-    except (CheckpointError, DataUnavailableError) as e:  # bad input: its one line says what to do
+    except (CheckpointError, DataUnavailableError, BadDataError) as e:  # bad input: its one line says what to do
         rec.update(status="error", reason=str(e))
     except Exception:
         rec.update(status="error", reason="".join(traceback.format_exc().splitlines(True)[-15:]))
@@ -149,6 +149,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     model_s = time.perf_counter() - t_model
     if model.pretrained_info is not None:
         rec["pretrained"] = model.pretrained_info
+    _describe_trained(rec, cfg, data, model)
     bias = head_bias(data) if cfg.head_init == "prior" else None
     if bias is not None:  # start classification at the trivial predictor, not at random logits
         with torch.no_grad():
@@ -316,6 +317,24 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     for k, v in list(m.items()):
         if isinstance(v, float) and not math.isfinite(v):
             m[k] = None
+
+
+def _describe_trained(rec: dict, cfg: RunConfig, data, model: BenchModel) -> None:
+    """The record says what was trained, not what the size's synthetic defaults would have
+    been: ``run.vocab_size`` / ``run.num_labels`` are the data's (the tokenizer's vocabulary,
+    the labels found; None for a language model), what was asked is kept in ``data.asked``,
+    and ``model`` names the class, its parameters and where its weights came from."""
+    asked = {k: getattr(cfg, k) for k in ("vocab_size", "num_labels")}
+    trained = {"vocab_size": data.vocab_size, "num_labels": data.num_labels}
+    rec["run"].update(trained)
+    if asked != trained:
+        rec["data"]["asked"] = asked
+    bb = model.backbone
+    rec["model"] = {"class": type(bb).__name__, "model_type": getattr(bb.config, "model_type", None),
+                    "parameters": sum(p.numel() for p in model.parameters()),
+                    "embedding_rows": bb.get_input_embeddings().weight.shape[0],
+                    "num_labels": model.head.out_features if model.task in ("multilabel", "singlelabel") else None,
+                    "weights": cfg.model_name_or_path or "initialised (from scratch)"}
 
 
 def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
