@@ -11,13 +11,14 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
+from benchlib.core.errors import UserError
 from benchlib.core.dtypes import UnknownNameError, closest, get_config
 from benchlib.core.scenarios import get_scenario
 
 Size = Literal["tiny", "small", "base"]
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A bad run parameter: the message names the key, the value and what is valid."""
 
 Strategy = Literal["single", "ddp", "fsdp2", "fsdp1", "fsdp_manual"]

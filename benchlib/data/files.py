@@ -34,7 +34,6 @@ import itertools
 import json
 import math
 import os
-import re
 import socket
 import time
 import urllib.parse

@@ -41,6 +41,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
+from benchlib.core.errors import UserError
 from benchlib.data import synthetic as syn
 
 Batch = dict[str, torch.Tensor]
@@ -69,7 +70,7 @@ computed on the first validation sequences that fit (recorded in meta). On CUDA 
 evaluation set is used."""
 
 
-class DataUnavailableError(ValueError):
+class DataUnavailableError(UserError):
     """A data set or tokenizer that cannot be had; the message is one line naming it and the
     offline alternatives."""
 
@@ -78,7 +79,7 @@ class DataPathNotFoundError(DataUnavailableError, FileNotFoundError):
     """A local data path that does not exist or holds no readable files."""
 
 
-class BadDataError(ValueError):
+class BadDataError(UserError):
     """Local data that cannot be used as it is (an empty file, a malformed line, labels of the
     wrong shape, a test split where training data is expected); the message is one line
     naming the file, the line where there is one, and what was expected."""

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from benchlib.core.errors import UserError
 from benchlib.core.scenarios import SCENARIOS
 
 META_FILE = "dtype_bench_checkpoint.json"
@@ -59,7 +60,7 @@ OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "ro
                     "data2vec-text", "longformer")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint that cannot be saved or used as asked; the message is one line."""
 
 
