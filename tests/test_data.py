@@ -397,3 +397,68 @@ def test_unreachable_hub_is_one_clear_error(monkeypatch, scenario, dataset):
     assert dataset in msg and "data='synthetic'" in msg and "local path" in msg and "\n" not in msg
     assert isinstance(e.value, ValueError) and e.value.__cause__ is None
     assert time.perf_counter() - t0 < 20  # no retry loop
+
+
+# ---------------------------------------------------------------------------------------
+# Split rules
+# ---------------------------------------------------------------------------------------
+def test_split_words_anywhere_in_a_name_pick_the_splits_and_the_test_file_is_never_read(tmp_path):
+    folder = tmp_path / "eurlex"
+    folder.mkdir()
+    docs = {"train": 30, "validation": 8, "test": 6}
+    for split, n in docs.items():
+        label = "only_in_test" if split == "test" else "tax"
+        write_jsonl(folder / f"eurlex57k.{split}.jsonl",
+                    [{"text": f"{split} doc {i}", "labels": [label, f"l{i % 2}"]} for i in range(n)])
+    d = load_task_data(run_cfg("D", data=str(folder), cache_dir=str(tmp_path / "c")))
+    assert (d.meta["n_train"], d.meta["n_val"]) == (30, 8)
+    assert d.num_labels == 3  # l0, l1, tax: the test file's label never reaches the vocabulary
+    assert d.meta["split_rule"] == ("split files: train = eurlex57k.train.jsonl; validation = eurlex57k.validation.jsonl;"
+                                    " test (eurlex57k.test.jsonl) not used")
+
+
+def test_lm_validation_files_are_the_validation_text_and_test_files_are_left_out(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_corpus(folder / "news-train.txt", n_docs=60, seed=0)
+    write_corpus(folder / "news-dev.txt", n_docs=20, seed=1)
+    write_corpus(folder / "news-test.txt", n_docs=20, seed=2)
+    d = load_task_data(run_cfg("A", data=str(folder), cache_dir=str(tmp_path / "c")))
+    assert d.meta["n_docs"] == 60 and d.meta["n_train_tokens"] == d.meta["n_tokens"]  # the train file, whole
+    assert d.meta["val_rule"].startswith("split files: train = news-train.txt; validation = news-dev.txt; "
+                                         "test (news-test.txt) not used")
+    assert d.meta["n_val_sequences"] == d.meta["n_val_tokens"] // 65  # every window of the dev file
+
+
+def test_the_lm_validation_pool_is_drawn_from_the_whole_split(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "LM_VAL_POOL", 4)
+    write_corpus(tmp_path / "c.txt", n_docs=400)
+    d = load_task_data(run_cfg("A", data=str(tmp_path / "c.txt"), cache_dir=str(tmp_path / "cache")))
+    n_windows = d.meta["n_val_tokens"] // 65
+    assert n_windows > 8 and d.meta["val_pool"] == f"4 of {n_windows} validation windows, drawn at random (seed 4321)"
+    assert len(d.val_pool["input_ids"]) == 4
+
+
+def test_an_evaluation_larger_than_the_pool_takes_each_example_once(tiny):
+    d = tiny["E"]
+    n = len(d.val_pool["labels"])
+    batches = d.val_batches(64, n // 64 + 5, "cpu")
+    assert sum(len(b["labels"]) for b in batches) == n
+
+
+def test_the_record_describes_the_data_and_model_trained(tmp_path):
+    from benchlib.training.loop import run
+    rows = [{"text": " ".join(WORDS[i % 9:i % 9 + 6]), "labels": [f"label{i % 5}", f"label{5 + i % 2}"]}
+            for i in range(60)]
+    write_jsonl(tmp_path / "docs.jsonl", rows)
+    rec = run({"scenario": "C", "steps": 2, "device": "cpu", "data": str(tmp_path / "docs.jsonl"),
+               "cache_dir": str(tmp_path / "c")}, out_dir=tmp_path / "run", progress=False)
+    assert rec["status"] != "error", rec["reason"]
+    # the byte-level BPE trained on this small corpus stops where its merges run out
+    from tokenizers import Tokenizer
+    bpe = Tokenizer.from_file(rec["data"]["tokenizer"])
+    assert rec["run"]["num_labels"] == 7 and rec["run"]["vocab_size"] == rec["data"]["vocab_size"] == bpe.get_vocab_size()
+    assert rec["data"]["asked"] == {"vocab_size": 256, "num_labels": 64}  # the tiny size's synthetic defaults
+    assert rec["model"]["class"] == "GPT2Model" and rec["model"]["num_labels"] == 7
+    assert rec["model"]["parameters"] > 0 and rec["model"]["weights"] == "initialised (from scratch)"
+    assert rec["data"]["split_rule"].startswith("one file: a random 10%")
