@@ -190,3 +190,13 @@ def test_a_file_instead_of_a_directory_is_refused(tmp_path):
 ])
 def test_max_positions_counts_the_positions_a_sequence_may_use(config, expected):
     assert max_positions(config) == expected
+
+
+def test_weights_of_another_family_in_a_native_class_are_refused_after_loading(tmp_path):
+    """The check behind hub ids (whose config is seen only once loaded): a BERT in RobertaModel."""
+    from benchlib.training.checkpoints import check_loaded
+    path = _bert(tmp_path / "bert")
+    model, info = RobertaModel.from_pretrained(path, output_loading_info=True)
+    with pytest.raises(CheckpointError, match="is a 'bert' model loaded into RobertaModel") as e:
+        check_loaded("roberta", path, info, model, "D")
+    assert _one_line(e)

@@ -289,3 +289,22 @@ def test_a_notebook_parameter_error_is_the_last_line_papermill_prints_and_the_ce
 def test_user_errors_render_as_their_one_line_in_notebooks():
     for e in (ConfigError("x is wrong"), CheckpointError("y is wrong")):
         assert e._render_traceback_() == [f"{type(e).__name__}: {e}"]
+
+
+def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY.replace("seeds: [0]", "seeds: [0, 1]"))
+    root = tmp_path / "executed"
+    by_out = {i.out_dir.resolve(): i for i in sweep.plan(sweep.load_study(path), root)}
+
+    def execute(cmd, env, log, timeout=None):  # stands in for papermill: a run on a local file
+        out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+        rec = {**sweep.error_record(by_out[out].spec, out, None), "status": "ok"}
+        rec["data"] = {"source": "/data/docs.jsonl", "split_rule": "one file: a random 10% of the documents (seed 1)"}
+        sweep.write_json_atomic(out / "result.json", rec)
+        return 0
+    monkeypatch.setattr(sweep, "execute", execute)
+    assert main(["sweep", str(path), "--out", str(root), "--no-analysis", "--no-html"]) == 0
+    said = capsys.readouterr()
+    lines = [ln for ln in (said.out + said.err).splitlines() if "validation: one file: a random 10%" in ln]
+    assert len(lines) == 1 and "data: /data/docs.jsonl" in lines[0]

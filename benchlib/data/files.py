@@ -16,8 +16,9 @@ Real-data rules (all deterministic):
       (train / validation|val|valid|dev / test), split-named files in a folder, or else a
       seeded random 10% of the documents (``SPLIT_SEED``). The validation pool is in a seeded
       random order, so an evaluation of its first k documents is a uniform sample of the
-      split. Files are checked line by line first (``checks``). String labels get ids from the sorted training label
-      vocabulary (validation labels unseen in training are dropped and counted); int labels
+      split. Files are checked line by line first (``checks``). String labels get ids
+      from the sorted training label vocabulary (validation labels unseen in training are
+      dropped and counted); int labels
       are used as ids. Single-label target = the document's label most frequent in the
       training set, ties -> lowest id (the same rule as the synthetic corpus).
     * Tokenizer: ``run.tokenizer`` or ``run.model_name_or_path`` if given, else GPT-2's /

@@ -229,13 +229,13 @@ def _versus(m: dict, name: str) -> str | None:
     return f"{METRIC_LABEL.get(name, name)} {_num(v)}{f' ± {se:.2g}' if isinstance(se, float) else ''} vs {base} {_num(b)}"
 
 
-def data_line(rec: dict) -> str:
-    """Real data: where it came from, which rule made its validation split, and how much of
-    it the quality numbers cover ('' for the embedded synthetic data)."""
+def data_line(rec: dict, evaluated: bool = True) -> str:
+    """Real data: where it came from, which rule made its validation split, and (``evaluated``)
+    how much of it the quality numbers cover ('' for the embedded synthetic data)."""
     d = rec.get("data") or {}
     if d.get("source") in (None, "synthetic"):
         return ""
-    n = (rec.get("metrics") or {}).get("quality/n_eval")
+    n = (rec.get("metrics") or {}).get("quality/n_eval") if evaluated else None
     rule = d.get("split_rule") or d.get("val_rule") or "not recorded"
     return (f"data: {d['source']}; validation: {rule}"
             + (f"; evaluated on {n} of {d.get('n_val', d.get('n_val_sequences', '?'))}" if n else ""))

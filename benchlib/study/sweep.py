@@ -684,8 +684,11 @@ def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
 def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
                  timings: list[dict]) -> None:
     from tqdm import tqdm
+
+    from benchlib.study.notebook import data_line
     bar = tqdm(total=len(items), initial=len(items) - len(todo), unit="run", dynamic_ncols=True)
     running: dict[str, str] = {}
+    said: set[str] = set()
 
     def on_start(item: Item, slot: dict) -> None:
         running[item.run_id] = slot.get("CUDA_VISIBLE_DEVICES", "")
@@ -693,6 +696,10 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
 
     def on_done(item: Item, rec: dict) -> None:
         running.pop(item.run_id, None)
+        data = data_line(rec, evaluated=False)
+        if data and data not in said:  # which split rule real data was read with, once per source
+            said.add(data)
+            bar.write(f"{item.run_id}: {data}")
         if rec["status"] in TRAINED and rec["sweep"]["fixed_s"] is not None:
             timings.append(rec["sweep"])
         bar.set_description(" ".join(running) or "done")

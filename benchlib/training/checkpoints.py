@@ -296,6 +296,11 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     config = _local_config(path) if Path(path).expanduser().is_dir() else _cached_config(path)
     if config is not None and config.get("model_type") != MODEL_TYPE[arch] and role_of(config) != ROLE[arch]:
         _refuse(arch, path, config, scenario, None)
+    held = getattr(type(model.config), "model_type", None)  # the class's family (the instance copies the file's)
+    if config is not None and config.get("model_type") not in (None, held):  # e.g. a hub BERT in RobertaModel
+        raise CheckpointError(f"checkpoint {path!r} is a {config.get('model_type')!r} model loaded into "
+                              f"{type(model).__name__} ({held!r}): its weights would sit under the wrong names and "
+                              f"positions; give its local directory, whose family is then built as declared")
     prefix = getattr(model, "base_model_prefix", "") or ""
     nested = bool(prefix) and isinstance(getattr(model, prefix, None), nn.Module)
 
