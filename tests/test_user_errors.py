@@ -169,6 +169,14 @@ def test_an_empty_jsonl_names_the_file(tmp_path, capsys):
     _data_error(tmp_path, capsys, "D", tmp_path / "docs.jsonl", "docs.jsonl is empty: no documents")
 
 
+def test_a_data_error_keeps_the_finished_record_there(tmp_path, capsys, existing):
+    out, _ = existing
+    (tmp_path / "docs.jsonl").write_text('{"text": "a", "labels": "x,y"}\n')
+    assert main(["run", "--scenario", "D", *TINY, "--data", str(tmp_path / "docs.jsonl"), "--out", str(out)]) == 1
+    one_line(capsys, "docs.jsonl line 1", "need a list of labels")
+    assert untouched(existing)
+
+
 def test_an_empty_txt_names_the_file(tmp_path, capsys):
     (tmp_path / "corpus.txt").write_text("  \n\n")
     _data_error(tmp_path, capsys, "A", tmp_path / "corpus.txt", "corpus.txt is empty: no text")

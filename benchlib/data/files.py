@@ -278,6 +278,16 @@ def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
     return builders.pop(), splits
 
 
+def check_local(run: RunConfig) -> None:
+    """The local files ``run`` would read, checked as the loaders check them (``checks``),
+    without reading them into ``datasets``: a run can be refused before it starts."""
+    if run.data in ("synthetic", "hub"):
+        return
+    builder, files = _local_files(Path(run.data).expanduser().resolve(), "local data")
+    used = [f for k in ("train", "validation") + (() if run.scn.is_lm else ("test",)) for f in files.get(k, [])]
+    check_files(used, builder, run.scn.task)
+
+
 def _split_files_rule(path: Path, files: dict[str, list[str]], used: tuple[str, ...]) -> str:
     """What the split files are, as the record and the printed output say it."""
     def names(k):

@@ -1,7 +1,8 @@
 """What is checked before a run builds anything: the refusals a user can act on at once,
 each one line naming the problem and what to do.
 
-    refusal(cfg)        the device, the checkpoint (its path, family and positions), seq_len
+    refusal(cfg)        the device, the checkpoint (its path, family and positions), seq_len,
+                        local data files (empty, malformed, labels of the wrong shape)
     out_problem(path)   the output folder: not a file, writable
 
 A refused run costs nothing: no data is read, no model built (a sequence length beyond the
@@ -16,6 +17,7 @@ from pathlib import Path
 import torch
 
 from benchlib.core.runconfig import RunConfig, resolved
+from benchlib.data.tasks import BadDataError, DataUnavailableError
 from benchlib.training.checkpoints import ARCH_NAME, CheckpointError, checkpoint_config, max_positions
 
 MAX_SCRATCH_POSITIONS = 8192
@@ -43,6 +45,11 @@ def refusal(cfg: RunConfig) -> str | None:
                     f"{config.get('model_type')!r} model: run without save_model")
     if limit is not None and cfg.seq_len > limit:
         return f"seq_len={cfg.seq_len} exceeds the {limit} positions of {whose}: use seq_len {limit} or less"
+    from benchlib.data.files import check_local  # real-data code, imported only for real data
+    try:
+        check_local(cfg)
+    except (BadDataError, DataUnavailableError) as e:
+        return str(e)
     return None
 
 
