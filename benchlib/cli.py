@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
+from benchlib.core.argparser import ArgumentParser
 from benchlib.core.records import TRAINED
 from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig
 
@@ -61,20 +63,32 @@ def run_config_from_args(ns: argparse.Namespace) -> RunConfig:
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
+    from benchlib.study.html_export import last_line
     from benchlib.training.loop import run
     cfg = run_config_from_args(ns)
+    if cfg.dist.strategy != "single" and cfg.dist.nproc == 1 and "WORLD_SIZE" not in os.environ:
+        print(f"note: dist.strategy={cfg.dist.strategy} with dist.nproc=1 runs ONE process under torchrun "
+              f"(the strategy's overhead, no parallelism); give --dist.nproc N for N processes", file=sys.stderr)
     rec = run(cfg, out_dir=ns.out_dir, progress=not ns.quiet)
+    where = (f"record: {rec['_path']}" if rec.get("_path") else
+             f"existing record kept: {rec['_kept']}" if rec.get("_kept") else "no record written")
+    if rec["status"] not in TRAINED:  # nothing was measured: the reason is the message
+        print(f"  {where}")
+        if rec["status"] == "skipped":
+            print(f"{rec['run_id']}: skipped: {last_line(rec['reason'])}")
+            return 0
+        print(f"dtype-bench run: {rec['run_id']}: {rec['status']}: {last_line(rec['reason'])}", file=sys.stderr)
+        return 1
     m = rec["metrics"]
-    print(f"{rec['run_id']}: {rec['status']}" + (f" ({rec['reason'].strip().splitlines()[-1]})" if rec["reason"] else ""))
-    if m:
-        print(f"  {m.get('quality_name')}={_fmt(m.get('quality'))}  throughput={_fmt(m.get('throughput'))} "
-              f"{m.get('throughput_unit')}  memory={_fmt(m.get('memory'))} GiB  step={_fmt(m.get('step_ms'))} ms")
-        from benchlib.study.notebook import result_summary
-        for line in result_summary(rec).splitlines()[1:]:  # vs the trivial baseline; forensics
-            print(f"  {line}")
-    print(f"  record: {rec['_path']}")
+    print(f"{rec['run_id']}: {rec['status']}" + (f" ({last_line(rec['reason'])})" if rec["reason"] else ""))
+    print(f"  {m.get('quality_name')}={_fmt(m.get('quality'))}  throughput={_fmt(m.get('throughput'))} "
+          f"{m.get('throughput_unit')}  memory={_fmt(m.get('memory'))} GiB  step={_fmt(m.get('step_ms'))} ms")
+    from benchlib.study.notebook import result_summary
+    for line in result_summary(rec).splitlines()[1:]:  # the data; vs the trivial baseline; forensics
+        print(f"  {line}")
+    print(f"  {where}")
     # a finished run, whatever it measured (stalled, degraded, diverged), is not a failure of the command
-    return 0 if rec["status"] in (*TRAINED, "skipped") else 1
+    return 0
 
 
 def _cmd_configs(ns: argparse.Namespace) -> int:
@@ -107,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, ValueError, FileNotFoundError) as e:
             print(f"dtype-bench {argv[0]}: error: {e}", file=sys.stderr)
             return 2
-    parser = argparse.ArgumentParser(prog="dtype-bench", description="Which floating-point setup to train with, measured.")
+    parser = ArgumentParser(prog="dtype-bench", description="Which floating-point setup to train with, measured.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_run = sub.add_parser("run", help="train one (scenario, config, seed) and write its record")
     add_run_args(p_run)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from benchlib.data import tasks as datamod
+from benchlib.data import files
 from benchlib.data import synthetic as syn
 from benchlib.data.load import load_task_data
 from benchlib.data.tasks import DataPathNotFoundError, DataUnavailableError
@@ -317,6 +318,12 @@ def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _split_indices(n):
+    """The single-file rule, by hand: a seeded random 10% is validation."""
+    val = sorted(np.random.default_rng(files.SPLIT_SEED).permutation(n)[:math.ceil(0.1 * n)].tolist())
+    return [i for i in range(n) if i not in val], val
+
+
 def test_local_jsonl_text_labels(tmp_path):
     rng = np.random.default_rng(1)
     names = ["fisheries", "agriculture", "customs", "tax", "trade"]
@@ -324,11 +331,14 @@ def test_local_jsonl_text_labels(tmp_path):
             for _ in range(50)]
     write_jsonl(tmp_path / "docs.jsonl", rows)
     d = load_task_data(run_cfg("C", data=str(tmp_path / "docs.jsonl"), cache_dir=str(tmp_path / "c")))
-    assert d.num_labels == 5 and d.meta["n_train"] == 45 and d.meta["n_val"] == 5  # last 10%
+    assert d.num_labels == 5 and d.meta["n_train"] == 45 and d.meta["n_val"] == 5
+    assert d.meta["split_rule"] == f"one file: a random 10% of the documents (seed {files.SPLIT_SEED})"
+    _, val_rows = _split_indices(50)
+    assert val_rows != list(range(45, 50))  # not the file's tail
     vocab = sorted(names)  # ids from the sorted training label vocabulary
     val = d.val_batches(5, 1, "cpu")[0]
-    for row, hot in zip(rows[45:], val["labels"]):
-        assert torch.nonzero(hot).squeeze(1).tolist() == sorted(vocab.index(x) for x in row["labels"])
+    got = sorted(torch.nonzero(hot).squeeze(1).tolist() for hot in val["labels"])
+    assert got == sorted(sorted(vocab.index(x) for x in rows[i]["labels"]) for i in val_rows)
     b = d.sampler(3, "cpu", 0)()
     assert b["labels"].shape == (3, 5) and b["attention_mask"].shape == (3, 64)
 
@@ -340,11 +350,12 @@ def test_local_eurlex_schema_single_label(tmp_path):
                                             replace=False).tolist()} for i in range(40)]
     write_jsonl(tmp_path / "eurlex.jsonl", rows)
     d = load_task_data(run_cfg("F", data=str(tmp_path / "eurlex.jsonl"), cache_dir=str(tmp_path / "c")))
-    assert d.num_labels == 4 and d.meta["split_rule"] == "last 10% of the documents"
-    counts = {k: sum(k in r["eurovoc_concepts"] for r in rows[:36]) for k in ["100", "200", "300", "400"]}
-    want = [min(r["eurovoc_concepts"], key=lambda k: (-counts[k], k)) for r in rows[36:]]
+    assert d.num_labels == 4 and d.meta["split_rule"].startswith("one file: a random 10%")
+    train_rows, val_rows = _split_indices(40)
+    counts = {k: sum(k in rows[i]["eurovoc_concepts"] for i in train_rows) for k in ["100", "200", "300", "400"]}
+    want = [min(rows[i]["eurovoc_concepts"], key=lambda k: (-counts[k], k)) for i in val_rows]
     got = d.val_batches(4, 1, "cpu")[0]["labels"].tolist()
-    assert got == [["100", "200", "300", "400"].index(k) for k in want]
+    assert sorted(got) == sorted(["100", "200", "300", "400"].index(k) for k in want)
     b = d.val_batches(4, 1, "cpu")[0]
     assert (b["input_ids"][:, 0] == d.bos_id).all()
 
@@ -386,3 +397,68 @@ def test_unreachable_hub_is_one_clear_error(monkeypatch, scenario, dataset):
     assert dataset in msg and "data='synthetic'" in msg and "local path" in msg and "\n" not in msg
     assert isinstance(e.value, ValueError) and e.value.__cause__ is None
     assert time.perf_counter() - t0 < 20  # no retry loop
+
+
+# ---------------------------------------------------------------------------------------
+# Split rules
+# ---------------------------------------------------------------------------------------
+def test_split_words_anywhere_in_a_name_pick_the_splits_and_the_test_file_is_never_read(tmp_path):
+    folder = tmp_path / "eurlex"
+    folder.mkdir()
+    docs = {"train": 30, "validation": 8, "test": 6}
+    for split, n in docs.items():
+        label = "only_in_test" if split == "test" else "tax"
+        write_jsonl(folder / f"eurlex57k.{split}.jsonl",
+                    [{"text": f"{split} doc {i}", "labels": [label, f"l{i % 2}"]} for i in range(n)])
+    d = load_task_data(run_cfg("D", data=str(folder), cache_dir=str(tmp_path / "c")))
+    assert (d.meta["n_train"], d.meta["n_val"]) == (30, 8)
+    assert d.num_labels == 3  # l0, l1, tax: the test file's label never reaches the vocabulary
+    assert d.meta["split_rule"] == ("split files: train = eurlex57k.train.jsonl; validation = eurlex57k.validation.jsonl;"
+                                    " test (eurlex57k.test.jsonl) not used")
+
+
+def test_lm_validation_files_are_the_validation_text_and_test_files_are_left_out(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_corpus(folder / "news-train.txt", n_docs=60, seed=0)
+    write_corpus(folder / "news-dev.txt", n_docs=20, seed=1)
+    write_corpus(folder / "news-test.txt", n_docs=20, seed=2)
+    d = load_task_data(run_cfg("A", data=str(folder), cache_dir=str(tmp_path / "c")))
+    assert d.meta["n_docs"] == 60 and d.meta["n_train_tokens"] == d.meta["n_tokens"]  # the train file, whole
+    assert d.meta["val_rule"].startswith("split files: train = news-train.txt; validation = news-dev.txt; "
+                                         "test (news-test.txt) not used")
+    assert d.meta["n_val_sequences"] == d.meta["n_val_tokens"] // 65  # every window of the dev file
+
+
+def test_the_lm_validation_pool_is_drawn_from_the_whole_split(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "LM_VAL_POOL", 4)
+    write_corpus(tmp_path / "c.txt", n_docs=400)
+    d = load_task_data(run_cfg("A", data=str(tmp_path / "c.txt"), cache_dir=str(tmp_path / "cache")))
+    n_windows = d.meta["n_val_tokens"] // 65
+    assert n_windows > 8 and d.meta["val_pool"] == f"4 of {n_windows} validation windows, drawn at random (seed 4321)"
+    assert len(d.val_pool["input_ids"]) == 4
+
+
+def test_an_evaluation_larger_than_the_pool_takes_each_example_once(tiny):
+    d = tiny["E"]
+    n = len(d.val_pool["labels"])
+    batches = d.val_batches(64, n // 64 + 5, "cpu")
+    assert sum(len(b["labels"]) for b in batches) == n
+
+
+def test_the_record_describes_the_data_and_model_trained(tmp_path):
+    from benchlib.training.loop import run
+    rows = [{"text": " ".join(WORDS[i % 9:i % 9 + 6]), "labels": [f"label{i % 5}", f"label{5 + i % 2}"]}
+            for i in range(60)]
+    write_jsonl(tmp_path / "docs.jsonl", rows)
+    rec = run({"scenario": "C", "steps": 2, "device": "cpu", "data": str(tmp_path / "docs.jsonl"),
+               "cache_dir": str(tmp_path / "c")}, out_dir=tmp_path / "run", progress=False)
+    assert rec["status"] != "error", rec["reason"]
+    # the byte-level BPE trained on this small corpus stops where its merges run out
+    from tokenizers import Tokenizer
+    bpe = Tokenizer.from_file(rec["data"]["tokenizer"])
+    assert rec["run"]["num_labels"] == 7 and rec["run"]["vocab_size"] == rec["data"]["vocab_size"] == bpe.get_vocab_size()
+    assert rec["data"]["asked"] == {"vocab_size": 256, "num_labels": 64}  # the tiny size's synthetic defaults
+    assert rec["model"]["class"] == "GPT2Model" and rec["model"]["num_labels"] == 7
+    assert rec["model"]["parameters"] > 0 and rec["model"]["weights"] == "initialised (from scratch)"
+    assert rec["data"]["split_rule"].startswith("one file: a random 10%")

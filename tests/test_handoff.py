@@ -13,4 +13,4 @@ def test_a_saved_lm_run_is_fine_tuned_and_a_wrong_checkpoint_is_an_error_record_
     assert info["checkpoint"]["run_id"] == "A/amp_bf16/seed0" and info["checkpoint"]["steps"] == 4
     d = run({"scenario": "D", "config": "amp_bf16", "steps": 3, "model_name_or_path": a["checkpoint"]},
             out_dir=tmp_path / "D", progress=False)
-    assert d["status"] == "error" and "\n" not in d["reason"] and "B, D, F take RoBERTa" in d["reason"]
+    assert d["status"] == "error" and "\n" not in d["reason"] and "scenario D needs an encoder" in d["reason"]

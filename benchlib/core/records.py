@@ -11,8 +11,11 @@ Statuses: ``ok``; ``degraded`` (the training loss rose from its minimum and stay
 ``skipped`` (this hardware or installation cannot run the config). Degraded and stalled runs
 trained every step and carry every metric: they are finished, and measured.
 
-Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source), ``pretrained`` (what a
-run loaded with ``model_name_or_path``: ``checkpoints.check_loaded``), ``checkpoint`` (where
+Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source, its split rule, and under
+``asked`` the ``vocab_size`` / ``num_labels`` a run asked for where the data decided otherwise:
+``run`` holds what was trained), ``model`` (the class trained, its parameters, embedding rows,
+labels and where its weights came from), ``pretrained`` (what a run loaded with
+``model_name_or_path``: ``checkpoints.check_loaded``, with the share of the model loaded), ``checkpoint`` (where
 a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
 ``sweep`` (what the sweep added) and ``backfill`` (``benchlib.study.backfill``: fields added to an
 old record, and its status before).
@@ -41,7 +44,7 @@ COMPLETED = ("ok", "degraded", "stalled")
 RECORD_KEYS = ("schema", "run_id", "status", "reason", "scenario", "config", "seed",
                "run", "dtype", "env", "metrics", "wall_s")
 # Optional top-level keys, and the type each must have when present (None allowed).
-OPTIONAL_KEYS = {"data": dict, "pretrained": dict, "checkpoint": str, "dist": dict, "ranks": list, "sweep": dict,
+OPTIONAL_KEYS = {"data": dict, "model": dict, "pretrained": dict, "checkpoint": str, "dist": dict, "ranks": list, "sweep": dict,
                  "backfill": dict}
 
 # Every metric a record may carry, with its meaning. Analysis reads only these names. Values

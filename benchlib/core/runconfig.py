@@ -11,13 +11,14 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
+from benchlib.core.errors import UserError
 from benchlib.core.dtypes import UnknownNameError, closest, get_config
 from benchlib.core.scenarios import get_scenario
 
 Size = Literal["tiny", "small", "base"]
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A bad run parameter: the message names the key, the value and what is valid."""
 
 Strategy = Literal["single", "ddp", "fsdp2", "fsdp1", "fsdp_manual"]
@@ -186,6 +187,10 @@ class RunConfig:
             v = getattr(self, k)
             if v is not None and v < 1:
                 raise ConfigError(f"{k} must be >= 1, got {v}")
+        for k in ("warmup_steps", "timing_warmup", "eval_every"):
+            v = getattr(self, k)
+            if v is not None and v < 0:
+                raise ConfigError(f"{k} must be >= 0, got {v}")
         if self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
             raise ConfigError(f"data={self.data!r}: no such file or directory "
                               f"(use 'synthetic', 'hub' or the path of a local corpus)")

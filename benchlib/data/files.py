@@ -5,13 +5,20 @@ and the builders of real LM and classification ``TaskData``, ``load_lm`` and ``l
 which ``data.load_task_data`` calls; the batch contract is ``benchlib.data.tasks``'s.
 
 Real-data rules (all deterministic):
+    * Split files: a word of a file's name (``eurlex.train.jsonl``, ``dev-2024.txt``) puts it
+      in train / validation (val, valid, dev) / test; files of a folder without one are
+      training data. A test split is never trained on (a single file named as one is refused).
     * LM: documents are tokenised once (EOS appended to each) into a uint16 (uint32 when the
-      vocabulary exceeds 65536) memmap cached under ``cache_dir/tokens``; the last 5% of the
-      tokens (at least one window, at most 4M tokens) are validation.
+      vocabulary exceeds 65536) memmap cached under ``cache_dir/tokens``; validation is the
+      validation files, else the last 5% of the tokens (at least one window, at most 4M
+      tokens); its pool holds up to 1024 windows drawn at random from all of it.
     * Classification: the data set's validation split (else test), a ``split`` field
-      (train / validation|val|valid|dev / test), split-named files in a folder, or else the
-      last 10% of the documents. String labels get ids from the sorted training label
-      vocabulary (validation labels unseen in training are dropped and counted); int labels
+      (train / validation|val|valid|dev / test), split-named files in a folder, or else a
+      seeded random 10% of the documents (``SPLIT_SEED``). The validation pool is in a seeded
+      random order, so an evaluation of its first k documents is a uniform sample of the
+      split. Files are checked line by line first (``checks``). String labels get ids
+      from the sorted training label vocabulary (validation labels unseen in training are
+      dropped and counted); int labels
       are used as ids. Single-label target = the document's label most frequent in the
       training set, ties -> lowest id (the same rule as the synthetic corpus).
     * Tokenizer: ``run.tokenizer`` or ``run.model_name_or_path`` if given, else GPT-2's /
@@ -28,7 +35,6 @@ import itertools
 import json
 import math
 import os
-import re
 import socket
 import time
 import urllib.parse
@@ -41,9 +47,10 @@ import numpy as np
 import torch
 
 from benchlib.data import synthetic as syn
-from benchlib.data.tasks import (LM_VAL_POOL, VAL_MASK_SEED, DataPathNotFoundError, DataUnavailableError,
-                   TaskData, assemble, cls_arrays, cls_pool, label_stats, lm_window,
-                   MLMMasker)
+from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, label_problem, split_of
+from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, VAL_MASK_SEED, BadDataError, DataPathNotFoundError,
+                                 DataUnavailableError, TaskData, assemble, cls_arrays, cls_pool, label_stats,
+                                 lm_window, MLMMasker)
 from benchlib.core.runconfig import RunConfig
 
 OWT_ID = "Skylion007/openwebtext"
@@ -54,8 +61,9 @@ BPE_MIN_VOCAB, BPE_MAX_VOCAB = 512, 50304
 """BPE size = run.vocab_size clamped: at least the 256-byte alphabet + specials + some
 merges, at most GPT-2's (padded) size."""
 BPE_SPECIALS = ("<pad>", "<s>", "</s>", "<mask>")  # ids 0-3, the synthetic convention
-SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation",
-               "valid": "validation", "dev": "validation", "test": "test"}
+SPLIT_SEED = 20240
+"""Seed of the shuffle that splits one classification file into train and validation: fixed,
+so every run (any seed, any config) of a study sees the same split."""
 LOCAL_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
@@ -242,8 +250,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
-    """(datasets builder, data_files) for a local file or folder. A folder whose file names
-    start with split names (train / validation|val|valid|dev / test) keeps those splits."""
+    """(datasets builder, data_files by split) for a local file or folder: one file is the
+    training data; in a folder, a split word in a file's name (``checks.split_of``) puts it in
+    that split and a file without one is training data."""
     if not path.exists():
         raise DataPathNotFoundError(f"data path not found: {path} (expected {expected}; "
                                     f"or use data='synthetic' / data='hub')")
@@ -253,15 +262,39 @@ def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
         raise DataPathNotFoundError(f"no .txt/.jsonl/.json/.parquet files under {path} (expected {expected})")
     builders = {LOCAL_BUILDERS.get(p.suffix.lower()) for p in files}
     if None in builders or len(builders) > 1:
-        raise ValueError(f"{path}: mixed or unsupported file types {sorted({p.suffix for p in files})}; "
-                         f"use one of {', '.join(LOCAL_BUILDERS)}")
+        raise BadDataError(f"{path}: mixed or unsupported file types {sorted({p.suffix for p in files})}; "
+                           f"use one of {', '.join(LOCAL_BUILDERS)}")
+    if path.is_file():
+        if split_of(path) == "test":
+            raise BadDataError(f"{path} is named as a test split, which is never trained on: give the training "
+                               f"file, or the folder that holds the train / validation / test files")
+        return builders.pop(), {"train": [str(path)]}
     splits: dict[str, list[str]] = {}
     for p in files:
-        word = re.split(r"[^a-z]", p.stem.lower())[0]
-        splits.setdefault(SPLIT_NAMES.get(word, "train") if path.is_dir() else "train", []).append(str(p))
-    if len(splits) == 1 or "train" not in splits:
-        splits = {"train": [str(p) for p in files]}
+        splits.setdefault(split_of(p) or "train", []).append(str(p))
+    if "train" not in splits:
+        raise BadDataError(f"{path}: no training file, only {' and '.join(sorted(splits))} ones: name the training "
+                           f"file with 'train' (or with no split word)")
     return builders.pop(), splits
+
+
+def check_local(run: RunConfig) -> None:
+    """The local files ``run`` would read, checked as the loaders check them (``checks``),
+    without reading them into ``datasets``: a run can be refused before it starts."""
+    if run.data in ("synthetic", "hub"):
+        return
+    builder, files = _local_files(Path(run.data).expanduser().resolve(), "local data")
+    used = [f for k in ("train", "validation") + (() if run.scn.is_lm else ("test",)) for f in files.get(k, [])]
+    check_files(used, builder, run.scn.task)
+
+
+def _split_files_rule(path: Path, files: dict[str, list[str]], used: tuple[str, ...]) -> str:
+    """What the split files are, as the record and the printed output say it."""
+    def names(k):
+        return ", ".join(Path(f).relative_to(path).as_posix() if path.is_dir() else Path(f).name for f in files[k])
+    parts = [f"{k} = {names(k)}" for k in used if k in files]
+    unused = [f"{k} ({names(k)}) not used" for k in files if k not in used]
+    return "split files: " + "; ".join(parts + unused)
 
 
 def _hash_files(files: list[str]) -> str:
@@ -299,38 +332,56 @@ def load_lm(run: RunConfig) -> TaskData:
     T, task = run.seq_len, run.scn.task
     W = lm_window(task, T)
     local = run.data != "hub"
+    val_ds = split_rule = None
     if local:
         path = Path(run.data).expanduser().resolve()
         builder, files = _local_files(path, "a .txt file or folder, or .jsonl/.parquet with a 'text' field")
-        ds = _load_local_dataset(path, builder, {"train": sum(files.values(), [])}, run)["train"]
-        content_hash, source, slug = _hash_files(sum(files.values(), [])), str(path), path.stem
+        used = {k: files[k] for k in ("train", "validation") if k in files}  # never a test split
+        check_files(sum(used.values(), []), builder, task)
+        dd = _load_local_dataset(path, builder, used, run)
+        ds, val_ds = dd["train"], dd["validation"] if "validation" in used else None
+        if len(files) > 1:
+            split_rule = _split_files_rule(path, files, ("train", "validation"))
+        content_hash, source, slug = _hash_files(sum(used.values(), [])), str(path), path.stem
     else:
         ds = _load_hub_dataset(OWT_ID, None, "a 'text' field")["train"]
         content_hash, source, slug = _sha(ds._fingerprint.encode()), f"hub:{OWT_ID}", "openwebtext"
     if "text" not in ds.column_names:
-        raise ValueError(f"{source}: LM data needs a 'text' field; found {ds.column_names}")
+        raise BadDataError(f"{source}: LM data needs a 'text' field; found {ds.column_names}")
     tok = _resolve_tokenizer(run, local, lambda: _iter_texts(ds), content_hash)
     if task == "mlm" and tok.mask_id is None:
         raise DataUnavailableError(f"tokenizer {tok.name!r} has no mask token, needed for MLM")
     stream, stream_meta = _token_stream(ds, tok, _cache_dir(run), f"{slug}-{content_hash[:16]}")
 
     N = len(stream)
-    n_val = min(max(math.ceil(LM_VAL_FRACTION * N), W), LM_VAL_MAX_TOKENS)
-    if N - n_val < W:
-        raise ValueError(f"{source}: {N} tokens is too small for seq_len={T} "
-                         f"(needs > {2 * W} tokens: {W} per window, train and validation)")
-    train = stream[:N - n_val].reshape(1, -1)  # one row: windows may cross documents (EOS between)
-    n_pool = min(LM_VAL_POOL, n_val // W)
-    windows = torch.from_numpy(np.asarray(stream[N - n_val:N - n_val + n_pool * W], dtype=np.int64).reshape(n_pool, W))
+    if val_ds is not None:
+        val, _ = _token_stream(val_ds, tok, _cache_dir(run), f"{slug}-val-{content_hash[:16]}")
+        train_part = stream
+        val_rule = f"{split_rule}: the validation files, non-overlapping windows"
+    else:
+        n_val = min(max(math.ceil(LM_VAL_FRACTION * N), W), LM_VAL_MAX_TOKENS)
+        train_part, val = stream[:N - n_val], stream[N - n_val:]
+        val_rule = (f"{split_rule + ': ' if split_rule else ''}last {LM_VAL_FRACTION:.0%} of the tokens "
+                    f"(>= 1 window, <= {LM_VAL_MAX_TOKENS}), non-overlapping windows")
+    if len(train_part) < W or len(val) < W:
+        raise BadDataError(f"{source}: {len(train_part)} training and {len(val)} validation tokens are too few for "
+                           f"seq_len={T} (each needs >= {W} tokens: one window); use a shorter seq_len or more text")
+    train = np.asarray(train_part).reshape(1, -1)  # one row: windows may cross documents (EOS between)
+    # the pool: windows drawn at random from the whole validation text, in random order (a
+    # corpus sorted by topic or date would make its first windows a biased sample)
+    n_windows = len(val) // W
+    n_pool = min(LM_VAL_POOL, n_windows)
+    starts = np.random.default_rng(EVAL_SAMPLE_SEED).permutation(n_windows)[:n_pool] * W
+    windows = torch.from_numpy(np.asarray(val, dtype=np.int64)[starts[:, None] + np.arange(W)])
     if task == "clm":
         pool = {"input_ids": windows[:, :-1].contiguous(), "labels": windows[:, 1:].contiguous()}
     else:
         masker = MLMMasker.build(tok.vocab_size, tok.special_ids, tok.mask_id, "cpu")
         pool = masker(torch.cat([torch.full_like(windows[:, :1], tok.bos_id), windows], 1),
                       torch.Generator().manual_seed(VAL_MASK_SEED))
-    meta = {**stream_meta, **_tok_meta(tok), "n_train_tokens": N - n_val, "n_val_tokens": n_val,
-            "n_val_sequences": n_pool, "val_rule": f"last {LM_VAL_FRACTION:.0%} of the tokens "
-            f"(>= 1 window, <= {LM_VAL_MAX_TOKENS}), non-overlapping windows"}
+    meta = {**stream_meta, **_tok_meta(tok), "n_train_tokens": len(train_part), "n_val_tokens": len(val),
+            "n_val_sequences": n_pool, "val_rule": val_rule,
+            "val_pool": f"{n_pool} of {n_windows} validation windows, drawn at random (seed {EVAL_SAMPLE_SEED})"}
     return TaskData(task=task, vocab_size=tok.vocab_size, seq_len=T, num_labels=None, pad_id=tok.pad_id,
                     bos_id=tok.bos_id, mask_id=tok.mask_id if task == "mlm" else None, loss_floor=None,
                     source=source, meta=meta, train=train, val_pool=pool, special_ids=tok.special_ids)
@@ -358,7 +409,7 @@ def _token_stream(ds, tok: _Tok, cache_dir: Path, key: str) -> tuple[np.memmap, 
             n_tokens, n_docs = n_tokens + len(flat), n_docs + len(texts)
     if n_tokens == 0:
         tmp.unlink()
-        raise ValueError(f"{key}: the corpus holds no text")
+        raise BadDataError(f"{key}: the corpus holds no text")
     os.replace(tmp, bin_path)
     info = {"n_tokens": n_tokens, "n_docs": n_docs, "dtype": np.dtype(dtype).name,
             "tokenize_s": round(time.perf_counter() - t0, 2), "token_cache_path": str(bin_path)}
@@ -391,8 +442,9 @@ def load_cls(run: RunConfig) -> TaskData:
         builder, files = _local_files(path, "a .jsonl/.parquet of {text, labels} or EUR-Lex's "
                                             "{title, text, eurovoc_concepts}")
         if builder == "text":
-            raise ValueError(f"{path}: classification data needs labels: use .jsonl/.json/.parquet "
-                             f"with text + labels (or title, text, eurovoc_concepts)")
+            raise BadDataError(f"{path}: classification data needs labels: use .jsonl/.json/.parquet "
+                               f"with text + labels (or title, text, eurovoc_concepts)")
+        check_files(sum(files.values(), []), builder, task)
         dd = _load_local_dataset(path, builder, files, run)
         content_hash, source, slug = _hash_files(sum(files.values(), [])), str(path), path.stem
     else:
@@ -400,8 +452,10 @@ def load_cls(run: RunConfig) -> TaskData:
         content_hash = _sha("".join(d._fingerprint for d in dd.values()).encode())
         source, slug = f"hub:{EURLEX_ID}", EURLEX_CONFIG
     train_ds, val_ds, split_rule = _cls_splits(dd)
-    train_texts, train_raw = _docs(train_ds, source)
-    val_texts, val_raw = _docs(val_ds, source)
+    if local and len(files) > 1:
+        split_rule = _split_files_rule(path, files, ("train", "validation" if "validation" in files else "test"))
+    train_texts, train_raw = _docs(train_ds, f"{source} (training split)", task)
+    val_texts, val_raw = _docs(val_ds, f"{source} (validation split)", task)
     label_ids, label_rule = _label_vocabulary(train_raw, val_raw)
     L = len(label_ids) if label_rule == "sorted" else max(label_ids.values()) + 1
     train_lab, _ = _label_array(train_raw, label_ids)
@@ -409,7 +463,8 @@ def load_cls(run: RunConfig) -> TaskData:
 
     tok = _resolve_tokenizer(run, local, lambda: _batched(train_texts), content_hash)
     keep = T - 2 if arch == "roberta" else T
-    enc_key = f"cls-{slug}-{content_hash[:16]}-{tok.fingerprint[:12]}-{arch}-T{T}"
+    # s2: the split rule (seeded shuffle of one file); an older cache holds another split
+    enc_key = f"cls-{slug}-{content_hash[:16]}-{tok.fingerprint[:12]}-{arch}-T{T}-s2"
     ids, enc_meta = _cached_encoding(_cache_dir(run) / "tokens" / f"{enc_key}.npz", tok, keep, T, arch,
                                      {"train": train_texts, "val": val_texts})
     counts = syn.label_counts(train_lab, L)
@@ -422,9 +477,12 @@ def load_cls(run: RunConfig) -> TaskData:
             dropped[f"{name}_docs_without_label"] = int((~ok).sum())
             arrays.update({k: v[ok] for k, v in arrays.items()})
     if len(train["ids"]) == 0 or len(val["ids"]) == 0:
-        raise ValueError(f"{source}: no labelled documents left in the train or validation split")
+        raise BadDataError(f"{source}: no labelled documents left in the train or validation split")
+    # the pool in a seeded random order: its first k documents are a uniform sample of the split
+    order = np.random.default_rng(EVAL_SAMPLE_SEED).permutation(len(val["ids"]))
+    val = {k: v[order] for k, v in val.items()}
     meta = {**_tok_meta(tok), **enc_meta, **label_stats(train, val, counts), **dropped,
-            "split_rule": split_rule, "label_ids": label_rule, "val_labels_unseen_dropped": val_dropped,
+            "split_rule": split_rule, "val_pool": f"the validation documents in random order (seed {EVAL_SAMPLE_SEED})", "label_ids": label_rule, "val_labels_unseen_dropped": val_dropped,
             "single_label_rule": "most frequent training label of the document, ties -> lowest id"}
     return TaskData(task=task, vocab_size=tok.vocab_size, seq_len=T, num_labels=L, pad_id=tok.pad_id,
                     bos_id=tok.bos_id, mask_id=None, loss_floor=None, source=source, meta=meta,
@@ -433,7 +491,8 @@ def load_cls(run: RunConfig) -> TaskData:
 
 def _cls_splits(dd) -> tuple[Any, Any, str]:
     """(train, validation, rule): a validation (else test) split; else a ``split`` field;
-    else the last 10% of the documents."""
+    else a seeded random 10% of the documents (never the last ones: a file sorted by name,
+    date or label would make them a biased sample)."""
     if "train" in dd and len(dd) > 1:
         other = "validation" if "validation" in dd else "test"
         if other in dd:
@@ -448,26 +507,29 @@ def _cls_splits(dd) -> tuple[Any, Any, str]:
             return ds.select(tr), ds.select(va), f"'split' field ({target})"
     n_val = max(1, math.ceil(CLS_VAL_FRACTION * len(ds)))
     if len(ds) - n_val < 1:
-        raise ValueError(f"only {len(ds)} documents: too few to split off validation")
-    return (ds.select(range(len(ds) - n_val)), ds.select(range(len(ds) - n_val, len(ds))),
-            f"last {CLS_VAL_FRACTION:.0%} of the documents")
+        raise BadDataError(f"only {len(ds)} documents: too few to split off validation")
+    val = np.sort(np.random.default_rng(SPLIT_SEED).permutation(len(ds))[:n_val])
+    train = np.setdiff1d(np.arange(len(ds)), val)
+    return (ds.select(train.tolist()), ds.select(val.tolist()),
+            f"one file: a random {CLS_VAL_FRACTION:.0%} of the documents (seed {SPLIT_SEED})")
 
 
-def _docs(ds, source: str) -> tuple[list[str], list[list]]:
-    """Texts and raw label lists from the {text, labels} or EUR-Lex schema."""
+def _docs(ds, source: str, task: str) -> tuple[list[str], list[list]]:
+    """Texts and raw label lists from the {text, labels} or EUR-Lex schema; labels of the
+    wrong shape for ``task`` are refused naming the row (JSON files were checked by line)."""
     cols = ds.column_names
     if "text" not in cols or not ({"labels", "label", "eurovoc_concepts"} & set(cols)):
-        raise ValueError(f"{source}: expected fields text + labels (or EUR-Lex's title, text, "
-                         f"eurovoc_concepts); found {cols}")
+        raise BadDataError(f"{source}: expected fields text + labels (or EUR-Lex's title, text, "
+                           f"eurovoc_concepts); found {cols}")
     texts = ds["text"]
     if "title" in cols:  # EUR-Lex: the title is part of the document
         texts = [f"{t or ''}\n{x or ''}" for t, x in zip(ds["title"], texts)]
-    if "eurovoc_concepts" in cols:
-        raw = ds["eurovoc_concepts"]
-    elif "labels" in cols:
-        raw = ds["labels"]
-    else:
-        raw = [[x] for x in ds["label"]]
+    key = next(k for k in LABEL_KEYS if k in cols)
+    raw = ds[key]
+    for i, r in enumerate(raw):
+        problem = label_problem(key, r, task)
+        if problem:
+            raise BadDataError(f"{source} row {i}: {problem}")
     raw = [[] if r is None else list(r) if isinstance(r, (list, tuple)) else [r] for r in raw]
     return [t or "" for t in texts], raw
 
@@ -480,7 +542,7 @@ def _label_vocabulary(train_raw: list[list], val_raw: list[list]) -> tuple[dict,
         return {int(x): int(x) for x in every}, "int"
     vocab = sorted({str(x) for r in train_raw for x in r})
     if not vocab:
-        raise ValueError("no labels in the training split")
+        raise BadDataError("no labels in the training split")
     return {v: i for i, v in enumerate(vocab)}, "sorted"
 
 

@@ -41,6 +41,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
+from benchlib.core.errors import UserError
 from benchlib.data import synthetic as syn
 
 Batch = dict[str, torch.Tensor]
@@ -69,13 +70,19 @@ computed on the first validation sequences that fit (recorded in meta). On CUDA 
 evaluation set is used."""
 
 
-class DataUnavailableError(ValueError):
+class DataUnavailableError(UserError):
     """A data set or tokenizer that cannot be had; the message is one line naming it and the
     offline alternatives."""
 
 
 class DataPathNotFoundError(DataUnavailableError, FileNotFoundError):
     """A local data path that does not exist or holds no readable files."""
+
+
+class BadDataError(UserError):
+    """Local data that cannot be used as it is (an empty file, a malformed line, labels of the
+    wrong shape, a test split where training data is expected); the message is one line
+    naming the file, the line where there is one, and what was expected."""
 
 
 # =======================================================================================
@@ -119,7 +126,10 @@ class TaskData:
     def val_batches(self, batch_size: int, n_batches: Optional[int], device) -> list[Batch]:
         """Evaluation batches, identical across calls, configs and run seeds: with
         ``n_batches`` None the whole pool (a fixed random sample of ``EVAL_MAX_SEQUENCES``
-        when larger), else its first ``batch_size * n_batches`` sequences (cycling)."""
+        when larger), else its first ``batch_size * n_batches`` sequences, at most the whole
+        pool (never a sequence twice: repeats would shrink the standard errors, not the
+        noise). Pools are in random order (generated so, or shuffled with a fixed seed by the
+        real-data loaders), so the first sequences are a uniform sample of the split."""
         n_pool = len(next(iter(self.val_pool.values())))
         if n_batches is None:
             idx = torch.arange(n_pool)
@@ -127,7 +137,7 @@ class TaskData:
                 g = torch.Generator().manual_seed(EVAL_SAMPLE_SEED)
                 idx = torch.randperm(n_pool, generator=g)[:EVAL_MAX_SEQUENCES].sort().values
         else:
-            idx = torch.arange(batch_size * n_batches) % n_pool
+            idx = torch.arange(min(batch_size * n_batches, n_pool))
         return [{k: v[chunk].to(device) for k, v in self.val_pool.items()}
                 for chunk in idx.split(batch_size)]
 

@@ -36,10 +36,14 @@ def mp_dtypes(dtype, settings: DistConfig) -> tuple[torch.dtype | None, torch.dt
 
 
 def transformer_blocks(model: nn.Module) -> list[nn.Module]:
-    """GPT-2's ``backbone.h[i]`` / RoBERTa's ``backbone.encoder.layer[i]``: the FSDP units."""
+    """GPT-2's ``backbone.h[i]`` / RoBERTa's ``backbone.encoder.layer[i]``: the FSDP units. A
+    backbone of another family (a fine-tuned BERT, GPT-Neo, ...): its longest ModuleList."""
     bb = model.backbone
-    blocks = bb.h if hasattr(bb, "h") else bb.encoder.layer
-    return list(blocks)
+    if hasattr(bb, "h"):
+        return list(bb.h)
+    if hasattr(bb, "encoder") and hasattr(bb.encoder, "layer"):
+        return list(bb.encoder.layer)
+    return list(max((m for m in bb.modules() if isinstance(m, nn.ModuleList)), key=len, default=[]))
 
 
 def compile_blocks(model: nn.Module) -> None:

@@ -236,6 +236,18 @@ def _versus(m: dict, name: str) -> str | None:
     return f"{METRIC_LABEL.get(name, name)} {_num(v)}{f' ± {se:.2g}' if isinstance(se, float) else ''} vs {base} {_num(b)}"
 
 
+def data_line(rec: dict, evaluated: bool = True) -> str:
+    """Real data: where it came from, which rule made its validation split, and (``evaluated``)
+    how much of it the quality numbers cover ('' for the embedded synthetic data)."""
+    d = rec.get("data") or {}
+    if d.get("source") in (None, "synthetic"):
+        return ""
+    n = (rec.get("metrics") or {}).get("quality/n_eval") if evaluated else None
+    rule = d.get("split_rule") or d.get("val_rule") or "not recorded"
+    return (f"data: {d['source']}; validation: {rule}"
+            + (f"; evaluated on {n} of {d.get('n_val', d.get('n_val_sequences', '?'))}" if n else ""))
+
+
 def result_summary(result: TrainResult | dict) -> str:
     """A few lines on what the run says: its status with the reason, the learned metric (and
     the headline quality) next to the trivial baseline's and whether the run beat it, and the
@@ -244,6 +256,8 @@ def result_summary(result: TrainResult | dict) -> str:
     m = rec.get("metrics") or {}
     reason = (rec.get("reason") or "").strip()
     lines = [f"status: {rec['status']}" + (f" ({reason.splitlines()[-1]})" if reason else "")]
+    if data_line(rec):
+        lines.append(data_line(rec))
     learned, headline = m.get("quality/learned_metric"), m.get("quality_name")
     shown = [n for n in dict.fromkeys([learned, headline]) if n and _versus(m, n)]
     if shown:

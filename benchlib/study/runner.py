@@ -207,7 +207,8 @@ def run_state(item: Item) -> tuple[str, str]:
 
 def stale_keys(rec: dict, params: dict) -> list[str]:
     """Settings of the study that the record was not run with (the study file changed)."""
-    ran = flatten(rec.get("run", {}))
+    # run holds what was trained (the data's vocabulary and labels); data.asked what was asked
+    ran = {**flatten(rec.get("run", {})), **((rec.get("data") or {}).get("asked") or {})}
     skip = ("out_dir", "extra", "scenario", "config")
     return [f"{k} {ran.get(k)!r} -> {v!r}" for k, v in flatten(params).items()
             if k not in skip and v is not None and v != "auto" and ran.get(k) != v]

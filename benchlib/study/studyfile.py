@@ -202,8 +202,12 @@ def load_study(path: str | Path) -> Study:
         raise FileNotFoundError(f"no study file {str(path)!r}")
     try:
         d = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not a valid (safe) YAML file: {e}") from None
+    except yaml.YAMLError as e:  # its message spans lines (a snippet with a caret): keep the facts
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = " ".join(str(getattr(e, "problem", None) or e).split())
+        context = getattr(e, "context", None)
+        raise ConfigError(f"{path}: not a valid (safe) YAML file{where}: {what}" + (f" ({context})" if context else "")) from None
     study = parse_study(d, where=f"{path}: ", default_name=path.stem)
     study.path = path
     study.check_pretrained()

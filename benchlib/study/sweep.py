@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
+from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
 from benchlib.core.records import TRAINED, CorruptRecord, read_record
 from benchlib.core.runconfig import ConfigError
@@ -213,8 +214,15 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _at_least_one(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (runs side by side), got {n}")
+    return n
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("study", type=Path, help="study file, e.g. params/smoke.yaml")
     p.add_argument("--dry-run", action="store_true", help="print what would run (the papermill commands) and what is done")
     p.add_argument("--only", action="append", default=[], metavar="GLOB",
@@ -222,7 +230,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--scenario", type=_csv, default=[], help="comma list of scenarios to select")
     p.add_argument("--config", type=_csv, default=[], help="comma list of dtype configs to select")
     p.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], help="comma list of seeds")
-    p.add_argument("--jobs", type=int, default=1, help="runs side by side, one per GPU (CPU: always 1)")
+    p.add_argument("--jobs", type=_at_least_one, default=1, help="runs side by side, one per GPU (CPU: always 1)")
     p.add_argument("--gpus", type=_csv, default=None, help="GPU ids to use (default: all visible)")
     p.add_argument("--out", type=Path, default=Path("executed"), help="root of executed studies (default: executed)")
     p.add_argument("--force", action="store_true", help="run the selected runs again even if finished")
@@ -276,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     todo = [] if ns.analysis_only else pending
     if ns.analysis_only and pending:
         print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
+    if todo and not ns.dry_run:
+        _check_writable(study_dir)
     if settings.kind != "inprocess" and todo:
         return _submit(ns, study, settings, todo, lambda wall: _after_runs(ns, study, every, items, todo, [], wall))
     if ns.dry_run:
@@ -396,6 +406,14 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
             print(f"      {shlex.join(papermill_command(i, study.path))}")
 
 
+def _check_writable(folder: Path) -> None:
+    """--out must take the study's folder: said before any run starts, not as a failed log."""
+    from benchlib.training.preflight import out_problem
+    problem = out_problem(folder, "--out")
+    if problem:
+        raise ConfigError(problem)
+
+
 def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
     gpus = ns.gpus if ns.gpus is not None else visible_gpus()
     if todo and all(i.spec.cfg.device == "cpu" for i in todo):
@@ -415,8 +433,11 @@ def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
 def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
                  timings: list[dict]) -> None:
     from tqdm import tqdm
+
+    from benchlib.study.notebook import data_line
     bar = tqdm(total=len(items), initial=len(items) - len(todo), unit="run", dynamic_ncols=True)
     running: dict[str, str] = {}
+    said: set[str] = set()
 
     def on_start(item: Item, slot: dict) -> None:
         running[item.run_id] = slot.get("CUDA_VISIBLE_DEVICES", "")
@@ -424,6 +445,10 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
 
     def on_done(item: Item, rec: dict) -> None:
         running.pop(item.run_id, None)
+        data = data_line(rec, evaluated=False)
+        if data and data not in said:  # which split rule real data was read with, once per source
+            said.add(data)
+            bar.write(f"{item.run_id}: {data}")
         if rec["status"] in TRAINED and rec["sweep"]["fixed_s"] is not None:
             timings.append(rec["sweep"])
         bar.set_description(" ".join(running) or "done")

@@ -1,7 +1,8 @@
 """Layer 3: one run, start to finish.
 
-``loop.run`` builds the model (``models``, ``checkpoints``), the optimizer and precision
-(``precision``, ``sr_adamw``, ``fp8``), trains, evaluates (``metrics``, ``baselines``), judges
-the run (``health``, ``forensics``) and writes its record. ``bench`` times the step against a
-bare loop. Imports ``core``, ``data`` and ``parallel``.
+``loop.run`` refuses at once what cannot start (``preflight``), builds the model (``models``,
+``checkpoints``), the optimizer and precision (``precision``, ``sr_adamw``, ``fp8``), trains,
+evaluates (``metrics``, ``baselines``), judges the run (``health``, ``forensics``) and writes
+its record. ``bench`` times the step against a bare loop. Imports ``core``, ``data``
+and ``parallel``.
 """

@@ -7,9 +7,16 @@ B for RoBERTa) and saves it here as an ordinary Hugging Face model directory, wh
 classification runs then load through the same key.
 
     save_pretrained(model, path, meta)       BenchModel (clm / mlm) -> HF model directory, fp32
-    load_pretrained(cls, arch, path, **kw)   from_pretrained + the checks below -> (model, info)
-    check_checkpoint(arch, path)             before loading: config.json's model_type is the arch's
+    checkpoint_config(arch, path, ...)       before anything is built: the scenario's own family
+                                             (native), another family of the right role, or refused
+    load_pretrained(cls, arch, path, **kw)   native: from_pretrained + the checks below -> (model, info)
+    load_other_family(arch, task, path)      another encoder (D, F) or decoder (A, C, E) via Auto classes
     check_loaded(arch, path, info, model)    after loading: no backbone weight missing -> a record
+
+A checkpoint of another family is built as the class its ``config.json`` declares, never
+poured into GPT-2's or RoBERTa's: a BERT's weights in a RoBERTa would load with RoBERTa's
+position numbering (offset by the padding index), every position shifted. The masked-LM
+scenario B continues RoBERTa's own head and takes RoBERTa checkpoints only.
 
 A saved directory holds ``config.json``, ``model.safetensors`` (fp32 whatever the run
 trained in) and ``dtype_bench_checkpoint.json`` (what made it: run, config, steps, val loss,
@@ -18,6 +25,7 @@ commit, date), and loads with plain transformers (``GPT2LMHeadModel.from_pretrai
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -29,6 +37,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from benchlib.core.errors import UserError
 from benchlib.core.scenarios import SCENARIOS
 
 META_FILE = "dtype_bench_checkpoint.json"
@@ -44,15 +53,20 @@ LM_SCENARIO = {a: next(s.id for s in SCENARIOS.values() if s.arch == a and s.is_
 ARCH_SCENARIOS = {a: tuple(s.id for s in SCENARIOS.values() if s.arch == a) for a in ARCHS}
 HF_LM_CLASS = {"gpt2": "GPT2LMHeadModel", "roberta": "RobertaForMaskedLM"}
 BACKBONE_PREFIX = {"gpt2": "transformer", "roberta": "roberta"}
+ROLE = {"gpt2": "decoder", "roberta": "encoder"}  # what another family must be to stand in
+ROLE_WORDS = {"decoder": "a decoder (gpt2, gpt_neo, llama, ...)", "encoder": "an encoder (roberta, bert, distilbert, ...)"}
+# RoBERTa's family numbers positions from padding_idx + 1: its last two rows are not positions
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                    "data2vec-text", "longformer")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint that cannot be saved or used as asked; the message is one line."""
 
 
 def which_scenarios() -> str:
-    return "; ".join(f"{', '.join(ARCH_SCENARIOS[a])} take {ARCH_NAME[a]} checkpoints (model_type {MODEL_TYPE[a]!r})"
-                     for a in ARCHS)
+    return ("A, C, E take GPT-2 checkpoints (model_type 'gpt2') or another decoder; B takes RoBERTa checkpoints "
+            "(model_type 'roberta'), D, F those or another encoder")
 
 
 # ---- saving -----------------------------------------------------------------------------
@@ -197,25 +211,78 @@ def _cached_config(path: str) -> dict | None:
         return None
 
 
-def _check_type(arch: str, path: str, config: dict | None, scenario: str | None = None) -> None:
-    if config is None:
-        return
+def role_of(config: dict) -> str | None:
+    """``encoder`` (a masked-LM family), ``decoder`` (causal LM only) or None (encoder-decoder,
+    or a family with neither head), from transformers' own registry of model types."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
     mt = config.get("model_type")
-    if mt is not None and mt != MODEL_TYPE[arch]:
-        who = f"scenario {scenario} ({ARCH_NAME[arch]})" if scenario else f"a {ARCH_NAME[arch]} model"
-        raise CheckpointError(f"checkpoint {str(path)!r} is a {mt!r} model ({', '.join(config.get('architectures') or [])}),"
-                              f" not {MODEL_TYPE[arch]!r} as {who} needs: {which_scenarios()}")
+    if config.get("is_encoder_decoder"):
+        return None
+    if mt in MODEL_FOR_MASKED_LM_MAPPING_NAMES:  # BERT-likes also register a causal-LM class
+        return "encoder"
+    return "decoder" if mt in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES else None
 
 
-def check_checkpoint(arch: str, path: str | os.PathLike, scenario: str | None = None) -> None:
-    """Before loading: a local directory's config.json must be of ``arch``'s model_type.
-    Hub ids are checked after loading (``check_loaded``), never over the network here."""
+def max_positions(config: dict) -> int | None:
+    """Tokens per sequence a checkpoint's position embeddings cover (None: not stated)."""
+    n = config.get("n_positions") if config.get("model_type") == "gpt2" else None
+    n = n or config.get("max_position_embeddings") or config.get("n_positions")
+    if n and config.get("model_type") in OFFSET_POSITIONS:
+        n -= (config.get("pad_token_id") or 0) + 1
+    return n
+
+
+def _looks_local(path: str) -> bool:
+    """A hub id is ``name`` or ``org/name``; anything else names a directory."""
+    return path.startswith(("/", "./", "../", "~")) or path.strip("/").count("/") > 1 or path.endswith("/")
+
+
+def _refuse(arch: str, path: str, config: dict, scenario: str | None, task: str | None) -> None:
+    mt, role = config.get("model_type"), role_of(config)
+    archs = ", ".join(config.get("architectures") or []) or "no architectures listed"
+    what = f"{'an' if role == 'encoder' else 'a'} {role}" if role else "neither an encoder nor a decoder"
+    who = f"scenario {scenario}" if scenario else f"a {ARCH_NAME[arch]} {task or 'model'}"
+    if role == ROLE[arch] and task == "mlm":
+        raise CheckpointError(f"checkpoint {path!r} is a {mt!r} encoder ({archs}): {who} continues RoBERTa's "
+                              f"masked-LM head and takes model_type 'roberta' only; fine-tune this checkpoint on D or F")
+    raise CheckpointError(f"checkpoint {path!r} is a {mt!r} model ({archs}), {what}; {who} needs "
+                          f"{ROLE_WORDS[ROLE[arch]]}: {which_scenarios()}")
+
+
+def checkpoint_config(arch: str, path: str | os.PathLike, scenario: str | None = None,
+                      task: str | None = None) -> tuple[dict | None, bool]:
+    """Before anything is built: (config.json, native). ``native``: the checkpoint is the
+    scenario's own family (GPT-2 / RoBERTa classes); else it is another family of the role
+    the scenario needs, loaded through transformers' Auto classes. Refuses (one line) a
+    missing local directory, a checkpoint of the other role, and any non-RoBERTa checkpoint
+    for the masked-LM scenario B. Hub ids are checked after loading (``check_loaded``)."""
     if arch not in ARCHS:
         raise CheckpointError(f"unknown arch {arch!r}: gpt2 or roberta")
-    if str(path) == PRETRAINED:
+    path = str(path)
+    if path == PRETRAINED:
         raise CheckpointError(f"model_name_or_path {PRETRAINED!r} names a study's pretrain checkpoint: `dtype-bench "
                               f"sweep` replaces it with the checkpoint's directory; outside a sweep give that directory")
-    _check_type(arch, str(path), _local_config(path), scenario)
+    local = Path(path).expanduser()
+    if not local.exists() and _looks_local(path):
+        raise CheckpointError(f"model_name_or_path {path!r}: no such local directory (check the path; a hub id looks "
+                              f"like 'gpt2' or 'org/name')")
+    if local.exists() and not local.is_dir():
+        raise CheckpointError(f"model_name_or_path {path!r} is a file: give the checkpoint's directory (config.json "
+                              f"and the weights)")
+    config = _local_config(path)
+    if config is None:
+        return None, True
+    if config.get("model_type") == MODEL_TYPE[arch]:
+        return config, True
+    if role_of(config) != ROLE[arch] or task == "mlm":
+        _refuse(arch, path, config, scenario, task)
+    return config, False
+
+
+def check_checkpoint(arch: str, path: str | os.PathLike, scenario: str | None = None, task: str | None = None) -> bool:
+    """``checkpoint_config``'s verdict alone: True when the checkpoint is the arch's own family."""
+    return checkpoint_config(arch, path, scenario, task)[1]
 
 
 def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: nn.Module,
@@ -223,10 +290,17 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     """After ``from_pretrained(path, output_loading_info=True)``: raise (one line) when a
     backbone weight is missing or mismatched, or the checkpoint is another architecture;
     else return what the record keeps. A missing task head (a classification head, an MLM
-    head on a backbone-only checkpoint) is expected: it is trained from scratch."""
+    head on a backbone-only checkpoint) is expected: it is trained from scratch. Weights of
+    modules the run drops (a pooler it never reads) are neither loaded nor missed."""
     path = str(path)
     config = _local_config(path) if Path(path).expanduser().is_dir() else _cached_config(path)
-    _check_type(arch, path, config, scenario)
+    if config is not None and config.get("model_type") != MODEL_TYPE[arch] and role_of(config) != ROLE[arch]:
+        _refuse(arch, path, config, scenario, None)
+    held = getattr(type(model.config), "model_type", None)  # the class's family (the instance copies the file's)
+    if config is not None and config.get("model_type") not in (None, held):  # e.g. a hub BERT in RobertaModel
+        raise CheckpointError(f"checkpoint {path!r} is a {config.get('model_type')!r} model loaded into "
+                              f"{type(model).__name__} ({held!r}): its weights would sit under the wrong names and "
+                              f"positions; give its local directory, whose family is then built as declared")
     prefix = getattr(model, "base_model_prefix", "") or ""
     nested = bool(prefix) and isinstance(getattr(model, prefix, None), nn.Module)
 
@@ -236,10 +310,12 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     backbone = getattr(model, prefix) if nested else model
     total = sum(p.numel() for p in backbone.parameters())
     names = dict(model.named_parameters())
-    missing = sorted(k for k in (loading_info.get("missing_keys") or ()) if in_backbone(k))
+    present = set(model.state_dict())
+    all_missing = [k for k in (loading_info.get("missing_keys") or ()) if k in present]
+    missing = sorted(k for k in all_missing if in_backbone(k))
     mismatched = sorted({(m[0] if isinstance(m, (tuple, list)) else m)
                          for m in (loading_info.get("mismatched_keys") or ())})
-    mismatched = [k for k in mismatched if in_backbone(k)]
+    mismatched = [k for k in mismatched if in_backbone(k) and k in present]
     bad = missing + [k for k in mismatched if k not in missing]
     if bad:
         lost = sum(names[k].numel() for k in bad if k in names)
@@ -248,15 +324,20 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
             f"checkpoint {path!r} ({archs}) lacks {len(bad)} {ARCH_NAME[arch]} backbone weights "
             f"({100 * lost / max(total, 1):.0f}% of its parameters; e.g. {', '.join(bad[:4])}"
             f"{' ...' if len(bad) > 4 else ''}): not a {ARCH_NAME[arch]} checkpoint? {which_scenarios()}")
-    new_head = sorted(k for k in (loading_info.get("missing_keys") or ()) if not in_backbone(k))
+    new_head = sorted(k for k in all_missing if not in_backbone(k))
+    fresh = sum(names[k].numel() for k in new_head if k in names)
+    unused = sorted(loading_info.get("unexpected_keys") or ())
     cfg_arch = (config or {}).get("architectures") or getattr(model.config, "architectures", None) or []
     out: dict[str, Any] = {
         "path": path,
         "architecture": cfg_arch[0] if cfg_arch else None,
-        "model_type": (config or {}).get("model_type", MODEL_TYPE[arch]),
+        "model_type": (config or {}).get("model_type", getattr(model.config, "model_type", MODEL_TYPE[arch])),
+        "model_class": type(backbone).__name__,
         "backbone_parameters": total,
-        "loaded_fraction": 1.0,
+        "loaded_fraction": 1.0,  # of the backbone: anything less was refused above
+        "loaded_parameters": sum(p.numel() for p in model.parameters()) - fresh,
         "new_weights": new_head,  # initialised fresh: the task head
+        "unused_checkpoint_weights": len(unused),  # e.g. the MLM head of a checkpoint fine-tuned for classes
     }
     meta = read_meta(path) if Path(path).expanduser().is_dir() else None
     if meta:
@@ -266,13 +347,46 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     return out
 
 
+@contextlib.contextmanager
+def _quiet_loading():
+    """transformers' loading report (unexpected / missing keys) is judged by ``check_loaded``
+    and kept in the record; printed, it reads like a failure of an ordinary fine-tune."""
+    from transformers.utils import logging as hf_logging
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def load_pretrained(hf_class: type, arch: str, path: str | os.PathLike, scenario: str | None = None,
                     **kwargs) -> tuple[nn.Module, dict]:
     """``hf_class.from_pretrained(path, **kwargs)`` with the checks around it: the model and
     the dict for the record (``check_loaded``)."""
-    check_checkpoint(arch, path, scenario)
-    model, loading = hf_class.from_pretrained(str(path), output_loading_info=True, **kwargs)
+    config, native = checkpoint_config(arch, path, scenario)
+    if not native:  # a GPT-2 / RoBERTa class would load another family's weights under the wrong names
+        raise CheckpointError(f"checkpoint {str(path)!r} is a {config.get('model_type')!r} model: "
+                              f"{hf_class.__name__} holds model_type {MODEL_TYPE[arch]!r} only "
+                              f"(load_other_family builds the class the checkpoint declares)")
+    with _quiet_loading():
+        model, loading = hf_class.from_pretrained(str(path), output_loading_info=True, **kwargs)
     return model, check_loaded(arch, path, loading, model, scenario)
+
+
+def load_other_family(arch: str, task: str, path: str | os.PathLike, scenario: str | None = None
+                      ) -> tuple[nn.Module, dict]:
+    """A checkpoint of another encoder (D, F) or decoder family (A, C, E) through transformers'
+    Auto classes: the backbone it declares (``AutoModel``; ``AutoModelForCausalLM`` for A,
+    whose output projection becomes the run's head), pooler dropped (the run pools itself)."""
+    from transformers import AutoModel, AutoModelForCausalLM
+    checkpoint_config(arch, path, scenario, task)
+    cls = AutoModelForCausalLM if task == "clm" else AutoModel
+    with _quiet_loading():
+        model, loading = cls.from_pretrained(str(path), output_loading_info=True)
+    if getattr(model, "pooler", None) is not None:
+        model.pooler = None  # BERT's pooler: unused (the run pools the first token's state)
+    return model, {**check_loaded(arch, path, loading, model, scenario), "family": "other"}
 
 
 # ---- the study stage ----------------------------------------------------------------------

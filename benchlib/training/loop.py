@@ -22,7 +22,7 @@ from benchlib.training.baselines import evaluate_baseline, evaluate_predictor, h
 from benchlib.training.checkpoints import CheckpointError
 from benchlib.core.dtypes import DtypeConfig
 from benchlib.data.load import load_task_data
-from benchlib.data.tasks import DataUnavailableError
+from benchlib.data.tasks import BadDataError, DataUnavailableError
 from benchlib.training.forensics import Forensics
 from benchlib.training.health import verdict
 from benchlib.parallel.group import Strategy, unsupported_reason, world_size
@@ -31,7 +31,8 @@ from benchlib.parallel.strategies import setup
 from benchlib.training.measures import memory_metrics, quality_metrics, speed_metrics, stability_metrics
 from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
-from benchlib.core.records import new_record, write_json_atomic
+from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_json_atomic
+from benchlib.training.preflight import out_problem, refusal
 from benchlib.core.steplog import StepLog
 from benchlib.core.timing import WindowTimer
 from benchlib.core.runconfig import RunConfig, resolved
@@ -48,11 +49,17 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     The record's status is ``ok``, ``diverged``, ``oom``, ``error`` (with the traceback's last
     lines in ``reason``) or ``skipped`` (the hardware or installed packages cannot run the
     config, with the reason). With ``out_dir``, ``result.json`` and ``steps.jsonl`` are
-    written there (the record atomically, last).
+    written there (the record atomically, last). A run refused before it starts (``preflight``:
+    no GPU for device cuda, a checkpoint it cannot use, seq_len beyond the positions, an
+    unwritable out_dir) is an ``error`` record whose reason is that one line; it is not
+    written over a finished record (the record's ``_kept`` then names it).
     """
     startup_s = envmod.process_age_s()  # kernel / interpreter start and imports before this call
     if isinstance(cfg, dict):
         cfg = RunConfig.from_dict(cfg)
+    problem = refusal(cfg) or (out_problem(out_dir) if out_dir else None)
+    if problem:
+        return _refused(cfg, out_dir, problem)
     if needs_launch(cfg):  # ddp / fsdp outside torchrun: run it under torchrun
         return launch(cfg, out_dir, progress=progress)
     cfg = resolved(cfg)
@@ -76,7 +83,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
             _train(cfg, device, out, rec, progress and dist.is_main, progress_desc, dist)
     except torch.cuda.OutOfMemoryError as e:
         rec.update(status="oom", reason=str(e).splitlines()[0][:500])
-    except (CheckpointError, DataUnavailableError) as e:  # bad input: its one line says what to do
+    except (CheckpointError, DataUnavailableError, BadDataError) as e:  # bad input: its one line says what to do
         rec.update(status="error", reason=str(e))
     except Exception:
         rec.update(status="error", reason="".join(traceback.format_exc().splitlines(True)[-15:]))
@@ -88,6 +95,29 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     if dist.finish(rec):  # rank 0 writes the record (or the rank that failed first)
         write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
     dist.close()
+    return rec
+
+
+def _refused(cfg: RunConfig, out_dir, problem: str) -> dict:
+    """The ``error`` record of a run refused before it started (``preflight``). Written to
+    ``out_dir`` where it can be, but never over a finished record there: nothing ran, so
+    nothing recorded is replaced."""
+    cfg = resolved(cfg)
+    device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
+    rec = {**new_record(cfg.replace(out_dir=str(out_dir) if out_dir else None), device),
+           "status": "error", "reason": problem, "wall_s": 0.0, "_path": None}
+    path = Path(out_dir) / "result.json" if out_dir else None
+    if path is None or out_problem(out_dir):
+        return rec
+    try:
+        kept = read_record(path)["status"] in FINISHED
+    except CorruptRecord:
+        kept = False
+    if kept:
+        rec["_kept"] = str(path)
+    else:
+        write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+        rec["_path"] = str(path)
     return rec
 
 
@@ -119,6 +149,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     model_s = time.perf_counter() - t_model
     if model.pretrained_info is not None:
         rec["pretrained"] = model.pretrained_info
+    _describe_trained(rec, cfg, data, model)
     bias = head_bias(data) if cfg.head_init == "prior" else None
     if bias is not None:  # start classification at the trivial predictor, not at random logits
         with torch.no_grad():
@@ -286,6 +317,24 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     for k, v in list(m.items()):
         if isinstance(v, float) and not math.isfinite(v):
             m[k] = None
+
+
+def _describe_trained(rec: dict, cfg: RunConfig, data, model: BenchModel) -> None:
+    """The record says what was trained, not what the size's synthetic defaults would have
+    been: ``run.vocab_size`` / ``run.num_labels`` are the data's (the tokenizer's vocabulary,
+    the labels found; None for a language model), what was asked is kept in ``data.asked``,
+    and ``model`` names the class, its parameters and where its weights came from."""
+    asked = {k: getattr(cfg, k) for k in ("vocab_size", "num_labels")}
+    trained = {"vocab_size": data.vocab_size, "num_labels": data.num_labels}
+    rec["run"].update(trained)
+    if asked != trained:
+        rec["data"]["asked"] = asked
+    bb = model.backbone
+    rec["model"] = {"class": type(bb).__name__, "model_type": getattr(bb.config, "model_type", None),
+                    "parameters": sum(p.numel() for p in model.parameters()),
+                    "embedding_rows": bb.get_input_embeddings().weight.shape[0],
+                    "num_labels": model.head.out_features if model.task in ("multilabel", "singlelabel") else None,
+                    "weights": cfg.model_name_or_path or "initialised (from scratch)"}
 
 
 def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:

@@ -1,7 +1,9 @@
 """GPT-2 and RoBERTa through transformers, wrapped so that the output head's precision
 is the dtype config's to decide.
 
-``BenchModel`` = backbone (GPT2Model / RobertaModel) -> [MLM transform] -> head -> loss.
+``BenchModel`` = backbone (GPT2Model / RobertaModel; from a checkpoint of another family,
+the class it declares: any decoder for A/C/E, any encoder for D/F) -> [MLM transform] ->
+head -> loss.
 The head is the last projection to the output space: the (tied) vocabulary projection for
 LM scenarios, a linear layer over the labels for classification.
 """
@@ -116,10 +118,11 @@ class BenchModel(nn.Module):
         position embeddings, an untied token embedding, a head applied once per sequence."""
         cfg = self.backbone.config
         n = sum(p.numel() for p in self.parameters())
-        if hasattr(self.backbone, "wpe"):
-            n -= self.backbone.wpe.weight.numel()
-        elif hasattr(self.backbone, "embeddings"):
-            n -= self.backbone.embeddings.position_embeddings.weight.numel()
+        pos = getattr(self.backbone, "wpe", None)  # GPT-2 / GPT-Neo; BERT-likes keep it under embeddings
+        if pos is None:
+            pos = getattr(getattr(self.backbone, "embeddings", None), "position_embeddings", None)
+        if isinstance(pos, nn.Embedding):
+            n -= pos.weight.numel()
         if not self.head_is_tied:
             # an untied input embedding is a lookup, not a matmul (classification): no FLOPs
             n -= self.backbone.get_input_embeddings().weight.numel()
@@ -215,17 +218,22 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     arch, task, size, vocab_size, seq_len = spec.arch, spec.task, spec.size, spec.vocab_size, spec.seq_len
     pad_id, bos_id, num_labels, model_name_or_path = spec.pad_id, spec.bos_id, spec.num_labels, spec.model_name_or_path
     from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
-    from benchlib.training.checkpoints import load_pretrained
+    from benchlib.training.checkpoints import checkpoint_config, load_pretrained
     lm = task in ("clm", "mlm")
     vocab = padded_vocab(vocab_size)
     kw = dict(attn_implementation=_attn_implementation())
     loaded: dict | None = None
+    native = not model_name_or_path or checkpoint_config(arch, model_name_or_path, task=task)[1]
 
     def pretrained(cls, **more):
         nonlocal loaded
         m, loaded = load_pretrained(cls, arch, model_name_or_path, **kw, **more)
         return m
-    if arch == "gpt2":
+    if arch not in ("gpt2", "roberta"):
+        raise ValueError(f"unknown arch {arch!r}: gpt2 or roberta")
+    if not native:
+        backbone, head, transform, loaded = _other_family(arch, task, model_name_or_path)
+    elif arch == "gpt2":
         if lm:
             full = (pretrained(GPT2LMHeadModel) if model_name_or_path
                     else GPT2LMHeadModel(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
@@ -234,7 +242,7 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
             backbone = (pretrained(GPT2Model) if model_name_or_path
                         else GPT2Model(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
         _conv1d_to_linear(backbone)
-    elif arch == "roberta":
+    else:
         if lm:
             full = (pretrained(RobertaForMaskedLM) if model_name_or_path
                     else RobertaForMaskedLM(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id)))
@@ -247,8 +255,6 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
                         if model_name_or_path else
                         RobertaModel(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id),
                                      add_pooling_layer=False))
-    else:
-        raise ValueError(f"unknown arch {arch!r}: gpt2 or roberta")
     # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
     # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
     # cache state until dynamo gives up and runs them eagerly (seen on 2xH200).
@@ -260,6 +266,10 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         transform = None
     model = BenchModel(backbone, head, task, arch, transform,
                        head_dtype=TORCH_DTYPES[dtype.head_dtype] if dtype.head_dtype else None)
+    if loaded is not None:  # the share of the trained model that came from the checkpoint
+        n = sum(p.numel() for p in model.parameters())
+        loaded["parameters"] = n
+        loaded["loaded_fraction_of_model"] = round(min(loaded.pop("loaded_parameters"), n) / n, 6)
     model.pretrained_info = loaded  # what the checkpoint gave (checkpoints.check_loaded), for the record
     model.to(dtype.torch_param_dtype)
     if dtype.head_dtype and not model.head_is_tied:
@@ -267,6 +277,31 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     if spec.activation_checkpointing:
         backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
+
+
+def _other_family(arch: str, task: str, path: str):
+    """Backbone, head and MLM transform (None) of a checkpoint of another family
+    (``checkpoints.load_other_family``). A decoder for scenario A keeps its own output
+    projection as the head, after checking on a few tokens that the projection of the
+    backbone's last hidden state is what the model itself computes (no final scaling,
+    soft-capping or bias outside the projection that the split would lose)."""
+    from benchlib.training.checkpoints import CheckpointError, load_other_family
+    model, info = load_other_family(arch, task, path)
+    if task != "clm":
+        return model, None, None, info
+    backbone, head = model.base_model, model.get_output_embeddings()
+    if not isinstance(head, nn.Linear) or backbone is model:
+        raise CheckpointError(f"checkpoint {path!r} ({info['architecture']}): its causal-LM head is not a linear "
+                              f"layer over the backbone; fine-tune it on C or E instead")
+    ids = torch.arange(1, 9).remainder(head.out_features)[None]
+    with torch.no_grad():
+        whole = model.eval()(input_ids=ids).logits
+        split = head(backbone(input_ids=ids).last_hidden_state)
+    if not torch.allclose(whole.float(), split.float(), atol=1e-4, rtol=1e-4):
+        raise CheckpointError(f"checkpoint {path!r} ({info['architecture']}): its logits are not the output "
+                              f"projection of the backbone's last hidden state, which scenario A trains; fine-tune "
+                              f"it on C or E instead")
+    return backbone, head, None, info
 
 
 def autocast_context(device_type: str, dtype: DtypeConfig):

@@ -1,0 +1,318 @@
+"""What a user gets wrong, and what they read back: every mistake below ends with a non-zero
+exit status, ONE line on stderr naming the problem (and what to do), and the records already
+on disk exactly as they were."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+
+from benchlib.cli import main
+from benchlib.core.records import read_record
+from benchlib.core.runconfig import ConfigError
+from benchlib.study import sweep
+from benchlib.training.checkpoints import CheckpointError
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["--size", "tiny", "--steps", "2", "--device", "cpu", "--quiet", "--log_every", "1"]
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A folder holding the finished record of a real tiny run (made once)."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert main(["run", "--scenario", "A", *TINY, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture
+def existing(finished, tmp_path):
+    """A copy of the finished run and a snapshot of its files' bytes."""
+    out = tmp_path / "run"
+    shutil.copytree(finished, out)
+    return out, {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+
+def untouched(existing):
+    out, before = existing
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def one_line(capsys, *parts):
+    """stderr is one line holding every part; returns it."""
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    for part in parts:
+        assert part in err, err
+    return err
+
+
+def cls_jsonl(path, rows=40, labels=lambda i: [f"l{i % 3}", "common"]):
+    path.write_text("".join(json.dumps({"text": f"document {i} about topic {i % 3}", "labels": labels(i)}) + "\n"
+                            for i in range(rows)))
+    return path
+
+
+# ---- the run command ---------------------------------------------------------------------
+@pytest.mark.parametrize("argv, parts", [
+    (["--config", "amp_bf17"], ["unknown dtype config 'amp_bf17'", "Did you mean 'amp_bf16'?"]),
+    (["--scenario", "G"], ["unknown scenario 'G'", "Valid"]),
+    (["--stepz", "3"], ["unrecognized arguments: --stepz", "Did you mean '--steps'?"]),
+    (["--step", "3"], ["unrecognized arguments: --step", "Did you mean '--steps'?"]),  # no prefix matching
+    (["--warmup_steps", "-5"], ["warmup_steps must be >= 0, got -5"]),
+    (["--steps", "many"], ["--steps: cannot read 'many' as int"]),
+])
+def test_a_bad_flag_or_value_is_one_line_and_exit_2(capsys, existing, argv, parts):
+    out, _ = existing
+    assert exit_code(["run", "--scenario", "A", *TINY, *argv, "--out", str(out)]) == 2
+    one_line(capsys, *parts)
+    assert untouched(existing)
+
+
+def exit_code(argv):
+    """``main``'s return value, or the status argparse exits with."""
+    try:
+        return main(argv)
+    except SystemExit as e:
+        return e.code
+
+
+@NO_GPU
+def test_device_cuda_without_a_gpu_is_refused_and_the_finished_record_kept(capsys, existing):
+    out, _ = existing
+    assert main(["run", "--scenario", "A", *TINY, "--device", "cuda", "--out", str(out)]) == 1
+    err = capsys.readouterr()
+    assert "existing record kept" in err.out
+    assert len(err.err.strip().splitlines()) == 1 and "device='cuda' but no CUDA GPU is visible" in err.err
+    assert untouched(existing)
+
+
+def test_a_refused_run_writes_its_one_line_error_record_where_nothing_was_recorded(tmp_path, capsys):
+    out = tmp_path / "new"
+    assert main(["run", "--scenario", "A", *TINY, "--seq_len", "100000", "--out", str(out)]) == 1
+    one_line(capsys, "seq_len=100000 exceeds the 8192 positions", "use seq_len 8192 or less")
+    rec = read_record(out / "result.json")
+    assert rec["status"] == "error" and "\n" not in rec["reason"] and not (out / "steps.jsonl").exists()
+
+
+def test_an_out_that_is_a_file_is_refused_and_the_file_kept(tmp_path, capsys):
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    assert main(["run", "--scenario", "A", *TINY, "--out", str(f)]) == 1
+    one_line(capsys, str(f), "is a file, not a folder")
+    assert f.read_text() == "mine"
+
+
+def test_an_out_that_cannot_be_written_is_refused():
+    from benchlib.training.loop import run
+    rec = run({"scenario": "A", "steps": 2, "device": "cpu"}, out_dir="/proc/dtype-bench-cannot-write", progress=False)
+    assert rec["status"] == "error" and "cannot write there" in rec["reason"] and rec["_path"] is None
+
+
+def test_a_missing_checkpoint_path_is_named_as_a_missing_directory(tmp_path, capsys):
+    gone = tmp_path / "models" / "bert"
+    assert main(["run", "--scenario", "D", *TINY, "--model_name_or_path", str(gone), "--out", str(tmp_path / "o")]) == 1
+    err = one_line(capsys, str(gone), "no such local directory")
+    assert "repo id" not in err.lower()
+
+
+def test_a_checkpoint_of_the_wrong_role_is_refused_in_one_line(tmp_path, capsys):
+    BertModel(BertConfig(vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(tmp_path / "bert")
+    capsys.readouterr()  # saving's own progress bar
+    assert main(["run", "--scenario", "C", *TINY, "--model_name_or_path", str(tmp_path / "bert"),
+                 "--out", str(tmp_path / "o")]) == 1
+    one_line(capsys, "'bert' model", "scenario C needs a decoder")
+
+
+def test_seq_len_beyond_a_checkpoints_positions_is_refused_before_anything_is_built(tmp_path, capsys, monkeypatch):
+    GPT2Model(GPT2Config(vocab_size=300, n_embd=32, n_layer=1, n_head=2, n_positions=32)).save_pretrained(tmp_path / "g")
+    capsys.readouterr()  # saving's own progress bar
+    import benchlib.training.loop as loop
+    monkeypatch.setattr(loop, "load_task_data", lambda cfg: pytest.fail("data read for a refused run"))
+    assert main(["run", "--scenario", "C", *TINY, "--seq_len", "64", "--model_name_or_path", str(tmp_path / "g"),
+                 "--out", str(tmp_path / "o")]) == 1
+    one_line(capsys, "seq_len=64 exceeds the 32 positions of checkpoint", "use seq_len 32 or less")
+
+
+def test_a_multi_process_strategy_on_one_process_says_so(tmp_path, capsys):
+    # refused by the sequence length, so that no torchrun starts: the note comes first all the same
+    assert main(["run", "--scenario", "A", *TINY, "--dist.strategy", "ddp", "--seq_len", "100000",
+                 "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("note: dist.strategy=ddp with dist.nproc=1 runs ONE process") and "--dist.nproc N" in err[0]
+    assert "seq_len=100000" in err[-1] and len(err) == 2
+
+
+def test_nothing_measured_prints_no_metrics_line(tmp_path, capsys):
+    assert main(["run", "--scenario", "A", *TINY, "--seq_len", "100000", "--out", str(tmp_path / "o")]) == 1
+    out = capsys.readouterr().out
+    assert "None" not in out and "throughput" not in out and "record:" in out
+
+
+# ---- real data ---------------------------------------------------------------------------
+def _data_error(tmp_path, capsys, scenario, data, *parts):
+    code = main(["run", "--scenario", scenario, *TINY, "--data", str(data), "--cache_dir", str(tmp_path / "cache"),
+                 "--out", str(tmp_path / "o")])
+    assert code == 1
+    one_line(capsys, *parts)
+    assert "\n" not in read_record(tmp_path / "o" / "result.json")["reason"]
+
+
+def test_an_empty_jsonl_names_the_file(tmp_path, capsys):
+    (tmp_path / "docs.jsonl").write_text("\n")
+    _data_error(tmp_path, capsys, "D", tmp_path / "docs.jsonl", "docs.jsonl is empty: no documents")
+
+
+def test_a_data_error_keeps_the_finished_record_there(tmp_path, capsys, existing):
+    out, _ = existing
+    (tmp_path / "docs.jsonl").write_text('{"text": "a", "labels": "x,y"}\n')
+    assert main(["run", "--scenario", "D", *TINY, "--data", str(tmp_path / "docs.jsonl"), "--out", str(out)]) == 1
+    one_line(capsys, "docs.jsonl line 1", "need a list of labels")
+    assert untouched(existing)
+
+
+def test_an_empty_txt_names_the_file(tmp_path, capsys):
+    (tmp_path / "corpus.txt").write_text("  \n\n")
+    _data_error(tmp_path, capsys, "A", tmp_path / "corpus.txt", "corpus.txt is empty: no text")
+
+
+def test_a_malformed_jsonl_line_is_named_by_its_number(tmp_path, capsys):
+    f = cls_jsonl(tmp_path / "docs.jsonl", rows=5)
+    f.write_text(f.read_text() + '{"text": "x", "labels": ["a"]\n')
+    _data_error(tmp_path, capsys, "D", f, "docs.jsonl line 6: not valid JSON")
+
+
+@pytest.mark.parametrize("scenario, labels, parts", [
+    ("C", lambda i: "a,b,c", ["line 1", "'labels' is \"a,b,c\", one str", "need a list of labels",
+                              '"labels": ["a", "b", "c"]']),
+    ("D", lambda i: 3, ["line 1", "'labels' is 3, one int", "single-label data (E, F)"]),
+    ("F", lambda i: {"x": 1}, ["line 1", "'labels' is {\"x\": 1}: expected one label"]),
+    ("D", lambda i: ["a", None], ["line 1", "'labels' holds null: labels are strings or ints"]),
+    ("E", lambda i: ["a"] if i < 3 else [7], ["line 4", "labels mix strings and ints"]),
+])
+def test_labels_of_the_wrong_shape_are_refused_with_the_line_and_the_expected_shape(tmp_path, capsys, scenario,
+                                                                                     labels, parts):
+    f = cls_jsonl(tmp_path / "docs.jsonl", labels=labels)
+    _data_error(tmp_path, capsys, scenario, f, "docs.jsonl", *parts)
+
+
+def test_a_single_file_named_as_a_test_split_is_never_trained_on(tmp_path, capsys):
+    f = cls_jsonl(tmp_path / "eurlex.test.jsonl")
+    _data_error(tmp_path, capsys, "D", f, "is named as a test split, which is never trained on")
+
+
+def test_a_folder_without_a_training_file_is_refused(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    cls_jsonl(tmp_path / "d" / "x.validation.jsonl")
+    cls_jsonl(tmp_path / "d" / "x.test.jsonl")
+    _data_error(tmp_path, capsys, "D", tmp_path / "d", "no training file, only test and validation ones")
+
+
+# ---- the sweep ---------------------------------------------------------------------------
+STUDY = "study: s\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 2\ndevice: cpu\n"
+
+
+@pytest.fixture
+def study(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY)
+    return path
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("study: s\nscenarios: [A\n", ["not a valid (safe) YAML file at line 3", "expected ',' or ']'"]),
+    ("", ["a study file is a mapping"]),
+    (STUDY + "stepz: 3\n", ["unknown key 'stepz'", "Did you mean 'steps'?"]),
+    (STUDY.replace("fp32_baseline", "fp32_baselin"), ["unknown dtype config 'fp32_baselin'", "Did you mean"]),
+])
+def test_a_bad_study_file_is_one_line_and_nothing_is_written(tmp_path, capsys, text, parts):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "executed")]) == 2
+    one_line(capsys, str(path), *parts)
+    assert not (tmp_path / "executed").exists()
+
+
+def test_a_missing_study_file_is_one_line(tmp_path, capsys):
+    assert main(["sweep", str(tmp_path / "nope.yaml")]) == 2
+    one_line(capsys, "no study file", "nope.yaml")
+
+
+@pytest.mark.parametrize("argv, parts", [
+    (["--jobs", "0"], ["--jobs: must be >= 1", "got 0"]),
+    (["--dry-ru"], ["unrecognized arguments: --dry-ru", "Did you mean '--dry-run'?"]),
+])
+def test_bad_sweep_flags_are_one_line(study, capsys, argv, parts):
+    assert exit_code(["sweep", str(study), *argv]) == 2
+    one_line(capsys, *parts)
+
+
+def test_an_unwritable_or_file_out_is_named_before_any_run(study, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sweep, "execute", lambda *a, **k: pytest.fail("a run started"))
+    f = tmp_path / "executed"
+    f.write_text("mine")
+    assert main(["sweep", str(study), "--out", str(f)]) == 2
+    one_line(capsys, "--out", "is a file, not a folder")
+    assert main(["sweep", str(study), "--out", "/proc/dtype-bench-executed"]) == 2
+    one_line(capsys, "--out", "cannot write there")
+    assert f.read_text() == "mine"
+
+
+def test_a_corrupted_record_is_run_again_and_the_others_are_kept(study, tmp_path, capsys, monkeypatch, finished):
+    root = tmp_path / "executed"
+    items = sweep.plan(sweep.load_study(study), root)
+    ok = items[0]
+    ok.out_dir.mkdir(parents=True)
+    shutil.copy(finished / "result.json", ok.result)
+    rec = json.loads(ok.result.read_text())
+    rec["sweep"] = {"wall_s": 1.0}
+    ok.result.write_text(json.dumps(rec))
+    assert sweep.run_state(ok)[0].startswith("done")
+    ok.result.write_text(ok.result.read_text()[:40])  # cut short, as by a full disk
+    assert main(["sweep", str(study), "--out", str(root), "--dry-run"]) == 0
+    assert "to run 1 (corrupt 1)" in capsys.readouterr().out
+
+
+# ---- notebooks ---------------------------------------------------------------------------
+@pytest.mark.timeout(300)
+def test_a_notebook_parameter_error_is_the_last_line_papermill_prints_and_the_cells_only_one(tmp_path):
+    out = tmp_path / "out.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(REPO / "notebooks/01_train_lm.ipynb"), str(out),
+                           "-p", "stepz", "3", "-p", "device", "cpu", "--no-progress-bar"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode != 0
+    last = (proc.stdout + proc.stderr).strip().splitlines()[-1]
+    assert last.startswith("ConfigError: notebook parameters: unknown parameter 'stepz'. Did you mean 'steps'?")
+    cells = json.loads(out.read_text())["cells"]
+    errors = [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert len(errors) == 1 and len(errors[0]["traceback"]) == 1 and "unknown parameter 'stepz'" in errors[0]["traceback"][0]
+
+
+def test_user_errors_render_as_their_one_line_in_notebooks():
+    for e in (ConfigError("x is wrong"), CheckpointError("y is wrong")):
+        assert e._render_traceback_() == [f"{type(e).__name__}: {e}"]
+
+
+def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY.replace("seeds: [0]", "seeds: [0, 1]"))
+    root = tmp_path / "executed"
+    by_out = {i.out_dir.resolve(): i for i in sweep.plan(sweep.load_study(path), root)}
+
+    def execute(cmd, env, log, timeout=None):  # stands in for papermill: a run on a local file
+        out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+        rec = {**sweep.error_record(by_out[out].spec, out, None), "status": "ok"}
+        rec["data"] = {"source": "/data/docs.jsonl", "split_rule": "one file: a random 10% of the documents (seed 1)"}
+        sweep.write_json_atomic(out / "result.json", rec)
+        return 0
+    monkeypatch.setattr(sweep, "execute", execute)
+    assert main(["sweep", str(path), "--out", str(root), "--no-analysis", "--no-html"]) == 0
+    said = capsys.readouterr()
+    lines = [ln for ln in (said.out + said.err).splitlines() if "validation: one file: a random 10%" in ln]
+    assert len(lines) == 1 and "data: /data/docs.jsonl" in lines[0]
