@@ -127,3 +127,9 @@ def test_a_run_started_at_the_repository_root_writes_under_runs_not_the_root(mon
     assert default_out_dir(cfg) == REPO / "runs" / cfg.run_id
     monkeypatch.chdir(tmp_path)  # anywhere else: beside the executed notebook
     assert default_out_dir(cfg) == tmp_path
+
+
+def test_notebooks_show_paths_relative_to_the_repository(tmp_path):
+    from benchlib.study.notebook import repo_path
+    assert repo_path(REPO / "executed" / "h200" / "quick" / "A") == "executed/h200/quick/A"
+    assert repo_path(tmp_path / "x") == str(tmp_path / "x")  # outside the repository: as given

@@ -73,6 +73,7 @@ def _version(pkg: str) -> str | None:
         return None
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CODE_PATHS = ("benchlib", "notebooks", "params")
 """What produces a result; ``git_commit(code_only=True)`` ignores commits of results alone."""
 
@@ -85,7 +86,7 @@ def git_commit(code_only: bool = False) -> str | None:
     (an executed study) does not change it, so re-analysing those results writes the same."""
     if os.environ.get("DTYPE_BENCH_COMMIT"):
         return os.environ["DTYPE_BENCH_COMMIT"]
-    root = Path(__file__).resolve().parents[2]
+    root = REPO_ROOT
     paths = ["--", *CODE_PATHS] if code_only else []
     try:
         out = subprocess.run(["git", "log", "-1", "--format=%h", "--abbrev=12", *paths] if code_only else

@@ -42,6 +42,17 @@ def show_environment(when: bool = True) -> None:
         print(f"code:      {env.git_commit(code_only=True)} (the last commit of {', '.join(env.CODE_PATHS)})")
 
 
+def repo_path(path: str | Path) -> str:
+    """A path as a notebook shows it: relative to the repository when inside it, so an executed
+    notebook reads the same on every machine."""
+    from benchlib.core.env import REPO_ROOT
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def notebook_params(namespace: dict) -> dict:
     """The plain-data globals of a notebook: its parameters cell plus whatever papermill
     injected (which papermill never checks against the parameters cell)."""
