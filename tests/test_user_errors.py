@@ -14,7 +14,7 @@ from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
 from benchlib.cli import main
 from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError
-from benchlib.study import sweep
+from benchlib.study import runner, sweep
 from benchlib.training.checkpoints import CheckpointError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -254,7 +254,7 @@ def test_bad_sweep_flags_are_one_line(study, capsys, argv, parts):
 
 
 def test_an_unwritable_or_file_out_is_named_before_any_run(study, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sweep, "execute", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("a run started"))
     f = tmp_path / "executed"
     f.write_text("mine")
     assert main(["sweep", str(study), "--out", str(f)]) == 2
@@ -307,11 +307,11 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
 
     def execute(cmd, env, log, timeout=None):  # stands in for papermill: a run on a local file
         out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
-        rec = {**sweep.error_record(by_out[out].spec, out, None), "status": "ok"}
+        rec = {**runner.error_record(by_out[out].spec, out, None), "status": "ok"}
         rec["data"] = {"source": "/data/docs.jsonl", "split_rule": "one file: a random 10% of the documents (seed 1)"}
-        sweep.write_json_atomic(out / "result.json", rec)
+        runner.write_json_atomic(out / "result.json", rec)
         return 0
-    monkeypatch.setattr(sweep, "execute", execute)
+    monkeypatch.setattr(runner, "execute", execute)
     assert main(["sweep", str(path), "--out", str(root), "--no-analysis", "--no-html"]) == 0
     said = capsys.readouterr()
     lines = [ln for ln in (said.out + said.err).splitlines() if "validation: one file: a random 10%" in ln]
