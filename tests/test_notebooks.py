@@ -133,3 +133,12 @@ def test_notebooks_show_paths_relative_to_the_repository(tmp_path):
     from benchlib.study.notebook import repo_path
     assert repo_path(REPO / "executed" / "h200" / "quick" / "A") == "executed/h200/quick/A"
     assert repo_path(tmp_path / "x") == str(tmp_path / "x")  # outside the repository: as given
+
+
+def test_compared_runs_differ_in_dash_so_coinciding_curves_stay_visible():
+    import pandas as pd
+    from benchlib.study.notebook import curves_chart
+    frame = pd.DataFrame({"step": [1, 2, 1, 2], "metric": "loss", "value": [3.0, 2.0, 3.0, 2.0],
+                          "run": ["fp32_baseline", "fp32_baseline", "amp_bf16", "amp_bf16"]})
+    panel = curves_chart(frame, color="run").to_dict()["vconcat"][0]
+    assert panel["encoding"]["strokeDash"]["field"] == panel["encoding"]["color"]["field"] == "run"

@@ -189,8 +189,9 @@ def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None)
         enc = dict(x=alt.X("step:Q", title="optimizer step"),
                    y=alt.Y("value:Q", title=label, scale=alt.Scale(type="log" if log else "linear", zero=False)),
                    tooltip=["step:Q", "value:Q"] + ([f"{color}:N"] if color else []))
-        if color:
+        if color:  # dashes too: where two runs' curves coincide, the lower shows through the gaps
             enc["color"] = alt.Color(f"{color}:N", title=color)
+            enc["strokeDash"] = alt.StrokeDash(f"{color}:N", title=color)
         mark = alt.Chart(d).mark_line(point=metric == "loss_scale")
         panels.append(mark.encode(**enc).properties(width=520, height=140))
     return alt.vconcat(*panels, title=title)
