@@ -3,7 +3,6 @@ charts draw, carry their titles as alternative text, and the page logs no error.
 Debian's chromium (.ci/run); elsewhere the test is skipped unless DTYPE_BENCH_BROWSER=required."""
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 from conftest import REPO
