@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from benchlib.core.errors import UserError
+from benchlib.core.sizes import LARGE_SIZES
 from benchlib.data import synthetic as syn
 
 Batch = dict[str, torch.Tensor]
@@ -61,6 +62,8 @@ VAL_MASK_SEED = 1234
 SYNTH_LM_TRAIN_TOKENS = {"tiny": 1 << 18, "small": 1 << 22, "base": 24 << 20}
 SYNTH_CLS_DOCS = {"tiny": (4096, 512), "small": (16384, 2048), "base": (45000, 6000)}
 """(train, validation) documents; base mirrors EUR-Lex 57k's 45k / 6k."""
+for _size in LARGE_SIZES:  # larger models, the same data as base
+    SYNTH_LM_TRAIN_TOKENS[_size], SYNTH_CLS_DOCS[_size] = SYNTH_LM_TRAIN_TOKENS["base"], SYNTH_CLS_DOCS["base"]
 MLM_FLOOR_MAX_SEQUENCES = 256
 """The MLM floor's forward-backward covers at most this many evaluation sequences (the first
 ones); beyond, its standard error (recorded) is already far below any config difference."""

@@ -17,20 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from benchlib.core.dtypes import TORCH_DTYPES, DtypeConfig
-
-
-@dataclass(frozen=True)
-class Shape:
-    layers: int
-    heads: int
-    width: int
-
-
-SHAPES = {
-    "tiny": Shape(2, 2, 64),
-    "small": Shape(4, 4, 256),
-    "base": Shape(12, 12, 768),  # GPT-2 124M and RoBERTa-base
-}
+from benchlib.core.sizes import Shape, shape
 
 
 def padded_vocab(v: int, multiple: int = 64) -> int:
@@ -194,7 +181,7 @@ class ModelSpec:
     task: str
     """clm | mlm | multilabel | singlelabel"""
     size: str
-    """tiny | small | base (``SHAPES``)"""
+    """tiny | small | base | medium | large | xl (``core.sizes.SHAPES``; RoBERTa: up to large)"""
     vocab_size: int
     seq_len: int
     pad_id: int = 0
@@ -236,16 +223,16 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     elif arch == "gpt2":
         if lm:
             full = (pretrained(GPT2LMHeadModel) if model_name_or_path
-                    else GPT2LMHeadModel(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
+                    else GPT2LMHeadModel(_gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
             backbone, head, transform = full.transformer, full.lm_head, None
         else:
             backbone = (pretrained(GPT2Model) if model_name_or_path
-                        else GPT2Model(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
+                        else GPT2Model(_gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
         _conv1d_to_linear(backbone)
     else:
         if lm:
             full = (pretrained(RobertaForMaskedLM) if model_name_or_path
-                    else RobertaForMaskedLM(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id)))
+                    else RobertaForMaskedLM(_roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id)))
             backbone = full.roberta
             lmh = full.lm_head
             transform = nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
@@ -253,7 +240,7 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         else:
             backbone = (pretrained(RobertaModel, add_pooling_layer=False)
                         if model_name_or_path else
-                        RobertaModel(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id),
+                        RobertaModel(_roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id),
                                      add_pooling_layer=False))
     # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
     # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
