@@ -81,8 +81,10 @@ class DistConfig:
 SECTIONS = {"dist": DistConfig}
 """Sub-configurations of ``RunConfig``: key -> dataclass. A study file, a notebook parameter or
 ``to_dict`` gives them as a nested mapping; the CLI as dotted flags (``--dist.strategy ddp``)."""
-LEGACY_KEYS = {"strategy": "dist.strategy", "nproc": "dist.nproc", "limit_all_gathers": "dist.limit_all_gathers"}
-"""Flat keys of records and study files written before ``dist`` was a sub-configuration."""
+LEGACY_KEYS = {"strategy": "dist.strategy", "nproc": "dist.nproc", "limit_all_gathers": "dist.limit_all_gathers",
+               "gradient_checkpointing": "activation_checkpointing"}
+"""Other spellings of a key: the flat keys of records and study files written before ``dist``
+was a sub-configuration, and transformers' name for activation checkpointing."""
 
 
 def flatten(d: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +171,12 @@ class RunConfig:
     (torch.compile mode="reduce-overhead"): for launch-bound steps, where the device idles
     between small kernels (RoBERTa at B=8, T=512). Single-process runs only."""
     activation_checkpointing: bool = False
-    """Recompute each transformer block's activations in backward instead of keeping them."""
+    """Gradient (activation) checkpointing: keep only each transformer block's input in forward
+    and recompute the block in backward, trading about one more forward for the activations'
+    memory. Every strategy reads this one field: single-process runs, DDP, FSDP1 and FSDP2
+    through transformers' per-block checkpointing, fsdp_manual around its own weight gathers.
+    Its memory and speed cost is the record's usual ``memory/*`` and speed metrics, next to
+    ``run.activation_checkpointing``. Also accepted as ``gradient_checkpointing``."""
     dist: DistConfig = field(default_factory=lambda: DistConfig())
     """How the run spreads over processes (``dist.strategy``, ``dist.nproc``, tuning levers)."""
     out_dir: Optional[str] = None

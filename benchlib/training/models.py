@@ -262,8 +262,15 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     if dtype.head_dtype and not model.head_is_tied:
         model.head.to(TORCH_DTYPES[dtype.head_dtype])
     if spec.activation_checkpointing:
-        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model
+        enable = getattr(backbone, "activation_checkpointing_enable", None)  # transformers >= 5's name
+        if enable is not None:
+            enable({"use_reentrant": False})
+        else:
+            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    # from_pretrained returns its model in eval mode; transformers checkpoints blocks (and a
+    # checkpoint's dropout applies) only in train mode, which must hold from the first step,
+    # not from the first evaluation (which leaves the model in train mode)
+    return model.train()
 
 
 def _other_family(arch: str, task: str, path: str):
