@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional, Union
 
 from benchlib.core.errors import UserError
 from benchlib.core.dtypes import UnknownNameError, closest, get_config
-from benchlib.core.scenarios import get_scenario
+from benchlib.core.scenarios import DATASETS, dataset_problem, get_scenario
 from benchlib.core.sizes import LARGE_SIZES, SHAPES, Size, micro_batch, shape
 
 
@@ -128,8 +128,10 @@ class RunConfig:
     grad_clip: float = 1.0
     beta2: float = 0.95
     data: str = "synthetic"
-    """synthetic (embedded, no network), hub (OpenWebText / EUR-Lex by hub id) or a local
-    path: a text file / folder for A-B, a JSONL of {text, labels} for C-F."""
+    """synthetic (embedded, no network); hub (the scenario's own: OpenWebText for A-B, EUR-Lex
+    for C-F); a hub data set by name: openwebtext, eurlex, ag_news or imdb (the last two
+    single-label: E-F); or a local path of the same schema: a text file / folder for A-B, a
+    JSONL / parquet of {text, labels} or {text, label} for C-F."""
     vocab_size: Optional[int] = None
     """Synthetic data only: vocabulary size; None = the size's default."""
     num_labels: Optional[int] = None
@@ -204,9 +206,13 @@ class RunConfig:
             v = getattr(self, k)
             if v is not None and v < 0:
                 raise ConfigError(f"{k} must be >= 0, got {v}")
-        if self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
-            raise ConfigError(f"data={self.data!r}: no such file or directory "
-                              f"(use 'synthetic', 'hub' or the path of a local corpus)")
+        if self.data in DATASETS:
+            problem = dataset_problem(self.data, self.scn)
+            if problem:
+                raise ConfigError(problem)
+        elif self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
+            raise ConfigError(f"data={self.data!r}: no such file or directory (use 'synthetic', 'hub', "
+                              f"{', '.join(map(repr, DATASETS))} or the path of a local corpus)")
         if self.cudagraphs and self.dist.strategy != "single":
             raise ConfigError(f"cudagraphs=True works with dist.strategy='single' only, got {self.dist.strategy!r} "
                               f"(DDP and FSDP communicate between the graphs' kernels)")

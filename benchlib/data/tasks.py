@@ -23,9 +23,12 @@ Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence wi
                  loss floor.
     "hub"        Skylion007/openwebtext (A, B) or NLP-AUEB/eurlex "eurlex57k" (C-F) through
                  ``datasets``; no hub access -> one ``DataUnavailableError``.
+    a name       openwebtext, eurlex, ag_news (fancyzhx/ag_news) or imdb (stanfordnlp/imdb):
+                 that hub data set (``files.HUB``); the last two single-label (E, F) only.
     <path>       A/B: a .txt file (documents = blank-line separated paragraphs), a folder of
                  .txt files, or .jsonl/.json/.parquet with a ``text`` field. C-F: .jsonl/.json/
-                 .parquet with ``text`` + ``labels`` (strings or ints), or EUR-Lex's own schema
+                 .parquet with ``text`` + ``labels`` (strings or ints) or ``label`` (AG News' and
+                 IMDB's schema: one int), or EUR-Lex's own schema
                  (``title``, ``text``, ``eurovoc_concepts``).
 
 This module holds the contract (``TaskData``, the batch formats, MLM masking), the entry
