@@ -9,6 +9,7 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.records import TRAINED
@@ -91,6 +92,28 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_infer(ns: argparse.Namespace) -> int:
+    from benchlib.training.inference import infer
+    cfg = run_config_from_args(ns)
+    rec = infer(cfg, [m for m in ns.modes.split(",") if m], out_dir=ns.out_dir, iters=ns.iters,
+                prompt_len=ns.prompt_len, new_tokens=ns.new_tokens)
+    print(f"{cfg.scenario} {cfg.size} on {rec['env']['device_name']}: {rec['weights']}")
+    for r in rec["modes"]:
+        if r["status"] != "ok":
+            print(f"  {r['mode']:14s} {r['status']}: {r['reason']}")
+            continue
+        q = next(((k.split('/', 1)[1], v) for k, v in r.items() if k in ("quality/val_loss", "quality/accuracy",
+                                                                         "quality/micro_f1")), ("-", None))
+        line = (f"  {r['mode']:14s} forward {_fmt(r['forward_ms'])} ms  {_fmt(r['throughput'])} {r['throughput_unit']}"
+                f"  {q[0]}={_fmt(q[1])}  memory={_fmt(r['memory/peak_gib'])} GiB")
+        if "prefill_ms" in r:
+            line += f"  prefill {_fmt(r['prefill_ms'])} ms  decode {_fmt(r['decode_ms_per_token'])} ms/token"
+        print(line)
+    if ns.out_dir:
+        print(f"  record: {Path(ns.out_dir) / 'inference.json'}")
+    return 0
+
+
 def _cmd_configs(ns: argparse.Namespace) -> int:
     from benchlib.core.dtypes import ALIASES, config_table
     import pandas as pd
@@ -126,6 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     p_run = sub.add_parser("run", help="train one (scenario, config, seed) and write its record")
     add_run_args(p_run)
     p_run.set_defaults(fn=_cmd_run)
+    p_inf = sub.add_parser("infer", help="inference speed, memory and quality per inference precision")
+    add_run_args(p_inf)
+    p_inf.add_argument("--modes", default="fp32,autocast_bf16,autocast_fp16,bf16,fp16",
+                       help="inference precisions, comma-separated (benchlib.training.inference.MODES)")
+    p_inf.add_argument("--iters", type=int, default=10, help="timed forward passes per mode")
+    p_inf.add_argument("--prompt_len", type=int, default=128, help="GPT-2 causal LM: prompt tokens")
+    p_inf.add_argument("--new_tokens", type=int, default=32, help="GPT-2 causal LM: tokens decoded with the KV cache")
+    p_inf.set_defaults(fn=_cmd_infer)
     sub.add_parser("configs", help="table of dtype configurations").set_defaults(fn=_cmd_configs)
     sub.add_parser("scenarios", help="the six scenarios A-F").set_defaults(fn=_cmd_scenarios)
     for name, (_, help_) in LAZY.items():

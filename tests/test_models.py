@@ -90,7 +90,8 @@ def test_the_logit_statistic_is_the_largest_magnitude_of_the_first_sequence():
 
 def test_roberta_base_keeps_its_514_positions_at_any_sequence_length():
     """A masked-LM checkpoint pretrained at 128 tokens must load into a 512-token fine-tune."""
-    from benchlib.training.models import SHAPES, _roberta_config
-    assert _roberta_config(SHAPES["base"], 256, 128, 0, 1).max_position_embeddings == 514
-    assert _roberta_config(SHAPES["base"], 256, 512, 0, 1).max_position_embeddings == 514
-    assert _roberta_config(SHAPES["tiny"], 256, 64, 0, 1).max_position_embeddings == 66  # small shapes stay small
+    from benchlib.core.sizes import shape
+    from benchlib.training.models import _roberta_config
+    assert _roberta_config(shape("roberta", "base"), 256, 128, 0, 1).max_position_embeddings == 514
+    assert _roberta_config(shape("roberta", "base"), 256, 512, 0, 1).max_position_embeddings == 514
+    assert _roberta_config(shape("roberta", "tiny"), 256, 64, 0, 1).max_position_embeddings == 66  # small shapes stay small

@@ -13,9 +13,8 @@ from typing import Any, Literal, Optional, Union
 
 from benchlib.core.errors import UserError
 from benchlib.core.dtypes import UnknownNameError, closest, get_config
-from benchlib.core.scenarios import get_scenario
-
-Size = Literal["tiny", "small", "base"]
+from benchlib.core.scenarios import DATASETS, dataset_problem, get_scenario
+from benchlib.core.sizes import LARGE_SIZES, SHAPES, Size, micro_batch, shape
 
 
 class ConfigError(UserError):
@@ -82,8 +81,10 @@ class DistConfig:
 SECTIONS = {"dist": DistConfig}
 """Sub-configurations of ``RunConfig``: key -> dataclass. A study file, a notebook parameter or
 ``to_dict`` gives them as a nested mapping; the CLI as dotted flags (``--dist.strategy ddp``)."""
-LEGACY_KEYS = {"strategy": "dist.strategy", "nproc": "dist.nproc", "limit_all_gathers": "dist.limit_all_gathers"}
-"""Flat keys of records and study files written before ``dist`` was a sub-configuration."""
+LEGACY_KEYS = {"strategy": "dist.strategy", "nproc": "dist.nproc", "limit_all_gathers": "dist.limit_all_gathers",
+               "gradient_checkpointing": "activation_checkpointing"}
+"""Other spellings of a key: the flat keys of records and study files written before ``dist``
+was a sub-configuration, and transformers' name for activation checkpointing."""
 
 
 def flatten(d: dict[str, Any]) -> dict[str, Any]:
@@ -107,12 +108,16 @@ class RunConfig:
     """Dtype configuration name (``dtype-bench configs`` lists them)."""
     seed: int = 0
     size: Size = "tiny"
-    """Model size: tiny (CPU seconds), small, base (GPT-2 124M / RoBERTa-base shapes)."""
+    """Model size: tiny (CPU seconds), small, base (GPT-2 124M / RoBERTa-base), medium, large, xl
+    (GPT-2 355M / 774M / 1.5B; RoBERTa has large, 355M): ``core.sizes``."""
     steps: int = 50
     """Optimizer steps (each of ``grad_accum`` micro-batches)."""
     batch_size: Optional[int] = None
-    """Micro-batch size; None = the size's default."""
-    grad_accum: int = 1
+    """Micro-batch size; None = the size's default (for medium/large/xl, what an 80 GB GPU holds
+    by ``core.sizes``' memory estimate)."""
+    grad_accum: Optional[int] = None
+    """Micro-batches per optimizer step; None = the size's default when ``batch_size`` is too
+    (medium/large/xl accumulate to base's tokens per step), else 1."""
     seq_len: Optional[int] = None
     """Tokens per sequence; None = the size's default."""
     lr: float = 6e-4
@@ -123,8 +128,10 @@ class RunConfig:
     grad_clip: float = 1.0
     beta2: float = 0.95
     data: str = "synthetic"
-    """synthetic (embedded, no network), hub (OpenWebText / EUR-Lex by hub id) or a local
-    path: a text file / folder for A-B, a JSONL of {text, labels} for C-F."""
+    """synthetic (embedded, no network); hub (the scenario's own: OpenWebText for A-B, EUR-Lex
+    for C-F); a hub data set by name: openwebtext, eurlex, ag_news or imdb (the last two
+    single-label: E-F); or a local path of the same schema: a text file / folder for A-B, a
+    JSONL / parquet of {text, labels} or {text, label} for C-F."""
     vocab_size: Optional[int] = None
     """Synthetic data only: vocabulary size; None = the size's default."""
     num_labels: Optional[int] = None
@@ -166,7 +173,12 @@ class RunConfig:
     (torch.compile mode="reduce-overhead"): for launch-bound steps, where the device idles
     between small kernels (RoBERTa at B=8, T=512). Single-process runs only."""
     activation_checkpointing: bool = False
-    """Recompute each transformer block's activations in backward instead of keeping them."""
+    """Gradient (activation) checkpointing: keep only each transformer block's input in forward
+    and recompute the block in backward, trading about one more forward for the activations'
+    memory. Every strategy reads this one field: single-process runs, DDP, FSDP1 and FSDP2
+    through transformers' per-block checkpointing, fsdp_manual around its own weight gathers.
+    Its memory and speed cost is the record's usual ``memory/*`` and speed metrics, next to
+    ``run.activation_checkpointing``. Also accepted as ``gradient_checkpointing``."""
     dist: DistConfig = field(default_factory=lambda: DistConfig())
     """How the run spreads over processes (``dist.strategy``, ``dist.nproc``, tuning levers)."""
     out_dir: Optional[str] = None
@@ -180,10 +192,13 @@ class RunConfig:
             get_config(self.config)
         except UnknownNameError as e:
             raise ConfigError(f"config: {e}") from None
-        for k in ("steps", "grad_accum", "log_every", "timing_windows"):
+        for k in ("steps", "log_every", "timing_windows"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"{k} must be >= 1, got {getattr(self, k)}")
-        for k in ("batch_size", "seq_len", "vocab_size", "num_labels", "eval_batches"):
+        if self.size not in SHAPES[self.scn.arch]:
+            raise ConfigError(f"size={self.size!r} does not exist for {self.scn.arch} (scenario {self.scenario}): "
+                              f"use one of {', '.join(SHAPES[self.scn.arch])}")
+        for k in ("batch_size", "grad_accum", "seq_len", "vocab_size", "num_labels", "eval_batches"):
             v = getattr(self, k)
             if v is not None and v < 1:
                 raise ConfigError(f"{k} must be >= 1, got {v}")
@@ -191,9 +206,13 @@ class RunConfig:
             v = getattr(self, k)
             if v is not None and v < 0:
                 raise ConfigError(f"{k} must be >= 0, got {v}")
-        if self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
-            raise ConfigError(f"data={self.data!r}: no such file or directory "
-                              f"(use 'synthetic', 'hub' or the path of a local corpus)")
+        if self.data in DATASETS:
+            problem = dataset_problem(self.data, self.scn)
+            if problem:
+                raise ConfigError(problem)
+        elif self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
+            raise ConfigError(f"data={self.data!r}: no such file or directory (use 'synthetic', 'hub', "
+                              f"{', '.join(map(repr, DATASETS))} or the path of a local corpus)")
         if self.cudagraphs and self.dist.strategy != "single":
             raise ConfigError(f"cudagraphs=True works with dist.strategy='single' only, got {self.dist.strategy!r} "
                               f"(DDP and FSDP communicate between the graphs' kernels)")
@@ -366,14 +385,26 @@ CLS_SEQ = {"tiny": 64, "small": 256, "base": 512}
 
 
 def resolved(cfg: RunConfig) -> RunConfig:
-    """Fill size-dependent defaults (batch, seq_len, vocab, labels, warmup)."""
-    bs, T, V, L = SIZE_DEFAULTS[cfg.size]
+    """Fill size-dependent defaults (batch, accumulation, seq_len, vocab, labels, warmup).
+
+    medium, large and xl take base's data defaults and tokens per optimizer step; their
+    micro-batch is the largest that ``core.sizes.micro_batch`` estimates to fit an 80 GB GPU."""
+    data_size = "base" if cfg.size in LARGE_SIZES else cfg.size
+    bs, T, V, L = SIZE_DEFAULTS[data_size]
     lm = cfg.scn.is_lm
-    if cfg.scn.arch == "roberta" and cfg.size == "base":
+    if cfg.scn.arch == "roberta" and data_size == "base":
         T = 512  # RoBERTa's 514 positions
+    seq_len = cfg.seq_len or (T if lm else CLS_SEQ[data_size])
+    batch, accum = cfg.batch_size, cfg.grad_accum or 1
+    if batch is None:
+        batch = bs if lm else CLS_BATCH[data_size]
+        if cfg.size in LARGE_SIZES:
+            batch, per_step = micro_batch(shape(cfg.scn.arch, cfg.size), cfg.vocab_size or V, batch, seq_len, lm)
+            accum = cfg.grad_accum or per_step
     kw = dict(
-        batch_size=cfg.batch_size or (bs if lm else CLS_BATCH[cfg.size]),
-        seq_len=cfg.seq_len or (T if lm else CLS_SEQ[cfg.size]),
+        batch_size=batch,
+        grad_accum=accum,
+        seq_len=seq_len,
         vocab_size=cfg.vocab_size or V,
         num_labels=cfg.num_labels or L,
         warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.steps // 10),

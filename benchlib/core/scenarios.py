@@ -40,6 +40,28 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in [
     Scenario("F", "roberta", "singlelabel", "cross_entropy", "eurlex", "accuracy", True),
 ]}
 
+DATASETS: dict[str, tuple[str, ...]] = {
+    "openwebtext": ("clm", "mlm"),
+    "eurlex": ("multilabel", "singlelabel"),
+    "ag_news": ("singlelabel",),
+    "imdb": ("singlelabel",),
+}
+"""Hub data sets a run can name (``data: ag_news``) and the tasks each can serve; ``data: hub``
+is the scenario's own (``Scenario.data``). AG News (one of 4 topics per article) and IMDB (one
+of 2 sentiments per review) have one label per text, so they serve single-label scenarios only."""
+
+
+def dataset_problem(name: str, scn: Scenario) -> str | None:
+    """Why the named data set cannot feed scenario ``scn`` (one line), or None."""
+    tasks = DATASETS[name]
+    if scn.task in tasks:
+        return None
+    fits = ", ".join(s.id for s in SCENARIOS.values() if s.task in tasks)
+    kind = "single-label" if tasks == ("singlelabel",) else " / ".join(tasks)
+    return (f"data={name!r} is {kind} data, scenario {scn.id} is {scn.task}: run {name} with scenario {fits}, "
+            f"or give scenario {scn.id} data='{scn.data}'")
+
+
 # seed 002's CLI vocabulary: --model_arch X --task Y
 TASK_ALIASES = {"clm": "clm", "causal_lm": "clm", "mlm": "mlm", "masked_lm": "mlm",
                 "multilabel": "multilabel", "multi_label": "multilabel", "cls_multi": "multilabel",

@@ -18,7 +18,9 @@ from typing import Any, Iterator
 from benchlib.data.tasks import BadDataError
 
 SPLIT_NAMES = {"train": "train", "validation": "validation", "val": "validation",
-               "valid": "validation", "dev": "validation", "test": "test"}
+               "valid": "validation", "dev": "validation", "test": "test", "unsupervised": "unsupervised"}
+"""File-name words -> split. ``unsupervised`` is IMDB's split of unlabelled reviews (label -1 on
+the hub): named so that it is recognised and never read, rather than taken for training data."""
 EXPECTED = {
     "multilabel": 'a list of labels, e.g. "labels": ["tax", "trade"] (strings or ints)',
     "singlelabel": 'one label, e.g. "label": "tax", or a list ("labels": [...]; the most frequent training label '
@@ -28,7 +30,7 @@ LABEL_KEYS = ("eurovoc_concepts", "labels", "label")  # the order ``files._docs`
 
 
 def split_of(path: str | Path) -> str | None:
-    """train / validation / test when a word of the file's name says so (``eurlex.dev.jsonl``,
+    """train / validation / test / unsupervised when a word of the file's name says so (``eurlex.dev.jsonl``,
     ``train-2024.txt``, ``valid.jsonl``), else None. A name with two different split words
     is refused: which one it is cannot be guessed."""
     words = {SPLIT_NAMES[w] for w in re.split(r"[^a-z]+", Path(path).name.lower()) if w in SPLIT_NAMES}

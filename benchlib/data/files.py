@@ -1,13 +1,15 @@
 """Real data for the six scenarios: OpenWebText and EUR-Lex 57k from the Hugging Face hub
-(``data="hub"``), or local files of the same schema (``data=<path>``). Holds hub access,
+(``data="hub"``), AG News and IMDB by name (``data="ag_news"`` / ``"imdb"``, single-label), or
+local files of the same schema (``data=<path>``). Holds hub access,
 tokenizers (pretrained, or a byte-level BPE trained on a local corpus), reading local files
 and the builders of real LM and classification ``TaskData``, ``load_lm`` and ``load_cls``,
 which ``data.load_task_data`` calls; the batch contract is ``benchlib.data.tasks``'s.
 
 Real-data rules (all deterministic):
     * Split files: a word of a file's name (``eurlex.train.jsonl``, ``dev-2024.txt``) puts it
-      in train / validation (val, valid, dev) / test; files of a folder without one are
-      training data. A test split is never trained on (a single file named as one is refused).
+      in train / validation (val, valid, dev) / test / unsupervised; files of a folder without
+      one are training data. A test split is never trained on and an unsupervised one (IMDB's
+      unlabelled reviews) never read (a single file named as either is refused).
     * LM: documents are tokenised once (EOS appended to each) into a uint16 (uint32 when the
       vocabulary exceeds 65536) memmap cached under ``cache_dir/tokens``; validation is the
       validation files, else the last 5% of the tokens (at least one window, at most 4M
@@ -55,6 +57,36 @@ from benchlib.core.runconfig import RunConfig
 
 OWT_ID = "Skylion007/openwebtext"
 EURLEX_ID, EURLEX_CONFIG = "NLP-AUEB/eurlex", "eurlex57k"
+
+
+@dataclass(frozen=True)
+class HubSet:
+    """A hub data set a run can name (``core.scenarios.DATASETS``)."""
+
+    id: str
+    config: Optional[str]
+    schema: str
+    """Its fields, as the offline error names them for a local copy."""
+    splits: tuple[str, ...]
+    """The splits read: training, then evaluation (validation, else test). Others (IMDB's
+    unlabelled ``unsupervised`` reviews, EUR-Lex's test) are never read."""
+
+
+HUB = {
+    "openwebtext": HubSet(OWT_ID, None, "a 'text' field", ("train",)),
+    "eurlex": HubSet(EURLEX_ID, EURLEX_CONFIG, "title, text, eurovoc_concepts", ("train", "validation")),
+    # AG News: 120k training / 7.6k test articles, label 0-3 (World, Sports, Business, Sci/Tech)
+    "ag_news": HubSet("fancyzhx/ag_news", None, "text, label (int 0-3)", ("train", "test")),
+    # IMDB: 25k training / 25k test reviews, label 0/1 (negative, positive); 50k unlabelled
+    "imdb": HubSet("stanfordnlp/imdb", None, "text, label (int 0/1)", ("train", "test")),
+}
+
+
+def hub_name(run: RunConfig) -> Optional[str]:
+    """The hub data set ``run.data`` names (``hub``: the scenario's own), or None for local files."""
+    if run.data == "hub":
+        return run.scn.data
+    return run.data if run.data in HUB else None
 LM_VAL_FRACTION, LM_VAL_MAX_TOKENS = 0.05, 4_000_000
 CLS_VAL_FRACTION = 0.10
 BPE_MIN_VOCAB, BPE_MAX_VOCAB = 512, 50304
@@ -120,14 +152,17 @@ def _one_line(e: BaseException, limit: int = 200) -> str:
     return f"{type(e).__name__}: {text[:limit]}"
 
 
-def _load_hub_dataset(dataset_id: str, config: Optional[str], schema: str):
-    """``datasets.load_dataset`` with no retries; any failure -> one DataUnavailableError."""
-    from datasets import DownloadConfig, load_dataset
+def _load_hub_dataset(hub: HubSet):
+    """``datasets.load_dataset`` with no retries, its splits ``hub.splits`` only; any failure
+    -> one DataUnavailableError."""
+    from datasets import DatasetDict, DownloadConfig, load_dataset
+    dataset_id, config, schema = hub.id, hub.config, hub.schema
     offline = _offline() or not _hub_reachable()
     try:
         with _hub_offline(offline):
-            return load_dataset(dataset_id, config, download_config=DownloadConfig(max_retries=0))
-    except Exception as e:  # network, auth, missing config: all end the same way for the user
+            dd = load_dataset(dataset_id, config, download_config=DownloadConfig(max_retries=0))
+        return DatasetDict({k: dd[k] for k in hub.splits})
+    except Exception as e:  # network, auth, missing config or split: all end the same way for the user
         where = f"{dataset_id!r}" + (f" (config {config!r})" if config else "")
         raise DataUnavailableError(
             f"cannot load dataset {where} from the Hugging Face hub"
@@ -265,9 +300,9 @@ def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
         raise BadDataError(f"{path}: mixed or unsupported file types {sorted({p.suffix for p in files})}; "
                            f"use one of {', '.join(LOCAL_BUILDERS)}")
     if path.is_file():
-        if split_of(path) == "test":
-            raise BadDataError(f"{path} is named as a test split, which is never trained on: give the training "
-                               f"file, or the folder that holds the train / validation / test files")
+        if split_of(path) in ("test", "unsupervised"):
+            raise BadDataError(f"{path} is named as a {split_of(path)} split, which is never trained on: give the "
+                               f"training file, or the folder that holds the train / validation / test files")
         return builders.pop(), {"train": [str(path)]}
     splits: dict[str, list[str]] = {}
     for p in files:
@@ -281,7 +316,7 @@ def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
 def check_local(run: RunConfig) -> None:
     """The local files ``run`` would read, checked as the loaders check them (``checks``),
     without reading them into ``datasets``: a run can be refused before it starts."""
-    if run.data in ("synthetic", "hub"):
+    if run.data == "synthetic" or hub_name(run):
         return
     builder, files = _local_files(Path(run.data).expanduser().resolve(), "local data")
     used = [f for k in ("train", "validation") + (() if run.scn.is_lm else ("test",)) for f in files.get(k, [])]
@@ -331,7 +366,8 @@ def _iter_texts(ds, column: str = "text", batch: int = 1000) -> Iterator[list[st
 def load_lm(run: RunConfig) -> TaskData:
     T, task = run.seq_len, run.scn.task
     W = lm_window(task, T)
-    local = run.data != "hub"
+    hub = hub_name(run)
+    local = hub is None
     val_ds = split_rule = None
     if local:
         path = Path(run.data).expanduser().resolve()
@@ -344,8 +380,8 @@ def load_lm(run: RunConfig) -> TaskData:
             split_rule = _split_files_rule(path, files, ("train", "validation"))
         content_hash, source, slug = _hash_files(sum(used.values(), [])), str(path), path.stem
     else:
-        ds = _load_hub_dataset(OWT_ID, None, "a 'text' field")["train"]
-        content_hash, source, slug = _sha(ds._fingerprint.encode()), f"hub:{OWT_ID}", "openwebtext"
+        ds = _load_hub_dataset(HUB[hub])["train"]
+        content_hash, source, slug = _sha(ds._fingerprint.encode()), f"hub:{HUB[hub].id}", hub
     if "text" not in ds.column_names:
         raise BadDataError(f"{source}: LM data needs a 'text' field; found {ds.column_names}")
     tok = _resolve_tokenizer(run, local, lambda: _iter_texts(ds), content_hash)
@@ -436,11 +472,13 @@ def _join_with_eos(docs: list[list[int]], eos: int, dtype) -> np.ndarray:
 # =======================================================================================
 def load_cls(run: RunConfig) -> TaskData:
     task, T, arch = run.scn.task, run.seq_len, run.scn.arch
-    local = run.data != "hub"
+    hub = hub_name(run)
+    local = hub is None
     if local:
         path = Path(run.data).expanduser().resolve()
-        builder, files = _local_files(path, "a .jsonl/.parquet of {text, labels} or EUR-Lex's "
+        builder, found = _local_files(path, "a .jsonl/.parquet of {text, labels}, {text, label} or EUR-Lex's "
                                             "{title, text, eurovoc_concepts}")
+        files = {k: v for k, v in found.items() if k in ("train", "validation", "test")}  # never unsupervised
         if builder == "text":
             raise BadDataError(f"{path}: classification data needs labels: use .jsonl/.json/.parquet "
                                f"with text + labels (or title, text, eurovoc_concepts)")
@@ -448,12 +486,12 @@ def load_cls(run: RunConfig) -> TaskData:
         dd = _load_local_dataset(path, builder, files, run)
         content_hash, source, slug = _hash_files(sum(files.values(), [])), str(path), path.stem
     else:
-        dd = _load_hub_dataset(EURLEX_ID, EURLEX_CONFIG, "title, text, eurovoc_concepts")
+        dd = _load_hub_dataset(HUB[hub])
         content_hash = _sha("".join(d._fingerprint for d in dd.values()).encode())
-        source, slug = f"hub:{EURLEX_ID}", EURLEX_CONFIG
+        source, slug = f"hub:{HUB[hub].id}", HUB[hub].config or hub
     train_ds, val_ds, split_rule = _cls_splits(dd)
-    if local and len(files) > 1:
-        split_rule = _split_files_rule(path, files, ("train", "validation" if "validation" in files else "test"))
+    if local and len(found) > 1:
+        split_rule = _split_files_rule(path, found, ("train", "validation" if "validation" in files else "test"))
     train_texts, train_raw = _docs(train_ds, f"{source} (training split)", task)
     val_texts, val_raw = _docs(val_ds, f"{source} (validation split)", task)
     label_ids, label_rule = _label_vocabulary(train_raw, val_raw)

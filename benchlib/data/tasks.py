@@ -23,9 +23,12 @@ Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence wi
                  loss floor.
     "hub"        Skylion007/openwebtext (A, B) or NLP-AUEB/eurlex "eurlex57k" (C-F) through
                  ``datasets``; no hub access -> one ``DataUnavailableError``.
+    a name       openwebtext, eurlex, ag_news (fancyzhx/ag_news) or imdb (stanfordnlp/imdb):
+                 that hub data set (``files.HUB``); the last two single-label (E, F) only.
     <path>       A/B: a .txt file (documents = blank-line separated paragraphs), a folder of
                  .txt files, or .jsonl/.json/.parquet with a ``text`` field. C-F: .jsonl/.json/
-                 .parquet with ``text`` + ``labels`` (strings or ints), or EUR-Lex's own schema
+                 .parquet with ``text`` + ``labels`` (strings or ints) or ``label`` (AG News' and
+                 IMDB's schema: one int), or EUR-Lex's own schema
                  (``title``, ``text``, ``eurovoc_concepts``).
 
 This module holds the contract (``TaskData``, the batch formats, MLM masking), the entry
@@ -42,6 +45,7 @@ import numpy as np
 import torch
 
 from benchlib.core.errors import UserError
+from benchlib.core.sizes import LARGE_SIZES
 from benchlib.data import synthetic as syn
 
 Batch = dict[str, torch.Tensor]
@@ -61,6 +65,8 @@ VAL_MASK_SEED = 1234
 SYNTH_LM_TRAIN_TOKENS = {"tiny": 1 << 18, "small": 1 << 22, "base": 24 << 20}
 SYNTH_CLS_DOCS = {"tiny": (4096, 512), "small": (16384, 2048), "base": (45000, 6000)}
 """(train, validation) documents; base mirrors EUR-Lex 57k's 45k / 6k."""
+for _size in LARGE_SIZES:  # larger models, the same data as base
+    SYNTH_LM_TRAIN_TOKENS[_size], SYNTH_CLS_DOCS[_size] = SYNTH_LM_TRAIN_TOKENS["base"], SYNTH_CLS_DOCS["base"]
 MLM_FLOOR_MAX_SEQUENCES = 256
 """The MLM floor's forward-backward covers at most this many evaluation sequences (the first
 ones); beyond, its standard error (recorded) is already far below any config difference."""

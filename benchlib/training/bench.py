@@ -162,7 +162,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--configs", default="amp_bf16", help="comma-separated dtype configs")
     ap.add_argument("--steps", type=int, default=60, help="benchlib run length (incl. warm-up)")
     ap.add_argument("--batch_size", type=int, default=None)
-    ap.add_argument("--grad_accum", type=int, default=1)
+    ap.add_argument("--grad_accum", type=int, default=None, help="default: the size's (core.sizes)")
     ap.add_argument("--log_every", type=int, default=20)
     ap.add_argument("--cudagraphs", action="store_true",
                     help="compiled configs replay forward and backward as CUDA graphs (RunConfig.cudagraphs)")

@@ -17,20 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from benchlib.core.dtypes import TORCH_DTYPES, DtypeConfig
-
-
-@dataclass(frozen=True)
-class Shape:
-    layers: int
-    heads: int
-    width: int
-
-
-SHAPES = {
-    "tiny": Shape(2, 2, 64),
-    "small": Shape(4, 4, 256),
-    "base": Shape(12, 12, 768),  # GPT-2 124M and RoBERTa-base
-}
+from benchlib.core.sizes import Shape, shape
 
 
 def padded_vocab(v: int, multiple: int = 64) -> int:
@@ -194,7 +181,7 @@ class ModelSpec:
     task: str
     """clm | mlm | multilabel | singlelabel"""
     size: str
-    """tiny | small | base (``SHAPES``)"""
+    """tiny | small | base | medium | large | xl (``core.sizes.SHAPES``; RoBERTa: up to large)"""
     vocab_size: int
     seq_len: int
     pad_id: int = 0
@@ -236,16 +223,16 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     elif arch == "gpt2":
         if lm:
             full = (pretrained(GPT2LMHeadModel) if model_name_or_path
-                    else GPT2LMHeadModel(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
+                    else GPT2LMHeadModel(_gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
             backbone, head, transform = full.transformer, full.lm_head, None
         else:
             backbone = (pretrained(GPT2Model) if model_name_or_path
-                        else GPT2Model(_gpt2_config(SHAPES[size], vocab, seq_len, pad_id)))
+                        else GPT2Model(_gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
         _conv1d_to_linear(backbone)
     else:
         if lm:
             full = (pretrained(RobertaForMaskedLM) if model_name_or_path
-                    else RobertaForMaskedLM(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id)))
+                    else RobertaForMaskedLM(_roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id)))
             backbone = full.roberta
             lmh = full.lm_head
             transform = nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
@@ -253,7 +240,7 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         else:
             backbone = (pretrained(RobertaModel, add_pooling_layer=False)
                         if model_name_or_path else
-                        RobertaModel(_roberta_config(SHAPES[size], vocab, seq_len, pad_id, bos_id),
+                        RobertaModel(_roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id),
                                      add_pooling_layer=False))
     # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
     # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
@@ -275,8 +262,15 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     if dtype.head_dtype and not model.head_is_tied:
         model.head.to(TORCH_DTYPES[dtype.head_dtype])
     if spec.activation_checkpointing:
-        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model
+        enable = getattr(backbone, "activation_checkpointing_enable", None)  # transformers >= 5's name
+        if enable is not None:
+            enable({"use_reentrant": False})
+        else:
+            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    # from_pretrained returns its model in eval mode; transformers checkpoints blocks (and a
+    # checkpoint's dropout applies) only in train mode, which must hold from the first step,
+    # not from the first evaluation (which leaves the model in train mode)
+    return model.train()
 
 
 def _other_family(arch: str, task: str, path: str):

@@ -1,0 +1,200 @@
+"""Inference, measured per precision: how fast a model serves, and how good it stays when it is
+served in another precision than the one it was trained in.
+
+    forward_throughput   forward-only samples/s (classification) or tokens/s (LM), peak memory
+    decode               GPT-2: prefill of a prompt, then greedy decoding one token at a time
+                         with the KV cache (per-token latency)
+    quality              the validation quality of one model under an inference precision
+    infer                a run configuration -> the inference record (``dtype-bench infer``)
+
+An inference precision (``MODES``) is data, as a dtype configuration is: the dtype the weights
+are cast to and the autocast dtype around the forward. The model is built at fp32 and each
+mode serves a cast copy, so every mode starts from the same weights.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+from benchlib.core import env as envmod
+from benchlib.core.dtypes import TORCH_DTYPES, get_config
+from benchlib.core.runconfig import RunConfig, resolved
+from benchlib.training.baselines import evaluate_predictor
+from benchlib.training.models import BenchModel, ModelSpec, build_model
+
+
+@dataclass(frozen=True)
+class InferMode:
+    name: str
+    weights: str
+    """Dtype the weights are cast to: fp32, bf16 or fp16."""
+    autocast: Optional[str] = None
+    """Autocast dtype around the forward (bf16 / fp16), or None."""
+
+
+MODES = {m.name: m for m in [
+    InferMode("fp32", "fp32"),
+    InferMode("autocast_bf16", "fp32", "bf16"),
+    InferMode("autocast_fp16", "fp32", "fp16"),
+    InferMode("bf16", "bf16"),
+    InferMode("fp16", "fp16"),
+]}
+
+
+def get_mode(name: str) -> InferMode:
+    if name not in MODES:
+        raise ValueError(f"unknown inference mode {name!r}: use one of {', '.join(MODES)}")
+    return MODES[name]
+
+
+def _context(mode: InferMode, device: torch.device):
+    if mode.autocast is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=TORCH_DTYPES[mode.autocast])
+
+
+def serve_copy(model: BenchModel, mode: InferMode) -> BenchModel:
+    """A copy of ``model`` in eval mode with its weights in ``mode.weights``; an fp32 head of
+    the training model (``head_dtype``) stays as the model computes it."""
+    m = copy.deepcopy(model).eval()
+    return m.to(TORCH_DTYPES[mode.weights])
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn: Callable[[], object], device: torch.device, iters: int, warmup: int) -> list[float]:
+    """Milliseconds of each of ``iters`` calls after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(iters):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def _peak_gib(device: torch.device) -> Optional[float]:
+    return torch.cuda.max_memory_allocated(device) / 2 ** 30 if device.type == "cuda" else None
+
+
+@torch.inference_mode()
+def forward_throughput(model: BenchModel, batch: dict, mode: InferMode, device: torch.device,
+                       iters: int = 10, warmup: int = 3) -> dict:
+    """Forward passes only (no loss): ms per batch, and samples/s (classification) or tokens/s
+    (LM: every position of the batch) over ``iters`` timed passes."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    with _context(mode, device):
+        ms = _timed(lambda: model.logits(batch), device, iters, warmup)
+    ids = batch["input_ids"]
+    units = ids.numel() if model.task in ("clm", "mlm") else ids.shape[0]
+    mean = statistics.fmean(ms)
+    return {"forward_ms": mean, "forward_ms_std": statistics.pstdev(ms),
+            "throughput": units / (mean / 1e3), "throughput_unit": "tokens/s" if model.task in ("clm", "mlm") else "samples/s",
+            "batch_size": ids.shape[0], "seq_len": ids.shape[1], "memory/peak_gib": _peak_gib(device)}
+
+
+@torch.inference_mode()
+def decode(model: BenchModel, prompt: torch.Tensor, new_tokens: int, mode: InferMode,
+           device: torch.device) -> tuple[torch.Tensor, dict]:
+    """Greedy continuation of ``prompt`` [B, P] by a causal LM with the KV cache: one prefill
+    forward over the prompt, then one forward of one token per step over the cache. Returns
+    the generated ids [B, new_tokens] and the prefill and per-token latencies (ms)."""
+    if model.task != "clm":
+        raise ValueError(f"decoding needs a causal LM (scenario A), not a {model.task} model")
+    limit = model.backbone.config.max_position_embeddings
+    if prompt.shape[1] + new_tokens > limit:
+        raise ValueError(f"prompt {prompt.shape[1]} + {new_tokens} new tokens exceed the model's {limit} positions")
+    bb, out_ids, step_ms = model.backbone, [], []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    with _context(mode, device):
+        _sync(device)
+        t0 = time.perf_counter()
+        o = bb(input_ids=prompt, use_cache=True)  # training builds models with use_cache off
+        nxt = model._head(o.last_hidden_state[:, -1:]).argmax(-1)
+        _sync(device)
+        prefill_ms = (time.perf_counter() - t0) * 1e3
+        past = o.past_key_values
+        for _ in range(new_tokens):
+            out_ids.append(nxt)
+            t0 = time.perf_counter()
+            o = bb(input_ids=nxt, past_key_values=past, use_cache=True)
+            past = o.past_key_values
+            nxt = model._head(o.last_hidden_state[:, -1:]).argmax(-1)
+            _sync(device)
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+    # the last step's forward computes a token past new_tokens: its time is a decode step all the same
+    return torch.cat(out_ids, 1), {
+        "prefill_ms": prefill_ms, "prompt_len": prompt.shape[1], "new_tokens": new_tokens,
+        "decode_ms_per_token": statistics.fmean(step_ms), "decode_ms_per_token_std": statistics.pstdev(step_ms),
+        "decode_tokens_per_s": prompt.shape[0] / (statistics.fmean(step_ms) / 1e3),
+        "decode_memory/peak_gib": _peak_gib(device)}
+
+
+@torch.inference_mode()
+def quality(model: BenchModel, val: list[dict], mode: InferMode, device: torch.device) -> dict:
+    """Validation quality of ``model`` served in ``mode`` (``baselines.evaluate_predictor``:
+    val loss for LM, micro-F1 / P@k or accuracy for classification; reduced in fp32)."""
+    with _context(mode, device):
+        metrics, _ = evaluate_predictor(model.logits, val, model.task)
+    return {f"quality/{k}": v for k, v in metrics.items()}
+
+
+def infer(cfg: RunConfig | dict, modes: list[str], out_dir: str | Path | None = None, iters: int = 10,
+          prompt_len: int = 128, new_tokens: int = 32) -> dict:
+    """Build the run configuration's model (``model_name_or_path``: a trained checkpoint, e.g. an
+    LM run's ``save_model`` directory) and data, then measure every mode: forward throughput,
+    peak memory, validation quality and, for GPT-2 causal LM, prefill and per-token decode. A
+    mode this device cannot run, or that runs out of memory, gets a row saying so."""
+    cfg = resolved(RunConfig.from_dict(cfg) if isinstance(cfg, dict) else cfg)
+    for name in modes:
+        get_mode(name)
+    from benchlib.data.load import load_task_data
+    device = envmod.pick_device(cfg.device)
+    data = load_task_data(cfg)
+    base = build_model(ModelSpec.for_run(cfg, data), get_config("fp32_baseline"))
+    batch = {k: v.to(device) for k, v in data.sampler(cfg.batch_size, "cpu", cfg.seed)().items()}
+    val = data.val_batches(cfg.batch_size, cfg.eval_batches, device)
+    prompt = batch["input_ids"][:, :min(prompt_len, batch["input_ids"].shape[1])]
+    rows = []
+    for name in modes:
+        mode, row = MODES[name], {"mode": name, **asdict(MODES[name])}
+        try:
+            m = serve_copy(base, mode).to(device)
+            row.update(forward_throughput(m, batch, mode, device, iters=iters))
+            row.update(quality(m, val, mode, device))
+            if m.task == "clm":
+                row.update(decode(m, prompt, new_tokens, mode, device)[1])
+            row["status"] = "ok"
+        except torch.cuda.OutOfMemoryError as e:
+            row.update(status="oom", reason=str(e).splitlines()[0][:300])
+        except (RuntimeError, TypeError) as e:  # e.g. a dtype this device has no kernel for
+            row.update(status="skipped", reason=" ".join(str(e).split())[:300])
+        finally:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        rows.append(row)
+    rec = {"kind": "inference", "run": cfg.to_dict(), "env": envmod.environment(device),
+           "weights": cfg.model_name_or_path or "initialised (from scratch)",
+           "model": {"parameters": sum(p.numel() for p in base.parameters()), "class": type(base.backbone).__name__},
+           "data": {"source": data.source, "eval_sequences": sum(len(b["input_ids"]) for b in val)},
+           "modes": rows}
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "inference.json").write_text(json.dumps(rec, indent=1, default=str))
+    return rec
