@@ -189,5 +189,20 @@ case $part in
     else
       ( timeout "$(( $(left) - 5 ))" bash "$0" "$out" one D_ft_${ck}_lr3e-5_5k --scenario D --config amp_bf16 $ft --steps 5000 --warmup_steps 300 --lr 3e-5 --model_name_or_path "$out/$ck/model" )
     fi ;;
+  bert)  # BERT's schedule (third session): B at 128 tokens for most steps (the second session's
+    # diagnostic left the no-context plateau there), then at 512 tokens so positions 130-513 train,
+    # then D (lr 3e-5 and 1e-4) and F (lr 1e-4) fine-tuned from it at 512, sharing the GPU.
+    # CAL_P128_S / CAL_P512_S / CAL_FT_S: seconds of each phase (the runs' `timeout`s).
+    s128=${CAL_P128_S:-560}; s512=${CAL_P512_S:-200}; sft=${CAL_FT_S:-330}
+    bg_run "$s128" B_seq128 --scenario B --config amp_bf16 --seq_len 128 --batch_size 128 --lr 3e-4 \
+      --warmup_steps 300 --min_lr_ratio 1.0 --steps $(( (s128 - 80) * 1000 / ${CAL_MS128:-38} )) --eval_every 1000 --save_model True
+    wait "$BG_PID"; summary B_seq128; echo "evals: $(evals B_seq128)"
+    [ -d "$out/B_seq128/model" ] || { echo "no 128-token checkpoint"; exit 3; }
+    bg_run "$s512" B_seq512 --scenario B --config amp_bf16 --batch_size 64 --lr 3e-4 --warmup_steps 100 \
+      --steps $(( (s512 - 75) * 1000 / ${CAL_MS512:-72} )) --eval_every 400 --save_model True --model_name_or_path "$out/B_seq128/model"
+    wait "$BG_PID"; summary B_seq512; echo "evals: $(evals B_seq512)"
+    [ -d "$out/B_seq512/model" ] || { echo "no 512-token checkpoint"; exit 3; }
+    ft_pair B_seq512 "$sft"
+    for n in D_ft_B_seq512_lr3e-5 D_ft_B_seq512_lr1e-4 F_ft_B_seq512_lr1e-4; do summary "$n"; echo "evals: $(evals "$n")"; done ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac
