@@ -21,6 +21,7 @@ LAZY = {
     "analyze": ("benchlib.analysis.report:main_analyze", "per-experiment summary tables and charts"),
     "compare": ("benchlib.analysis.report:main_compare", "cross-experiment ranking flips and hypotheses"),
     "bench": ("benchlib.training.bench:main", "GPU speed: benchlib vs a bare loop, per config"),
+    "fp8-shapes": ("benchlib.training.fp8_bench:main", "GPU: from which model size float8 Linear layers pay"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),
     "calibration": ("benchlib.study.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),

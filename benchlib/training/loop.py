@@ -29,6 +29,7 @@ from benchlib.parallel.group import Strategy, unsupported_reason, world_size
 from benchlib.parallel.launch import launch, needs_launch
 from benchlib.parallel.strategies import setup
 from benchlib.training.measures import memory_metrics, quality_metrics, speed_metrics, stability_metrics
+from benchlib.training.fp8 import linear_shapes
 from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
 from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_json_atomic
@@ -334,7 +335,8 @@ def _describe_trained(rec: dict, cfg: RunConfig, data, model: BenchModel) -> Non
                     "parameters": sum(p.numel() for p in model.parameters()),
                     "embedding_rows": bb.get_input_embeddings().weight.shape[0],
                     "num_labels": model.head.out_features if model.task in ("multilabel", "singlelabel") else None,
-                    "weights": cfg.model_name_or_path or "initialised (from scratch)"}
+                    "weights": cfg.model_name_or_path or "initialised (from scratch)",
+                    "matmuls": linear_shapes(bb)}
 
 
 def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
