@@ -134,6 +134,8 @@ def test_a_pretrained_gpt2_run_hands_its_backbone_to_a_classification_run(tmp_pa
                         eval_batches=2, log_every=1), out_dir=tmp_path / "a", progress=False)
     ckpt = tmp_path / "a" / "model"
     assert is_complete(ckpt), rec["reason"]
+    # the record lists the body's matmul shapes (whether float8 pays is decided per shape)
+    assert {"name": "h.*.attn.c_attn", "in": 64, "out": 192, "count": 2, "fp8": True} in rec["model"]["matmuls"]
     saved = GPT2Model.from_pretrained(ckpt)
     cls = _build("gpt2", "multilabel", labels=5, path=str(ckpt))
     assert torch.equal(cls.backbone.h[1].attn.c_attn.weight, saved.h[1].attn.c_attn.weight.t())

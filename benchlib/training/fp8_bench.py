@@ -5,7 +5,12 @@ matmul is large enough for the faster tensor cores to outweigh the casts and sca
 So the question is answered per matmul shape: for every size of an architecture, the body's
 Linear shapes (``fp8.linear_shapes`` of the model, at the micro-batch's tokens the size runs
 with) are timed forward + backward as in an ``amp_bf16`` step (fp32 weights, bf16 autocast,
-``torch.compile``) and again as torchao float8 Linear layers (each recipe asked for). The
+``torch.compile``) and again as torchao float8 Linear layers (each recipe asked for). A
+shape is timed by the device's kernel time per step (``torch.profiler``, overlaps counted
+once): one layer's compiled step costs the host about a millisecond whatever its size (measured
+on an H100, 2026-11-23), so the wall clock of small shapes measures the host, and the float8
+path's extra cast kernels would be charged as host time. The wall time is kept beside it and a
+timing is flagged ``host_bound`` where the two part (``HOST_BOUND``). The
 per-size sum (each shape times the layers that have it) is the Linear time of one micro-batch
 step; its float8 speed-up bounds the whole step's from above (attention, norms, embeddings and
 the optimizer are unchanged). The break-even size is the smallest whose Linear speed-up is > 1.
@@ -30,8 +35,14 @@ from benchlib.core import env as envmod
 from benchlib.core.dtypes import get_config
 from benchlib.core.runconfig import RunConfig, resolved
 from benchlib.core.sizes import SHAPES
+from benchlib.training.bench import profile_kernels
 from benchlib.training.fp8 import convert_fp8, linear_shapes
 from benchlib.training.models import ModelSpec, build_model
+
+
+HOST_BOUND = 1.25
+"""A timing whose wall time exceeds its kernels' time by this factor was paced by the host
+(Python, dispatch, launches), not by the matmul: its wall time says nothing about float8."""
 
 
 def size_matmuls(scenario: str, size: str) -> dict:
@@ -83,7 +94,15 @@ def time_linear(m: int, k: int, n: int, recipe: str, device: torch.device, iters
         sync()
         times.append((time.perf_counter() - t) * 1000 / iters)
     ms = statistics.median(times)
-    return {"ms": ms, "ms_repeats": times, "tflops": 6 * m * k * n / ms / 1e9, "compile_s": compile_s}
+    out = {"wall_ms": ms, "wall_ms_repeats": times, "compile_s": compile_s}
+    if device.type == "cuda":  # the device's own time: a single layer's step is often host-bound
+        prof = profile_kernels(step, iters, sync, ms)
+        out.update(kernel_ms=prof.get("kernel_ms"), kernels_per_step=prof.get("kernels_per_step"),
+                   device_idle_pct=prof.get("device_idle_pct"))
+    out["ms"] = out.get("kernel_ms") or ms
+    out["host_bound"] = bool(out.get("kernel_ms")) and ms > HOST_BOUND * out["kernel_ms"]
+    out["tflops"] = 6 * m * k * n / out["ms"] / 1e9
+    return out
 
 
 def per_size(rows: list[dict]) -> pd.DataFrame:
@@ -120,14 +139,16 @@ def markdown(result: dict) -> str:
     lines = [f"Device: {e['device_name']}; torch {e['torch']} (CUDA {e['cuda']}), torchao {e.get('torchao')}; "
              f"commit {e['git_commit']}; {e['date']}", "",
              f"Scenario {result['scenario']}: Linear layers of the body, forward + backward, compiled, fp32 weights "
-             "under bf16 autocast (amp_bf16) against torchao float8 Linear. M = tokens of one micro-batch.", ""]
+             "under bf16 autocast (amp_bf16) against torchao float8 Linear. M = tokens of one micro-batch; ms = the "
+             "device's kernel time per forward + backward (wall_ms: the clock's, host included).", ""]
     if not summary.empty:
         lines += ["Per size (Linear time of one micro-batch step = sum over shapes of time x layers):", "",
                   summary.to_markdown(index=False, floatfmt=".3g"), "",
                   "Break-even size (smallest with Linear speed-up > 1): "
                   + ", ".join(f"{r}: {s or 'none of the sizes measured'}" for r, s in result["break_even"].items()), ""]
     if not rows.empty:
-        cols = ["size", "name", "tokens", "in", "out", "count", "recipe", "ms", "tflops"]
+        cols = [c for c in ["size", "name", "tokens", "in", "out", "count", "recipe", "ms", "wall_ms", "host_bound",
+                            "tflops"] if c in rows]
         lines += ["Per shape:", "", rows[cols].to_markdown(index=False, floatfmt=".4g")]
     return "\n".join(lines) + "\n"
 
@@ -169,7 +190,8 @@ def main(argv: list[str]) -> int:
                 r = time_linear(sz["tokens"], sh["in"], sh["out"], recipe, device, iters=a.iters)
                 row = {"size": sz["size"], "tokens": sz["tokens"], **sh, "recipe": recipe, **r}
                 result["rows"].append(row)
-                print(json.dumps({k: row[k] for k in ("size", "name", "recipe", "ms", "tflops", "compile_s")}), flush=True)
+                print(json.dumps({k: row.get(k) for k in ("size", "name", "recipe", "ms", "wall_ms", "tflops", "compile_s")}),
+                      flush=True)
                 summary = per_size(result["rows"])
                 result["break_even"] = break_even(summary, sizes) if not summary.empty else {}
                 (out / "fp8_shapes.json").write_text(json.dumps(result, indent=1))
