@@ -180,6 +180,13 @@ def test_sweep_timing_counts_all_but_the_steps_as_fixed_cost():
     assert runner.sweep_timing({"wall_s": None, "metrics": {}}, 5.0)["fixed_s"] is None  # a run that died
 
 
+def test_steps_share_is_step_time_over_slot_time():
+    timings = [{"wall_s": 100.0, "fixed_s": 20.0}, {"wall_s": 50.0, "fixed_s": 30.0}, {"wall_s": 9.0, "fixed_s": None}]
+    assert runner.steps_share(timings, 200.0) == pytest.approx(0.5)        # 100 s of steps in 200 s
+    assert runner.steps_share(timings, 100.0, slots=2) == pytest.approx(0.5)  # two GPUs for 100 s
+    assert runner.steps_share([], 10.0) is None
+
+
 def test_papermill_runs_without_building_the_iri_grammar():
     """jsonschema imports rfc3987_syntax (~1.4 s) for a format no notebook uses: the sweep's
     papermill process and benchlib (imported in every kernel) keep it out."""
@@ -285,7 +292,9 @@ def test_deleted_and_corrupted_results_rerun_just_those(smoke_copy, capsys):
     (runs / "E/fp32_baseline/seed0/result.json").write_text('{"schema": 1, "status": "ok", "trunc')
     before = _mtimes(smoke_copy / "smoke")
     assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no-analysis", "--no-html"]) == 0
-    assert "done 16, to run 2 (new 1, corrupt 1)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "done 16, to run 2 (new 1, corrupt 1)" in out
+    assert re.search(r"study efficiency: \d+% of the runs' 1 slot x \d+ s was spent in training steps", out)
     after = _mtimes(smoke_copy / "smoke")
     changed = {str(p.parent.relative_to(runs)) for p in after if before.get(p) != after[p]}
     assert changed == {"B/amp_bf16/seed0", "E/fp32_baseline/seed0"}

@@ -367,6 +367,18 @@ def sweep_timing(rec: dict, wall_s: float) -> dict:
             "notebook_overhead_s": None if rec.get("wall_s") is None else wall_s - rec["wall_s"]}
 
 
+STEPS_SHARE_TARGET = 0.7
+"""The reference study's efficiency target: at least 70% of its GPU time in training steps."""
+
+
+def steps_share(timings: list[dict], wall_s: float, slots: int = 1) -> float | None:
+    """The share of a sweep's slot time (``slots`` x its wall time) that its runs spent in
+    training steps (each run's wall less its ``fixed_s``), or None when nothing was timed.
+    Runs that failed before a step were not timed, so their cost only lowers the share."""
+    steps = sum(t["wall_s"] - t["fixed_s"] for t in timings if t.get("fixed_s") is not None)
+    return steps / (wall_s * max(slots, 1)) if wall_s > 0 and timings else None
+
+
 def _mark_interrupted(item: Item) -> None:
     """Training may have written a finished record before Ctrl-C stopped the notebook; the
     run is finished only when its notebook is, so the record becomes an ``error``."""

@@ -33,7 +33,8 @@ from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.runner import (NOTEBOOK_DIR, WAITING, Item, _rel, execute_item, is_waiting, kernel_env, log_tail,
-                                   papermill_command, plan, pretrain_problem, pretrain_root, pretrain_warning, run_state)
+                                   papermill_command, plan, pretrain_problem, pretrain_root, pretrain_warning, run_state,
+                                   STEPS_SHARE_TARGET, steps_share)
 from benchlib.study.studyfile import Study, load_study
 
 ANALYSIS = {"10_analyze_experiment.ipynb": {"scenario": None}, "11_compare_experiments.ipynb": {}}
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
               f"  dtype-bench sweep {_rel(ns.study)}", file=sys.stderr)
         return 130
-    return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0])
+    return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots))
 
 
 def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, todo: list[Item], after) -> int:
@@ -335,7 +336,7 @@ def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, to
 
 
 def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
-                timings: list[dict], wall: float, slot: dict | None = None) -> int:
+                timings: list[dict], wall: float, slot: dict | None = None, n_slots: int = 1) -> int:
     """The analysis notebooks, the HTML export and the summary, after the runs."""
     study_dir = ns.out / study.name
 
@@ -361,6 +362,10 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
                   f"compilation, evaluation, charts): median {fixed.median():.1f} s, range {fixed.min():.1f}-"
                   f"{fixed.max():.1f} s over {len(fixed)} runs; of which the notebook around the training "
                   f"(kernel start, imports, charts) median {nbo.median():.1f} s")
+            share = steps_share(timings, wall, n_slots)
+            if share is not None:
+                print(f"study efficiency: {100 * share:.0f}% of the runs' {_n(n_slots, 'slot')} x {wall:.0f} s was spent in "
+                      f"training steps (the reference study's target: >= {100 * STEPS_SHARE_TARGET:.0f}%)")
     for f in failed:
         print(f"analysis failed: {f}", file=sys.stderr)
     arm = "<arm>/" if study.arms else ""
