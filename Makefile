@@ -1,13 +1,14 @@
 # dtype-bench: two commands do everything on a fresh machine.
 #   make smoke   set up, run the embedded default study (params/smoke.yaml), print the summary
 #   make test    set up, run the test suite (CPU, tiny models, synthetic data)
+#   make lab     set up, JupyterLab with the executed notebooks read-only (benchlib/study/lab.py)
 PYTHON ?= python3
 # The torch build to install when none is present. Without an NVIDIA GPU the default is the
 # CPU build 2.13.0 (a local wheel on CI machines); with one, a plain `torch` (CUDA build).
 TORCH_SPEC ?= $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo torch; else echo torch==2.13.0; fi)
 STAMP := .setup.stamp
 
-.PHONY: setup smoke test quick configs clean-stamp
+.PHONY: setup smoke test quick configs lab clean-stamp
 
 setup: $(STAMP)
 
@@ -24,6 +25,9 @@ smoke: setup
 
 quick: setup
 	dtype-bench sweep params/quick.yaml
+
+lab: setup
+	jupyter lab --ServerApp.contents_manager_class=benchlib.study.lab.ExecutedReadOnly
 
 configs: setup
 	dtype-bench configs
