@@ -101,6 +101,13 @@ def test_bad_phases_fail_at_load_in_one_line_naming_the_key(tmp_path, edit, expe
         assert part in str(e.value)
 
 
+def test_a_study_file_with_phases_still_parameterises_the_notebooks():
+    from benchlib.study import notebook
+    ns = {**yaml.safe_load(PHASED), "scenario": "D", "config": "fp32_baseline", "seed": 0}
+    cfg = notebook.validate_params(ns, family="cls")  # papermill -f ft.yaml -p scenario D ...
+    assert (cfg.scenario, cfg.steps, cfg.model_name_or_path) == ("D", 3, "pretrained")
+
+
 def test_selecting_an_arch_picks_all_its_phases_and_a_run_pulls_them_all(tmp_path):
     items = runner.plan(load_study(_study(tmp_path)), tmp_path / "executed")
     picked = sweep.select(items, ["pretrain/roberta"], [], [], [])

@@ -6,7 +6,8 @@ that run (``sweep.execute_item``: its papermill command) and writing the same re
   arms has one; the pretrain stage is an array of its own, and the runs that load its
   checkpoints another, which waits for it, ``afterany``; a study that pretrains in phases has
   one pretrain array per phase, each waiting for the one before), then one small job that runs
-  the analysis notebooks and the HTML export after them all. The command returns once submitted (``--wait`` stays and shows progress).
+  the analysis notebooks and the HTML export after them all. The command returns once
+  submitted (``--wait`` stays and shows progress).
 - **local**: submitit's local executor on this machine, one task at a time (CPU runs side by
   side would only measure each other, and it hands every task the same GPUs); the command
   waits and then analyses as the in-process sweep does.
