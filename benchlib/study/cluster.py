@@ -4,8 +4,10 @@ that run (``sweep.execute_item``: its papermill command) and writing the same re
 
 - **slurm**: one job array per resource shape (GPUs per task: a study without multi-process
   arms has one; the pretrain stage is an array of its own, and the runs that load its
-  checkpoints another, which waits for it, ``afterany``), then one small job that runs the analysis notebooks and the HTML export after
-  them all. The command returns once submitted (``--wait`` stays and shows progress).
+  checkpoints another, which waits for it, ``afterany``; a study that pretrains in phases has
+  one pretrain array per phase, each waiting for the one before), then one small job that runs
+  the analysis notebooks and the HTML export after them all. The command returns once
+  submitted (``--wait`` stays and shows progress).
 - **local**: submitit's local executor on this machine, one task at a time (CPU runs side by
   side would only measure each other, and it hands every task the same GPUs); the command
   waits and then analyses as the in-process sweep does.
@@ -229,17 +231,32 @@ def sbatch_script(settings: ExecutorSettings, gpus: int, n_tasks: int, folder: P
 
 
 def arrays(items: list[Item], settings: ExecutorSettings) -> list[tuple[str, int, list[Item]]]:
-    """The submission's arrays: (stage, GPUs per task, runs), the pretrain stage first; the
-    runs that load its checkpoints in arrays of their own, which wait for it (``waits``)."""
+    """The submission's arrays: (stage, GPUs per task, runs), the pretrain stage first, one
+    array per phase (stage ``pretrain``, or ``pretrain.phase<k>`` where an arch pretrains in
+    phases); the runs that load its checkpoints in arrays of their own, which wait for it
+    (``waits``)."""
+    pre = [i for i in items if i.stage == "pretrain"]
+    phased = any(i.phase > 1 or i.label != f"pretrain/{i.arch}" for i in pre)
+    stages = [(f"pretrain.phase{k}" if phased else "pretrain", [i for i in pre if i.phase == k])
+              for k in sorted({i.phase for i in pre})]
+    stages.append(("run", [i for i in items if i.stage != "pretrain"]))
     out = []
-    for stage in ("pretrain", "run"):
+    for stage, members in stages:
         groups: dict[tuple[bool, int], list[Item]] = {}
-        for i in items:
-            if i.stage == stage:
-                c = i.spec.cfg
-                groups.setdefault((i.needs is not None, settings.gpus_for(c.dist.nproc, c.device)), []).append(i)
+        for i in members:
+            c = i.spec.cfg
+            groups.setdefault((i.needs is not None, settings.gpus_for(c.dist.nproc, c.device)), []).append(i)
         out += [(stage, gpus, runs) for (_, gpus), runs in sorted(groups.items())]
     return out
+
+
+def _before(runs: list[Item], phase_ids: dict[int, list[str]]) -> list[str]:
+    """The pretrain job ids an array waits for: a later phase's, the phases before it; the
+    runs that load a checkpoint, every phase's."""
+    if not waits(runs):
+        return []
+    last = runs[0].phase if runs[0].stage == "pretrain" else float("inf")
+    return list(dict.fromkeys(j for k, ids in sorted(phase_ids.items()) if k < last for j in ids))
 
 
 def waits(runs: list[Item]) -> bool:
@@ -273,15 +290,18 @@ class Submission:
         if self.settings.kind != "slurm":
             return f"submitit local executor: {len(todo)} task(s), one at a time, each the papermill command above"
         lines = []
+        submitted = {i.phase: [f"<the {stage} array>"] for stage, _, runs in arrays(todo, self.settings)
+                     for i in runs if i.stage == "pretrain"}
         for stage, gpus, runs in arrays(todo, self.settings):
-            dep = "afterany:<the pretrain array>" if waits(runs) and any(i.stage == "pretrain" for i in todo) else None
+            dep = _before(runs, submitted)
+            dep = f"afterany:{':'.join(dict.fromkeys(dep))}" if dep else None
             lines += [f"--- {stage} array: {len(runs)} task(s), {gpus} GPU(s) each: "
                       + ", ".join(i.run_id for i in runs[:6]) + (" ..." if len(runs) > 6 else ""),
                       sbatch_script(self.settings, gpus, len(runs), self.folder / "%j", self._name(stage), dep)]
         return "\n".join(lines)
 
     def _name(self, stage: str) -> str:
-        return f"dtype-bench.{self.study.name}" + (".pretrain" if stage == "pretrain" else "")
+        return f"dtype-bench.{self.study.name}" + (f".{stage}" if stage.startswith("pretrain") else "")
 
     def submit(self, todo: list[Item], wait: bool, flying: list[Item] = ()) -> list:
         """Submit ``todo``; with the local executor (or ``wait``) return once every job ended.
@@ -297,15 +317,19 @@ class Submission:
             raise ConfigError(f"--executor slurm: no Slurm on this machine ({e}); submit from the cluster's "
                               f"login node, or look at the submission with --dry-run") from None
         ledger = read_ledger(self.study, self.root)
-        jobs, pre_ids = [], [ledger[i.run_id]["job_id"].split("_")[0] for i in flying if i.stage == "pretrain"]
+        jobs, phase_ids = [], {}  # pretrain phase -> the job ids of its arrays (and of its jobs in flight)
+        for i in flying:
+            if i.stage == "pretrain":
+                phase_ids.setdefault(i.phase, []).append(ledger[i.run_id]["job_id"].split("_")[0])
         for stage, gpus, runs in arrays(todo, self.settings):
-            dep = f"afterany:{':'.join(pre_ids)}" if waits(runs) and pre_ids else None
+            dep = _before(runs, phase_ids)
+            dep = f"afterany:{':'.join(dep)}" if dep else None
             ex.update_parameters(**slurm_parameters(self.settings, gpus, self._name(stage), dep))
             got = ex.map_array(run_task, *zip(*(self.task_args(i) for i in runs)))
             self._record(runs, got, "slurm")
             jobs += got
-            if stage == "pretrain":
-                pre_ids.append(got[0].job_id.split("_")[0])
+            if stage != "run":
+                phase_ids.setdefault(runs[0].phase, []).append(got[0].job_id.split("_")[0])
         if wait:
             self._wait(jobs)
             reconcile(self.study, todo, self.root)

@@ -9,6 +9,11 @@ executed into ``executed/<study>.pretrain/<arch>.ipynb`` + ``<arch>/`` (beside t
 folder, so its records never enter the study's analysis), each saving its model to
 ``<arch>/model``. Runs with ``model_name_or_path: pretrained`` get that directory in their
 configuration (and record), and run with every setting given inline (``papermill -y``).
+An architecture pretrained in phases (a list under ``pretrain.<arch>``) has one run per phase;
+phase k starts from phase k-1's checkpoint and loads it as a run loads the final one (its
+``needs``), and only the last phase keeps the paths above, the earlier ones running into
+``<arch>.phase<k>.ipynb`` + ``<arch>.phase<k>/`` (run id ``pretrain/<arch>/phase<k>``). A
+phase that runs again makes the phases after it, and the runs that load the last, stale.
 Where the checkpoint is missing (its pretrain run failed), they get a ``skipped`` record
 whose ``sweep.waiting_for`` names the pretrain run, and the next sweep tries them again. A
 pretrain run that ended degraded or stalled still hands its checkpoint on, with a warning;
@@ -29,7 +34,7 @@ from benchlib.core.records import COMPLETED, FINISHED, CorruptRecord, read_recor
 from benchlib.core.runconfig import flatten
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
-from benchlib.training.checkpoints import is_complete, model_dir
+from benchlib.training.checkpoints import ARCHS, is_complete, model_dir
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -54,8 +59,10 @@ class Item:
     state: str = "new"
     detail: str = ""
     stage: str = "run"            # "pretrain": saves the checkpoint that runs of the study load
-    needs: "Item | None" = None   # the pretrain item whose checkpoint this run loads
-    label: str | None = None      # pretrain items: pretrain/<arch>
+    needs: "Item | None" = None   # the pretrain item whose checkpoint this run (or later phase) loads
+    label: str | None = None      # pretrain items: pretrain/<arch>, an earlier phase pretrain/<arch>/phase<k>
+    phase: int = 0                # pretrain items: which phase (1, 2, ...) of its arch's pretraining
+    arch: str | None = None       # pretrain items: the architecture whose checkpoint it makes
     pulled: bool = False          # selected only because a selected run needs it
 
     @property
@@ -86,28 +93,46 @@ def pretrain_root(study: Study, root: Path) -> Path:
 
 
 def plan(study: Study, root: Path) -> list[Item]:
-    """The pretrain items first (one per arch of ``pretrain:``), then the study's runs, with
-    ``pretrained`` resolved to the pretrain item's model directory."""
-    pre: dict[str, Item] = {}
-    for arch, spec in study.pretrain_runs().items():
-        base = pretrain_root(study, root)
-        item = Item(spec, base / f"{arch}.ipynb", base / arch, stage="pretrain", label=f"pretrain/{arch}")
-        item.state, item.detail = run_state(item)
-        pre[arch] = item
-    checkpoints = {arch: _rel(i.model_dir) for arch, i in pre.items()}
+    """The pretrain items first, phase by phase (every arch's phase 1, then phase 2, ...), each
+    later phase needing the one before; then the study's runs, with ``pretrained`` resolved to
+    the model directory of its arch's last phase."""
+    pre = {arch: pretrain_items(study, root, arch) for arch in ARCHS if arch in study.pretrain}
+    checkpoints = {arch: _rel(phases[-1].model_dir) for arch, phases in pre.items()}
     items = []
     for spec in study.runs(checkpoints):
         c = spec.cfg
         base = root / study.name / "runs" / (spec.arm or "") / c.scenario / c.dtype.name
         arch = study.needs_pretrained(c.scenario)
-        item = Item(spec, base / f"seed{c.seed}.ipynb", base / f"seed{c.seed}", needs=pre.get(arch) if arch else None)
-        item.state, item.detail = run_state(item)
-        if item.needs is not None and not item.todo:
-            changed = checkpoint_changed(item)
-            if changed:
-                item.state, item.detail = "stale", changed
+        item = Item(spec, base / f"seed{c.seed}.ipynb", base / f"seed{c.seed}", needs=pre[arch][-1] if arch else None)
+        _set_state(item)
         items.append(item)
-    return list(pre.values()) + items
+    stage = sorted((i for phases in pre.values() for i in phases), key=lambda i: i.phase)  # stable: GPT-2 first
+    return stage + items
+
+
+def pretrain_items(study: Study, root: Path, arch: str) -> list[Item]:
+    """The items of ``arch``'s pretrain phases, in order; the last one's files are where a
+    single pretrain run's go."""
+    base, n, out = pretrain_root(study, root), study.pretrain_phases(arch), []
+    for k in range(1, n + 1):
+        name, label = (arch, f"pretrain/{arch}") if k == n else (f"{arch}.phase{k}", f"pretrain/{arch}/phase{k}")
+        prev = out[-1] if out else None
+        spec = study.pretrain_run(arch, k, _rel(prev.model_dir) if prev else None)
+        item = Item(spec, base / f"{name}.ipynb", base / name, stage="pretrain", needs=prev, label=label,
+                    phase=k, arch=arch)
+        _set_state(item)
+        out.append(item)
+    return out
+
+
+def _set_state(item: Item) -> None:
+    """The item's state from its record; one that loads a checkpoint is stale when that was
+    (or is about to be) trained again."""
+    item.state, item.detail = run_state(item)
+    if item.needs is not None and not item.todo:
+        changed = checkpoint_changed(item)
+        if changed:
+            item.state, item.detail = "stale", changed
 
 
 def pretrain_stamp(pre: Item) -> dict | None:

@@ -30,6 +30,18 @@ sweep`` runs the stage first and puts the checkpoint's directory into the run's 
     overrides:
       cls: {model_name_or_path: pretrained}
 
+An architecture's pretraining may be a list of phases, run in order (BERT's schedule: short
+sequences first, then long ones). Phase k > 1 starts from phase k-1's checkpoint (so it names
+no ``model_name_or_path`` of its own) and takes ``scenario``, ``config`` and ``seed`` from phase
+1 unless it sets them; every other key comes, as for a single run, from the study's settings
+and overrides for the LM scenario, then the phase's own keys (nothing from the phase before).
+The last phase's checkpoint is the one ``pretrained`` names:
+
+    pretrain:
+      roberta:
+        - {scenario: B, config: amp_bf16, seq_len: 128, batch_size: 128, steps: 12600, min_lr_ratio: 1.0}
+        - {seq_len: 512, batch_size: 64, steps: 1700, warmup_steps: 100}
+
 Multi-process runs (seeds 003 and 004): ``arms:`` names settings laid over every run of the
 matrix, last (over the overrides), usually ``dist``; an arm may name its own ``config``. Each
 arm's runs go to ``runs/<arm>/...``, and the sweep launches torchrun for the ones that need it:
@@ -93,7 +105,8 @@ class Study:
     description: str = ""
     path: Path | None = None
     pretrain: dict = field(default_factory=dict)
-    """arch -> the settings of the run that pretrains that arch's checkpoint (``pretrain:``)."""
+    """arch -> the settings of the runs that pretrain that arch's checkpoint, one per phase, in
+    order (``pretrain:``; a single run is one phase)."""
     arms: dict = field(default_factory=dict)
     """arm name -> settings laid over each run of the matrix, last (``arms:``)."""
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
@@ -154,33 +167,47 @@ class Study:
                         out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm))
         return out
 
-    def pretrain_params(self, arch: str) -> dict:
-        """The pretrain run of ``arch``: the study's settings and overrides for its LM scenario,
-        then the ``pretrain.<arch>`` keys, with ``save_model`` on. It trains from scratch unless
-        its own keys name a ``model_name_or_path``."""
-        spec = dict(self.pretrain[arch])
+    def pretrain_phases(self, arch: str) -> int:
+        """How many runs (phases) pretrain ``arch``'s checkpoint."""
+        return len(self.pretrain[arch])
+
+    def pretrain_where(self, arch: str, phase: int) -> str:
+        """The key of one phase in the file, for messages: ``pretrain.roberta (phase 2)``."""
+        return f"pretrain.{arch}" + (f" (phase {phase})" if self.pretrain_phases(arch) > 1 else "")
+
+    def pretrain_params(self, arch: str, phase: int = 1, start_from: str | None = None) -> dict:
+        """Pretrain phase ``phase`` (1-based) of ``arch``: the study's settings and overrides for
+        its LM scenario, then that phase's keys, with ``save_model`` on. Phase 1 trains from
+        scratch unless its own keys name a ``model_name_or_path``; a later phase starts from
+        ``start_from``, the previous phase's model directory (the sweep's)."""
+        spec = dict(self.pretrain[arch][phase - 1])
         d = self.run_params(spec.pop("scenario"), spec.pop("config"), spec.pop("seed"))
         if d.get("model_name_or_path") == PRETRAINED:
             d["model_name_or_path"] = None  # inherited from the study's settings: not for the stage that makes it
         extra = {**d["extra"], **(spec.pop("extra", None) or {}), "pretrain": arch}
+        if self.pretrain_phases(arch) > 1:
+            extra["pretrain_phase"] = phase
         d.update(spec)
+        if phase > 1:
+            d["model_name_or_path"] = start_from or f"<pretrain.{arch} phase {phase - 1}'s checkpoint>"
         d.update(save_model=True, extra=extra)
         return d
 
-    def pretrain_runs(self) -> dict[str, RunSpec]:
-        """arch -> the validated pretrain run, GPT-2 first."""
-        where = f"{self.path or self.name}: "
-        out = {}
-        for arch in ARCHS:
-            if arch not in self.pretrain:
-                continue
-            d = self.pretrain_params(arch)
-            cfg = RunConfig.from_dict(d, where=f"{where}pretrain.{arch}: ")
-            if cfg.dist.strategy not in ("single", "ddp"):
-                raise ConfigError(f"{where}pretrain.{arch}: dist.strategy {cfg.dist.strategy!r} shards the parameters and a "
-                                  f"sharded model is not saved; use strategy single or ddp for the pretrain stage")
-            out[arch] = RunSpec(cfg, d)
-        return out
+    def pretrain_run(self, arch: str, phase: int = 1, start_from: str | None = None) -> RunSpec:
+        """One validated pretrain phase (see ``pretrain_params``)."""
+        here = f"{self.path or self.name}: {self.pretrain_where(arch, phase)}: "
+        d = self.pretrain_params(arch, phase, start_from)
+        cfg = RunConfig.from_dict(d, where=here)
+        if cfg.dist.strategy not in ("single", "ddp"):
+            raise ConfigError(f"{here}dist.strategy {cfg.dist.strategy!r} shards the parameters and a "
+                              f"sharded model is not saved; use strategy single or ddp for the pretrain stage")
+        return RunSpec(cfg, d)
+
+    def pretrain_runs(self) -> dict[str, list[RunSpec]]:
+        """arch -> its validated pretrain phases in order, GPT-2 first (a later phase's
+        ``model_name_or_path`` is a placeholder here: the sweep knows the directory)."""
+        return {arch: [self.pretrain_run(arch, k) for k in range(1, self.pretrain_phases(arch) + 1)]
+                for arch in ARCHS if arch in self.pretrain}
 
     def check_pretrained(self) -> None:
         """Every run whose ``model_name_or_path`` is ``pretrained`` has its arch's pretrain stage."""
@@ -345,8 +372,9 @@ def _override_block(settings: Any, here: str) -> dict:
 
 
 def _pretrain(v: Any, where: str) -> dict:
-    """``pretrain:`` arch -> settings of the run that makes that arch's checkpoint, with its
-    scenario, config and seed filled in (A / B, the RunConfig default config, seed 0)."""
+    """``pretrain:`` arch -> the settings of the runs that make that arch's checkpoint, one per
+    phase (a mapping is one phase), each with its scenario, config and seed filled in: phase 1's
+    default to A / B, the RunConfig default config and seed 0; a later phase's to phase 1's."""
     if v is None:
         return {}
     example = "e.g. pretrain: {gpt2: {scenario: A, config: amp_bf16, steps: 2000}}"
@@ -361,34 +389,55 @@ def _pretrain(v: Any, where: str) -> dict:
         if arch not in ARCHS:
             raise ConfigError(f"{where}pretrain: unknown architecture {key!r}.{closest(str(key), list(ARCHS))} "
                               f"Valid: {', '.join(ARCHS)}")
-        here = f"{where}pretrain.{key}: "
-        spec = dict(spec or {}) if isinstance(spec, dict) or spec is None else None
-        if spec is None:
-            raise ConfigError(f"{here}expected a mapping of run settings, {example}")
-        if "out_dir" in spec:
-            raise ConfigError(f"{here}'out_dir' is set by the sweep")
-        if spec.get("save_model", True) is not True:
-            raise ConfigError(f"{here}save_model: a pretrain run always saves its model")
-        if spec.get("model_name_or_path") == PRETRAINED:
-            raise ConfigError(f"{here}model_name_or_path: {PRETRAINED!r} is what this stage makes; give a hub id or a "
-                              f"directory to start from, or leave it out to train from scratch")
-        try:
-            sid = get_scenario(str(spec.get("scenario", LM_SCENARIO[arch]))).id
-        except UnknownNameError as e:
-            raise ConfigError(f"{here}scenario: {e}") from None
-        if sid != LM_SCENARIO[arch]:
-            raise ConfigError(f"{here}scenario {sid!r}: the {ARCH_NAME[arch]} checkpoint is pretrained on scenario "
-                              f"{LM_SCENARIO[arch]} (its language-model task); "
-                              + ", ".join(f"{a}: {LM_SCENARIO[a]}" for a in ARCHS))
-        spec["scenario"] = sid
-        config = spec.get("config", RunConfig().config)
-        if not isinstance(config, str) or config in CONFIG_SETS:
-            raise ConfigError(f"{here}config: one dtype config name, got {config!r}")
-        spec["config"] = _configs(config, here)[0]
-        spec["seed"] = _seeds(spec.get("seed", 0), here)[0]
-        _check_settings({k: x for k, x in spec.items() if k not in ("scenario", "config", "seed")}, here)
-        out[arch] = spec
+        if not isinstance(spec, list):
+            out[arch] = [_pretrain_phase(spec, arch, f"{where}pretrain.{key}: ", example)]
+            continue
+        if not spec:
+            raise ConfigError(f"{where}pretrain.{key}: an empty list of phases; give one mapping of run settings "
+                              f"per phase, or one mapping for a single run, {example}")
+        phases = []
+        for k, phase in enumerate(spec, 1):
+            here = f"{where}pretrain.{key} (phase {k}): " if len(spec) > 1 else f"{where}pretrain.{key}: "
+            phases.append(_pretrain_phase(phase, arch, here, example, first=phases[0] if phases else None, k=k))
+        out[arch] = phases
     return out
+
+
+def _pretrain_phase(spec: Any, arch: str, here: str, example: str, first: dict | None = None, k: int = 1) -> dict:
+    """One pretrain run's settings, checked, with scenario, config and seed filled in (from
+    ``first``, phase 1's, for a later phase)."""
+    spec = dict(spec or {}) if isinstance(spec, dict) or spec is None else None
+    if spec is None:
+        raise ConfigError(f"{here}expected a mapping of run settings, {example}")
+    if "out_dir" in spec:
+        raise ConfigError(f"{here}'out_dir' is set by the sweep")
+    if spec.get("save_model", True) is not True:
+        raise ConfigError(f"{here}save_model: a pretrain run always saves its model")
+    if first is not None and "model_name_or_path" in spec:
+        raise ConfigError(f"{here}model_name_or_path: phase {k} starts from phase {k - 1}'s checkpoint; name a "
+                          f"starting checkpoint in phase 1 only")
+    if spec.get("model_name_or_path") == PRETRAINED:
+        raise ConfigError(f"{here}model_name_or_path: {PRETRAINED!r} is what this stage makes; give a hub id or a "
+                          f"directory to start from, or leave it out to train from scratch")
+    try:
+        sid = get_scenario(str(spec.get("scenario", first["scenario"] if first else LM_SCENARIO[arch]))).id
+    except UnknownNameError as e:
+        raise ConfigError(f"{here}scenario: {e}") from None
+    if first is not None and sid != first["scenario"]:
+        raise ConfigError(f"{here}scenario {sid!r}: every phase trains the same scenario, phase 1's "
+                          f"{first['scenario']!r}")
+    if sid != LM_SCENARIO[arch]:
+        raise ConfigError(f"{here}scenario {sid!r}: the {ARCH_NAME[arch]} checkpoint is pretrained on scenario "
+                          f"{LM_SCENARIO[arch]} (its language-model task); "
+                          + ", ".join(f"{a}: {LM_SCENARIO[a]}" for a in ARCHS))
+    spec["scenario"] = sid
+    config = spec.get("config", first["config"] if first else RunConfig().config)
+    if not isinstance(config, str) or config in CONFIG_SETS:
+        raise ConfigError(f"{here}config: one dtype config name, got {config!r}")
+    spec["config"] = _configs(config, here)[0]
+    spec["seed"] = _seeds(spec.get("seed", first["seed"] if first else 0), here)[0]
+    _check_settings({key: x for key, x in spec.items() if key not in ("scenario", "config", "seed")}, here)
+    return spec
 
 
 def _arms(v: Any, where: str, has_pretrain: bool) -> dict:

@@ -45,12 +45,14 @@ scaling notebook's."""
 def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
            seeds: list[int]) -> list[Item]:
     """The runs the filters pick, after the pretrain items they need (``pulled``). Pretrain
-    items are picked by --only (pretrain/<arch>), by a picked run that loads their checkpoint,
-    or when nothing is filtered."""
+    items are picked by --only (pretrain/<arch>: every phase of it; pretrain/<arch>/phase<k>:
+    that earlier phase), by a picked run that loads their checkpoint or a picked phase that
+    starts from it (with the phases before), or when nothing is filtered."""
     pre = [i for i in items if i.stage == "pretrain"]
     items = [i for i in items if i.stage != "pretrain"]
     filtered = bool(only or scenarios or configs or seeds)
-    picked_pre = [p for p in pre if not filtered or any(fnmatch.fnmatchcase(p.run_id, g) for g in only)]
+    picked_pre = [p for p in pre if not filtered or any(fnmatch.fnmatchcase(p.run_id, g)
+                                                        or fnmatch.fnmatchcase(f"pretrain/{p.arch}", g) for g in only)]
     scenarios = [s.upper() for s in scenarios]
     configs = [ALIASES.get(c, c) for c in configs]
     study_vals = {"--scenario": {i.spec.cfg.scenario for i in items}, "--config": {i.spec.cfg.dtype.name for i in items},
@@ -67,8 +69,14 @@ def select(items: list[Item], only: list[str], scenarios: list[str], configs: li
            and (not seeds or i.spec.cfg.seed in seeds)]
     if not out and not picked_pre:
         raise ConfigError(f"no run of the study matches --only {' '.join(only)} (run ids look like A/amp_bf16/seed0)")
+    needed = []  # what the picked items load, and what that loads in turn (earlier phases)
+    for i in out + picked_pre:
+        n = i.needs
+        while n is not None and not any(n is m for m in needed):
+            needed.append(n)
+            n = n.needs
     for p in pre:
-        p.pulled = p not in picked_pre and any(i.needs is p for i in out)
+        p.pulled = p not in picked_pre and any(p is n for n in needed)
     return [p for p in pre if p in picked_pre or p.pulled] + out
 
 
@@ -376,7 +384,8 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     if analysis:
         print(f"  analysis: {_rel(study_dir / 'analysis')}")
     if pre:
-        print(f"  pretrain: {_rel(pretrain_root(study, ns.out))}/<arch>.ipynb (+ <arch>/model: the checkpoint)")
+        print(f"  pretrain: {_rel(pretrain_root(study, ns.out))}/<arch>.ipynb (+ <arch>/model: the checkpoint"
+              + ("; earlier phases: <arch>.phase<k>/" if any(p.phase > 1 for p in pre) else "") + ")")
     states = {i.run_id: run_state(i)[0] for i in items}
     errors = [r for r, s in states.items() if s in ("error", "corrupt")]
     waiting = [r for r, s in states.items() if s == "waiting"]
@@ -400,15 +409,24 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
     print(f"study {study.name} ({_rel(path)}): {len(runs)} runs ({shape}{selected}) -> {_rel(study_dir)}")
     if pre:
         root = pre[0].out_dir.parent
-        print(f"  pretrain stage first, its checkpoints under {_rel(root)}: "
-              + ", ".join(f"{p.run_id} ({p.spec.run_id}, {p.spec.cfg.steps} steps): {p.state}" for p in pre))
+        phases = max(p.phase for p in every if p.stage == "pretrain")
+        print(f"  pretrain stage first{f' in {phases} phases' if phases > 1 else ''}, its checkpoints under {_rel(root)}: "
+              + ", ".join(f"{p.run_id} ({_phase_of(p, every)}{p.spec.run_id}, {p.spec.cfg.steps} steps): {p.state}"
+                          for p in pre))
     why = ", ".join(f"{s} {sum(i.state == s for i in todo)}" for s in dict.fromkeys(i.state for i in todo))
     print(f"  done {len(items) - len(todo)}, to run {len(todo)}" + (f" ({why})" if todo else ""))
     for i in items if commands else []:
-        detail = i.detail or (f"loads {i.needs.run_id}'s checkpoint" if i.needs is not None else "")
+        detail = i.detail or (f"{'starts from' if i.stage == 'pretrain' else 'loads'} {i.needs.run_id}'s checkpoint"
+                              if i.needs is not None else "")
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
         if i.todo:
             print(f"      {shlex.join(papermill_command(i, study.path))}")
+
+
+def _phase_of(p: Item, every: list[Item]) -> str:
+    """``phase 2 of 2, `` for a phase of an arch pretrained in phases, else ''."""
+    n = sum(i.stage == "pretrain" and i.arch == p.arch for i in every)
+    return f"phase {p.phase} of {n}, " if n > 1 else ""
 
 
 def _check_writable(folder: Path) -> None:
@@ -469,7 +487,10 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
     try:
         # the pretrain stage first: the runs after it load its checkpoints
         run = lambda item, slot: execute_item(item, study.path, slot, timeout)  # noqa: E731
-        run_all([i for i in todo if i.stage == "pretrain"], slots, run, on_start, on_done)
+        # phase by phase: every arch's phase 1 side by side, then the phases that start from them
+        pre = [i for i in todo if i.stage == "pretrain"]
+        for k in sorted({i.phase for i in pre}):
+            run_all([i for i in pre if i.phase == k], slots, run, on_start, on_done)
         run_all([i for i in todo if i.stage != "pretrain"], slots, run, on_start, on_done)
     finally:
         bar.close()
