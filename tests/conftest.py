@@ -1,9 +1,10 @@
-"""Shared test settings and the papermill helper of the notebook and sweep tests."""
+"""Shared test settings, the papermill helper of the notebook and sweep tests, and a fake Slurm."""
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 # Tiny models on a small CI box: one intra-op thread. With several threads per op, each
@@ -24,3 +25,35 @@ def papermill(*args: str, cwd: Path | str = REPO) -> subprocess.CompletedProcess
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, "-m", "papermill", *args, "--no-progress-bar"], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def fake_slurm(monkeypatch) -> list:
+    """submitit's SlurmExecutor replaced by a recorder; returns the list of what was submitted:
+    ("array", function name, parameters, [argument tuple per task]) or ("job", command,
+    parameters, [arguments]). Job ids count up from 41 like Slurm's."""
+    submitit = pytest.importorskip("submitit")
+    calls: list = []
+
+    class FakeSlurm:
+        def __init__(self, folder):
+            self.params, self.n = {}, 40 + len(calls)
+
+        def update_parameters(self, **kw):
+            self.params = dict(kw)
+
+        def _job(self, job_id):
+            return type("Job", (), {"job_id": job_id, "done": lambda self, force_check=False: True})()
+
+        def map_array(self, fn, *args):
+            self.n += 1
+            calls.append(("array", fn.__name__, dict(self.params), list(zip(*args))))
+            return [self._job(f"{self.n}_{k}") for k in range(len(args[0]))]
+
+        def submit(self, fn, *args):
+            self.n += 1
+            calls.append(("job", getattr(fn, "command", None), dict(self.params), [args]))
+            return self._job(str(self.n))
+
+    monkeypatch.setattr(submitit, "SlurmExecutor", FakeSlurm)
+    return calls

@@ -358,37 +358,11 @@ executor: {partition: gpu}
 """
 
 
-class FakeSlurm:
-    """Records what the submission asks of submitit; job ids count up like Slurm's."""
-    calls: list = []
-
-    def __init__(self, folder):
-        self.params, self.n = {}, 40 + len(FakeSlurm.calls)
-
-    def update_parameters(self, **kw):
-        self.params = dict(kw)
-
-    def _job(self, job_id):
-        return type("Job", (), {"job_id": job_id, "done": lambda self, force_check=False: True})()
-
-    def map_array(self, fn, *args):
-        self.n += 1
-        FakeSlurm.calls.append(("array", fn.__name__, dict(self.params), list(zip(*args))))
-        return [self._job(f"{self.n}_{k}") for k in range(len(args[0]))]
-
-    def submit(self, fn, *args):
-        self.n += 1
-        FakeSlurm.calls.append(("job", getattr(fn, "command", None), dict(self.params), [args]))
-        return self._job(str(self.n))
-
-
-def test_slurm_submission_runs_after_the_pretrain_array_and_the_analysis_after_all(tmp_path, monkeypatch):
+def test_slurm_submission_runs_after_the_pretrain_array_and_the_analysis_after_all(tmp_path, fake_slurm):
     path = _write(tmp_path, PRETRAIN)
     root = tmp_path / "executed"
-    FakeSlurm.calls = []
-    monkeypatch.setattr(submitit, "SlurmExecutor", FakeSlurm)
     assert sweep.main([str(path), "--out", str(root), "--executor", "slurm"]) == 0
-    (k1, f1, p1, a1), (k2, f2, p2, a2), (k3, f3, p3, a3), (k4, f4, p4, _) = FakeSlurm.calls
+    (k1, f1, p1, a1), (k2, f2, p2, a2), (k3, f3, p3, a3), (k4, f4, p4, _) = fake_slurm
     assert (k1, f1, [a[2] for a in a1]) == ("array", "run_task", ["pretrain/gpt2"])
     assert "dependency" not in p1 and p1["partition"] == "gpu"
     # A's runs start at once; C's load the pretrain checkpoint and wait for its array

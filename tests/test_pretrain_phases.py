@@ -197,41 +197,15 @@ def test_dry_run_and_status_list_the_phases(tmp_path, capsys):
     assert "pretrain/roberta/phase1" in out and "not submitted" in out
 
 
-class FakeSlurm:
-    """Records what the submission asks of submitit; job ids count up like Slurm's."""
-    calls: list = []
-
-    def __init__(self, folder):
-        self.params, self.n = {}, 40 + len(FakeSlurm.calls)
-
-    def update_parameters(self, **kw):
-        self.params = dict(kw)
-
-    def _job(self, job_id):
-        return type("Job", (), {"job_id": job_id, "done": lambda self, force_check=False: True})()
-
-    def map_array(self, fn, *args):
-        self.n += 1
-        FakeSlurm.calls.append(("array", dict(self.params), [a[2] for a in zip(*args)]))
-        return [self._job(f"{self.n}_{k}") for k in range(len(args[0]))]
-
-    def submit(self, fn, *args):
-        self.n += 1
-        FakeSlurm.calls.append(("job", dict(self.params), []))
-        return self._job(str(self.n))
-
-
-def test_slurm_submits_one_array_per_phase_each_after_the_one_before(tmp_path, monkeypatch):
-    submitit = pytest.importorskip("submitit")
+def test_slurm_submits_one_array_per_phase_each_after_the_one_before(tmp_path, fake_slurm):
     path, root = _study(tmp_path), tmp_path / "executed"
     study, items = load_study(path), runner.plan(load_study(path), tmp_path / "executed")
     assert [(stage, [i.run_id for i in runs]) for stage, _, runs in cluster.arrays(items, study.executor)] == [
         ("pretrain.phase1", ["pretrain/gpt2", "pretrain/roberta/phase1"]), ("pretrain.phase2", ["pretrain/roberta"]),
         ("run", ["A/fp32_baseline/seed0"]), ("run", ["C/fp32_baseline/seed0", "D/fp32_baseline/seed0"])]
-    FakeSlurm.calls = []
-    monkeypatch.setattr(submitit, "SlurmExecutor", FakeSlurm)
     assert sweep.main([str(path), "--out", str(root), "--executor", "slurm"]) == 0
-    (k1, p1, r1), (k2, p2, r2), (k3, p3, r3), (k4, p4, r4), (k5, p5, _) = FakeSlurm.calls
+    (k1, _, p1, r1), (k2, _, p2, r2), (k3, _, p3, r3), (k4, _, p4, r4), (k5, _, p5, _) = [
+        (k, f, p, [a[2] for a in args] if k == "array" else args) for k, f, p, args in fake_slurm]
     assert (r1, "dependency" in p1, p1["job_name"]) == (["pretrain/gpt2", "pretrain/roberta/phase1"], False,
                                                         "dtype-bench.ft.pretrain.phase1")
     assert (r2, p2["dependency"], p2["job_name"]) == (["pretrain/roberta"], "afterany:41", "dtype-bench.ft.pretrain.phase2")
