@@ -1,4 +1,5 @@
-"""Shared test settings, the papermill helper of the notebook and sweep tests, and a fake Slurm."""
+"""Shared test settings, the papermill helper of the notebook and sweep tests, a fake papermill for
+sweep tests and a fake Slurm."""
 import os
 import subprocess
 import sys
@@ -57,3 +58,35 @@ def fake_slurm(monkeypatch) -> list:
 
     monkeypatch.setattr(submitit, "SlurmExecutor", FakeSlurm)
     return calls
+
+
+def fake_papermill(study_path, root, outcomes, calls, clock):
+    """runner.execute stand-in: writes the run's record (status from ``outcomes``, default ok)
+    and, as training does, for a pretrain run that trained (ok, degraded, stalled or diverged),
+    a checkpoint directory."""
+    from benchlib.core.records import write_json_atomic
+    from benchlib.study import runner
+    from benchlib.study.studyfile import load_study
+    from benchlib.training.checkpoints import META_FILE
+
+    by_out = {i.out_dir.resolve(): i for i in runner.plan(load_study(study_path), root)}
+
+    def execute(cmd, env, log, timeout=None):
+        out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+        item = by_out[out]
+        calls.append(item.run_id)
+        clock[0] += 1
+        rec = runner.error_record(item.spec, out, None)
+        rec["status"] = outcomes.get(item.run_id, "ok")
+        rec["reason"] = {"error": "RuntimeError: boom in pretraining",
+                         "stalled": "did not clearly beat the trivial baseline; training loss stopped improving at step 2",
+                         "diverged": "loss non-finite or > 3.0x initial at step 2; stopped after 3 steps"
+                         }.get(rec["status"])
+        rec["env"]["date"] = f"2030-01-01T00:00:{clock[0]:02d}+00:00"
+        if item.stage == "pretrain" and rec["status"] in ("ok", "degraded", "stalled", "diverged"):
+            (out / "model").mkdir(parents=True, exist_ok=True)
+            for f in ("config.json", META_FILE, "model.safetensors"):
+                (out / "model" / f).write_text("{}")
+        write_json_atomic(out / "result.json", rec)
+        return 0
+    return execute

@@ -2,11 +2,11 @@
 transformers and the classification runs load; a study's pretrain stage makes them first
 and its runs name them with ``model_name_or_path: pretrained``."""
 import json
-from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from conftest import fake_papermill
 from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
 
 from benchlib.study import notebook
@@ -15,7 +15,7 @@ from benchlib.training.checkpoints import (META_FILE, CheckpointError, check_che
                                   save_pretrained)
 from benchlib.core.dtypes import get_config
 from benchlib.training.models import ModelSpec, build_model
-from benchlib.core.records import read_record, write_json_atomic
+from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError, RunConfig
 from benchlib.study.studyfile import load_study
 
@@ -283,38 +283,11 @@ def test_bad_pretrain_settings_fail_at_load_in_one_line_naming_file_and_key(tmp_
         assert part in str(e.value)
 
 
-def _fake_papermill(study_path, root, outcomes, calls, clock):
-    """sweep.execute stand-in: writes the run's record (status from ``outcomes``, default ok)
-    and, as training does, for a pretrain run that trained (ok, degraded, stalled or diverged),
-    a checkpoint directory."""
-    by_out = {i.out_dir.resolve(): i for i in sweep.plan(load_study(study_path), root)}
-
-    def execute(cmd, env, log, timeout=None):
-        out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
-        item = by_out[out]
-        calls.append(item.run_id)
-        clock[0] += 1
-        rec = runner.error_record(item.spec, out, None)
-        rec["status"] = outcomes.get(item.run_id, "ok")
-        rec["reason"] = {"error": "RuntimeError: boom in pretraining",
-                         "stalled": "did not clearly beat the trivial baseline; training loss stopped improving at step 2",
-                         "diverged": "loss non-finite or > 3.0x initial at step 2; stopped after 3 steps"
-                         }.get(rec["status"])
-        rec["env"]["date"] = f"2030-01-01T00:00:{clock[0]:02d}+00:00"
-        if item.stage == "pretrain" and rec["status"] in ("ok", "degraded", "stalled", "diverged"):
-            (out / "model").mkdir(parents=True, exist_ok=True)
-            for f in ("config.json", META_FILE, "model.safetensors"):
-                (out / "model" / f).write_text("{}")
-        write_json_atomic(out / "result.json", rec)
-        return 0
-    return execute
-
-
 def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path, monkeypatch, capsys):
     path, root = _study(tmp_path), tmp_path / "executed"
     calls, clock = [], [0]
     argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
-    monkeypatch.setattr(runner, "execute", _fake_papermill(path, root, {"pretrain/gpt2": "error"}, calls, clock))
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {"pretrain/gpt2": "error"}, calls, clock))
     assert sweep.main(argv) == 1
     assert calls == ["pretrain/gpt2", "pretrain/roberta", "A/fp32_baseline/seed0", "A/fp32_baseline/seed1",
                      "D/fp32_baseline/seed0", "D/fp32_baseline/seed1"]  # the stage first; C never started
@@ -331,7 +304,7 @@ def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path,
     assert sweep.main(argv + ["--dry-run"]) == 0
     assert "done 5, to run 3 (error 1, waiting 2)" in capsys.readouterr().out
     calls.clear()
-    monkeypatch.setattr(runner, "execute", _fake_papermill(path, root, {}, calls, clock))
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {}, calls, clock))
     assert sweep.main(argv) == 0
     assert calls == ["pretrain/gpt2", "C/fp32_baseline/seed0", "C/fp32_baseline/seed1"]
     c0 = read_record(root / "ft/runs/C/fp32_baseline/seed0/result.json")
@@ -355,7 +328,7 @@ def test_a_stalled_pretrain_hands_on_its_checkpoint_with_a_warning_and_a_diverge
     calls, clock = [], [0]
     argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
     outcomes = {"pretrain/gpt2": "stalled", "pretrain/roberta": "diverged"}
-    monkeypatch.setattr(runner, "execute", _fake_papermill(path, root, outcomes, calls, clock))
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, root, outcomes, calls, clock))
     assert sweep.main(argv) == 1  # D's runs wait for a usable checkpoint
     captured = capsys.readouterr()
     out = captured.out + captured.err

@@ -1,16 +1,15 @@
 """A study's pretrain stage in phases (BERT's schedule: short sequences, then long ones): each
 phase starts from the one before, the runs load the last, and the sweep, its selection, its
 resume and the scheduler's arrays keep that order."""
-from pathlib import Path
 
 import pytest
 import yaml
+from conftest import fake_papermill
 
-from benchlib.core.records import read_record, write_json_atomic
+from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError
 from benchlib.study import cluster, runner, sweep
 from benchlib.study.studyfile import load_study
-from benchlib.training.checkpoints import META_FILE
 
 PHASED = """study: ft
 scenarios: [A, C, D]
@@ -119,33 +118,11 @@ def test_selecting_an_arch_picks_all_its_phases_and_a_run_pulls_them_all(tmp_pat
     assert [i.run_id for i in picked] == ["pretrain/roberta/phase1"]
 
 
-def _fake_papermill(study_path, root, calls, clock, outcomes=None):
-    """runner.execute stand-in: the run's record (and, for a pretrain run, a checkpoint)."""
-    by_out = {i.out_dir.resolve(): i for i in runner.plan(load_study(study_path), root)}
-
-    def execute(cmd, env, log, timeout=None):
-        out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
-        item = by_out[out]
-        calls.append(item.run_id)
-        clock[0] += 1
-        rec = runner.error_record(item.spec, out, None)
-        rec["status"] = (outcomes or {}).get(item.run_id, "ok")
-        rec["reason"] = "RuntimeError: boom" if rec["status"] == "error" else None
-        rec["env"]["date"] = f"2030-01-01T00:00:{clock[0]:02d}+00:00"
-        if item.stage == "pretrain" and rec["status"] == "ok":
-            (out / "model").mkdir(parents=True, exist_ok=True)
-            for f in ("config.json", META_FILE, "model.safetensors"):
-                (out / "model" / f).write_text("{}")
-        write_json_atomic(out / "result.json", rec)
-        return 0
-    return execute
-
-
 def test_phases_run_in_order_resume_and_a_rerun_phase_one_makes_the_rest_stale(tmp_path, monkeypatch, capsys):
     path, root = _study(tmp_path), tmp_path / "executed"
     calls, clock = [], [0]
     argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
-    monkeypatch.setattr(runner, "execute", _fake_papermill(path, root, calls, clock, {"pretrain/roberta/phase1": "error"}))
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {"pretrain/roberta/phase1": "error"}, calls, clock))
     assert sweep.main(argv) == 1
     assert calls == ["pretrain/gpt2", "pretrain/roberta/phase1", "A/fp32_baseline/seed0", "C/fp32_baseline/seed0"]
     r2 = read_record(root / "ft.pretrain/roberta/result.json")  # phase 2 waits for phase 1, D for phase 2
@@ -155,7 +132,7 @@ def test_phases_run_in_order_resume_and_a_rerun_phase_one_makes_the_rest_stale(t
 
     # resume: phase 1 again, then phase 2, then D; nothing finished runs again
     calls.clear()
-    monkeypatch.setattr(runner, "execute", _fake_papermill(path, root, calls, clock))
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {}, calls, clock))
     assert sweep.main(argv + ["--jobs", "4"]) == 0
     assert calls == ["pretrain/roberta/phase1", "pretrain/roberta", "D/fp32_baseline/seed0"]
     p1 = read_record(root / "ft.pretrain/roberta.phase1/result.json")
