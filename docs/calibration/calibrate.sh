@@ -3,7 +3,8 @@
 # scenarios (A: GPT-2, B: RoBERTa) at `base`, save them as Hugging Face directories, and
 # fine-tune the classification scenarios from them, evaluating every few hundred steps.
 #   docs/calibration/calibrate.sh OUT PART [extra run flags...]
-# PART: lm (A and B, with checkpoints), roberta (D, F), gpt2 (C, E), lr (D at a second lr).
+# PART: lm (A and B, with checkpoints), roberta (D, F), gpt2 (C, E), lr (D at a second lr);
+# small (fourth session: A-F at the `small` size, three fine-tuning lrs).
 # Second session (docs/calibration.md, h100_2026-11-23b): b_long (B past the no-context plateau,
 # watched), auto2, auto3 (each call decides from the last call's records: fine-tune D/F from a B
 # checkpoint that left the plateau, else continue B); CAL_BUDGET_S = the part's seconds;
@@ -204,5 +205,22 @@ case $part in
     [ -d "$out/B_seq512/model" ] || { echo "no 512-token checkpoint"; exit 3; }
     ft_pair B_seq512 "$sft"
     for n in D_ft_B_seq512_lr3e-5 D_ft_B_seq512_lr1e-4 F_ft_B_seq512_lr1e-4; do summary "$n"; echo "evals: $(evals "$n")"; done ;;
+  small)  # the reference study's quality size (fourth session): A and B pretrained at `small`
+    # (4 layers, width 256, vocab 8,192, 1,000 labels), then C-F fine-tuned from them at three
+    # learning rates; every run shares the GPU (quality only). CAL_PRE_S / CAL_FT_S: each stage's seconds.
+    pre=${CAL_PRE_S:-230}; fts=${CAL_FT_S:-250}; S="--size small --config amp_bf16 --save_model True"
+    ( timeout "$pre" bash "$0" "$out" one A_s --scenario A $S --lr 1e-3 --steps 4000 --warmup_steps 200 --eval_every 500 ) &
+    ( timeout "$pre" bash "$0" "$out" one B_s_lr1e-3 --scenario B $S --lr 1e-3 --batch_size 64 --steps 6000 --warmup_steps 300 --eval_every 1000 ) &
+    ( timeout "$pre" bash "$0" "$out" one B_s_lr3e-4 --scenario B $S --lr 3e-4 --batch_size 64 --steps 6000 --warmup_steps 300 --eval_every 1000 ) &
+    wait
+    for n in A_s B_s_lr1e-3 B_s_lr3e-4; do summary "$n"; echo "evals: $(evals "$n")"; done
+    ck=$(best_b); echo "best B checkpoint: ${ck:-none}"
+    fs="--size small --config amp_bf16 --steps 2000 --batch_size 32 --warmup_steps 200 --eval_every 500"
+    for lr in 1e-4 3e-4 1e-3; do
+      for s in C E; do [ -d "$out/A_s/model" ] && ( timeout "$fts" bash "$0" "$out" one ${s}_s_lr$lr --scenario $s $fs --lr $lr --model_name_or_path "$out/A_s/model" ) & done
+      for s in D F; do [ -n "$ck" ] && ( timeout "$fts" bash "$0" "$out" one ${s}_s_lr$lr --scenario $s $fs --lr $lr --model_name_or_path "$out/$ck/model" ) & done
+    done
+    wait
+    for s in C D E F; do for lr in 1e-4 3e-4 1e-3; do summary ${s}_s_lr$lr; echo "evals: $(evals ${s}_s_lr$lr)"; done; done ;;
   *) echo "unknown part $part"; exit 2 ;;
 esac
