@@ -33,6 +33,26 @@ def test_kv_cache_decode_gives_the_greedy_tokens_of_full_forwards():
     assert timing["prompt_len"] == 10 and timing["new_tokens"] == 6 and timing["decode_ms_per_token"] > 0
 
 
+def test_decode_times_warm_repeats_and_reports_the_median(monkeypatch):
+    """The first continuation is untimed (kernel selection, caches); the per-token figure is the
+    median over the timed repeats' steps, so one slow step does not move it."""
+    calls = []
+    slow = iter([500.0])  # the first timed step is a 500 ms outlier, every other takes 2 ms
+
+    def fake_generate(bb, head, prompt, new_tokens, device):
+        calls.append(new_tokens)
+        steps = [next(slow, 2.0) if len(calls) > 1 else 900.0 for _ in range(new_tokens)]
+        return torch.zeros(prompt.shape[0], new_tokens, dtype=torch.long), 30.0 if len(calls) > 1 else 999.0, steps
+
+    monkeypatch.setattr(inf, "_generate", fake_generate)
+    m = inf.serve_copy(_gpt2(), inf.MODES["fp32"])
+    _, t = inf.decode(m, torch.zeros(2, 4, dtype=torch.long), 5, inf.MODES["fp32"], CPU, repeats=3)
+    assert len(calls) == 4 and t["decode_repeats"] == 3
+    assert t["prefill_ms"] == 30.0  # the untimed first prefill (999 ms) is not in it
+    assert t["decode_ms_per_token"] == 2.0 and t["decode_ms_per_token_mean"] > 2.0
+    assert t["decode_tokens_per_s"] == 2 / 0.002
+
+
 def test_decode_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="exceed the model's 64 positions"):
         inf.decode(_gpt2(), torch.zeros(1, 60, dtype=torch.long), 8, inf.MODES["fp32"], CPU)

@@ -108,41 +108,59 @@ def forward_throughput(model: BenchModel, batch: dict, mode: InferMode, device: 
             "batch_size": ids.shape[0], "seq_len": ids.shape[1], "memory/peak_gib": _peak_gib(device)}
 
 
+def _generate(bb, head, prompt: torch.Tensor, new_tokens: int, device: torch.device) -> tuple[torch.Tensor, float, list[float]]:
+    """One greedy continuation with the KV cache: (ids [B, new_tokens], prefill ms, ms of each
+    one-token step)."""
+    out_ids, step_ms = [], []
+    _sync(device)
+    t0 = time.perf_counter()
+    o = bb(input_ids=prompt, use_cache=True)  # training builds models with use_cache off
+    nxt = head(o.last_hidden_state[:, -1:]).argmax(-1)
+    _sync(device)
+    prefill_ms = (time.perf_counter() - t0) * 1e3
+    past = o.past_key_values
+    for _ in range(new_tokens):
+        out_ids.append(nxt)
+        t0 = time.perf_counter()
+        o = bb(input_ids=nxt, past_key_values=past, use_cache=True)
+        past = o.past_key_values
+        nxt = head(o.last_hidden_state[:, -1:]).argmax(-1)
+        _sync(device)
+        step_ms.append((time.perf_counter() - t0) * 1e3)
+    # the last step's forward computes a token past new_tokens: its time is a decode step all the same
+    return torch.cat(out_ids, 1), prefill_ms, step_ms
+
+
 @torch.inference_mode()
 def decode(model: BenchModel, prompt: torch.Tensor, new_tokens: int, mode: InferMode,
-           device: torch.device) -> tuple[torch.Tensor, dict]:
+           device: torch.device, repeats: int = 3) -> tuple[torch.Tensor, dict]:
     """Greedy continuation of ``prompt`` [B, P] by a causal LM with the KV cache: one prefill
-    forward over the prompt, then one forward of one token per step over the cache. Returns
-    the generated ids [B, new_tokens] and the prefill and per-token latencies (ms)."""
+    forward over the prompt, then one forward of one token per step over the cache. One
+    untimed continuation first (every shape of the timed ones has then run once: kernel
+    selection, caches), then ``repeats`` timed ones. Returns the generated ids
+    [B, new_tokens] and the latencies: prefill and per-token medians (robust to the odd slow
+    step), the per-token mean, standard deviation and 90th percentile."""
     if model.task != "clm":
         raise ValueError(f"decoding needs a causal LM (scenario A), not a {model.task} model")
     limit = model.backbone.config.max_position_embeddings
     if prompt.shape[1] + new_tokens > limit:
         raise ValueError(f"prompt {prompt.shape[1]} + {new_tokens} new tokens exceed the model's {limit} positions")
-    bb, out_ids, step_ms = model.backbone, [], []
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    prefills, steps = [], []
     with _context(mode, device):
-        _sync(device)
-        t0 = time.perf_counter()
-        o = bb(input_ids=prompt, use_cache=True)  # training builds models with use_cache off
-        nxt = model._head(o.last_hidden_state[:, -1:]).argmax(-1)
-        _sync(device)
-        prefill_ms = (time.perf_counter() - t0) * 1e3
-        past = o.past_key_values
-        for _ in range(new_tokens):
-            out_ids.append(nxt)
-            t0 = time.perf_counter()
-            o = bb(input_ids=nxt, past_key_values=past, use_cache=True)
-            past = o.past_key_values
-            nxt = model._head(o.last_hidden_state[:, -1:]).argmax(-1)
-            _sync(device)
-            step_ms.append((time.perf_counter() - t0) * 1e3)
-    # the last step's forward computes a token past new_tokens: its time is a decode step all the same
-    return torch.cat(out_ids, 1), {
-        "prefill_ms": prefill_ms, "prompt_len": prompt.shape[1], "new_tokens": new_tokens,
-        "decode_ms_per_token": statistics.fmean(step_ms), "decode_ms_per_token_std": statistics.pstdev(step_ms),
-        "decode_tokens_per_s": prompt.shape[0] / (statistics.fmean(step_ms) / 1e3),
+        for i in range(1 + repeats):
+            ids, prefill_ms, step_ms = _generate(model.backbone, model._head, prompt, new_tokens, device)
+            if i:
+                prefills.append(prefill_ms)
+                steps += step_ms
+    per_token = statistics.median(steps)
+    return ids, {
+        "prefill_ms": statistics.median(prefills), "prompt_len": prompt.shape[1], "new_tokens": new_tokens,
+        "decode_repeats": repeats, "decode_ms_per_token": per_token,
+        "decode_ms_per_token_mean": statistics.fmean(steps), "decode_ms_per_token_std": statistics.pstdev(steps),
+        "decode_ms_per_token_p90": statistics.quantiles(steps, n=10)[-1] if len(steps) > 1 else steps[0],
+        "decode_tokens_per_s": prompt.shape[0] / (per_token / 1e3),
         "decode_memory/peak_gib": _peak_gib(device)}
 
 
