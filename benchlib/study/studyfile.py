@@ -7,7 +7,8 @@ file, the key and the valid values.
     description: one line for the reader
     scenarios: [A, D]                 # or: all
     configs: [fp32_baseline, amp_bf16]  # or: seed001 | seed002 | all (also inside a list)
-    seeds: [0, 1, 2]
+    seeds: [0, 1, 2]                  # runs are ordered seed-major: all of seed 0 first
+    config_seeds: {bf16_no_compile: [0]}  # a config that runs fewer seeds (a subset)
     size: tiny                        # ... any RunConfig key: shared by every run
     steps: 30
     overrides:                        # later wins: lm (A-B) / cls (C-F) < gpt2 (A, C, E) /
@@ -73,7 +74,8 @@ from benchlib.core.scenarios import SCENARIOS, get_scenario
 from benchlib.study.executor import ExecutorSettings
 
 # Keys that describe the matrix; every other top-level key is a RunConfig setting.
-STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "overrides", "pretrain", "arms", "executor")
+STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "config_seeds", "overrides", "pretrain", "arms",
+              "executor")
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
 CONFIG_SETS = {"seed001": FULL_MATRIX, "seed002": CORE_SIX, "all": list(REGISTRY)}
@@ -111,6 +113,12 @@ class Study:
     """arm name -> settings laid over each run of the matrix, last (``arms:``)."""
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     """Where the sweep's runs execute and with which resources (``executor:``)."""
+    config_seeds: dict = field(default_factory=dict)
+    """config -> the seeds it runs, a subset of ``seeds`` (``config_seeds:``), for configs that
+    need fewer (a compile ablation: its quality seeds would repeat the compiled config's)."""
+
+    def seeds_of(self, config: str) -> list[int]:
+        return self.config_seeds.get(config, self.seeds)
 
     @staticmethod
     def layers(scenario: str) -> list[str]:
@@ -154,10 +162,12 @@ class Study:
         for arm, over in (self.arms or {None: {}}).items():
             configs = over.get("configs", self.configs)
             here = f"{where}arms.{arm}: " if arm else where
-            for s in self.scenarios:
-                arch = get_scenario(s).arch
-                for c in configs:
-                    for k in self.seeds:
+            # seed-major: every scenario and config of the first seed before any of the next, so a
+            # study cut short (a time budget, a lost machine) still holds whole seeds
+            for k in self.seeds:
+                for s in self.scenarios:
+                    arch = get_scenario(s).arch
+                    for c in (c for c in configs if k in self.seeds_of(c)):
                         d = self.run_params(s, c, k)
                         d.update({key: v for key, v in over.items() if key != "configs"})
                         if arm:
@@ -258,8 +268,9 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     name = d.get("study", default_name)
     if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
         raise ConfigError(f"{where}study: a plain folder name is expected, got {name!r}")
+    configs, seeds = _configs(d.get("configs", "seed001"), where), _seeds(d.get("seeds", [0]), where)
     return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
-                 configs=_configs(d.get("configs", "seed001"), where), seeds=_seeds(d.get("seeds", [0]), where),
+                 configs=configs, seeds=seeds, config_seeds=_config_seeds(d.get("config_seeds"), configs, seeds, where),
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
                  description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where),
                  arms=_arms(d.get("arms"), where, bool(d.get("pretrain"))),
@@ -336,6 +347,25 @@ def _seeds(v: Any, where: str) -> list[int]:
     if bad:
         raise ConfigError(f"{where}seeds: expected a list of non-negative integers, e.g. [0, 1, 2]; got {bad[0]!r}")
     return list(dict.fromkeys(seeds))
+
+
+def _config_seeds(v: Any, configs: list[str], seeds: list[int], where: str) -> dict:
+    """``config_seeds:`` config -> its seeds: a config of the study, a subset of its seeds."""
+    if v is None:
+        return {}
+    here = f"{where}config_seeds: "
+    if not isinstance(v, dict):
+        raise ConfigError(f"{here}expected a mapping of config to seeds, e.g. {{bf16_no_compile: [0]}}")
+    out = {}
+    for c, ks in v.items():
+        if c not in configs:
+            raise ConfigError(f"{here}{c!r} is not one of the study's configs.{closest(str(c), configs)}")
+        ks = _seeds(ks, f"{here}{c}: ")
+        extra = [k for k in ks if k not in seeds]
+        if extra:
+            raise ConfigError(f"{here}{c}: seed {extra[0]} is not one of the study's seeds {seeds}")
+        out[c] = ks
+    return out
 
 
 def _overrides(v: Any, where: str) -> dict:
