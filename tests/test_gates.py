@@ -282,6 +282,41 @@ def test_comparison_json_carries_the_gates(tmp_path):
     assert tmp_path / "learned.csv" in files and "fp32_baseline" in learned and "True" in learned
 
 
+def test_a_speed_only_study_answers_the_speed_hypotheses_and_still_drops_diverged_configs():
+    """Short runs at base learn nothing (every run stalled, the reference's too): the frontier
+    of H4 is still drawn from their speed and memory, the scenarios are named speed-only, and a
+    diverged config stays off it. Before, H4 skipped every such scenario."""
+    speed = {"fp32_baseline": (100, 2.0), "amp_bf16": (200, 1.5), "bf16_pure": (250, 1.2), "fp16_naive": (300, 1.0)}
+    recs = grid("AC", list(speed), seeds=(0, 1), value=lambda s, c, k: {"throughput": speed[c][0] + k,
+                                                                        "memory": speed[c][1]})
+    out = []
+    for r in recs:
+        if r["config"] == "fp16_naive":
+            r["status"], r["metrics"]["stability/diverged_step"] = "diverged", 30
+            out.append(r)
+        else:
+            out.append(stalled(r))
+    df = tables.study_frame(out)
+    assert not df["quality_established"].any()
+    h = hy.bf16_on_frontier(df, FAST)
+    assert h["evidence"]["speed_only"] == ["A", "C"] and "speed only" in h["reason"]
+    assert h["evidence"]["configs"] == ["amp_bf16", "bf16_pure", "fp32_baseline"]  # fp16_naive diverged
+    assert h["evidence"]["frontiers"] == {"A": ["bf16_pure"], "C": ["bf16_pure"]}
+    assert h["verdict"] == "rejected"  # the same frontier on both tasks in every resample
+    # the quality rules still skip these scenarios
+    assert "not_learned" in hy.output_head_effect(df, FAST)["evidence"]
+
+
+def test_a_speed_only_study_answers_the_mfu_gain_hypothesis():
+    """Seed 002's H2 from stalled speed runs: bf16_pure 2x fp32 on RoBERTa (B), 1.5x on GPT-2 (A)."""
+    tps = {("A", "fp32_baseline"): 100, ("A", "bf16_pure"): 150, ("B", "fp32_baseline"): 100, ("B", "bf16_pure"): 200}
+    recs = grid("AB", ["fp32_baseline", "bf16_pure"], seeds=(0, 1, 2),
+                value=lambda s, c, k: {"throughput": tps[s, c] + k, "tokens_per_s": tps[s, c] + k})
+    h = hy.bf16_mfu_gain_by_arch(tables.study_frame([stalled(r) for r in recs]), FAST)
+    assert h["verdict"] == "supported" and h["evidence"]["speed_only"] == ["A", "B"]
+    assert h["effect"]["estimate"] == pytest.approx(0.5, abs=0.02)
+
+
 def test_a_failed_config_is_on_no_throughput_memory_frontier_of_h4():
     # fp16_naive is fastest and leanest on both tasks, but stalled on C: left out everywhere
     speed = {"fp32_baseline": (100, 2.0), "amp_bf16": (200, 1.5), "fp16_naive": (300, 1.0)}

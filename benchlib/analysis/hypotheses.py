@@ -83,6 +83,28 @@ def _effect(name: str, unit: str, est: float, lo: float, hi: float, rules: Rules
 
 
 # ---- hypotheses ----------------------------------------------------------------------------
+def speed_rule(fn: Callable) -> Callable:
+    """Run a speed or memory rule on every scenario, also where quality is not established
+    (a speed-only study: short runs at a size where the step is not launch-bound). There a
+    run's ``stalled`` says only that the scenario did not learn in the run's steps, the
+    reference config included, so it takes no config off a frontier or out of a contrast;
+    diverged, oom and error runs still do. The verdict's ``evidence.speed_only`` names those
+    scenarios, and its reason says so."""
+    @functools.wraps(fn)
+    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
+        df = gated(df, rules).copy()
+        speed_only = ~df["quality_established"]
+        df.loc[speed_only & (df["health"] == "stalled"), "health"] = "ok"
+        res = fn(df, rules, **kw)
+        names = sorted(df.loc[speed_only, "scenario"].unique())
+        if names:
+            res["evidence"] = {**(res["evidence"] or {}), "speed_only": names}
+            res["reason"] += (f"; scenario(s) {', '.join(names)} count for speed only (quality not established "
+                              f"there, so a stalled run is not a failure)")
+        return res
+    return rule
+
+
 def learned_only(fn: Callable) -> Callable:
     """Run a verdict rule on the scenarios whose quality is established only; the verdict's
     ``evidence.not_learned`` names the others and why, and its reason says they were skipped."""
@@ -246,7 +268,7 @@ def _fronts(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return ~((xj >= xi) & (yj >= yi) & ((xj > xi) | (yj > yi))).any(axis=2)
 
 
-@learned_only
+@speed_rule
 def bf16_on_frontier(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 001 H4, the throughput-memory frontier shifts between tasks. Frontier per scenario
     (throughput higher, memory lower is better) over the configs with >= min_seeds ok seeds on
@@ -304,7 +326,7 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
                        "share of runs", rules, rules.margin_rate)
 
 
-@learned_only
+@speed_rule
 def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 002 H2: bf16_pure gains more MFU over fp32 on RoBERTa than on GPT-2. MFU gain =
     MFU(bf16_pure) / MFU(fp32_baseline) on the same model and device, which equals the ratio of
