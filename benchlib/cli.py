@@ -20,6 +20,7 @@ LAZY = {
     "sweep": ("benchlib.study.sweep:main", "run a study file (params/*.yaml) through papermill"),
     "analyze": ("benchlib.analysis.report:main_analyze", "per-experiment summary tables and charts"),
     "compare": ("benchlib.analysis.report:main_compare", "cross-experiment ranking flips and hypotheses"),
+    "findings": ("benchlib.analysis.findings:main", "the README's Findings section from a study's comparison.json"),
     "bench": ("benchlib.training.bench:main", "GPU speed: benchlib vs a bare loop, per config"),
     "fp8-shapes": ("benchlib.training.fp8_bench:main", "GPU: from which model size float8 Linear layers pay"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
