@@ -23,6 +23,7 @@ LAZY = {
     "findings": ("benchlib.analysis.findings:main", "the README's Findings section from a study's comparison.json"),
     "bench": ("benchlib.training.bench:main", "GPU speed: benchlib vs a bare loop, per config"),
     "fp8-shapes": ("benchlib.training.fp8_bench:main", "GPU: from which model size float8 Linear layers pay"),
+    "fp8-sizes": ("benchlib.analysis.fp8_sizes:main", "float8 vs amp_bf16 per model size: speed-up and break-even"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),
     "calibration": ("benchlib.study.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),

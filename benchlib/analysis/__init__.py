@@ -3,7 +3,7 @@
 ``tables`` (records -> per-config statistics, with the evidence gates), ``stats`` (seed
 statistics and the decision rules), ``flips``, ``hypotheses``, ``recommend``, ``charts``
 (Altair), ``overview`` (the charts read first), ``placement`` (axis domains and labels that
-do not overlap), ``scaling`` (multi-GPU speed-up) and ``report`` (the analyze / compare commands and
+do not overlap), ``scaling`` (multi-GPU speed-up), ``fp8_sizes`` (float8 speed-up per model size) and ``report`` (the analyze / compare commands and
 what notebooks 10 and 11 call: the names below). Reads records only: imports ``core``.
 """
 
