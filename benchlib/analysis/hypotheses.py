@@ -83,6 +83,14 @@ def _effect(name: str, unit: str, est: float, lo: float, hi: float, rules: Rules
 
 
 # ---- hypotheses ----------------------------------------------------------------------------
+def _noted(res: dict, key: str, value, scenarios, why: str) -> dict:
+    """``res`` with ``evidence[key]`` and a reason clause naming the scenarios, when any."""
+    if scenarios:
+        res["evidence"] = {**(res["evidence"] or {}), key: value}
+        res["reason"] += f"; scenario(s) {', '.join(scenarios)} {why}"
+    return res
+
+
 def speed_rule(fn: Callable) -> Callable:
     """Run a speed or memory rule on every scenario, also where quality is not established
     (a speed-only study: short runs at a size where the step is not launch-bound). There a
@@ -95,13 +103,9 @@ def speed_rule(fn: Callable) -> Callable:
         df = gated(df, rules).copy()
         speed_only = ~df["quality_established"]
         df.loc[speed_only & (df["health"] == "stalled"), "health"] = "ok"
-        res = fn(df, rules, **kw)
         names = sorted(df.loc[speed_only, "scenario"].unique())
-        if names:
-            res["evidence"] = {**(res["evidence"] or {}), "speed_only": names}
-            res["reason"] += (f"; scenario(s) {', '.join(names)} count for speed only (quality not established "
-                              f"there, so a stalled run is not a failure)")
-        return res
+        return _noted(fn(df, rules, **kw), "speed_only", names, names,
+                      "count for speed only (quality not established there, so a stalled run is not a failure)")
     return rule
 
 
@@ -113,12 +117,9 @@ def learned_only(fn: Callable) -> Callable:
         df = gated(df, rules)
         skipped = {s: why_not_established(df, s)
                    for s in sorted(df.loc[~df["quality_established"], "scenario"].unique())}
-        res = fn(df[df["quality_established"]], rules, **kw)
-        if skipped:
-            res["evidence"] = {**(res["evidence"] or {}), "not_learned": skipped}
-            res["reason"] += (f"; scenario(s) {', '.join(skipped)} skipped: quality not established "
-                              f"({'; '.join(f'{s}: {r}' for s, r in skipped.items())})")
-        return res
+        why = "; ".join(f"{s}: {r}" for s, r in skipped.items())
+        return _noted(fn(df[df["quality_established"]], rules, **kw), "not_learned", skipped, list(skipped),
+                      f"skipped: quality not established ({why})")
     return rule
 
 
