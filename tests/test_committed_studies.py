@@ -1,0 +1,52 @@
+"""Every committed study's comparison (``executed/**/comparison/comparison.json``) is what the
+analysis gives today from the study's own records: tables, flips, recommendations and verdicts
+are reproduced (floats to a relative 1e-6; the bootstrap is seeded). A code change that moves a
+committed verdict fails here until the study's analysis is run again and committed
+(``dtype-bench sweep params/<study>.yaml --out executed/<gpu> --analysis-only``)."""
+import json
+import math
+import subprocess
+
+import pytest
+from conftest import REPO
+
+from benchlib.analysis.report import compare, load_study
+
+COMMITTED = [REPO / p for p in subprocess.run(
+    ["git", "ls-files", "executed/*comparison.json"], capture_output=True, text=True, cwd=REPO).stdout.split()]
+
+
+def same(a, b, where="") -> list[str]:
+    """Where two JSON values differ (floats within a relative 1e-6)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str) for d in same(a.get(k), b.get(k), f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} vs {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in same(x, y, f"{where}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b)) \
+            else [f"{where}: {a} vs {b}"]
+    return [] if a == b else [f"{where}: {str(a)[:120]!r} vs {str(b)[:120]!r}"]
+
+
+def test_there_is_a_committed_study_to_check():
+    assert COMMITTED, "no committed comparison.json: this test would check nothing"
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(REPO)) for p in COMMITTED])
+def test_a_committed_comparison_is_reproduced_from_its_records(path):
+    study = path.parent.parent
+    committed = json.loads(path.read_text())
+    again = json.loads(json.dumps(compare(load_study(study), None, sources=[study]).result, default=str))
+    committed.pop("sources"), again.pop("sources")  # absolute paths of the machine that ran it
+    diffs = same(committed, again)
+    assert not diffs, f"{len(diffs)} differences, first: " + "; ".join(diffs[:5])
+
+
+def test_the_check_sees_a_changed_verdict():
+    a = {"hypotheses": {"H1": {"verdict": "supported", "effect": {"estimate": 0.5}}}}
+    b = {"hypotheses": {"H1": {"verdict": "inconclusive", "effect": {"estimate": 0.5 + 1e-3}}}}
+    assert same(a, b) == [".hypotheses.H1.effect.estimate: 0.5 vs 0.501", ".hypotheses.H1.verdict: 'supported' vs "
+                                                                          "'inconclusive'"]
+    assert same(a, json.loads(json.dumps(a))) == []
