@@ -26,8 +26,9 @@ papermill on an H200 (19 s: kernel start, imports, data, model, compilation, eva
 MARGIN = (1.1, 10.0)
 """An estimate is the longest comparable run x 1.1 + 10 s: timing noise, a slower first kernel."""
 AFTER_RUNS_S = 240.0
-"""What the analysis notebooks and the HTML export take, at most, for a study of a few hundred
-runs (the committed quick study's two analysis notebooks and export: about a minute on a CPU)."""
+"""What the analysis notebooks and the HTML export may take: the committed quick study's (26
+runs) took 66 s on a 2-core CPU with its run pages exported already; a run's page takes about
+0.6 s more, so 240 s covers a study of a couple of hundred runs."""
 UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 
