@@ -30,9 +30,9 @@ from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
-from benchlib.study.runner import (NOTEBOOK_DIR, WAITING, Item, _rel, execute_item, is_waiting, kernel_env, log_tail,
-                                   papermill_command, plan, pretrain_problem, pretrain_root, pretrain_warning, run_state,
-                                   STEPS_SHARE_TARGET, steps_share)
+from benchlib.study.runner import (NOTEBOOK_DIR, WAITING, Item, _rel, checkpoint_lost, execute_item, is_waiting,
+                                   kernel_env, log_tail, papermill_command, plan, pretrain_problem, pretrain_root,
+                                   pretrain_warning, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
 from benchlib.study.slots import gpu_sharing, run_all, slots_for, visible_gpus
 from benchlib.study.studyfile import Study, load_study
 
@@ -257,8 +257,13 @@ def main(argv: list[str] | None = None) -> int:
             every = plan(study, ns.out)
             items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
     study_dir = ns.out / study.name
+    remade = [] if ns.analysis_only else remake_lost(items)  # checkpoints not carried with their records
     pending = [i for i in items if i.todo]
     _print_plan(study, ns.study, every, items, pending, study_dir, commands=ns.dry_run)
+    for p in remade:
+        users = [i.run_id for i in items if i.todo and i.needs is p]
+        print(f"  {p.run_id}: its record is here but not its checkpoint {_rel(p.model_dir)} (checkpoints are not "
+              f"carried between machines): trained again for {', '.join(users[:3])}{' ...' if len(users) > 3 else ''}")
     todo = [] if ns.analysis_only else pending
     if ns.analysis_only and pending:
         print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
@@ -335,7 +340,9 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     index = None if ns.no_html or late else export_study_html(study_dir, runs, analysis, overview=not study.arms)
     print("\n" + summary(runs))
     for p in pre:
-        print(f"{p.run_id}: {pretrain_problem(p) or 'checkpoint ' + _rel(p.model_dir)}")
+        print(f"{p.run_id}: " + ("its checkpoint is not here (its record was carried without it); made again when "
+                                 "a run still to run loads it" if checkpoint_lost(p) else
+                                 pretrain_problem(p) or "checkpoint " + _rel(p.model_dir)))
         if pretrain_warning(p):
             print(pretrain_warning(p), file=sys.stderr)
     if todo:
