@@ -142,6 +142,8 @@ def summary(items: list[Item]) -> str:
     if not recs:
         return "\n".join(lines)
     df = records_frame(recs)
+    if df["shared_gpu"].any():
+        lines.append(f"speed left blank for {_n(int(df['shared_gpu'].sum()), 'run')} that shared a GPU (--runs-per-gpu)")
     for col in ("throughput", "memory", "quality"):
         if col not in df:
             df[col] = float("nan")
@@ -439,7 +441,7 @@ def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
                           f"speed, and runs sharing them would measure each other; use it for single-process runs")
     jobs = ns.jobs or (1 if ns.runs_per_gpu == 1 else len(gpus) * ns.runs_per_gpu)
     slots = slots_for(jobs, gpus, per_run, ns.runs_per_gpu)
-    if jobs > 1 and len(slots) == 1:
+    if (jobs > 1 or ns.runs_per_gpu > 1) and len(slots) == 1:
         print(f"  {f'--runs-per-gpu {ns.runs_per_gpu}' if ns.runs_per_gpu > 1 else f'--jobs {jobs}'}: "
               f"{'CPU runs' if not gpus else 'one slot'}, one at a time")
     return slots
