@@ -100,7 +100,8 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
         out.unlink()
         big = sorted(files, key=lambda f: -f.stat().st_size)[:3]
         raise UserError(f"the archive would be {_mib(size)}, over {LIMIT_MIB} MiB; largest: "
-                        + ", ".join(f"{rel[f]} ({_mib(f.stat().st_size)})" for f in big))
+                        + ", ".join(f"{rel[f]} ({_mib(f.stat().st_size)})" for f in big)
+                        + "; pack subfolders (e.g. <study>/runs/A) into separate archives")
     lines = [f"packed {len(files)} files ({_mib(total)}, {_mib(size)} compressed) into {out}"]
     if skipped:
         lines.append(f"left out: {', '.join(f'{n} {why} file(s)' for why, n in sorted(skipped.items()))} "
