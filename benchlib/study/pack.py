@@ -141,7 +141,7 @@ def unpack(archive: Path, into: Path, force: bool = False) -> str:
     for name, s in state.items():
         if s != "same":
             by_folder.setdefault(str(PurePosixPath(name).parent), Counter())["added" if s == "new" else "replaced"] += 1
-    lines += [f"  {folder}/: " + ", ".join(f"{n} {what}" for what, n in c.items()) for folder, c in by_folder.items()]
+    lines += [f"  {folder}/: " + ", ".join(f"{n} {what}" for what, n in c.items()) for folder, c in sorted(by_folder.items())]
     return "\n".join(lines)
 
 
