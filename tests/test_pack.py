@@ -60,7 +60,7 @@ def test_pack_holds_the_new_and_changed_records_with_repository_paths_and_no_che
     assert _names(out) == ["executed/ref.pretrain/gpt2/result.json", "executed/ref/runs/A/amp_bf16/seed0/result.json",
                            "executed/ref/runs/A/amp_bf16/seed1.ipynb", "executed/ref/runs/A/amp_bf16/seed1/result.json"]
     printed = capsys.readouterr().out
-    assert printed.startswith(f"packed 4 files (") and "compressed) into" in printed
+    assert printed.startswith("packed 4 files (") and "compressed) into" in printed
     assert "left out: 2 checkpoint file(s), 1 hidden file(s)" in printed
 
 
