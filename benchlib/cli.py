@@ -27,6 +27,8 @@ LAZY = {
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),
     "calibration": ("benchlib.study.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),
+    "pack": ("benchlib.study.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),
+    "unpack": ("benchlib.study.pack:main_unpack", "put a pack archive's files in place (never over different ones)"),
 }
 
 # seed 002's flag names -> RunConfig keys

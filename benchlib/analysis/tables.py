@@ -65,7 +65,7 @@ LABELS = {"val_loss": "val loss", "p_at_1": "P@1", "p_at_3": "P@3", "p_at_5": "P
           "macro_f1": "macro-F1", "accuracy": "accuracy", "unigram": "unigram",
           "label_frequency": "label-frequency", "majority_class": "majority-class"}
 SUMMARY_COLS = ["config", "seed", "throughput", "throughput_std", "memory", "memory_std", "quality",
-                "quality_std", "n_seeds", "status", "n_runs", *STATUS_COLS.values(),
+                "quality_std", "n_seeds", "status", "shared_gpu", "n_runs", *STATUS_COLS.values(),
                 "throughput_rel", "memory_rel", "quality_rel", "quality_delta", "rank_throughput",
                 "rank_memory", "rank_quality", "pareto_throughput", "pareto_memory", "diverged_step",
                 "quality_name", "quality_higher_is_better", "throughput_unit", "health", "health_reason",
@@ -363,15 +363,23 @@ def why_not_established(df: pd.DataFrame, scenario: str) -> str:
 
 
 def scenario_notes(df: pd.DataFrame) -> dict[str, str]:
-    """Per scenario, what the gates say in words: learned or not and why, and the quality
-    metric used where it is not the record's headline."""
+    """Per scenario, what the gates say in words: learned or not and why, the quality metric
+    used where it is not the record's headline, and the runs whose speed is blanked."""
     df = gated(df)
     out = {}
     for s in sorted(df["scenario"].unique()):
         lrn = df.attrs["learned"].get(s, {})
         qm = df.attrs["quality_metric"].get(s, {})
-        out[s] = "; ".join(x for x in (lrn.get("reason", ""), qm.get("note", "")) if x)
+        out[s] = "; ".join(x for x in (lrn.get("reason", ""), qm.get("note", ""), shared_note(df[df["scenario"] == s]))
+                           if x)
     return out
+
+
+def shared_note(d: pd.DataFrame) -> str:
+    """What the blanked speed of runs that shared their GPU means, or ''."""
+    n = int(d["shared_gpu"].sum()) if "shared_gpu" in d else 0
+    return (f"{n} of {len(d)} run(s) shared their GPU with other runs (--runs-per-gpu): their throughput, step "
+            f"time and MFU are not their own and are left blank (shared_gpu)") if n else ""
 
 
 def load_study(*roots: str | Path, rules=None) -> pd.DataFrame:
@@ -445,6 +453,7 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
         raise ValueError(f"no records for scenario {scenario!r}")
     extra = [k for k in EXTRA_QUALITY if d[k].notna().any()]
     excluded = excluded_configs(d)
+    shared = "shared_gpu" in d and bool(d["shared_gpu"].any())  # the column only where some run shared its GPU
     rows = []
     for cfg in config_order(d["config"].unique()):
         g = d[d["config"] == cfg].sort_values("seed")
@@ -454,12 +463,14 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
                          "n_seeds": int(r["status"] in MEASURED), "diverged_step": r["stability/diverged_step"],
                          **{m: r[m] for m in HEADLINE}, "throughput_std": r["throughput_std"],
                          "health": r["health"], "health_reason": r["health_reason"],
+                         **({"shared_gpu": bool(r["shared_gpu"])} if shared else {}),
                          **{k.split("/", 1)[1]: r[k] for k in extra}})
         mean = {"config": cfg, "seed": "mean", "n_seeds": len(fin), "n_runs": len(g),
                 "n_healthy": int(healthy_runs(g).sum()),
                 "status": ",".join(f"{n}x{s}" for s, n in g["status"].value_counts().items()),
                 "diverged_step": g["stability/diverged_step"].median(),
-                "excluded": (scenario, cfg) in excluded, "excluded_reason": excluded.get((scenario, cfg), "")}
+                "excluded": (scenario, cfg) in excluded, "excluded_reason": excluded.get((scenario, cfg), ""),
+                **({"shared_gpu": bool(g["shared_gpu"].any())} if shared else {})}
         for m in [*HEADLINE, *extra]:
             name = m.split("/", 1)[-1]
             mean[name] = fin[m].mean() if len(fin) else np.nan
@@ -570,7 +581,9 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
         r = ok.dropna(subset=[f"rank_{metric}"])
         if not len(r):
             if metric == "throughput":
-                lines.append("- fastest: none named: every config has a failed run.")
+                blank = "shared_gpu" in m and bool(m["shared_gpu"].fillna(False).astype(bool).all())
+                lines.append("- fastest: none named: " + ("the runs shared their GPU, so no speed was measured."
+                                                          if blank else "every config has a failed run."))
             continue
         top = r[r[f"rank_{metric}"] == r[f"rank_{metric}"].min()]
         rel = top[f"{metric}_rel"].iloc[0]

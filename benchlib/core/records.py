@@ -17,8 +17,14 @@ Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source, its split 
 labels and where its weights came from), ``pretrained`` (what a run loaded with
 ``model_name_or_path``: ``checkpoints.check_loaded``, with the share of the model loaded), ``checkpoint`` (where
 a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
-``sweep`` (what the sweep added) and ``backfill`` (``benchlib.study.backfill``: fields added to an
-old record, and its status before).
+``sweep`` (what the sweep added: its timing of the run, the pretrain checkpoint it loaded,
+``runs_per_gpu`` where ``--runs-per-gpu N`` ran up to N runs side by side on its GPU, and for a
+pretrain run made again because its checkpoint did not travel with its record,
+``lost_checkpoints``: the dates of the records whose checkpoint it replaces) and
+``backfill`` (``benchlib.study.backfill``: fields added to an old record, and its status before).
+
+A run that shared its GPU (``sweep.runs_per_gpu`` > 1) was timed against its neighbours: its
+quality is a measurement, its speed (``SPEED_METRICS``) is not, and ``records_frame`` blanks it.
 """
 from __future__ import annotations
 
@@ -168,6 +174,17 @@ METRICS = {
 }
 
 
+SPEED_METRICS = ("throughput", "throughput_std", "tokens_per_s", "samples_per_s", "step_ms", "step_ms_std",
+                 "mfu_pct", "mfu_matched_pct", *[k for k in METRICS if k.startswith(("time/", "energy/"))])
+"""What other runs on the same GPU change: time, rates and the GPU's energy counter. Memory
+stays: the allocator's peaks count this process's tensors alone."""
+
+
+def shared_gpu(rec: dict) -> bool:
+    """Whether the sweep ran other runs side by side on this run's GPU (``--runs-per-gpu``)."""
+    return ((rec.get("sweep") or {}).get("runs_per_gpu") or 1) > 1
+
+
 class CorruptRecord(ValueError):
     pass
 
@@ -276,16 +293,18 @@ def load_records(root: str | os.PathLike, strict: bool = False) -> list[dict]:
 
 
 def records_frame(records: Iterable[dict]) -> "pandas.DataFrame":  # noqa: F821
-    """One row per record: identity columns, status, every metric, and the run parameters
-    (prefixed ``run.``)."""
+    """One row per record: identity columns, status, ``shared_gpu``, every metric (the speed
+    of a run that shared its GPU blanked: NaN), and the run parameters (prefixed ``run.``)."""
     import pandas as pd
     rows = []
     for r in records:
         row = {"run_id": r["run_id"], "scenario": r["scenario"], "config": r["config"],
                "seed": r["seed"], "status": r["status"], "reason": r.get("reason"),
                "device": r["env"].get("device_name"), "wall_s": r.get("wall_s"),
-               "path": r.get("_path")}
+               "path": r.get("_path"), "shared_gpu": shared_gpu(r)}
         row.update(r["metrics"])
+        if row["shared_gpu"]:
+            row.update({k: math.nan for k in ("wall_s", *SPEED_METRICS) if k in row})
         row.update({f"run.{k}": v for k, v in r["run"].items() if not isinstance(v, dict)})
         rows.append(row)
     return pd.DataFrame(rows)

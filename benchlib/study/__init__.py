@@ -3,7 +3,8 @@
 ``studyfile`` parses params/*.yaml into runs (``executor``: its scheduler section); ``runner``
 plans them, knows each one's state on resume and executes one through papermill (torchrun
 inside, for multi-process arms) into its record; ``sweep`` is the command that runs them here,
-one per GPU, and ``cluster`` hands them to Slurm or submitit's local executor; ``notebook``
-holds what the notebooks call; ``html_export``, ``backfill`` and ``calibration`` work on finished studies.
+in GPU ``slots``, within a time ``budget``, and ``cluster`` hands them to Slurm or submitit's
+local executor; ``pack`` carries a chunk's records between machines; ``notebook`` holds what
+the notebooks call; ``html_export``, ``backfill`` and ``calibration`` work on finished studies.
 Imports every layer below, and ``analysis`` to run the analysis notebooks.
 """

@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchlib.core.records import CorruptRecord, read_record
+from benchlib.core.records import CorruptRecord, read_record, shared_gpu
 
 
 def export_html(notebook: Path, html: Path, css_root: Path | None = None) -> None:
@@ -166,8 +166,10 @@ def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path, ove
         try:
             rec = read_record(item.result)
             m = rec["metrics"]
+            shared = shared_gpu(rec)  # timed against its neighbours on the GPU: no speed of its own
             cells = [rec["status"], fmt(m.get("quality")), m.get("quality_name", ""), baseline_cell(m),
-                     fmt(m.get("throughput")), m.get("throughput_unit", ""), fmt(m.get("memory")),
+                     fmt(None if shared else m.get("throughput")),
+                     "(shared GPU)" if shared else m.get("throughput_unit", ""), fmt(m.get("memory")),
                      last_line(rec.get("reason"))[:120]]
         except CorruptRecord:
             cells = ["no record", "", "", "", "", "", "", ""]

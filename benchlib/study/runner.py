@@ -18,6 +18,14 @@ Where the checkpoint is missing (its pretrain run failed), they get a ``skipped`
 whose ``sweep.waiting_for`` names the pretrain run, and the next sweep tries them again. A
 pretrain run that ended degraded or stalled still hands its checkpoint on, with a warning;
 the runs that load it say so in ``pretrain.checkpoint.status`` of their records.
+
+Records carried from another machine (``dtype-bench pack`` / ``unpack``) resume as if made here:
+no absolute path decides a state (``stale_keys`` leaves out the checkpoint path of a run that
+loads the pretrain stage's, which ``checkpoint_changed`` tracks by its training's date). Their
+checkpoints are never carried: a pretrain item whose record is here but not its ``model/``, and
+which a run still to run loads, is trained again (state ``remake``, ``remake_lost``); its new
+record lists the lost checkpoint's date under ``sweep.lost_checkpoints``, so the runs that
+loaded the lost one stay finished.
 """
 from __future__ import annotations
 
@@ -146,18 +154,43 @@ def pretrain_stamp(pre: Item) -> dict | None:
 
 
 def checkpoint_changed(item: Item) -> str:
-    """Why a finished run that loads a pretrain checkpoint must run again, or ''."""
+    """Why a finished run that loads a pretrain checkpoint must run again, or ''. A checkpoint
+    made again because it was lost (``remake``) is the same training: it changes nothing."""
     pre = item.needs
-    if pre.todo:
+    if pre.todo and pre.state != "remake":
         return f"its pretrain run {pre.run_id} runs again"
     try:
         used = (read_record(item.result).get("sweep") or {}).get("pretrained") or {}
+        now = read_record(pre.result)
     except CorruptRecord:
         return ""
-    now = pretrain_stamp(pre) or {}
-    if used.get("date") and now.get("date") and used["date"] != now["date"]:
-        return f"its checkpoint was retrained ({pre.run_id} of {now['date']}, this run loaded {used['date']}'s)"
+    dates = {now["env"].get("date"), *((now.get("sweep") or {}).get("lost_checkpoints") or [])}
+    if used.get("date") and now["env"].get("date") and used["date"] not in dates:
+        return f"its checkpoint was retrained ({pre.run_id} of {now['env']['date']}, this run loaded {used['date']}'s)"
     return ""
+
+
+def checkpoint_lost(pre: Item) -> bool:
+    """The pretrain item's record says it made a usable checkpoint, and the checkpoint is not
+    here (its record was carried from another machine without it)."""
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return False
+    return rec["status"] in USABLE_PRETRAIN and not is_complete(pre.model_dir)
+
+
+def remake_lost(items: list[Item]) -> list[Item]:
+    """Mark ``remake`` the finished pretrain items among ``items`` whose checkpoint is lost and
+    which an item still to run loads or starts from (a remade last phase needs its earlier
+    phases' checkpoints too); return them."""
+    remade: list[Item] = []
+    for item in reversed(items):  # the runs, then the pretrain phases from the last
+        pre = item.needs
+        if item.todo and pre is not None and not pre.todo and checkpoint_lost(pre):
+            pre.state, pre.detail = "remake", f"its checkpoint {_rel(pre.model_dir)} is not here"
+            remade.append(pre)
+    return remade[::-1]
 
 
 def pretrain_problem(pre: Item) -> str | None:
@@ -220,7 +253,9 @@ def run_state(item: Item) -> tuple[str, str]:
         return "waiting", _last_line(rec.get("reason"))
     if rec["status"] not in FINISHED:
         return "error", _last_line(rec.get("reason"))
-    changed = stale_keys(rec, item.spec.params)
+    # where the pretrain stage's checkpoint lies depends on the machine; which one a run loaded
+    # is its sweep.pretrained (checkpoint_changed)
+    changed = stale_keys(rec, item.spec.params, ("model_name_or_path",) if item.needs is not None else ())
     if changed:
         return "stale", "parameters changed: " + ", ".join(changed)
     if "sweep" not in rec:
@@ -230,11 +265,12 @@ def run_state(item: Item) -> tuple[str, str]:
     return f"done:{rec['status']}", ""
 
 
-def stale_keys(rec: dict, params: dict) -> list[str]:
-    """Settings of the study that the record was not run with (the study file changed)."""
+def stale_keys(rec: dict, params: dict, skip: tuple = ()) -> list[str]:
+    """Settings of the study that the record was not run with (the study file changed), but
+    for ``skip`` and the run's place (``out_dir``, which differs between machines)."""
     # run holds what was trained (the data's vocabulary and labels); data.asked what was asked
     ran = {**flatten(rec.get("run", {})), **((rec.get("data") or {}).get("asked") or {})}
-    skip = ("out_dir", "extra", "scenario", "config")
+    skip = ("out_dir", "extra", "scenario", "config", *skip)
     return [f"{k} {ran.get(k)!r} -> {v!r}" for k, v in flatten(params).items()
             if k not in skip and v is not None and v != "auto" and ran.get(k) != v]
 
@@ -375,6 +411,10 @@ def execute_item(item: Item, study_file: Path, slot: dict, timeout: int | None =
     """One item of the plan, as every executor runs it: a pretrain run or a run of its own
     runs its notebook; a run that loads a pretrain checkpoint first checks it is there (else
     a ``waiting`` record)."""
+    if item.stage == "pretrain" and checkpoint_lost(item):  # the runs that loaded the lost one stay valid
+        old = read_record(item.result)
+        lost = [*((old.get("sweep") or {}).get("lost_checkpoints") or []), old["env"].get("date")]
+        sweep_extra = {**(sweep_extra or {}), "lost_checkpoints": lost}
     if item.needs is None:
         return run_one(item, study_file, slot, timeout, sweep_extra)
     problem = pretrain_problem(item.needs)

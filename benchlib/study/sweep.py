@@ -14,27 +14,26 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import os
-import queue
 import shlex
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Callable
 
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
+from benchlib.core.errors import UserError
 from benchlib.core.records import TRAINED, CorruptRecord, read_record
 from benchlib.core.runconfig import ConfigError
 from benchlib.study import runner
+from benchlib.study.budget import Budget, parse_duration
 from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
-from benchlib.study.runner import (NOTEBOOK_DIR, WAITING, Item, _rel, execute_item, is_waiting, kernel_env, log_tail,
-                                   papermill_command, plan, pretrain_problem, pretrain_root, pretrain_warning, run_state,
-                                   STEPS_SHARE_TARGET, steps_share)
+from benchlib.study.runner import (NOTEBOOK_DIR, WAITING, Item, _rel, checkpoint_lost, execute_item, is_waiting,
+                                   kernel_env, log_tail, papermill_command, plan, pretrain_problem, pretrain_root,
+                                   pretrain_warning, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
+from benchlib.study.slots import gpu_sharing, run_all, slots_for, visible_gpus
 from benchlib.study.studyfile import Study, load_study
 
 ANALYSIS = {"10_analyze_experiment.ipynb": {"scenario": None}, "11_compare_experiments.ipynb": {}}
@@ -82,55 +81,6 @@ def select(items: list[Item], only: list[str], scenarios: list[str], configs: li
 
 def _n(k: int, word: str) -> str:
     return f"{k} {word}{'' if k == 1 else 's'}"
-
-
-# ---- scheduling ---------------------------------------------------------------------
-def visible_gpus() -> list[str]:
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None:
-        return [g.strip() for g in cvd.split(",") if g.strip() and g.strip() != "-1"]
-    try:
-        import torch
-        return [str(i) for i in range(torch.cuda.device_count())]
-    except Exception:
-        return []
-
-
-def slots_for(jobs: int, gpus: list[str], per_run: int = 1) -> list[dict]:
-    """One slot per concurrent run: ``per_run`` GPUs each (CUDA_VISIBLE_DEVICES; a multi-process
-    arm needs as many as its ``dist.nproc``); on CPU a single slot, since side-by-side CPU runs
-    would only measure each other."""
-    if jobs <= 1 or not gpus or len(gpus) < 2 * per_run:
-        return [{}]
-    groups = [gpus[i:i + per_run] for i in range(0, len(gpus) - per_run + 1, per_run)]
-    return [{"CUDA_VISIBLE_DEVICES": ",".join(g)} for g in groups[:jobs]]
-
-
-def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = lambda i, s: None,
-            on_done: Callable = lambda i, r: None) -> None:
-    """Run ``fn(item, slot)`` for every item, at most one at a time per slot."""
-    free: queue.Queue = queue.Queue()
-    for s in slots:
-        free.put(s)
-
-    def task(item):
-        slot = free.get()
-        try:
-            on_start(item, slot)
-            return item, fn(item, slot)
-        finally:
-            free.put(slot)
-
-    if len(slots) == 1:
-        for item in items:
-            on_done(*task(item))
-        return
-    pool = ThreadPoolExecutor(len(slots))
-    try:
-        for f in as_completed([pool.submit(task, i) for i in items]):
-            on_done(*f.result())
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ---- after the runs: analysis, summary (the HTML export: benchlib.study.html_export) ---------
@@ -192,6 +142,8 @@ def summary(items: list[Item]) -> str:
     if not recs:
         return "\n".join(lines)
     df = records_frame(recs)
+    if df["shared_gpu"].any():
+        lines.append(f"speed left blank for {_n(int(df['shared_gpu'].sum()), 'run')} that shared a GPU (--runs-per-gpu)")
     for col in ("throughput", "memory", "quality"):
         if col not in df:
             df[col] = float("nan")
@@ -230,6 +182,13 @@ def _at_least_one(text: str) -> int:
     return n
 
 
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--time-budget ")) from None
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("study", type=Path, help="study file, e.g. params/smoke.yaml")
@@ -239,8 +198,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--scenario", type=_csv, default=[], help="comma list of scenarios to select")
     p.add_argument("--config", type=_csv, default=[], help="comma list of dtype configs to select")
     p.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], help="comma list of seeds")
-    p.add_argument("--jobs", type=_at_least_one, default=1, help="runs side by side, one per GPU (CPU: always 1)")
+    p.add_argument("--jobs", type=_at_least_one, default=None,
+                   help="runs side by side, one per GPU (default 1; with --runs-per-gpu, every slot; CPU: always 1)")
+    p.add_argument("--runs-per-gpu", type=_at_least_one, default=1, metavar="N",
+                   help="N runs side by side on each GPU, for quality-only runs of small models: their records say "
+                        "so (sweep.runs_per_gpu) and the analysis blanks their speed (default 1; CPU: one run at a time)")
     p.add_argument("--gpus", type=_csv, default=None, help="GPU ids to use (default: all visible)")
+    p.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
+                   help="start no run that cannot finish within DURATION of the sweep's start (540, 540s, 9m, "
+                        "1.5h; estimated from the study's finished records), then exit 0 saying how many runs "
+                        "are left: the same command resumes; the analysis waits until every run is done")
     p.add_argument("--out", type=Path, default=Path("executed"), help="root of executed studies (default: executed)")
     p.add_argument("--force", action="store_true", help="run the selected runs again even if finished")
     p.add_argument("--timeout", type=int, default=None, help="seconds one notebook cell may run before the run fails")
@@ -272,6 +239,7 @@ def executor_settings(ns: argparse.Namespace, study: Study) -> ExecutorSettings:
 
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(list(sys.argv[1:] if argv is None else argv))
+    budget = Budget(ns.time_budget) if ns.time_budget else None  # its clock starts now
     study = load_study(ns.study)  # validates every run before anything executes
     every = plan(study, ns.out)
     items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
@@ -279,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         if not i.todo and not i.pulled:
             i.state, i.detail = "rerun", "--force"
     settings = executor_settings(ns, study)
+    if budget and settings.kind != "inprocess":
+        raise ConfigError(f"--time-budget is for runs executed here; a scheduler's task has its own limit "
+                          f"(executor.time_min), not --executor {settings.kind}")
     if ns.status:
         from benchlib.study.cluster import print_status
         return print_status(study, items, ns.out)
@@ -288,8 +259,13 @@ def main(argv: list[str] | None = None) -> int:
             every = plan(study, ns.out)
             items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
     study_dir = ns.out / study.name
+    remade = [] if ns.analysis_only else remake_lost(items)  # checkpoints not carried with their records
     pending = [i for i in items if i.todo]
     _print_plan(study, ns.study, every, items, pending, study_dir, commands=ns.dry_run)
+    for p in remade:
+        users = [i.run_id for i in items if i.todo and i.needs is p]
+        print(f"  {p.run_id}: its record is here but not its checkpoint {_rel(p.model_dir)} (checkpoints are not "
+              f"carried between machines): trained again for {', '.join(users[:3])}{' ...' if len(users) > 3 else ''}")
     todo = [] if ns.analysis_only else pending
     if ns.analysis_only and pending:
         print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
@@ -301,15 +277,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     slots = _slots(ns, todo)
+    if budget:
+        budget.learn(every)
     t0 = time.perf_counter()
     timings: list[dict] = []
     try:
-        _execute_all(todo, items, study, slots, ns.timeout, timings)
+        _execute_all(todo, items, study, slots, ns.timeout, timings, budget)
     except KeyboardInterrupt:
         print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
               f"  dtype-bench sweep {_rel(ns.study)}", file=sys.stderr)
         return 130
-    return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots))
+    return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots), budget)
 
 
 def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, todo: list[Item], after) -> int:
@@ -344,20 +322,29 @@ def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, to
 
 
 def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
-                timings: list[dict], wall: float, slot: dict | None = None, n_slots: int = 1) -> int:
-    """The analysis notebooks, the HTML export and the summary, after the runs."""
+                timings: list[dict], wall: float, slot: dict | None = None, n_slots: int = 1,
+                budget: Budget | None = None) -> int:
+    """The analysis notebooks, the HTML export and the summary, after the runs (with a time
+    budget, the first two only once every run is done and there is time for them)."""
     study_dir = ns.out / study.name
+    later = list(budget.deferred) if budget else []
+    todo = [i for i in todo if not any(i is d for d in later)]  # what ran
+    late = budget.why_no_analysis() if budget and not (ns.no_analysis and ns.no_html) else ""
+    if late:
+        print(late)
 
     analysis, failed = [], []
-    if not ns.no_analysis and (todo or ns.analysis_only or not (study_dir / "analysis").exists()):
+    if not ns.no_analysis and not late and (todo or ns.analysis_only or not (study_dir / "analysis").exists()):
         analysis, failed = run_analysis(study_dir, slot or {}, arms=bool(study.arms))
     analysis = analysis or sorted((study_dir / "analysis").glob("*.ipynb"))
     runs = [i for i in every if i.stage == "run"]
     pre = [i for i in every if i.stage == "pretrain"]
-    index = None if ns.no_html else export_study_html(study_dir, runs, analysis, overview=not study.arms)
+    index = None if ns.no_html or late else export_study_html(study_dir, runs, analysis, overview=not study.arms)
     print("\n" + summary(runs))
     for p in pre:
-        print(f"{p.run_id}: {pretrain_problem(p) or 'checkpoint ' + _rel(p.model_dir)}")
+        print(f"{p.run_id}: " + ("its checkpoint is not here (its record was carried without it); made again when "
+                                 "a run still to run loads it" if checkpoint_lost(p) else
+                                 pretrain_problem(p) or "checkpoint " + _rel(p.model_dir)))
         if pretrain_warning(p):
             print(pretrain_warning(p), file=sys.stderr)
     if todo:
@@ -386,7 +373,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     if pre:
         print(f"  pretrain: {_rel(pretrain_root(study, ns.out))}/<arch>.ipynb (+ <arch>/model: the checkpoint"
               + ("; earlier phases: <arch>.phase<k>/" if any(p.phase > 1 for p in pre) else "") + ")")
-    states = {i.run_id: run_state(i)[0] for i in items}
+    states = {i.run_id: run_state(i)[0] for i in items if not any(i is d for d in later)}  # left for later: not failed
     errors = [r for r, s in states.items() if s in ("error", "corrupt")]
     waiting = [r for r, s in states.items() if s == "waiting"]
     if errors:
@@ -395,6 +382,8 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     if waiting:
         print(f"\n{len(waiting)} run(s) skipped, {WAITING} ({', '.join(waiting[:8])}{' ...' if len(waiting) > 8 else ''}):"
               f" the next sweep runs them once it exists", file=sys.stderr)
+    if later:
+        print(budget.left_line(len(items)))
     return 1 if errors or waiting else 0
 
 
@@ -447,14 +436,19 @@ def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
     per_run = max((i.spec.cfg.dist.nproc for i in todo), default=1)
     if gpus and per_run > len(gpus):
         raise ConfigError(f"{_rel(ns.study)}: an arm runs on {per_run} processes and {len(gpus)} GPU(s) are visible here")
-    slots = slots_for(ns.jobs, gpus, per_run)
-    if ns.jobs > 1 and len(slots) == 1:
-        print(f"  --jobs {ns.jobs}: CPU runs, one at a time")
+    if ns.runs_per_gpu > 1 and per_run > 1:
+        raise ConfigError(f"--runs-per-gpu {ns.runs_per_gpu}: an arm on {per_run} processes measures its GPUs' "
+                          f"speed, and runs sharing them would measure each other; use it for single-process runs")
+    jobs = ns.jobs or (1 if ns.runs_per_gpu == 1 else len(gpus) * ns.runs_per_gpu)
+    slots = slots_for(jobs, gpus, per_run, ns.runs_per_gpu)
+    if (jobs > 1 or ns.runs_per_gpu > 1) and len(slots) == 1:
+        print(f"  {f'--runs-per-gpu {ns.runs_per_gpu}' if ns.runs_per_gpu > 1 else f'--jobs {jobs}'}: "
+              f"{'CPU runs' if not gpus else 'one slot'}, one at a time")
     return slots
 
 
 def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
-                 timings: list[dict]) -> None:
+                 timings: list[dict], budget: Budget | None = None) -> None:
     from tqdm import tqdm
 
     from benchlib.study.notebook import data_line
@@ -474,6 +468,8 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
             bar.write(f"{item.run_id}: {data}")
         if rec["status"] in TRAINED and rec["sweep"]["fixed_s"] is not None:
             timings.append(rec["sweep"])
+        if budget:
+            budget.observe(item, rec)  # the next estimate of its kind knows it
         bar.set_description(" ".join(running) or "done")
         bar.set_postfix_str(f"last: {item.run_id} {rec['status']}")
         if rec["status"] == "error":
@@ -486,12 +482,15 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
 
     try:
         # the pretrain stage first: the runs after it load its checkpoints
-        run = lambda item, slot: execute_item(item, study.path, slot, timeout)  # noqa: E731
+        shared = gpu_sharing(slots)  # runs side by side on one GPU time each other: their records say so
+        extra = {"runs_per_gpu": shared} if shared > 1 else None
+        run = lambda item, slot: execute_item(item, study.path, slot, timeout, extra)  # noqa: E731
+        admit = budget.admit if budget else (lambda item: True)
         # phase by phase: every arch's phase 1 side by side, then the phases that start from them
         pre = [i for i in todo if i.stage == "pretrain"]
         for k in sorted({i.phase for i in pre}):
-            run_all([i for i in pre if i.phase == k], slots, run, on_start, on_done)
-        run_all([i for i in todo if i.stage != "pretrain"], slots, run, on_start, on_done)
+            run_all([i for i in pre if i.phase == k], slots, run, on_start, on_done, admit)
+        run_all([i for i in todo if i.stage != "pretrain"], slots, run, on_start, on_done, admit)
     finally:
         bar.close()
 

@@ -1,0 +1,111 @@
+"""``dtype-bench sweep X.yaml --time-budget 9m``: a study done in chunks on a host whose jobs
+have a hard time limit. Each call of the same command starts only the runs that can finish in
+the time left, in the study's order, and exits 0 saying how many are left; the next call (on
+this machine or another, with the records carried over) resumes from the records.
+
+A run's duration is estimated from the records already finished in this study, the ones this
+call finishes included: the longest ``sweep.wall_s`` of a completed run of the same stage,
+scenario, arm and size, its step part scaled to this run's steps where the record has its fixed
+cost (``sweep.fixed_s``), plus ``MARGIN``. With nothing comparable finished, ``DEFAULT_RUN_S``.
+The analysis notebooks and the HTML export run only once every run is done and ``AFTER_RUNS_S``
+is left; otherwise a later call with ``--analysis-only`` does them.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+from benchlib.core.errors import UserError
+from benchlib.core.records import COMPLETED, CorruptRecord, read_record
+
+DEFAULT_RUN_S = 120.0
+"""A run's estimate when no comparable run has finished: six times a run's fixed cost through
+papermill on an H200 (19 s: kernel start, imports, data, model, compilation, evaluation)."""
+MARGIN = (1.1, 10.0)
+"""An estimate is the longest comparable run x 1.1 + 10 s: timing noise, a slower first kernel."""
+AFTER_RUNS_S = 240.0
+"""What the analysis notebooks and the HTML export may take: the committed quick study's (26
+runs) took 66 s on a 2-core CPU with its run pages exported already; a run's page takes about
+0.6 s more, so 240 s covers a study of a couple of hundred runs."""
+UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_duration(text: str, flag: str = "--time-budget") -> float:
+    """Seconds from ``540``, ``540s``, ``9m``, ``1.5h``."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
+    if not m or m.group(2) not in UNITS or float(m.group(1)) <= 0:
+        raise UserError(f"{flag} {text!r}: expected a positive duration such as 540, 540s, 9m or 1.5h")
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def _key(item) -> tuple:
+    c = item.spec.cfg
+    return item.stage, c.scenario, item.spec.arm, c.size
+
+
+def run_cost(rec: dict, steps: int) -> float | None:
+    """What a completed record's run cost the sweep, scaled to ``steps``; None when it did not
+    complete or the sweep did not time it."""
+    s = rec.get("sweep") or {}
+    wall, fixed, ran = s.get("wall_s"), s.get("fixed_s"), (rec.get("run") or {}).get("steps")
+    if rec.get("status") not in COMPLETED or not wall:
+        return None
+    if fixed is None or not ran:
+        return float(wall)
+    return fixed + (wall - fixed) * steps / ran
+
+
+@dataclass
+class Budget:
+    """The time a sweep may take, counted from its start, and the runs it left for later."""
+    seconds: float
+    start: float = field(default_factory=lambda: time.monotonic())
+    deferred: list = field(default_factory=list)
+    seen: dict = field(default_factory=dict)  # (stage, scenario, arm, size) -> [(record, ...)]
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def learn(self, items: list) -> None:
+        """Take the records already there (every item of the plan, selected or not)."""
+        for item in items:
+            try:
+                self.observe(item, read_record(item.result))
+            except CorruptRecord:
+                pass
+
+    def observe(self, item, rec: dict) -> None:
+        if run_cost(rec, 1) is not None:
+            self.seen.setdefault(_key(item), []).append(rec)
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.start)
+
+    def estimate(self, item) -> float:
+        steps = item.spec.cfg.steps
+        costs = [run_cost(r, steps) for r in self.seen.get(_key(item), [])]
+        return MARGIN[0] * max(costs) + MARGIN[1] if costs else DEFAULT_RUN_S
+
+    def admit(self, item) -> bool:
+        """Whether ``item`` may start now: it fits in the time left, and the checkpoint it loads
+        is not one this call left for later. Refused, it joins ``deferred``."""
+        with self._lock:
+            waits = item.needs is not None and any(item.needs is d for d in self.deferred)
+            if waits or self.estimate(item) > self.left():
+                self.deferred.append(item)
+                return False
+            return True
+
+    def left_line(self, total: int) -> str:
+        return (f"time budget: {len(self.deferred)} of {total} runs left; "
+                f"run the same command again to resume")
+
+    def why_no_analysis(self) -> str:
+        """Why the analysis and the HTML export wait for a later call, or ''."""
+        if self.deferred:
+            return ("time budget: the analysis notebooks and the HTML export wait for the call that finishes "
+                    "the last run (or --analysis-only)")
+        if self.left() < AFTER_RUNS_S:
+            return (f"time budget: {max(self.left(), 0):.0f} s left, the analysis notebooks and the HTML export "
+                    f"need up to {AFTER_RUNS_S:.0f} s: run the same command with --analysis-only")
+        return ""

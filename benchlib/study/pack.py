@@ -1,0 +1,178 @@
+"""``dtype-bench pack executed/<study> --out chunk.tgz``: what a chunk of a study made on a GPU
+host and not yet committed, as one archive to carry back; ``dtype-bench unpack chunk.tgz``
+puts it in place in the repository here.
+
+What goes in: the files under the study's folder (and its pretrain stage's beside it,
+``<study>.pretrain/``) that git reports as new or modified, ignored ones included (``executed/``
+is ignored but for the studies added with ``git add -f``); with ``--since REF`` also those
+changed since that commit; outside a git work tree, or with ``--newer-than FILE``, the files
+modified after FILE (touch it before the sweep). Model checkpoints (``model/`` folders,
+``*.safetensors``, ``*.bin``, ``*.pt``) and hidden files (temporary files of an interrupted
+write) stay out. Paths in the archive are relative to the repository root (outside git: the
+current folder), so ``tar xzf chunk.tgz -C <repository>`` does what ``unpack`` does, less its
+checks. An archive over ``LIMIT_MIB`` (what one GPU job may return per file) is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tarfile
+from collections import Counter
+from pathlib import Path, PurePosixPath
+
+from benchlib.core.argparser import ArgumentParser
+from benchlib.core.errors import UserError
+
+LIMIT_MIB = 16
+CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt")
+
+
+def git_root(path: Path) -> Path | None:
+    """The root of the git work tree holding ``path``, or None."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True)
+    except OSError:  # no git here
+        return None
+    return Path(out.stdout.strip()).resolve() if out.returncode == 0 else None
+
+
+def _git(root: Path, what: str, *args: str) -> list[str]:
+    out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise UserError(f"{what}: {(out.stderr.strip().splitlines() or ['git ' + args[0] + ' failed'])[-1]}")
+    return [p for p in out.stdout.split("\0") if p]
+
+
+def changed_files(root: Path, dirs: list[Path], since: str | None = None) -> list[Path]:
+    """Files under ``dirs`` that are untracked (ignored or not) or modified, and with ``since``
+    changed since that commit."""
+    rel = [str(d.relative_to(root)) for d in dirs]
+    names = _git(root, "git ls-files", "ls-files", "-z", "--others", "--modified", "--", *rel)
+    if since:
+        names += _git(root, f"--since {since}", "diff", "-z", "--name-only", since, "--", *rel)
+    return sorted({root / n for n in names if (root / n).is_file()})
+
+
+def newer_files(dirs: list[Path], marker: Path) -> list[Path]:
+    if not marker.exists():
+        raise UserError(f"--newer-than {marker}: no such file (touch it before the sweep)")
+    t = marker.stat().st_mtime
+    return sorted(p for d in dirs for p in d.rglob("*") if p.is_file() and p.stat().st_mtime > t)
+
+
+def left_out(rel: PurePosixPath) -> str:
+    """Why a file stays out of the archive ('checkpoint', 'hidden'), or ''."""
+    if "model" in rel.parts[:-1] or rel.suffix in CHECKPOINT_SUFFIXES:
+        return "checkpoint"
+    return "hidden" if any(part.startswith(".") for part in rel.parts) else ""
+
+
+def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than: Path | None = None) -> str:
+    """Write the archive; return what to print."""
+    dirs: list[Path] = []
+    for d in (Path(d).resolve() for d in study_dirs):
+        if not d.is_dir():
+            raise UserError(f"{d}: no such study folder")
+        dirs += [p for p in (d, d.with_name(d.name + ".pretrain")) if p.is_dir() and p not in dirs]
+    root = git_root(dirs[0])
+    if root is None and newer_than is None:
+        raise UserError(f"{dirs[0]} is not in a git work tree: give --newer-than FILE (a file touched before the sweep)")
+    if root is None and since:
+        raise UserError(f"--since {since}: {dirs[0]} is not in a git work tree")
+    root = root or Path.cwd().resolve()
+    if not all(d.is_relative_to(root) for d in dirs):
+        raise UserError(f"{dirs[0]} is not below {root}: run pack from the repository root")
+    files = newer_files(dirs, newer_than) if newer_than else changed_files(root, dirs, since)
+    out = Path(out).resolve()
+    files = [f for f in files if f != out]
+    rel = {f: PurePosixPath(f.relative_to(root).as_posix()) for f in files}
+    skipped = Counter(left_out(r) for r in rel.values() if left_out(r))
+    files = [f for f in files if not left_out(rel[f])]
+    if not files:
+        raise UserError(f"nothing to pack: no new or changed file under {', '.join(str(d) for d in dirs)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w:gz") as tar:
+        for f in files:
+            tar.add(f, arcname=str(rel[f]), recursive=False)
+    size, total = out.stat().st_size, sum(f.stat().st_size for f in files)
+    if size > LIMIT_MIB * 2**20:
+        out.unlink()
+        big = sorted(files, key=lambda f: -f.stat().st_size)[:3]
+        raise UserError(f"the archive would be {_mib(size)}, over {LIMIT_MIB} MiB; largest: "
+                        + ", ".join(f"{rel[f]} ({_mib(f.stat().st_size)})" for f in big)
+                        + "; pack subfolders (e.g. <study>/runs/A) into separate archives")
+    lines = [f"packed {len(files)} files ({_mib(total)}, {_mib(size)} compressed) into {out}"]
+    if skipped:
+        lines.append(f"left out: {', '.join(f'{n} {why} file(s)' for why, n in sorted(skipped.items()))} "
+                     f"(checkpoints are never carried back; the sweep makes a missing one again when a run needs it)")
+    return "\n".join(lines)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def unpack(archive: Path, into: Path, force: bool = False) -> str:
+    """Extract the archive's files under ``into``, never replacing a file whose content differs
+    unless ``force``; return what was added, grouped by folder."""
+    try:
+        tar = tarfile.open(archive, "r:gz")
+    except (OSError, tarfile.TarError) as e:
+        raise UserError(f"{archive}: not a readable .tgz archive ({e})") from None
+    with tar:
+        members = [m for m in tar.getmembers() if not m.isdir()]
+        for m in members:
+            p = PurePosixPath(m.name)
+            if not m.isfile() or p.is_absolute() or ".." in p.parts:
+                raise UserError(f"{archive}: {m.name!r} is not a plain file below the archive's root; nothing unpacked")
+        state = {m.name: _compare(tar, m, into / m.name) for m in members}
+        differ = [n for n, s in state.items() if s == "differs"]
+        if differ and not force:
+            raise UserError(f"{len(differ)} file(s) here differ from the archive's ({', '.join(differ[:3])}"
+                            f"{' ...' if len(differ) > 3 else ''}); nothing unpacked: --force replaces them")
+        for m in members:
+            if state[m.name] != "same":
+                tar.extract(m, path=into, filter="data")
+    counts = Counter(state.values())
+    lines = [f"unpacked {archive} into {into}: {counts['new']} added, {counts['differs']} replaced, "
+             f"{counts['same']} already here"]
+    by_folder: dict[str, Counter] = {}
+    for name, s in state.items():
+        if s != "same":
+            by_folder.setdefault(str(PurePosixPath(name).parent), Counter())["added" if s == "new" else "replaced"] += 1
+    lines += [f"  {folder}/: " + ", ".join(f"{n} {what}" for what, n in c.items()) for folder, c in sorted(by_folder.items())]
+    return "\n".join(lines)
+
+
+def _compare(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> str:
+    if not target.exists():
+        return "new"
+    ours = hashlib.sha256(target.read_bytes()).digest() if target.is_file() else b""
+    return "same" if ours == hashlib.sha256(tar.extractfile(member).read()).digest() else "differs"
+
+
+# ---- command line ----------------------------------------------------------------------
+def main_pack(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(prog="dtype-bench pack", description=__doc__.split("\n\n")[0])
+    p.add_argument("study_dir", type=Path, nargs="+", help="study folder(s), e.g. executed/reference")
+    p.add_argument("--out", type=Path, required=True, help="the archive to write, e.g. chunk.tgz")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--since", metavar="GIT_REF", default=None,
+                       help="also the files changed since this commit (default: uncommitted files only)")
+    which.add_argument("--newer-than", type=Path, metavar="FILE", default=None,
+                       help="the files modified after FILE instead (no git needed: touch FILE before the sweep)")
+    ns = p.parse_args(sys.argv[1:] if argv is None else argv)
+    print(pack(ns.study_dir, ns.out, ns.since, ns.newer_than))
+    return 0
+
+
+def main_unpack(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(prog="dtype-bench unpack", description="Put a `dtype-bench pack` archive's files in place.")
+    p.add_argument("archive", type=Path, help="the archive, e.g. chunk.tgz")
+    p.add_argument("--into", type=Path, default=None,
+                   help="where its paths start (default: the root of the git work tree here, else the current folder)")
+    p.add_argument("--force", action="store_true", help="replace files here whose content differs from the archive's")
+    ns = p.parse_args(sys.argv[1:] if argv is None else argv)
+    print(unpack(ns.archive, ns.into or git_root(Path.cwd()) or Path.cwd(), ns.force))
+    return 0

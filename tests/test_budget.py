@@ -1,0 +1,176 @@
+"""``dtype-bench sweep --time-budget``: a study done in chunks on a host whose jobs have a hard
+time limit. Runs are faked (conftest's fake papermill) on a fake clock: each takes 100 s."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import pytest
+from conftest import REPO, fake_papermill
+
+from benchlib.core.errors import UserError
+from benchlib.core.records import read_record, write_json_atomic
+from benchlib.study import budget, runner, sweep
+from benchlib.study.studyfile import load_study
+
+STUDY = "study: chunks\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1]\nsize: tiny\nsteps: 10\ndevice: cpu\n"
+
+
+@pytest.fixture
+def chunked(tmp_path, monkeypatch):
+    """A four-run study, papermill faked, every run 100 s on a clock the budget reads."""
+    path, root = tmp_path / "chunks.yaml", tmp_path / "executed"
+    path.write_text(STUDY)
+    clock, calls = [0.0], []
+    fake = fake_papermill(path, root, {}, calls, [0])
+
+    def execute(cmd, env, log, timeout=None):
+        clock[0] += 100.0
+        return fake(cmd, env, log, timeout)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(budget, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    return SimpleNamespace(path=path, root=root, calls=calls, clock=clock,
+                           argv=[str(path), "--out", str(root), "--no-html"])
+
+
+@pytest.mark.parametrize("text, seconds", [("540", 540), ("540s", 540), ("9m", 540), ("1.5h", 5400), (" 90 S ", 90)])
+def test_durations_read_with_or_without_a_unit(text, seconds):
+    assert budget.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["9x", "-3", "0", "m", "1,5h", ""])
+def test_a_bad_duration_is_one_line_naming_the_flag(text):
+    with pytest.raises(UserError, match="--time-budget") as e:
+        budget.parse_duration(text)
+    assert "\n" not in str(e.value)
+
+
+def test_a_bad_duration_on_the_command_line_fails_before_anything_runs(chunked, capsys):
+    with pytest.raises(SystemExit) as e:
+        sweep.main(chunked.argv + ["--time-budget", "9x"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --time-budget: '9x': expected a positive duration" in err and err.count("\n") == 1
+    assert chunked.calls == []
+
+
+def test_a_budget_too_small_starts_nothing_and_exits_0_saying_so(chunked, capsys, monkeypatch):
+    monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran with runs left"))
+    assert sweep.main(chunked.argv + ["--time-budget", "60"]) == 0  # the first run's estimate: 120 s
+    out = capsys.readouterr().out
+    assert chunked.calls == []
+    assert out.splitlines()[-1] == "time budget: 4 of 4 runs left; run the same command again to resume"
+    assert not (chunked.root / "chunks" / "runs").exists()
+
+
+def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunked, capsys, monkeypatch):
+    monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran with runs left"))
+    # run 1: estimate 120 s (nothing finished yet), 250 s left; run 2: estimate 1.1 x 100 + 10 = 120 s,
+    # 150 s left; run 3: 50 s left
+    assert sweep.main(chunked.argv + ["--time-budget", "250s"]) == 0
+    out = capsys.readouterr().out
+    assert chunked.calls == ["A/fp32_baseline/seed0", "A/fp32_baseline/seed1"]
+    assert "time budget: 2 of 4 runs left; run the same command again to resume" in out
+    assert "the analysis notebooks and the HTML export wait for the call that finishes the last run" in out
+    # the same command again resumes: the next two, estimated from the records now there
+    chunked.calls.clear()
+    analysed = []
+    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: analysed.append(study_dir) or ([], []))
+    assert sweep.main(chunked.argv + ["--time-budget", "1h"]) == 0
+    out = capsys.readouterr().out
+    assert chunked.calls == ["A/amp_bf16/seed0", "A/amp_bf16/seed1"]
+    assert "time budget:" not in out and analysed == [chunked.root / "chunks"]
+
+
+def test_the_analysis_waits_when_the_time_left_cannot_cover_it(chunked, capsys, monkeypatch):
+    monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran without the time for it"))
+    assert sweep.main(chunked.argv + ["--time-budget", "500"]) == 0  # 4 x 100 s, 100 s left < AFTER_RUNS_S
+    out = capsys.readouterr().out
+    assert len(chunked.calls) == 4
+    assert (f"time budget: 100 s left, the analysis notebooks and the HTML export need up to "
+            f"{budget.AFTER_RUNS_S:.0f} s: run the same command with --analysis-only") in out
+
+
+def test_a_run_is_estimated_from_finished_runs_of_its_kind_scaled_to_its_steps(tmp_path):
+    items = sweep.plan(load_study(_write(tmp_path, STUDY.replace("[A]", "[A, B]"))), tmp_path / "executed")
+    a0, b0 = items[0], next(i for i in items if i.spec.cfg.scenario == "B")
+    b = budget.Budget(600)
+    b.learn(items)
+    assert b.estimate(a0) == budget.DEFAULT_RUN_S  # nothing finished
+    rec = runner.error_record(a0.spec, a0.out_dir, None)
+    rec.update(status="ok", run={**rec["run"], "steps": 5}, sweep={"wall_s": 50.0, "fixed_s": 20.0})
+    write_json_atomic(a0.result, rec)
+    b = budget.Budget(600)
+    b.learn(items)
+    # 20 s fixed + 30 s for 5 steps -> 60 s for this run's 10; x 1.1 + 10 s
+    assert b.estimate(items[1]) == pytest.approx(1.1 * (20 + 60) + 10)
+    assert b.estimate(b0) == budget.DEFAULT_RUN_S  # another scenario tells nothing
+
+
+def test_side_by_side_slots_start_only_what_fits(chunked):
+    seen = []
+    admit = lambda i: i < 3  # noqa: E731
+    sweep.run_all(list(range(6)), sweep.slots_for(2, ["0", "1"]), lambda i, s: i, admit=admit,
+                  on_done=lambda i, r: seen.append(i))
+    assert sorted(seen) == [0, 1, 2]
+
+
+def test_a_run_that_waits_for_a_deferred_pretrain_is_deferred_with_it(tmp_path):
+    text = STUDY.replace("[A]", "[A, C]") + "pretrain:\n  gpt2: {config: amp_bf16, steps: 5}\n" \
+                                            "overrides:\n  cls: {model_name_or_path: pretrained}\n"
+    items = sweep.plan(load_study(_write(tmp_path, text)), tmp_path / "executed")
+    pre, a0 = items[0], items[1]
+    c0 = next(i for i in items if i.needs is pre)
+    b = budget.Budget(60)  # less than a first run's estimate
+    assert not b.admit(pre)
+    b.seconds = 1e6
+    assert b.admit(a0)
+    assert not b.admit(c0)  # it would write a "waiting" record: left for the call that pretrains
+    assert [i.run_id for i in b.deferred] == ["pretrain/gpt2", c0.run_id]
+
+
+def test_a_run_killed_mid_way_leaves_no_record_that_looks_finished(tmp_path):
+    """The host's hard limit kills the sweep (SIGKILL, no clean-up) after training wrote the
+    run's record: the record has no sweep entry, so the next sweep runs it again."""
+    path, root = _write(tmp_path, STUDY), tmp_path / "executed"
+    script = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from benchlib.core.records import write_json_atomic
+        from benchlib.study import runner, sweep
+        from benchlib.study.studyfile import load_study
+        items = {{i.out_dir.resolve(): i for i in runner.plan(load_study({str(path)!r}), Path({str(root)!r}))}}
+        def execute(cmd, env, log, timeout=None):  # training finished and wrote its record; a later cell runs
+            out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+            write_json_atomic(out / "result.json", {{**runner.error_record(items[out].spec, out, None), "status": "ok"}})
+            time.sleep(600)
+        runner.execute = execute
+        sweep.main([{str(path)!r}, "--out", {str(root)!r}, "--no-html", "--no-analysis"])
+    """)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    first = root / "chunks/runs/A/fp32_baseline/seed0/result.json"
+    try:
+        deadline = time.monotonic() + 120
+        while not first.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert first.exists(), "the run never wrote its record"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert read_record(first)["status"] == "ok"  # what training wrote ...
+    item = sweep.plan(load_study(path), root)[0]
+    assert sweep.run_state(item)[0] == "unfinished"  # ... is not taken for finished
+    assert item.todo
+
+
+def _write(tmp_path, text, name="chunks.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path

@@ -1,0 +1,72 @@
+"""Resuming from records made on another machine (a GPU host's chunk, packed, unpacked and
+committed here): other absolute paths inside, and no checkpoints. Papermill is faked."""
+import shutil
+
+import pytest
+from conftest import fake_papermill
+
+from benchlib.core.records import read_record
+from benchlib.study import runner, sweep
+from benchlib.study.studyfile import load_study
+
+STUDY = """study: ft
+scenarios: [A, C, D]
+configs: [fp32_baseline]
+seeds: [0, 1]
+size: tiny
+steps: 3
+device: cpu
+pretrain:
+  gpt2: {config: amp_bf16, steps: 5}
+  roberta:
+    - {scenario: B, config: fp32_baseline, seq_len: 16, steps: 3, seed: 1}
+    - {seq_len: 32, steps: 2}
+overrides:
+  cls: {model_name_or_path: pretrained}
+"""
+FOREIGN = "/tmp/repo/executed"  # where the host kept the study
+
+
+@pytest.fixture
+def carried(tmp_path, monkeypatch):
+    """The study finished elsewhere, then carried here as pack carries it: its records say
+    where they were made (out_dir, the checkpoints they loaded), and no model/ came along."""
+    path, there, here = tmp_path / "ft.yaml", tmp_path / "there", tmp_path / "here"
+    path.write_text(STUDY)
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, there, {}, [], [0]))
+    assert sweep.main([str(path), "--out", str(there), "--no-analysis", "--no-html"]) == 0
+    shutil.copytree(there, here, ignore=shutil.ignore_patterns("model"))
+    for rec in here.rglob("result.json"):
+        rec.write_text(rec.read_text().replace(str(there), FOREIGN))
+    calls = []
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, here, {}, calls, [50]))
+    return path, here, calls
+
+
+def test_records_from_another_machine_count_as_finished(carried, capsys):
+    path, here, calls = carried
+    d0 = read_record(here / "ft/runs/D/fp32_baseline/seed0/result.json")
+    assert d0["run"]["out_dir"].startswith(FOREIGN) and d0["run"]["model_name_or_path"].startswith(FOREIGN)
+    assert sweep.main([str(path), "--out", str(here), "--no-analysis", "--no-html"]) == 0
+    out = capsys.readouterr().out
+    assert calls == []  # no papermill call
+    assert "done 9, to run 0" in out and "trained again" not in out
+    assert "pretrain/gpt2: its checkpoint is not here (its record was carried without it)" in out
+
+
+def test_a_lost_checkpoint_is_made_again_only_for_the_runs_still_to_run(carried, capsys):
+    path, here, calls = carried
+    (here / "ft/runs/D/fp32_baseline/seed1/result.json").unlink()  # one run that loads roberta's still to run
+    old = read_record(here / "ft.pretrain/roberta/result.json")["env"]["date"]
+    assert sweep.main([str(path), "--out", str(here), "--no-analysis", "--no-html"]) == 0
+    out = capsys.readouterr().out
+    # roberta's last phase starts from phase 1's checkpoint, lost too; gpt2's is needed by no run
+    assert calls == ["pretrain/roberta/phase1", "pretrain/roberta", "D/fp32_baseline/seed1"]
+    assert ("pretrain/roberta: its record is here but not its checkpoint " + str(here / "ft.pretrain/roberta/model")
+            + " (checkpoints are not carried between machines): trained again for D/fp32_baseline/seed1") in out
+    new = read_record(here / "ft.pretrain/roberta/result.json")
+    assert new["sweep"]["lost_checkpoints"] == [old] and new["env"]["date"] != old
+    # D seed 0 loaded the lost checkpoint: still finished, nothing stale
+    assert sweep.main([str(path), "--out", str(here), "--dry-run"]) == 0
+    assert "done 9, to run 0" in capsys.readouterr().out
+    assert {i.run_id: i.state for i in runner.plan(load_study(path), here)}["D/fp32_baseline/seed0"] == "done:ok"

@@ -1,0 +1,132 @@
+"""``dtype-bench pack`` / ``unpack``: what a chunk of a study made on a GPU host, carried back
+as one archive and put in place, checkpoints left out, nothing overwritten unasked."""
+import os
+import subprocess
+import tarfile
+
+import pytest
+
+from benchlib.cli import main
+from benchlib.core.errors import UserError
+from benchlib.study import pack
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-c", "user.email=t@example.org", "-c", "user.name=t", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def _write(path, text="{}"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A repository whose executed/ is ignored but for one committed record of study ref."""
+    repo = tmp_path / "repo"
+    _write(repo / ".gitignore", "/executed/*\n*.safetensors\n")
+    _write(repo / "executed/ref/runs/A/amp_bf16/seed0/result.json", '{"status": "ok"}')
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".gitignore")
+    _git(repo, "add", "-f", "executed/ref")
+    _git(repo, "commit", "-qm", "chunk 1")
+    return repo
+
+
+def _chunk(repo):
+    """What a second chunk leaves: a new run, a changed record, a checkpoint, the pretrain stage."""
+    ex = repo / "executed"
+    _write(ex / "ref/runs/A/amp_bf16/seed1/result.json", '{"status": "ok", "seed": 1}')
+    _write(ex / "ref/runs/A/amp_bf16/seed1.ipynb")
+    _write(ex / "ref/runs/A/amp_bf16/seed0/result.json", '{"status": "ok", "rerun": true}')
+    _write(ex / "ref/runs/A/amp_bf16/seed1/.result.json.x1.tmp")  # an interrupted write
+    _write(ex / "ref.pretrain/gpt2/result.json", '{"status": "ok"}')
+    _write(ex / "ref.pretrain/gpt2/model/model.safetensors", "weights")
+    _write(ex / "ref.pretrain/gpt2/model/config.json")
+    _write(ex / "other/runs/B/x/seed0/result.json")  # another study: not asked for
+
+
+def _names(archive):
+    with tarfile.open(archive) as tar:
+        return sorted(tar.getnames())
+
+
+def test_pack_holds_the_new_and_changed_records_with_repository_paths_and_no_checkpoint(repo, tmp_path, capsys):
+    _chunk(repo)
+    out = tmp_path / "chunk.tgz"
+    assert main(["pack", str(repo / "executed/ref"), "--out", str(out)]) == 0
+    assert _names(out) == ["executed/ref.pretrain/gpt2/result.json", "executed/ref/runs/A/amp_bf16/seed0/result.json",
+                           "executed/ref/runs/A/amp_bf16/seed1.ipynb", "executed/ref/runs/A/amp_bf16/seed1/result.json"]
+    printed = capsys.readouterr().out
+    assert printed.startswith("packed 4 files (") and "compressed) into" in printed
+    assert "left out: 2 checkpoint file(s), 1 hidden file(s)" in printed
+
+
+def test_pack_since_a_commit_adds_what_was_committed_after_it(repo, tmp_path):
+    _write(repo / "executed/ref/runs/D/amp_bf16/seed0/result.json")
+    _git(repo, "add", "-f", "executed/ref")
+    _git(repo, "commit", "-qm", "chunk 2")
+    out = tmp_path / "since.tgz"
+    pack.pack([repo / "executed/ref"], out, since="HEAD~1")
+    assert _names(out) == ["executed/ref/runs/D/amp_bf16/seed0/result.json"]
+    with pytest.raises(UserError, match="nothing to pack"):
+        pack.pack([repo / "executed/ref"], out)  # all committed
+
+
+def test_outside_git_pack_takes_the_files_newer_than_a_marker(tmp_path, monkeypatch):
+    old = _write(tmp_path / "host/executed/ref/runs/A/c/seed0/result.json")
+    marker = _write(tmp_path / "host/started")
+    new = _write(tmp_path / "host/executed/ref/runs/A/c/seed1/result.json")
+    os.utime(old, (1_000, 1_000))
+    os.utime(marker, (2_000, 2_000))
+    monkeypatch.chdir(tmp_path / "host")
+    monkeypatch.setattr(pack, "git_root", lambda path: None)  # as on a host whose copy has no .git
+    with pytest.raises(UserError, match="not in a git work tree: give --newer-than FILE"):
+        pack.pack([tmp_path / "host/executed/ref"], tmp_path / "a.tgz")
+    pack.pack([tmp_path / "host/executed/ref"], tmp_path / "a.tgz", newer_than=marker)
+    assert _names(tmp_path / "a.tgz") == [str(new.relative_to(tmp_path / "host"))]
+
+
+def test_an_archive_over_the_limit_is_refused_naming_the_largest_files(repo, tmp_path, monkeypatch, capsys):
+    _write(repo / "executed/ref/runs/A/amp_bf16/seed1.ipynb", os.urandom(3000).hex())
+    _write(repo / "executed/ref/runs/A/amp_bf16/seed1/result.json")
+    monkeypatch.setattr(pack, "LIMIT_MIB", 0.001)
+    out = tmp_path / "big.tgz"
+    assert main(["pack", str(repo / "executed/ref"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "over 0.001 MiB; largest: executed/ref/runs/A/amp_bf16/seed1.ipynb" in err
+    assert not out.exists()
+
+
+def test_unpack_adds_the_files_and_refuses_to_overwrite_a_different_one(repo, tmp_path, capsys):
+    _chunk(repo)
+    archive = tmp_path / "chunk.tgz"
+    pack.pack([repo / "executed/ref"], archive)
+    here = tmp_path / "here"
+    _write(here / "executed/ref/runs/A/amp_bf16/seed0/result.json", '{"status": "ok"}')  # as committed here
+    assert main(["unpack", str(archive), "--into", str(here)]) == 2
+    err = capsys.readouterr().err
+    assert "1 file(s) here differ from the archive's (executed/ref/runs/A/amp_bf16/seed0/result.json)" in err
+    assert "nothing unpacked: --force replaces them" in err and err.count("\n") == 1
+    assert not (here / "executed/ref.pretrain").exists()
+
+    assert main(["unpack", str(archive), "--into", str(here), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "3 added, 1 replaced, 0 already here" in out
+    assert "  executed/ref/runs/A/amp_bf16/seed1/: 1 added" in out
+    assert (here / "executed/ref/runs/A/amp_bf16/seed0/result.json").read_text() == '{"status": "ok", "rerun": true}'
+    # unpacking the same archive again changes nothing and needs no --force
+    assert main(["unpack", str(archive), "--into", str(here)]) == 0
+    assert "0 added, 0 replaced, 4 already here" in capsys.readouterr().out
+
+
+def test_unpack_refuses_a_path_that_leaves_its_folder(tmp_path):
+    evil = _write(tmp_path / "evil.txt", "x")
+    archive = tmp_path / "evil.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(evil, arcname="../outside.txt")
+    with pytest.raises(UserError, match="not a plain file below the archive's root"):
+        pack.unpack(archive, tmp_path / "here")
+    assert not (tmp_path / "outside.txt").exists()

@@ -1,0 +1,112 @@
+"""``dtype-bench sweep --runs-per-gpu N``: N quality-only runs side by side on each GPU; their
+records say so and the analysis leaves their speed blank."""
+import math
+import threading
+from collections import Counter
+
+import pytest
+from conftest import fake_papermill
+from fixtures.records import make_record
+from test_gates import with_baseline
+
+from benchlib.analysis import tables
+from benchlib.core.records import read_record, records_frame
+from benchlib.study import runner, sweep
+
+STUDY = "study: many\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1, 2, 3]\nsize: tiny\nsteps: 3\n"
+
+
+def test_two_runs_per_gpu_on_two_gpus_are_four_slots_spread_over_the_gpus():
+    slots = sweep.slots_for(8, ["0", "1"], runs_per_gpu=2)
+    assert slots == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "0", "1")]
+    assert sweep.gpu_sharing(slots) == 2
+    assert sweep.slots_for(3, ["0", "1"], runs_per_gpu=2) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "0")]
+    assert sweep.slots_for(8, ["0"], runs_per_gpu=3) == [{"CUDA_VISIBLE_DEVICES": "0"}] * 3
+    assert sweep.gpu_sharing(sweep.slots_for(2, ["0", "1"])) == 1  # one run per GPU shares nothing
+
+
+def test_on_cpu_runs_per_gpu_still_runs_one_at_a_time():
+    assert sweep.slots_for(8, [], runs_per_gpu=4) == [{}]
+    assert sweep.gpu_sharing([{}]) == 1
+
+
+def test_a_cpu_sweep_with_runs_per_gpu_runs_one_at_a_time_and_marks_nothing(tmp_path, monkeypatch, capsys):
+    path, root = tmp_path / "many.yaml", tmp_path / "executed"
+    path.write_text(STUDY + "device: cpu\n")
+    envs = []
+    fake = fake_papermill(path, root, {}, [], [0])
+    monkeypatch.setattr(runner, "execute", lambda cmd, env, log, timeout=None: envs.append(env) or fake(cmd, env, log))
+    assert sweep.main([str(path), "--out", str(root), "--runs-per-gpu", "2", "--no-analysis", "--no-html"]) == 0
+    assert "--runs-per-gpu 2: CPU runs, one at a time" in capsys.readouterr().out
+    assert len(envs) == 8 and not any("runs_per_gpu" in read_record(p)["sweep"]
+                                      for p in (root / "many" / "runs").rglob("result.json"))
+
+
+def test_a_sweep_with_two_runs_per_gpu_pins_them_and_marks_their_records(tmp_path, monkeypatch, capsys):
+    path, root = tmp_path / "many.yaml", tmp_path / "executed"
+    path.write_text(STUDY + "device: cuda\n")
+    fake, lock, busy, peak, seen = fake_papermill(path, root, {}, [], [0]), threading.Lock(), Counter(), Counter(), []
+
+    def execute(cmd, env, log, timeout=None):
+        gpu = env["CUDA_VISIBLE_DEVICES"]
+        with lock:
+            busy[gpu] += 1
+            peak[gpu] = max(peak[gpu], busy[gpu])
+            seen.append(gpu)
+        threading.Event().wait(0.05)
+        with lock:
+            busy[gpu] -= 1
+        return fake(cmd, env, log, timeout)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    assert sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--runs-per-gpu", "2", "--no-analysis",
+                       "--no-html"]) == 0
+    assert sorted(Counter(seen).items()) == [("0", 4), ("1", 4)] and max(peak.values()) <= 2
+    recs = [read_record(p) for p in (root / "many" / "runs").rglob("result.json")]
+    assert len(recs) == 8 and all(r["sweep"]["runs_per_gpu"] == 2 for r in recs)
+    out = capsys.readouterr().out
+    assert "speed left blank for 8 runs that shared a GPU (--runs-per-gpu)" in out
+
+
+def test_runs_per_gpu_refuses_multi_process_arms(tmp_path, monkeypatch):
+    path = tmp_path / "arms.yaml"
+    path.write_text("study: arms\nscenarios: [A]\nconfigs: [amp_bf16]\nsize: tiny\nsteps: 3\ndevice: cuda\n"
+                    "arms:\n  ddp2: {dist: {strategy: ddp, nproc: 2}}\n")
+    with pytest.raises(sweep.ConfigError, match="--runs-per-gpu 2: an arm on 2 processes"):
+        sweep.main([str(path), "--out", str(tmp_path / "x"), "--gpus", "0,1", "--runs-per-gpu", "2"])
+
+
+def _shared(rec):
+    rec["sweep"] = {"wall_s": 10.0, "fixed_s": 5.0, "runs_per_gpu": 2}
+    return rec
+
+
+def test_a_run_that_shared_its_gpu_has_its_speed_blanked_not_its_quality_or_memory():
+    alone = make_record("A", "amp_bf16", 0, throughput=200.0, memory=1.5, quality=3.1, step_ms=12.0)
+    shared = _shared(make_record("A", "amp_bf16", 1, throughput=150.0, memory=1.5, quality=3.2, step_ms=16.0))
+    df = records_frame([alone, shared]).set_index("seed")
+    assert df["shared_gpu"].tolist() == [False, True]
+    assert (df.loc[0, "throughput"], df.loc[0, "step_ms"]) == (200.0, 12.0)
+    assert math.isnan(df.loc[1, "throughput"]) and math.isnan(df.loc[1, "step_ms"])
+    assert (df.loc[1, "memory"], df.loc[1, "quality"]) == (1.5, 3.2)
+
+
+def test_the_summary_table_blanks_shared_speed_and_says_why():
+    recs = [with_baseline(r) for r in (
+        make_record("A", "fp32_baseline", 0, throughput=100.0, quality=3.0),
+        _shared(make_record("A", "fp32_baseline", 1, throughput=60.0, quality=3.0)),
+        _shared(make_record("A", "amp_bf16", 0, throughput=90.0, quality=3.0)),
+        _shared(make_record("A", "amp_bf16", 1, throughput=95.0, quality=3.0)))]
+    s = tables.summarize(tables.study_frame(recs), "A").set_index(["config", "seed"])
+    assert s.loc[("fp32_baseline", "1"), "shared_gpu"] and not s.loc[("fp32_baseline", "0"), "shared_gpu"]
+    assert math.isnan(s.loc[("fp32_baseline", "1"), "throughput"])
+    assert s.loc[("fp32_baseline", "mean"), "throughput"] == 100.0  # from the run that had its GPU alone
+    assert math.isnan(s.loc[("amp_bf16", "mean"), "throughput"]) and s.loc[("amp_bf16", "mean"), "shared_gpu"]
+    assert s.loc[("amp_bf16", "mean"), "quality"] == 3.0
+    assert "3 of 4 run(s) shared their GPU with other runs (--runs-per-gpu)" in s["note"].iloc[0]
+    assert "3 of 4 run(s) shared their GPU" in tables.describe_experiment(s.reset_index(), "A")
+
+
+def test_a_summary_without_shared_runs_has_no_shared_gpu_column():
+    recs = [with_baseline(make_record("A", c, 0)) for c in ("fp32_baseline", "amp_bf16")]
+    assert "shared_gpu" not in tables.summarize(tables.study_frame(recs), "A")
