@@ -25,6 +25,7 @@ LAZY = {
     "fp8-shapes": ("benchlib.training.fp8_bench:main", "GPU: from which model size float8 Linear layers pay"),
     "fp8-sizes": ("benchlib.analysis.fp8_sizes:main", "float8 vs amp_bf16 per model size: speed-up and break-even"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
+    "thin": ("benchlib.study.thin:main", "rewrite a study's run notebooks' charts as SVG (small enough to commit)"),
     "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),
     "calibration": ("benchlib.study.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),
     "pack": ("benchlib.study.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),

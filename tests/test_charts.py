@@ -106,6 +106,18 @@ def test_show_gives_jupyterlab_the_spec_and_everyone_else_the_png(study, tmp_pat
     assert bundle["text/plain"].startswith("<chart: Peak memory")
 
 
+def test_a_static_only_chart_is_an_svg_without_the_data():
+    """A run's curves in its executed notebook: one SVG, no Vega-Lite spec (it would copy the
+    run's steps into the notebook) and no PNG (three times the SVG of a line chart)."""
+    frame = pd.DataFrame({"step": range(500), "loss": [5 - k / 200 for k in range(500)]})
+    chart = alt.Chart(frame).mark_line().encode(x="step", y="loss").properties(title="run A/x/seed0")
+    bundle = charts.show(chart, static="svg", interactive=False)._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "image/svg+xml"} and bundle["image/svg+xml"].lstrip().startswith("<svg")
+    assert bundle["text/plain"] == "<chart: run A/x/seed0>"
+    both = charts.show(chart)._repr_mimebundle_()
+    assert len(bundle["image/svg+xml"]) < len(both["image/png"]) and "application/vnd.vegalite.v5+json" in both
+
+
 def test_chart_data_stay_aggregated_for_long_runs(tmp_path):
     for k in range(3):
         write_run(tmp_path, make_record("A", "amp_bf16", k, steps=20000))

@@ -495,23 +495,36 @@ def title_of(chart: alt.TopLevelMixin | dict) -> str:
 
 class Shown:
     """A chart for notebook output: the Vega-Lite spec (JupyterLab renders it interactively,
-    offline) plus the PNG, which GitHub, nbconvert HTML and viewers without JavaScript show."""
+    offline) plus a static image (PNG, or SVG: a third of a line chart's PNG) that GitHub,
+    nbconvert HTML and viewers without JavaScript show. Without the spec (``interactive``
+    False) the output holds no copy of the chart's data: what a run's executed notebook shows
+    of its ``steps.jsonl``."""
 
-    def __init__(self, chart: alt.TopLevelMixin, png: bytes | None):
-        self.chart, self.png = chart, png
+    def __init__(self, chart: alt.TopLevelMixin, png: bytes | None, svg: str | None = None,
+                 interactive: bool = True):
+        self.chart, self.png, self.svg, self.interactive = chart, png, svg, interactive
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         spec = {k: v for k, v in self.chart.to_dict(validate=False).items() if k != "$schema"}
-        bundle = {"application/vnd.vegalite.v5+json": spec, "text/plain": f"<chart: {title_of(spec)}>"}
+        bundle = {"text/plain": f"<chart: {title_of(spec)}>"}
+        if self.interactive or (self.png is None and self.svg is None):
+            bundle["application/vnd.vegalite.v5+json"] = spec
         if self.png is not None:
             bundle["image/png"] = base64.b64encode(self.png).decode()
+        if self.svg is not None:
+            bundle["image/svg+xml"] = self.svg
         return bundle
 
 
-def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None) -> Shown:
-    """Display object for ``chart``; reuses a PNG written by ``save`` when given."""
+def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None, static: str = "png",
+         interactive: bool = True) -> Shown:
+    """Display object for ``chart``: its spec (``interactive``) and a static image, ``static``
+    = "png" (reusing a PNG written by ``save`` when given) or "svg"."""
+    if static == "svg":
+        return Shown(chart, None, _render(chart.to_dict(), "svg").decode() if renderer_available() else None,
+                     interactive)
     if png_path and Path(png_path).exists():
         png = Path(png_path).read_bytes()
     else:
         png = _render(chart.to_dict(), "png") if renderer_available() else None
-    return Shown(chart, png)
+    return Shown(chart, png, interactive=interactive)

@@ -197,20 +197,22 @@ def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None)
     return alt.vconcat(*panels, title=title)
 
 
-def show_chart(chart) -> None:
+def show_chart(chart, interactive: bool = True) -> None:
     """Display an Altair chart the one way every notebook does (``analysis.charts.show``): the
-    Vega-Lite spec, interactive in JupyterLab, plus a PNG for static viewers and the HTML export."""
+    Vega-Lite spec, interactive in JupyterLab, plus a PNG for static viewers and the HTML export.
+    ``interactive=False``: an SVG alone (a run's curves: the spec would copy its steps.jsonl
+    into every executed notebook of a study, and the PNG is three times the SVG)."""
     from IPython.display import display
 
     from benchlib.analysis.charts import show
-    display(show(chart))
+    display(show(chart, static="png" if interactive else "svg", interactive=interactive))
 
 
 def plot_curves(result: TrainResult) -> None:
     rec = result.record
     title = f"{rec['run_id']} ({rec['status']})"
     if not result.steps.empty:
-        show_chart(curves_chart(curves_frame(result.steps), title=title))
+        show_chart(curves_chart(curves_frame(result.steps), title=title), interactive=False)
     else:
         print(f"{title}: no steps were logged")
 

@@ -1,0 +1,67 @@
+"""``dtype-bench thin STUDY_DIR``: make a study's executed run notebooks small enough to commit
+by the hundred. A run notebook's curves chart used to carry its Vega-Lite spec (a copy of the
+run's ``steps.jsonl``) and a PNG; since then it is written as one SVG (``notebook.show_chart``),
+and this rewrites older notebooks the same way: each chart output with a spec becomes the SVG
+rendered from that spec, nothing else changes (the record output, the text, the cells). Then
+``dtype-bench sweep <study file> --out <root> --analysis-only`` re-exports the HTML pages of
+the notebooks it changed. Running it twice changes nothing the second time.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from benchlib.core.errors import UserError
+
+
+def _spec_key(data: dict) -> str | None:
+    return next((k for k in data if k.startswith("application/vnd.vegalite")), None)
+
+
+def thin_notebook(path: Path) -> tuple[int, int]:
+    """Rewrite one executed notebook's chart outputs as SVG; (bytes before, bytes after)."""
+    import nbformat
+
+    from benchlib.analysis.charts import _render
+    before = path.stat().st_size
+    nb = nbformat.read(str(path), as_version=4)
+    changed = False
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data") or {}
+            key = _spec_key(data)
+            if key is None:
+                continue
+            svg = _render(dict(data[key]), "svg").decode()
+            out["data"] = {"text/plain": data.get("text/plain", "<chart>"), "image/svg+xml": svg}
+            out.get("metadata", {}).pop("image/png", None)
+            changed = True
+    if changed:
+        nbformat.write(nb, str(path))
+    return before, path.stat().st_size
+
+
+def thin_study(study_dir: Path) -> tuple[int, int, int]:
+    """Thin every run notebook under ``study_dir/runs``: (notebooks changed, bytes before, after)."""
+    from benchlib.analysis.charts import renderer_available
+    if not renderer_available():
+        raise UserError("thin renders SVG with vl-convert, which is not installed: pip install vl-convert-python")
+    n = total_before = total_after = 0
+    for nb in sorted((study_dir / "runs").rglob("*.ipynb")):
+        before, after = thin_notebook(nb)
+        n += before != after
+        total_before, total_after = total_before + before, total_after + after
+    return n, total_before, total_after
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="dtype-bench thin", description=__doc__.split("\n\n")[0])
+    p.add_argument("study_dir", help="a study folder, e.g. executed/h200/quick")
+    ns = p.parse_args(argv)
+    study = Path(ns.study_dir)
+    if not (study / "runs").is_dir():
+        raise UserError(f"{study}: no runs/ folder: not a study written by dtype-bench sweep")
+    n, before, after = thin_study(study)
+    print(f"{study}: {n} run notebooks rewritten, {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB; "
+          f"re-export their HTML with `dtype-bench sweep <study file> --out {study.parent} --analysis-only`")
+    return 0
