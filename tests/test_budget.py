@@ -74,7 +74,7 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
     # 150 s left; run 3: 50 s left
     assert sweep.main(chunked.argv + ["--time-budget", "250s"]) == 0
     out = capsys.readouterr().out
-    assert chunked.calls == ["A/fp32_baseline/seed0", "A/fp32_baseline/seed1"]
+    assert chunked.calls == ["A/fp32_baseline/seed0", "A/amp_bf16/seed0"]  # seed-major: all of seed 0 first
     assert "time budget: 2 of 4 runs left; run the same command again to resume" in out
     assert "the analysis notebooks and the HTML export wait for the call that finishes the last run" in out
     # the same command again resumes: the next two, estimated from the records now there
@@ -83,7 +83,7 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
     monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: analysed.append(study_dir) or ([], []))
     assert sweep.main(chunked.argv + ["--time-budget", "1h"]) == 0
     out = capsys.readouterr().out
-    assert chunked.calls == ["A/amp_bf16/seed0", "A/amp_bf16/seed1"]
+    assert chunked.calls == ["A/fp32_baseline/seed1", "A/amp_bf16/seed1"]
     assert "time budget:" not in out and analysed == [chunked.root / "chunks"]
 
 
