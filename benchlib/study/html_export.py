@@ -4,6 +4,7 @@ headline numbers. ``dtype-bench sweep`` calls ``export_study_html`` after the ru
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -113,14 +114,26 @@ def study_overview(study_dir: Path) -> tuple[dict, str]:
         return {}, f"the overview could not be drawn: {type(e).__name__}: {e}"
 
 
+RUN_PAGES_MAX = 60
+"""A study of more runs gets no HTML page per run: its index links each run's executed notebook
+(which code-hosting sites render) instead. Every tracked file travels with each GPU job, and
+300 pages would add ~30 MB that repeat the notebooks."""
+
+
 def export_study_html(study_dir: Path, items: list, analysis: list[Path], overview: bool = True) -> Path:
     """``<study>/html/``: every executed notebook as a page and ``index.html``, which opens
     with the study's overview charts (``overview=False``: a study of arms, whose reading is
-    the scaling notebook), then links the analysis and every run."""
+    the scaling notebook), then links the analysis and every run (its page; above
+    ``RUN_PAGES_MAX`` runs, its notebook)."""
     html_dir = study_dir / "html"
     rows = []
+    pages = len(items) <= RUN_PAGES_MAX
     for item in items:
         target = html_dir / item.notebook.relative_to(study_dir).with_suffix(".html")
+        if not pages:
+            target.unlink(missing_ok=True)  # a page from when the study was smaller
+            rows.append((item, item.notebook))
+            continue
         if item.notebook.exists() and (not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime):
             try:
                 export_html(item.notebook, target, html_dir)
@@ -173,16 +186,19 @@ def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path, ove
                      last_line(rec.get("reason"))[:120]]
         except CorruptRecord:
             cells = ["no record", "", "", "", "", "", "", ""]
-        link = (f'<a href="{escape(str(target.relative_to(html_dir)))}">{escape(item.run_id)}</a>'
+        link = (f'<a href="{escape(os.path.relpath(target, html_dir))}">{escape(item.run_id)}</a>'
                 if target.exists() else escape(item.run_id))
         trs.append("<tr><td>" + link + "</td>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     links = "".join(f'<li><a href="{escape(str(a.relative_to(html_dir)))}">{escape(a.stem)}</a></li>'
                     for a in analysis if a.exists())
+    pages_note = ("" if all(t.suffix == ".html" for _, t in rows) else
+                  f" (more than {RUN_PAGES_MAX} runs: each links its .ipynb, which code-hosting sites and "
+                  f"JupyterLab render, rather than an HTML page of its own)")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(name)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}
 figure{{margin:1em 0}}figure img{{max-width:100%}}figcaption{{color:#555;font-size:90%}}</style></head><body>
-<h1>Study {escape(name)}</h1><p>Every run's executed notebook; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.</p>
+<h1>Study {escape(name)}</h1><p>Every run's executed notebook{pages_note}; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.</p>
 {overview}
 {'<h2>Analysis</h2><ul>' + links + '</ul>' if links else ''}
 <h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>trivial baseline</th>

@@ -2,7 +2,8 @@
 by the hundred. A run notebook's curves chart used to carry its Vega-Lite spec (a copy of the
 run's ``steps.jsonl``) and a PNG; since then it is written as one SVG (``notebook.show_chart``),
 and this rewrites older notebooks the same way: each chart output with a spec becomes the SVG
-rendered from that spec, nothing else changes (the record output, the text, the cells). Then
+rendered from that spec, and a progress bar's redraws become its last state; nothing else
+changes (the record output, the other text, the cells). Then
 ``dtype-bench sweep <study file> --out <root> --analysis-only`` re-exports the HTML pages of
 the notebooks it changed. Running it twice changes nothing the second time.
 """
@@ -19,14 +20,20 @@ def _spec_key(data: dict) -> str | None:
 
 
 def thin_notebook(path: Path) -> tuple[int, int]:
-    """Rewrite one executed notebook's chart outputs as SVG; (bytes before, bytes after)."""
+    """Rewrite one executed notebook's chart outputs as SVG and collapse its progress-bar
+    redraws; (bytes before, bytes after)."""
     import nbformat
 
     from benchlib.analysis.charts import _render
+    from benchlib.study.html_export import _coalesce_streams
     before = path.stat().st_size
     nb = nbformat.read(str(path), as_version=4)
     changed = False
     for cell in nb.cells:
+        if "outputs" in cell:  # a progress bar's redraws: what a terminal shows after them
+            merged = _coalesce_streams([dict(o) for o in cell["outputs"]])
+            if [o.get("text") for o in merged] != [o.get("text") for o in cell["outputs"]]:
+                cell["outputs"], changed = [nbformat.from_dict(o) for o in merged], True
         for out in cell.get("outputs", []):
             data = out.get("data") or {}
             key = _spec_key(data)
