@@ -210,8 +210,8 @@ def test_the_pretrain_stage_is_planned_first_and_pretrained_resolves_to_its_chec
     path = _study(tmp_path)
     items = sweep.plan(load_study(path), tmp_path / "executed")
     assert [i.run_id for i in items] == ["pretrain/gpt2", "pretrain/roberta", "A/fp32_baseline/seed0",
-                                         "A/fp32_baseline/seed1", "C/fp32_baseline/seed0", "C/fp32_baseline/seed1",
-                                         "D/fp32_baseline/seed0", "D/fp32_baseline/seed1"]
+                                         "C/fp32_baseline/seed0", "D/fp32_baseline/seed0", "A/fp32_baseline/seed1",
+                                         "C/fp32_baseline/seed1", "D/fp32_baseline/seed1"]  # seed-major
     g, r = items[0], items[1]
     assert g.model_dir == tmp_path / "executed/ft.pretrain/gpt2/model"
     c = g.spec.cfg  # the study's settings and lm overrides, then the pretrain keys, save_model on
@@ -219,18 +219,19 @@ def test_the_pretrain_stage_is_planned_first_and_pretrained_resolves_to_its_chec
         == ("A", "amp_bf16", 0, 5, 4, "tiny", "cpu", True, None)
     assert (r.spec.cfg.scenario, r.spec.cfg.seed, r.spec.cfg.steps) == ("B", 1, 4)
     loads = {i.run_id: (i.spec.cfg.model_name_or_path, i.needs) for i in items[2:]}
+    c_seed0 = next(i for i in items if i.run_id == "C/fp32_baseline/seed0")
     assert loads["A/fp32_baseline/seed0"] == (None, None)
     assert loads["C/fp32_baseline/seed1"] == (str(g.model_dir), g)
     assert loads["D/fp32_baseline/seed0"] == (str(r.model_dir), r)
-    assert items[4].spec.cfg.lr == 2e-5 and not items[4].spec.cfg.save_model
+    assert c_seed0.spec.cfg.lr == 2e-5 and not c_seed0.spec.cfg.save_model
     # the run's papermill command carries every setting inline, the resolved path included,
     # and the notebook turns them into the same configuration
-    cmd = sweep.papermill_command(items[4], path)
+    cmd = sweep.papermill_command(c_seed0, path)
     assert "-f" not in cmd
     inline = yaml.safe_load(cmd[cmd.index("-y") + 1])
     assert inline["model_name_or_path"] == str(g.model_dir)
     cfg = notebook.validate_params({"scenario": "D", "size": "tiny", **inline, "out_dir": "x"}, family="cls")
-    assert cfg == items[4].spec.cfg.replace(out_dir="x")
+    assert cfg == c_seed0.spec.cfg.replace(out_dir="x")
     pre_cmd = sweep.papermill_command(g, path)
     assert yaml.safe_load(pre_cmd[pre_cmd.index("-y") + 1])["save_model"] is True
 
@@ -289,8 +290,8 @@ def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path,
     argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
     monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {"pretrain/gpt2": "error"}, calls, clock))
     assert sweep.main(argv) == 1
-    assert calls == ["pretrain/gpt2", "pretrain/roberta", "A/fp32_baseline/seed0", "A/fp32_baseline/seed1",
-                     "D/fp32_baseline/seed0", "D/fp32_baseline/seed1"]  # the stage first; C never started
+    assert calls == ["pretrain/gpt2", "pretrain/roberta", "A/fp32_baseline/seed0", "D/fp32_baseline/seed0",
+                     "A/fp32_baseline/seed1", "D/fp32_baseline/seed1"]  # the stage first; C never started
     c0 = read_record(root / "ft/runs/C/fp32_baseline/seed0/result.json")
     assert c0["status"] == "skipped" and c0["sweep"]["waiting_for"] == "pretrain/gpt2"
     assert c0["reason"].startswith(sweep.WAITING) and "pretrain/gpt2 (A/amp_bf16/seed0) ended error" in c0["reason"]

@@ -67,9 +67,8 @@ def test_plain_papermill_run_shows_everything_and_writes_the_sidecar(tmp_path):
     outputs = [o for c in nbformat.reads(text, as_version=4).cells for o in c.get("outputs", [])]
     assert any("GPU:" in o.get("text", "") and "torch" in o.get("text", "") for o in outputs)  # environment
     curves = [o["data"] for o in outputs if "<chart: A/amp_bf16/seed1" in str(o.get("data", {}).get("text/plain"))]
-    # the curves, readable offline, as one SVG: no copy of steps.jsonl in a Vega-Lite spec, no PNG
-    assert len(curves) == 1 and curves[0]["image/svg+xml"].lstrip().startswith("<svg")
-    assert "application/vnd.vegalite.v5+json" not in curves[0] and "image/png" not in curves[0]
+    # by hand or plain papermill: the interactive chart, and a PNG readable offline
+    assert len(curves) == 1 and "application/vnd.vegalite.v5+json" in curves[0] and "image/png" in curves[0]
     assert any("A/amp_bf16/seed1:" in o.get("text", "") and "%|" in o.get("text", "") for o in outputs)  # progress
     # the result: status, quality beside the trivial baseline's and the verdict, forensics
     m = sidecar["metrics"]

@@ -5,6 +5,7 @@ the result. Notebooks narrate and show; this module (and ``train``) computes.
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,11 +209,18 @@ def show_chart(chart, interactive: bool = True) -> None:
     display(show(chart, static="png" if interactive else "svg", interactive=interactive))
 
 
+STATIC_CHARTS_ENV = "DTYPE_BENCH_STATIC_CHARTS"
+"""Set to 1 by ``dtype-bench sweep`` for the run notebooks it executes: their curves are then one
+SVG (a study commits hundreds of them, and the spec would copy each run's steps.jsonl), while a
+notebook run by hand or by plain papermill keeps the interactive chart."""
+
+
 def plot_curves(result: TrainResult) -> None:
     rec = result.record
     title = f"{rec['run_id']} ({rec['status']})"
     if not result.steps.empty:
-        show_chart(curves_chart(curves_frame(result.steps), title=title), interactive=False)
+        show_chart(curves_chart(curves_frame(result.steps), title=title),
+                   interactive=os.environ.get(STATIC_CHARTS_ENV) != "1")
     else:
         print(f"{title}: no steps were logged")
 
