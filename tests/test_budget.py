@@ -109,7 +109,13 @@ def test_a_run_is_estimated_from_finished_runs_of_its_kind_scaled_to_its_steps(t
     b.learn(items)
     # 20 s fixed + 30 s for 5 steps -> 60 s for this run's 10; x 1.1 + 10 s
     assert b.estimate(items[1]) == pytest.approx(1.1 * (20 + 60) + 10)
-    assert b.estimate(b0) == budget.DEFAULT_RUN_S  # another scenario tells nothing
+    # another scenario: 1.5 x the costliest finished run, scaled to its steps, if above the default
+    assert b.estimate(b0) == pytest.approx(max(budget.DEFAULT_RUN_S, budget.UNSEEN_FACTOR * (20 + 3 * b0.spec.cfg.steps)))
+    rec.update(sweep={"wall_s": 500.0, "fixed_s": 20.0})
+    write_json_atomic(a0.result, rec)
+    b = budget.Budget(600)
+    b.learn(items)
+    assert b.estimate(b0) == pytest.approx(budget.UNSEEN_FACTOR * (20 + 96 * b0.spec.cfg.steps))
 
 
 def test_side_by_side_slots_start_only_what_fits(chunked):

@@ -144,3 +144,22 @@ def test_compared_runs_differ_in_dash_so_coinciding_curves_stay_visible():
                           "run": ["fp32_baseline", "fp32_baseline", "amp_bf16", "amp_bf16"]})
     panel = curves_chart(frame, color="run").to_dict()["vconcat"][0]
     assert panel["encoding"]["strokeDash"]["field"] == panel["encoding"]["color"]["field"] == "run"
+
+
+def test_a_long_run_is_charted_binned_with_its_spike_and_loss_scale_drop_kept():
+    # a 6,000-step log once stopped the run notebook: Altair refuses more than 5,000 rows
+    import numpy as np
+    import pandas as pd
+    from benchlib.study.notebook import MAX_POINTS, curves_chart, curves_frame
+    n = 6000
+    steps = pd.DataFrame({"step": range(n), "loss": np.linspace(9.0, 3.0, n), "grad_norm": 1.0, "loss_scale": 65536.0})
+    steps.loc[3001, "grad_norm"], steps.loc[4000, "loss_scale"] = 50.0, 1024.0
+    steps.loc[10, "loss"] = float("nan")
+    frame = curves_frame(steps, "amp_fp16")
+    per_metric = frame.groupby("metric")["value"]
+    assert per_metric.size().max() <= MAX_POINTS
+    assert per_metric.max()["grad_norm"] == 50.0 and per_metric.min()["loss_scale"] == 1024.0
+    assert abs(per_metric.min()["loss"] - 3.0) < 0.02 and (frame["run"] == "amp_fp16").all()
+    assert len(curves_chart(frame).to_dict()["vconcat"]) == 3  # no MaxRowsError
+    short = curves_frame(steps.head(300))
+    assert sorted(short.loc[short["metric"] == "loss", "step"]) == [s for s in range(300) if s != 10]  # not binned

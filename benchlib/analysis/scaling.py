@@ -104,9 +104,9 @@ def windows_frame(runs) -> "pd.DataFrame":  # noqa: F821
 
 
 def losses(path: str | Path) -> list[float]:
-    from benchlib.core.records import read_steps
-    f = Path(path).parent / "steps.jsonl"
-    return [r["loss"] for r in read_steps(f) if "loss" in r] if f.exists() else []
+    from benchlib.core.records import read_steps, steps_file
+    f = steps_file(Path(path).parent)
+    return [r["loss"] for r in read_steps(f) if "loss" in r] if f else []
 
 
 # =======================================================================================

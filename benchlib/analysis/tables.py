@@ -44,7 +44,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from benchlib.core.dtypes import ALIASES, REGISTRY
-from benchlib.core.records import COMPLETED, METRICS, load_records, read_steps, records_frame
+from benchlib.core.records import COMPLETED, METRICS, load_records, read_steps, records_frame, steps_file
 from benchlib.analysis.stats import Rules
 from benchlib.core.scenarios import SCENARIOS
 
@@ -510,8 +510,8 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
 
 
 def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
-    p = Path(path).with_name("steps.jsonl") if path else None
-    if p is None or not p.exists():
+    p = steps_file(Path(path).parent) if path else None
+    if p is None:
         return None
     rows = [r for r in read_steps(p) if "loss" in r]
     if not rows:

@@ -262,9 +262,20 @@ def read_record(path: str | os.PathLike) -> dict:
     return validate(rec, str(path))
 
 
+STEPS_FILES = ("steps.jsonl", "steps.jsonl.gz")
+"""A run's step log: plain as training writes it, gzipped (and thinned) once a study is
+committed (``dtype-bench thin``)."""
+
+
+def steps_file(folder: str | os.PathLike) -> Path | None:
+    """The run folder's step log (plain or committed ``.gz``), or None."""
+    return next((Path(folder) / n for n in STEPS_FILES if (Path(folder) / n).exists()), None)
+
+
 def read_steps(path: str | os.PathLike) -> list[dict]:
+    import gzip
     rows = []
-    with open(path) as f:
+    with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
         for line in f:
             line = line.strip()
             if line:

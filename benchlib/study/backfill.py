@@ -20,16 +20,13 @@ from pathlib import Path
 
 from benchlib.training.baselines import BASELINE_NAME, LEARNED_METRIC, LearnedRule, evaluate_baseline
 from benchlib.training.health import verdict
-from benchlib.core.records import TRAINED, write_json_atomic
+from benchlib.core.records import TRAINED, read_steps, steps_file, write_json_atomic
 from benchlib.core.runconfig import RunConfig, resolved
 
 
 def _losses(folder: Path) -> list[float]:
-    path = folder / "steps.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r["loss"] for r in rows if "loss" in r]
+    path = steps_file(folder)
+    return [r["loss"] for r in read_steps(path) if "loss" in r] if path else []
 
 
 def backfill_record(path: Path, rule: LearnedRule = LearnedRule()) -> str:

@@ -6,7 +6,8 @@ this machine or another, with the records carried over) resumes from the records
 A run's duration is estimated from the records already finished in this study, the ones this
 call finishes included: the longest ``sweep.wall_s`` of a completed run of the same stage,
 scenario, arm and size, its step part scaled to this run's steps where the record has its fixed
-cost (``sweep.fixed_s``), plus ``MARGIN``. With nothing comparable finished, ``DEFAULT_RUN_S``.
+cost (``sweep.fixed_s``), plus ``MARGIN``. With nothing comparable finished, ``UNSEEN_FACTOR`` x
+the costliest finished run of another kind, scaled the same way, or ``DEFAULT_RUN_S`` if larger.
 The analysis notebooks and the HTML export run only once every run is done and ``AFTER_RUNS_S``
 is left; otherwise a later call with ``--analysis-only`` does them.
 """
@@ -23,6 +24,11 @@ from benchlib.core.records import COMPLETED, CorruptRecord, read_record
 DEFAULT_RUN_S = 120.0
 """A run's estimate when no comparable run has finished: six times a run's fixed cost through
 papermill on an H200 (19 s: kernel start, imports, data, model, compilation, evaluation)."""
+UNSEEN_FACTOR = 1.5
+"""A run of a kind nothing has finished of: 1.5 x the costliest finished run of any kind, scaled
+to its steps (never below ``DEFAULT_RUN_S``). On an H100 with eight `small` runs side by side, B
+(6,000 steps, batch 64) took 183 s where A's 4,000 steps took at most 150 s; the 120-s default
+let it start too late and the job ran past its limit."""
 MARGIN = (1.1, 10.0)
 """An estimate is the longest comparable run x 1.1 + 10 s: timing noise, a slower first kernel."""
 AFTER_RUNS_S = 240.0
@@ -84,7 +90,10 @@ class Budget:
     def estimate(self, item) -> float:
         steps = item.spec.cfg.steps
         costs = [run_cost(r, steps) for r in self.seen.get(_key(item), [])]
-        return MARGIN[0] * max(costs) + MARGIN[1] if costs else DEFAULT_RUN_S
+        if costs:
+            return MARGIN[0] * max(costs) + MARGIN[1]
+        others = [run_cost(r, steps) for recs in self.seen.values() for r in recs]
+        return max([DEFAULT_RUN_S] + [UNSEEN_FACTOR * c for c in others])
 
     def admit(self, item) -> bool:
         """Whether ``item`` may start now: it fits in the time left, and the checkpoint it loads

@@ -165,16 +165,37 @@ def dtype_table(cfgs: list[RunConfig]) -> pd.DataFrame:
 CURVES = {"loss": "training loss", "grad_norm": "gradient L2 norm (pre-clip)", "loss_scale": "loss scale"}
 
 
-def curves_frame(steps: pd.DataFrame, label: str = "") -> pd.DataFrame:
-    """Tidy (step, metric, value[, run]) rows of the per-step log; non-finite values dropped."""
+MAX_POINTS = 250
+"""A curve's points at most: longer logs are binned by step (``curves_frame``). Every step is
+logged, and a 6,000-step run would otherwise pass Altair's 5,000-row limit and put 6,000 points
+into each executed notebook's chart."""
+BIN_AGG = {"loss": "mean", "grad_norm": "max", "loss_scale": "min"}
+"""How a bin summarises its steps: the mean loss, the largest gradient norm (a spike stays
+visible) and the smallest loss scale (a back-off stays visible)."""
+
+
+def curves_frame(steps: pd.DataFrame, label: str = "", max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """Tidy (step, metric, value, run) rows of the per-step log; non-finite values dropped.
+    With more than ``max_points`` steps, steps are binned (``BIN_AGG``) and ``step`` is each
+    bin's first step."""
     if steps.empty or "loss" not in steps:
         return pd.DataFrame(columns=["step", "metric", "value", "run"])
     train_rows = steps[steps["eval"].isna()] if "eval" in steps else steps  # eval rows hold no loss
     cols = [c for c in CURVES if c in train_rows]
     long = train_rows.melt(id_vars="step", value_vars=cols, var_name="metric", value_name="value")
-    values = pd.to_numeric(long["value"], errors="coerce")
-    long = long[values.map(math.isfinite)]
-    return long.assign(run=label, value=values[values.map(math.isfinite)])
+    long["value"] = pd.to_numeric(long["value"], errors="coerce")
+    long = long[long["value"].map(math.isfinite)]
+    return bin_curves(long.assign(run=label), max_points)
+
+
+def bin_curves(long: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """``curves_frame``'s rows binned by step to at most ``max_points`` per (run, metric)."""
+    width = math.ceil(long.groupby(["run", "metric"])["step"].nunique().max() / max_points) if len(long) else 1
+    if width <= 1:
+        return long
+    binned = long.assign(step=long["step"] // width * width)
+    return pd.concat([d.groupby(["run", "step"], as_index=False)["value"].agg(BIN_AGG.get(m, "mean")).assign(metric=m)
+                      for m, d in binned.groupby("metric", sort=False)], ignore_index=True)
 
 
 def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None):
@@ -193,7 +214,7 @@ def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None)
         if color:  # dashes too: where two runs' curves coincide, the lower shows through the gaps
             enc["color"] = alt.Color(f"{color}:N", title=color)
             enc["strokeDash"] = alt.StrokeDash(f"{color}:N", title=color)
-        mark = alt.Chart(d).mark_line(point=metric == "loss_scale")
+        mark = alt.Chart(d).mark_line(point=metric == "loss_scale" and len(d) <= 60)  # a few changes: each one marked
         panels.append(mark.encode(**enc).properties(width=520, height=140))
     return alt.vconcat(*panels, title=title)
 

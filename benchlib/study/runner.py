@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.core.records import COMPLETED, FINISHED, CorruptRecord, read_record, write_json_atomic
+from benchlib.core.records import COMPLETED, FINISHED, STEPS_FILES, CorruptRecord, read_record, write_json_atomic
 from benchlib.core.runconfig import flatten
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
@@ -224,7 +224,7 @@ def pretrain_warning(pre: Item) -> str | None:
 
 def waiting_record(item: Item, problem: str) -> dict:
     """A ``skipped`` record for a run whose checkpoint is missing; the next sweep retries it."""
-    for old in ("result.json", "steps.jsonl"):
+    for old in ("result.json", *STEPS_FILES):
         (item.out_dir / old).unlink(missing_ok=True)
     rec = error_record(item.spec, item.out_dir, f"{WAITING}: {problem}; the next sweep runs it once "
                                                 f"{_rel(item.needs.model_dir)} exists")
@@ -372,7 +372,7 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
     """Execute one run's notebook and return its record; a failed notebook becomes an
     ``error`` record holding the last lines of papermill's output. ``sweep_extra`` goes into
     the record's ``sweep`` entry."""
-    for old in ("result.json", "steps.jsonl"):
+    for old in ("result.json", *STEPS_FILES):
         (item.out_dir / old).unlink(missing_ok=True)
     log = item.out_dir / "papermill.log"
     t0 = time.perf_counter()

@@ -3,7 +3,10 @@ by the hundred. A run notebook's curves chart used to carry its Vega-Lite spec (
 run's ``steps.jsonl``) and a PNG; since then it is written as one SVG (``notebook.show_chart``),
 and this rewrites older notebooks the same way: each chart output with a spec becomes the SVG
 rendered from that spec, and a progress bar's redraws become its last state; nothing else
-changes (the record output, the other text, the cells). Then
+changes (the record output, the other text, the cells); a curve of more than
+``notebook.MAX_POINTS`` steps is drawn binned, as new notebooks draw it. Each run's
+``steps.jsonl`` becomes ``steps.jsonl.gz`` with at most ``KEEP_ROWS`` evenly spaced plain rows
+and every richer row (what the analysis reads: its curves are binned to 120 points). Then
 ``dtype-bench sweep <study file> --out <root> --analysis-only`` re-exports the HTML pages of
 the notebooks it changed. Running it twice changes nothing the second time.
 """
@@ -17,6 +20,23 @@ from benchlib.core.errors import UserError
 
 def _spec_key(data: dict) -> str | None:
     return next((k for k in data if k.startswith("application/vnd.vegalite")), None)
+
+
+def _binned(spec: dict) -> dict:
+    """A run notebook's curves chart drawn again from at most ``notebook.MAX_POINTS`` binned
+    points per curve when its spec holds more (a run of thousands of steps); any other spec
+    as it is."""
+    import pandas as pd
+
+    from benchlib.study.notebook import MAX_POINTS, bin_curves, curves_chart
+    rows = [r for values in (spec.get("datasets") or {}).values() for r in values]
+    frame = pd.DataFrame(rows)
+    if not {"step", "metric", "value"} <= set(frame) or frame.groupby("metric").size().max() <= MAX_POINTS:
+        return spec
+    title = spec.get("title")
+    title = title.get("text", "") if isinstance(title, dict) else title or ""
+    frame = frame.assign(run=frame["run"] if "run" in frame else "")
+    return curves_chart(bin_curves(frame), title=title).to_dict(validate=False)
 
 
 def thin_notebook(path: Path) -> tuple[int, int]:
@@ -39,7 +59,7 @@ def thin_notebook(path: Path) -> tuple[int, int]:
             key = _spec_key(data)
             if key is None:
                 continue
-            svg = _render(dict(data[key]), "svg").decode()
+            svg = _render(_binned(dict(data[key])), "svg").decode()
             out["data"] = {"text/plain": data.get("text/plain", "<chart>"), "image/svg+xml": svg}
             out.get("metadata", {}).pop("image/png", None)
             changed = True
@@ -48,16 +68,47 @@ def thin_notebook(path: Path) -> tuple[int, int]:
     return before, path.stat().st_size
 
 
+KEEP_ROWS = 500
+"""A committed step log keeps at most this many plain (step, loss, grad_norm) rows, evenly
+spaced, and every row that holds more (the interval rows with the forensic counters and the
+timing, evaluations, non-finite losses, the last step)."""
+
+
+def thin_steps(path: Path, keep: int = KEEP_ROWS) -> tuple[int, int]:
+    """Replace a run's ``steps.jsonl`` by ``steps.jsonl.gz``, thinned as ``KEEP_ROWS`` says;
+    values unchanged. (bytes before, bytes after)."""
+    import gzip
+    import json
+    import math
+    before = path.stat().st_size
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    plain = [r for r in rows if set(r) <= {"step", "loss", "grad_norm"}
+             and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.values())]
+    every = max(1, math.ceil(len(plain) / keep))
+    drop = {id(r) for i, r in enumerate(plain) if i % every and r is not rows[-1]}
+    out = path.with_name(path.name + ".gz")
+    with gzip.open(out, "wt", compresslevel=9) as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows if id(r) not in drop)
+    path.unlink()
+    return before, out.stat().st_size
+
+
 def thin_study(study_dir: Path) -> tuple[int, int, int]:
-    """Thin every run notebook under ``study_dir/runs``: (notebooks changed, bytes before, after)."""
+    """Thin every run notebook and step log under ``study_dir/runs`` (and its pretrain folder):
+    (files changed, bytes before, after)."""
     from benchlib.analysis.charts import renderer_available
     if not renderer_available():
         raise UserError("thin renders SVG with vl-convert, which is not installed: pip install vl-convert-python")
     n = total_before = total_after = 0
-    for nb in sorted((study_dir / "runs").rglob("*.ipynb")):
-        before, after = thin_notebook(nb)
-        n += before != after
-        total_before, total_after = total_before + before, total_after + after
+    folders = [study_dir / "runs", study_dir.with_name(study_dir.name + ".pretrain")]
+    for f in folders:
+        for nb in sorted(f.rglob("*.ipynb")):
+            before, after = thin_notebook(nb)
+            n += before != after
+            total_before, total_after = total_before + before, total_after + after
+        for log in sorted(f.rglob("steps.jsonl")):
+            before, after = thin_steps(log)
+            n, total_before, total_after = n + 1, total_before + before, total_after + after
     return n, total_before, total_after
 
 
@@ -69,6 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     if not (study / "runs").is_dir():
         raise UserError(f"{study}: no runs/ folder: not a study written by dtype-bench sweep")
     n, before, after = thin_study(study)
-    print(f"{study}: {n} run notebooks rewritten, {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB; "
+    print(f"{study}: {n} run notebooks and step logs rewritten, {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB; "
           f"re-export their HTML with `dtype-bench sweep <study file> --out {study.parent} --analysis-only`")
     return 0
