@@ -161,5 +161,5 @@ def test_a_long_run_is_charted_binned_with_its_spike_and_loss_scale_drop_kept():
     assert per_metric.max()["grad_norm"] == 50.0 and per_metric.min()["loss_scale"] == 1024.0
     assert abs(per_metric.min()["loss"] - 3.0) < 0.02 and (frame["run"] == "amp_fp16").all()
     assert len(curves_chart(frame).to_dict()["vconcat"]) == 3  # no MaxRowsError
-    short = curves_frame(steps.head(300))
-    assert sorted(short.loc[short["metric"] == "loss", "step"]) == [s for s in range(300) if s != 10]  # not binned
+    short = curves_frame(steps.head(200))
+    assert sorted(short.loc[short["metric"] == "loss", "step"]) == [s for s in range(200) if s != 10]  # not binned
