@@ -75,3 +75,47 @@ def test_a_large_study_links_run_notebooks_instead_of_writing_a_page_per_run(tmp
     text = html_export.export_study_html(study, items, [], overview=False).read_text()
     assert not page.exists() and 'href="../runs/A/amp_bf16/seed0.ipynb"' in text
     assert "more than 1 runs: each links its .ipynb" in text
+
+
+def test_thin_gzips_step_logs_keeping_every_rich_row_and_an_even_subset_of_plain_ones(tmp_path):
+    import gzip
+    import json
+    import math
+
+    from benchlib.analysis.scaling import losses
+    from benchlib.core.records import read_steps, steps_file
+    run = tmp_path / "study" / "runs" / "A" / "amp_fp16" / "seed0"
+    run.mkdir(parents=True)
+    rows = []
+    for s in range(2000):
+        row = {"step": s, "loss": 9.0 - s / 1000, "grad_norm": 1.0 + (s == 1234)}
+        if s % 50 == 49:
+            row.update(loss_scale=2.0 ** 16, grad_max=0.5, interval_ms_per_step=6.1)
+        rows.append(row)
+    rows[777]["loss"] = float("nan")
+    rows.insert(1001, {"step": 1000, "eval": "val", "val_loss": 7.9})
+    (run / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    n, before, after = thin.thin_study(tmp_path / "study")
+    assert n == 1 and not (run / "steps.jsonl").exists() and after < before / 5
+    assert steps_file(run) == run / "steps.jsonl.gz"
+    kept = read_steps(run / "steps.jsonl.gz")
+    assert json.loads(gzip.decompress((run / "steps.jsonl.gz").read_bytes()).splitlines()[0]) == rows[0]
+    rich = [r for r in rows if set(r) - {"step", "loss", "grad_norm"} or not math.isfinite(r["loss"])]
+    assert all(r in kept or (r is rows[777] and any(k["step"] == 777 and math.isnan(k["loss"]) for k in kept))
+               for r in rich)  # every interval row, the evaluation, the non-finite loss
+    plain = [r for r in kept if set(r) == {"step", "loss", "grad_norm"} and math.isfinite(r["loss"])]
+    assert thin.KEEP_ROWS // 2 <= len(plain) <= thin.KEEP_ROWS + 1 and kept[-1]["step"] == 1999
+    assert len({b["step"] - a["step"] for a, b in zip(plain, plain[1:])}) <= 2  # evenly spaced
+    assert len(losses(run / "result.json")) == sum("loss" in r for r in kept)  # readers take the .gz
+    assert thin.thin_study(tmp_path / "study")[0] == 0 and read_steps(run / "steps.jsonl.gz") == kept  # once
+
+
+def test_thin_redraws_a_long_run_chart_binned():
+    from benchlib.study.notebook import MAX_POINTS, curves_chart
+    long = pd.DataFrame({"step": range(1000), "metric": "loss", "value": [9 - k / 200 for k in range(1000)], "run": ""})
+    spec = curves_chart(long, title="A/amp_bf16/seed0 (ok)").to_dict()
+    redrawn = thin._binned(spec)
+    rows = [r for v in redrawn["datasets"].values() for r in v]
+    assert len(rows) <= MAX_POINTS and redrawn["title"] == "A/amp_bf16/seed0 (ok)"
+    short = curves_chart(long.head(50), title="x").to_dict()
+    assert thin._binned(short) is short

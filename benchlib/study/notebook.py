@@ -165,10 +165,11 @@ def dtype_table(cfgs: list[RunConfig]) -> pd.DataFrame:
 CURVES = {"loss": "training loss", "grad_norm": "gradient L2 norm (pre-clip)", "loss_scale": "loss scale"}
 
 
-MAX_POINTS = 250
-"""A curve's points at most: longer logs are binned by step (``curves_frame``). Every step is
-logged, and a 6,000-step run would otherwise pass Altair's 5,000-row limit and put 6,000 points
-into each executed notebook's chart."""
+MAX_POINTS = 120
+"""A curve's points at most, as in the analysis notebooks' loss curves: longer logs are binned by
+step (``curves_frame``). Every step is logged, and a 6,000-step run would otherwise pass
+Altair's 5,000-row limit and put 6,000 points into each executed notebook's chart (a study
+commits hundreds of them: 120 points keep a run's SVG near 25 KB)."""
 BIN_AGG = {"loss": "mean", "grad_norm": "max", "loss_scale": "min"}
 """How a bin summarises its steps: the mean loss, the largest gradient norm (a spike stays
 visible) and the smallest loss scale (a back-off stays visible)."""
@@ -200,12 +201,12 @@ def bin_curves(long: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFrame
 
 def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None):
     """Loss, gradient norm and loss scale against the step, one panel each (log y for the
-    last two: they span orders of magnitude)."""
+    last two: they span orders of magnitude). No loss-scale panel when it is 1 throughout."""
     import altair as alt
     panels = []
     for metric, label in CURVES.items():
         d = frame[frame["metric"] == metric]
-        if d.empty:
+        if d.empty or (metric == "loss_scale" and (d["value"] == 1.0).all()):  # no loss scaling: nothing to show
             continue
         log = metric != "loss" and (d["value"] > 0).all()
         enc = dict(x=alt.X("step:Q", title="optimizer step"),
