@@ -12,6 +12,7 @@ from test_gates import with_baseline
 from benchlib.analysis import tables
 from benchlib.core.records import read_record, records_frame
 from benchlib.study import runner, sweep
+from benchlib.study.slots import CPU_THREAD_VARS, cpu_share
 
 STUDY = "study: many\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1, 2, 3]\nsize: tiny\nsteps: 3\n"
 
@@ -23,6 +24,16 @@ def test_two_runs_per_gpu_on_two_gpus_are_four_slots_spread_over_the_gpus():
     assert sweep.slots_for(3, ["0", "1"], runs_per_gpu=2) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "0")]
     assert sweep.slots_for(8, ["0"], runs_per_gpu=3) == [{"CUDA_VISIBLE_DEVICES": "0"}] * 3
     assert sweep.gpu_sharing(sweep.slots_for(2, ["0", "1"])) == 1  # one run per GPU shares nothing
+
+
+def test_side_by_side_runs_split_the_cores_unless_the_user_chose(monkeypatch):
+    for var in CPU_THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
+    assert cpu_share(1, cpus=16) == {}  # one run: it has the host
+    assert cpu_share(12, cpus=16) == {"OMP_NUM_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    assert cpu_share(2, cpus=32) == {"OMP_NUM_THREADS": "16", "TORCHINDUCTOR_COMPILE_THREADS": "16"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert cpu_share(4, cpus=16) == {"TORCHINDUCTOR_COMPILE_THREADS": "4"}
 
 
 def test_on_cpu_runs_per_gpu_still_runs_one_at_a_time():
@@ -47,23 +58,31 @@ def test_a_sweep_with_two_runs_per_gpu_pins_them_and_marks_their_records(tmp_pat
     path.write_text(STUDY + "device: cuda\n")
     fake, lock, busy, peak, seen = fake_papermill(path, root, {}, [], [0]), threading.Lock(), Counter(), Counter(), []
 
+    envs = []
+
     def execute(cmd, env, log, timeout=None):
         gpu = env["CUDA_VISIBLE_DEVICES"]
         with lock:
             busy[gpu] += 1
             peak[gpu] = max(peak[gpu], busy[gpu])
             seen.append(gpu)
+            envs.append(env)
         threading.Event().wait(0.05)
         with lock:
             busy[gpu] -= 1
         return fake(cmd, env, log, timeout)
 
     monkeypatch.setattr(runner, "execute", execute)
+    for var in CPU_THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--runs-per-gpu", "2", "--no-analysis",
                        "--no-html"]) == 0
     assert sorted(Counter(seen).items()) == [("0", 4), ("1", 4)] and max(peak.values()) <= 2
+    # four runs side by side split the 16 cores: 4 CPU threads and 4 compile workers each
+    assert all(e["OMP_NUM_THREADS"] == e["TORCHINDUCTOR_COMPILE_THREADS"] == "4" for e in envs)
     recs = [read_record(p) for p in (root / "many" / "runs").rglob("result.json")]
-    assert len(recs) == 8 and all(r["sweep"]["runs_per_gpu"] == 2 for r in recs)
+    assert len(recs) == 8 and all(r["sweep"]["runs_per_gpu"] == 2 and r["sweep"]["cpu_threads"] == 4 for r in recs)
     out = capsys.readouterr().out
     assert "speed left blank for 8 runs that shared a GPU (--runs-per-gpu)" in out
 

@@ -37,6 +37,22 @@ def slots_for(jobs: int, gpus: list[str], per_run: int = 1, runs_per_gpu: int = 
     return slots if len(slots) > 1 else [{}]
 
 
+CPU_THREAD_VARS = ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
+"""What ``cpu_share`` sets: torch's CPU threads and Inductor's compile workers. Unset, each of
+N runs side by side takes every core for both (twelve runs on a 16-core GPU host: 192 compile
+workers), and kernel start, model building and compilation, most of a `small` run's fixed cost,
+wait on each other."""
+
+
+def cpu_share(n_slots: int, cpus: int | None = None) -> dict:
+    """Environment for each of ``n_slots`` runs on one host: the cores split evenly between them
+    (at least one each). Nothing with one slot, and no variable the user has set."""
+    if n_slots <= 1:
+        return {}
+    n = max(1, (cpus or os.cpu_count() or 1) // n_slots)
+    return {k: str(n) for k in CPU_THREAD_VARS if k not in os.environ}
+
+
 def gpu_sharing(slots: list[dict]) -> int:
     """The most slots on one GPU: how many runs may share a GPU at once (1: none do)."""
     per_gpu = Counter(g for s in slots for g in s.get("CUDA_VISIBLE_DEVICES", "").split(",") if g)

@@ -33,7 +33,7 @@ from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.runner import (NOTEBOOK_DIR, WAITING, Item, _rel, checkpoint_lost, execute_item, is_waiting,
                                    kernel_env, log_tail, papermill_command, plan, pretrain_problem, pretrain_root,
                                    pretrain_warning, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
-from benchlib.study.slots import gpu_sharing, run_all, slots_for, visible_gpus
+from benchlib.study.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
 from benchlib.study.studyfile import Study, load_study
 
 ANALYSIS = {"10_analyze_experiment.ipynb": {"scenario": None}, "11_compare_experiments.ipynb": {}}
@@ -441,6 +441,7 @@ def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
                           f"speed, and runs sharing them would measure each other; use it for single-process runs")
     jobs = ns.jobs or (1 if ns.runs_per_gpu == 1 else len(gpus) * ns.runs_per_gpu)
     slots = slots_for(jobs, gpus, per_run, ns.runs_per_gpu)
+    slots = [{**s, **cpu_share(len(slots))} for s in slots]  # side-by-side runs split the cores
     if (jobs > 1 or ns.runs_per_gpu > 1) and len(slots) == 1:
         print(f"  {f'--runs-per-gpu {ns.runs_per_gpu}' if ns.runs_per_gpu > 1 else f'--jobs {jobs}'}: "
               f"{'CPU runs' if not gpus else 'one slot'}, one at a time")
@@ -483,8 +484,12 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
     try:
         # the pretrain stage first: the runs after it load its checkpoints
         shared = gpu_sharing(slots)  # runs side by side on one GPU time each other: their records say so
-        extra = {"runs_per_gpu": shared} if shared > 1 else None
-        run = lambda item, slot: execute_item(item, study.path, slot, timeout, extra)  # noqa: E731
+        extra = {}
+        if shared > 1:
+            extra["runs_per_gpu"] = shared
+        if "OMP_NUM_THREADS" in slots[0] and len(slots) > 1:  # cpu_share's split, not the user's setting
+            extra["cpu_threads"] = int(slots[0]["OMP_NUM_THREADS"])
+        run = lambda item, slot: execute_item(item, study.path, slot, timeout, extra or None)  # noqa: E731
         admit = budget.admit if budget else (lambda item: True)
         # phase by phase: every arch's phase 1 side by side, then the phases that start from them
         pre = [i for i in todo if i.stage == "pretrain"]
