@@ -180,3 +180,45 @@ def _write(tmp_path, text, name="chunks.yaml"):
     path = tmp_path / name
     path.write_text(text)
     return path
+
+
+def test_runs_still_going_when_the_budget_is_spent_are_interrupted_and_run_again(tmp_path, monkeypatch, capsys):
+    """An estimate too short must not carry the job past its limit: at the end of the budget the
+    running notebook gets Ctrl-C, leaves no finished record, and the sweep exits 0 in time."""
+    import threading
+    path, root = tmp_path / "chunks.yaml", tmp_path / "executed"
+    path.write_text(STUDY)
+    calls = []
+    fake = fake_papermill(path, root, {}, calls, [0])
+
+    class Proc:  # what runner.execute registers for the deadline to interrupt
+        def __init__(self):
+            self.got = threading.Event()
+
+        def send_signal(self, sig):
+            assert sig == signal.SIGINT
+            self.got.set()
+
+    def execute(cmd, env, log, timeout=None):
+        if calls:  # the second run hangs until interrupted
+            proc = Proc()
+            runner.RUNNING.add(proc)
+            calls.append("hung")
+            assert proc.got.wait(20), "the deadline never interrupted the run"
+            runner.RUNNING.discard(proc)
+            return -signal.SIGINT
+        return fake(cmd, env, log, timeout)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(budget.Budget, "estimate", lambda self, item: 0.0)  # every run looks short
+    t0 = time.monotonic()
+    assert sweep.main([str(path), "--out", str(root), "--no-html", "--time-budget", "1.5"]) == 0
+    assert time.monotonic() - t0 < 10
+    out = capsys.readouterr().out
+    assert calls == ["A/fp32_baseline/seed0", "hung"]
+    assert "time budget: spent while runs were going; they were stopped and run again with the same command" in out
+    assert "time budget: 3 of 4 runs left; run the same command again to resume" in out
+    done = [p.parent.name for p in (root / "chunks" / "runs").rglob("result.json")
+            if read_record(p)["status"] == "ok" and "sweep" in read_record(p)]
+    assert done == ["seed0"]  # only the run that finished: the interrupted one runs again
+    assert runner.run_state(sweep.plan(load_study(path), root)[1])[0] != "done:ok"

@@ -9,11 +9,14 @@ scenario, arm and size, its step part scaled to this run's steps where the recor
 cost (``sweep.fixed_s``), plus ``MARGIN``. With nothing comparable finished, ``UNSEEN_FACTOR`` x
 the costliest finished run of another kind, scaled the same way, or ``DEFAULT_RUN_S`` if larger.
 The analysis notebooks and the HTML export run only once every run is done and ``AFTER_RUNS_S``
-is left; otherwise a later call with ``--analysis-only`` does them.
+is left; otherwise a later call with ``--analysis-only`` does them. At the end of the budget,
+runs still going are interrupted (``Budget.watch``): an estimate that was too short costs those
+runs, not the whole job.
 """
 from __future__ import annotations
 
 import re
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -70,6 +73,7 @@ class Budget:
     start: float = field(default_factory=lambda: time.monotonic())
     deferred: list = field(default_factory=list)
     seen: dict = field(default_factory=dict)  # (stage, scenario, arm, size) -> [(record, ...)]
+    expired: bool = False  # the deadline came while runs were going (``watch``)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def learn(self, items: list) -> None:
@@ -83,6 +87,23 @@ class Budget:
     def observe(self, item, rec: dict) -> None:
         if run_cost(rec, 1) is not None:
             self.seen.setdefault(_key(item), []).append(rec)
+
+    def watch(self, running: set) -> threading.Timer:
+        """Interrupt (SIGINT, as Ctrl-C) every process in ``running`` when the budget is spent:
+        a run whose estimate was short must not carry the job past its limit. Interrupted runs
+        leave no finished record and run again with the same command. Returns the started
+        timer (cancel it when the runs are done)."""
+        def expire():
+            self.expired = True
+            for proc in list(running):
+                try:
+                    proc.send_signal(signal.SIGINT)
+                except (OSError, ValueError):
+                    pass
+        timer = threading.Timer(max(self.left(), 0.0), expire)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def left(self) -> float:
         return self.seconds - (time.monotonic() - self.start)

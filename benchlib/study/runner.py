@@ -322,6 +322,11 @@ PAPERMILL_MAIN = ("import sys, signal; sys.modules.setdefault('rfc3987_syntax', 
                   "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
 
 
+RUNNING: set = set()
+"""The papermill processes running now (``execute``): what a time budget's deadline interrupts
+(``budget.Budget.watch``)."""
+
+
 def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) -> int:
     """Run papermill as a child process, its output to ``log``; Ctrl-C reaches it too
     (same process group), and we wait for it to shut its kernel down."""
@@ -331,6 +336,7 @@ def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) ->
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+        RUNNING.add(proc)
         try:
             return proc.wait()
         except BaseException as e:
@@ -341,6 +347,8 @@ def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) ->
             except subprocess.TimeoutExpired:
                 proc.kill()
             raise
+        finally:
+            RUNNING.discard(proc)
 
 
 def log_tail(log: Path, n: int = TAIL_LINES) -> str:

@@ -30,7 +30,7 @@ from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
-from benchlib.study.runner import (NOTEBOOK_DIR, WAITING, Item, _rel, checkpoint_lost, execute_item, is_waiting,
+from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, checkpoint_lost, execute_item, is_waiting,
                                    kernel_env, log_tail, papermill_command, plan, pretrain_problem, pretrain_root,
                                    pretrain_warning, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
 from benchlib.study.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
@@ -281,12 +281,20 @@ def main(argv: list[str] | None = None) -> int:
         budget.learn(every)
     t0 = time.perf_counter()
     timings: list[dict] = []
+    watch = budget.watch(RUNNING) if budget else None
     try:
         _execute_all(todo, items, study, slots, ns.timeout, timings, budget)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
-              f"  dtype-bench sweep {_rel(ns.study)}", file=sys.stderr)
-        return 130
+        if not (budget and budget.expired):
+            print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
+                  f"  dtype-bench sweep {_rel(ns.study)}", file=sys.stderr)
+            return 130
+        budget.deferred += [i for i in todo if not run_state(i)[0].startswith("done")
+                            and not any(i is d for d in budget.deferred)]
+        print(f"\ntime budget: spent while runs were going; they were stopped and run again with the same command")
+    finally:
+        if watch:
+            watch.cancel()
     return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots), budget)
 
 
