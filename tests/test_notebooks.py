@@ -2,6 +2,7 @@
 (tiny model, synthetic data, CPU); a bad injected parameter stops at the validation cell."""
 import ast
 import json
+import math
 
 import nbformat
 import pytest
@@ -159,7 +160,9 @@ def test_a_long_run_is_charted_binned_with_its_spike_and_loss_scale_drop_kept():
     per_metric = frame.groupby("metric")["value"]
     assert per_metric.size().max() <= MAX_POINTS
     assert per_metric.max()["grad_norm"] == 50.0 and per_metric.min()["loss_scale"] == 1024.0
-    assert abs(per_metric.min()["loss"] - 3.0) < 0.02 and (frame["run"] == "amp_fp16").all()
+    width = math.ceil(n / MAX_POINTS)  # a bin's loss is the mean of its steps
+    assert per_metric.min()["loss"] == pytest.approx(steps["loss"].iloc[n - width:].mean())
+    assert (frame["run"] == "amp_fp16").all()
     assert len(curves_chart(frame).to_dict()["vconcat"]) == 3  # no MaxRowsError
     short = curves_frame(steps.head(200))
     assert sorted(short.loc[short["metric"] == "loss", "step"]) == [s for s in range(200) if s != 10]  # not binned
