@@ -164,5 +164,5 @@ def test_a_long_run_is_charted_binned_with_its_spike_and_loss_scale_drop_kept():
     assert per_metric.min()["loss"] == pytest.approx(steps["loss"].iloc[n - width:].mean())
     assert (frame["run"] == "amp_fp16").all()
     assert len(curves_chart(frame).to_dict()["vconcat"]) == 3  # no MaxRowsError
-    short = curves_frame(steps.head(200))
-    assert sorted(short.loc[short["metric"] == "loss", "step"]) == [s for s in range(200) if s != 10]  # not binned
+    short = curves_frame(steps.head(MAX_POINTS))
+    assert sorted(short.loc[short["metric"] == "loss", "step"]) == [s for s in range(MAX_POINTS) if s != 10]  # not binned
