@@ -119,3 +119,34 @@ def test_thin_redraws_a_long_run_chart_binned():
     assert len(rows) <= MAX_POINTS and redrawn["title"] == "A/amp_bf16/seed0 (ok)"
     short = curves_chart(long.head(50), title="x").to_dict()
     assert thin._binned(short) is short
+
+
+def test_thin_keeps_the_notebooks_of_the_chosen_seeds_and_the_records_of_all(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    from fixtures.records import make_record, write_run
+
+    from benchlib.study import html_export
+    study, items = tmp_path / "study", []
+    for k, status in ((0, "ok"), (1, "ok"), (2, "error")):
+        result = write_run(study, {**make_record("A", "amp_bf16", k), "status": status})
+        notebook = study / "runs" / "A" / "amp_bf16" / f"seed{k}.ipynb"
+        _run_notebook(notebook)
+        items.append(SimpleNamespace(run_id=f"A/amp_bf16/seed{k}", notebook=notebook, result=result))
+    assert thin.main([str(study), "--notebook-seeds", "0"]) == 0
+    assert "1 run notebooks of seeds other than 0 removed" in capsys.readouterr().out
+    kept = sorted(p.name for p in (study / "runs" / "A" / "amp_bf16").glob("*.ipynb"))
+    assert kept == ["seed0.ipynb", "seed2.ipynb"]  # seed 2 failed: its notebook may be all there is of it
+    assert all(i.result.exists() for i in items)
+    monkeypatch.setattr(html_export, "RUN_PAGES_MAX", 1)
+    text = html_export.export_study_html(study, items, [], overview=False).read_text()
+    assert 'href="../runs/A/amp_bf16/seed0.ipynb"' in text and 'href="../runs/A/amp_bf16/seed1/result.json"' in text
+    assert "a run whose notebook was not kept links its record" in text
+
+
+def test_a_bad_notebook_seed_list_is_one_line(tmp_path):
+    (tmp_path / "runs").mkdir()
+    r = subprocess.run([sys.executable, "-m", "benchlib", "thin", str(tmp_path), "--notebook-seeds", "zero"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode != 0 and "--notebook-seeds 'zero': expected seeds such as 0 or 0,1" in r.stderr
+    assert r.stderr.strip().count("\n") == 0

@@ -132,7 +132,8 @@ def export_study_html(study_dir: Path, items: list, analysis: list[Path], overvi
         target = html_dir / item.notebook.relative_to(study_dir).with_suffix(".html")
         if not pages:
             target.unlink(missing_ok=True)  # a page from when the study was smaller
-            rows.append((item, item.notebook))
+            # a run whose notebook `thin --notebook-seeds` removed: its record
+            rows.append((item, item.notebook if item.notebook.exists() or not item.result.exists() else item.result))
             continue
         if item.notebook.exists() and (not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime):
             try:
@@ -193,7 +194,9 @@ def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path, ove
                     for a in analysis if a.exists())
     pages_note = ("" if all(t.suffix == ".html" for _, t in rows) else
                   f" (more than {RUN_PAGES_MAX} runs: each links its .ipynb, which code-hosting sites and "
-                  f"JupyterLab render, rather than an HTML page of its own)")
+                  f"JupyterLab render, rather than an HTML page of its own"
+                  + ("; a run whose notebook was not kept links its record" if any(t.suffix == ".json" for _, t in rows)
+                     else "") + ")")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(name)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}

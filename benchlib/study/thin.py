@@ -112,14 +112,50 @@ def thin_study(study_dir: Path) -> tuple[int, int, int]:
     return n, total_before, total_after
 
 
+def drop_notebooks(study_dir: Path, keep_seeds: set[int]) -> tuple[int, int]:
+    """Remove the run notebooks (``runs/<scenario>/<config>/seed<k>.ipynb``) of seeds not in
+    ``keep_seeds`` whose run has a finished record beside them: the record, the step log and
+    papermill's log stay, and are what the analysis reads. A run without a finished record
+    keeps its notebook (it may be all there is of a failure). (notebooks removed, bytes)."""
+    from benchlib.core.records import FINISHED, CorruptRecord, read_record
+    n = size = 0
+    for nb in sorted((study_dir / "runs").rglob("seed*.ipynb")):
+        seed = nb.stem[len("seed"):]
+        if not seed.isdigit() or int(seed) in keep_seeds:
+            continue
+        try:
+            finished = read_record(nb.with_suffix("") / "result.json")["status"] in FINISHED
+        except CorruptRecord:
+            finished = False
+        if finished:
+            n, size = n + 1, size + nb.stat().st_size
+            nb.unlink()
+    return n, size
+
+
+def _seeds(text: str) -> set[int]:
+    try:
+        return {int(s) for s in text.split(",") if s.strip()}
+    except ValueError:
+        raise UserError(f"--notebook-seeds {text!r}: expected seeds such as 0 or 0,1") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench thin", description=__doc__.split("\n\n")[0])
     p.add_argument("study_dir", help="a study folder, e.g. executed/h200/quick")
+    p.add_argument("--notebook-seeds", metavar="SEEDS", default=None,
+                   help="keep the run notebooks of these seeds only (e.g. 0); the other seeds' runs keep their "
+                        "record and logs (for studies of hundreds of runs; see drop_notebooks)")
     ns = p.parse_args(argv)
     study = Path(ns.study_dir)
     if not (study / "runs").is_dir():
         raise UserError(f"{study}: no runs/ folder: not a study written by dtype-bench sweep")
+    keep = _seeds(ns.notebook_seeds) if ns.notebook_seeds is not None else None
     n, before, after = thin_study(study)
     print(f"{study}: {n} run notebooks and step logs rewritten, {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB; "
           f"re-export their HTML with `dtype-bench sweep <study file> --out {study.parent} --analysis-only`")
+    if keep is not None:
+        k, size = drop_notebooks(study, keep)
+        print(f"{study}: {k} run notebooks of seeds other than {', '.join(map(str, sorted(keep)))} removed "
+              f"({size / 2**20:.1f} MiB); their records and logs stay")
     return 0
