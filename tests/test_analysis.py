@@ -405,7 +405,9 @@ def test_analysis_notebooks_run_through_papermill_on_a_study_of_real_runs(tmp_pa
         nb = nbformat.read(path, as_version=4)
         outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
         assert not [o for o in outs if o.output_type == "error"]
-        assert any("image/png" in o.get("data", {}) for o in outs), f"{path.name} shows no PNG"
+        # the static image is the SVG the analysis wrote (charts.FORMATS), not a PNG beside it
+        assert any("image/svg+xml" in o.get("data", {}) for o in outs), f"{path.name} shows no SVG"
+        assert not any("image/png" in o.get("data", {}) for o in outs), f"{path.name} still embeds a PNG"
     assert (study / "comparison" / "comparison.json").exists()
 
 

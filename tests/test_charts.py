@@ -65,9 +65,16 @@ def test_every_chart_is_valid_vega_lite_and_writes_a_png(study, tmp_path, name):
     assert png.read_bytes().startswith(PNG) and png.stat().st_size > 2000
 
 
-def test_svg_is_written_too(study, tmp_path):
-    png, svg = charts.save(charts.throughput_bar(study["summary"]), tmp_path / "t")
-    assert png.suffix == ".png" and svg.read_text().lstrip().startswith("<svg")
+def test_charts_are_written_as_svg_unless_png_is_asked_for(study, tmp_path):
+    (svg,) = charts.save(charts.throughput_bar(study["summary"]), tmp_path / "t")  # charts.FORMATS
+    assert svg.suffix == ".svg" and svg.read_text().lstrip().startswith("<svg")
+    png, svg = charts.save(charts.throughput_bar(study["summary"]), tmp_path / "t", formats=["png", "svg"])
+    assert png.read_bytes().startswith(PNG) and svg.stat().st_size < png.stat().st_size
+    bundle = charts.show(charts.throughput_bar(study["summary"]), tmp_path / "u.png")._repr_mimebundle_()
+    assert "image/png" in bundle  # nothing saved at that path: rendered now
+    (only_svg,) = charts.save(charts.throughput_bar(study["summary"]), tmp_path / "v")
+    bundle = charts.show(charts.throughput_bar(study["summary"]), tmp_path / "v.png")._repr_mimebundle_()
+    assert bundle["image/svg+xml"] == only_svg.read_text() and "image/png" not in bundle  # the saved SVG
 
 
 def test_the_stability_chart_marks_divergences(study):

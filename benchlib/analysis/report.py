@@ -15,6 +15,7 @@ from typing import Iterable
 import pandas as pd
 
 from benchlib.analysis import charts as ch
+from benchlib.analysis.charts import FORMATS
 from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
                        learned_scenarios, load_study, loss_curves, rank_correlations, resolve_study_dir,
                        scenario_notes, summarize)
@@ -46,7 +47,7 @@ def mean_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
-                       formats: Iterable[str] = ("png", "svg")) -> Experiment:
+                       formats: Iterable[str] = FORMATS) -> Experiment:
     """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``."""
     summary = summarize(df, scenario)
     curves, div = loss_curves(df[df["scenario"] == scenario])
@@ -59,7 +60,7 @@ def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
 
 
 def analyze_study(study_dir: str | Path, scenario: str | None = None, output_dir: str | Path | None = None,
-                  formats: Iterable[str] = ("png", "svg"), rules=None) -> dict[str, Experiment]:
+                  formats: Iterable[str] = FORMATS, rules=None) -> dict[str, Experiment]:
     """Stage 1 for one scenario or every scenario found; outputs beside the runs by default."""
     root = resolve_study_dir(study_dir)
     df = load_study(root, rules=rules)
@@ -139,7 +140,7 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     return Comparison(stats, corr, rev, stab, saf, curves, div, json_safe(result), charts, [])
 
 
-def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = ("png", "svg")) -> list:
+def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = FORMATS) -> list:
     """comparison.json, the tables as CSV (learned.csv: the evidence gate per scenario) and the
     charts under plots/."""
     out = Path(output_dir)
@@ -159,7 +160,7 @@ def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable
 
 
 def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rules=None,
-                  formats: Iterable[str] = ("png", "svg")) -> Comparison:
+                  formats: Iterable[str] = FORMATS) -> Comparison:
     """Stage 2 from folders of records; writes to ``output_dir`` (default
     ``<first root>/comparison``)."""
     paths = [resolve_study_dir(r) for r in roots]
@@ -169,7 +170,7 @@ def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rule
 
 
 def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, rules=None,
-                   formats: Iterable[str] = ("png", "svg")) -> dict[str, tuple[str, list[Path]]]:
+                   formats: Iterable[str] = FORMATS) -> dict[str, tuple[str, list[Path]]]:
     """The study's overview charts (``overview.overview_charts``: quality vs throughput with the
     recommended config marked, where each config breaks, what flips) written under
     ``<output_dir>/plots/`` (default ``<study>/overview``); name -> (chart title, files)."""
@@ -191,7 +192,7 @@ def main_analyze(argv: list[str] | None = None) -> int:
     p.add_argument("--results_dir", help="seed 000's name for study_dir")
     p.add_argument("--scenario", help="one scenario A-F (default: every scenario found)")
     p.add_argument("--output_dir", help="where <scenario>/summary.csv and plots/ go (default: study_dir)")
-    p.add_argument("--formats", default="png,svg", help="chart files to write (default png,svg)")
+    p.add_argument("--formats", default=",".join(FORMATS), help=f"chart files to write: png, svg (default {','.join(FORMATS)})")
     ns = p.parse_args(argv)
     if not (ns.study_dir or ns.results_dir):
         p.error("give the study folder (positional or --results_dir)")
@@ -214,7 +215,7 @@ def main_compare(argv: list[str] | None = None) -> int:
     p.add_argument("--conf", type=float, default=Rules.conf, help="bootstrap share / CI level (default 0.95)")
     p.add_argument("--n_boot", type=int, default=Rules.n_boot)
     p.add_argument("--min_seeds", type=int, default=Rules.min_seeds)
-    p.add_argument("--formats", default="png,svg")
+    p.add_argument("--formats", default=",".join(FORMATS), help="chart files to write: png, svg")
     ns = p.parse_args(argv)
     roots = ns.study_dir + [r for r in (ns.lm_results, ns.cls_results) if r]
     if not roots:

@@ -12,7 +12,7 @@ run by ``dtype-bench sweep`` like any study. This module reads every ``result.js
   ``single``), memory per device (``scaling_table``);
 * seed 004's summary: median tokens/s, final and best training loss, speed-up and loss
   difference against the ``ddp_fp32`` arm (``baseline_summary`` -> ``summary.json``);
-* bar charts with error bars (``charts``), written as PNG and SVG.
+* bar charts with error bars (``charts``), written as SVG (``charts.FORMATS``).
 """
 from __future__ import annotations
 
@@ -305,9 +305,11 @@ class Scaling:
 
 
 def analyze(root: str | Path, out_dir: str | Path | None = None, baseline: str = BASELINE_ARM,
-            formats: tuple[str, ...] = ("png", "svg")) -> Scaling:
-    """Tables, ``summary.json``, ``scaling.csv`` and chart files for every record under ``root``."""
-    from benchlib.analysis.charts import save
+            formats: tuple[str, ...] | None = None) -> Scaling:
+    """Tables, ``summary.json``, ``scaling.csv`` and chart files (``formats``, default
+    ``charts.FORMATS``) for every record under ``root``."""
+    from benchlib.analysis.charts import FORMATS, save
+    formats = formats or FORMATS
     runs = load_runs(root)
     windows = windows_frame(runs)
     s3 = throughput_table(windows) if len(windows) else None
@@ -384,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("root", help="e.g. executed/seed003")
     p.add_argument("--baseline", default=BASELINE_ARM, help=f"seed 004's baseline arm (default {BASELINE_ARM})")
     p.add_argument("--out", default=None, help="output folder (default ROOT/scaling)")
-    p.add_argument("--formats", default="png,svg")
+    p.add_argument("--formats", default="", help="chart files to write: png, svg (default: svg)")
     p.add_argument("--markdown", action="store_true", help="print the tables as markdown (docs/multi_gpu.md)")
     ns = p.parse_args(argv)
     res = analyze(ns.root, ns.out, ns.baseline, tuple(f for f in ns.formats.split(",") if f))

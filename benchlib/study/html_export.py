@@ -161,12 +161,14 @@ def _overview_html(charts: dict, why: str) -> str:
     figs = []
     for name, (title, files) in charts.items():
         png = next((f for f in files if f.suffix == ".png"), None)
-        if png is None:
-            continue
         svg = next((f for f in files if f.suffix == ".svg"), None)
+        image = png or svg
+        if image is None:
+            continue
         link = f' <a href="../overview/plots/{escape(svg.name)}">SVG</a>' if svg else ""
-        data = base64.b64encode(png.read_bytes()).decode()
-        figs.append(f'<figure id="{escape(name)}"><img alt="{escape(title)}" src="data:image/png;base64,{data}">'
+        data = base64.b64encode(image.read_bytes()).decode()
+        mime = "image/png" if image is png else "image/svg+xml"
+        figs.append(f'<figure id="{escape(name)}"><img alt="{escape(title)}" src="data:{mime};base64,{data}">'
                     f"<figcaption>{escape(name.replace('_', ' '))}{link}</figcaption></figure>")
     return ("<h2>Overview</h2><p>Read these first: quality against throughput per scenario (the recommended "
             "config ringed), where each configuration breaks, and what flips between tasks. The analysis "
