@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         budget.deferred += [i for i in todo if not run_state(i)[0].startswith("done")
                             and not any(i is d for d in budget.deferred)]
-        print(f"\ntime budget: spent while runs were going; they were stopped and run again with the same command")
+        print("\ntime budget: spent while runs were going; they were stopped and run again with the same command")
     finally:
         if watch:
             watch.cancel()

@@ -80,8 +80,10 @@ def thin_steps(path: Path, keep: int = KEEP_ROWS) -> tuple[int, int]:
     import gzip
     import json
     import math
+
+    from benchlib.core.records import read_steps
     before = path.stat().st_size
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_steps(path)
     plain = [r for r in rows if set(r) <= {"step", "loss", "grad_norm"}
              and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.values())]
     every = max(1, math.ceil(len(plain) / keep))
