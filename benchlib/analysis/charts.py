@@ -443,7 +443,7 @@ def comparison_charts(stats: pd.DataFrame, flips: list[dict], curves: pd.DataFra
             "flips": flip_chart(stats, flips), "stability": stability_chart(curves, divergences)}
 
 
-def _render(spec: dict, fmt: str, scale: float = 1.0) -> bytes:
+def render(spec: dict, fmt: str, scale: float = 1.0) -> bytes:
     """PNG or SVG bytes of a Vega-Lite spec through vl-convert (offline, no browser)."""
     import vl_convert as vlc
     version = "v" + alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0].replace(".", "_")
@@ -474,7 +474,7 @@ def save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = FO
             p.write_text(json.dumps(spec))
             out.append(p)
             break
-        p.write_bytes(_render(spec, fmt, scale))
+        p.write_bytes(render(spec, fmt, scale))
         out.append(p)
     return out
 
@@ -534,6 +534,6 @@ def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None, static: s
                 return Shown(chart, f.read_bytes() if f.suffix == ".png" else None,
                              f.read_text() if f.suffix == ".svg" else None, interactive)
     if static == "svg":
-        return Shown(chart, None, _render(chart.to_dict(), "svg").decode() if renderer_available() else None,
+        return Shown(chart, None, render(chart.to_dict(), "svg").decode() if renderer_available() else None,
                      interactive)
-    return Shown(chart, _render(chart.to_dict(), "png") if renderer_available() else None, interactive=interactive)
+    return Shown(chart, render(chart.to_dict(), "png") if renderer_available() else None, interactive=interactive)

@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import stats
 
 from benchlib.analysis.charts import chart_title, no_data_chart, renderer_available, save
-from benchlib.analysis.scaling import _markdown
+from benchlib.analysis.scaling import markdown_table
 from benchlib.core.records import COMPLETED, load_records
 from benchlib.core.sizes import SHAPES
 
@@ -209,7 +209,7 @@ def markdown(table: pd.DataFrame, records: list[dict], name: str = "") -> str:
               f"speedup = {BASELINE}'s ms/step / the config's, with its {CONF:.0%} interval (delta method over the "
               "timed windows); linear_tflop_per_step = 6 x in x out x layers x tokens per step over the body's Linear "
               "layers; linear_flops_pct = their share of the model's training FLOPs.", "",
-              _markdown(table[TABLE_COLUMNS]), "", "Linear shapes per size (in -> out x layers; model.matmuls):", ""]
+              markdown_table(table[TABLE_COLUMNS]), "", "Linear shapes per size (in -> out x layers; model.matmuls):", ""]
     for size, g in table.groupby("size", sort=False):
         mm = g["matmuls"].iloc[0]
         lines.append(f"- {size} (M = {g['micro_batch'].iloc[0]} x {g['seq_len'].iloc[0]} tokens per micro-batch): "

@@ -338,7 +338,7 @@ SCALING_COLUMNS = ["scenario", "config", "arm", "strategy", "nproc", "tokens_per
                    "final_train_loss", "val_loss", "dist"]
 
 
-def _markdown(df) -> str:
+def markdown_table(df) -> str:
     """A pipe table (what docs/multi_gpu.md shows), numbers to 4 significant digits."""
     def cell(v):
         if isinstance(v, float):

@@ -21,7 +21,7 @@ def export_html(notebook: Path, html: Path, css_root: Path | None = None) -> Non
     nb = nbformat.read(str(notebook), as_version=4)
     for cell in nb.cells:
         if "outputs" in cell:
-            cell["outputs"] = _coalesce_streams(cell["outputs"])
+            cell["outputs"] = coalesce_streams(cell["outputs"])
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     html.parent.mkdir(parents=True, exist_ok=True)
     body = with_alt_text(body, _png_titles(nb))
@@ -78,7 +78,7 @@ def with_alt_text(body: str, titles: dict[str, str]) -> str:
     return re.sub(r'<img((?:\s+(?!src=|alt=)[\w-]+="[^"]*")*\s+)src="data:image/png;base64,([^"]+)', add, body)
 
 
-def _coalesce_streams(outputs: list) -> list:
+def coalesce_streams(outputs: list) -> list:
     """Merge consecutive stdout/stderr chunks and keep what a terminal would show after
     each carriage return (a tqdm bar is dozens of redraws)."""
     merged: list = []

@@ -44,14 +44,14 @@ def thin_notebook(path: Path) -> tuple[int, int]:
     redraws; (bytes before, bytes after)."""
     import nbformat
 
-    from benchlib.analysis.charts import _render
-    from benchlib.study.html_export import _coalesce_streams
+    from benchlib.analysis.charts import render
+    from benchlib.study.html_export import coalesce_streams
     before = path.stat().st_size
     nb = nbformat.read(str(path), as_version=4)
     changed = False
     for cell in nb.cells:
         if "outputs" in cell:  # a progress bar's redraws: what a terminal shows after them
-            merged = _coalesce_streams([dict(o) for o in cell["outputs"]])
+            merged = coalesce_streams([dict(o) for o in cell["outputs"]])
             if [o.get("text") for o in merged] != [o.get("text") for o in cell["outputs"]]:
                 cell["outputs"], changed = [nbformat.from_dict(o) for o in merged], True
         for out in cell.get("outputs", []):
@@ -59,7 +59,7 @@ def thin_notebook(path: Path) -> tuple[int, int]:
             key = _spec_key(data)
             if key is None:
                 continue
-            svg = _render(_binned(dict(data[key])), "svg").decode()
+            svg = render(_binned(dict(data[key])), "svg").decode()
             out["data"] = {"text/plain": data.get("text/plain", "<chart>"), "image/svg+xml": svg}
             out.get("metadata", {}).pop("image/png", None)
             changed = True
