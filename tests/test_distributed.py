@@ -421,5 +421,5 @@ def test_scaling_notebook_analyses_existing_records_under_papermill(two_ranks, r
     p = papermill(str(REPO / "notebooks/20_scaling.ipynb"), str(out), "-p", "study_dir", str(study.parent))
     assert p.returncode == 0, p.stderr[-3000:]
     text = out.read_text()
-    assert "efficiency_pct" in text and "image/png" in text
+    assert "efficiency_pct" in text and "image/svg+xml" in text  # the SVG the analysis saved (charts.FORMATS)
     assert json.loads((study.parent / "scaling" / "summary.json").read_text())["experiments"]["fsdp2_2"]["nproc"] == 2
