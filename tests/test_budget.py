@@ -133,10 +133,10 @@ def test_a_run_that_waits_for_a_deferred_pretrain_is_deferred_with_it(tmp_path):
     pre, a0 = items[0], items[1]
     c0 = next(i for i in items if i.needs is pre)
     b = budget.Budget(60)  # less than a first run's estimate
-    assert not b.admit(pre)
+    assert not b.admit([pre])
     b.seconds = 1e6
-    assert b.admit(a0)
-    assert not b.admit(c0)  # it would write a "waiting" record: left for the call that pretrains
+    assert b.admit([a0])
+    assert not b.admit([c0])  # it would write a "waiting" record: left for the call that pretrains
     assert [i.run_id for i in b.deferred] == ["pretrain/gpt2", c0.run_id]
 
 

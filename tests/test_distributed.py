@@ -363,6 +363,8 @@ def test_scaling_analysis_gives_speedup_efficiency_summary_and_charts(two_ranks,
     pngs = sorted(p.name for p in (tmp_path / "out" / "plots").glob("*.png"))
     assert "tokens_per_second_comparison.png" in pngs and "training_time_comparison.png" in pngs
     assert (tmp_path / "out" / "plots" / "scaling_efficiency.png").read_bytes()[:4] == b"\x89PNG"
+    md = scaling.report(res, markdown=True)  # the README's tables: pipe tables naming both arms
+    assert "|---|" in md and "| fsdp2_2 |" in md
 
 
 @pytest.mark.parametrize("plan", ["seed003.yaml", "seed004.yaml"])

@@ -353,7 +353,7 @@ def report(res: Scaling, markdown: bool = False) -> str:
     """The tables as text (or as markdown pipe tables): seed 003's throughput per arm, speed-up
     and efficiency, and the summary against the baseline arm (seed 004's format)."""
     import pandas as pd
-    show = _markdown if markdown else (lambda d: d.to_string(index=False))
+    show = markdown_table if markdown else (lambda d: d.to_string(index=False))
     lines = []
     with pd.option_context("display.width", 220, "display.max_columns", 30, "display.float_format", "{:,.4g}".format):
         if res.throughput is not None:

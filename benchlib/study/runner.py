@@ -327,20 +327,35 @@ RUNNING: set = set()
 (``budget.Budget.watch``)."""
 
 
+START_TIMEOUT_S = 300
+"""How long papermill waits for a run's kernel to answer (its default is 60 s): twelve runs
+starting together on a 16-core GPU host left one kernel silent for 60 s (the reference study,
+D/amp_bf16_fp8/seed0, 2026-11-24), and the run ended in error without training."""
+
+
 def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) -> int:
     """Run papermill as a child process, its output to ``log``; Ctrl-C reaches it too
     (same process group), and we wait for it to shut its kernel down."""
-    argv = [sys.executable, "-c", PAPERMILL_MAIN, *cmd[1:], "--no-progress-bar"]
+    argv = [sys.executable, "-c", PAPERMILL_MAIN, *cmd[1:], "--no-progress-bar", "--start-timeout", str(START_TIMEOUT_S)]
     if timeout:
         argv += ["--execution-timeout", str(timeout)]
+    return execute_argv(argv, env, log)
+
+
+def execute_argv(argv: list[str], env: dict, log: Path, timeout: float | None = None) -> int:
+    """Run ``argv`` as a child process (one of ``RUNNING``), its output to ``log``, killed after
+    ``timeout`` seconds (exit -9)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
         RUNNING.add(proc)
         try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
             return proc.wait()
         except BaseException as e:
-            if not isinstance(e, KeyboardInterrupt):  # Ctrl-C reached papermill already
+            if not isinstance(e, KeyboardInterrupt):  # Ctrl-C reached the child already
                 proc.terminate()
             try:
                 proc.wait(timeout=15)
@@ -418,19 +433,110 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
 
 def execute_item(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
                  sweep_extra: dict | None = None) -> dict:
-    """One item of the plan, as every executor runs it: a pretrain run or a run of its own
-    runs its notebook; a run that loads a pretrain checkpoint first checks it is there (else
-    a ``waiting`` record)."""
-    if item.stage == "pretrain" and checkpoint_lost(item):  # the runs that loaded the lost one stay valid
-        old = read_record(item.result)
-        lost = [*((old.get("sweep") or {}).get("lost_checkpoints") or []), old["env"].get("date")]
-        sweep_extra = {**(sweep_extra or {}), "lost_checkpoints": lost}
-    if item.needs is None:
-        return run_one(item, study_file, slot, timeout, sweep_extra)
-    problem = pretrain_problem(item.needs)
-    if problem:
-        return waiting_record(item, problem)
-    return run_one(item, study_file, slot, timeout, {"pretrained": pretrain_stamp(item.needs), **(sweep_extra or {})})
+    """One item of the plan, as every executor runs it (``execute_unit`` of that item alone)."""
+    return execute_unit([item], study_file, slot, timeout, sweep_extra)[0][1]
+
+
+def execute_unit(unit: list[Item], study_file: Path, slot: dict, timeout: int | None = None,
+                 sweep_extra: dict | None = None) -> list[tuple[Item, dict]]:
+    """Items of the plan and their records: a pretrain run or a run with a notebook runs its
+    notebook (a unit of one); the runs without (``RunSpec.notebook``) of a ``cell`` run in one
+    process (``execute_cell``). A run that loads a pretrain checkpoint first checks it is there
+    (else a ``waiting`` record)."""
+    extra, out, cell = dict(sweep_extra or {}), [], []
+    for item in unit:
+        if item.stage == "pretrain" and checkpoint_lost(item):  # the runs that loaded the lost one stay valid
+            old = read_record(item.result)
+            lost = [*((old.get("sweep") or {}).get("lost_checkpoints") or []), old["env"].get("date")]
+            extra["lost_checkpoints"] = lost
+        problem = pretrain_problem(item.needs) if item.needs is not None else None
+        if problem:
+            out.append((item, waiting_record(item, problem)))
+        elif item.spec.notebook or item.stage == "pretrain":
+            out.append((item, run_one(item, study_file, slot, timeout, {**_loaded(item), **extra})))
+        else:
+            cell.append(item)
+    if cell:
+        out += execute_cell(cell, slot, timeout, extra)
+    return out
+
+
+def _loaded(item: Item) -> dict:
+    """The record's ``sweep.pretrained`` of a run that loads a pretrain checkpoint."""
+    return {"pretrained": pretrain_stamp(item.needs)} if item.needs is not None else {}
+
+
+def _readable(path: Path) -> dict | None:
+    try:
+        return read_record(path)
+    except CorruptRecord:
+        return None
+
+
+def cells(items: list[Item]) -> list[list[Item]]:
+    """``items`` as units of execution, in order: each run with a notebook alone; the runs
+    without of one (arm, scenario, config) cell together, where the first of them stood."""
+    units: list[list[Item]] = []
+    by_cell: dict[tuple, list[Item]] = {}
+    for item in items:
+        if item.spec.notebook or item.stage == "pretrain":
+            units.append([item])
+            continue
+        c = item.spec.cfg
+        key = (item.spec.arm, c.scenario, c.dtype.name)
+        if key not in by_cell:
+            by_cell[key] = []
+            units.append(by_cell[key])
+        by_cell[key].append(item)
+    return units
+
+
+CELL_LOG = "cell.log"
+
+
+def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
+                 sweep_extra: dict | None = None) -> list[tuple[Item, dict]]:
+    """Train ``items`` (runs without a notebook) one after another in one process
+    (``benchlib.study.cellrun``) and return their records. When that process ends early (a run
+    in error, a crash), the first run without a record gets an ``error`` record from the logs,
+    and the rest go on in a new process. ``timeout`` is per run."""
+    import json
+    import tempfile
+
+    from benchlib.study.cellrun import RUN_LOG
+    done: list[tuple[Item, dict]] = []
+    pending = list(items)
+    while pending:
+        for item in pending:
+            for old in ("result.json", *STEPS_FILES):
+                (item.out_dir / old).unlink(missing_ok=True)
+        spec = {"runs": [{"params": {k: v for k, v in i.spec.params.items() if k != "out_dir"},
+                          "out_dir": str(i.out_dir), "sweep": {**_loaded(i), **(sweep_extra or {})}} for i in pending]}
+        log = pending[0].out_dir / CELL_LOG
+        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dtype-bench-cell-", delete=False) as f:
+            json.dump(spec, f)
+        t0 = time.perf_counter()
+        try:
+            rc = execute_argv([sys.executable, "-m", "benchlib.study.cellrun", f.name], kernel_env(slot), log,
+                              timeout * len(pending) if timeout else None)
+        finally:
+            Path(f.name).unlink(missing_ok=True)
+        ran = [i for i in pending if "sweep" in (_readable(i.result) or {})]  # finished or error, by cellrun
+        done += [(i, read_record(i.result)) for i in ran]
+        rest = [i for i in pending if i not in ran]
+        if rc == -signal.SIGINT:
+            raise KeyboardInterrupt
+        if not rest:
+            break
+        failed, pending = rest[0], rest[1:]
+        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else f"exit {rc}"
+        rec = error_record(failed.spec, failed.out_dir, f"the cell's process ended ({how}) before this run finished:\n"
+                                                        f"{log_tail(failed.out_dir / RUN_LOG)}\n{log_tail(log, 8)}")
+        rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **_loaded(failed),
+                        **(sweep_extra or {})}
+        write_json_atomic(failed.result, rec)
+        done.append((failed, rec))
+    return done
 
 
 def sweep_timing(rec: dict, wall_s: float) -> dict:

@@ -9,6 +9,8 @@ file, the key and the valid values.
     configs: [fp32_baseline, amp_bf16]  # or: seed001 | seed002 | all (also inside a list)
     seeds: [0, 1, 2]                  # runs are ordered seed-major: all of seed 0 first
     config_seeds: {bf16_no_compile: [0]}  # a config that runs fewer seeds (a subset)
+    notebook_seeds: [0]               # seeds whose runs execute a notebook (default: all); the
+                                      # others run without one, a cell's seeds in one process
     size: tiny                        # ... any RunConfig key: shared by every run
     steps: 30
     overrides:                        # later wins: lm (A-B) / cls (C-F) < gpt2 (A, C, E) /
@@ -74,8 +76,8 @@ from benchlib.core.scenarios import SCENARIOS, get_scenario
 from benchlib.study.executor import ExecutorSettings
 
 # Keys that describe the matrix; every other top-level key is a RunConfig setting.
-STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "config_seeds", "overrides", "pretrain", "arms",
-              "executor")
+STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "config_seeds", "notebook_seeds", "overrides",
+              "pretrain", "arms", "executor")
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
 CONFIG_SETS = {"seed001": FULL_MATRIX, "seed002": CORE_SIX, "all": list(REGISTRY)}
@@ -90,6 +92,9 @@ class RunSpec:
     params: dict = field(hash=False, compare=False)
     arm: str | None = None
     """The study's arm (``arms:``) this run belongs to, None in a study without arms."""
+    notebook: bool = True
+    """Whether the run executes its notebook (its seed is one of the study's ``notebook_seeds``);
+    one without runs in a process with the other such seeds of its cell (``benchlib.study.cellrun``)."""
 
     @property
     def run_id(self) -> str:
@@ -116,6 +121,12 @@ class Study:
     config_seeds: dict = field(default_factory=dict)
     """config -> the seeds it runs, a subset of ``seeds`` (``config_seeds:``), for configs that
     need fewer (a compile ablation: its quality seeds would repeat the compiled config's)."""
+
+    notebook_seeds: list | None = None
+    """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed. The
+    other seeds' runs write the same record and step log without a notebook, the seeds of one
+    (arm, scenario, config) cell one after another in one process: no kernel start and no
+    imports per run (``benchlib.study.cellrun``)."""
 
     def seeds_of(self, config: str) -> list[int]:
         return self.config_seeds.get(config, self.seeds)
@@ -174,7 +185,8 @@ class Study:
                             d["extra"] = {**d["extra"], "arm": arm}
                         if checkpoints is not None and d.get("model_name_or_path") == PRETRAINED:
                             d["model_name_or_path"] = str(checkpoints[arch])
-                        out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm))
+                        nb = self.notebook_seeds is None or k in self.notebook_seeds
+                        out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm, nb))
         return out
 
     def pretrain_phases(self, arch: str) -> int:
@@ -271,6 +283,7 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     configs, seeds = _configs(d.get("configs", "seed001"), where), _seeds(d.get("seeds", [0]), where)
     return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
                  configs=configs, seeds=seeds, config_seeds=_config_seeds(d.get("config_seeds"), configs, seeds, where),
+                 notebook_seeds=_notebook_seeds(d.get("notebook_seeds"), seeds, where),
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
                  description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where),
                  arms=_arms(d.get("arms"), where, bool(d.get("pretrain"))),
@@ -347,6 +360,17 @@ def _seeds(v: Any, where: str) -> list[int]:
     if bad:
         raise ConfigError(f"{where}seeds: expected a list of non-negative integers, e.g. [0, 1, 2]; got {bad[0]!r}")
     return list(dict.fromkeys(seeds))
+
+
+def _notebook_seeds(v: Any, seeds: list[int], where: str) -> list[int] | None:
+    """``notebook_seeds:`` a subset of the study's seeds (None: all of them; []: none)."""
+    if v is None:
+        return None
+    ks = [] if v == [] else _seeds(v, f"{where}notebook_seeds: ")
+    extra = [k for k in ks if k not in seeds]
+    if extra:
+        raise ConfigError(f"{where}notebook_seeds: seed {extra[0]} is not one of the study's seeds {seeds}")
+    return ks
 
 
 def _config_seeds(v: Any, configs: list[str], seeds: list[int], where: str) -> dict:

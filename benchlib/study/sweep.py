@@ -30,9 +30,9 @@ from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
-from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, checkpoint_lost, execute_item, is_waiting,
-                                   kernel_env, log_tail, papermill_command, plan, pretrain_problem, pretrain_root,
-                                   pretrain_warning, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
+from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost,
+                                   execute_unit, is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
+                                   pretrain_root, pretrain_warning, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
 from benchlib.study.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
 from benchlib.study.studyfile import Study, load_study
 
@@ -385,7 +385,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     errors = [r for r, s in states.items() if s in ("error", "corrupt")]
     waiting = [r for r, s in states.items() if s == "waiting"]
     if errors:
-        print(f"\n{len(errors)} run(s) ended in error (see their notebooks): {', '.join(errors[:8])}"
+        print(f"\n{len(errors)} run(s) ended in error (see their notebooks, or run.log of a run without one): {', '.join(errors[:8])}"
               f"{' ...' if len(errors) > 8 else ''}", file=sys.stderr)
     if waiting:
         print(f"\n{len(waiting)} run(s) skipped, {WAITING} ({', '.join(waiting[:8])}{' ...' if len(waiting) > 8 else ''}):"
@@ -465,29 +465,32 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
     running: dict[str, str] = {}
     said: set[str] = set()
 
-    def on_start(item: Item, slot: dict) -> None:
-        running[item.run_id] = slot.get("CUDA_VISIBLE_DEVICES", "")
+    def on_start(unit: list[Item], slot: dict) -> None:
+        for item in unit:
+            running[item.run_id] = slot.get("CUDA_VISIBLE_DEVICES", "")
         bar.set_description(" ".join(running))
 
-    def on_done(item: Item, rec: dict) -> None:
-        running.pop(item.run_id, None)
-        data = data_line(rec, evaluated=False)
-        if data and data not in said:  # which split rule real data was read with, once per source
-            said.add(data)
-            bar.write(f"{item.run_id}: {data}")
-        if rec["status"] in TRAINED and rec["sweep"]["fixed_s"] is not None:
-            timings.append(rec["sweep"])
-        if budget:
-            budget.observe(item, rec)  # the next estimate of its kind knows it
+    def on_done(unit: list[Item], results: list[tuple[Item, dict]]) -> None:
+        for item in unit:
+            running.pop(item.run_id, None)
+        for item, rec in results:
+            data = data_line(rec, evaluated=False)
+            if data and data not in said:  # which split rule real data was read with, once per source
+                said.add(data)
+                bar.write(f"{item.run_id}: {data}")
+            if rec["status"] in TRAINED and rec["sweep"]["fixed_s"] is not None:
+                timings.append(rec["sweep"])
+            if budget:
+                budget.observe(item, rec)  # the next estimate of its kind knows it
+            bar.set_postfix_str(f"last: {item.run_id} {rec['status']}")
+            if rec["status"] == "error":
+                bar.write(f"{item.run_id}: error: {_last_line(rec['reason'])[:200]}")
+            elif is_waiting(rec):
+                bar.write(f"{item.run_id}: skipped: {_last_line(rec['reason'])[:300]}")
+            elif item.stage == "pretrain" and pretrain_warning(item):
+                bar.write(pretrain_warning(item))
+            bar.update(1)
         bar.set_description(" ".join(running) or "done")
-        bar.set_postfix_str(f"last: {item.run_id} {rec['status']}")
-        if rec["status"] == "error":
-            bar.write(f"{item.run_id}: error: {_last_line(rec['reason'])[:200]}")
-        elif is_waiting(rec):
-            bar.write(f"{item.run_id}: skipped: {_last_line(rec['reason'])[:300]}")
-        elif item.stage == "pretrain" and pretrain_warning(item):
-            bar.write(pretrain_warning(item))
-        bar.update(1)
 
     try:
         # the pretrain stage first: the runs after it load its checkpoints
@@ -497,13 +500,14 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
             extra["runs_per_gpu"] = shared
         if "OMP_NUM_THREADS" in slots[0] and len(slots) > 1:  # cpu_share's split, not the user's setting
             extra["cpu_threads"] = int(slots[0]["OMP_NUM_THREADS"])
-        run = lambda item, slot: execute_item(item, study.path, slot, timeout, extra or None)  # noqa: E731
-        admit = budget.admit if budget else (lambda item: True)
+        run = lambda unit, slot: execute_unit(unit, study.path, slot, timeout, extra or None)  # noqa: E731
+        admit = budget.admit if budget else (lambda unit: True)
         # phase by phase: every arch's phase 1 side by side, then the phases that start from them
         pre = [i for i in todo if i.stage == "pretrain"]
         for k in sorted({i.phase for i in pre}):
-            run_all([i for i in pre if i.phase == k], slots, run, on_start, on_done, admit)
-        run_all([i for i in todo if i.stage != "pretrain"], slots, run, on_start, on_done, admit)
+            run_all([[i] for i in pre if i.phase == k], slots, run, on_start, on_done, admit)
+        # runs without a notebook: a cell's seeds one after another in one process
+        run_all(cells([i for i in todo if i.stage != "pretrain"]), slots, run, on_start, on_done, admit)
     finally:
         bar.close()
 

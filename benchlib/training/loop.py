@@ -43,6 +43,12 @@ class Diverged(Exception):
     pass
 
 
+_last_end: float | None = None
+"""When this process's previous run ended (``time.time()``), if one did: a later run's startup
+is counted from there, not from the process start (a notebook comparing configs, the seeds of a
+cell in ``benchlib.study.cellrun``)."""
+
+
 def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progress: bool = True,
         progress_desc: str | None = None) -> dict:
     """Train one configuration and return its record; never raises for a failed run.
@@ -55,7 +61,9 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     unwritable out_dir) is an ``error`` record whose reason is that one line; it is not
     written over a finished record (the record's ``_kept`` then names it).
     """
-    startup_s = envmod.process_age_s()  # kernel / interpreter start and imports before this call
+    global _last_end
+    # kernel / interpreter start and imports before this call, or the time since the previous run
+    startup_s = time.time() - _last_end if _last_end is not None else envmod.process_age_s()
     if isinstance(cfg, dict):
         cfg = RunConfig.from_dict(cfg)
     problem = refusal(cfg) or (out_problem(out_dir) if out_dir else None)
@@ -96,6 +104,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     if dist.finish(rec):  # rank 0 writes the record (or the rank that failed first)
         write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
     dist.close()
+    _last_end = time.time()
     return rec
 
 

@@ -1,0 +1,112 @@
+"""Runs without a notebook (``notebook_seeds:``): a cell's seeds trained one after another in one
+process (``benchlib.study.cellrun``), each with the record and step log its notebook would write."""
+import json
+
+import pytest
+
+from benchlib.core.records import TRAINED, read_record, steps_file, write_json_atomic
+from benchlib.core.runconfig import ConfigError
+from benchlib.study import budget, cellrun, runner, sweep
+from benchlib.study.studyfile import load_study, parse_study
+
+STUDY = ("study: cells\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0, 1]\nnotebook_seeds: []\n"
+         "size: tiny\nsteps: 3\ndevice: cpu\n")
+
+
+def _plan(tmp_path, text=STUDY):
+    path = tmp_path / "cells.yaml"
+    path.write_text(text)
+    return path, sweep.plan(load_study(path), tmp_path / "executed")
+
+
+def test_seeds_outside_notebook_seeds_run_without_a_notebook_and_a_bad_seed_is_named(tmp_path):
+    runs = parse_study({"seeds": [0, 1, 2], "notebook_seeds": [0], "scenarios": ["A"], "configs": ["amp_bf16"]}).runs()
+    assert [(r.cfg.seed, r.notebook) for r in runs] == [(0, True), (1, False), (2, False)]
+    assert all(r.notebook for r in parse_study({"seeds": [0, 1], "scenarios": ["A"], "configs": ["amp_bf16"]}).runs())
+    with pytest.raises(ConfigError, match=r"notebook_seeds: seed 5 is not one of the study's seeds \[0, 1\]"):
+        parse_study({"seeds": [0, 1], "notebook_seeds": [5]})
+
+
+def test_a_cells_seeds_form_one_unit_and_notebook_runs_stay_alone(tmp_path):
+    text = STUDY.replace("[fp32_baseline]", "[fp32_baseline, amp_bf16]").replace("seeds: [0, 1]", "seeds: [0, 1, 2]")
+    _, items = _plan(tmp_path, text.replace("notebook_seeds: []", "notebook_seeds: [0]"))
+    units = [[i.run_id for i in u] for u in runner.cells(items)]
+    assert units == [["A/fp32_baseline/seed0"], ["A/amp_bf16/seed0"],
+                     ["A/fp32_baseline/seed1", "A/fp32_baseline/seed2"], ["A/amp_bf16/seed1", "A/amp_bf16/seed2"]]
+
+
+def test_a_cell_trains_its_seeds_in_one_process_and_a_rerun_skips_them(tmp_path, capsys):
+    path, items = _plan(tmp_path)
+    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
+    recs = [read_record(i.result) for i in items]
+    assert all(r["status"] in TRAINED for r in recs)  # 3 steps: trained, if not far
+    for item, rec in zip(items, recs):
+        assert not item.notebook.exists() and steps_file(item.out_dir) is not None
+        assert rec["sweep"]["notebook"] is False and rec["sweep"]["fixed_s"] is not None
+        assert "A/fp32_baseline" in (item.out_dir / cellrun.RUN_LOG).read_text()  # its progress, in its own log
+    # one process: the second seed paid no interpreter start or imports, the first did
+    assert recs[1]["metrics"]["time/startup_s"] < 0.5 * recs[0]["metrics"]["time/startup_s"]
+    cell_log = (items[0].out_dir / runner.CELL_LOG).read_text()
+    assert [line.split(":")[0] for line in cell_log.splitlines()] == ["A/fp32_baseline/seed0", "A/fp32_baseline/seed1"]
+    capsys.readouterr()
+    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
+    assert "done 2, to run 0" in capsys.readouterr().out
+
+
+def test_a_run_in_error_ends_the_process_and_leaves_the_rest_for_a_new_one(tmp_path):
+    _, items = _plan(tmp_path)
+    bad = {**items[0].spec.params, "model_name_or_path": str(tmp_path / "no-such-checkpoint")}
+    spec = {"runs": [{"params": bad, "out_dir": str(items[0].out_dir), "sweep": {}},
+                     {"params": items[1].spec.params, "out_dir": str(items[1].out_dir), "sweep": {}}]}
+    assert cellrun.run_cell(spec) == cellrun.STOP_AFTER_ERROR
+    rec = read_record(items[0].result)
+    assert rec["status"] == "error" and "no-such-checkpoint" in rec["reason"] and rec["sweep"]["notebook"] is False
+    assert not items[1].result.exists()
+
+
+def test_a_process_that_dies_costs_its_run_an_error_record_and_the_rest_go_on(tmp_path, monkeypatch):
+    """The first process writes one record and dies (SIGSEGV); the run it was on gets an error
+    record naming that, the one after runs in a second process."""
+    path, items = _plan(tmp_path, STUDY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"))
+    calls = []
+
+    def fake(argv, env, log, timeout=None):
+        runs = json.loads(open(argv[-1]).read())["runs"]
+        calls.append([r["out_dir"] for r in runs])
+        for r in runs[:1] if len(calls) == 1 else runs:
+            item = next(i for i in items if str(i.out_dir) == r["out_dir"])
+            rec = runner.error_record(item.spec, item.out_dir, None)
+            rec.update(status="ok", sweep={"wall_s": 1.0, "fixed_s": 0.5, "notebook": False})
+            write_json_atomic(item.result, rec)
+        return -11 if len(calls) == 1 else 0
+
+    monkeypatch.setattr(runner, "execute_argv", fake)
+    out = runner.execute_cell(items, {})
+    assert [(i.run_id, r["status"]) for i, r in out] == [
+        ("A/fp32_baseline/seed0", "ok"), ("A/fp32_baseline/seed1", "error"), ("A/fp32_baseline/seed2", "ok")]
+    assert "the cell's process ended (killed by SIGSEGV) before this run finished" in out[1][1]["reason"]
+    assert calls[1] == [str(items[2].out_dir)]  # the second process ran only what was left
+    assert read_record(items[1].result)["status"] == "error"
+
+
+def test_a_budget_admits_a_cell_only_when_all_its_runs_fit(tmp_path):
+    _, items = _plan(tmp_path)
+    b = budget.Budget(1.5 * budget.DEFAULT_RUN_S)  # one run's estimate fits, two do not
+    assert not b.admit(items)
+    assert b.deferred == items
+    assert budget.Budget(2.5 * budget.DEFAULT_RUN_S).admit(items)
+
+
+def test_an_estimate_prefers_finished_runs_of_its_own_config(tmp_path):
+    text = STUDY.replace("[fp32_baseline]", "[fp32_baseline, amp_bf16]")
+    _, items = _plan(tmp_path, text)
+    fp32, bf16 = (next(i for i in items if i.spec.cfg.config == c and i.spec.cfg.seed == 0)
+                  for c in ("fp32_baseline", "amp_bf16"))
+    for item, wall in ((fp32, 400.0), (bf16, 200.0)):
+        rec = runner.error_record(item.spec, item.out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": wall, "fixed_s": 50.0})
+        write_json_atomic(item.result, rec)
+    b = budget.Budget(1000)
+    b.learn(items)
+    bf16_seed1 = next(i for i in items if i.spec.cfg.config == "amp_bf16" and i.spec.cfg.seed == 1)
+    assert b.estimate(bf16_seed1) == pytest.approx(1.1 * 200 + 10)  # not fp32's 400 s
