@@ -89,12 +89,15 @@ def test_a_process_that_dies_costs_its_run_an_error_record_and_the_rest_go_on(tm
     assert read_record(items[1].result)["status"] == "error"
 
 
-def test_a_budget_admits_a_cell_only_when_all_its_runs_fit(tmp_path):
+def test_a_budget_admits_the_runs_of_a_cell_that_fit_and_leaves_the_rest(tmp_path):
     _, items = _plan(tmp_path)
+    unit = list(items)
+    assert budget.Budget(2.5 * budget.DEFAULT_RUN_S).admit(unit) and unit == items
     b = budget.Budget(1.5 * budget.DEFAULT_RUN_S)  # one run's estimate fits, two do not
-    assert not b.admit(items)
-    assert b.deferred == items
-    assert budget.Budget(2.5 * budget.DEFAULT_RUN_S).admit(items)
+    assert b.admit(unit) and unit == items[:1] and b.deferred == items[1:]
+    unit = list(items)
+    b = budget.Budget(0.5 * budget.DEFAULT_RUN_S)
+    assert not b.admit(unit) and unit == [] and b.deferred == items
 
 
 def test_an_estimate_prefers_finished_runs_of_its_own_config(tmp_path):

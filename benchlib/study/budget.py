@@ -122,15 +122,20 @@ class Budget:
         return max([DEFAULT_RUN_S] + [UNSEEN_FACTOR * c for c in others])
 
     def admit(self, unit: list) -> bool:
-        """Whether the items of ``unit`` (run one after another: ``runner.cells``) may start now:
-        together they fit in the time left, and no checkpoint they load is one this call left for
-        later. Refused, they join ``deferred``."""
+        """Whether items of ``unit`` (run one after another: ``runner.cells``) may start now: the
+        longest start of it that fits in the time left, none of whose checkpoints is one this
+        call left for later. ``unit`` keeps what starts; the rest joins ``deferred``."""
         with self._lock:
-            waits = any(i.needs is not None and any(i.needs is d for d in self.deferred) for i in unit)
-            if waits or sum(self.estimate(i) for i in unit) > self.left():
-                self.deferred.extend(unit)
-                return False
-            return True
+            left, n = self.left(), 0
+            for item in unit:
+                waits = item.needs is not None and any(item.needs is d for d in self.deferred)
+                left -= self.estimate(item)
+                if waits or left < 0:
+                    break
+                n += 1
+            self.deferred.extend(unit[n:])
+            del unit[n:]
+            return n > 0
 
     def left_line(self, total: int) -> str:
         return (f"time budget: {len(self.deferred)} of {total} runs left; "
