@@ -2,6 +2,7 @@
 seed noise, hypothesis verdicts, recommendations, the CLI and the notebooks. Mostly on
 hand-built records with known answers (tests/fixtures/records.py); the end-to-end tests use a
 study of real tiny runs."""
+import dataclasses
 import warnings
 import json
 import shutil
@@ -329,6 +330,17 @@ def test_a_config_clearly_worse_than_the_best_is_not_safe():
     assert s.loc["amp_bf16", "safe"] is True and s.loc["bf16_naive", "safe"] is False
     assert s.loc["bf16_naive", "gap_pct"] == pytest.approx(100 * 0.02 / 0.51)
     assert "bootstrap support" in s.loc["bf16_naive", "reason"]
+
+
+def test_a_real_but_tiny_gap_is_equivalent_not_a_reason_to_avoid():
+    # 0.001 behind on every seed (0.2%): the bootstrap calls it real, the equivalence margin says it
+    # is nothing to act on; the same gap counts once the margin is below it
+    df = frame(seeds("C", "amp_bf16", [0.5000, 0.5001, 0.5002]) + seeds("C", "bf16_pure", [0.4990, 0.4991, 0.4992]))
+    s = recommend.safety(df, FAST).set_index("config")
+    assert s.loc["bf16_pure", "support"] >= FAST.conf and s.loc["bf16_pure", "safe"] is True
+    assert "inside the 0.5% equivalence margin" in s.loc["bf16_pure", "reason"]
+    strict = dataclasses.replace(FAST, equivalent_pct=0.1)
+    assert recommend.safety(df, strict).set_index("config").loc["bf16_pure", "safe"] is False
 
 
 def test_when_every_config_scores_zero_none_is_called_worse_and_nothing_warns():

@@ -1,9 +1,13 @@
 """Study files: runs come seed-major (a study cut short keeps whole seeds), and
 ``config_seeds`` lets a config run a subset of the seeds, with one-line errors for bad input."""
+import threading
+import time
+
 import pytest
 from conftest import REPO
 
 from benchlib.core.runconfig import ConfigError
+from benchlib.study import sweep
 from benchlib.study.studyfile import load_study
 
 
@@ -48,3 +52,56 @@ def test_reference_study_files_parse():
     for name in ("reference", "reference_long", "reference_speed"):
         study = load_study(REPO / "params" / f"{name}.yaml")
         assert study.runs(), name
+
+
+# ---- the order one sweep runs them in (sweep.Dependencies) -----------------------------------
+PRETRAINED = ("scenarios: [A, C]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0]\nsize: tiny\ndevice: cpu\nsteps: 5\n"
+              "pretrain:\n  gpt2: {config: amp_bf16, steps: 5}\noverrides:\n  cls: {model_name_or_path: pretrained}\n")
+
+
+def _ordered(tmp_path):
+    path = tmp_path / "mini.yaml"
+    path.write_text(PRETRAINED)
+    return sweep.plan(load_study(path), tmp_path / "executed")
+
+
+def test_runs_that_load_no_checkpoint_use_the_slots_the_pretrain_stage_leaves_free(tmp_path):
+    items = _ordered(tmp_path)
+    order = sweep.Dependencies(items, admit=lambda unit: True)
+    assert [u[0].run_id for u in order.units] == ["pretrain/gpt2", "A/fp32_baseline/seed0", "A/amp_bf16/seed0",
+                                                  "C/fp32_baseline/seed0", "C/amp_bf16/seed0"]
+    times, lock = {}, threading.Lock()
+
+    def fn(unit, slot):
+        start = time.monotonic()
+        time.sleep(0.4 if unit[0].stage == "pretrain" else 0.05)
+        with lock:
+            times[unit[0].run_id] = (start, time.monotonic())
+        return [(unit[0], {})]
+
+    sweep.run_all(order.units, sweep.slots_for(3, ["0", "1", "2"]), fn, on_done=order.done(lambda u, r: None),
+                  admit=order.admit, stop=order.stop)
+    pre_end = times["pretrain/gpt2"][1]
+    assert times["A/fp32_baseline/seed0"][0] < pre_end  # beside the pretrain run, not after it
+    assert all(times[r][0] >= pre_end for r in ("C/fp32_baseline/seed0", "C/amp_bf16/seed0"))  # they load it
+
+
+def test_a_pretrain_left_for_later_or_interrupted_leaves_no_run_waiting_for_ever(tmp_path):
+    items = _ordered(tmp_path)
+    ran = []
+    order = sweep.Dependencies(items, admit=lambda unit: unit[0].stage != "pretrain")  # the budget refuses it
+    sweep.run_all(order.units, sweep.slots_for(2, ["0", "1"]), lambda u, s: ran.append(u[0].run_id) or [],
+                  on_done=order.done(lambda u, r: None), admit=order.admit, stop=order.stop)
+    assert "pretrain/gpt2" not in ran and "C/amp_bf16/seed0" in ran  # the real budget defers these too
+
+    def interrupted(unit, slot):
+        if unit[0].stage == "pretrain":
+            raise KeyboardInterrupt
+        threading.Event().wait(0.1)
+        return []
+
+    order = sweep.Dependencies(items, admit=lambda unit: True)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_all(order.units, sweep.slots_for(2, ["0", "1"]), interrupted, on_done=order.done(lambda u, r: None),
+                      admit=order.admit, stop=order.stop)
+    assert order.stop.is_set()

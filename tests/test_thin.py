@@ -150,3 +150,18 @@ def test_a_bad_notebook_seed_list_is_one_line(tmp_path):
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode != 0 and "--notebook-seeds 'zero': expected seeds such as 0 or 0,1" in r.stderr
     assert r.stderr.strip().count("\n") == 0
+
+
+def test_a_run_log_keeps_each_bars_last_state_and_its_end(tmp_path):
+    from benchlib.study.thin import thin_log
+    log = tmp_path / "run.log"
+    bar = "\r".join(f"A/amp_bf16/seed1: {k}/400" for k in range(0, 401, 5))
+    log.write_text("warning: first\n" + bar + "\n" + "\n".join(f"line {k}" for k in range(300)) + "\nTraceback: boom\n")
+    before, after = thin_log(log, keep=50)
+    lines = log.read_text().splitlines()
+    assert after < before and len(lines) == 50 and lines[-1] == "Traceback: boom" and b"\r" not in log.read_bytes()
+    assert thin_log(log, keep=50) == (after, after)  # a second time changes nothing
+    short = tmp_path / "short.log"
+    short.write_text("x: 0/4\rx: 4/4\nwarning: y\n")
+    thin_log(short)
+    assert short.read_bytes() == b"x: 4/4\nwarning: y\n"

@@ -66,10 +66,14 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
             if row["tested"]:
                 if c != best:
                     row["support"] = float(np.mean(boot[s, best] > boot[s, c]))
-                worse = row["support"] >= rules.conf  # NaN (the best itself) compares False
+                real = row["support"] >= rules.conf  # NaN (the best itself) compares False
+                worse = real and gap >= rules.equivalent_pct
                 row["safe"] = not worse
                 row["reason"] = (f"quality {gap:.2f}% below the best ({best}), bootstrap support {row['support']:.0%}"
                                  if worse else f"the best of {s} ({_seeds(n_c)})" if c == best else
+                                 f"equivalent to the best ({best}): {gap:.2f}% below it (bootstrap support "
+                                 f"{row['support']:.0%}), inside the {rules.equivalent_pct:g}% equivalence margin"
+                                 if real else
                                  f"within seed noise of the best ({best}): {gap:.2f}% below it, bootstrap support "
                                  f"{row['support']:.0%} < {rules.conf:.0%} ({_seeds(min(n_c, n_b))} or more each)")
             elif gap > rules.untested_gap_pct:  # NaN gap compares False
@@ -123,7 +127,8 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
             out = f"throughput {np.exp(np.log(t).mean()):.2f}x fp32" + (
                 f" (geo-mean over {', '.join(t.index)}{spread})" if len(t) > 1 else f" on {t.index[0]}")
             return out + (f", memory {np.exp(np.log(m).mean()):.2f}x fp32" if len(m) else "")
-        return f"mean throughput rank {piv['throughput_rank'].loc[c, on].mean():.1f}"
+        rank = piv["throughput_rank"].loc[c, on].mean()
+        return ("speed not measured in this study" if pd.isna(rank) else f"mean throughput rank {rank:.1f}")
 
     untested = saf[saf["safe"].isna() & saf["scenario"].isin(est)]
     short = (f"{len(untested)} of {int(saf['scenario'].isin(est).sum())} (scenario, config) cells are not tested "
@@ -166,7 +171,8 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
             c = fast[0]
             saf.loc[(saf["scenario"] == s) & (saf["config"] == c), "recommended"] = True
             g = piv["quality_gain"].loc[c, s]
-            lines.append(f"{s}: fastest safe config {c} ({numbers(c, [s])}"
+            timed = piv["throughput_rank"].loc[fast, [s]].notna().any(axis=None)
+            lines.append(f"{s}: {'fastest' if timed else 'a'} safe config {c} ({numbers(c, [s])}"
                          + (f", {label(df.attrs['quality_metric'][s]['name'])} {round(g, 2) + 0.0:+.2f}% vs fp32"
                             if pd.notna(g) else "") + ")"
                          + ("" if c == default else f"; differs from the default {default}" if default else ""))

@@ -8,8 +8,8 @@ and what the sweep adds to its record's ``sweep`` entry. The process trains them
 another with the function a training notebook calls (``benchlib.training.loop.run``, which
 resets the compiler and the memory counters between runs), so each writes the record and the
 step log its notebook would have, while the interpreter start, the imports and the notebook
-kernel are paid once per cell instead of once per run. Each run's output goes to its
-``run.log``; its record gets its ``sweep`` entry as soon as it ends, so a process stopped
+kernel are paid once per cell instead of once per run. Each run's output (warnings, a
+traceback; no progress bar) goes to its ``run.log``; its record gets its ``sweep`` entry as soon as it ends, so a process stopped
 midway (a time budget's Ctrl-C, a crash) keeps the runs it finished. A run that ends in
 ``error`` ends the process (exit ``STOP_AFTER_ERROR``): a failed CUDA context would fail the
 runs after it, so the sweep starts the rest in a new process (``runner.execute_cell``).
@@ -42,7 +42,7 @@ def run_cell(spec: dict) -> int:
         t0 = time.perf_counter() - ((envmod.process_age_s() or 0.0) if first else 0.0)
         first = False
         with open(out / RUN_LOG, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            rec = run(job["params"], out_dir=out, progress=True)
+            rec = run(job["params"], out_dir=out, progress=False)  # a bar's redraws would fill the log
         if not rec.get("_path"):  # refused and a finished record kept: nothing ran
             continue
         rec = read_record(rec["_path"])

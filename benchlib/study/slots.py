@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
@@ -60,9 +61,11 @@ def gpu_sharing(slots: list[dict]) -> int:
 
 
 def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = lambda i, s: None,
-            on_done: Callable = lambda i, r: None, admit: Callable = lambda i: True) -> None:
+            on_done: Callable = lambda i, r: None, admit: Callable = lambda i: True,
+            stop: threading.Event | None = None) -> None:
     """Run ``fn(item, slot)`` for every item, in order, at most one at a time per slot. An item
-    that ``admit`` refuses when its turn comes (a time budget spent) is not run, nor reported."""
+    that ``admit`` refuses when its turn comes (a time budget spent) is not run, nor reported.
+    ``stop`` is set when the loop ends by an exception (Ctrl-C), for an ``admit`` that waits."""
     free: queue.Queue = queue.Queue()
     for s in slots:
         free.put(s)
@@ -89,5 +92,9 @@ def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = l
     try:
         for f in as_completed([pool.submit(task, i) for i in items]):
             done(*f.result())
+    except BaseException:
+        if stop is not None:
+            stop.set()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

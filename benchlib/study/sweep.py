@@ -16,6 +16,7 @@ import argparse
 import fnmatch
 import shlex
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -456,6 +457,48 @@ def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
     return slots
 
 
+class Dependencies:
+    """The order of one sweep's runs: every pretrain phase first, then the runs that load no
+    checkpoint, then those that do (runs without a notebook as ``cells``). A run that loads a
+    checkpoint this sweep makes waits for it before it starts, so the slots the pretrain stage
+    leaves free train runs of their own meanwhile (a fresh GPU host pretrained both
+    architectures for ~4 minutes with 10 of 12 slots idle)."""
+
+    def __init__(self, todo: list[Item], admit) -> None:
+        pre = sorted((i for i in todo if i.stage == "pretrain"), key=lambda i: i.phase)
+        runs = [i for i in todo if i.stage != "pretrain"]
+        self.units = [[i] for i in pre] + cells([i for i in runs if i.needs is None]) \
+            + cells([i for i in runs if i.needs is not None])
+        self.settled = {id(i): threading.Event() for i in pre}
+        self.stop = threading.Event()
+        self._admit = admit
+
+    def admit(self, unit: list[Item]) -> bool:
+        """Wait (holding the slot) for the pretrain items this unit loads, then ask the budget."""
+        for item in unit:
+            ev = self.settled.get(id(item.needs))
+            while ev is not None and not ev.wait(0.5):
+                if self.stop.is_set():
+                    return False
+        ok = self._admit(unit)
+        if not ok:
+            self._settle(unit)  # a deferred pretrain: the runs that load it are deferred with it
+        return ok
+
+    def done(self, on_done):
+        def wrapped(unit: list[Item], results) -> None:
+            try:
+                on_done(unit, results)
+            finally:
+                self._settle(unit)
+        return wrapped
+
+    def _settle(self, unit: list[Item]) -> None:
+        for item in unit:
+            if id(item) in self.settled:
+                self.settled[id(item)].set()
+
+
 def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
                  timings: list[dict], budget: Budget | None = None) -> None:
     from tqdm import tqdm
@@ -501,13 +544,8 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
         if "OMP_NUM_THREADS" in slots[0] and len(slots) > 1:  # cpu_share's split, not the user's setting
             extra["cpu_threads"] = int(slots[0]["OMP_NUM_THREADS"])
         run = lambda unit, slot: execute_unit(unit, study.path, slot, timeout, extra or None)  # noqa: E731
-        admit = budget.admit if budget else (lambda unit: True)
-        # phase by phase: every arch's phase 1 side by side, then the phases that start from them
-        pre = [i for i in todo if i.stage == "pretrain"]
-        for k in sorted({i.phase for i in pre}):
-            run_all([[i] for i in pre if i.phase == k], slots, run, on_start, on_done, admit)
-        # runs without a notebook: a cell's seeds one after another in one process
-        run_all(cells([i for i in todo if i.stage != "pretrain"]), slots, run, on_start, on_done, admit)
+        order = Dependencies(todo, budget.admit if budget else (lambda unit: True))
+        run_all(order.units, slots, run, on_start, order.done(on_done), order.admit, order.stop)
     finally:
         bar.close()
 

@@ -8,7 +8,9 @@ changes (the record output, the other text, the cells); a curve of more than
 ``steps.jsonl`` becomes ``steps.jsonl.gz`` with at most ``KEEP_ROWS`` evenly spaced plain rows
 and every richer row (what the analysis reads: its curves are binned to 120 points). Then
 ``dtype-bench sweep <study file> --out <root> --analysis-only`` re-exports the HTML pages of
-the notebooks it changed. Running it twice changes nothing the second time.
+the notebooks it changed. A run's ``run.log`` (a run without a notebook, ``cellrun``) keeps
+each progress bar's last state and its last ``KEEP_LOG_LINES`` lines. Running it twice changes
+nothing the second time.
 """
 from __future__ import annotations
 
@@ -95,6 +97,23 @@ def thin_steps(path: Path, keep: int = KEEP_ROWS) -> tuple[int, int]:
     return before, out.stat().st_size
 
 
+KEEP_LOG_LINES = 200
+"""A run log's lines kept by ``thin_log``: the end, where a run's last state and any traceback are."""
+
+
+def thin_log(path: Path, keep: int = KEEP_LOG_LINES) -> tuple[int, int]:
+    """Each carriage-returned progress line reduced to its last state, the last ``keep`` lines
+    kept: (bytes before, after). Runs before 2026-11-24 logged every redraw of their bar (up to
+    250 KB a run)."""
+    text = path.read_bytes().decode(errors="replace")  # read_text would turn each \r into a line
+    lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]  # splitlines() would split at \r too
+    lines = [line for line in lines if line.strip()][-keep:]
+    out = "\n".join(lines) + ("\n" if lines else "")
+    if out != text:
+        path.write_bytes(out.encode())
+    return len(text.encode()), len(out.encode())
+
+
 def thin_study(study_dir: Path) -> tuple[int, int, int]:
     """Thin every run notebook and step log under ``study_dir/runs`` (and its pretrain folder):
     (files changed, bytes before, after)."""
@@ -111,6 +130,9 @@ def thin_study(study_dir: Path) -> tuple[int, int, int]:
         for log in sorted(f.rglob("steps.jsonl")):
             before, after = thin_steps(log)
             n, total_before, total_after = n + 1, total_before + before, total_after + after
+        for log in sorted(f.rglob("run.log")):
+            before, after = thin_log(log)
+            n, total_before, total_after = n + (before != after), total_before + before, total_after + after
     return n, total_before, total_after
 
 
