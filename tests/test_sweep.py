@@ -347,3 +347,13 @@ def test_ctrl_c_leaves_no_record_that_looks_finished(tmp_path, monkeypatch, caps
     assert list(records) == ["A/fp32_baseline/seed0"]  # the second run never started
     assert records["A/fp32_baseline/seed0"]["status"] == "error"
     assert "interrupted" in records["A/fp32_baseline/seed0"]["reason"]
+
+
+def test_a_style_sheet_no_page_links_is_removed(tmp_path):
+    from benchlib.study.html_export import prune_css
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.html").write_text('<link rel="stylesheet" href="../notebook-0123abcd.css">')
+    for name in ("notebook-0123abcd.css", "notebook-feedbeef.css"):
+        (tmp_path / name).write_text("body{}")
+    assert [p.name for p in prune_css(tmp_path)] == ["notebook-feedbeef.css"]
+    assert (tmp_path / "notebook-0123abcd.css").exists() and not (tmp_path / "notebook-feedbeef.css").exists()

@@ -148,7 +148,18 @@ def export_study_html(study_dir: Path, items: list, analysis: list[Path], overvi
     charts, why = study_overview(study_dir) if overview else ({}, "")
     index.write_text(_index_html(study_dir.name, rows, [html_dir / "analysis" / nb.with_suffix(".html").name
                                                         for nb in analysis], html_dir, _overview_html(charts, why)))
+    prune_css(html_dir)
     return index
+
+
+def prune_css(html_dir: Path) -> list[Path]:
+    """Remove the shared ``notebook-<hash>.css`` files no page links any more (pages exported
+    again with another nbconvert style moved to a new one; ~260 KB each); return them."""
+    used = {m for page in html_dir.rglob("*.html") for m in re.findall(r"notebook-[0-9a-f]+\.css", page.read_text())}
+    gone = [css for css in html_dir.glob("notebook-*.css") if css.name not in used]
+    for css in gone:
+        css.unlink()
+    return gone
 
 
 def _overview_html(charts: dict, why: str) -> str:
