@@ -222,3 +222,17 @@ def test_runs_still_going_when_the_budget_is_spent_are_interrupted_and_run_again
             if read_record(p)["status"] == "ok" and "sweep" in read_record(p)]
     assert done == ["seed0"]  # only the run that finished: the interrupted one runs again
     assert runner.run_state(sweep.plan(load_study(path), root)[1])[0] != "done:ok"
+
+
+def test_a_run_the_deadline_interrupts_counts_as_interrupted_whatever_its_exit_code(tmp_path):
+    """papermill answers its kernel's Ctrl-C with exit 1 ("Aborted!"), not the signal: still an
+    interruption (run again next time), not a failed run."""
+    child = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(1)); time.sleep(30)"
+    b = budget.Budget(0.5)
+    timer = b.watch(runner.RUNNING)
+    t0 = time.monotonic()
+    assert runner.execute_argv([sys.executable, "-c", child], dict(os.environ), tmp_path / "a.log") == -signal.SIGINT
+    assert time.monotonic() - t0 < 20 and b.expired
+    timer.cancel()
+    # the same exit without the deadline is a failure
+    assert runner.execute_argv([sys.executable, "-c", "import sys; sys.exit(1)"], dict(os.environ), tmp_path / "b.log") == 1

@@ -43,7 +43,7 @@ def test_a_cell_trains_its_seeds_in_one_process_and_a_rerun_skips_them(tmp_path,
     for item, rec in zip(items, recs):
         assert not item.notebook.exists() and steps_file(item.out_dir) is not None
         assert rec["sweep"]["notebook"] is False and rec["sweep"]["fixed_s"] is not None
-        assert (item.out_dir / cellrun.RUN_LOG).exists()  # its warnings and tracebacks, in its own log
+        assert (item.out_dir / runner.RUN_LOG).exists()  # its warnings and tracebacks, in its own log
     # one process: the second seed paid no interpreter start or imports, the first did
     assert recs[1]["metrics"]["time/startup_s"] < 0.5 * recs[0]["metrics"]["time/startup_s"]
     cell_log = (items[0].out_dir / runner.CELL_LOG).read_text()

@@ -290,8 +290,9 @@ def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path,
     argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
     monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {"pretrain/gpt2": "error"}, calls, clock))
     assert sweep.main(argv) == 1
-    assert calls == ["pretrain/gpt2", "pretrain/roberta", "A/fp32_baseline/seed0", "D/fp32_baseline/seed0",
-                     "A/fp32_baseline/seed1", "D/fp32_baseline/seed1"]  # the stage first; C never started
+    # the stage first, then what loads no checkpoint (A), then what does (D); C never started
+    assert calls == ["pretrain/gpt2", "pretrain/roberta", "A/fp32_baseline/seed0", "A/fp32_baseline/seed1",
+                     "D/fp32_baseline/seed0", "D/fp32_baseline/seed1"]
     c0 = read_record(root / "ft/runs/C/fp32_baseline/seed0/result.json")
     assert c0["status"] == "skipped" and c0["sweep"]["waiting_for"] == "pretrain/gpt2"
     assert c0["reason"].startswith(sweep.WAITING) and "pretrain/gpt2 (A/amp_bf16/seed0) ended error" in c0["reason"]

@@ -97,6 +97,7 @@ class Budget:
         def expire():
             self.expired = True
             for proc in list(running):
+                proc.interrupted = True  # whatever its exit code: papermill may die of its kernel's Ctrl-C
                 try:
                     proc.send_signal(signal.SIGINT)
                 except (OSError, ValueError):

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-RUN_LOG = "run.log"
 STOP_AFTER_ERROR = 3
 
 
@@ -31,7 +30,7 @@ def run_cell(spec: dict) -> int:
     ended in error (the others stay for a new process)."""
     from benchlib.core import env as envmod
     from benchlib.core.records import read_record, write_json_atomic
-    from benchlib.study.runner import sweep_timing
+    from benchlib.study.runner import RUN_LOG, sweep_timing
     from benchlib.training.loop import run
 
     first = True

@@ -350,7 +350,10 @@ def execute_argv(argv: list[str], env: dict, log: Path, timeout: float | None = 
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
         RUNNING.add(proc)
         try:
-            return proc.wait(timeout=timeout)
+            rc = proc.wait(timeout=timeout)
+            # Ctrl-C sent by a time budget (Budget.watch): papermill exits 1 ("Aborted!") when the
+            # kernel's socket closes under it; the run was interrupted, not failed
+            return -signal.SIGINT if getattr(proc, "interrupted", False) else rc
         except subprocess.TimeoutExpired:
             proc.kill()
             return proc.wait()
@@ -492,6 +495,8 @@ def cells(items: list[Item]) -> list[list[Item]]:
 
 
 CELL_LOG = "cell.log"
+RUN_LOG = "run.log"
+"""A run's own output (warnings, a traceback) when it runs in a cell's process (``cellrun``)."""
 
 
 def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
@@ -503,7 +508,6 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
     import json
     import tempfile
 
-    from benchlib.study.cellrun import RUN_LOG
     done: list[tuple[Item, dict]] = []
     pending = list(items)
     while pending:
