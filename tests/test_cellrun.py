@@ -58,7 +58,7 @@ def test_a_run_in_error_ends_the_process_and_leaves_the_rest_for_a_new_one(tmp_p
     bad = {**items[0].spec.params, "model_name_or_path": str(tmp_path / "no-such-checkpoint")}
     spec = {"runs": [{"params": bad, "out_dir": str(items[0].out_dir), "sweep": {}},
                      {"params": items[1].spec.params, "out_dir": str(items[1].out_dir), "sweep": {}}]}
-    assert cellrun.run_cell(spec) == cellrun.STOP_AFTER_ERROR
+    assert cellrun.run_cell(spec) == runner.STOP_AFTER_ERROR
     rec = read_record(items[0].result)
     assert rec["status"] == "error" and "no-such-checkpoint" in rec["reason"] and rec["sweep"]["notebook"] is False
     assert not items[1].result.exists()
@@ -87,6 +87,28 @@ def test_a_process_that_dies_costs_its_run_an_error_record_and_the_rest_go_on(tm
     assert "the cell's process ended (killed by SIGSEGV) before this run finished" in out[1][1]["reason"]
     assert calls[1] == [str(items[2].out_dir)]  # the second process ran only what was left
     assert read_record(items[1].result)["status"] == "error"
+
+
+def test_after_a_run_in_error_the_next_ones_start_in_a_new_process_unharmed(tmp_path, monkeypatch):
+    _, items = _plan(tmp_path, STUDY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"))
+    calls = []
+
+    def fake(argv, env, log, timeout=None):  # cellrun's behaviour: the first run fails, the process stops
+        runs = json.loads(open(argv[-1]).read())["runs"]
+        calls.append(len(runs))
+        for k, r in enumerate(runs):
+            item = next(i for i in items if str(i.out_dir) == r["out_dir"])
+            rec = runner.error_record(item.spec, item.out_dir, "CUDA error" if len(calls) == 1 else None)
+            rec.update(status="error" if len(calls) == 1 else "ok", sweep={"wall_s": 1.0, "fixed_s": None})
+            write_json_atomic(item.result, rec)
+            if len(calls) == 1:
+                return runner.STOP_AFTER_ERROR
+        return 0
+
+    monkeypatch.setattr(runner, "execute_argv", fake)
+    out = runner.execute_cell(items, {})
+    assert [r["status"] for _, r in out] == ["error", "ok", "ok"] and calls == [3, 2]
+    assert out[0][1]["reason"] == "CUDA error"  # its own reason, not the process's
 
 
 def test_a_budget_admits_the_runs_of_a_cell_that_fit_and_leaves_the_rest(tmp_path):

@@ -22,15 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-STOP_AFTER_ERROR = 3
-
 
 def run_cell(spec: dict) -> int:
     """Train the runs of ``spec`` in order; 0 when all ran, ``STOP_AFTER_ERROR`` after one that
     ended in error (the others stay for a new process)."""
     from benchlib.core import env as envmod
     from benchlib.core.records import read_record, write_json_atomic
-    from benchlib.study.runner import RUN_LOG, sweep_timing
+    from benchlib.study.runner import RUN_LOG, STOP_AFTER_ERROR, sweep_timing
     from benchlib.training.loop import run
 
     first = True

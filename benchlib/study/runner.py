@@ -497,6 +497,9 @@ def cells(items: list[Item]) -> list[list[Item]]:
 CELL_LOG = "cell.log"
 RUN_LOG = "run.log"
 """A run's own output (warnings, a traceback) when it runs in a cell's process (``cellrun``)."""
+STOP_AFTER_ERROR = 3
+"""A cell's process exits with this after a run that ended in error (its record written): a
+failed CUDA context would fail the runs after it, so they start in a new process."""
 
 
 def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
@@ -532,6 +535,9 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
             raise KeyboardInterrupt
         if not rest:
             break
+        if rc == STOP_AFTER_ERROR and ran:  # a run ended in error, recorded: the rest in a fresh process
+            pending = rest
+            continue
         failed, pending = rest[0], rest[1:]
         how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else f"exit {rc}"
         rec = error_record(failed.spec, failed.out_dir, f"the cell's process ended ({how}) before this run finished:\n"
