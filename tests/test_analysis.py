@@ -240,6 +240,24 @@ def test_h1_is_rejected_when_the_fp32_head_helps_lm_as_much():
     assert h["verdict"] == "rejected" and "not classification-specific" in h["reason"]
 
 
+def test_an_inconclusive_verdict_says_how_many_seeds_would_settle_it():
+    # the fp32 head helps C by 0.002 on a seed-to-seed spread of 0.02: inside the noise with 3 seeds
+    def value(s, c, k):
+        q = (3.0 if s == "A" else 0.5) + 0.02 * k
+        return {"quality": q + (0.002 if c == "amp_bf16_fp32_head" and s == "C" else 0.0)}
+    h = hy.output_head_effect(frame(grid("AC", ["amp_bf16", "amp_bf16_fp32_head"], value=value)), FAST)
+    e = h["effect"]
+    assert h["verdict"] == "inconclusive" and e["ci_low"] < 0 < e["ci_high"]
+    assert e["seeds_to_settle"] == hy.seeds_to_settle(e["estimate"], e["ci_low"], e["ci_high"], 3) > 3
+    assert f"about {e['seeds_to_settle']} seeds per (scenario, config) would settle it" in h["reason"]
+
+
+def test_seeds_to_settle_grows_with_the_square_of_noise_over_effect():
+    assert hy.seeds_to_settle(1.0, -1.0, 3.0, 3) == 12   # the bound 2 from the estimate of 1: 4x the seeds
+    assert hy.seeds_to_settle(-1.0, -2.0, 0.5, 4) == 9   # on the other side: 1.5 -> 2.25x
+    assert hy.seeds_to_settle(0.0, -1.0, 1.0, 3) is None  # no number of seeds settles an estimate of 0
+
+
 def test_h2_gives_the_divergence_step_per_task_or_that_it_did_not_diverge():
     recs = (grid("AC", ["fp32_baseline", "fp16_naive"])  # fp32_baseline: the reference that shows A and C learned
             + [make_record("A", "fp16_naive_noscale", k, status="diverged", diverged_step=40 + k) for k in range(3)]

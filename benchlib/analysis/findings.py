@@ -91,16 +91,29 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str]) -> str:
         out += _bullets([prefix + x for x in _breaks(comp)], prefix + "no configuration failed a run")
     hyps = merged_hypotheses([(n, c) for n, c, _ in studies])
     if hyps:
-        out += ["", "**Hypotheses**", "", "| id | claim | verdict | effect [CI] | from |", "|---|---|---|---|---|"]
+        out += ["", "**Hypotheses**", "", "| id | claim | verdict | effect [CI] | what would settle it | from |",
+                "|---|---|---|---|---|---|"]
         for hid, (n, h) in hyps.items():
             e = h.get("effect") or {}
             ci = (f"{e['estimate']:.3g} [{e['ci_low']:.3g}, {e['ci_high']:.3g}] {e.get('unit', '')}".strip()
                   if e.get("estimate") is not None else "-")
-            out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {ci} | `{n}` |")
+            out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {ci} | {_to_settle(h)} | `{n}` |")
     notes = [f"`{n}` {x}" if len(studies) > 1 else x for n, c, _ in studies for x in c.get("notes", [])]
     if notes:
         out += ["", "**What the evidence gates said**", ""] + _bullets(notes, "")
     return "\n".join(out) + "\n"
+
+
+def _to_settle(h: dict) -> str:
+    """For an inconclusive verdict: the seeds per (scenario, config) that would settle it at the
+    measured effect and noise, or why it has no estimate yet; '' for a decided one."""
+    if h["verdict"] != "inconclusive":
+        return ""
+    need = (h.get("effect") or {}).get("seeds_to_settle")
+    if need is not None:
+        return f"~{need} seeds per (scenario, config) at this effect and noise"
+    reason = str(h.get("reason") or "").split("; ")[0]
+    return reason.replace("|", "/")[:120]
 
 
 def replace_block(text: str, body: str) -> str:

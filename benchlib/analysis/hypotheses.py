@@ -141,6 +141,9 @@ def _contrast(cells: dict, plus: dict, minus: dict, value: Callable, rules: Rule
     m = {k: cells[k].mean() for k in keys}
     for side in used:
         ev[side]["values"] = {u: float(value(m, u)) for u in used[side]}
+        ks = {k for u in used[side].values() for k in u}
+        if ks:
+            ev[side]["seeds"] = min(len(cells[k]) for k in ks)  # the fewest seeds behind a cell mean
     if not used["plus"] or (minus and not used["minus"]):
         return None, ev
 
@@ -157,6 +160,30 @@ def _missing(ev) -> list[str]:
     return []
 
 
+def _seeds_used(ev) -> list[int]:
+    """Every ``seeds`` entry of a (nested) evidence dict."""
+    if isinstance(ev, dict):
+        return [n for k, v in ev.items() for n in ([v] if k == "seeds" else _seeds_used(v))]
+    return []
+
+
+SETTLE_MAX = 1000
+"""Beyond this many seeds per (scenario, config), ``seeds_to_settle`` says the effect is too small
+against the noise to be worth settling."""
+
+
+def seeds_to_settle(point: float, lo: float, hi: float, n: int) -> int | None:
+    """About how many seeds per (scenario, config) would put a CI that includes 0 clear of it,
+    were the effect and the seed-to-seed noise what they are now: a bootstrap CI narrows as
+    1/sqrt(seeds), so the bound on 0's side moves from ``point`` by (its distance now) x
+    sqrt(n / n'); None when the point estimate is 0 (no number of seeds settles a null effect's
+    sign)."""
+    if point == 0 or not (np.isfinite(lo) and np.isfinite(hi)) or n < 1:
+        return None
+    dist = point - lo if point > 0 else hi - point
+    return int(np.ceil(n * (dist / abs(point)) ** 2))
+
+
 def _verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False, why_missing="") -> dict:
     if ci is None:
         miss = _missing(ev)
@@ -165,7 +192,17 @@ def _verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=Fals
                  "no scenario with the configs it compares")
         return _result(fn, claim, "inconclusive", why_missing or f"not enough data: {short}", evidence=ev)
     verdict, reason = decide(ci[1], ci[2], margin, two_sided)
-    return _result(fn, claim, verdict, reason, _effect(name, unit, *ci, rules), ev)
+    effect = _effect(name, unit, *ci, rules)
+    n = min(_seeds_used(ev), default=0)
+    if verdict == "inconclusive" and n:
+        need = seeds_to_settle(*ci, n)
+        effect["seeds_to_settle"] = need
+        reason += (f": the effect ({ci[0]:.3g} {unit}) is smaller than the seed noise; "
+                   + ("no number of seeds settles an estimate of 0" if need is None else
+                      f"more than {SETTLE_MAX} seeds per (scenario, config) would be needed: too small to matter"
+                      if need > SETTLE_MAX else
+                      f"about {need} seeds per (scenario, config) would settle it at this effect and noise (now {n})"))
+    return _result(fn, claim, verdict, reason, effect, ev)
 
 
 def _scn(kind: str) -> list[str]:
