@@ -334,6 +334,19 @@ def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where()
     assert not safety.set_index(["scenario", "config"]).loc[("A", "fp16_naive"), "safe"]
 
 
+def test_without_a_speed_measurement_no_default_is_named():
+    # runs that shared a GPU (--runs-per-gpu) have no speed: safe everywhere, yet none is "the default"
+    recs = grid("AC", ["fp32_baseline", "amp_bf16", "bf16_pure"],
+                value=lambda s, c, k: {"quality": (3.0 if s == "A" else 0.5) + 0.001 * k})
+    df = frame([{**r, "sweep": {"runs_per_gpu": 12}} for r in recs])
+    rec, _ = recommend.recommendations(df, tables.config_stats(df), FAST)
+    assert rec["universal"][0].startswith("no default yet: 3 configs are safe on every scenario and this study "
+                                          "measured no speed")
+    assert not any(line.startswith("default:") for line in rec["universal"])
+    assert all("differs from the default" not in line for lines in rec["per_task"].values() for line in lines)
+    assert rec["per_task"]["A"][0].startswith("A: a safe config")
+
+
 def test_the_safety_frame_marks_the_config_recommended_per_scenario():
     df = speed_study()
     _, safety = recommend.recommendations(df, tables.config_stats(df), FAST)
@@ -348,6 +361,16 @@ def test_a_config_clearly_worse_than_the_best_is_not_safe():
     assert s.loc["amp_bf16", "safe"] is True and s.loc["bf16_naive", "safe"] is False
     assert s.loc["bf16_naive", "gap_pct"] == pytest.approx(100 * 0.02 / 0.51)
     assert "bootstrap support" in s.loc["bf16_naive", "reason"]
+
+
+def test_a_config_run_at_one_seed_by_design_does_not_leave_the_others_untested():
+    # bf16_no_compile runs seed 0 only (a compile ablation) and happens to score best there
+    df = frame(seeds("E", "amp_bf16", [0.50, 0.51, 0.52]) + seeds("E", "bf16_pure", [0.50, 0.505, 0.51])
+               + seeds("E", "bf16_no_compile", [0.53]))
+    s = recommend.safety(df, FAST).set_index("config")
+    assert s.loc["amp_bf16", "safe"] is True and s.loc["bf16_pure", "safe"] is True
+    assert s.loc["bf16_pure", "best"] == "amp_bf16"  # not the one-seed config's 0.53
+    assert s.loc["bf16_no_compile", "safe"] is None and "not tested" in s.loc["bf16_no_compile", "reason"]
 
 
 def test_a_real_but_tiny_gap_is_equivalent_not_a_reason_to_avoid():

@@ -30,7 +30,8 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     more than ``rules.untested_gap_pct`` % below the best. True only when ``tested``: both the
     config and the best have >= min_seeds ok seeds and the bootstrap does not call it worse.
     None otherwise: one seed, or a scenario whose quality is not established (there even a
-    failed run says nothing about the config: nothing learned). ``ok`` counts the healthy
+    failed run says nothing about the config: nothing learned). The best is the best of the
+    configs with >= min_seeds ok seeds where there are any. ``ok`` counts the healthy
     runs. Cells whose runs were all skipped (the hardware cannot run the config) are
     left out."""
     df = gated(df, rules)
@@ -44,7 +45,10 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         if g.empty:
             continue
         means = {cc: v.mean() for (ss, cc), v in q.items() if ss == s}
-        best = max(means, key=means.get) if means else None
+        # the best among the configs with measured noise where there are any: a config run at one
+        # seed by design (a compile ablation) would otherwise leave every other config untested
+        seeded = {cc: m for cc, m in means.items() if len(q[s, cc]) >= rules.min_seeds} or means
+        best = max(seeded, key=seeded.get) if seeded else None
         row = {"scenario": s, "config": c, "runs": len(g), "ok": int((g["health"] == "ok").sum()), "best": best,
                "gap_pct": np.nan, "support": np.nan, "tested": False, "safe": None}
         bad = unhealthy(g)
@@ -138,11 +142,17 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     universal = speed_order([c for c, ss in safe.items() if set(scns) <= ss]) if est and not why_not else []
     every = (f"safe on all {len(scns)} scenarios ({', '.join(scns)}: every run healthy, quality within measured "
              f"seed noise of the best)")
+    # a default is the fastest of them: without a speed measurement there is none to name
+    timed = bool(universal) and bool(piv["throughput_rank"].loc[universal].notna().any(axis=None))
+    if universal and not timed:
+        rec["universal"].append(f"no default yet: {len(universal)} configs are safe on every scenario and this "
+                                f"study measured no speed to choose between them (runs shared a GPU); the "
+                                f"speed study does")
     for i, c in enumerate(universal):
-        rec["universal"].append(f"{'default: ' if i == 0 else ''}{c} - {every}; {numbers(c, scns)}")
+        rec["universal"].append(f"{'default: ' if i == 0 and timed else ''}{c} - {every}; {numbers(c, scns)}")
     if len(universal) > 1:
         lean = min(universal, key=lambda c: piv["memory_rank"].loc[c].mean())
-        if lean != universal[0]:
+        if lean != universal[0] or not timed:
             rec["universal"].append(f"memory-bound: {lean} - lowest memory of the universally safe configs; "
                                     f"{numbers(lean, scns)}")
     if not universal:
@@ -159,7 +169,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
                        key=lambda c: (len(safe[c]), -piv["throughput_rank"].loc[c].mean()))
             rec["universal"].append(f"safe on the most scenarios: {most} ({len(safe[most])}/{len(scns)}: "
                                     f"{', '.join(sorted(safe[most]))})")
-    default = universal[0] if universal else None
+    default = universal[0] if universal and timed else None
     for s in scns:
         if s not in est:
             rec["per_task"][s] = [f"{s}: no recommendation: quality not established ({why_not[s]})"]
