@@ -9,10 +9,11 @@ another with the function a training notebook calls (``benchlib.training.loop.ru
 resets the compiler and the memory counters between runs), so each writes the record and the
 step log its notebook would have, while the interpreter start, the imports and the notebook
 kernel are paid once per cell instead of once per run. Each run's output (warnings, a
-traceback; no progress bar) goes to its ``run.log``; its record gets its ``sweep`` entry as soon as it ends, so a process stopped
-midway (a time budget's Ctrl-C, a crash) keeps the runs it finished. A run that ends in
-``error`` ends the process (exit ``STOP_AFTER_ERROR``): a failed CUDA context would fail the
-runs after it, so the sweep starts the rest in a new process (``runner.execute_cell``).
+traceback; no progress bar) goes to its ``run.log``; its record gets its ``sweep`` entry as
+soon as it ends, so a process stopped midway (a time budget's Ctrl-C, a crash) keeps the runs
+it finished. A run that ends in ``error`` ends the process (exit ``STOP_AFTER_ERROR``): a
+failed CUDA context would fail the runs after it, so the sweep starts the rest in a new
+process (``runner.execute_cell``).
 """
 from __future__ import annotations
 
