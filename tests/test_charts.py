@@ -125,6 +125,17 @@ def test_a_static_only_chart_is_an_svg_without_the_data():
     assert len(bundle["image/svg+xml"]) < len(both["image/png"]) and "application/vnd.vegalite.v5+json" in both
 
 
+def test_in_a_sweep_every_notebooks_charts_are_static_and_by_hand_interactive(monkeypatch):
+    """The sweep sets STATIC_CHARTS_ENV for the analysis notebooks too: their charts keep the image,
+    not a second copy of the data in the spec; a notebook run by hand keeps the interactive chart."""
+    chart = alt.Chart(pd.DataFrame({"x": [1, 2], "y": [3, 4]})).mark_point().encode(x="x", y="y")
+    monkeypatch.setenv(charts.STATIC_CHARTS_ENV, "1")
+    assert "application/vnd.vegalite.v5+json" not in charts.show(chart, static="svg")._repr_mimebundle_()
+    assert "application/vnd.vegalite.v5+json" in charts.show(chart, interactive=True)._repr_mimebundle_()
+    monkeypatch.delenv(charts.STATIC_CHARTS_ENV)
+    assert "application/vnd.vegalite.v5+json" in charts.show(chart, static="svg")._repr_mimebundle_()
+
+
 def test_chart_data_stay_aggregated_for_long_runs(tmp_path):
     for k in range(3):
         write_run(tmp_path, make_record("A", "amp_bf16", k, steps=20000))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -523,11 +524,21 @@ class Shown:
         return bundle
 
 
+STATIC_CHARTS_ENV = "DTYPE_BENCH_STATIC_CHARTS"
+"""Set to 1 by ``dtype-bench sweep`` for every notebook it executes (runs and analysis): their
+charts are then the static image only. A study commits hundreds of run notebooks, and each
+spec copies its data (a run's steps.jsonl; the reference study's analysis notebook held 1.7 MB
+of specs beside 1.2 MB of the same charts as SVG). A notebook run by hand or by plain papermill
+keeps the interactive chart."""
+
+
 def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None, static: str = "png",
-         interactive: bool = True) -> Shown:
-    """Display object for ``chart``: its spec (``interactive``) and a static image: the file
-    ``save`` wrote at ``png_path`` or beside it (``.png`` or ``.svg``, whichever exists), else
-    one rendered now, ``static`` = "png" or "svg"."""
+         interactive: bool | None = None) -> Shown:
+    """Display object for ``chart``: its spec (``interactive``; None: unless ``STATIC_CHARTS_ENV``
+    is 1) and a static image: the file ``save`` wrote at ``png_path`` or beside it (``.png`` or
+    ``.svg``, whichever exists), else one rendered now, ``static`` = "png" or "svg"."""
+    if interactive is None:
+        interactive = os.environ.get(STATIC_CHARTS_ENV) != "1"
     if png_path:
         for f in (Path(png_path).with_suffix(".png"), Path(png_path).with_suffix(".svg")):
             if f.exists():

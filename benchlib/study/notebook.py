@@ -15,6 +15,7 @@ import pandas as pd
 
 from benchlib.core.records import json_safe
 from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.analysis.charts import STATIC_CHARTS_ENV
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
 # The result record inside an executed notebook: a display output of this JSON mime type.
@@ -231,10 +232,6 @@ def show_chart(chart, interactive: bool = True) -> None:
     display(show(chart, static="png" if interactive else "svg", interactive=interactive))
 
 
-STATIC_CHARTS_ENV = "DTYPE_BENCH_STATIC_CHARTS"
-"""Set to 1 by ``dtype-bench sweep`` for the run notebooks it executes: their curves are then one
-SVG (a study commits hundreds of them, and the spec would copy each run's steps.jsonl), while a
-notebook run by hand or by plain papermill keeps the interactive chart."""
 
 
 def plot_curves(result: TrainResult) -> None:
