@@ -178,6 +178,21 @@ def test_a_job_ended_without_a_record_gets_one_naming_the_schedulers_state(tmp_p
     assert [i.run_id for i in todo] == ["A/fp32_baseline/seed0"] and [i.run_id for i in flying] == ["D/fp32_baseline/seed0"]
 
 
+def test_a_task_killed_by_slurms_warning_signal_is_recorded_as_its_time_limit(tmp_path, monkeypatch):
+    """The warning (SIGUSR2) can reach a task before submitit handles it (a limit shorter than the
+    warning's 90 s, a loaded node): Slurm then says FAILED, and the task log names the signal."""
+    path = _write(tmp_path, MINI)
+    root = tmp_path / "executed"
+    study, items = _items(path, root)
+    _ledger(study, root, {"A/fp32_baseline/seed0": "8"})
+    monkeypatch.setattr(cluster, "job_states", lambda ledger: {"A/fp32_baseline/seed0": "FAILED"})
+    monkeypatch.setattr(cluster, "_log_tail", lambda entry: "\n(task log x.err):\nsrun: error: n1: task 0: User defined signal 2")
+    assert cluster.reconcile(study, items, root) == ["A/fp32_baseline/seed0"]
+    reason = _records(root / "mini")["A/fp32_baseline/seed0"]["reason"]
+    assert reason.startswith("slurm job 8 reached its time limit or was preempted: Slurm's warning signal (SIGUSR2)")
+    assert cluster.ended_how("FAILED", "Traceback: boom") == "failed"  # any other failure stays one
+
+
 def test_the_schedulers_reason_heads_the_record_a_stopped_task_wrote(tmp_path, monkeypatch):
     path = _write(tmp_path, MINI)
     root = tmp_path / "executed"

@@ -160,16 +160,32 @@ def reconcile(study: Study, items: list[Item], root: Path) -> list[str]:
     for run_id, item in mine.items():
         state, entry = states.get(run_id, "UNKNOWN"), ledger[run_id]
         job = {"executor": entry["executor"], "job_id": entry["job_id"], "state": state}
-        what = f"{entry['executor']} job {entry['job_id']} " + ENDED.get(state, f"ended {state}" if state != "ENDED" else "ended")
         rs = run_state(item)[0]
         if state in ACTIVE or state == "UNKNOWN":
             continue
+        tail = _log_tail(entry)
+        what = f"{entry['executor']} job {entry['job_id']} " + ended_how(state, tail)
         if rs in ("new", "unfinished", "corrupt"):
-            _write_ended(item, job, f"{what} before its notebook wrote a record{_log_tail(entry)}")
+            _write_ended(item, job, f"{what} before its notebook wrote a record{tail}")
             ended.append(run_id)
         elif rs == "error" and state in ENDED and state != "FAILED":
             _annotate(item, job, what)  # the task wrote its record as it was stopped: say by what
     return ended
+
+
+WARNING_SIGNAL_DIED = "User defined signal 2"
+"""What srun logs for a task that SIGUSR2 killed: Slurm's warning before a time limit or a
+preemption (sbatch --signal, which submitit asks for 90 s ahead) reached the task before
+submitit had installed its handler, e.g. a limit shorter than the warning, under load."""
+
+
+def ended_how(state: str, log_tail: str = "") -> str:
+    """The end of a job by the scheduler's final state; a task that the warning signal killed
+    outright ends FAILED, and its log says which signal."""
+    if state == "FAILED" and WARNING_SIGNAL_DIED in log_tail:
+        return ("reached its time limit or was preempted: Slurm's warning signal (SIGUSR2) stopped the task "
+                "before it could record why (raise executor.time_min)")
+    return ENDED.get(state, f"ended {state}" if state != "ENDED" else "ended")
 
 
 def _annotate(item: Item, job: dict, what: str) -> None:
