@@ -236,3 +236,25 @@ def test_a_run_the_deadline_interrupts_counts_as_interrupted_whatever_its_exit_c
     timer.cancel()
     # the same exit without the deadline is a failure
     assert runner.execute_argv([sys.executable, "-c", "import sys; sys.exit(1)"], dict(os.environ), tmp_path / "b.log") == 1
+
+
+def test_a_scenario_nothing_has_finished_of_is_estimated_from_its_sibling_not_the_costliest_run(tmp_path):
+    """F (RoBERTa, single-label) is costed like D (RoBERTa, multi-label), not like B's long MLM
+    runs: estimated from the costliest run of any kind, F's fine-tunes never fit a 500-s budget."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY.replace("[A]", "[A, B, D, F]"))), tmp_path / "executed")
+    first = {s: next(i for i in items if i.spec.cfg.scenario == s and i.spec.cfg.config == "amp_bf16")
+             for s in "ABDF"}
+    for s, wall in (("A", 900.0), ("B", 700.0), ("D", 100.0)):
+        rec = runner.error_record(first[s].spec, first[s].out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": wall, "fixed_s": 40.0})
+        write_json_atomic(first[s].result, rec)
+    b = budget.Budget(600)
+    b.learn(items)
+    f = first["F"]
+    assert b.estimate(f) == pytest.approx(max(budget.DEFAULT_RUN_S, budget.UNSEEN_FACTOR * 100.0))
+    assert b.admit([f])  # fits a 600-s budget; from A's 900 s it would not
+    # with no sibling finished (a study of A and F only), the costliest run of any kind
+    write_json_atomic(first["D"].result, {"status": "error"})
+    b = budget.Budget(600)
+    b.learn(items)
+    assert b.estimate(f) == pytest.approx(budget.UNSEEN_FACTOR * 900.0)

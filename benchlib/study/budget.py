@@ -7,8 +7,10 @@ A run's duration is estimated from the records already finished in this study, t
 call finishes included: the longest ``sweep.wall_s`` of a completed run of the same stage,
 scenario, arm, size and dtype config (of any config when none of its own has finished), its
 step part scaled to this run's steps where the record has its fixed cost (``sweep.fixed_s``),
-plus ``MARGIN``. With nothing comparable finished, ``UNSEEN_FACTOR`` x
-the costliest finished run of another kind, scaled the same way, or ``DEFAULT_RUN_S`` if larger.
+plus ``MARGIN``. With nothing of its scenario finished, ``UNSEEN_FACTOR`` x the costliest
+finished run of a sibling (same stage, arm, size, model and kind of task, LM or classification:
+D for F), its own config's first; with no sibling either, of any kind; scaled the same way, and
+never below ``DEFAULT_RUN_S``.
 The analysis notebooks and the HTML export run only once every run is done and ``AFTER_RUNS_S``
 is left; otherwise a later call with ``--analysis-only`` does them. At the end of the budget,
 runs still going are interrupted (``Budget.watch``): an estimate that was too short costs those
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 from benchlib.core.errors import UserError
 from benchlib.core.records import COMPLETED, CorruptRecord, read_record
+from benchlib.core.scenarios import SCENARIOS
 
 DEFAULT_RUN_S = 120.0
 """A run's estimate when no comparable run has finished: six times a run's fixed cost through
@@ -53,6 +56,11 @@ def parse_duration(text: str, flag: str = "--time-budget") -> float:
 def _key(item) -> tuple:
     c = item.spec.cfg
     return item.stage, c.scenario, item.spec.arm, c.size
+
+
+def _kind(scn) -> tuple | None:
+    """What makes two scenarios cost alike: the model and whether the task is a language model."""
+    return None if scn is None else (scn.arch, scn.is_lm)
 
 
 def run_cost(rec: dict, steps: int) -> float | None:
@@ -113,14 +121,28 @@ class Budget:
     def estimate(self, item) -> float:
         """Seconds ``item`` is expected to take. Its own config's runs first: fp32 took 432 s
         of B's 6,000 steps where amp_bf16 took 252 s (twelve side by side on an H100), and the
-        scenario's longest left every B run out of a 440-s budget."""
-        steps, recs = item.spec.cfg.steps, self.seen.get(_key(item), [])
-        costs = ([run_cost(r, steps) for r in recs if r.get("config") == item.spec.cfg.dtype.name]
-                 or [run_cost(r, steps) for r in recs])
-        if costs:
-            return MARGIN[0] * max(costs) + MARGIN[1]
-        others = [run_cost(r, steps) for recs in self.seen.values() for r in recs]
-        return max([DEFAULT_RUN_S] + [UNSEEN_FACTOR * c for c in others])
+        scenario's longest left every B run out of a 440-s budget. A scenario nothing has
+        finished of is estimated from its siblings: from the costliest run of any kind (B's
+        8-bit Adam, 6,000 steps, ~420 s), F's 2,000-step fine-tunes were estimated above a
+        500-s budget and none started in three calls, where D's took at most ~190 s."""
+        cfg = item.spec.cfg
+        own = self._costs(self.seen.get(_key(item), []), item)
+        if own:
+            return MARGIN[0] * max(own) + MARGIN[1]
+        stage, scenario, arm, size = _key(item)
+        siblings = [r for (st, sc, a, sz), recs in self.seen.items() for r in recs
+                    if (st, a, sz) == (stage, arm, size) and sc != scenario
+                    and _kind(SCENARIOS.get(sc)) == _kind(cfg.scn)]
+        costs = (self._costs(siblings, item)
+                 or [run_cost(r, cfg.steps) for recs in self.seen.values() for r in recs])
+        return max([DEFAULT_RUN_S] + [UNSEEN_FACTOR * c for c in costs])
+
+    @staticmethod
+    def _costs(recs: list, item) -> list:
+        """The costs of ``recs`` scaled to ``item``'s steps: those of its own config if any."""
+        steps, name = item.spec.cfg.steps, item.spec.cfg.dtype.name
+        return ([run_cost(r, steps) for r in recs if r.get("config") == name]
+                or [run_cost(r, steps) for r in recs])
 
     def admit(self, unit: list) -> bool:
         """Whether items of ``unit`` (run one after another: ``runner.cells``) may start now: the
