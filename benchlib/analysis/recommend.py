@@ -3,10 +3,12 @@ three-valued, True only where measured seed noise says so) and the rules over it
 default, the choice per task and what to avoid (``recommendations``).
 
 Nothing is called safe, and no default is named, without measured noise: that takes
->= ``Rules.min_seeds`` ok seeds of the config and of the scenario's best config, in a scenario
+>= ``Rules.min_seeds`` ok seeds of the config and of the scenario's reference config, in a scenario
 whose quality is established (its reference learned: ``analysis.learned_scenarios``). Failure
 needs less evidence than safety: one diverged, degraded or stalled run, or a quality gap to the
-best beyond ``Rules.untested_gap_pct``, makes a config unsafe from one seed.
+reference beyond ``Rules.untested_gap_pct``, makes a config unsafe from one seed. A config is
+judged against the scenario's reference config (fp32_baseline), not its best: the best of ~16
+noisy means is biased upward, and 'worse than the best' then finds gaps that are not there.
 """
 from __future__ import annotations
 
@@ -22,18 +24,45 @@ def _seeds(n: int) -> str:
     return "one seed" if n == 1 else f"{n} seeds"
 
 
+def holm(p: dict) -> dict:
+    """Holm-Bonferroni adjusted p-values of a family of tests (key -> p), each the smallest
+    family-wise level at which step-down Holm rejects it. (scipy has Benjamini-Hochberg only.)"""
+    keys = sorted(p, key=p.get)
+    m, out, run = len(keys), {}, 0.0
+    for i, k in enumerate(keys):
+        run = max(run, min(1.0, (m - i) * p[k]))
+        out[k] = run
+    return out
+
+
+def _anchor(means: dict, q: dict, s: str, rules: Rules) -> tuple[str | None, str | None]:
+    """(reference, best) of scenario ``s``. The reference, against which a config's quality is
+    judged, is the first of ``rules.reference_configs`` with >= min_seeds ok seeds (else with
+    any): fixed before the data are seen. The best, shown beside it, is the best of the configs
+    with >= min_seeds ok seeds where there are any."""
+    seeded = {c: m for c, m in means.items() if len(q[s, c]) >= rules.min_seeds} or means
+    best = max(seeded, key=seeded.get) if seeded else None
+    ref = (next((c for c in rules.reference_configs if c in seeded and len(q[s, c]) >= rules.min_seeds), None)
+           or next((c for c in rules.reference_configs if c in means), None) or best)
+    return ref, best
+
+
 def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     """Per (scenario, config): ``safe`` = True, False or None (not tested). False when a run is
     not healthy (diverged, degraded, stalled, oom, error: ``analysis`` health), or the quality
-    is worse than the scenario's best config beyond seed noise (the bootstrap share of
-    resamples where the best is better reaches conf), or, where the noise is not measured,
-    more than ``rules.untested_gap_pct`` % below the best. True only when ``tested``: both the
-    config and the best have >= min_seeds ok seeds and the bootstrap does not call it worse.
-    None otherwise: one seed, or a scenario whose quality is not established (there even a
-    failed run says nothing about the config: nothing learned). The best is the best of the
-    configs with >= min_seeds ok seeds where there are any. ``ok`` counts the healthy
-    runs. Cells whose runs were all skipped (the hardware cannot run the config) are
-    left out."""
+    is worse than the scenario's reference config (fp32_baseline: ``_anchor``) beyond seed
+    noise and beyond ``rules.equivalent_pct``, or, where the noise is not measured, more than
+    ``rules.untested_gap_pct`` % below the reference. Beyond seed noise: the bootstrap share
+    of resamples where the reference is better (``support``), Holm-corrected over the
+    scenario's configs (``support_adj`` = 1 - Holm's adjusted p), reaches ``rules.conf``.
+    Judged against the best of ~16 noisy 3-seed means instead, the maximum's upward bias made
+    configs 'worse' that were not (the reference study named amp_bf16 'avoid' on E for 0.69%).
+    True only when ``tested``: both the config and the reference have >= min_seeds ok seeds
+    and the test does not call it worse. None otherwise: one seed, or a scenario whose quality
+    is not established (there even a failed run says nothing about the config: nothing
+    learned). ``gap_pct`` is the gap to the reference (positive: worse); ``best`` names the
+    scenario's best for reading. ``ok`` counts the healthy runs. Cells whose runs were all
+    skipped (the hardware cannot run the config) are left out."""
     df = gated(df, rules)
     q = seed_values(df, "quality")
     boot = bootstrap_means({k: v for k, v in q.items() if len(v) >= rules.min_seeds}, rules.n_boot,
@@ -45,18 +74,16 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         if g.empty:
             continue
         means = {cc: v.mean() for (ss, cc), v in q.items() if ss == s}
-        # the best among the configs with measured noise where there are any: a config run at one
-        # seed by design (a compile ablation) would otherwise leave every other config untested
-        seeded = {cc: m for cc, m in means.items() if len(q[s, cc]) >= rules.min_seeds} or means
-        best = max(seeded, key=seeded.get) if seeded else None
-        row = {"scenario": s, "config": c, "runs": len(g), "ok": int((g["health"] == "ok").sum()), "best": best,
-               "gap_pct": np.nan, "support": np.nan, "tested": False, "safe": None}
+        ref, best = _anchor(means, q, s, rules)
+        row = {"scenario": s, "config": c, "runs": len(g), "ok": int((g["health"] == "ok").sum()),
+               "reference": ref, "best": best, "gap_pct": np.nan, "support": np.nan, "support_adj": np.nan,
+               "tested": False, "safe": None}
         bad = unhealthy(g)
         if (s, c) in q:
-            # relative to the best; undefined when the best scores 0: then no config is called
+            # relative to the reference; undefined when it scores 0: then no config is called
             # worse on a percentage
-            row["gap_pct"] = gap = (100 * (means[best] - means[c]) / abs(means[best]) if means[best] != 0
-                                    else 0.0 if means[c] == means[best] else np.nan)
+            row["gap_pct"] = gap = (100 * (means[ref] - means[c]) / abs(means[ref]) if means[ref] != 0
+                                    else 0.0 if means[c] == means[ref] else np.nan)
         if not g["quality_established"].iloc[0]:  # the scenario's failure, not the config's
             row["reason"] = f"not tested: quality not established on {s} ({gate[s]})" + (
                 f"; runs: {bad}" if bad else "")
@@ -65,36 +92,44 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         elif (s, c) not in q:
             row["reason"] = "not tested: no quality value"
         else:
-            n_c, n_b = len(q[s, c]), len(q[s, best])
-            row["tested"] = (s, c) in boot and (s, best) in boot
+            n_c, n_r = len(q[s, c]), len(q[s, ref])
+            row["tested"] = (s, c) in boot and (s, ref) in boot
             if row["tested"]:
-                if c != best:
-                    row["support"] = float(np.mean(boot[s, best] > boot[s, c]))
-                real = row["support"] >= rules.conf  # NaN (the best itself) compares False
-                worse = real and gap >= rules.equivalent_pct
-                row["safe"] = not worse
-                row["reason"] = (f"quality {gap:.2f}% below the best ({best}), bootstrap support {row['support']:.0%}"
-                                 if worse else f"the best of {s} ({_seeds(n_c)})" if c == best else
-                                 f"equivalent to the best ({best}): {gap:.2f}% below it (bootstrap support "
-                                 f"{row['support']:.0%}), inside the {rules.equivalent_pct:g}% equivalence margin"
-                                 if real else
-                                 f"within seed noise of the best ({best}): {gap:.2f}% below it, bootstrap support "
-                                 f"{row['support']:.0%} < {rules.conf:.0%} ({_seeds(min(n_c, n_b))} or more each)")
+                if c != ref:
+                    row["support"] = float(np.mean(boot[s, ref] > boot[s, c]))
+                else:
+                    row.update(safe=True, reason=f"the reference of {s} ({_seeds(n_c)})")
             elif gap > rules.untested_gap_pct:  # NaN gap compares False
                 row["safe"] = False
-                row["reason"] = (f"quality {gap:.2f}% below the best ({best}), more than the "
+                row["reason"] = (f"quality {gap:.2f}% below the reference ({ref}), more than the "
                                  f"{rules.untested_gap_pct:g}% allowed while the noise is not estimated "
                                  f"(< {rules.min_seeds} ok seeds)")
             else:
-                what = (f"the best ({c}) is ahead of the others by more than noise" if c == best else
-                        f"{c} ({gap:.2f}% below the best, {best}) is within noise of it")
-                row["reason"] = (f"not tested: {_seeds(min(n_c, n_b))}: cannot tell whether {what}; needs >= "
+                what = (f"the reference ({c}) is ahead of the others by more than noise" if c == ref else
+                        f"{c} ({abs(gap):.2f}% {'below' if gap >= 0 else 'above'} the reference, {ref}) is "
+                        f"within noise of it")
+                row["reason"] = (f"not tested: {_seeds(min(n_c, n_r))}: cannot tell whether {what}; needs >= "
                                  f"{rules.min_seeds} ok seeds of both (has {n_c}"
-                                 + ("" if c == best else f" and {n_b}") + ")")
+                                 + ("" if c == ref else f" and {n_r}") + ")")
         rows.append(row)
-    out = pd.DataFrame(rows, columns=["scenario", "config", "runs", "ok", "best", "gap_pct", "support", "tested",
-                                      "safe", "reason"])
+    out = pd.DataFrame(rows, columns=["scenario", "config", "runs", "ok", "reference", "best", "gap_pct", "support",
+                                      "support_adj", "tested", "safe", "reason"])
     out["safe"] = out["safe"].astype(object)
+    for s, g in out[out["tested"] & out["support"].notna()].groupby("scenario"):
+        adj = holm({i: 1.0 - g.loc[i, "support"] for i in g.index})
+        for i, p in adj.items():
+            gap, sup, ref = out.loc[i, "gap_pct"], out.loc[i, "support"], out.loc[i, "reference"]
+            out.at[i, "support_adj"] = sa = 1.0 - p
+            real = sa >= rules.conf
+            worse = real and gap >= rules.equivalent_pct
+            out.at[i, "safe"] = not worse
+            n = f"support {sup:.0%}, {sa:.0%} Holm-corrected over {len(g)} configs"
+            out.at[i, "reason"] = (
+                f"quality {gap:.2f}% below the reference ({ref}), beyond seed noise (bootstrap {n})" if worse else
+                f"equivalent to the reference ({ref}): {gap:.2f}% below it (bootstrap {n}), inside the "
+                f"{rules.equivalent_pct:g}% equivalence margin" if real else
+                f"within seed noise of the reference ({ref}): {abs(gap):.2f}% {'below' if gap >= 0 else 'above'} it, "
+                f"bootstrap {n} < {rules.conf:.0%}")
     return out
 
 
@@ -136,12 +171,12 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
 
     untested = saf[saf["safe"].isna() & saf["scenario"].isin(est)]
     short = (f"{len(untested)} of {int(saf['scenario'].isin(est).sum())} (scenario, config) cells are not tested "
-             f"(fewer than {rules.min_seeds} ok seeds of the config or of the best: cannot tell whether they are "
+             f"(fewer than {rules.min_seeds} ok seeds of the config or of the reference: cannot tell whether they are "
              f"within seed noise; needs >= {rules.min_seeds})") if len(untested) else ""
     rec = {"universal": [], "lm_specific": [], "cls_specific": [], "per_task": {}, "avoid": []}
     universal = speed_order([c for c, ss in safe.items() if set(scns) <= ss]) if est and not why_not else []
     every = (f"safe on all {len(scns)} scenarios ({', '.join(scns)}: every run healthy, quality within measured "
-             f"seed noise of the best)")
+             f"seed noise of the reference, fp32 where it ran)")
     # a default is the fastest of them: without a speed measurement there is none to name
     timed = bool(universal) and bool(piv["throughput_rank"].loc[universal].notna().any(axis=None))
     if universal and not timed:
@@ -189,7 +224,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
         else:
             n = int(here["safe"].isna().sum())
             lines.append(f"{s}: no config is tested safe" + (
-                f" ({n} not tested: fewer than {rules.min_seeds} ok seeds of the config or of the best; needs >= "
+                f" ({n} not tested: fewer than {rules.min_seeds} ok seeds of the config or of the reference; needs >= "
                 f"{rules.min_seeds} to tell a config from seed noise)" if n else ""))
         for c in here.index[here["safe"].eq(False)]:
             if safe.get(c):

@@ -26,14 +26,14 @@ class Rules:
     margin_quality_pct: float = 0.0
     """Quality effects inside +-this (%) count as no effect (rejected)."""
     untested_gap_pct: float = 2.0
-    """Where too few seeds leave the noise unknown, a quality gap to the scenario's best larger
-    than this (% of the best) still makes a config unsafe: one seed cannot call 9.4 nats
+    """Where too few seeds leave the noise unknown, a quality gap to the scenario's reference
+    larger than this (% of the reference) still makes a config unsafe: one seed cannot call 9.4 nats
     against 4.3 noise. 2% of a language model's loss is ~0.09 nats at 4.3."""
     equivalent_pct: float = 0.5
-    """A quality gap to the scenario's best below this (% of the best) is practically equivalent:
+    """A quality gap to the scenario's reference below this (% of it) is practically equivalent:
     no reason to avoid a config even where the bootstrap calls the gap real. On A of the
-    reference study (4,000 steps, 3 seeds) bf16_pure was 0.06% of val loss behind the best with
-    bootstrap support 100%, and 'avoid bf16_pure' is not what anyone should read from that."""
+    reference study (4,000 steps, 3 seeds) bf16_pure was 0.06% of val loss behind the scenario's
+    best with bootstrap support 100%, and 'avoid bf16_pure' is not what anyone should read from that."""
     margin_rate: float = 0.0
     """Divergence-rate differences inside +-this count as no difference."""
     margin_speedup: float = 0.0
@@ -51,11 +51,14 @@ class Rules:
                 f"{self.n_boot} times (rng seed {self.seed}); CIs are central {self.conf:.0%} intervals; a "
                 f"reversal of a, b between scenarios s, t is a flip when a beats b on s and b beats a on t in >= "
                 f"{self.conf:.0%} of resamples jointly, with >= {self.min_seeds} ok seeds per config and scenario "
-                f"and the smaller gap >= {self.min_size_pct}% of the pair's mean; no multiple-comparison correction. "
-                f"Safety needs >= {self.min_seeds} ok seeds of the config and of the best config: with fewer a "
-                f"config is not tested (safe = null) unless it failed or trails the best by more than "
-                f"{self.untested_gap_pct:g}%, which makes it unsafe; a gap below {self.equivalent_pct:g}% of the best "
-                f"is practically equivalent (safe) even where the bootstrap calls it real. Evidence gates: a scenario is learned when "
+                f"and the smaller gap >= {self.min_size_pct}% of the pair's mean, no multiple-comparison correction. "
+                f"Safety compares each config with the scenario's reference (first of "
+                f"{', '.join(self.reference_configs)} with >= {self.min_seeds} ok seeds), one-sided, Holm-corrected "
+                f"over the scenario's configs; it needs >= {self.min_seeds} ok seeds of the config and of the "
+                f"reference: with fewer a config is not tested (safe = null) unless it failed or trails the "
+                f"reference by more than {self.untested_gap_pct:g}%, which makes it unsafe; a gap below "
+                f"{self.equivalent_pct:g}% of the reference is practically equivalent (safe) even where the "
+                f"bootstrap calls it real. Evidence gates: a scenario is learned when "
                 f"every finished run of its reference (first of {', '.join(self.reference_configs)}) beat the "
                 f"trivial predictor; otherwise, or without recorded baselines, its quality enters no rank, flip, "
                 f"verdict or recommendation; a run whose quality ends more than {self.degraded_vs_reference_pct:g}% "
