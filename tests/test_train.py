@@ -202,10 +202,10 @@ def test_time_breakdown_separates_what_scales_with_steps_from_fixed_cost(tmp_pat
         assert 0 < m["time/startup_s"]  # this process started before the run
         assert m["time/data_s"] + m["time/model_s"] + m["time/to_device_s"] <= m["time/setup_s"]
         assert 0 < m["time/steps_s"] < m["time/train_s"]
-    # the steady step time x the steps after the first; the 3 mid-run evaluations (64 batches
-    # each) and the first step are fixed cost, not steps
-    assert long_["time/steps_s"] == pytest.approx(long_["step_ms"] / 1000 * 23)
+    # the loop's wall after the first step: the 3 mid-run evaluations (64 batches each) and the
+    # first step are fixed cost, not steps; what is left is about the steady step time x 23
     assert long_["time/steps_s"] < long_["time/train_s"] - long_["time/first_step_s"] - 0.5 * long_["time/eval_s"]
+    assert long_["time/steps_s"] == pytest.approx(long_["step_ms"] / 1000 * 23, rel=0.5)
     assert long_["time/steps_s"] > 5 * short["time/steps_s"]
 
 

@@ -148,7 +148,7 @@ METRICS = {
     "time/to_device_s": "moving the model to the device (the first CUDA allocation creates the context), part of setup",
     "time/first_step_s": "first optimizer step (includes compilation)",
     "time/train_s": "all training steps",
-    "time/steps_s": "steady step time (median of the timed windows) x the steps after the first: the part of a run that scales with steps",
+    "time/steps_s": "the training loop's wall after the first step, less its evaluations: the part of a run that scales with steps (before 2026-11-24: the median timed window x the steps after the first)",
     "time/eval_s": "all evaluation",
     # multi-process runs (benchlib.parallel.launch); seed 003's aggregation over rank{r}.jsonl:
     # per timed window, time averaged over ranks and rates summed over ranks, the first

@@ -302,10 +302,11 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     m["time/first_step_s"] = first_step_s
     m["time/train_s"] = train_s
     m["time/eval_s"] = eval_s
-    # the part of the run that scales with steps: the steady step time (timed windows) x the
-    # steps after the first; compilation, warm-up, evaluation stay in the fixed cost
-    m["time/steps_s"] = (m["step_ms"] / 1000 * max(0, steps_done - 1) if m.get("step_ms") is not None
-                         else train_s - (first_step_s or 0.0) - loop_eval_s)
+    # the part of the run that scales with steps: the loop's wall after the first step, less its
+    # evaluations (compilation and the first step, evaluation stay in the fixed cost). Not the
+    # median timed window x the steps: with 12 runs sharing an H100 that counted 30% of the
+    # slot time where the loops took 38% (docs/performance.md)
+    m["time/steps_s"] = max(0.0, train_s - (first_step_s or 0.0) - loop_eval_s)
     m["time/to_device_s"] = to_device_s
     dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
     status, reason, health = verdict(log.losses, diverged_step, m["quality/beats_baseline"])
