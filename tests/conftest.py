@@ -1,5 +1,6 @@
 """Shared test settings, the papermill helper of the notebook and sweep tests, a fake papermill for
 sweep tests and a fake Slurm."""
+import json
 import os
 import subprocess
 import sys
@@ -85,8 +86,9 @@ def fake_papermill(study_path, root, outcomes, calls, clock):
         rec["env"]["date"] = f"2030-01-01T00:00:{clock[0]:02d}+00:00"
         if item.stage == "pretrain" and rec["status"] in ("ok", "degraded", "stalled", "diverged"):
             (out / "model").mkdir(parents=True, exist_ok=True)
-            for f in ("config.json", META_FILE, "model.safetensors"):
+            for f in ("config.json", "model.safetensors"):
                 (out / "model" / f).write_text("{}")
+            (out / "model" / META_FILE).write_text(json.dumps({"run_id": item.run_id, "date": rec["env"]["date"]}))
         write_json_atomic(out / "result.json", rec)
         return 0
     return execute

@@ -1,5 +1,6 @@
 """Resuming from records made on another machine (a GPU host's chunk, packed, unpacked and
 committed here): other absolute paths inside, and no checkpoints. Papermill is faked."""
+import json
 import shutil
 
 import pytest
@@ -70,3 +71,23 @@ def test_a_lost_checkpoint_is_made_again_only_for_the_runs_still_to_run(carried,
     assert sweep.main([str(path), "--out", str(here), "--dry-run"]) == 0
     assert "done 9, to run 0" in capsys.readouterr().out
     assert {i.run_id: i.state for i in runner.plan(load_study(path), here)}["D/fp32_baseline/seed0"] == "done:ok"
+
+
+def test_runs_that_loaded_a_remade_checkpoint_stay_finished_when_the_old_record_comes_back(carried, capsys):
+    """A GPU host gets the committed (old) pretrain record back with every job but keeps the
+    checkpoint it remade: the runs that loaded that checkpoint are not stale (32 fine-tunes
+    of the reference study ran twice for this)."""
+    path, here, calls = carried
+    (here / "ft/runs/D/fp32_baseline/seed1/result.json").unlink()
+    committed = (here / "ft.pretrain/roberta/result.json").read_text()
+    assert sweep.main([str(path), "--out", str(here), "--no-analysis", "--no-html"]) == 0
+    assert calls[-1] == "D/fp32_baseline/seed1"
+    (here / "ft.pretrain/roberta/result.json").write_text(committed)  # the next job's copy of the tree
+    items = {i.run_id: i for i in runner.plan(load_study(path), here)}
+    assert items["D/fp32_baseline/seed1"].state == "done:ok" and items["D/fp32_baseline/seed0"].state == "done:ok"
+    # a run that loaded a checkpoint neither the record nor the disk knows is stale
+    rec = read_record(here / "ft/runs/D/fp32_baseline/seed1/result.json")
+    rec["sweep"]["pretrained"]["date"] = "2030-02-02T00:00:00+00:00"
+    (here / "ft/runs/D/fp32_baseline/seed1/result.json").write_text(json.dumps(rec))
+    items = {i.run_id: i for i in runner.plan(load_study(path), here)}
+    assert items["D/fp32_baseline/seed1"].state == "stale" and "retrained" in items["D/fp32_baseline/seed1"].detail

@@ -42,7 +42,7 @@ from benchlib.core.records import COMPLETED, FINISHED, STEPS_FILES, CorruptRecor
 from benchlib.core.runconfig import flatten
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
-from benchlib.training.checkpoints import ARCHS, is_complete, model_dir
+from benchlib.training.checkpoints import ARCHS, is_complete, model_dir, read_meta
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -164,7 +164,11 @@ def checkpoint_changed(item: Item) -> str:
         now = read_record(pre.result)
     except CorruptRecord:
         return ""
-    dates = {now["env"].get("date"), *((now.get("sweep") or {}).get("lost_checkpoints") or [])}
+    # the checkpoint on disk says which training made it: a remade one whose record this copy
+    # of the study does not have (a GPU host that gets the committed record back with every
+    # job keeps its own model/) is the one its runs loaded, not a retrained one
+    on_disk = (read_meta(pre.model_dir) or {}).get("date") if is_complete(pre.model_dir) else None
+    dates = {now["env"].get("date"), on_disk, *((now.get("sweep") or {}).get("lost_checkpoints") or [])} - {None}
     if used.get("date") and now["env"].get("date") and used["date"] not in dates:
         return f"its checkpoint was retrained ({pre.run_id} of {now['env']['date']}, this run loaded {used['date']}'s)"
     return ""
