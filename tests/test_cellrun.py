@@ -35,6 +35,14 @@ def test_a_cells_seeds_form_one_unit_and_notebook_runs_stay_alone(tmp_path):
                      ["A/fp32_baseline/seed1", "A/fp32_baseline/seed2"], ["A/amp_bf16/seed1", "A/amp_bf16/seed2"]]
 
 
+def test_the_dry_run_shows_a_papermill_command_only_for_runs_with_a_notebook(tmp_path, capsys):
+    path, _ = _plan(tmp_path, STUDY.replace("notebook_seeds: []", "notebook_seeds: [0]"))
+    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--dry-run"]) == 0
+    out = capsys.readouterr().out.split("A/fp32_baseline/seed1")
+    assert "papermill notebooks/01_train_lm.ipynb" in out[0]
+    assert "papermill" not in out[1] and "a cell run without a notebook" in out[1]
+
+
 def test_a_cell_trains_its_seeds_in_one_process_and_a_rerun_skips_them(tmp_path, capsys):
     path, items = _plan(tmp_path)
     assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0

@@ -340,10 +340,13 @@ def rank_slope(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Char
         column=alt.Column("metric:N", sort=list(HEADLINE), title=None)).properties(title=chart_title(title))
 
 
-def _no_data_why(cells: pd.DataFrame, metric: str) -> str:
-    """Why a (scenario, metric) column of the heatmap has no value, in a few words."""
+def _no_data_why(cells: pd.DataFrame, metric: str, note: str = "") -> str:
+    """Why a (scenario, metric) column of the heatmap has no value, in a few words; ``note`` is
+    the scenario's (``tables.scenario_notes``), which says when its runs shared a GPU."""
     if metric == "quality" and not cells["established"].any():
         return "quality not established"
+    if metric == "throughput" and "shared their GPU" in note:
+        return "speed not measured: the runs shared a GPU (--runs-per-gpu)"
     if not (cells["config"] == BASELINE).any() or cells.loc[cells["config"] == BASELINE, "mean"].isna().all():
         return "no fp32_baseline value"
     return "no counted run"
@@ -392,9 +395,14 @@ def relative_heatmap(stats: pd.DataFrame, notes: Mapping[str, str] | None = None
     panels, lines = [], []
     for m in HEADLINE:
         dm = d[d["metric"] == m]
-        why = {s: _no_data_why(g, m) for s, g in dm.groupby("scenario") if not np.isfinite(g["gain_pct"]).any()}
-        lines += [f"{m} on {s}: no data, {w}" + (f" ({notes[s].split(';')[0]})" if notes and notes.get(s) else "")
-                  for s, w in why.items()]
+        why = {s: _no_data_why(g, m, (notes or {}).get(s, "")) for s, g in dm.groupby("scenario")
+               if not np.isfinite(g["gain_pct"]).any()}
+        # one line per reason (and, for quality, the scenario's gate note), its scenarios together
+        said: dict[str, list[str]] = {}
+        for s, w in why.items():
+            note = (notes or {}).get(s, "").split(";")[0] if m == "quality" else ""
+            said.setdefault(f"{w}" + (f" ({note})" if note else ""), []).append(s)
+        lines += [f"{m} on {', '.join(ss)}: no data, {w}" for w, ss in said.items()]
         if len(why) == len(scenarios):
             panels.append(no_data_chart("no data: " + "; ".join(sorted(set(why.values()))), m).properties(width=150))
         elif len(dm):

@@ -417,8 +417,11 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         detail = i.detail or (f"{'starts from' if i.stage == 'pretrain' else 'loads'} {i.needs.run_id}'s checkpoint"
                               if i.needs is not None else "")
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
-        if i.todo:
+        if i.todo and (i.spec.notebook or i.stage == "pretrain"):
             print(f"      {shlex.join(papermill_command(i, study.path))}")
+        elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
+            print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.study.cellrun` "
+                  f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
 
 
 def _phase_of(p: Item, every: list[Item]) -> str:
