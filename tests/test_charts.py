@@ -444,3 +444,19 @@ def test_throughput_of_runs_that_shared_a_gpu_is_not_measured_and_the_heatmap_sa
     assert said == ["throughput on A, D: no data, speed not measured: the runs shared a GPU (--runs-per-gpu)"]
     assert not any("learned" in line for line in said)  # the gate's note belongs to quality
     assert "speed not measured: the runs shared a GPU" in json.dumps(spec)  # the throughput panel too
+
+
+def test_a_heatmap_panel_goes_symmetric_log_only_where_a_few_cells_dwarf_the_rest():
+    def stats(quality):
+        return pd.DataFrame([{"scenario": "A", "config": c, "metric": m, "mean": 1.0, "n_ok": 3, "n_diverged": 0,
+                              "established": True, "rank": 1.0,
+                              "gain_pct": g if m == "quality" else 10.0 + 5 * k if c != "fp32_baseline" else 0.0}
+                             for k, (c, g) in enumerate(zip(CFGS, quality)) for m in ("memory", "quality")])
+    scale = lambda spec, title: next(u["encoding"]["color"]["scale"] for u in units(spec)  # noqa: E731
+                                     if u.get("encoding", {}).get("color", {}).get("title") == title)
+    spec = charts.relative_heatmap(stats([0.0, -1.0, -0.5, -2.0, -4.0])).to_dict()
+    assert scale(spec, "quality: % vs fp32")["type"] == "linear"
+    # a failure at -100% beside gaps of 0.5-2%: on a linear scale those would all read white
+    spec = charts.relative_heatmap(stats([0.0, -1.0, -0.5, -2.0, -100.0])).to_dict()
+    assert scale(spec, "quality: % vs fp32")["type"] == "symlog"
+    assert scale(spec, "memory: % vs fp32")["type"] == "linear"
