@@ -460,3 +460,25 @@ def test_a_heatmap_panel_goes_symmetric_log_only_where_a_few_cells_dwarf_the_res
     spec = charts.relative_heatmap(stats([0.0, -1.0, -0.5, -2.0, -100.0])).to_dict()
     assert scale(spec, "quality: % vs fp32")["type"] == "symlog"
     assert scale(spec, "memory: % vs fp32")["type"] == "linear"
+
+
+def test_an_overview_of_runs_that_shared_a_gpu_shows_quality_per_config_not_an_empty_frontier():
+    def value(s, c, k):
+        v = {"throughput": 100 + k, "quality": (3.0 if s == "A" else 0.5) + 0.001 * k}
+        return {**v, "quality": 0.4} if s == "C" and c == "bf16_pure" else v
+    recs = [{**with_baseline(r), "sweep": {"runs_per_gpu": 12}} for r in grid("AC", CFGS, value=value)]
+    df = tables.study_frame(recs)
+    summaries = {s: tables.summarize(df, s) for s in "AC"}
+    assert all(charts.speed_unmeasured(s) for s in summaries.values())
+    spec = overview.quality_throughput_panels(summaries, {"A": "amp_bf16"}).to_dict()
+    assert [p["title"]["text"] for p in spec["concat"]] == ["A: val loss per config", "C: micro-F1 per config"]
+    assert all(charts.NO_SPEED in p["title"]["subtitle"] for p in spec["concat"])
+    assert "no ok runs" not in json.dumps(spec) and chart_title(spec).startswith("Quality per config and scenario")
+    # bf16_pure's degraded runs on C lie below the healthy configs' range: red, at the axis edge
+    c = [r for r in rows_of(spec, "shape") if r["config"] == "bf16_pure" and r["quality"] == 0.4]
+    assert len(c) == 3 and all(r["failed"] and r["shape"] == "triangle-left" for r in c)
+    assert {r["shape"] for r in rows_of(spec, "shape") if not r["failed"]} == {"circle"}
+    # a study with speed keeps its throughput-quality frontier
+    timed = {s: tables.summarize(tables.study_frame([with_baseline(r) for r in grid("AC", CFGS, value=value)]), s)
+             for s in "AC"}
+    assert not any(charts.speed_unmeasured(s) for s in timed.values())

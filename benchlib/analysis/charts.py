@@ -208,12 +208,58 @@ def _subtitle(summary: pd.DataFrame, notes: list[str] = ()) -> list[str] | alt.U
     return lines or alt.Undefined
 
 
+NO_SPEED = "speed not measured: the runs shared a GPU (--runs-per-gpu)"
+
+
+def speed_unmeasured(summary: pd.DataFrame) -> bool:
+    """No throughput anywhere because every run shared its GPU: quality is there to show."""
+    return (summary["throughput"].isna().all() and "shared_gpu" in summary
+            and bool(summary["shared_gpu"].fillna(False).all()) and summary["quality"].notna().any())
+
+
+def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = None) -> alt.Chart:
+    """Quality per config where no speed was measured: each healthy seed a grey dot, a failed
+    one (diverged, degraded, stalled) red, the mean a black tick, fp32_baseline's mean a dashed
+    line, ``recommended`` in bold. The axis spans the healthy runs: a failed run beyond it sits
+    at its edge as a triangle (a stalled F1 of 0 would squash every healthy config together)."""
+    runs = summary[(summary["seed"] != "mean") & summary["quality"].notna()][["config", "seed", "quality", "health"]]
+    runs = runs.assign(failed=runs["health"].fillna("ok") != "ok")
+    means = _means(summary).dropna(subset=["quality"])[["config", "quality"]]
+    order = [c for c in config_order(runs["config"]) if c in set(runs["config"])]
+    lo, hi = padded_domain(runs.loc[~runs["failed"], "quality"] if (~runs["failed"]).any() else runs["quality"])
+    runs = runs.assign(shape=np.where(runs["quality"] < lo, "triangle-left",
+                                      np.where(runs["quality"] > hi, "triangle-right", "circle")))
+    y = alt.Y("config:N", sort=order, title=None,
+              axis=alt.Axis(labelFontWeight=alt.ExprRef(f"datum.value == '{recommended}' ? 'bold' : 'normal'")))
+    name = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
+    x = alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi], clamp=True, zero=False), title=name)
+    tip = ["config:N", "seed:N", alt.Tooltip("quality:Q", format=".4g"), "health:N"]
+    dots = alt.Chart(runs).mark_point(filled=True, size=40).encode(
+        x=x, y=y, tooltip=tip,
+        color=alt.condition("datum.failed", alt.value("#e45756"), alt.value("#999999")),
+        shape=alt.Shape("shape:N", scale=None))
+    tick = alt.Chart(means[(means["quality"] >= lo) & (means["quality"] <= hi)]).mark_tick(
+        color="black", thickness=2, size=14).encode(x=x, y=y, tooltip=["config:N", alt.Tooltip(
+            "quality:Q", format=".4g", title="mean")])
+    layers = [dots, tick]
+    ref = means.loc[means["config"] == BASELINE, "quality"]
+    if len(ref):
+        layers.append(alt.Chart(pd.DataFrame({"quality": [float(ref.iloc[0])]})).mark_rule(
+            strokeDash=[4, 3], color="#4c78a8").encode(x=alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi]))))
+    sub = [NO_SPEED, "grey: a healthy seed; red: a failed one (triangle: beyond the axis); black: mean; "
+                     "dashed: fp32_baseline" + (f"; bold: recommended ({recommended})" if recommended else "")]
+    return alt.layer(*layers).properties(width=260, height=max(12 * len(order), 120), title=alt.Title(
+        title, subtitle=sub, anchor="start", fontSize=12))
+
+
 def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> alt.Chart:
     """Throughput vs quality per config (error bars +-1 std over seeds, where >= 2); the Pareto
     frontier (diamonds, dashed line) from the summary's ``pareto_throughput``; configs with a
     failed run as grey hollow crosses, never on it, and left off the axes when they lie outside
     the healthy configs' range; ``recommended`` ringed; no frontier where quality is not
     established."""
+    if speed_unmeasured(summary):
+        return quality_strip(summary, "Quality per config", recommended)
     if _means(summary)[["throughput", "quality"]].dropna().empty:
         return no_data_chart("no ok runs: no throughput-quality points", "Throughput vs quality")
     panel, notes = frontier_panel(summary, "throughput", True, recommended)

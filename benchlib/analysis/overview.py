@@ -70,6 +70,9 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
     panels = []
     for s, summary in sorted(summaries.items()):
         q = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
+        if ch.speed_unmeasured(summary):
+            panels.append(ch.quality_strip(summary, f"{s}: {q} per config", recommended.get(s)))
+            continue
         if summary.loc[summary["seed"] == "mean", ["throughput", "quality"]].dropna().empty:
             panels.append(ch.no_data_chart("no ok runs: no throughput-quality points", f"{s}: {q} vs throughput"))
             continue
@@ -80,9 +83,12 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
             notes.append("no config recommended")
         panels.append(panel.properties(title=alt.Title(f"{s}: {q} vs throughput", subtitle=notes or alt.Undefined,
                                                        anchor="start", fontSize=12)))
+    title = ("Quality per config and scenario (no speed: the runs shared a GPU)"
+             if all(ch.speed_unmeasured(sm) for sm in summaries.values()) else
+             "Quality vs throughput per scenario (ring: recommended; diamonds + dashed line: Pareto frontier; grey "
+             "crosses: a failed run)")
     return alt.concat(*panels, columns=columns).resolve_scale(color="shared", shape="shared").properties(
-        title=ch.chart_title("Quality vs throughput per scenario (ring: recommended; diamonds + dashed line: Pareto "
-                        "frontier; grey crosses: a failed run)"))
+        title=ch.chart_title(title))
 
 
 def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, flips: list[dict],
