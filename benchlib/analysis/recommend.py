@@ -55,8 +55,9 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     ``rules.untested_gap_pct`` % below the reference. Beyond seed noise: the bootstrap share
     of resamples where the reference is better (``support``), Holm-corrected over the
     scenario's configs (``support_adj`` = 1 - Holm's adjusted p), reaches ``rules.conf``.
-    Judged against the best of ~16 noisy 3-seed means instead, the maximum's upward bias made
-    configs 'worse' that were not (the reference study named amp_bf16 'avoid' on E for 0.69%).
+    Judged against the best of ~16 noisy 3-seed means instead, the maximum's upward bias called
+    configs 'worse' on gaps three seeds cannot tell from noise (the reference study named
+    amp_bf16 'avoid' on E for 0.69%; against fp32 it is 0.15% and within noise).
     True only when ``tested``: both the config and the reference have >= min_seeds ok seeds
     and the test does not call it worse. None otherwise: one seed, or a scenario whose quality
     is not established (there even a failed run says nothing about the config: nothing
