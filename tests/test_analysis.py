@@ -345,6 +345,9 @@ def test_without_a_speed_measurement_no_default_is_named():
     assert not any(line.startswith("default:") for line in rec["universal"])
     assert all("differs from the default" not in line for lines in rec["per_task"].values() for line in lines)
     assert rec["per_task"]["A"][0].startswith("A: a safe config")
+    # what "safe" means, in the line: judged against the reference with the equivalence margin
+    assert "quality not below the reference (fp32 where it ran) beyond seed noise and the 0.5% margin" in \
+        rec["universal"][1]
 
 
 def test_the_safety_frame_marks_the_config_recommended_per_scenario():

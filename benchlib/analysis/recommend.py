@@ -176,8 +176,8 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
              f"within seed noise; needs >= {rules.min_seeds})") if len(untested) else ""
     rec = {"universal": [], "lm_specific": [], "cls_specific": [], "per_task": {}, "avoid": []}
     universal = speed_order([c for c, ss in safe.items() if set(scns) <= ss]) if est and not why_not else []
-    every = (f"safe on all {len(scns)} scenarios ({', '.join(scns)}: every run healthy, quality within measured "
-             f"seed noise of the reference, fp32 where it ran)")
+    every = (f"safe on all {len(scns)} scenarios ({', '.join(scns)}: every run healthy, quality not below the "
+             f"reference (fp32 where it ran) beyond seed noise and the {rules.equivalent_pct:g}% margin)")
     # a default is the fastest of them: without a speed measurement there is none to name
     timed = bool(universal) and bool(piv["throughput_rank"].loc[universal].notna().any(axis=None))
     if universal and not timed:
