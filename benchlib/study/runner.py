@@ -87,6 +87,11 @@ class Item:
         return self.out_dir / "result.json"
 
     @property
+    def in_notebook(self) -> bool:
+        """Runs through papermill (pretrain phases always); else a cell run (``cells``)."""
+        return self.spec.notebook or self.stage == "pretrain"
+
+    @property
     def todo(self) -> bool:
         return not self.state.startswith("done")
 
@@ -459,7 +464,7 @@ def execute_unit(unit: list[Item], study_file: Path, slot: dict, timeout: int | 
         problem = pretrain_problem(item.needs) if item.needs is not None else None
         if problem:
             out.append((item, waiting_record(item, problem)))
-        elif item.spec.notebook or item.stage == "pretrain":
+        elif item.in_notebook:
             out.append((item, run_one(item, study_file, slot, timeout, {**_loaded(item), **extra})))
         else:
             cell.append(item)
@@ -486,7 +491,7 @@ def cells(items: list[Item]) -> list[list[Item]]:
     units: list[list[Item]] = []
     by_cell: dict[tuple, list[Item]] = {}
     for item in items:
-        if item.spec.notebook or item.stage == "pretrain":
+        if item.in_notebook:
             units.append([item])
             continue
         c = item.spec.cfg

@@ -417,7 +417,7 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         detail = i.detail or (f"{'starts from' if i.stage == 'pretrain' else 'loads'} {i.needs.run_id}'s checkpoint"
                               if i.needs is not None else "")
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
-        if i.todo and (i.spec.notebook or i.stage == "pretrain"):
+        if i.todo and i.in_notebook:
             print(f"      {shlex.join(papermill_command(i, study.path))}")
         elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
             print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.study.cellrun` "
