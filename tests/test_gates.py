@@ -212,6 +212,31 @@ def test_failed_configs_are_excluded_from_fastest_and_the_pareto_front():
     assert {r["config"] for r in rows if r["point"] == "excluded (failed run)"} == set(failed) - {"fp16_naive_noscale"}
 
 
+def test_a_speed_study_judges_no_quality_and_keeps_stalled_runs_on_the_speed_frontier():
+    """A speed study's short runs (run.judge_quality false): the same failing study gives no
+    quality verdict, and only the diverged config leaves the frontiers (it is the one failure
+    that is not about quality: it did not finish)."""
+    df = failing_study()
+    df["run.judge_quality"] = False
+    df = tables.apply_gates(df, FAST)
+    lt = tables.learned_scenarios(df, FAST).set_index("scenario")
+    assert lt.loc["A", "learned"] is None and "not judged" in lt.loc["A", "reason"]
+    assert not df["quality_established"].any()
+    m = tables.summarize(df, "A").query("seed == 'mean'").set_index("config")
+    assert not m.loc[["fp16_naive", "bf16_naive", "bf16_pure"], "excluded"].any()
+    assert m.loc["fp16_naive_noscale", "excluded"]
+    assert m.loc["bf16_naive", "rank_throughput"] == 1  # 350/s, the fastest that finished
+    r = report.compare(df, FAST).result
+    assert r["flips"] == [] and r["recommendations"]["avoid"] == []
+    assert "not judged" in r["recommendations"]["per_task"]["A"][0]
+    assert hy.output_head_effect(df, FAST)["verdict"] == "inconclusive"
+    # a quality study of the same records still fails them
+    judged = failing_study()
+    judged["run.judge_quality"] = True
+    assert tables.summarize(tables.apply_gates(judged, FAST), "A").query("seed == 'mean'").set_index(
+        "config").loc["fp16_naive", "excluded"]
+
+
 def test_failed_configs_are_never_the_fastest_recommendation():
     df = failing_study()
     rec, saf = recommend.recommendations(df, tables.config_stats(df), FAST)

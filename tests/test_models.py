@@ -1,9 +1,13 @@
 """The speed work on the models changes no results; pretrained weights load from a local
 directory; the head runs in the precision the dtype config asks for."""
+import dataclasses
+
 import pytest
 import torch
+import torch.nn as nn
 
 from benchlib.core.dtypes import get_config
+from benchlib.training.init_cache import initialised, prune
 from benchlib.training.models import ModelSpec, build_model, padded_vocab
 
 FP32 = get_config("fp32_baseline")
@@ -95,3 +99,54 @@ def test_roberta_base_keeps_its_514_positions_at_any_sequence_length():
     assert _roberta_config(shape("roberta", "base"), 256, 128, 0, 1).max_position_embeddings == 514
     assert _roberta_config(shape("roberta", "base"), 256, 512, 0, 1).max_position_embeddings == 514
     assert _roberta_config(shape("roberta", "tiny"), 256, 64, 0, 1).max_position_embeddings == 66  # small shapes stay small
+
+
+# ---- initial weights built once (init_cache) -------------------------------------------------
+@pytest.mark.parametrize("scenario", ["A", "D"])
+def test_a_cached_initial_model_is_the_built_one_and_leaves_the_same_random_state(tmp_path, scenario):
+    """The second build of the same shape and seed loads the first's module: the same weights,
+    and the random numbers drawn after it (data order, a classification head) are the same as
+    without the cache; another seed is another entry."""
+    arch, task = ("gpt2", "clm") if scenario == "A" else ("roberta", "multilabel")
+    spec = ModelSpec(arch, task, "tiny", 300, 16, num_labels=5)
+    cached = dataclasses.replace(spec, init_cache=str(tmp_path))
+
+    def build(s, seed=0):
+        torch.manual_seed(seed)
+        m = build_model(s, get_config("fp32_baseline"))
+        return m.state_dict(), torch.rand(4)
+
+    plain, after = build(spec)
+    for _ in range(2):  # the first fills the cache, the second reads it
+        sd, after_cached = build(cached)
+        assert sd.keys() == plain.keys() and all(torch.equal(sd[k], plain[k]) for k in plain)
+        assert torch.equal(after_cached, after)
+    assert len(list(tmp_path.glob("*.pt"))) == 1
+    build(cached, seed=1)
+    assert len(list(tmp_path.glob("*.pt"))) == 2
+
+
+def test_the_init_cache_builds_once_rebuilds_a_torn_entry_and_keeps_the_recent_ones(tmp_path):
+    calls = []
+
+    def make():
+        calls.append(1)
+        return nn.Linear(64, 64)
+
+    torch.manual_seed(0)
+    a = initialised(make, "linear 64", tmp_path)
+    torch.manual_seed(0)
+    b = initialised(make, "linear 64", tmp_path)
+    assert len(calls) == 1 and torch.equal(a.weight, b.weight)
+    (entry,) = tmp_path.glob("*.pt")
+    entry.write_bytes(b"torn")
+    torch.manual_seed(0)
+    c = initialised(make, "linear 64", tmp_path)
+    assert len(calls) == 2 and torch.equal(a.weight, c.weight)
+    for seed in (1, 2, 3):
+        torch.manual_seed(seed)
+        initialised(make, "linear 64", tmp_path)
+    size = entry.stat().st_size
+    prune(tmp_path, max_bytes=2 * size)
+    assert len(list(tmp_path.glob("*.pt"))) == 2  # the two most recently used
+    assert initialised(make, "linear 64", None) is not None and len(calls) == 6  # no cache: always built

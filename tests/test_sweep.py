@@ -166,6 +166,28 @@ def test_changed_study_settings_make_a_record_stale(tmp_path):
     assert sweep.run_state(item) == ("stale", "parameters changed: steps 99 -> 30")
 
 
+def test_a_changed_reading_key_updates_finished_records_instead_of_training_again(tmp_path, capsys):
+    """judge_quality decides how the analysis reads a run, not what it trains: a study that
+    turns it off later keeps its finished runs and updates their records (the old value kept)."""
+    study = tmp_path / "speedy.yaml"
+    study.write_text((PARAMS / "smoke.yaml").read_text() + "\njudge_quality: false\n")
+    items = sweep.plan(load_study(study), tmp_path / "out")
+    item = items[0]
+    rec = runner.error_record(item.spec, item.out_dir, "")
+    rec["run"].pop("judge_quality")  # a record made before the study said so
+    write_json_atomic(item.result, {**rec, "status": "stalled", "sweep": {"wall_s": 1.0}})
+    assert sweep.run_state(item) == ("done:stalled", "")
+    assert sweep.main([str(study), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    assert "judge_quality" not in read_record(item.result)["run"]  # a dry run changes nothing
+    assert sweep.main([str(study), "--out", str(tmp_path / "out"), "--analysis-only", "--no-html",
+                       "--no-analysis"]) == 0
+    assert "1 finished record updated, not trained again: judge_quality True -> False" in capsys.readouterr().out
+    after = read_record(item.result)
+    assert after["run"]["judge_quality"] is False and after["run_reading_was"] == {"judge_quality": True}
+    assert sweep.run_state(item) == ("done:stalled", "")
+    assert runner.refresh_reading(items) == []  # once
+
+
 def test_error_record_is_a_complete_record(tmp_path):
     item = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)[0]
     rec = validate(runner.error_record(item.spec, item.out_dir, "kernel died"))

@@ -186,6 +186,10 @@ def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
             rows.append(row)
             continue
         r = fin[fin["config"] == ref]
+        if not_judged(df[df["scenario"] == s]):
+            row.update(n_runs=len(r), reason=NOT_JUDGED)
+            rows.append(row)
+            continue
         beats = [False if st == "stalled" else _tri(b) for st, b in zip(r["status"], r["quality/beats_baseline"])]
         metric, base = _first(r["quality/learned_metric"]), _first(r["baseline/name"])
         row.update(n_runs=len(r), metric=metric, baseline=base)
@@ -213,6 +217,16 @@ def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
                                       "baseline", "baseline_value", "n_runs"])
     out["learned"] = out["learned"].astype(object)
     return out
+
+
+NOT_JUDGED = ("not judged: the study's runs measure speed and memory only (run.judge_quality false); quality "
+              "enters no ranking, and a stalled run is not a failure")
+
+
+def not_judged(runs: pd.DataFrame) -> bool:
+    """Whether these runs (one scenario's) all measure speed and memory only (``judge_quality``
+    false): a speed study's short runs, whose quality nobody should read."""
+    return "run.judge_quality" in runs and bool(len(runs)) and bool((runs["run.judge_quality"] == False).all())  # noqa: E712
 
 
 def _gate_key(rules) -> tuple:
@@ -261,11 +275,15 @@ def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
 def _health(df: pd.DataFrame, lt: pd.DataFrame, rules) -> tuple[pd.Series, pd.Series]:
     health = df["status"].astype(object).copy()
     reason = pd.Series([""] * len(df), index=df.index, dtype=object)
+    unjudged = {s for s, g in df.groupby("scenario") if not_judged(g)}
     for i, r in df.iterrows():
         st = r["status"]
         if st == "diverged":
             step = r["stability/diverged_step"]
             reason[i] = f"diverged at step {step:.0f}" if pd.notna(step) else _text(r["reason"]) or "diverged"
+        elif st in ("ok", "stalled", "degraded") and r["scenario"] in unjudged:
+            health[i] = "ok"
+            reason[i] = "" if st == "ok" else f"{st}, not judged: the run measures speed and memory only"
         elif st == "degraded":
             step = r["stability/degraded_step"]
             reason[i] = _text(r["reason"]) or ("training loss rose a sustained amount above its running minimum"

@@ -144,7 +144,7 @@ METRICS = {
     "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",
     "time/setup_s": "model + data + optimizer construction",
     "time/data_s": "loading the data (from the disk cache when warm), part of setup",
-    "time/model_s": "building the model on the CPU (importing transformers), part of setup",
+    "time/model_s": "building the model on the CPU (importing transformers), or loading it built (training.init_cache), part of setup",
     "time/to_device_s": "moving the model to the device (the first CUDA allocation creates the context), part of setup",
     "time/first_step_s": "first optimizer step (includes compilation)",
     "time/train_s": "all training steps",

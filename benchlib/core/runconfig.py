@@ -153,6 +153,12 @@ class RunConfig:
     forensics: bool = True
     """At the logged steps, the gradients' fp16 zero/subnormal/non-finite fractions and the share
     of weights an optimizer step left unchanged (``forensics``); sampled, off the hot path."""
+    judge_quality: bool = True
+    """False: the run measures speed and memory only (a speed study's short runs, which learn
+    little). The analysis then judges no quality from its scenario: no quality ranking, verdict
+    or safety label, and a run that stalled keeps its place among the speed results. Training is
+    the same either way, so a study that changes it updates its finished records instead of
+    training them again (``study.runner.refresh_reading``)."""
     head_init: Literal["prior", "default"] = "prior"
     """Classification head bias: prior = the trivial predictor's logits (label log-odds, class
     log-prior), so training starts from the baseline; default = the layer's own init."""

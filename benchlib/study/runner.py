@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchlib.core.records import COMPLETED, FINISHED, STEPS_FILES, CorruptRecord, read_record, write_json_atomic
-from benchlib.core.runconfig import flatten
+from benchlib.core.runconfig import RunConfig, flatten
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
 from benchlib.training.checkpoints import ARCHS, is_complete, model_dir, read_meta
@@ -274,12 +274,39 @@ def run_state(item: Item) -> tuple[str, str]:
     return f"done:{rec['status']}", ""
 
 
+READING_KEYS = ("judge_quality",)
+"""RunConfig keys that decide how the analysis reads a run, not what it trains."""
+
+
+def refresh_reading(items: list[Item]) -> list[tuple[Item, dict]]:
+    """Finished runs whose record holds other ``READING_KEYS`` than the study asks now: the
+    record's ``run`` section takes the study's values (the old ones kept under
+    ``run_reading_was``) and the run is not trained again. Returns (item, {key: (old, new)})."""
+    done = []
+    for item in items:
+        if item.todo or not item.result.exists():
+            continue
+        try:
+            rec = read_record(item.result)
+        except CorruptRecord:
+            continue
+        had = {k: rec["run"].get(k, RunConfig.__dataclass_fields__[k].default) for k in READING_KEYS}
+        changed = {k: (had[k], getattr(item.spec.cfg, k)) for k in READING_KEYS if had[k] != getattr(item.spec.cfg, k)}
+        if changed:
+            rec.setdefault("run_reading_was", {}).update({k: old for k, (old, _) in changed.items()})
+            rec["run"].update({k: new for k, (_, new) in changed.items()})
+            rec.pop("_path", None)
+            write_json_atomic(item.result, rec)
+            done.append((item, changed))
+    return done
+
+
 def stale_keys(rec: dict, params: dict, skip: tuple = ()) -> list[str]:
     """Settings of the study that the record was not run with (the study file changed), but
     for ``skip`` and the run's place (``out_dir``, which differs between machines)."""
     # run holds what was trained (the data's vocabulary and labels); data.asked what was asked
     ran = {**flatten(rec.get("run", {})), **((rec.get("data") or {}).get("asked") or {})}
-    skip = ("out_dir", "extra", "scenario", "config", *skip)
+    skip = ("out_dir", "extra", "scenario", "config", *READING_KEYS, *skip)
     return [f"{k} {ran.get(k)!r} -> {v!r}" for k, v in flatten(params).items()
             if k not in skip and v is not None and v != "auto" and ran.get(k) != v]
 

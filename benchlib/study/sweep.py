@@ -18,6 +18,7 @@ import shlex
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from benchlib.core.argparser import ArgumentParser
@@ -33,7 +34,7 @@ from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost,
                                    execute_unit, is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
-                                   pretrain_root, pretrain_warning, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
+                                   pretrain_root, pretrain_warning, refresh_reading, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
 from benchlib.study.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
 from benchlib.study.studyfile import Study, load_study
 
@@ -260,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             every = plan(study, ns.out)
             items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
     study_dir = ns.out / study.name
+    refreshed = Counter(", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
+                        for _, changed in ([] if ns.dry_run else refresh_reading(items)))
+    for what, n in refreshed.items():  # how the analysis reads a run: nothing trains again
+        print(f"  {_n(n, 'finished record')} updated, not trained again: {what}")
     remade = [] if ns.analysis_only else remake_lost(items)  # checkpoints not carried with their records
     pending = [i for i in items if i.todo]
     _print_plan(study, ns.study, every, items, pending, study_dir, commands=ns.dry_run)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -18,6 +19,10 @@ import torch.nn.functional as F
 
 from benchlib.core.dtypes import TORCH_DTYPES, DtypeConfig
 from benchlib.core.sizes import Shape, shape
+from benchlib.training.init_cache import initialised
+
+UNCACHED_SIZES = ("tiny", "small")
+"""Sizes whose models build in well under a second: not worth a cache entry."""
 
 
 def padded_vocab(v: int, multiple: int = 64) -> int:
@@ -191,12 +196,15 @@ class ModelSpec:
     model_name_or_path: str | None = None
     """Pretrained weights (hub id or directory); None = from scratch."""
     activation_checkpointing: bool = False
+    init_cache: str | None = None
+    """Folder of built initial models (``init_cache``), None = build every time."""
 
     @classmethod
     def for_run(cls, cfg, data) -> "ModelSpec":
         """The model of a run configuration (``RunConfig``) over its data (``TaskData``)."""
+        cache = None if cfg.size in UNCACHED_SIZES else str(Path(cfg.cache_dir).expanduser() / "init")
         return cls(cfg.scn.arch, cfg.scn.task, cfg.size, data.vocab_size, cfg.seq_len, data.pad_id, data.bos_id,
-                   data.num_labels, cfg.model_name_or_path, cfg.activation_checkpointing)
+                   data.num_labels, cfg.model_name_or_path, cfg.activation_checkpointing, cache)
 
 
 def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
@@ -212,6 +220,14 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     loaded: dict | None = None
     native = not model_name_or_path or checkpoint_config(arch, model_name_or_path, task=task)[1]
 
+    def scratch(cls, config, **more):  # built once per (configuration, random state): init_cache
+        def make():
+            m = cls(config, **more)
+            if arch == "gpt2":
+                _conv1d_to_linear(m)  # its fresh Linear layers draw from the random state too
+            return m
+        return initialised(make, f"{cls.__name__} {more} {config.to_json_string()}", spec.init_cache)
+
     def pretrained(cls, **more):
         nonlocal loaded
         m, loaded = load_pretrained(cls, arch, model_name_or_path, **kw, **more)
@@ -223,16 +239,16 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     elif arch == "gpt2":
         if lm:
             full = (pretrained(GPT2LMHeadModel) if model_name_or_path
-                    else GPT2LMHeadModel(_gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
+                    else scratch(GPT2LMHeadModel, _gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
             backbone, head, transform = full.transformer, full.lm_head, None
         else:
             backbone = (pretrained(GPT2Model) if model_name_or_path
-                        else GPT2Model(_gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
+                        else scratch(GPT2Model, _gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
         _conv1d_to_linear(backbone)
     else:
         if lm:
             full = (pretrained(RobertaForMaskedLM) if model_name_or_path
-                    else RobertaForMaskedLM(_roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id)))
+                    else scratch(RobertaForMaskedLM, _roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id)))
             backbone = full.roberta
             lmh = full.lm_head
             transform = nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
@@ -240,8 +256,8 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         else:
             backbone = (pretrained(RobertaModel, add_pooling_layer=False)
                         if model_name_or_path else
-                        RobertaModel(_roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id),
-                                     add_pooling_layer=False))
+                        scratch(RobertaModel, _roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id),
+                                add_pooling_layer=False))
     # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
     # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
     # cache state until dynamo gives up and runs them eagerly (seen on 2xH200).
