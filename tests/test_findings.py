@@ -88,3 +88,52 @@ def test_the_readme_findings_are_what_the_command_writes_from_the_committed_comp
     studies = [((REPO / s).parent.parent.name, json.loads((REPO / s).read_text()), (REPO / s).parent.parent)
                for s in sources]
     assert block == findings.render(studies, sources)
+
+
+REFERENCE = REPO / "executed" / "h100" / "reference" / "comparison" / "comparison.json"
+
+
+def speed_study(tmp_path, measured: dict[str, dict[str, float]]):
+    """A speed study's comparison (every scenario not judged) and its config_stats.csv:
+    ``measured[scenario][config]`` = throughput x fp32; memory 1 for all."""
+    import pandas as pd
+    from benchlib.analysis.tables import NOT_JUDGED
+    rows = []
+    for s, rel in measured.items():
+        order = sorted(rel, key=rel.get, reverse=True)
+        for c, x in rel.items():
+            rows += [{"scenario": s, "config": c, "metric": "throughput", "rank": order.index(c) + 1.0, "rel": x, "gain_pct": None},
+                     {"scenario": s, "config": c, "metric": "memory", "rank": 1.0, "rel": 1.0, "gain_pct": None},
+                     {"scenario": s, "config": c, "metric": "quality", "rank": None, "rel": None, "gain_pct": None}]
+    (tmp_path / "comparison").mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(tmp_path / "comparison" / "config_stats.csv", index=False)
+    comp = json.loads(QUICK.read_text())
+    comp["learned"] = {s: {"learned": None, "reason": NOT_JUDGED} for s in measured}
+    return ("reference_speed", comp, tmp_path)
+
+
+def test_the_default_is_the_fastest_universally_safe_config_of_the_speed_study(tmp_path):
+    """The reference study calls 11 configs safe everywhere and measured no speed; the speed
+    study's ranks pick the default among those 11 only (fp16_naive is faster and unsafe)."""
+    ref = json.loads(REFERENCE.read_text())
+    safe = sorted({r["config"] for r in ref["recommendation_evidence"]}
+                  - {r["config"] for r in ref["recommendation_evidence"] if r["safe"] is not True})
+    assert len(safe) == 11 and "amp_fp16" in safe and "fp16_naive" not in safe
+    speeds = {c: 2.0 + 0.1 * i for i, c in enumerate(safe)}
+    speeds["amp_fp16"], speeds["fp16_naive"] = 9.0, 20.0
+    text = findings.render([("reference", ref, REFERENCE.parent.parent),
+                            speed_study(tmp_path, {"A": speeds, "D": speeds})], ["r.json", "s.json"])
+    assert "**Recommended default** (quality: `reference`, speed and memory: `reference_speed`)" in text
+    assert "- default: amp_fp16 - safe on all 6 scenarios; `reference_speed`: throughput 9.00x fp32" in text
+    assert "default: fp16_naive" not in text and "no default yet" not in text
+
+
+def test_no_default_while_the_speed_study_misses_a_safe_config(tmp_path):
+    ref = json.loads(REFERENCE.read_text())
+    safe = sorted({r["config"] for r in ref["recommendation_evidence"]}
+                  - {r["config"] for r in ref["recommendation_evidence"] if r["safe"] is not True})
+    part = {c: 3.0 for c in safe if c != "bf16_pure"}
+    text = findings.render([("reference", ref, REFERENCE.parent.parent),
+                            speed_study(tmp_path, {"A": {c: 3.0 for c in safe}, "B": part})], ["r.json", "s.json"])
+    assert "- no default yet: 11 configs are safe on every scenario; `reference_speed` has measured 10 of them" in text
+    assert "missing: bf16_pure on B" in text and "default: " not in text

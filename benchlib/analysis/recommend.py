@@ -156,19 +156,10 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     unsafe = {c: set(g.loc[g["safe"].eq(False), "scenario"]) for c, g in saf.groupby("config")}
 
     def speed_order(cs, on=None):
-        """Fastest first: by the mean throughput rank over the scenarios ``on`` (default all)."""
-        ranks = piv["throughput_rank"] if on is None else piv["throughput_rank"][on]
-        return sorted(cs, key=lambda c: ranks.loc[c].mean())
+        return _speed_order(piv, cs, on)
 
     def numbers(c, on):
-        t, m = piv["throughput_rel"].loc[c, on].dropna(), piv["memory_rel"].loc[c, on].dropna()
-        if len(t):
-            spread = f"; {t.min():.2f}-{t.max():.2f}x" if t.max() - t.min() >= 0.01 else ""
-            out = f"throughput {np.exp(np.log(t).mean()):.2f}x fp32" + (
-                f" (geo-mean over {', '.join(t.index)}{spread})" if len(t) > 1 else f" on {t.index[0]}")
-            return out + (f", memory {np.exp(np.log(m).mean()):.2f}x fp32" if len(m) else "")
-        rank = piv["throughput_rank"].loc[c, on].mean()
-        return ("speed not measured in this study" if pd.isna(rank) else f"mean throughput rank {rank:.1f}")
+        return _numbers(piv, c, on)
 
     untested = saf[saf["safe"].isna() & saf["scenario"].isin(est)]
     short = (f"{len(untested)} of {int(saf['scenario'].isin(est).sum())} (scenario, config) cells are not tested "
@@ -242,6 +233,57 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
         why = _reasons(saf[(saf["config"] == c) & saf["safe"].eq(False)])
         rec["avoid"].append(f"{c} - safe on no scenario; unsafe on {why}")
     return rec, saf
+
+
+def _speed_order(piv: dict, cs, on=None) -> list:
+    """Fastest first: by the mean throughput rank over the scenarios ``on`` (default all)."""
+    ranks = piv["throughput_rank"] if on is None else piv["throughput_rank"][on]
+    return sorted(cs, key=lambda c: ranks.loc[c].mean())
+
+
+def _numbers(piv: dict, c: str, on) -> str:
+    """A config's speed and memory vs fp32 over the scenarios ``on``, in words."""
+    t, m = piv["throughput_rel"].loc[c, on].dropna(), piv["memory_rel"].loc[c, on].dropna()
+    if len(t):
+        spread = f"; {t.min():.2f}-{t.max():.2f}x" if t.max() - t.min() >= 0.01 else ""
+        out = f"throughput {np.exp(np.log(t).mean()):.2f}x fp32" + (
+            f" (geo-mean over {', '.join(t.index)}{spread})" if len(t) > 1 else f" on {t.index[0]}")
+        return out + (f", memory {np.exp(np.log(m).mean()):.2f}x fp32" if len(m) else "")
+    rank = piv["throughput_rank"].loc[c, on].mean()
+    return ("speed not measured in this study" if pd.isna(rank) else f"mean throughput rank {rank:.1f}")
+
+
+def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study") -> list[str]:
+    """The default of a quality study whose runs measured no speed, from a speed study: the
+    configs ``saf`` (the quality study's safety frame: ``comparison.json``'s
+    ``recommendation_evidence``) calls safe on every scenario, fastest first by their mean
+    throughput rank over the speed study's scenarios (``config_stats``); the first is the
+    default, as ``recommendations`` names it within one study. None is named while one of
+    them has no throughput on a scenario of the speed study: an order over part of the
+    scenarios would favour the configs measured where every config is fast."""
+    scns = sorted(saf["scenario"].unique())
+    tested = saf.groupby("config")["safe"].apply(lambda x: bool(x.eq(True).all()) and len(x) == len(scns))
+    universal = sorted(tested.index[tested])
+    if not universal:
+        return []
+    piv = _pivots(speed_stats)
+    on = sorted(speed_stats["scenario"].unique())
+    ranks = piv["throughput_rank"].reindex(index=universal, columns=on)
+    missing = {c: [s for s in on if pd.isna(ranks.loc[c, s])] for c in universal}
+    missing = {c: ss for c, ss in missing.items() if ss}
+    if missing:
+        return [f"no default yet: {len(universal)} configs are safe on every scenario; {speed_study} has measured "
+                f"{len(universal) - len(missing)} of them on each of {', '.join(on)} (its scenarios with records); "
+                f"missing: "
+                + "; ".join(f"{c} on {', '.join(ss)}" for c, ss in sorted(missing.items()))]
+    order = _speed_order(piv, universal, on)
+    lines = [f"{'default: ' if i == 0 else ''}{c} - safe on all {len(scns)} scenarios; {speed_study}: "
+             f"{_numbers(piv, c, on)}, mean throughput rank {ranks.loc[c].mean():.1f}" for i, c in enumerate(order)]
+    lean = min(order, key=lambda c: piv["memory_rank"].reindex(index=order, columns=on).loc[c].mean())
+    if lean != order[0]:
+        lines.append(f"memory-bound: {lean} - lowest memory of the universally safe configs; "
+                     f"{speed_study}: {_numbers(piv, lean, on)}")
+    return lines
 
 
 def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:
