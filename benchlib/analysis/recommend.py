@@ -286,6 +286,26 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
     return lines
 
 
+def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study") -> dict:
+    """Scenario -> the per-task line of ``recommendations`` across two studies: on each scenario
+    the speed study measured, the fastest there of the configs ``saf`` calls safe on it (none
+    while one of them has no throughput there)."""
+    piv = _pivots(speed_stats)
+    out = {}
+    for s in sorted(set(saf["scenario"]) & set(speed_stats["scenario"])):
+        safe = sorted(saf.loc[(saf["scenario"] == s) & saf["safe"].eq(True), "config"])
+        ranks = piv["throughput_rank"].reindex(index=safe, columns=[s])[s] if safe else pd.Series(dtype=float)
+        if not safe:
+            continue
+        if ranks.isna().any():
+            out[s] = (f"{s}: fastest safe config not known yet: {speed_study} has not measured "
+                      f"{', '.join(ranks.index[ranks.isna()])} on {s}")
+        else:
+            c = ranks.idxmin()
+            out[s] = f"{s}: fastest safe config {c} ({speed_study}: {_numbers(piv, c, [s])})"
+    return out
+
+
 def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:
     """Scenario -> the config ``recommendations`` names for it (the fastest tested-safe one),
     from the safety frame it returns; scenarios with no recommendation are left out."""
