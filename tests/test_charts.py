@@ -482,3 +482,27 @@ def test_an_overview_of_runs_that_shared_a_gpu_shows_quality_per_config_not_an_e
     timed = {s: tables.summarize(tables.study_frame([with_baseline(r) for r in grid("AC", CFGS, value=value)]), s)
              for s in "AC"}
     assert not any(charts.speed_unmeasured(s) for s in timed.values())
+
+
+def test_a_speed_study_draws_throughput_against_memory_not_quality():
+    """A speed study's scenario (judge_quality false): the scatter and the frontier chart set
+    throughput against peak memory; the frontier is the healthy configs none is both faster
+    and leaner than; a diverged config is a grey cross, never on it."""
+    from test_gates import failing_study
+    df = failing_study()
+    df["run.judge_quality"] = False
+    for c, mem in {"fp32_baseline": 4.0, "amp_bf16": 3.0, "bf16_pure": 2.0, "fp16_naive": 3.5, "bf16_naive": 2.5,
+                   "fp16_naive_noscale": 1.0}.items():
+        df.loc[df["config"] == c, "memory"] = mem
+    summary = tables.summarize(tables.apply_gates(df), "A")
+    assert charts.speed_only(summary)
+    for chart in (charts.quality_scatter(summary), charts.pareto_chart(summary)):
+        spec = chart.to_dict()
+        rows = [r for rows in spec["datasets"].values() for r in rows if "point" in r]
+        assert "memory" in json.dumps(spec["layer"][0]["encoding"]["y"]) and "quality" not in rows[0]
+        points = {r["config"]: r["point"] for r in rows}
+        # bf16_naive (350/s, 2.5 GiB) and bf16_pure (250/s, 2.0 GiB) trade speed for memory;
+        # fp16_naive (300/s, 3.5) is slower and heavier than bf16_naive; fp32 and amp_bf16 dominated
+        assert {c for c, p in points.items() if p == "frontier"} == {"bf16_naive", "bf16_pure"}
+        assert points["amp_bf16"] == "dominated" and points["fp16_naive"] == "dominated"
+        assert "fp16_naive_noscale" not in points or points["fp16_naive_noscale"] == "excluded (failed run)"

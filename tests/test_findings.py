@@ -120,13 +120,14 @@ def test_the_default_is_the_fastest_universally_safe_config_of_the_speed_study(t
                   - {r["config"] for r in ref["recommendation_evidence"] if r["safe"] is not True})
     assert len(safe) == 11 and "amp_fp16" in safe and "fp16_naive" not in safe
     speeds = {c: 2.0 + 0.1 * i for i, c in enumerate(ref["configs"])}  # every config measured
-    speeds["amp_fp16"], speeds["fp16_naive"] = 9.0, 20.0
+    speeds["amp_fp16"], speeds["fp16_naive"], speeds["bf16_pure"] = 9.0, 20.0, 8.95
     text = findings.render([("reference", ref, REFERENCE.parent.parent),
                             speed_study(tmp_path, {"A": speeds, "D": speeds})], ["r.json", "s.json"])
     assert "**Recommended default** (quality: `reference`, speed and memory: `reference_speed`)" in text
     assert "- default: amp_fp16 - safe on all 6 scenarios; `reference_speed`: throughput 9.00x fp32" in text
     assert "default: fp16_naive" not in text and "no default yet" not in text
     assert "- A: fastest safe config amp_fp16 (`reference_speed`: throughput 9.00x fp32 on A" in text
+    assert "as fast within 1%: bf16_pure (8.95x))" in text  # 0.6% slower: no reason to choose between them
     assert "- A: a safe config" not in text and "- B: a safe config amp_bf16" in text  # B: no speed measured
     assert "- A: avoid bf16_naive" in text  # the quality study's failures stay
 

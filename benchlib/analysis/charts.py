@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis.placement import padded_domain, place_labels
-from benchlib.analysis.tables import BASELINE, HEADLINE, config_order, label
+from benchlib.analysis.tables import BASELINE, HEADLINE, NOT_JUDGED, config_order, label
 
 WIDTH = 360
 STABILITY_CONFIGS = ("fp16_naive", "fp16_naive_noscale", BASELINE)
@@ -252,6 +252,61 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
         title, subtitle=sub, anchor="start", fontSize=12))
 
 
+def speed_only(summary: pd.DataFrame) -> bool:
+    """A speed study's scenario (``run.judge_quality`` false): its runs are read for speed and
+    memory only, so its charts set throughput against memory, not against quality."""
+    return str(summary["note"].iloc[0]).startswith(NOT_JUDGED.split(":")[0])
+
+
+def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, height: int = 260) -> alt.Chart:
+    """Throughput against peak memory per config (a speed study, where quality is not judged):
+    the frontier (diamonds, dashed line) are the healthy configs no other is both faster and
+    leaner than; a config with a failed run (diverged, oom) is a grey cross, never on it."""
+    d = _means(summary).dropna(subset=["throughput", "memory"]).reset_index(drop=True)
+    if d.empty:
+        return no_data_chart("no finished runs: no throughput-memory points", title)
+    failed = d["excluded"].fillna(False).astype(bool)
+    ok = d[~failed]
+    front = [not failed[i] and not ((ok["throughput"] >= r.throughput) & (ok["memory"] <= r.memory)
+                                    & ((ok["throughput"] > r.throughput) | (ok["memory"] < r.memory))).any()
+             for i, r in d.iterrows()]
+    d["point"] = np.where(failed, "excluded (failed run)", np.where(front, "frontier", "dominated"))
+    xdom, ydom = padded_domain(d["throughput"]), padded_domain(d["memory"])
+    px = (d["throughput"] - xdom[0]) / (xdom[1] - xdom[0]) * width
+    py = (ydom[1] - d["memory"]) / (ydom[1] - ydom[0]) * height
+    spots = place_labels(px.tolist(), py.tolist(), d["config"].tolist(), width, height)
+    d["lx"] = [xdom[0] + sx / width * (xdom[1] - xdom[0]) for sx, _, _, _ in spots]
+    d["ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
+    d["moved"] = [m for _, _, m, _ in spots]
+    d["ax"] = [xdom[0] + a / width * (xdom[1] - xdom[0]) for _, _, _, a in spots]
+    d = d[["config", "throughput", "memory", "point", "excluded", "excluded_reason", "n_seeds", "lx", "ly", "moved",
+           "ax"]]
+    xe = alt.X("throughput:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False),
+               title=f"throughput ({_unit(summary, 'throughput')})")
+    ye = alt.Y("memory:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title="peak memory (GiB, lower is better)")
+    base = alt.Chart(d).encode(x=xe, y=ye)
+    kinds = [k for k in SHAPES if k in set(d["point"])]
+    shape = alt.Shape("point:N", title=None, scale=alt.Scale(domain=kinds, range=[SHAPES[k] for k in kinds]))
+    tip = ["config:N", alt.Tooltip("throughput:Q", format=",.0f"), alt.Tooltip("memory:Q", format=".3g"),
+           "n_seeds:Q", "excluded_reason:N"]
+    pts = base.transform_filter("!datum.excluded").mark_point(filled=True, size=90).encode(
+        color=_color(d["config"]), shape=shape, tooltip=tip)
+    bad = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, color=FAILED_GREY,
+                                                             strokeWidth=2).encode(shape=shape, tooltip=tip)
+    line = alt.Chart(d[d["point"] == "frontier"].sort_values("throughput")).mark_line(
+        color="black", strokeDash=[4, 3]).encode(x=xe, y=ye)
+    leaders = base.transform_filter("datum.moved").mark_rule(color="#999999", strokeWidth=0.7).encode(
+        x2="ax:Q", y2="ly:Q")
+    labels = base.mark_text(align="left", baseline="middle", fontSize=10).encode(
+        x="lx:Q", y="ly:Q", text="config:N",
+        color=alt.condition("datum.excluded", alt.value(FAILED_GREY), alt.value("#333333")))
+    one = (d["n_seeds"] < 2).all()
+    sub = ["quality not judged (a speed study); diamonds: frontier (none faster and leaner);",
+           "grey crosses: a failed run" + ("; one seed per config" if one else "")]
+    return alt.layer(line, leaders, pts, bad, labels).properties(width=width, height=height, title=alt.Title(
+        title, subtitle=sub, anchor="start", fontSize=12))
+
+
 def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> alt.Chart:
     """Throughput vs quality per config (error bars +-1 std over seeds, where >= 2); the Pareto
     frontier (diamonds, dashed line) from the summary's ``pareto_throughput``; configs with a
@@ -260,6 +315,8 @@ def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> al
     established."""
     if speed_unmeasured(summary):
         return quality_strip(summary, "Quality per config", recommended)
+    if speed_only(summary):
+        return speed_memory_panel(summary, "Throughput vs peak memory")
     if _means(summary)[["throughput", "quality"]].dropna().empty:
         return no_data_chart("no ok runs: no throughput-quality points", "Throughput vs quality")
     panel, notes = frontier_panel(summary, "throughput", True, recommended)
@@ -270,7 +327,10 @@ def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> al
 
 
 def pareto_chart(summary: pd.DataFrame, recommended: str | None = None) -> alt.Chart:
-    """The two frontiers side by side: throughput-quality and memory-quality."""
+    """The two frontiers side by side: throughput-quality and memory-quality (a speed study:
+    throughput against memory, ``speed_memory_panel``)."""
+    if speed_only(summary):
+        return speed_memory_panel(summary, "Pareto frontier: throughput vs peak memory")
     if _means(summary)[["throughput", "memory", "quality"]].dropna().empty:
         return no_data_chart("no ok runs: no Pareto frontier", "Pareto frontiers")
     panels = []

@@ -73,6 +73,9 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
         if ch.speed_unmeasured(summary):
             panels.append(ch.quality_strip(summary, f"{s}: {q} per config", recommended.get(s)))
             continue
+        if ch.speed_only(summary):
+            panels.append(ch.speed_memory_panel(summary, f"{s}: throughput vs peak memory", width=300, height=220))
+            continue
         if summary.loc[summary["seed"] == "mean", ["throughput", "quality"]].dropna().empty:
             panels.append(ch.no_data_chart("no ok runs: no throughput-quality points", f"{s}: {q} vs throughput"))
             continue
@@ -85,6 +88,8 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
                                                        anchor="start", fontSize=12)))
     title = ("Quality per config and scenario (no speed: the runs shared a GPU)"
              if all(ch.speed_unmeasured(sm) for sm in summaries.values()) else
+             "Throughput vs peak memory per scenario (a speed study: quality not judged)"
+             if all(ch.speed_only(sm) for sm in summaries.values()) else
              "Quality vs throughput per scenario (ring: recommended; diamonds + dashed line: Pareto frontier; grey "
              "crosses: a failed run)")
     return alt.concat(*panels, columns=columns).resolve_scale(color="shared", shape="shared").properties(

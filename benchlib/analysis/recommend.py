@@ -253,7 +253,18 @@ def _numbers(piv: dict, c: str, on) -> str:
     return ("speed not measured in this study" if pd.isna(rank) else f"mean throughput rank {rank:.1f}")
 
 
-def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study") -> list[str]:
+def _ties(piv: dict, order: list, on, pct: float) -> str:
+    """'; as fast within 1%: b (8.10x), c (8.08x)' for the configs after ``order[0]`` whose
+    geo-mean throughput over ``on`` is within ``pct`` % of its (``Rules.min_size_pct``: the speed
+    difference below which nobody would choose between them), '' when none is."""
+    rel = piv["throughput_rel"].reindex(index=order, columns=on)
+    geo = np.exp(np.log(rel).mean(axis=1))
+    near = [c for c in order[1:] if geo[c] >= geo[order[0]] * (1 - pct / 100)]
+    return f"; as fast within {pct:g}%: " + ", ".join(f"{c} ({geo[c]:.2f}x)" for c in near) if near else ""
+
+
+def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
+                   rules: Rules = Rules()) -> list[str]:
     """The default of a quality study whose runs measured no speed, from a speed study: the
     configs ``saf`` (the quality study's safety frame: ``comparison.json``'s
     ``recommendation_evidence``) calls safe on every scenario, fastest first by their mean
@@ -278,7 +289,8 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
                 + "; ".join(f"{c} on {', '.join(ss)}" for c, ss in sorted(missing.items()))]
     order = _speed_order(piv, universal, on)
     lines = [f"{'default: ' if i == 0 else ''}{c} - safe on all {len(scns)} scenarios; {speed_study}: "
-             f"{_numbers(piv, c, on)}, mean throughput rank {ranks.loc[c].mean():.1f}" for i, c in enumerate(order)]
+             f"{_numbers(piv, c, on)}, mean throughput rank {ranks.loc[c].mean():.1f}"
+             + (_ties(piv, order, on, rules.min_size_pct) if i == 0 else "") for i, c in enumerate(order)]
     lean = min(order, key=lambda c: piv["memory_rank"].reindex(index=order, columns=on).loc[c].mean())
     if lean != order[0]:
         lines.append(f"memory-bound: {lean} - lowest memory of the universally safe configs; "
@@ -286,7 +298,8 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
     return lines
 
 
-def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study") -> dict:
+def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
+                        rules: Rules = Rules()) -> dict:
     """Scenario -> the per-task line of ``recommendations`` across two studies: on each scenario
     the speed study measured, the fastest there of the configs ``saf`` calls safe on it (none
     while one of them has no throughput there)."""
@@ -301,8 +314,9 @@ def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_stud
             out[s] = (f"{s}: fastest safe config not known yet: {speed_study} has not measured "
                       f"{', '.join(ranks.index[ranks.isna()])} on {s}")
         else:
-            c = ranks.idxmin()
-            out[s] = f"{s}: fastest safe config {c} ({speed_study}: {_numbers(piv, c, [s])})"
+            order = list(ranks.sort_values().index)
+            out[s] = (f"{s}: fastest safe config {order[0]} ({speed_study}: {_numbers(piv, order[0], [s])}"
+                      f"{_ties(piv, order, [s], rules.min_size_pct)})")
     return out
 
 
