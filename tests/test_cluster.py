@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import COMPLETED, REPO
 
-from benchlib.core.records import read_record, write_json_atomic
+from benchlib.core.records import FINISHED, read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study import cluster, runner, sweep
 from benchlib.study.executor import ExecutorSettings
@@ -336,7 +336,9 @@ def test_the_smoke_study_through_a_real_slurm(tmp_path, capsys):
     rc = sweep.main([str(smoke), "--out", str(root), "--executor", "slurm", "--wait", "--no-analysis", "--no-html"])
     recs = _records(root / "smoke")
     assert rc == 0, {k: r["reason"] for k, r in recs.items() if r["status"] == "error"}
-    assert len(recs) == 18 and all(r["status"] in COMPLETED for r in recs.values())
+    # every run finished through Slurm; which of them diverge (fp16_naive on A, near its edge at
+    # tiny on a CPU: transformers' initialisation decides) is the runs' business, not Slurm's
+    assert len(recs) == 18 and all(r["status"] in FINISHED for r in recs.values())
     jobs = {r["sweep"]["job"]["job_id"] for r in recs.values()}
     assert len(jobs) == 18 and all(r["sweep"]["job"]["executor"] == "slurm" for r in recs.values())
     assert len({j.split("_")[0] for j in jobs}) == 1  # one array

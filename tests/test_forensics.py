@@ -82,24 +82,51 @@ def test_a_run_records_the_counters_per_logged_step_and_their_summary(tmp_path):
     assert not any(k.startswith("forensics/") for k in off["metrics"])
 
 
-def test_fp16_weights_with_the_common_eps_diverge_where_the_eps_control_trains(tmp_path):
-    """fp16 weights keep Adam's second moment in fp16: g^2 below ~6e-8 is stored as 0, and the
-    next update divides by eps alone. With the eps every config shares (1e-8) a tiny GPT-2
-    diverges within a few steps; the named control with eps 1e-4 trains. So the two configs
-    measure what eps does, and no other config carries it silently."""
-    from benchlib.training.loop import run
-    common = run({"scenario": "A", "config": "fp16_naive", "steps": 20, "log_every": 2}, out_dir=tmp_path / "a",
-                 progress=False)
-    control = run({"scenario": "A", "config": "fp16_naive_eps1e4", "steps": 20, "log_every": 2},
-                  out_dir=tmp_path / "b", progress=False)
-    assert common["status"] == "diverged" and control["status"] != "diverged"
+def test_fp16_weights_keep_a_second_moment_that_small_gradients_leave_at_zero():
+    """fp16 weights keep Adam's state in fp16: (1 - beta2) g^2 of a gradient of 1e-4 (5e-10) lies
+    below fp16's smallest subnormal (6e-8) and is stored as 0, where fp32 weights (amp_fp16) keep
+    it. How much that enlarges the next update depends on the kernel (a fused step that holds the
+    fresh g^2 in fp32 softens it; on the GPU fp16_naive diverged on all six scenarios of the
+    reference study, and on some CPUs a tiny GPT-2 diverged within three steps, on others not), so
+    the end-to-end outcome is the studies' to record; the named control fp16_naive_eps1e4 differs
+    from fp16_naive in eps alone (test_configs)."""
+    def second_moment(config: str) -> float:
+        dtype = get_config(config)
+        model = torch.nn.Linear(1, 1, bias=False).to(dtype.torch_param_dtype)
+        opt = build_optimizer(model, dtype, 1e-3, 0.0, 0.95, torch.device("cpu"))
+        for _ in range(2):
+            model.weight.grad = torch.full_like(model.weight, 1e-4)
+            opt.step()
+        v = opt.state[model.weight]["exp_avg_sq"]
+        assert v.dtype == model.weight.dtype
+        return float(v)
+
+    assert second_moment("fp16_naive") == 0.0
+    assert second_moment("amp_fp16") == pytest.approx(0.05 * 1e-8 * (1 + 0.95), rel=1e-3)
 
 
-def test_a_last_step_that_leaves_non_finite_weights_is_diverged_not_stalled(tmp_path):
-    """fp16_naive on a tiny A: the third step applies inf gradients while the loss it logged was
-    still finite; the final evaluation then reads nan. That is a divergence, and the record says so."""
-    from benchlib.training.loop import run
-    rec = run({"scenario": "A", "config": "fp16_naive", "steps": 3, "log_every": 1}, out_dir=tmp_path,
-              progress=False)
+def test_a_last_step_that_leaves_non_finite_weights_is_diverged_not_stalled(tmp_path, monkeypatch):
+    """The last step puts inf into a weight while the loss it logged was still finite; the final
+    evaluation then reads nan. That is a divergence (at that step), and the record says so. (fp16_naive
+    on a tiny A did this on its third step on some CPUs: here the step is made to.)"""
+    from benchlib.training import loop
+    real = loop.build_optimizer
+
+    def poisoning(model, *args, **kw):
+        opt = real(model, *args, **kw)
+        step, calls = opt.step, []
+
+        def step_then_poison(*a, **k):
+            out = step(*a, **k)
+            calls.append(1)
+            if len(calls) == 3:
+                with torch.no_grad():
+                    next(model.parameters()).view(-1)[0] = float("inf")
+            return out
+        opt.step = step_then_poison
+        return opt
+    monkeypatch.setattr(loop, "build_optimizer", poisoning)
+    rec = loop.run({"scenario": "A", "config": "fp32_baseline", "steps": 3, "log_every": 1}, out_dir=tmp_path,
+                   progress=False)
     assert rec["status"] == "diverged" and "final evaluation" in rec["reason"]
     assert rec["metrics"]["stability/diverged_step"] == 2
