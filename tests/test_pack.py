@@ -64,6 +64,27 @@ def test_pack_holds_the_new_and_changed_records_with_repository_paths_and_no_che
     assert "left out: 2 checkpoint file(s), 1 hidden file(s)" in printed
 
 
+def test_a_pretrain_trained_again_under_a_committed_record_stays_out(repo, tmp_path, capsys):
+    """A job's fresh copy of the tracked tree restores the committed pretrain record over the one
+    a host made when it trained the checkpoint again; that training's new step log and notebook
+    must not come back over the committed ones. A pretrain whose record is new comes back whole."""
+    ex = repo / "executed"
+    _write(ex / "ref.pretrain/gpt2/result.json", '{"status": "ok"}')
+    _write(ex / "ref.pretrain/gpt2.ipynb")
+    _git(repo, "add", "-f", "executed/ref.pretrain")
+    _git(repo, "commit", "-qm", "pretrain")
+    _write(ex / "ref.pretrain/gpt2/steps.jsonl", '{"step": 0}')  # the host's second training
+    _write(ex / "ref.pretrain/gpt2.ipynb", "run again")
+    _write(ex / "ref.pretrain/roberta/result.json", '{"status": "ok"}')  # a new pretrain: its record is new
+    _write(ex / "ref.pretrain/roberta/steps.jsonl", '{"step": 0}')
+    _write(ex / "ref/runs/A/amp_bf16/seed1/result.json", '{"status": "ok", "seed": 1}')
+    out = tmp_path / "chunk.tgz"
+    assert main(["pack", str(ex / "ref"), "--out", str(out)]) == 0
+    assert _names(out) == ["executed/ref.pretrain/roberta/result.json", "executed/ref.pretrain/roberta/steps.jsonl",
+                           "executed/ref/runs/A/amp_bf16/seed1/result.json"]
+    assert "2 stale pretrain file(s)" in capsys.readouterr().out
+
+
 def test_pack_since_a_commit_adds_what_was_committed_after_it(repo, tmp_path):
     _write(repo / "executed/ref/runs/D/amp_bf16/seed0/result.json")
     _git(repo, "add", "-f", "executed/ref")

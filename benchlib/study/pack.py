@@ -8,7 +8,8 @@ is ignored but for the studies added with ``git add -f``); with ``--since REF`` 
 changed since that commit; outside a git work tree, or with ``--newer-than FILE``, the files
 modified after FILE (touch it before the sweep). Model checkpoints (``model/`` folders,
 ``*.safetensors``, ``*.bin``, ``*.pt``) and hidden files (temporary files of an interrupted
-write) stay out. Paths in the archive are relative to the repository root (outside git: the
+write) stay out, and so do the files of a pretrain run whose record is the committed one (a
+checkpoint trained again on the host: its step log and notebook are not the record's). Paths in the archive are relative to the repository root (outside git: the
 current folder), so ``tar xzf chunk.tgz -C <repository>`` does what ``unpack`` does, less its
 checks. An archive over ``LIMIT_MIB`` (what one GPU job may return per file) is refused.
 """
@@ -87,8 +88,9 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
     out = Path(out).resolve()
     files = [f for f in files if f != out]
     rel = {f: PurePosixPath(f.relative_to(root).as_posix()) for f in files}
-    skipped = Counter(left_out(r) for r in rel.values() if left_out(r))
-    files = [f for f in files if not left_out(rel[f])]
+    stale = _beside_a_standing_record(files, dirs)
+    skipped = Counter(left_out(r) or "stale pretrain" for f, r in rel.items() if left_out(r) or f in stale)
+    files = [f for f in files if not left_out(rel[f]) and f not in stale]
     if not files:
         raise UserError(f"nothing to pack: no new or changed file under {', '.join(str(d) for d in dirs)}")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -105,8 +107,25 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
     lines = [f"packed {len(files)} files ({_mib(total)}, {_mib(size)} compressed) into {out}"]
     if skipped:
         lines.append(f"left out: {', '.join(f'{n} {why} file(s)' for why, n in sorted(skipped.items()))} "
-                     f"(checkpoints are never carried back; the sweep makes a missing one again when a run needs it)")
+                     f"(checkpoints are never carried back; the sweep makes a missing one again when a run needs it"
+                     + ("; a stale pretrain file belongs to a checkpoint trained again here while the committed "
+                        "record stands" if "stale pretrain" in skipped else "") + ")")
     return "\n".join(lines)
+
+
+def _beside_a_standing_record(files: list[Path], dirs: list[Path]) -> set[Path]:
+    """Files of a pretrain stage's run folder (``<study>.pretrain/<arch>/``) whose record is not
+    among ``files``: a checkpoint trained again on this host (they never travel) while the record
+    that stands is the one the repository has (each job's fresh copy of the tracked tree restores
+    it). Its new step log would otherwise come back over the committed one."""
+    changed = set(files)
+    out = set()
+    for f in files:
+        run = (f.with_suffix("") if f.suffix == ".ipynb" and f.parent.name.endswith(".pretrain") else  # its notebook
+               next((d for d in f.parents if d.parent.name.endswith(".pretrain") and d.parent in dirs), None))
+        if run is not None and (run / "result.json").exists() and run / "result.json" not in changed:
+            out.add(f)
+    return out
 
 
 def _mib(n: int) -> str:
