@@ -9,8 +9,8 @@ changed since that commit; outside a git work tree, or with ``--newer-than FILE`
 modified after FILE (touch it before the sweep). Model checkpoints (``model/`` folders,
 ``*.safetensors``, ``*.bin``, ``*.pt``) and hidden files (temporary files of an interrupted
 write) stay out, and so do the files of a pretrain run whose record is the committed one (a
-checkpoint trained again on the host: its step log and notebook are not the record's). Paths in the archive are relative to the repository root (outside git: the
-current folder), so ``tar xzf chunk.tgz -C <repository>`` does what ``unpack`` does, less its
+checkpoint trained again on the host: its step log and notebook are not the record's). Paths in
+the archive are relative to the repository root (outside git: the current folder), so ``tar xzf chunk.tgz -C <repository>`` does what ``unpack`` does, less its
 checks. An archive over ``LIMIT_MIB`` (what one GPU job may return per file) is refused.
 """
 from __future__ import annotations
