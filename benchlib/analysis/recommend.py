@@ -307,9 +307,9 @@ def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_stud
     out = {}
     for s in sorted(set(saf["scenario"]) & set(speed_stats["scenario"])):
         safe = sorted(saf.loc[(saf["scenario"] == s) & saf["safe"].eq(True), "config"])
-        ranks = piv["throughput_rank"].reindex(index=safe, columns=[s])[s] if safe else pd.Series(dtype=float)
         if not safe:
             continue
+        ranks = piv["throughput_rank"].reindex(index=safe, columns=[s])[s]
         if ranks.isna().any():
             out[s] = (f"{s}: fastest safe config not known yet: {speed_study} has not measured "
                       f"{', '.join(ranks.index[ranks.isna()])} on {s}")

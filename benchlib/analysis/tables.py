@@ -180,16 +180,16 @@ def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
         ref = next((c for c in rules.reference_configs if (fin["config"] == c).any()), None)
         row = {"scenario": s, "reference": ref, "learned": None, "metric": None, "reference_value": np.nan,
                "baseline": None, "baseline_value": np.nan, "n_runs": 0}
+        if not_judged(df[df["scenario"] == s]):  # a speed study's: whatever its reference did
+            row.update(n_runs=int((fin["config"] == ref).sum()), reason=NOT_JUDGED)
+            rows.append(row)
+            continue
         if ref is None:
             row["reason"] = (f"unknown: no reference config ({', '.join(rules.reference_configs)}) finished a run; "
                              "quality enters no ranking")
             rows.append(row)
             continue
         r = fin[fin["config"] == ref]
-        if not_judged(df[df["scenario"] == s]):
-            row.update(n_runs=len(r), reason=NOT_JUDGED)
-            rows.append(row)
-            continue
         beats = [False if st == "stalled" else _tri(b) for st, b in zip(r["status"], r["quality/beats_baseline"])]
         metric, base = _first(r["quality/learned_metric"]), _first(r["baseline/name"])
         row.update(n_runs=len(r), metric=metric, baseline=base)
@@ -275,7 +275,7 @@ def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
 def _health(df: pd.DataFrame, lt: pd.DataFrame, rules) -> tuple[pd.Series, pd.Series]:
     health = df["status"].astype(object).copy()
     reason = pd.Series([""] * len(df), index=df.index, dtype=object)
-    unjudged = {s for s, g in df.groupby("scenario") if not_judged(g)}
+    unjudged = set(lt.loc[lt["reason"] == NOT_JUDGED, "scenario"])  # learned_scenarios decided it
     for i, r in df.iterrows():
         st = r["status"]
         if st == "diverged":
