@@ -114,10 +114,11 @@ def study_overview(study_dir: Path) -> tuple[dict, str]:
         return {}, f"the overview could not be drawn: {type(e).__name__}: {e}"
 
 
-RUN_PAGES_MAX = 60
+RUN_PAGES_MAX = 20
 """A study of more runs gets no HTML page per run: its index links each run's executed notebook
-(which code-hosting sites render) instead. Every tracked file travels with each GPU job, and
-300 pages would add ~30 MB that repeat the notebooks."""
+(which code-hosting sites and JupyterLab render) instead. A page repeats its notebook (~110 kB
+each), and every tracked file travels with each GPU job under a 64 MiB limit: the 26 pages of
+`executed/h200/quick` alone were 2.9 MB. A user's own small sweep still reads page by page."""
 
 
 def export_study_html(study_dir: Path, items: list, analysis: list[Path], overview: bool = True) -> Path:
