@@ -130,6 +130,7 @@ def summary(items: list[Item]) -> str:
     (mean over seeds, +- std where there are several)."""
     import pandas as pd
 
+    from benchlib.analysis.tables import not_judged
     from benchlib.core.records import records_frame
     recs, arms = [], []
     for i in items:
@@ -144,6 +145,9 @@ def summary(items: list[Item]) -> str:
     if not recs:
         return "\n".join(lines)
     df = records_frame(recs)
+    if not_judged(df):
+        lines.append("quality not judged (run.judge_quality false: a speed study): 'stalled' and 'degraded' say how "
+                     "far the short runs got and keep their speed and memory; diverged, oom and error fail")
     if df["shared_gpu"].any():
         lines.append(f"speed left blank for {_n(int(df['shared_gpu'].sum()), 'run')} that shared a GPU (--runs-per-gpu)")
     for col in ("throughput", "memory", "quality"):
