@@ -28,6 +28,18 @@ def test_runs_are_seed_major(tmp_path):
     assert first == [(s, c) for s in "AD" for c in ("fp32_baseline", "amp_bf16", "bf16_no_compile")]
 
 
+def test_order_cells_runs_a_cells_seeds_back_to_back(tmp_path):
+    """A speed study's later seeds compile warm on the host of the first (``order: cells``)."""
+    runs = _load(tmp_path, BASE + "order: cells\nconfig_seeds: {bf16_no_compile: [0]}\n").runs()
+    assert [r.cfg.run_id for r in runs[:4]] == ["A/fp32_baseline/seed0", "A/fp32_baseline/seed1",
+                                                  "A/fp32_baseline/seed2", "A/amp_bf16/seed0"]
+    assert [r.cfg.run_id for r in runs[6:8]] == ["A/bf16_no_compile/seed0", "D/fp32_baseline/seed0"]
+    assert sorted(r.cfg.run_id for r in runs) == sorted(r.cfg.run_id for r in _load(
+        tmp_path, BASE + "config_seeds: {bf16_no_compile: [0]}\n").runs())  # the same runs, reordered
+    with pytest.raises(ConfigError, match="^.*order: expected one of seeds, cells, got 'cell'$"):
+        _load(tmp_path, BASE + "order: cell\n")
+
+
 def test_config_seeds_runs_a_config_at_fewer_seeds(tmp_path):
     study = _load(tmp_path, BASE + "config_seeds: {bf16_no_compile: [0]}\n")
     runs = study.runs()

@@ -8,6 +8,7 @@ file, the key and the valid values.
     scenarios: [A, D]                 # or: all
     configs: [fp32_baseline, amp_bf16]  # or: seed001 | seed002 | all (also inside a list)
     seeds: [0, 1, 2]                  # runs are ordered seed-major: all of seed 0 first
+    order: seeds                      # or cells: a (scenario, config)'s seeds back to back
     config_seeds: {bf16_no_compile: [0]}  # a config that runs fewer seeds (a subset)
     notebook_seeds: [0]               # seeds whose runs execute a notebook (default: all); the
                                       # others run without one, a cell's seeds in one process
@@ -76,8 +77,15 @@ from benchlib.core.scenarios import SCENARIOS, get_scenario
 from benchlib.study.executor import ExecutorSettings
 
 # Keys that describe the matrix; every other top-level key is a RunConfig setting.
-STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "config_seeds", "notebook_seeds", "overrides",
-              "pretrain", "arms", "executor")
+STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "order", "config_seeds", "notebook_seeds",
+              "overrides", "pretrain", "arms", "executor")
+ORDERS = ("seeds", "cells")
+"""``order:`` of a study's runs. ``seeds`` (the default): every scenario and config of the first
+seed before any of the next, so a study cut short (a time budget, a lost machine) still holds
+whole seeds. ``cells``: each (scenario, config)'s seeds back to back, so the later seeds find
+the first one's compiled graphs in the machine's compile cache: a speed study of short runs on
+hosts lent one at a time, whose seeds run on another host cold otherwise (H100, GPT-2 base,
+100 steps: a seed-1 run ~30 s on the host of its seed 0, ~65 s on a fresh one)."""
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
 CONFIG_SETS = {"seed001": FULL_MATRIX, "seed002": CORE_SIX, "all": list(REGISTRY)}
@@ -121,6 +129,9 @@ class Study:
     config_seeds: dict = field(default_factory=dict)
     """config -> the seeds it runs, a subset of ``seeds`` (``config_seeds:``), for configs that
     need fewer (a compile ablation: its quality seeds would repeat the compiled config's)."""
+
+    order: str = "seeds"
+    """How the runs are ordered (``order:``, one of ``ORDERS``)."""
 
     notebook_seeds: list | None = None
     """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed. The
@@ -173,21 +184,22 @@ class Study:
         for arm, over in (self.arms or {None: {}}).items():
             configs = over.get("configs", self.configs)
             here = f"{where}arms.{arm}: " if arm else where
-            # seed-major: every scenario and config of the first seed before any of the next, so a
-            # study cut short (a time budget, a lost machine) still holds whole seeds
-            for k in self.seeds:
-                for s in self.scenarios:
-                    arch = get_scenario(s).arch
-                    for c in (c for c in configs if k in self.seeds_of(c)):
-                        d = self.run_params(s, c, k)
-                        d.update({key: v for key, v in over.items() if key != "configs"})
-                        if arm:
-                            d["extra"] = {**d["extra"], "arm": arm}
-                        if checkpoints is not None and d.get("model_name_or_path") == PRETRAINED:
-                            d["model_name_or_path"] = str(checkpoints[arch])
-                        nb = self.notebook_seeds is None or k in self.notebook_seeds
-                        out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm, nb))
+            for k, s, c in self._matrix(configs):
+                d = self.run_params(s, c, k)
+                d.update({key: v for key, v in over.items() if key != "configs"})
+                if arm:
+                    d["extra"] = {**d["extra"], "arm": arm}
+                if checkpoints is not None and d.get("model_name_or_path") == PRETRAINED:
+                    d["model_name_or_path"] = str(checkpoints[get_scenario(s).arch])
+                nb = self.notebook_seeds is None or k in self.notebook_seeds
+                out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm, nb))
         return out
+
+    def _matrix(self, configs: list[str]) -> list[tuple[int, str, str]]:
+        """(seed, scenario, config) of every run, in the study's ``order``."""
+        if self.order == "cells":
+            return [(k, s, c) for s in self.scenarios for c in configs for k in self.seeds_of(c)]
+        return [(k, s, c) for k in self.seeds for s in self.scenarios for c in configs if k in self.seeds_of(c)]
 
     def pretrain_phases(self, arch: str) -> int:
         """How many runs (phases) pretrain ``arch``'s checkpoint."""
@@ -283,7 +295,7 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     configs, seeds = _configs(d.get("configs", "seed001"), where), _seeds(d.get("seeds", [0]), where)
     return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
                  configs=configs, seeds=seeds, config_seeds=_config_seeds(d.get("config_seeds"), configs, seeds, where),
-                 notebook_seeds=_notebook_seeds(d.get("notebook_seeds"), seeds, where),
+                 notebook_seeds=_notebook_seeds(d.get("notebook_seeds"), seeds, where), order=_order(d.get("order"), where),
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
                  description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where),
                  arms=_arms(d.get("arms"), where, bool(d.get("pretrain"))),
@@ -360,6 +372,14 @@ def _seeds(v: Any, where: str) -> list[int]:
     if bad:
         raise ConfigError(f"{where}seeds: expected a list of non-negative integers, e.g. [0, 1, 2]; got {bad[0]!r}")
     return list(dict.fromkeys(seeds))
+
+
+def _order(v: Any, where: str) -> str:
+    if v is None:
+        return "seeds"
+    if v not in ORDERS:
+        raise ConfigError(f"{where}order: expected one of {', '.join(ORDERS)}, got {v!r}")
+    return v
 
 
 def _notebook_seeds(v: Any, seeds: list[int], where: str) -> list[int] | None:
