@@ -122,6 +122,11 @@ def environment(device: torch.device) -> dict:
     if device.type == "cuda":
         env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
         env["driver"] = _nvml_driver()
+        # which physical GPU: hosts lent one at a time share a hostname, and a speed gap between
+        # two configs is believable only if it holds across GPUs (the same runs on two H100s
+        # differed by a median 0.45% and up to 26%, docs/performance.md)
+        uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+        env["gpu_uuid"] = str(uuid) if uuid else None
     return env
 
 
