@@ -85,6 +85,21 @@ def test_a_pretrain_trained_again_under_a_committed_record_stays_out(repo, tmp_p
     assert "2 stale pretrain file(s)" in capsys.readouterr().out
 
 
+def test_a_run_cut_off_before_its_record_stays_out(repo, tmp_path, capsys):
+    """The time budget or a lost machine cut a run off: its partial notebook and empty step log
+    would stop a later unpack of the finished run (different content), and it runs again."""
+    ex = repo / "executed"
+    _write(ex / "ref/runs/D/bf16_pure/seed0.ipynb", "half")
+    _write(ex / "ref/runs/D/bf16_pure/seed0/steps.jsonl", "")
+    _write(ex / "ref/runs/ddp_2/D/amp_bf16/seed0/rank1.jsonl", "")  # an arm's run, cut off too
+    _write(ex / "ref/runs/D/amp_bf16/seed0.ipynb", "whole")
+    _write(ex / "ref/runs/D/amp_bf16/seed0/result.json", '{"status": "ok"}')
+    out = tmp_path / "chunk.tgz"
+    assert main(["pack", str(ex / "ref"), "--out", str(out)]) == 0
+    assert _names(out) == ["executed/ref/runs/D/amp_bf16/seed0.ipynb", "executed/ref/runs/D/amp_bf16/seed0/result.json"]
+    assert "3 unfinished run file(s)" in capsys.readouterr().out
+
+
 def test_pack_since_a_commit_adds_what_was_committed_after_it(repo, tmp_path):
     _write(repo / "executed/ref/runs/D/amp_bf16/seed0/result.json")
     _git(repo, "add", "-f", "executed/ref")

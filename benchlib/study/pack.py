@@ -9,9 +9,11 @@ changed since that commit; outside a git work tree, or with ``--newer-than FILE`
 modified after FILE (touch it before the sweep). Model checkpoints (``model/`` folders,
 ``*.safetensors``, ``*.bin``, ``*.pt``) and hidden files (temporary files of an interrupted
 write) stay out, and so do the files of a pretrain run whose record is the committed one (a
-checkpoint trained again on the host: its step log and notebook are not the record's). Paths in
-the archive are relative to the repository root (outside git: the current folder), so ``tar xzf chunk.tgz -C <repository>`` does what ``unpack`` does, less its
-checks. An archive over ``LIMIT_MIB`` (what one GPU job may return per file) is refused.
+checkpoint trained again on the host: its step log and notebook are not the record's), and the
+files of a run with no ``result.json`` yet (cut off, or still going when a packer runs beside
+the sweep: it runs again next call). Paths in the archive are relative to the repository root
+(outside git: the current folder), so ``tar xzf chunk.tgz -C <repository>`` does what
+``unpack`` does, less its checks. An archive over ``LIMIT_MIB`` (what one GPU job may return per file) is refused.
 """
 from __future__ import annotations
 
@@ -88,9 +90,10 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
     out = Path(out).resolve()
     files = [f for f in files if f != out]
     rel = {f: PurePosixPath(f.relative_to(root).as_posix()) for f in files}
-    stale = _beside_a_standing_record(files, dirs)
-    skipped = Counter(left_out(r) or "stale pretrain" for f, r in rel.items() if left_out(r) or f in stale)
-    files = [f for f in files if not left_out(rel[f]) and f not in stale]
+    stale, unfinished = _beside_a_standing_record(files, dirs), _of_unfinished_runs(files, dirs)
+    skipped = Counter(left_out(r) or ("stale pretrain" if f in stale else "unfinished run")
+                      for f, r in rel.items() if left_out(r) or f in stale or f in unfinished)
+    files = [f for f in files if not left_out(rel[f]) and f not in stale and f not in unfinished]
     if not files:
         raise UserError(f"nothing to pack: no new or changed file under {', '.join(str(d) for d in dirs)}")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -109,7 +112,10 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
         lines.append(f"left out: {', '.join(f'{n} {why} file(s)' for why, n in sorted(skipped.items()))} "
                      f"(checkpoints are never carried back; the sweep makes a missing one again when a run needs it"
                      + ("; a stale pretrain file belongs to a checkpoint trained again here while the committed "
-                        "record stands" if "stale pretrain" in skipped else "") + ")")
+                        "record stands" if "stale pretrain" in skipped else "")
+                     + ("; an unfinished run (cut off, no result.json yet) runs again on the next call, and its "
+                        "partial notebook here would stop a later unpack of the finished one" if "unfinished run" in skipped
+                        else "") + ")")
     return "\n".join(lines)
 
 
@@ -124,6 +130,20 @@ def _beside_a_standing_record(files: list[Path], dirs: list[Path]) -> set[Path]:
         run = (f.with_suffix("") if f.suffix == ".ipynb" and f.parent.name.endswith(".pretrain") else  # its notebook
                next((d for d in f.parents if d.parent.name.endswith(".pretrain") and d.parent in dirs), None))
         if run is not None and (run / "result.json").exists() and run / "result.json" not in changed:
+            out.add(f)
+    return out
+
+
+def _of_unfinished_runs(files: list[Path], dirs: list[Path]) -> set[Path]:
+    """Files of a run (``runs/.../seed<k>.ipynb`` and its ``seed<k>/`` folder) that has no
+    ``result.json``: a run the time budget or a lost machine cut off."""
+    out = set()
+    for f in files:
+        if not any(f.is_relative_to(d / "runs") for d in dirs):
+            continue
+        run = (f.with_suffix("") if f.suffix == ".ipynb" and f.stem.startswith("seed") else
+               next((p for p in f.parents if p.name.startswith("seed") and p.name[4:].isdigit()), None))
+        if run is not None and not (run / "result.json").exists():
             out.add(f)
     return out
 
