@@ -166,6 +166,20 @@ def test_changed_study_settings_make_a_record_stale(tmp_path):
     assert sweep.run_state(item) == ("stale", "parameters changed: steps 99 -> 30")
 
 
+def test_cuda_graphs_asked_of_an_uncompiled_run_is_not_a_change(tmp_path):
+    """``cudagraphs: true`` for a scenario reaches bf16_no_compile too, which runs without them
+    and records them off: that record stands (a speed study re-ran it every call before)."""
+    study = tmp_path / "graphs.yaml"
+    for device, compiled, state in [("cuda", "off", "done:ok"), ("cpu", "on", "done:ok"), ("cuda", "on", "stale")]:
+        text = (PARAMS / "smoke.yaml").read_text().replace("device: cpu", f"device: {device}")
+        study.write_text(text + "\ncudagraphs: true\n")
+        item = sweep.plan(load_study(study), tmp_path)[0]
+        rec = runner.error_record(item.spec, item.out_dir, "")
+        write_json_atomic(item.result, {**rec, "status": "ok", "sweep": {"wall_s": 1.0},
+                                        "run": {**rec["run"], "compile": compiled, "cudagraphs": False}})
+        assert sweep.run_state(item)[0] == state, (device, compiled)
+
+
 def test_a_changed_reading_key_updates_finished_records_instead_of_training_again(tmp_path, capsys):
     """judge_quality decides how the analysis reads a run, not what it trains: a study that
     turns it off later keeps its finished runs and updates their records (the old value kept)."""

@@ -308,7 +308,14 @@ def stale_keys(rec: dict, params: dict, skip: tuple = ()) -> list[str]:
     ran = {**flatten(rec.get("run", {})), **((rec.get("data") or {}).get("asked") or {})}
     skip = ("out_dir", "extra", "scenario", "config", *READING_KEYS, *skip)
     return [f"{k} {ran.get(k)!r} -> {v!r}" for k, v in flatten(params).items()
-            if k not in skip and v is not None and v != "auto" and ran.get(k) != v]
+            if k not in skip and v is not None and v != "auto" and ran.get(k) != v and not _inapplicable(k, v, ran)]
+
+
+def _inapplicable(key: str, asked, ran: dict) -> bool:
+    """A request the run could not apply, which it records as off: CUDA graphs replay compiled
+    CUDA steps only (``cudagraphs: true`` for a scenario also reaches its uncompiled
+    bf16_no_compile and CPU runs). Running it again would record the same."""
+    return key == "cudagraphs" and asked is True and (ran.get("compile") == "off" or ran.get("device") != "cuda")
 
 # ---- executing one run ----------------------------------------------------------------
 def papermill_command(item: Item, study_file: Path) -> list[str]:
