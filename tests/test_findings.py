@@ -93,16 +93,21 @@ def test_the_readme_findings_are_what_the_command_writes_from_the_committed_comp
 REFERENCE = REPO / "executed" / "h100" / "reference" / "comparison" / "comparison.json"
 
 
-def speed_study(tmp_path, measured: dict[str, dict[str, float]]):
+def speed_study(tmp_path, measured: dict[str, dict[str, float]], cv: float | None = None, runs: int = 2):
     """A speed study's comparison (every scenario not judged) and its config_stats.csv:
-    ``measured[scenario][config]`` = throughput x fp32; memory 1 for all."""
+    ``measured[scenario][config]`` = throughput x fp32; memory 1 for all. With ``cv``, every
+    config has ``runs`` runs whose throughput spreads by that coefficient of variation."""
     import pandas as pd
     from benchlib.analysis.tables import NOT_JUDGED
     rows = []
+    noise = {} if cv is None else {"n": runs}
     for s, rel in measured.items():
         order = sorted(rel, key=rel.get, reverse=True)
         for c, x in rel.items():
-            rows += [{"scenario": s, "config": c, "metric": "throughput", "rank": order.index(c) + 1.0, "rel": x, "gain_pct": None},
+            if cv is not None:
+                noise.update(mean=100.0 * x, std=cv * 100.0 * x if runs > 1 else None)
+            rows += [{"scenario": s, "config": c, "metric": "throughput", "rank": order.index(c) + 1.0, "rel": x,
+                      "gain_pct": None, **noise},
                      {"scenario": s, "config": c, "metric": "memory", "rank": 1.0, "rel": 1.0, "gain_pct": None},
                      {"scenario": s, "config": c, "metric": "quality", "rank": None, "rel": None, "gain_pct": None}]
     (tmp_path / "comparison").mkdir(parents=True)
@@ -130,6 +135,22 @@ def test_the_default_is_the_fastest_universally_safe_config_of_the_speed_study(t
     assert "as fast within 1%: bf16_pure (8.95x))" in text  # 0.6% slower: no reason to choose between them
     assert "- A: a safe config" not in text and "- B: a safe config amp_bf16" in text  # B: no speed measured
     assert "- A: avoid bf16_naive" in text  # the quality study's failures stay
+
+
+def test_a_speed_gap_within_seed_noise_is_a_tie(tmp_path):
+    """amp_bf16 3% behind amp_fp16: a tie where seeds spread by 4% (1.96 standard errors of the
+    gap: 7.8%), a difference where they spread by 0.5% (1%); one run each: noise unknown, said."""
+    ref = json.loads(REFERENCE.read_text())
+    speeds = {c: 2.0 for c in ref["configs"]}
+    speeds["amp_fp16"], speeds["amp_bf16"] = 9.0, 8.73
+
+    def line(folder, cv, runs=2):
+        text = findings.render([("reference", ref, REFERENCE.parent.parent),
+                                speed_study(tmp_path / folder, {"A": speeds}, cv, runs)], ["r.json", "s.json"])
+        return next(ln for ln in text.splitlines() if ln.startswith("- A: fastest safe config"))
+    assert line("noisy", 0.04).endswith("as fast within 1% or seed noise: amp_bf16 (8.73x))")
+    assert line("quiet", 0.005).endswith("memory 1.00x fp32)")
+    assert line("one", 0.04, runs=1).endswith("seed noise not estimated yet (no config with 2 runs))")
 
 
 def test_no_default_while_the_speed_study_misses_a_safe_config(tmp_path):

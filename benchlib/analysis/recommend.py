@@ -253,14 +253,46 @@ def _numbers(piv: dict, c: str, on) -> str:
     return ("speed not measured in this study" if pd.isna(rank) else f"mean throughput rank {rank:.1f}")
 
 
-def _ties(piv: dict, order: list, on, pct: float) -> str:
-    """'; as fast within 1%: b (8.10x), c (8.08x)' for the configs after ``order[0]`` whose
-    geo-mean throughput over ``on`` is within ``pct`` % of its (``Rules.min_size_pct``: the speed
-    difference below which nobody would choose between them), '' when none is."""
+def _ties(piv: dict, order: list, on, pct: float, stats: pd.DataFrame | None = None) -> str:
+    """'; as fast within 1% or seed noise: b (8.10x), c (8.08x)' for the configs after
+    ``order[0]`` whose geo-mean throughput over ``on`` is within ``pct`` % of its
+    (``Rules.min_size_pct``: the speed difference below which nobody would choose between them)
+    or within the seed noise of the gap (``_speed_noise_pct``, from ``stats``); '' when none is."""
     rel = piv["throughput_rel"].reindex(index=order, columns=on)
     geo = np.exp(np.log(rel).mean(axis=1))
-    near = [c for c in order[1:] if geo[c] >= geo[order[0]] * (1 - pct / 100)]
-    return f"; as fast within {pct:g}%: " + ", ".join(f"{c} ({geo[c]:.2f}x)" for c in near) if near else ""
+    best = order[0]
+    noise = {c: _speed_noise_pct(stats, on, best, c) for c in order[1:]} if stats is not None else {}
+    near = [c for c in order[1:] if 100 * (1 - geo[c] / geo[best]) <= max(pct, noise.get(c) or 0.0)]
+    unknown = ("; seed noise not estimated yet (no config with 2 runs)"
+               if noise and not any(noise.values()) and {"std", "n"} <= set(stats.columns) else "")
+    if not near:
+        return unknown
+    told = "" if not any(noise.get(c) for c in near) else " or seed noise"
+    return f"; as fast within {pct:g}%{told}: " + ", ".join(f"{c} ({geo[c]:.2f}x)" for c in near) + unknown
+
+
+def _speed_noise_pct(stats: pd.DataFrame, on, a: str, b: str) -> float | None:
+    """The seed noise of the throughput gap between configs ``a`` and ``b`` over scenarios ``on``,
+    in %: 1.96 standard errors of the mean log-throughput difference, taking each scenario's
+    seed-to-seed spread as the median coefficient of variation of its configs with two or more
+    runs (one config's two seeds say little alone), and each config's number of runs there.
+    None where no scenario has such configs."""
+    need = {"scenario", "config", "metric", "mean", "std", "n"}
+    if not need <= set(stats.columns):
+        return None
+    t = stats[(stats["metric"] == "throughput") & stats["scenario"].isin(on)]
+    var = 0.0
+    for s in on:
+        here = t[t["scenario"] == s]
+        spread = here[(here["n"] >= 2) & (here["mean"] > 0)]
+        if spread.empty:
+            return None
+        cv = float((spread["std"] / spread["mean"]).median())
+        n = here.set_index("config")["n"]
+        if a not in n or b not in n:
+            return None
+        var += cv ** 2 * (1 / n[a] + 1 / n[b])
+    return 100 * 1.96 * float(np.sqrt(var)) / len(on)
 
 
 def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
@@ -290,7 +322,7 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
     order = _speed_order(piv, universal, on)
     lines = [f"{'default: ' if i == 0 else ''}{c} - safe on all {len(scns)} scenarios; {speed_study}: "
              f"{_numbers(piv, c, on)}, mean throughput rank {ranks.loc[c].mean():.1f}"
-             + (_ties(piv, order, on, rules.min_size_pct) if i == 0 else "") for i, c in enumerate(order)]
+             + (_ties(piv, order, on, rules.min_size_pct, speed_stats) if i == 0 else "") for i, c in enumerate(order)]
     lean = min(order, key=lambda c: piv["memory_rank"].reindex(index=order, columns=on).loc[c].mean())
     if lean != order[0]:
         lines.append(f"memory-bound: {lean} - lowest memory of the universally safe configs; "
@@ -316,7 +348,7 @@ def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_stud
         else:
             order = list(ranks.sort_values().index)
             out[s] = (f"{s}: fastest safe config {order[0]} ({speed_study}: {_numbers(piv, order[0], [s])}"
-                      f"{_ties(piv, order, [s], rules.min_size_pct)})")
+                      f"{_ties(piv, order, [s], rules.min_size_pct, speed_stats)})")
     return out
 
 

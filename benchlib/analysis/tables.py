@@ -144,7 +144,7 @@ def quality_metrics(df: pd.DataFrame) -> dict[str, dict]:
         ok = d[d["status"].isin(MEASURED)]
         v = ok["quality_record"].dropna()
         multi = head == "micro_f1" or (s in SCENARIOS and SCENARIOS[s].task == "multilabel")
-        if multi and len(v):
+        if multi and len(v) and not not_judged(d):  # a speed study's quality is read nowhere: no stand-in
             means = ok.groupby("config")["quality_record"].mean().dropna()
             zero, flat = bool((v == 0).all()), len(means) >= 2 and float(means.max() - means.min()) == 0.0
             if zero or flat:
