@@ -111,9 +111,13 @@ def test_a_cached_initial_model_is_the_built_one_and_leaves_the_same_random_stat
     spec = ModelSpec(arch, task, "tiny", 300, 16, num_labels=5)
     cached = dataclasses.replace(spec, init_cache=str(tmp_path))
 
+    hits = []
+
     def build(s, seed=0):
         torch.manual_seed(seed)
         m = build_model(s, get_config("fp32_baseline"))
+        hits.append(m.build_info["cached"])  # the record's time/model_init_cached
+        assert m.build_info["import_s"] >= 0 and m.build_info["init_s"] > 0
         return m.state_dict(), torch.rand(4)
 
     plain, after = build(spec)
@@ -121,6 +125,7 @@ def test_a_cached_initial_model_is_the_built_one_and_leaves_the_same_random_stat
         sd, after_cached = build(cached)
         assert sd.keys() == plain.keys() and all(torch.equal(sd[k], plain[k]) for k in plain)
         assert torch.equal(after_cached, after)
+    assert hits == [None, False, True]
     assert len(list(tmp_path.glob("*.pt"))) == 1
     build(cached, seed=1)
     assert len(list(tmp_path.glob("*.pt"))) == 2

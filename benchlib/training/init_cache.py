@@ -32,9 +32,13 @@ def key(what: str) -> str:
     return h.hexdigest()[:32]
 
 
-def initialised(make: Callable[[], nn.Module], what: str, cache: str | os.PathLike | None) -> nn.Module:
+def initialised(make: Callable[[], nn.Module], what: str, cache: str | os.PathLike | None,
+                seen: dict | None = None) -> nn.Module:
     """``make()``, or the module it built before from the same random state (``cache`` None:
-    always ``make()``). An unreadable entry is built again and replaced."""
+    always ``make()``). An unreadable entry is built again and replaced. ``seen`` gets
+    ``cached`` (whether the module came from the cache; None without one) for the record."""
+    seen = {} if seen is None else seen
+    seen["cached"] = None
     if cache is None:
         return make()
     folder = Path(cache).expanduser()
@@ -44,9 +48,11 @@ def initialised(make: Callable[[], nn.Module], what: str, cache: str | os.PathLi
             saved = torch.load(path, weights_only=False)
             torch.set_rng_state(saved["rng_after"])
             os.utime(path)  # recently used
+            seen["cached"] = True
             return saved["module"]
         except Exception:  # noqa: BLE001 - a torn or foreign file: build again
             pass
+    seen["cached"] = False
     module = make()
     tmp = None
     try:

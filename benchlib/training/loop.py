@@ -159,6 +159,10 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     model_s = time.perf_counter() - t_model
     if model.pretrained_info is not None:
         rec["pretrained"] = model.pretrained_info
+    built = getattr(model, "build_info", {})
+    rec["metrics"].update({f"time/model_{k}": v for k, v in built.items() if k in ("import_s", "init_s")})
+    if built.get("cached") is not None:
+        rec["metrics"]["time/model_init_cached"] = int(built["cached"])
     _describe_trained(rec, cfg, data, model)
     bias = head_bias(data) if cfg.head_init == "prior" else None
     if bias is not None:  # start classification at the trivial predictor, not at random logits

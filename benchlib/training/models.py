@@ -10,6 +10,7 @@ LM scenarios, a linear layer over the labels for classification.
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,8 +213,10 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     then cast to the config's parameter dtype; the head gets ``dtype.head_dtype``."""
     arch, task, size, vocab_size, seq_len = spec.arch, spec.task, spec.size, spec.vocab_size, spec.seq_len
     pad_id, bos_id, num_labels, model_name_or_path = spec.pad_id, spec.bos_id, spec.num_labels, spec.model_name_or_path
+    t0 = time.perf_counter()
     from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
     from benchlib.training.checkpoints import checkpoint_config, load_pretrained
+    seen = {"import_s": time.perf_counter() - t0, "cached": None}  # for the record: where model_s goes
     lm = task in ("clm", "mlm")
     vocab = padded_vocab(vocab_size)
     kw = dict(attn_implementation=_attn_implementation())
@@ -226,7 +229,10 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
             if arch == "gpt2":
                 _conv1d_to_linear(m)  # its fresh Linear layers draw from the random state too
             return m
-        return initialised(make, f"{cls.__name__} {more} {config.to_json_string()}", spec.init_cache)
+        t = time.perf_counter()
+        m = initialised(make, f"{cls.__name__} {more} {config.to_json_string()}", spec.init_cache, seen)
+        seen["init_s"] = time.perf_counter() - t
+        return m
 
     def pretrained(cls, **more):
         nonlocal loaded
@@ -274,6 +280,7 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         loaded["parameters"] = n
         loaded["loaded_fraction_of_model"] = round(min(loaded.pop("loaded_parameters"), n) / n, 6)
     model.pretrained_info = loaded  # what the checkpoint gave (checkpoints.check_loaded), for the record
+    model.build_info = seen
     model.to(dtype.torch_param_dtype)
     if dtype.head_dtype and not model.head_is_tied:
         model.head.to(TORCH_DTYPES[dtype.head_dtype])
