@@ -13,6 +13,7 @@ from conftest import REPO, fake_papermill
 
 from benchlib.core.errors import UserError
 from benchlib.core.records import read_record, write_json_atomic
+from benchlib.core.runconfig import ConfigError
 from benchlib.study import budget, runner, sweep
 from benchlib.study.studyfile import load_study
 
@@ -258,3 +259,41 @@ def test_a_scenario_nothing_has_finished_of_is_estimated_from_its_sibling_not_th
     b = budget.Budget(600)
     b.learn(items)
     assert b.estimate(f) == pytest.approx(budget.UNSEEN_FACTOR * 900.0)
+
+
+def test_pack_to_keeps_an_archive_of_the_finished_runs_while_the_sweep_goes(chunked, monkeypatch, capsys):
+    """A job killed at its hard limit returns only its output folder: the archive there holds
+    each run finished so far (rewritten while the next runs), and every run at the end."""
+    import tarfile
+    monkeypatch.chdir(chunked.root.parent)  # not a git work tree: files newer than the sweep's start
+    archive = chunked.root.parent / "out" / "chunk.tgz"
+    archive.parent.mkdir()
+    seen_during = []
+    execute = runner.execute
+
+    def slow_second(cmd, env, log, timeout=None):
+        if len(chunked.calls) == 1:  # the second run starts: wait (real time) for the packer
+            for _ in range(200):
+                if archive.exists():
+                    with tarfile.open(archive) as tar:
+                        seen_during[:] = [n for n in tar.getnames() if n.endswith("result.json")]
+                    if seen_during:
+                        break
+                time.sleep(0.02)
+        return execute(cmd, env, log, timeout)
+
+    monkeypatch.setattr(runner, "execute", slow_second)
+    monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: ([], []))
+    assert sweep.main(chunked.argv + ["--time-budget", "250s", "--pack-to", str(archive), "--pack-every", "0.05"]) == 0
+    assert seen_during == ["executed/chunks/runs/A/fp32_baseline/seed0/result.json"]
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert {n for n in names if n.endswith("result.json")} == {
+        "executed/chunks/runs/A/fp32_baseline/seed0/result.json", "executed/chunks/runs/A/amp_bf16/seed0/result.json"}
+    assert not list(archive.parent.glob("*.partial"))
+    assert f"--pack-to: packed {len(names)} files (" in capsys.readouterr().out
+
+
+def test_pack_to_is_refused_for_a_scheduler(chunked):
+    with pytest.raises(ConfigError, match="^--pack-to is for runs executed here"):
+        sweep.main(chunked.argv + ["--pack-to", "x.tgz", "--executor", "slurm"])

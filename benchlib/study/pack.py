@@ -148,6 +148,52 @@ def _of_unfinished_runs(files: list[Path], dirs: list[Path]) -> set[Path]:
     return out
 
 
+class Packer:
+    """``dtype-bench sweep --pack-to FILE``: keeps ``FILE`` an archive of the study's new records
+    while the sweep runs (rewritten every ``every_s`` seconds, each time whole and then renamed
+    into place) and once more at the end, so a job killed at its hard limit still returns what
+    it finished. Outside a git work tree the files modified since the sweep started go in."""
+
+    def __init__(self, study_dir: Path, path: Path, every_s: float):
+        import tempfile
+        import threading
+        self.study_dir, self.path, self.every_s = Path(study_dir), Path(path).resolve(), every_s
+        here = next(p for p in (self.study_dir.resolve(), *self.study_dir.resolve().parents) if p.is_dir())
+        self._since = None if git_root(here) else Path(tempfile.mkstemp(prefix="dtype-bench-pack-since-")[1])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="packer")
+
+    def start(self) -> "Packer":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.once()
+
+    def once(self) -> str:
+        """Pack now; what ``pack`` says (or why there was nothing to pack)."""
+        tmp = self.path.with_name(self.path.name + ".partial")
+        try:
+            line = pack([self.study_dir], tmp, newer_than=self._since)
+        except UserError as e:
+            tmp.unlink(missing_ok=True)
+            return str(e)
+        tmp.replace(self.path)
+        return line.replace(str(tmp), str(self.path))
+
+    def stop(self) -> str:
+        """The last archive, after the runs and the analysis."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        try:
+            return self.once()
+        finally:
+            if self._since is not None:
+                self._since.unlink(missing_ok=True)
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 

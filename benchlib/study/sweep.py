@@ -30,6 +30,7 @@ from benchlib.study import runner
 from benchlib.study.budget import Budget, parse_duration
 from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
+from benchlib.study.pack import Packer
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost,
@@ -214,6 +215,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="start no run that cannot finish within DURATION of the sweep's start (540, 540s, 9m, "
                         "1.5h; estimated from the study's finished records), then exit 0 saying how many runs "
                         "are left: the same command resumes; the analysis waits until every run is done")
+    p.add_argument("--pack-to", type=Path, default=None, metavar="FILE",
+                   help="keep FILE an archive of the study's new records while the runs go (dtype-bench pack; "
+                        "for a job with a hard limit whose output folder alone comes back), and once more at the end")
+    p.add_argument("--pack-every", type=_duration, default=60.0, metavar="DURATION",
+                   help="how often --pack-to rewrites the archive (default 60s)")
     p.add_argument("--out", type=Path, default=Path("executed"), help="root of executed studies (default: executed)")
     p.add_argument("--force", action="store_true", help="run the selected runs again even if finished")
     p.add_argument("--timeout", type=int, default=None, help="seconds one notebook cell may run before the run fails")
@@ -253,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         if not i.todo and not i.pulled:
             i.state, i.detail = "rerun", "--force"
     settings = executor_settings(ns, study)
+    if ns.pack_to and settings.kind != "inprocess":
+        raise ConfigError(f"--pack-to is for runs executed here; --executor {settings.kind}'s jobs write their records "
+                          f"where this machine reads them")
     if budget and settings.kind != "inprocess":
         raise ConfigError(f"--time-budget is for runs executed here; a scheduler's task has its own limit "
                           f"(executor.time_min), not --executor {settings.kind}")
@@ -289,6 +298,18 @@ def main(argv: list[str] | None = None) -> int:
     slots = _slots(ns, todo)
     if budget:
         budget.learn(every)
+    packer = Packer(study_dir, ns.pack_to, ns.pack_every).start() if ns.pack_to else None
+    try:
+        code = _run_here(ns, study, every, items, todo, slots, budget)
+    finally:
+        if packer:
+            print(f"--pack-to: {packer.stop()}")
+    return code
+
+
+def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
+              slots: list, budget: Budget | None) -> int:
+    """Execute ``todo`` in this process's slots, then ``_after_runs``."""
     t0 = time.perf_counter()
     timings: list[dict] = []
     watch = budget.watch(RUNNING) if budget else None
