@@ -137,6 +137,20 @@ def test_the_default_is_the_fastest_universally_safe_config_of_the_speed_study(t
     assert "- A: avoid bf16_naive" in text  # the quality study's failures stay
 
 
+def test_a_speed_studys_throughput_flips_join_the_quality_studys_flips(tmp_path):
+    """The quality study timed nothing: which config is faster flipping between tasks comes from
+    the speed study, named; its quality flips (there are none to read) would not be listed."""
+    ref = json.loads(REFERENCE.read_text())
+    name, comp, folder = speed_study(tmp_path, {"A": {c: 2.0 for c in ref["configs"]}})
+    comp["flips"] = [{"metric": "throughput", "interpretation": "x beats y on throughput by 9% on A but trails it on C"},
+                     {"metric": "quality", "interpretation": "x beats y on quality (not read in a speed study)"}]
+    text = findings.render([("reference", ref, REFERENCE.parent.parent), (name, comp, folder)], ["r.json", "s.json"])
+    flips = text[text.index("**What flips between tasks**"):text.index("**Where each configuration breaks**")]
+    assert "- `reference_speed`: x beats y on throughput by 9% on A but trails it on C" in flips
+    assert "not read in a speed study" not in flips
+    assert len([ln for ln in flips.splitlines() if ln.startswith("- `reference`: ")]) == len(ref["flips"])
+
+
 def test_a_speed_gap_within_seed_noise_is_a_tie(tmp_path):
     """amp_bf16 3% behind amp_fp16: a tie where seeds spread by 4% (1.96 standard errors of the
     gap: 7.8%), a difference where they spread by 0.5% (1%); one run each: noise unknown, said."""

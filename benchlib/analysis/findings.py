@@ -78,7 +78,8 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
 def render(studies: list[tuple[str, dict, Path]], sources: list[str]) -> str:
     """The Findings section as Markdown (a level-2 heading and its body) from one or more
     studies' comparisons (name, comparison, study folder): the first one's recommendation,
-    flips and failures, every study's failures, and each hypothesis' decided verdict."""
+    flips and failures (with a speed study's throughput and memory flips when the first timed
+    nothing), every study's failures, and each hypothesis' decided verdict."""
     name, comparison, _ = studies[0]
     rec = comparison["recommendations"]
     out = ["## Findings", "",
@@ -100,9 +101,13 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str]) -> str:
     task = rec.get("lm_specific", []) + rec.get("cls_specific", [])
     task += [x for lines in per_task.values() for x in lines]
     out += ["", "**Per task**", ""] + _bullets(task, "nothing task-specific")
-    flips = comparison.get("flips", [])
+    flips = [(name, f) for f in comparison.get("flips", [])]
+    if speed:  # the quality study timed nothing: which config is faster or leaner flips in the speed study
+        flips += [(speed[0], f) for f in speed[1].get("flips", []) if f.get("metric") in ("throughput", "memory")]
+    several = len({n for n, _ in flips}) > 1
     out += ["", "**What flips between tasks** (beyond seed noise)", ""]
-    out += _bullets([f.get("interpretation", str(f)) for f in flips], "no flip beyond seed noise")
+    out += _bullets([(f"`{n}`: " if several else "") + f.get("interpretation", str(f)) for n, f in flips],
+                    "no flip beyond seed noise")
     out += ["", "**Where each configuration breaks**", ""]
     for n, comp, _ in studies:
         prefix = f"`{n}`: " if len(studies) > 1 else ""
