@@ -200,7 +200,8 @@ def test_a_changed_reading_key_updates_finished_records_instead_of_training_agai
     assert after["run"]["judge_quality"] is False and after["run_reading_was"] == {"judge_quality": True}
     assert sweep.run_state(item) == ("done:stalled", "")
     assert runner.refresh_reading(items) == []  # once
-    assert "quality not judged" in sweep.summary(items)  # the printed table's 'stalled' explained
+    printed = sweep.summary(items)
+    assert "quality not judged" in printed and "val_loss" not in printed  # 'stalled' explained, no quality column
     write_json_atomic(item.result, {**after, "run": {**after["run"], "judge_quality": True}})
     assert "quality not judged" not in sweep.summary(items)
 

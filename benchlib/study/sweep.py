@@ -146,9 +146,11 @@ def summary(items: list[Item]) -> str:
     if not recs:
         return "\n".join(lines)
     df = records_frame(recs)
-    if not_judged(df):
+    judged = not not_judged(df)
+    if not judged:
         lines.append("quality not judged (run.judge_quality false: a speed study): 'stalled' and 'degraded' say how "
-                     "far the short runs got and keep their speed and memory; diverged, oom and error fail")
+                     "far the short runs got and keep their speed and memory; diverged, oom and error fail; "
+                     "no quality column")
     if df["shared_gpu"].any():
         lines.append(f"speed left blank for {_n(int(df['shared_gpu'].sum()), 'run')} that shared a GPU (--runs-per-gpu)")
     for col in ("throughput", "memory", "quality"):
@@ -165,7 +167,7 @@ def summary(items: list[Item]) -> str:
             fin = c[c["status"].isin(TRAINED)]
             rows.append({by: key, "status": " ".join(f"{k}x{v}" if v > 1 else k for k, v in c["status"].value_counts().items()),
                          f"throughput {unit}": _mean_std(fin["throughput"]), "memory GiB": _mean_std(fin["memory"]),
-                         qname: _mean_std(fin["quality"])})
+                         **({qname: _mean_std(fin["quality"])} if judged else {})})
         lines += ["", f"scenario {sid}:", pd.DataFrame(rows).set_index(by).to_string()]
     return "\n".join(lines)
 
