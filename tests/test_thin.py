@@ -110,6 +110,35 @@ def test_thin_gzips_step_logs_keeping_every_rich_row_and_an_even_subset_of_plain
     assert thin.thin_study(tmp_path / "study")[0] == 0 and read_steps(run / "steps.jsonl.gz") == kept  # once
 
 
+def test_step_logs_only_thins_gzipped_logs_of_any_run_folder_in_place_once(tmp_path, capsys):
+    """Calibration runs (docs/calibration/<session>/<run>/) are no study: their gzipped step logs
+    are thinned in place, evaluations kept; a log with nothing to drop is not even rewritten."""
+    import gzip
+    import json
+
+    from benchlib.cli import main
+    from benchlib.core.records import read_steps
+    run, short = tmp_path / "cal" / "B_long", tmp_path / "cal" / "D_short"
+    run.mkdir(parents=True)
+    short.mkdir()
+    rows = [{"step": s, "loss": 9.0 - s / 1000, "grad_norm": 1.0} for s in range(3000)]
+    rows.insert(1500, {"step": 1499, "eval": "val", "val_loss": 7.5})
+    with gzip.open(run / "steps.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    with gzip.open(short / "steps.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows[:50])
+    untouched = (short / "steps.jsonl.gz").read_bytes()
+    assert main(["thin", str(tmp_path / "cal"), "--step-logs-only"]) == 0
+    assert "1 of 2 step logs thinned" in capsys.readouterr().out
+    kept = read_steps(run / "steps.jsonl.gz")
+    assert {"step": 1499, "eval": "val", "val_loss": 7.5} in kept and len(kept) <= thin.KEEP_ROWS + 2
+    assert kept[-1]["step"] == 2999 and (short / "steps.jsonl.gz").read_bytes() == untouched
+    assert not list(tmp_path.rglob("*.tmp"))
+    again = (run / "steps.jsonl.gz").read_bytes()
+    assert main(["thin", str(tmp_path / "cal"), "--step-logs-only"]) == 0
+    assert (run / "steps.jsonl.gz").read_bytes() == again  # once
+
+
 def test_thin_redraws_a_long_run_chart_binned():
     from benchlib.study.notebook import MAX_POINTS, curves_chart
     long = pd.DataFrame({"step": range(1000), "metric": "loss", "value": [9 - k / 200 for k in range(1000)], "run": ""})

@@ -78,7 +78,8 @@ timing, evaluations, non-finite losses, the last step)."""
 
 def thin_steps(path: Path, keep: int = KEEP_ROWS) -> tuple[int, int]:
     """Replace a run's ``steps.jsonl`` by ``steps.jsonl.gz``, thinned as ``KEEP_ROWS`` says;
-    values unchanged. (bytes before, bytes after)."""
+    values unchanged. A ``steps.jsonl.gz`` is thinned in place, and left as it is (not even
+    recompressed) when it has no row to drop. (bytes before, bytes after)."""
     import gzip
     import json
     import math
@@ -90,10 +91,16 @@ def thin_steps(path: Path, keep: int = KEEP_ROWS) -> tuple[int, int]:
              and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.values())]
     every = max(1, math.ceil(len(plain) / keep))
     drop = {id(r) for i, r in enumerate(plain) if i % every and r is not rows[-1]}
-    out = path.with_name(path.name + ".gz")
-    with gzip.open(out, "wt", compresslevel=9) as f:
+    zipped = path.suffix == ".gz"
+    if zipped and (not drop or len(plain) <= keep + 1):  # thinned already (keep rows and the last)
+        return before, before
+    out = path if zipped else path.with_name(path.name + ".gz")
+    tmp = out.with_name(out.name + ".tmp")
+    with gzip.open(tmp, "wt", compresslevel=9) as f:
         f.writelines(json.dumps(r) + "\n" for r in rows if id(r) not in drop)
-    path.unlink()
+    tmp.replace(out)
+    if not zipped:
+        path.unlink()
     return before, out.stat().st_size
 
 
@@ -170,8 +177,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notebook-seeds", metavar="SEEDS", default=None,
                    help="keep the run notebooks of these seeds only (e.g. 0); the other seeds' runs keep their "
                         "record and logs (for studies of hundreds of runs; see drop_notebooks)")
+    p.add_argument("--step-logs-only", action="store_true",
+                   help="thin every steps.jsonl[.gz] under the folder and nothing else: run folders that are not a "
+                        "study's, such as docs/calibration/<session>/")
     ns = p.parse_args(argv)
     study = Path(ns.study_dir)
+    if ns.step_logs_only:
+        logs = sorted([*study.rglob("steps.jsonl"), *study.rglob("steps.jsonl.gz")])
+        if not logs:
+            raise UserError(f"{study}: no steps.jsonl or steps.jsonl.gz below it")
+        sizes = [thin_steps(log) for log in logs]
+        changed = sum(b != a for b, a in sizes)
+        print(f"{study}: {changed} of {len(logs)} step logs thinned, {sum(b for b, _ in sizes) / 2**20:.1f} MiB -> "
+              f"{sum(a for _, a in sizes) / 2**20:.1f} MiB")
+        return 0
     if not (study / "runs").is_dir():
         raise UserError(f"{study}: no runs/ folder: not a study written by dtype-bench sweep")
     keep = _seeds(ns.notebook_seeds) if ns.notebook_seeds is not None else None
