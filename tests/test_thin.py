@@ -1,5 +1,6 @@
 """``dtype-bench thin``: a study's run notebooks lose the copies of their data (the chart's
 Vega-Lite spec and PNG become one SVG) and keep everything else, once."""
+import re
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ import pandas as pd
 from conftest import REPO
 
 from benchlib.analysis import charts
-from benchlib.study import thin
+from benchlib.study import html_export, thin
 from benchlib.study.notebook import RECORD_MIME, read_notebook_record
 
 
@@ -60,7 +61,6 @@ def test_a_large_study_links_run_notebooks_instead_of_writing_a_page_per_run(tmp
 
     from fixtures.records import make_record, write_run
 
-    from benchlib.study import html_export
     study = tmp_path / "study"
     items = []
     for k in range(2):
@@ -155,7 +155,6 @@ def test_thin_keeps_the_notebooks_of_the_chosen_seeds_and_the_records_of_all(tmp
 
     from fixtures.records import make_record, write_run
 
-    from benchlib.study import html_export
     study, items = tmp_path / "study", []
     for k, status in ((0, "ok"), (1, "ok"), (2, "error")):
         result = write_run(study, {**make_record("A", "amp_bf16", k), "status": status})
@@ -194,3 +193,31 @@ def test_a_run_log_keeps_each_bars_last_state_and_its_end(tmp_path):
     short.write_text("x: 0/4\rx: 4/4\nwarning: y\n")
     thin_log(short)
     assert short.read_bytes() == b"x: 4/4\nwarning: y\n"
+
+
+def test_an_analysis_page_links_the_chart_files_it_shows_instead_of_repeating_them(tmp_path):
+    """The analysis notebooks show each chart they save under <scenario>/plots: the page links
+    that file (it reads offline inside the study folder); an SVG with no file stays inline."""
+    import nbformat
+
+    saved = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="5" height="5"/></svg>'
+    other = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><circle r="4"/></svg>'
+    study = tmp_path / "study"
+    (study / "A" / "plots").mkdir(parents=True)
+    (study / "A" / "plots" / "memory.svg").write_text(saved)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("show()")
+    cell.outputs = [nbformat.v4.new_output("display_data", {"image/svg+xml": saved, "text/plain": "<chart: Peak memory>"}),
+                    nbformat.v4.new_output("display_data", {"image/svg+xml": other, "text/plain": "<chart: Other>"})]
+    nb.cells = [cell]
+    (study / "analysis").mkdir()
+    nbformat.write(nb, str(study / "analysis" / "10.ipynb"))
+    page = study / "html" / "analysis" / "10.html"
+    html_export.export_html(study / "analysis" / "10.ipynb", page, study / "html", html_export.saved_charts(study))
+    text = page.read_text()
+    import base64
+    inline = [base64.b64decode(d).decode() for d in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', text)]
+    assert inline == [other]  # nbconvert inlines an SVG output as a data URI; the saved one is linked
+    img = re.search(r'<img[^>]*src="\.\./\.\./A/plots/memory\.svg"[^>]*>', text)
+    assert img and 'alt="Peak memory"' in img.group(0)
+    assert (page.parent / "../../A/plots/memory.svg").resolve() == (study / "A/plots/memory.svg").resolve()
