@@ -93,7 +93,8 @@ def test_the_readme_findings_are_what_the_command_writes_from_the_committed_comp
 REFERENCE = REPO / "executed" / "h100" / "reference" / "comparison" / "comparison.json"
 
 
-def speed_study(tmp_path, measured: dict[str, dict[str, float]], cv: float | None = None, runs: int = 2):
+def speed_study(tmp_path, measured: dict[str, dict[str, float]], cv: float | None = None, runs: int = 2,
+                cv_of: dict[str, float] | None = None):
     """A speed study's comparison (every scenario not judged) and its config_stats.csv:
     ``measured[scenario][config]`` = throughput x fp32; memory 1 for all. With ``cv``, every
     config has ``runs`` runs whose throughput spreads by that coefficient of variation."""
@@ -105,7 +106,7 @@ def speed_study(tmp_path, measured: dict[str, dict[str, float]], cv: float | Non
         order = sorted(rel, key=rel.get, reverse=True)
         for c, x in rel.items():
             if cv is not None:
-                noise.update(mean=100.0 * x, std=cv * 100.0 * x if runs > 1 else None)
+                noise.update(mean=100.0 * x, std=(cv_of or {}).get(c, cv) * 100.0 * x if runs > 1 else None)
             rows += [{"scenario": s, "config": c, "metric": "throughput", "rank": order.index(c) + 1.0, "rel": x,
                       "gain_pct": None, **noise},
                      {"scenario": s, "config": c, "metric": "memory", "rank": 1.0, "rel": 1.0, "gain_pct": None},
@@ -165,6 +166,10 @@ def test_a_speed_gap_within_seed_noise_is_a_tie(tmp_path):
     assert line("noisy", 0.04).endswith("as fast within 1% or seed noise: amp_bf16 (8.73x))")
     assert line("quiet", 0.005).endswith("memory 1.00x fp32)")
     assert line("one", 0.04, runs=1).endswith("seed noise not estimated yet (no config with 2 runs))")
+    # the scenario's seeds agree to 0.5%, amp_bf16's own two to 5%: its gap is within its own noise
+    text = findings.render([("reference", ref, REFERENCE.parent.parent),
+                            speed_study(tmp_path / "own", {"A": speeds}, 0.005, 2, {"amp_bf16": 0.05})], ["r", "s"])
+    assert "as fast within 1% or seed noise: amp_bf16 (8.73x))" in text
 
 
 def test_no_default_while_the_speed_study_misses_a_safe_config(tmp_path):
