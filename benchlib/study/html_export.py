@@ -183,9 +183,9 @@ def export_study_html(study_dir: Path, items: list, analysis: list[Path], overvi
             except Exception as e:  # an unreadable half-written notebook: say so, go on
                 print(f"  html export failed for {item.run_id}: {e}", file=sys.stderr)
         rows.append((item, target))
-    charts = saved_charts(study_dir)
+    saved = saved_charts(study_dir)
     for nb in analysis:
-        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name, html_dir, charts)
+        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name, html_dir, saved)
     index = html_dir / "index.html"
     index.parent.mkdir(parents=True, exist_ok=True)
     charts, why = study_overview(study_dir) if overview else ({}, "")

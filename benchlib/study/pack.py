@@ -13,7 +13,8 @@ checkpoint trained again on the host: its step log and notebook are not the reco
 files of a run with no ``result.json`` yet (cut off, or still going when a packer runs beside
 the sweep: it runs again next call). Paths in the archive are relative to the repository root
 (outside git: the current folder), so ``tar xzf chunk.tgz -C <repository>`` does what
-``unpack`` does, less its checks. An archive over ``LIMIT_MIB`` (what one GPU job may return per file) is refused.
+``unpack`` does, less its checks. An archive over ``LIMIT_MIB`` (what one GPU job may return
+per file) is refused.
 """
 from __future__ import annotations
 

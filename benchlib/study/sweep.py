@@ -30,9 +30,9 @@ from benchlib.study import runner
 from benchlib.study.budget import Budget, parse_duration
 from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
-from benchlib.study.pack import Packer
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
+from benchlib.study.pack import Packer
 from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost,
                                    execute_unit, is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
                                    pretrain_root, pretrain_warning, refresh_reading, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)

@@ -79,7 +79,7 @@ timing, evaluations, non-finite losses, the last step)."""
 def thin_steps(path: Path, keep: int = KEEP_ROWS) -> tuple[int, int]:
     """Replace a run's ``steps.jsonl`` by ``steps.jsonl.gz``, thinned as ``KEEP_ROWS`` says;
     values unchanged. A ``steps.jsonl.gz`` is thinned in place, and left as it is (not even
-    recompressed) when it has no row to drop. (bytes before, bytes after)."""
+    recompressed) when it holds no more plain rows than that. (bytes before, bytes after)."""
     import gzip
     import json
     import math
@@ -92,7 +92,7 @@ def thin_steps(path: Path, keep: int = KEEP_ROWS) -> tuple[int, int]:
     every = max(1, math.ceil(len(plain) / keep))
     drop = {id(r) for i, r in enumerate(plain) if i % every and r is not rows[-1]}
     zipped = path.suffix == ".gz"
-    if zipped and (not drop or len(plain) <= keep + 1):  # thinned already (keep rows and the last)
+    if zipped and len(plain) <= keep + 1:  # thinned already: at most keep rows, and the last
         return before, before
     out = path if zipped else path.with_name(path.name + ".gz")
     tmp = out.with_name(out.name + ".tmp")
