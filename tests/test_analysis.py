@@ -290,7 +290,29 @@ def test_h4_compares_the_throughput_memory_frontiers_of_lm_and_classification(sh
         return {"throughput": 100 * speed[c] + k, "memory": m + 0.001 * k}
     h = hy.bf16_on_frontier(frame(grid("AC", list(speed), value=value)), FAST)
     assert h["verdict"] == verdict, h["reason"]
-    assert h["evidence"]["frontiers"]["A"] == ["amp_bf16", "amp_bf16_8bit_adam"]
+    assert h["evidence"]["frontiers"]["A-C"]["A"] == ["amp_bf16", "amp_bf16_8bit_adam"]
+
+
+def test_h4_counts_differences_below_min_size_pct_as_ties():
+    """A config 9% slower with 1 KiB less memory is not on the frontier (the speed study's C)."""
+    speed = {"bf16_naive": (930.0, 2.031662), "fp16_naive_eps1e4": (851.0, 2.031661), "fp32_baseline": (137.0, 3.9)}
+    h = hy.bf16_on_frontier(frame(grid("AC", list(speed), value=lambda s, c, k: {
+        "throughput": speed[c][0] + 0.1 * k, "memory": speed[c][1]})), FAST)
+    assert h["evidence"]["frontiers"]["A-C"] == {"A": ["bf16_naive"], "C": ["bf16_naive"]}
+    assert h["verdict"] == "rejected"
+
+
+def test_h4_compares_each_lm_classification_pair_over_the_configs_both_have_seeds_for():
+    """B has one seed per config (no noise estimate): A-C still answers, over A's and C's
+    configs, and B-C is left out rather than emptying the shared set of every scenario."""
+    speed = {"fp32_baseline": (1.0, 2.0), "amp_bf16": (2.0, 1.5), "amp_bf16_8bit_adam": (1.5, 1.0)}
+    recs = grid("AC", list(speed), value=lambda s, c, k: {"throughput": 100 * speed[c][0] + k,
+                                                           "memory": speed[c][1] + 0.001 * k})
+    recs += grid("B", list(speed), seeds=(0,), value=lambda s, c, k: {"throughput": 100 * speed[c][0],
+                                                                      "memory": speed[c][1]})
+    h = hy.bf16_on_frontier(frame(recs), FAST)
+    assert h["evidence"]["pairs"] == {"A-C": sorted(speed)}
+    assert h["evidence"]["lm"] == ["A", "B"] and h["verdict"] == "rejected", h["reason"]
 
 
 def test_seed002_h2_bf16_mfu_gain_larger_on_roberta_is_supported():

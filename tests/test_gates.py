@@ -330,7 +330,7 @@ def test_a_speed_only_study_answers_the_speed_hypotheses_and_still_drops_diverge
     h = hy.bf16_on_frontier(df, FAST)
     assert h["evidence"]["speed_only"] == ["A", "C"] and "speed only" in h["reason"]
     assert h["evidence"]["configs"] == ["amp_bf16", "bf16_pure", "fp32_baseline"]  # fp16_naive diverged
-    assert h["evidence"]["frontiers"] == {"A": ["bf16_pure"], "C": ["bf16_pure"]}
+    assert h["evidence"]["frontiers"] == {"A-C": {"A": ["bf16_pure"], "C": ["bf16_pure"]}}
     assert h["verdict"] == "rejected"  # the same frontier on both tasks in every resample
     # the quality rules still skip these scenarios
     assert "not_learned" in hy.output_head_effect(df, FAST)["evidence"]
@@ -354,4 +354,4 @@ def test_a_failed_config_is_on_no_throughput_memory_frontier_of_h4():
                                with_baseline(r) for r in recs])
     h = hy.bf16_on_frontier(df, FAST)
     assert h["evidence"]["configs"] == ["amp_bf16", "fp32_baseline"]
-    assert h["evidence"]["frontiers"]["A"] == ["amp_bf16"]
+    assert h["evidence"]["frontiers"]["A-C"]["A"] == ["amp_bf16"]
