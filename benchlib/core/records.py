@@ -51,7 +51,7 @@ RECORD_KEYS = ("schema", "run_id", "status", "reason", "scenario", "config", "se
                "run", "dtype", "env", "metrics", "wall_s")
 # Optional top-level keys, and the type each must have when present (None allowed).
 OPTIONAL_KEYS = {"data": dict, "model": dict, "pretrained": dict, "checkpoint": str, "dist": dict, "ranks": list, "sweep": dict,
-                 "backfill": dict}
+                 "backfill": dict, "resumed": dict}
 
 # Every metric a record may carry, with its meaning. Analysis reads only these names. Values
 # are numbers, except the strings (`throughput_unit`, `quality_name`, `quality/learned_metric`,
@@ -153,6 +153,7 @@ METRICS = {
     "time/train_s": "all training steps",
     "time/steps_s": "the training loop's wall after the first step, less its evaluations: the part of a run that scales with steps (before 2026-11-24: the median timed window x the steps after the first)",
     "time/eval_s": "all evaluation",
+    "time/state_s": "writing the training state (state_every), left out of time/steps_s and the timed windows",
     # multi-process runs (benchlib.parallel.launch); seed 003's aggregation over rank{r}.jsonl:
     # per timed window, time averaged over ranks and rates summed over ranks, the first
     # window excluded, then mean and std over windows

@@ -165,6 +165,11 @@ class RunConfig:
     save_model: bool = False
     """Save the trained model as a Hugging Face directory ``<out_dir>/model`` (LM scenarios: the
     checkpoint that classification runs fine-tune, through ``model_name_or_path``)."""
+    state_every: int = 0
+    """Save the training state to ``<out_dir>/state.pt`` after every N-th step (0 = never): a
+    run stopped part-way (time limit, preemption, crash) and started again with the same settings
+    and out_dir continues from its last save (``training.resume``). Single-process runs only.
+    Costs one write of the model and optimizer state per save (``time/state_s``)."""
     timing_warmup: Optional[int] = None
     """Steps excluded from speed measurement (compile, first steps); None = automatic."""
     timing_windows: int = 5
@@ -222,6 +227,11 @@ class RunConfig:
         if self.cudagraphs and self.dist.strategy != "single":
             raise ConfigError(f"cudagraphs=True works with dist.strategy='single' only, got {self.dist.strategy!r} "
                               f"(DDP and FSDP communicate between the graphs' kernels)")
+        if self.state_every < 0:
+            raise ConfigError(f"state_every must be >= 0, got {self.state_every}")
+        if self.state_every and self.dist.strategy != "single":
+            raise ConfigError(f"state_every works with dist.strategy='single' only, got {self.dist.strategy!r} "
+                              f"(each rank would need its own shard of the state)")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
 

@@ -97,6 +97,21 @@ class StepLog:
         if self.diverged_step is None:
             self.diverged_step = first_divergence(self.losses, self.initial_loss, self.ratio)
 
+    def state(self) -> dict:
+        """What was logged so far, for a saved training state (``resume``): drains the pending
+        copy (one sync), so call it at a log step, after ``flush``."""
+        self._process()
+        return {"losses": self.losses, "grad_norms": self.grad_norms, "initial_loss": self.initial_loss,
+                "diverged_step": self.diverged_step, "max_grad": self.max_grad, "max_logit": self.max_logit,
+                "extra_rows": self.extra_rows, "logged": self._logged}
+
+    def restore(self, state: dict) -> None:
+        """Continue a saved log: the next ``flush`` copies the steps after the saved ones."""
+        for k in ("losses", "grad_norms", "initial_loss", "diverged_step", "max_grad", "max_logit", "extra_rows"):
+            setattr(self, k, state[k])
+        self._logged = state["logged"]
+        self._t_flush = time.perf_counter()
+
     @property
     def nonfinite_steps(self) -> int:
         return sum(not math.isfinite(g) for g in self.grad_norms)

@@ -306,7 +306,7 @@ def stale_keys(rec: dict, params: dict, skip: tuple = ()) -> list[str]:
     for ``skip`` and the run's place (``out_dir``, which differs between machines)."""
     # run holds what was trained (the data's vocabulary and labels); data.asked what was asked
     ran = {**flatten(rec.get("run", {})), **((rec.get("data") or {}).get("asked") or {})}
-    skip = ("out_dir", "extra", "scenario", "config", *READING_KEYS, *skip)
+    skip = ("out_dir", "extra", "scenario", "config", "state_every", *READING_KEYS, *skip)
     return [f"{k} {ran.get(k)!r} -> {v!r}" for k, v in flatten(params).items()
             if k not in skip and v is not None and v != "auto" and ran.get(k) != v and not _inapplicable(k, v, ran)]
 

@@ -32,6 +32,7 @@ from benchlib.training.measures import memory_metrics, quality_metrics, speed_me
 from benchlib.training.fp8 import linear_shapes
 from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
+from benchlib.training import resume
 from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_json_atomic
 from benchlib.training.preflight import out_problem, refusal
 from benchlib.core.steplog import StepLog
@@ -103,6 +104,8 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     rec["_path"] = str(out / "result.json")
     if dist.finish(rec):  # rank 0 writes the record (or the rank that failed first)
         write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
+        if cfg.state_every:  # the record holds what the state was for
+            resume.clear(out)
     dist.close()
     _last_end = time.time()
     return rec
@@ -189,17 +192,34 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     val = data.val_batches(_eval_batch_size(cfg), cfg.eval_batches, device)
     forensics = Forensics(params) if cfg.forensics else None
     amp = autocast_context(device.type, dtype)
+    steps, start = cfg.steps, 0
+    saved, why = resume.load(out, cfg) if cfg.state_every else (None, None)
+    if saved is not None:  # continue a run stopped part-way: the state after step saved["step"]
+        resume.restore(saved, model, opt, scaler)
+        start = saved["step"] + 1
+        for _ in range(start * cfg.grad_accum):  # the batches the saved steps used
+            next_batch()
+        rec["resumed"] = {"from_step": start, "saved": saved["date"], "before": saved["loop"]}
+    elif why:
+        rec["resumed"] = {"from_step": 0, "not_loaded": why}
     setup_s = time.perf_counter() - t_setup
 
-    steps = cfg.steps
-    timer = WindowTimer(device, _auto_warmup(cfg, device), steps, cfg.timing_windows)
+    # the timed windows span the steps this process runs
+    timer = WindowTimer(device, min(_auto_warmup(cfg, device), steps - start - 1), steps - start, cfg.timing_windows)
     rows_f = open(out / "steps.jsonl" if dist.is_main else os.devnull, "w")
     log = StepLog(steps, device, rows_f, cfg.diverge_ratio, dist.all_reduce_mean_)
-    eval_s = 0.0
+    if saved is not None:
+        rows_f.write(saved["rows"])
+        log.restore(saved["log"])
+    eval_s = state_s = 0.0
+    before = saved["loop"] if saved is not None else {"train_s": 0.0, "eval_s": 0.0}  # earlier processes' clocks
     first_step_s = None
 
+    def is_save_step(s: int) -> bool:
+        return bool(cfg.state_every) and (s + 1) % cfg.state_every == 0 and s != steps - 1
+
     def is_log_step(s: int) -> bool:
-        return s == 0 or (s + 1) % cfg.log_every == 0 or s == steps - 1
+        return s == 0 or (s + 1) % cfg.log_every == 0 or s == steps - 1 or is_save_step(s)
 
     # CUDA graphs and gradient accumulation: a .grad that is None takes the graph's output
     # buffer itself, which the next micro-batch's replay overwrites. Gradients kept allocated
@@ -209,11 +229,13 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
         for p in params:
             p.grad = torch.zeros_like(p)
     bar = _progress(steps, progress, progress_desc or cfg.run_id)
+    if bar is not None and start:
+        bar.update(start)
     t_train = time.perf_counter()
-    step = 0
+    step = start
     try:
-        for step in range(steps):
-            timer.before_step(step)
+        for step in range(start, steps):
+            timer.before_step(step - start)
             t_step = time.perf_counter()
             lr = lr_at(step, cfg.lr, cfg.warmup_steps, steps, cfg.min_lr_ratio)
             _set_lr(opt, lr)
@@ -251,8 +273,8 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                 extras.update(forensics.after_step())
             opt.zero_grad(set_to_none=not keep_grads)
             log.record(step, loss_sum, gnorm)
-            timer.after_step(step)
-            if step == 0:
+            timer.after_step(step - start)
+            if step == start:
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 first_step_s = time.perf_counter() - t_step
@@ -271,6 +293,14 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                     q, _ = evaluate(model, val, scn.task, amp)
                     eval_s += time.perf_counter() - te
                 rows_f.write(json.dumps({"step": step, "eval": q}) + "\n")
+            if is_save_step(step) and dist.is_main:
+                with timer.pause():
+                    log_state = log.state()  # drains the log: steps.jsonl is complete to this step
+                    rows_f.flush()
+                    state_s += resume.save(out, cfg, step, model, opt, scaler, log_state,
+                                           (out / "steps.jsonl").read_text(),
+                                           {"train_s": before["train_s"] + time.perf_counter() - t_train,
+                                            "eval_s": before["eval_s"] + eval_s})
     except Diverged:
         pass
     finally:
@@ -281,7 +311,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     timer.finish()
     train_s = time.perf_counter() - t_train
     loop_eval_s = eval_s
-    steps_done = len(log.losses)
+    steps_done = len(log.losses)  # a resumed run's included
     diverged_step = log.diverged_step
 
     te = time.perf_counter()
@@ -310,7 +340,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     # evaluations (compilation and the first step, evaluation stay in the fixed cost). Not the
     # median timed window x the steps: with 12 runs sharing an H100 that counted 30% of the
     # slot time where the loops took 38% (docs/performance.md)
-    m["time/steps_s"] = max(0.0, train_s - (first_step_s or 0.0) - loop_eval_s)
+    m["time/steps_s"] = max(0.0, train_s - (first_step_s or 0.0) - loop_eval_s - state_s)
+    if cfg.state_every:
+        m["time/state_s"] = state_s
     m["time/to_device_s"] = to_device_s
     dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
     status, reason, health = verdict(log.losses, diverged_step, m["quality/beats_baseline"])

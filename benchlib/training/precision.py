@@ -52,6 +52,13 @@ class LossScaler:
         else:
             optimizer.step()
 
+    def state_dict(self) -> dict:
+        return self.grad_scaler.state_dict() if self.grad_scaler is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.grad_scaler is not None and state:
+            self.grad_scaler.load_state_dict(state)
+
     def current_scale(self) -> torch.Tensor | float:
         """The scale as a device tensor (dynamic) or a float; reading it never syncs."""
         if self.grad_scaler is not None:

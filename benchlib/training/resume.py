@@ -1,0 +1,87 @@
+"""A run's training state on disk, so that a run stopped part-way continues where it was.
+
+With ``state_every`` N > 0, a single-process run writes ``<out_dir>/state.pt`` after every
+N-th step (atomically: a kill during the write leaves the previous state): the model's and
+the optimizer's state, the loss scaler's, the random generators', the step log so far (the
+lines of ``steps.jsonl`` included, which a sweep deletes before running a run again) and the
+loop's clocks. A job that reaches its time limit, is preempted or crashes loses at most N
+steps: started again with the same settings and ``out_dir`` (a sweep's resume does exactly
+that), the run loads the state, draws past the batches it had used and goes on from the next
+step, and its record says so under ``resumed``. A state written under other settings is not
+loaded (the record says why) and is replaced by the run's own. The file is removed once the
+run's record is written.
+
+The speed of a resumed run is measured over the steps after the resumption (its first step
+compiles again); the step log and the quality cover the whole run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from benchlib.core.runconfig import RunConfig
+
+STATE_FILE = "state.pt"
+
+# settings that change nothing a step computes: a state saved under other values still fits
+_NOT_TRAINING = ("out_dir", "extra", "state_every", "judge_quality", "eval_every", "eval_batches", "forensics",
+                 "cache_dir", "timing_warmup", "timing_windows", "on_divergence")
+
+
+def fingerprint(cfg: RunConfig) -> str:
+    """A digest of the settings a training step depends on (not where the run writes, how often
+    it saves or evaluates)."""
+    flat = {k: v for k, v in cfg.flat().items() if k not in _NOT_TRAINING}
+    return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def save(out: Path, cfg: RunConfig, step: int, model: torch.nn.Module, opt, scaler, log_state: dict, rows: str,
+         loop: dict) -> float:
+    """Write the state after ``step`` (completed); returns the seconds it took. ``log_state`` is
+    ``StepLog.state()`` and ``rows`` is ``steps.jsonl`` so far; ``loop`` the loop's clocks."""
+    t0 = time.perf_counter()
+    state = {"fingerprint": fingerprint(cfg), "run_id": cfg.run_id, "step": step, "date": time.time(),
+             "model": model.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
+             "rng": {"cpu": torch.get_rng_state(),
+                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+             "log": log_state, "rows": rows, "loop": loop}
+    tmp = out / (STATE_FILE + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, out / STATE_FILE)
+    return time.perf_counter() - t0
+
+
+def load(out: Path, cfg: RunConfig) -> tuple[dict | None, str | None]:
+    """The state saved in ``out`` for these settings, or None and, where a file was there but
+    is not used, why (written under other settings, unreadable)."""
+    path = out / STATE_FILE
+    if not path.exists():
+        return None, None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - a truncated or foreign file: start over, say why
+        return None, f"{path} could not be read ({type(e).__name__}: {str(e)[:120]}): started from step 0"
+    if state.get("fingerprint") != fingerprint(cfg):
+        return None, (f"{path} was saved by {state.get('run_id')!r} under other settings: started from step 0 "
+                      f"(the file is replaced at the first save)")
+    return state, None
+
+
+def restore(state: dict, model: torch.nn.Module, opt, scaler) -> None:
+    """Put the saved model, optimizer, scaler and random generators back."""
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["rng"]["cpu"])
+    if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+
+
+def clear(out: Path) -> None:
+    for name in (STATE_FILE, STATE_FILE + ".tmp"):
+        (out / name).unlink(missing_ok=True)

@@ -1,0 +1,87 @@
+"""A run stopped part-way continues from its saved training state (``state_every``) and ends
+as the run that was never stopped would have."""
+import pytest
+
+from benchlib.core.records import read_record, read_steps
+from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.training import loop
+from benchlib.training.loop import run
+from benchlib.training.resume import STATE_FILE
+
+
+class Killed(BaseException):
+    """What a job's time limit or a preemption does to the process: nothing after it runs."""
+
+
+def kill_at(monkeypatch, step: int) -> None:
+    """Stop the run at the start of ``step`` (the loop asks for each step's learning rate once)."""
+    real = loop.lr_at
+
+    def lr_at(s, *a, **kw):
+        if s == step:
+            raise Killed()
+        return real(s, *a, **kw)
+    monkeypatch.setattr(loop, "lr_at", lr_at)
+
+
+def rows(path):
+    return [r for r in read_steps(path / "steps.jsonl") if "loss" in r]
+
+
+@pytest.mark.parametrize("scenario, config", [("A", "fp32_baseline"), ("B", "amp_fp16"), ("D", "amp_bf16")])
+def test_a_stopped_run_continues_from_its_state_and_ends_as_the_uninterrupted_run(tmp_path, monkeypatch,
+                                                                                   scenario, config):
+    """B draws MLM masks from the sampler's generator and scales its loss dynamically, D trains a
+    classification head under autocast: the batches, the optimizer and the scaler all continue
+    where they were (losses equal to the last bit on CPU)."""
+    cfg = {"scenario": scenario, "config": config, "steps": 12, "log_every": 3, "eval_batches": 1}
+    whole = run(cfg, out_dir=tmp_path / "whole", progress=False)
+
+    out = tmp_path / "stopped"
+    kill_at(monkeypatch, 8)
+    with pytest.raises(Killed):
+        run({**cfg, "state_every": 5}, out_dir=out, progress=False)
+    assert (out / STATE_FILE).exists() and not (out / "result.json").exists()
+    monkeypatch.undo()
+    (out / "steps.jsonl").unlink()  # a sweep deletes a run's step log before running it again
+
+    rec = run({**cfg, "state_every": 5}, out_dir=out, progress=False)
+    assert rec["resumed"]["from_step"] == 5 and rec["status"] == whole["status"]
+    assert [r["step"] for r in rows(out)] == list(range(12))
+    assert [r["loss"] for r in rows(out)] == [r["loss"] for r in rows(tmp_path / "whole")]
+    assert rec["metrics"]["quality"] == whole["metrics"]["quality"]
+    assert rec["metrics"]["timed_steps"] <= 12 - 5  # speed: the steps this process ran
+    assert not (out / STATE_FILE).exists() and read_record(out / "result.json")["resumed"]["from_step"] == 5
+
+
+def test_a_state_saved_under_other_settings_is_not_loaded_and_the_record_says_why(tmp_path, monkeypatch):
+    cfg = {"scenario": "A", "config": "fp32_baseline", "steps": 8, "log_every": 2, "eval_batches": 1, "state_every": 2}
+    kill_at(monkeypatch, 5)
+    with pytest.raises(Killed):
+        run(cfg, out_dir=tmp_path, progress=False)
+    monkeypatch.undo()
+    rec = run({**cfg, "lr": 1e-3}, out_dir=tmp_path, progress=False)
+    assert rec["resumed"]["from_step"] == 0 and "other settings" in rec["resumed"]["not_loaded"]
+    assert [r["step"] for r in rows(tmp_path)] == list(range(8))
+
+
+def test_a_run_that_is_not_stopped_saves_and_then_removes_its_state(tmp_path):
+    rec = run({"scenario": "A", "config": "fp32_baseline", "steps": 6, "log_every": 3, "eval_batches": 1,
+               "state_every": 2}, out_dir=tmp_path, progress=False)
+    assert rec["metrics"]["time/state_s"] > 0 and "resumed" not in rec
+    assert not (tmp_path / STATE_FILE).exists()
+
+
+@pytest.mark.parametrize("bad, words", [({"state_every": -1}, "state_every must be >= 0"),
+                                        ({"state_every": 10, "dist": {"strategy": "ddp"}}, "single' only")])
+def test_state_every_is_checked(bad, words):
+    with pytest.raises(ConfigError, match=words):
+        RunConfig.from_dict({"scenario": "A", "config": "amp_bf16", **bad})
+
+
+def test_a_study_that_starts_saving_state_does_not_run_its_finished_runs_again():
+    """``state_every`` changes nothing a step computes: a record without it is not stale."""
+    from benchlib.study.runner import stale_keys
+    ran = {"run": RunConfig(scenario="A", config="amp_bf16", steps=10).to_dict()}
+    assert stale_keys(ran, {"scenario": "A", "config": "amp_bf16", "steps": 10, "state_every": 500}) == []
+    assert stale_keys(ran, {"scenario": "A", "config": "amp_bf16", "steps": 20}) == ["steps 10 -> 20"]
