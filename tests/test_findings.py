@@ -50,6 +50,23 @@ def test_each_hypothesis_comes_from_the_study_that_decides_it(tmp_path):
     assert "no records under" in text  # the second study's folder has none: said, not invented
 
 
+def test_a_speed_studys_verdict_names_the_configs_it_rests_on_that_the_quality_study_rejects(tmp_path):
+    """H4 supported by a frontier of configs that fail on quality: the table says so."""
+    quality = json.loads(QUICK.read_text())
+    quality["recommendation_evidence"] = [{"scenario": "A", "config": "bf16_naive", "safe": False},
+                                          {"scenario": "D", "config": "bf16_naive", "safe": None},
+                                          {"scenario": "A", "config": "amp_bf16", "safe": True}]
+    speed = json.loads(QUICK.read_text())
+    speed["hypotheses"]["seed001.H4"].update(verdict="supported", effect={
+        "estimate": 0.5, "ci_low": 0.5, "ci_high": 0.5, "unit": "0-1"}, evidence={
+        "frontiers": {"A-D": {"A": ["bf16_naive"], "D": ["amp_bf16"]}},
+        "summary": "frontiers differ on A-D (A: bf16_naive; D: amp_bf16)"})
+    text = findings.render([("reference", quality, QUICK.parent.parent), ("reference_speed", speed, tmp_path)],
+                           ["q.json", "s.json"])
+    assert ("| supported | 0.5 [0.5, 0.5] 0-1 | frontiers differ on A-D (A: bf16_naive; D: amp_bf16); "
+            "bf16_naive unsafe on A in `reference` | `reference_speed` |") in text
+
+
 def test_the_readme_block_is_replaced_in_place_and_a_rerun_changes_nothing(tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\nintro\n\n{findings.START}\nold text\n{findings.END}\n\n## Later section\n")

@@ -114,13 +114,15 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str]) -> str:
         out += _bullets([prefix + x for x in _breaks(comp)], prefix + "no configuration failed a run")
     hyps = merged_hypotheses([(n, c) for n, c, _ in studies])
     if hyps:
-        out += ["", "**Hypotheses**", "", "| id | claim | verdict | effect [CI] | what would settle it | from |",
+        safety = pd.DataFrame(comparison.get("recommendation_evidence", []))
+        out += ["", "**Hypotheses**", "", "| id | claim | verdict | effect [CI] | evidence, or what would settle it | from |",
                 "|---|---|---|---|---|---|"]
         for hid, (n, h) in hyps.items():
             e = h.get("effect") or {}
             ci = (f"{e['estimate']:.3g} [{e['ci_low']:.3g}, {e['ci_high']:.3g}] {e.get('unit', '')}".strip()
                   if e.get("estimate") is not None else "-")
-            out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {ci} | {_to_settle(h)} | `{n}` |")
+            basis = _to_settle(h) or _evidence(h, safety, name if n != name else None)
+            out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {ci} | {basis} | `{n}` |")
     notes = [f"`{n}` {x}" if len(studies) > 1 else x for n, c, _ in studies for x in c.get("notes", [])]
     if notes:
         out += ["", "**What the evidence gates said**", ""] + _bullets(notes, "")
@@ -153,6 +155,21 @@ def _to_settle(h: dict) -> str:
         return f"~{need} seeds per (scenario, config) at this effect and noise"
     reason = str(h.get("reason") or "").split("; ")[0]
     return reason.replace("|", "/")[:120]
+
+
+def _evidence(h: dict, safety: pd.DataFrame, quality_study: str | None) -> str:
+    """For a decided verdict: its evidence's summary (H4: the frontiers that differ), and where
+    the verdict comes from a speed study, the configs it rests on that ``quality_study`` found
+    unsafe on a scenario (``safety``: its ``recommendation_evidence``)."""
+    ev = h.get("evidence") or {}
+    text = str(ev.get("summary") or "")
+    used = sorted({c for f in (ev.get("frontiers") or {}).values() for cs in f.values() for c in cs})
+    if quality_study and used and {"config", "safe", "scenario"} <= set(safety.columns):
+        bad = safety[safety["config"].isin(used) & (safety["safe"] == False)]  # noqa: E712 - None is untested
+        if len(bad):
+            text += "; " + "; ".join(f"{c} unsafe on {', '.join(sorted(g['scenario']))} in `{quality_study}`"
+                                     for c, g in bad.groupby("config"))
+    return text.replace("|", "/")
 
 
 def replace_block(text: str, body: str) -> str:

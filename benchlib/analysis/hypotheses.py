@@ -351,6 +351,10 @@ def bf16_on_frontier(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
             fronts[f"{a}-{b}"] = {s: [c for c, on in zip(cs, f[s][0]) if on] for s in (a, b)}
         return np.mean(d, axis=0), fronts
     est, ev["frontiers"] = dist(point)
+    differ = [f"{p} ({'; '.join(f'{s}: ' + ', '.join(cs) for s, cs in f.items())})"
+              for p, f in ev["frontiers"].items() if len({tuple(cs) for cs in f.values()}) > 1]
+    ev["summary"] = (f"frontiers differ on {', '.join(differ)}" if differ else
+                     f"the same frontier on {', '.join(ev['frontiers'])}")
     b, _ = dist(boot)
     lo, hi = np.percentile(b, [50 * (1 - rules.conf), 50 * (1 + rules.conf)])
     verdict, reason = decide(float(lo), float(hi), 0.0)
