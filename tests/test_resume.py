@@ -85,3 +85,24 @@ def test_a_study_that_starts_saving_state_does_not_run_its_finished_runs_again()
     ran = {"run": RunConfig(scenario="A", config="amp_bf16", steps=10).to_dict()}
     assert stale_keys(ran, {"scenario": "A", "config": "amp_bf16", "steps": 10, "state_every": 500}) == []
     assert stale_keys(ran, {"scenario": "A", "config": "amp_bf16", "steps": 20}) == ["steps 10 -> 20"]
+
+
+def test_a_fine_tune_with_dropout_continues_with_the_random_generator_where_it_was(tmp_path, monkeypatch):
+    """A checkpoint with dropout 0.1 (from-scratch models have none): the resumed run draws the
+    same dropout masks as the uninterrupted one only if the generator's state was restored."""
+    import torch
+    from transformers import RobertaConfig, RobertaModel
+    torch.manual_seed(0)
+    RobertaModel(RobertaConfig(vocab_size=512, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=80, pad_token_id=1,
+                               hidden_dropout_prob=0.1)).save_pretrained(tmp_path / "ckpt")
+    cfg = {"scenario": "D", "config": "fp32_baseline", "steps": 10, "log_every": 5, "eval_batches": 1,
+           "seq_len": 64, "model_name_or_path": str(tmp_path / "ckpt")}
+    run(cfg, out_dir=tmp_path / "whole", progress=False)
+    kill_at(monkeypatch, 7)
+    with pytest.raises(Killed):
+        run({**cfg, "state_every": 4}, out_dir=tmp_path / "stopped", progress=False)
+    monkeypatch.undo()
+    rec = run({**cfg, "state_every": 4}, out_dir=tmp_path / "stopped", progress=False)
+    assert rec["resumed"]["from_step"] == 4
+    assert [r["loss"] for r in rows(tmp_path / "stopped")] == [r["loss"] for r in rows(tmp_path / "whole")]
