@@ -115,8 +115,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str]) -> str:
     hyps = merged_hypotheses([(n, c) for n, c, _ in studies])
     if hyps:
         safety = pd.DataFrame(comparison.get("recommendation_evidence", []))
-        out += ["", "**Hypotheses**", "", "| id | claim | verdict | effect [CI] | evidence, or what would settle it | from |",
-                "|---|---|---|---|---|---|"]
+        out += ["", "**Hypotheses**", "",
+                "| id | claim | verdict | effect [CI] | evidence, or what would settle it | from |", "|---|---|---|---|---|---|"]
         for hid, (n, h) in hyps.items():
             e = h.get("effect") or {}
             ci = (f"{e['estimate']:.3g} [{e['ci_low']:.3g}, {e['ci_high']:.3g}] {e.get('unit', '')}".strip()

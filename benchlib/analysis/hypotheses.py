@@ -318,9 +318,10 @@ def bf16_on_frontier(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     no failed run (diverged, degraded, stalled) on either, when there are >= 2 of them; each
     scenario's frontier over those configs (throughput higher, memory lower is better;
     differences below min_size_pct % are ties). Effect: mean Jaccard distance (1 - |A and B| /
-    |A or B|) between the two frontiers of each such pair; the bootstrap resamples each cell's runs (throughput and memory together), once per
-    draw for all pairs. supported: CI above 0; rejected: CI = [0, 0] (the same frontier in
-    nearly every resample); inconclusive: otherwise, or no pair with >= 2 shared configs."""
+    |A or B|) between the two frontiers of each such pair; the bootstrap resamples each cell's
+    runs (throughput and memory together), once per draw for all pairs. supported: CI above 0;
+    rejected: CI = [0, 0] (the same frontier in nearly every resample); inconclusive: otherwise,
+    or no pair with >= 2 shared configs."""
     claim = "the throughput-memory Pareto frontier differs between LM and classification"
     failed = excluded_configs(df)  # a config with a failed run is on no frontier
     healthy = np.array([k not in failed for k in zip(df["scenario"], df["config"])], bool)
