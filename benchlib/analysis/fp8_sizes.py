@@ -26,11 +26,11 @@ from pathlib import Path
 
 import altair as alt
 import pandas as pd
-from scipy import stats
 
 from benchlib.analysis.charts import chart_title, no_data_chart, renderer_available, save
 from benchlib.analysis.scaling import markdown_table
-from benchlib.core.records import COMPLETED, load_records
+from benchlib.analysis.stats import ratio_interval
+from benchlib.core.records import COMPLETED, describe_environment, load_records
 from benchlib.core.sizes import SHAPES
 
 BASELINE = "amp_bf16"
@@ -93,11 +93,8 @@ def _speedup(r: pd.Series, base: pd.Series | None) -> tuple[float, float, float,
     ratio = base["ms_per_step"] / r["ms_per_step"]
     if r["config"] == BASELINE:
         return ratio, nan, nan, "the reference"
-    rel = [(x["ms_std"] / x["ms_per_step"]) ** 2 / x["windows"] for x in (r, base)]
-    if not all(v > 0 for v in rel) or min(r["windows"], base["windows"]) < 2:  # v > 0 is False for NaN
-        return ratio, nan, nan, "no spread over timed windows: no interval"
-    half = stats.norm.ppf(0.5 + CONF / 2) * math.sqrt(sum(rel))
-    return ratio, ratio * math.exp(-half), ratio * math.exp(half), ""
+    lo, hi = ratio_interval(base, r, CONF)
+    return ratio, lo, hi, "" if math.isfinite(lo) else "no spread over timed windows: no interval"
 
 
 def size_table(records: list[dict]) -> pd.DataFrame:
@@ -184,24 +181,13 @@ def speedup_chart(table: pd.DataFrame) -> alt.Chart:
     return (line + err + one).properties(width=360, height=260, title=chart_title(title, subtitle))
 
 
-def environment(records: list[dict]) -> str:
-    """Device, versions, commit and dates of the records, each value once."""
-    def vals(key):
-        return ", ".join(sorted({str(r["env"].get(key)) for r in records if r["env"].get(key)})) or "?"
-    dates = sorted(str(r["env"].get("date", ""))[:10] for r in records if r["env"].get("date"))
-    when = dates[0] if dates and dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}" if dates else "?"
-    cuda = f" (CUDA {vals('cuda')})" if any(r["env"].get("cuda") for r in records) else ""
-    return (f"Device: {vals('device_name')}; torch {vals('torch')}{cuda}, torchao {vals('torchao')}; "
-            f"commit {vals('git_commit')}; {when}")
-
-
 TABLE_COLUMNS = ["size", "config", "status", "ms_per_step", "ms_std", "speedup", "speedup_lo", "speedup_hi",
                  "tokens_per_s", "mfu_pct", "peak_gib", "micro_batch", "grad_accum", "linear_shapes", "fp8_layers",
                  "linear_tflop_per_step", "linear_flops_pct", "note"]
 
 
 def markdown(table: pd.DataFrame, records: list[dict], name: str = "") -> str:
-    lines = [f"# Where FP8 pays{f': {name}' if name else ''}", "", environment(records), "",
+    lines = [f"# Where FP8 pays{f': {name}' if name else ''}", "", describe_environment(records), "",
              "Break-even (the smallest size from which every larger size measured is faster in float8):", ""]
     lines += [f"- {c}: {t}" for c, t in break_evens(table).items()] or ["- no float8 runs"]
     failed = failed_runs(table)

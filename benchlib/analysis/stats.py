@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
+from scipy import stats as sps
 
 REFERENCE_CONFIGS = ("fp32_baseline", "fp32_tf32_matmul", "amp_bf16")
 
@@ -70,3 +73,15 @@ def bootstrap_means(values: dict, n_boot: int, rng: np.random.Generator) -> dict
     """``n_boot`` resampled means per key (keys in sorted order: reproducible)."""
     return {k: np.asarray(values[k], float)[rng.integers(0, len(values[k]), (n_boot, len(values[k])))].mean(axis=1)
             for k in sorted(values)}
+
+
+def ratio_interval(num: dict, den: dict, conf: float = 0.95) -> tuple[float, float]:
+    """Interval of ``num["ms_per_step"] / den["ms_per_step"]`` (two runs' median timed windows) by
+    the delta method on the log ratio: each step time's standard error is its std over the timed
+    windows / sqrt(windows). (NaN, NaN) where either run has fewer than 2 windows or no spread."""
+    rel = [(x["ms_std"] / x["ms_per_step"]) ** 2 / x["windows"] for x in (num, den)]
+    if not all(v > 0 for v in rel) or min(num["windows"], den["windows"]) < 2:  # v > 0 is False for NaN
+        return math.nan, math.nan
+    ratio = num["ms_per_step"] / den["ms_per_step"]
+    half = sps.norm.ppf(0.5 + conf / 2) * math.sqrt(sum(rel))
+    return ratio * math.exp(-half), ratio * math.exp(half)

@@ -332,3 +332,15 @@ def new_record(cfg, device) -> dict:
             "scenario": cfg.scenario, "config": cfg.dtype.name, "seed": cfg.seed,
             "run": cfg.to_dict(), "dtype": cfg.dtype.to_dict(), "env": envmod.environment(device),
             "metrics": {}, "wall_s": None, "data": {}}
+
+
+def describe_environment(records: list[dict]) -> str:
+    """One line for a table's caption: device, versions, commit and dates of the records, each
+    value once."""
+    def vals(key):
+        return ", ".join(sorted({str(r["env"].get(key)) for r in records if r["env"].get(key)})) or "?"
+    dates = sorted(str(r["env"].get("date", ""))[:10] for r in records if r["env"].get("date"))
+    when = dates[0] if dates and dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}" if dates else "?"
+    cuda = f" (CUDA {vals('cuda')})" if any(r["env"].get("cuda") for r in records) else ""
+    return (f"Device: {vals('device_name')}; torch {vals('torch')}{cuda}, torchao {vals('torchao')}; "
+            f"commit {vals('git_commit')}; {when}")

@@ -82,7 +82,8 @@ STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "order", 
 ORDERS = ("seeds", "cells")
 """``order:`` of a study's runs. ``seeds`` (the default): every scenario and config of the first
 seed before any of the next, so a study cut short (a time budget, a lost machine) still holds
-whole seeds. ``cells``: each (scenario, config)'s seeds back to back, so the later seeds find
+whole seeds. ``cells``: each (scenario, config)'s seeds back to back (and its arms', arm by
+arm, in a study with ``arms:``, so a study cut short holds whole pairs), so the later seeds find
 the first one's compiled graphs in the machine's compile cache: a speed study of short runs on
 hosts lent one at a time, whose seeds run on another host cold otherwise (H100, GPT-2 base,
 100 steps: a seed-1 run ~30 s on the host of its seed 0, ~65 s on a fresh one)."""
@@ -180,11 +181,12 @@ class Study:
         directory, the sweep's), the value ``pretrained`` becomes the run's arch's directory;
         without, it stays as written."""
         where = f"{self.path or self.name}: "
-        out = []
+        out, cells = [], []
         for arm, over in (self.arms or {None: {}}).items():
             configs = over.get("configs", self.configs)
             here = f"{where}arms.{arm}: " if arm else where
             for k, s, c in self._matrix(configs):
+                cells.append((s, c))
                 d = self.run_params(s, c, k)
                 d.update({key: v for key, v in over.items() if key != "configs"})
                 if arm:
@@ -193,6 +195,9 @@ class Study:
                     d["model_name_or_path"] = str(checkpoints[get_scenario(s).arch])
                 nb = self.notebook_seeds is None or k in self.notebook_seeds
                 out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm, nb))
+        if self.order == "cells" and self.arms:  # a cell's arms back to back too: a study cut short holds pairs
+            first = {cell: i for i, cell in reversed(list(enumerate(cells)))}
+            out = [run for _, run in sorted(zip(cells, out), key=lambda x: first[x[0]])]  # stable within a cell
         return out
 
     def _matrix(self, configs: list[str]) -> list[tuple[int, str, str]]:
