@@ -111,16 +111,16 @@ def cost_chart(table: pd.DataFrame, baseline: str = BASELINE_ARM, environment: s
     subtitle = [s for s in (environment,) if s] + [
         f"x: 100 x (the arm's ms/step / {baseline}'s - 1), bars {CONF:.0%} interval over timed windows; "
         f"y: 100 x (1 - the arm's peak memory / {baseline}'s)"]
-    base = alt.Chart(d).encode(color=alt.Color("config:N", title="dtype config"),
+    base = alt.Chart().encode(color=alt.Color("config:N", title="dtype config"),
                                y=alt.Y("memory_saved_pct:Q", title="peak memory saved (%)"))
     points = base.mark_point(filled=True, size=70).encode(
         x=alt.X("time_cost_pct:Q", title="step-time cost (%)"), shape=alt.Shape("scenario:N", title="scenario"),
         tooltip=KEYS + ["arm:N", alt.Tooltip("time_cost_pct:Q", format=".1f"),
                         alt.Tooltip("memory_saved_pct:Q", format=".1f"), alt.Tooltip("peak_gib:Q", format=".2f")])
     bars = base.transform_filter("isValid(datum.cost_lo)").mark_rule().encode(x="cost_lo:Q", x2="cost_hi:Q")
-    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(strokeDash=[4, 4], color="grey").encode(x="x:Q")
-    layer = (bars + points + zero).properties(width=320, height=240)
-    chart = layer.facet(column=alt.Column("arm:N", title=None), data=d) if d["arm"].nunique() > 1 else layer
+    zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="grey").encode(x=alt.datum(0))
+    layer = alt.layer(bars, points, zero, data=d).properties(width=320, height=240)
+    chart = layer.facet(column=alt.Column("arm:N", title=None)) if d["arm"].nunique() > 1 else layer
     return chart.properties(title=chart_title([title], subtitle))
 
 
