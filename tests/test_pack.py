@@ -145,7 +145,7 @@ def test_unpack_adds_the_files_and_refuses_to_overwrite_a_different_one(repo, tm
     assert main(["unpack", str(archive), "--into", str(here)]) == 2
     err = capsys.readouterr().err
     assert "1 file(s) here differ from the archive's (executed/ref/runs/A/amp_bf16/seed0/result.json)" in err
-    assert "nothing unpacked: --force replaces them" in err and err.count("\n") == 1
+    assert "nothing unpacked: --force replaces them, --keep adds only the new files" in err and err.count("\n") == 1
     assert not (here / "executed/ref.pretrain").exists()
 
     assert main(["unpack", str(archive), "--into", str(here), "--force"]) == 0
@@ -156,6 +156,21 @@ def test_unpack_adds_the_files_and_refuses_to_overwrite_a_different_one(repo, tm
     # unpacking the same archive again changes nothing and needs no --force
     assert main(["unpack", str(archive), "--into", str(here)]) == 0
     assert "0 added, 0 replaced, 4 already here" in capsys.readouterr().out
+
+
+def test_unpack_keep_adds_the_new_files_and_leaves_a_different_one_alone(repo, tmp_path, capsys):
+    _chunk(repo)
+    archive = tmp_path / "chunk.tgz"
+    pack.pack([repo / "executed/ref"], archive)
+    here = tmp_path / "here"
+    committed = _write(here / "executed/ref/runs/A/amp_bf16/seed0/result.json", '{"status": "ok"}')
+    assert main(["unpack", str(archive), "--into", str(here), "--keep"]) == 0
+    out = capsys.readouterr().out
+    assert "3 added, 1 kept as they were here, 0 already here" in out
+    assert committed.read_text() == '{"status": "ok"}'
+    assert (here / "executed/ref/runs/A/amp_bf16/seed1/result.json").exists()
+    assert main(["unpack", str(archive), "--into", str(here), "--keep", "--force"]) == 2
+    assert "--force and --keep exclude each other" in capsys.readouterr().err
 
 
 def test_unpack_refuses_a_path_that_leaves_its_folder(tmp_path):

@@ -199,9 +199,13 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
-def unpack(archive: Path, into: Path, force: bool = False) -> str:
+def unpack(archive: Path, into: Path, force: bool = False, keep: bool = False) -> str:
     """Extract the archive's files under ``into``, never replacing a file whose content differs
-    unless ``force``; return what was added, grouped by folder."""
+    unless ``force`` (``keep``: add the new files and leave the differing ones as they are, e.g.
+    the record of a checkpoint the GPU host pretrained again); return what was added, grouped
+    by folder."""
+    if force and keep:
+        raise UserError("--force and --keep exclude each other: replace the differing files, or keep them")
     try:
         tar = tarfile.open(archive, "r:gz")
     except (OSError, tarfile.TarError) as e:
@@ -214,19 +218,21 @@ def unpack(archive: Path, into: Path, force: bool = False) -> str:
                 raise UserError(f"{archive}: {m.name!r} is not a plain file below the archive's root; nothing unpacked")
         state = {m.name: _compare(tar, m, into / m.name) for m in members}
         differ = [n for n, s in state.items() if s == "differs"]
-        if differ and not force:
+        if differ and not (force or keep):
             raise UserError(f"{len(differ)} file(s) here differ from the archive's ({', '.join(differ[:3])}"
-                            f"{' ...' if len(differ) > 3 else ''}); nothing unpacked: --force replaces them")
+                            f"{' ...' if len(differ) > 3 else ''}); nothing unpacked: --force replaces them, "
+                            "--keep adds only the new files")
         for m in members:
-            if state[m.name] != "same":
+            if state[m.name] == "new" or (state[m.name] == "differs" and force):
                 tar.extract(m, path=into, filter="data")
     counts = Counter(state.values())
-    lines = [f"unpacked {archive} into {into}: {counts['new']} added, {counts['differs']} replaced, "
-             f"{counts['same']} already here"]
+    lines = [f"unpacked {archive} into {into}: {counts['new']} added, "
+             f"{counts['differs']} {'kept as they were here' if keep else 'replaced'}, {counts['same']} already here"]
     by_folder: dict[str, Counter] = {}
     for name, s in state.items():
         if s != "same":
-            by_folder.setdefault(str(PurePosixPath(name).parent), Counter())["added" if s == "new" else "replaced"] += 1
+            what = "added" if s == "new" else "kept" if keep else "replaced"
+            by_folder.setdefault(str(PurePosixPath(name).parent), Counter())[what] += 1
     lines += [f"  {folder}/: " + ", ".join(f"{n} {what}" for what, n in c.items()) for folder, c in sorted(by_folder.items())]
     return "\n".join(lines)
 
@@ -259,6 +265,8 @@ def main_unpack(argv: list[str] | None = None) -> int:
     p.add_argument("--into", type=Path, default=None,
                    help="where its paths start (default: the root of the git work tree here, else the current folder)")
     p.add_argument("--force", action="store_true", help="replace files here whose content differs from the archive's")
+    p.add_argument("--keep", action="store_true",
+                   help="add the archive's new files, keep the files here that differ (e.g. a pretrain made again)")
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
-    print(unpack(ns.archive, ns.into or git_root(Path.cwd()) or Path.cwd(), ns.force))
+    print(unpack(ns.archive, ns.into or git_root(Path.cwd()) or Path.cwd(), ns.force, ns.keep))
     return 0
