@@ -22,10 +22,11 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from benchlib.analysis.charts import chart_title, no_data_chart, renderer_available, save
+from benchlib.analysis.charts import chart_title, no_data_chart
+from benchlib.analysis.outputs import study_records, write_outputs
 from benchlib.analysis.scaling import markdown_table
 from benchlib.analysis.stats import ratio_interval
-from benchlib.core.records import COMPLETED, describe_environment, load_records
+from benchlib.core.records import COMPLETED, describe_environment
 
 BASELINE_ARM = "plain"
 CONF = 0.95
@@ -148,23 +149,11 @@ class ArmCost:
 def analyze(study_dir: str | Path, baseline: str = BASELINE_ARM, out_dir: str | Path | None = None) -> ArmCost:
     """``arm_cost.csv``, ``arm_cost.md`` and the chart (Vega-Lite spec, PNG where vl-convert is
     installed) of the records under ``study_dir``, in ``out_dir`` (default ``study_dir/arm_cost``)."""
-    root = Path(study_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"no study folder {str(root)!r}")
-    records = load_records(root)
-    if not records:
-        raise FileNotFoundError(f"no readable result.json under {str(root)!r}")
+    root, records = study_records(study_dir)
     table = cost_table(records, baseline)
     chart = cost_chart(table, baseline, describe_environment(records))
     md = markdown(table, records, baseline, root.name)
-    out = Path(out_dir) if out_dir else root / "arm_cost"
-    out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "arm_cost.csv", index=False)
-    (out / "arm_cost.md").write_text(md)
-    (out / "arm_cost.vl.json").write_text(chart.to_json())
-    files = [out / "arm_cost.csv", out / "arm_cost.md", out / "arm_cost.vl.json"]
-    if renderer_available():
-        files += save(chart, out / "arm_cost", ("png",))
+    files = write_outputs(Path(out_dir) if out_dir else root / "arm_cost", "arm_cost", table, md, chart)
     return ArmCost(table, chart, md, files)
 
 

@@ -27,10 +27,11 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from benchlib.analysis.charts import chart_title, no_data_chart, renderer_available, save
+from benchlib.analysis.charts import chart_title, no_data_chart
+from benchlib.analysis.outputs import study_records, write_outputs
 from benchlib.analysis.scaling import markdown_table
 from benchlib.analysis.stats import ratio_interval
-from benchlib.core.records import COMPLETED, describe_environment, load_records
+from benchlib.core.records import COMPLETED, describe_environment
 from benchlib.core.sizes import SHAPES
 
 BASELINE = "amp_bf16"
@@ -215,23 +216,12 @@ def analyze(study_dir: str | Path, out_dir: str | Path | None = None) -> Fp8Size
     """The table (``fp8_sizes.csv``), the Markdown (``fp8_sizes.md``) and the chart (its
     Vega-Lite spec, and PNG where vl-convert is installed) of the records under ``study_dir``,
     written to ``out_dir`` (default ``study_dir/fp8``)."""
-    root = Path(study_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"no study folder {str(root)!r}")
-    records = load_records(root)
-    if not records:
-        raise FileNotFoundError(f"no readable result.json under {str(root)!r}")
+    root, records = study_records(study_dir)
     table = size_table(records)
     chart = speedup_chart(table)
     md = markdown(table, records, root.name)
-    out = Path(out_dir) if out_dir else root / "fp8"
-    out.mkdir(parents=True, exist_ok=True)
-    table.drop(columns=["matmuls"]).to_csv(out / "fp8_sizes.csv", index=False)
-    (out / "fp8_sizes.md").write_text(md)
-    (out / "fp8_speedup.vl.json").write_text(chart.to_json())
-    files = [out / "fp8_sizes.csv", out / "fp8_sizes.md", out / "fp8_speedup.vl.json"]
-    if renderer_available():
-        files += save(chart, out / "fp8_speedup", ("png",))
+    files = write_outputs(Path(out_dir) if out_dir else root / "fp8", "fp8_sizes", table.drop(columns=["matmuls"]),
+                          md, chart, "fp8_speedup")
     return Fp8Sizes(table, chart, md, files)
 
 

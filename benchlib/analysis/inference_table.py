@@ -20,7 +20,8 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from benchlib.analysis.charts import chart_title, no_data_chart, renderer_available, save
+from benchlib.analysis.charts import chart_title, no_data_chart
+from benchlib.analysis.outputs import write_outputs
 from benchlib.analysis.scaling import markdown_table
 from benchlib.core.records import describe_environment
 
@@ -142,14 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     md = markdown(t, records)
     first = Path(ns.paths[0])
     out = Path(ns.out) if ns.out else first if first.is_dir() else first.parent
-    out.mkdir(parents=True, exist_ok=True)
-    t.to_csv(out / "inference.csv", index=False)
-    (out / "inference.md").write_text(md)
-    c = chart(t, describe_environment(records))
-    (out / "inference.vl.json").write_text(c.to_json())
-    files = [out / "inference.csv", out / "inference.md", out / "inference.vl.json"]
-    if renderer_available():
-        files += save(c, out / "inference", ("png",))
+    files = write_outputs(out, "inference", t, md, chart(t, describe_environment(records)))
     print(md)
     print("files: " + ", ".join(str(f) for f in files))
     return 0
