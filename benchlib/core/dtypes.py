@@ -159,6 +159,30 @@ def get_config(name: str) -> DtypeConfig:
     return REGISTRY[key]
 
 
+@dataclass(frozen=True)
+class InferMode:
+    """An inference precision, data as a dtype configuration is: the dtype a trained model's
+    weights are cast to for serving and the autocast dtype around its forward."""
+    name: str
+    weights: DtypeName
+    autocast: Optional[DtypeName] = None
+
+
+INFER_MODES = {m.name: m for m in [
+    InferMode("fp32", "fp32"),
+    InferMode("autocast_bf16", "fp32", "bf16"),
+    InferMode("autocast_fp16", "fp32", "fp16"),
+    InferMode("bf16", "bf16"),
+    InferMode("fp16", "fp16"),
+]}
+
+
+def get_mode(name: str) -> InferMode:
+    if name not in INFER_MODES:
+        raise UnknownNameError(f"unknown inference mode {name!r}: use one of {', '.join(INFER_MODES)}")
+    return INFER_MODES[name]
+
+
 def config_table() -> "pandas.DataFrame":  # noqa: F821
     import pandas as pd
     rows = []

@@ -20,8 +20,11 @@ a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-proces
 ``sweep`` (what the sweep added: its timing of the run, the pretrain checkpoint it loaded,
 ``runs_per_gpu`` where ``--runs-per-gpu N`` ran up to N runs side by side on its GPU, and for a
 pretrain run made again because its checkpoint did not travel with its record,
-``lost_checkpoints``: the dates of the records whose checkpoint it replaces) and
-``backfill`` (``benchlib.study.backfill``: fields added to an old record, and its status before).
+``lost_checkpoints``: the dates of the records whose checkpoint it replaces),
+``backfill`` (``benchlib.study.backfill``: fields added to an old record, and its status before),
+``resumed`` (a run continued from its saved state: ``training.resume``) and ``serve`` (per
+inference mode of ``serve_modes``: the trained model's quality served in that precision, and its
+difference to the run's own evaluation: ``inference.serve_quality``).
 
 A run that shared its GPU (``sweep.runs_per_gpu`` > 1) was timed against its neighbours: its
 quality is a measurement, its speed (``SPEED_METRICS``) is not, and ``records_frame`` blanks it.
@@ -50,8 +53,8 @@ COMPLETED = ("ok", "degraded", "stalled")
 RECORD_KEYS = ("schema", "run_id", "status", "reason", "scenario", "config", "seed",
                "run", "dtype", "env", "metrics", "wall_s")
 # Optional top-level keys, and the type each must have when present (None allowed).
-OPTIONAL_KEYS = {"data": dict, "model": dict, "pretrained": dict, "checkpoint": str, "dist": dict, "ranks": list, "sweep": dict,
-                 "backfill": dict, "resumed": dict}
+OPTIONAL_KEYS = {"data": dict, "model": dict, "pretrained": dict, "checkpoint": str, "dist": dict, "ranks": list,
+                 "sweep": dict, "backfill": dict, "resumed": dict, "serve": dict}
 
 # Every metric a record may carry, with its meaning. Analysis reads only these names. Values
 # are numbers, except the strings (`throughput_unit`, `quality_name`, `quality/learned_metric`,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
 from benchlib.core.errors import UserError
-from benchlib.core.dtypes import UnknownNameError, closest, get_config
+from benchlib.core.dtypes import UnknownNameError, closest, get_config, get_mode
 from benchlib.core.scenarios import DATASETS, dataset_problem, get_scenario
 from benchlib.core.sizes import LARGE_SIZES, SHAPES, Size, micro_batch, shape
 
@@ -190,6 +190,11 @@ class RunConfig:
     through transformers' per-block checkpointing, fsdp_manual around its own weight gathers.
     Its memory and speed cost is the record's usual ``memory/*`` and speed metrics, next to
     ``run.activation_checkpointing``. Also accepted as ``gradient_checkpointing``."""
+    serve_modes: str = ""
+    """Inference precisions (``dtype-bench infer``'s modes, comma-separated, e.g. ``fp16,bf16``)
+    the trained model is evaluated in after training, on the run's own validation batches:
+    trained in this config, served in another. The record's ``serve`` section holds each mode's
+    quality and its difference to the run's own evaluation. Single-process runs only."""
     dist: DistConfig = field(default_factory=lambda: DistConfig())
     """How the run spreads over processes (``dist.strategy``, ``dist.nproc``, tuning levers)."""
     out_dir: Optional[str] = None
@@ -234,6 +239,18 @@ class RunConfig:
                               f"(each rank would need its own shard of the state)")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
+        for mode in self.serve_list:
+            try:
+                get_mode(mode)
+            except UnknownNameError as e:
+                raise ConfigError(f"serve_modes: {e}") from None
+        if self.serve_list and self.dist.strategy != "single":
+            raise ConfigError(f"serve_modes works with dist.strategy='single' only, got {self.dist.strategy!r}")
+
+    @property
+    def serve_list(self) -> list[str]:
+        """``serve_modes`` as a list of names."""
+        return [m.strip() for m in self.serve_modes.split(",") if m.strip()]
 
     # ---- mapping in and out -------------------------------------------------------
     @classmethod

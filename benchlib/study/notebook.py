@@ -315,6 +315,12 @@ def result_summary(result: TrainResult | dict) -> str:
                 if m.get(f"forensics/{k}_mean") is not None]
     if forensic:
         lines.append("forensics (mean over logged steps): " + ", ".join(forensic))
+    served = [f"{mode} " + (f"{_num(s['metrics'].get(headline))} ({s['minus_trained'].get(headline, 0):+.3g})"
+                            if s.get("status") == "ok" else s.get("status", "?"))
+              for mode, s in (rec.get("serve") or {}).items()]
+    if served:
+        lines.append(f"served in (serve_modes; {METRIC_LABEL.get(headline, headline)}, change vs trained): "
+                     + ", ".join(served))
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ served in another precision than the one it was trained in.
     decode               GPT-2: prefill of a prompt, then greedy decoding one token at a time
                          with the KV cache (per-token latency)
     quality              the validation quality of one model under an inference precision
+    serve_quality        a just-trained model's quality in each inference precision (``serve_modes``)
     infer                a run configuration -> the inference record (``dtype-bench infer``)
 
 An inference precision (``MODES``) is data, as a dtype configuration is: the dtype the weights
@@ -18,41 +19,20 @@ import copy
 import json
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 
 from benchlib.core import env as envmod
-from benchlib.core.dtypes import TORCH_DTYPES, get_config
+from benchlib.core.dtypes import INFER_MODES, TORCH_DTYPES, InferMode, get_config, get_mode
 from benchlib.core.runconfig import RunConfig, resolved
 from benchlib.training.baselines import evaluate_predictor
 from benchlib.training.models import BenchModel, ModelSpec, build_model
 
 
-@dataclass(frozen=True)
-class InferMode:
-    name: str
-    weights: str
-    """Dtype the weights are cast to: fp32, bf16 or fp16."""
-    autocast: Optional[str] = None
-    """Autocast dtype around the forward (bf16 / fp16), or None."""
-
-
-MODES = {m.name: m for m in [
-    InferMode("fp32", "fp32"),
-    InferMode("autocast_bf16", "fp32", "bf16"),
-    InferMode("autocast_fp16", "fp32", "fp16"),
-    InferMode("bf16", "bf16"),
-    InferMode("fp16", "fp16"),
-]}
-
-
-def get_mode(name: str) -> InferMode:
-    if name not in MODES:
-        raise ValueError(f"unknown inference mode {name!r}: use one of {', '.join(MODES)}")
-    return MODES[name]
+MODES = INFER_MODES  # the inference precisions, data in core.dtypes
 
 
 def _context(mode: InferMode, device: torch.device):
@@ -171,6 +151,30 @@ def quality(model: BenchModel, val: list[dict], mode: InferMode, device: torch.d
     with _context(mode, device):
         metrics, _ = evaluate_predictor(model.logits, val, model.task)
     return {f"quality/{k}": v for k, v in metrics.items()}
+
+
+def serve_quality(model: BenchModel, val: list[dict], modes: list[str], device: torch.device,
+                  trained: dict[str, float]) -> dict:
+    """The quality of a just-trained ``model`` served in each of ``modes``, on the run's
+    validation batches, and each metric's difference to ``trained`` (the run's own evaluation,
+    in its training precision). A mode that fails (no kernel for a dtype, a layer that cannot
+    be cast, out of memory) gets its status and reason instead."""
+    out = {}
+    for name in modes:
+        mode, row = get_mode(name), {}
+        try:
+            q = {k.removeprefix("quality/"): v for k, v in quality(serve_copy(model, mode), val, mode, device).items()}
+            row = {"status": "ok", "metrics": q,
+                   "minus_trained": {k: v - trained[k] for k, v in q.items() if k in trained}}
+        except torch.cuda.OutOfMemoryError as e:
+            row = {"status": "oom", "reason": str(e).splitlines()[0][:300]}
+        except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+            row = {"status": "skipped", "reason": " ".join(str(e).split())[:300]}
+        finally:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        out[name] = {"weights": mode.weights, "autocast": mode.autocast, **row}
+    return out
 
 
 def infer(cfg: RunConfig | dict, modes: list[str], out_dir: str | Path | None = None, iters: int = 10,

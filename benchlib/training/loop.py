@@ -322,6 +322,11 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     broken = diverged_step is None and not math.isfinite(quality.get("val_loss", 0.0))
     if broken:  # the last step wrote non-finite weights after the last loss was checked
         diverged_step = steps_done - 1
+    if cfg.serve_list:  # trained in this config, served in another
+        from benchlib.training.inference import serve_quality
+        ts = time.perf_counter()
+        rec["serve"] = serve_quality(model, val, cfg.serve_list, device, quality)
+        eval_s += time.perf_counter() - ts
     rows_f.write(json.dumps({"step": steps_done - 1, "eval": quality}) + "\n")
     rows_f.close()
 
