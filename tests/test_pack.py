@@ -2,6 +2,7 @@
 as one archive and put in place, checkpoints left out, nothing overwritten unasked."""
 import os
 import subprocess
+import json
 import tarfile
 
 import pytest
@@ -171,6 +172,38 @@ def test_unpack_keep_adds_the_new_files_and_leaves_a_different_one_alone(repo, t
     assert (here / "executed/ref/runs/A/amp_bf16/seed1/result.json").exists()
     assert main(["unpack", str(archive), "--into", str(here), "--keep", "--force"]) == 2
     assert "--force and --keep exclude each other" in capsys.readouterr().err
+
+
+def test_a_pretrain_made_again_on_the_host_replaces_the_record_it_succeeds_even_under_keep(tmp_path, capsys):
+    """The host trained a lost checkpoint again: its record lists the committed record's date as
+    lost. Keeping the old record would make the next host see the runs that loaded the remake
+    as stale and train them again, so the remake's folder replaces the old one whole (its step
+    log included: the old, gzipped one goes); a pretrain record that is no remake still differs."""
+    here, host = tmp_path / "here", tmp_path / "host"
+    old = {"status": "ok", "env": {"date": "2026-11-23T22:02:43"}, "sweep": {}}
+    _write(here / "executed/ref.pretrain/gpt2/result.json", json.dumps(old))
+    _write(here / "executed/ref.pretrain/gpt2/steps.jsonl.gz", "old log")
+    _write(here / "executed/ref.pretrain/roberta/result.json", json.dumps(old))
+    remake = {"status": "ok", "env": {"date": "2026-11-24T15:38:44"},
+              "sweep": {"lost_checkpoints": ["2026-11-23T22:02:43"]}}
+    _write(host / "executed/ref.pretrain/gpt2/result.json", json.dumps(remake))
+    _write(host / "executed/ref.pretrain/gpt2/steps.jsonl", '{"step": 0}')
+    _write(host / "executed/ref.pretrain/gpt2.ipynb", "remade")
+    _write(host / "executed/ref.pretrain/roberta/result.json", json.dumps({**old, "env": {"date": "other"}}))
+    _write(host / "executed/ref/runs/C/amp_bf16/seed3/result.json", '{"status": "ok"}')
+    archive = tmp_path / "chunk.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for f in sorted(p for p in host.rglob("*") if p.is_file()):
+            tar.add(f, arcname=f.relative_to(host).as_posix())
+    assert main(["unpack", str(archive), "--into", str(here), "--keep"]) == 0
+    out = capsys.readouterr().out
+    assert "3 added, 1 kept as they were here, 0 already here" in out
+    assert "1 pretrain run(s) made again on the GPU host (executed/ref.pretrain/gpt2): their 3 file(s) replace" in out
+    gpt2 = here / "executed/ref.pretrain/gpt2"
+    assert json.loads((gpt2 / "result.json").read_text()) == remake
+    assert sorted(p.name for p in gpt2.iterdir()) == ["result.json", "steps.jsonl"]
+    assert (here / "executed/ref.pretrain/gpt2.ipynb").read_text() == "remade"
+    assert json.loads((here / "executed/ref.pretrain/roberta/result.json").read_text()) == old
 
 
 def test_unpack_refuses_a_path_that_leaves_its_folder(tmp_path):

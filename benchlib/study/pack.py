@@ -195,15 +195,37 @@ class Packer:
                 self._since.unlink(missing_ok=True)
 
 
+def _remade_pretrains(tar: tarfile.TarFile, state: dict[str, str], into: Path) -> list[str]:
+    """Pretrain run folders (``<study>.pretrain/<arch>``) whose record in the archive is a remake
+    of the one here: the host trained the lost checkpoint again and its record lists this
+    record's date under ``sweep.lost_checkpoints``. That record succeeds this one: the runs
+    that loaded either checkpoint stay finished only if the next sweep sees both dates."""
+    import json
+    out = []
+    for name, st in state.items():
+        p = PurePosixPath(name)
+        if st != "differs" or p.name != "result.json" or not p.parent.parent.name.endswith(".pretrain"):
+            continue
+        try:
+            new = json.loads(tar.extractfile(name).read())
+            here = json.loads((into / name).read_text())
+        except (OSError, ValueError, AttributeError):
+            continue
+        lost = (new.get("sweep") or {}).get("lost_checkpoints") or []
+        if (here.get("env") or {}).get("date") in lost:
+            out.append(str(p.parent))
+    return out
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
 def unpack(archive: Path, into: Path, force: bool = False, keep: bool = False) -> str:
     """Extract the archive's files under ``into``, never replacing a file whose content differs
-    unless ``force`` (``keep``: add the new files and leave the differing ones as they are, e.g.
-    the record of a checkpoint the GPU host pretrained again); return what was added, grouped
-    by folder."""
+    unless ``force`` (``keep``: add the new files and leave the differing ones as they are). A
+    pretrain run made again on the GPU host (``_remade_pretrains``) replaces the one here with
+    its whole folder under either. Return what was added, grouped by folder."""
     if force and keep:
         raise UserError("--force and --keep exclude each other: replace the differing files, or keep them")
     try:
@@ -217,21 +239,35 @@ def unpack(archive: Path, into: Path, force: bool = False, keep: bool = False) -
             if not m.isfile() or p.is_absolute() or ".." in p.parts:
                 raise UserError(f"{archive}: {m.name!r} is not a plain file below the archive's root; nothing unpacked")
         state = {m.name: _compare(tar, m, into / m.name) for m in members}
+        remade = _remade_pretrains(tar, state, into)
+        remade_files = [n for n in state if any(n.startswith(r + "/") or n == r + ".ipynb" for r in remade)]
+        for name in remade_files:
+            if state[name] == "differs":
+                state[name] = "remade"
         differ = [n for n, s in state.items() if s == "differs"]
         if differ and not (force or keep):
             raise UserError(f"{len(differ)} file(s) here differ from the archive's ({', '.join(differ[:3])}"
                             f"{' ...' if len(differ) > 3 else ''}); nothing unpacked: --force replaces them, "
                             "--keep adds only the new files")
+        for r in remade:  # the remake's files replace the old record's, e.g. its step log (.gz here)
+            shipped = {n for n in state if n.startswith(r + "/")}
+            for f in (into / r).rglob("*"):
+                rel = f.relative_to(into).as_posix()
+                if f.is_file() and rel not in shipped and "model" not in f.relative_to(into / r).parts:
+                    f.unlink()
         for m in members:
-            if state[m.name] == "new" or (state[m.name] == "differs" and force):
+            if state[m.name] in ("new", "remade") or (state[m.name] == "differs" and force):
                 tar.extract(m, path=into, filter="data")
     counts = Counter(state.values())
     lines = [f"unpacked {archive} into {into}: {counts['new']} added, "
              f"{counts['differs']} {'kept as they were here' if keep else 'replaced'}, {counts['same']} already here"]
+    if remade:
+        lines.append(f"  {len(remade)} pretrain run(s) made again on the GPU host ({', '.join(remade)}): their "
+                     f"{len(remade_files)} file(s) replace the run here, whose checkpoint their record lists as lost")
     by_folder: dict[str, Counter] = {}
     for name, s in state.items():
         if s != "same":
-            what = "added" if s == "new" else "kept" if keep else "replaced"
+            what = "added" if s == "new" else "replaced" if s == "remade" or not keep else "kept"
             by_folder.setdefault(str(PurePosixPath(name).parent), Counter())[what] += 1
     lines += [f"  {folder}/: " + ", ".join(f"{n} {what}" for what, n in c.items()) for folder, c in sorted(by_folder.items())]
     return "\n".join(lines)
