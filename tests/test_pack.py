@@ -4,6 +4,7 @@ import os
 import subprocess
 import json
 import tarfile
+import time
 
 import pytest
 
@@ -84,6 +85,25 @@ def test_a_pretrain_trained_again_under_a_committed_record_stays_out(repo, tmp_p
     assert _names(out) == ["executed/ref.pretrain/roberta/result.json", "executed/ref.pretrain/roberta/steps.jsonl",
                            "executed/ref/runs/A/amp_bf16/seed1/result.json"]
     assert "2 stale pretrain file(s)" in capsys.readouterr().out
+
+
+def test_on_a_warm_host_a_restored_pretrain_record_keeps_the_hosts_remake_out(repo, tmp_path):
+    """A warm GPU host keeps its own git state between jobs: the committed pretrain record the
+    job's copy restored may show as changed there. Written before the sweep started, it is not
+    the host's: the step log of the host's remake stays out; a record written since goes in."""
+    ex = repo / "executed"
+    _write(ex / "ref.pretrain/gpt2/result.json", '{"status": "ok"}')
+    _git(repo, "add", "-f", "executed/ref.pretrain")
+    _git(repo, "commit", "-qm", "pretrain")
+    _write(ex / "ref.pretrain/gpt2/result.json", '{"status": "ok", "sweep": {"lost_checkpoints": ["d"]}}')  # restored
+    _write(ex / "ref.pretrain/gpt2/steps.jsonl", '{"step": 0}')  # the host's remake, from an earlier job
+    _write(ex / "ref/runs/A/amp_bf16/seed1/result.json", '{"status": "ok", "seed": 1}')
+    started = time.time() + 1  # the sweep started after the copy
+    out = tmp_path / "chunk.tgz"
+    pack.pack([ex / "ref"], out, started=started)
+    assert _names(out) == ["executed/ref/runs/A/amp_bf16/seed1/result.json"]
+    pack.pack([ex / "ref"], out, started=started - 3600)  # the record was written during the sweep
+    assert "executed/ref.pretrain/gpt2/steps.jsonl" in _names(out)
 
 
 def test_a_run_cut_off_before_its_record_stays_out(repo, tmp_path, capsys):

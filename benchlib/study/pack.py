@@ -22,6 +22,7 @@ import hashlib
 import subprocess
 import sys
 import tarfile
+import time
 from collections import Counter
 from pathlib import Path, PurePosixPath
 
@@ -72,8 +73,10 @@ def left_out(rel: PurePosixPath) -> str:
     return "hidden" if any(part.startswith(".") for part in rel.parts) else ""
 
 
-def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than: Path | None = None) -> str:
-    """Write the archive; return what to print."""
+def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than: Path | None = None,
+         started: float | None = None) -> str:
+    """Write the archive; return what to print. ``started`` (the sweep's start, a time stamp):
+    a pretrain record not written since then is the one the job's copy of the tree brought."""
     dirs: list[Path] = []
     for d in (Path(d).resolve() for d in study_dirs):
         if not d.is_dir():
@@ -91,7 +94,7 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
     out = Path(out).resolve()
     files = [f for f in files if f != out]
     rel = {f: PurePosixPath(f.relative_to(root).as_posix()) for f in files}
-    stale, unfinished = _beside_a_standing_record(files, dirs), _of_unfinished_runs(files, dirs)
+    stale, unfinished = _beside_a_standing_record(files, dirs, started), _of_unfinished_runs(files, dirs)
     skipped = Counter(left_out(r) or ("stale pretrain" if f in stale else "unfinished run")
                       for f, r in rel.items() if left_out(r) or f in stale or f in unfinished)
     files = [f for f in files if not left_out(rel[f]) and f not in stale and f not in unfinished]
@@ -120,17 +123,21 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
     return "\n".join(lines)
 
 
-def _beside_a_standing_record(files: list[Path], dirs: list[Path]) -> set[Path]:
+def _beside_a_standing_record(files: list[Path], dirs: list[Path], started: float | None = None) -> set[Path]:
     """Files of a pretrain stage's run folder (``<study>.pretrain/<arch>/``) whose record is not
-    among ``files``: a checkpoint trained again on this host (they never travel) while the record
-    that stands is the one the repository has (each job's fresh copy of the tracked tree restores
-    it). Its new step log would otherwise come back over the committed one."""
+    among ``files``, or (with ``started``) was not written since the sweep started: a checkpoint
+    trained again on this host (they never travel) while the record that stands is the one the
+    repository has (each job's fresh copy of the tracked tree restores it). Its new step log
+    would otherwise come back over the committed one. (A warm GPU host keeps its own git state
+    between jobs, so git alone may list the restored record as changed.)"""
     changed = set(files)
     out = set()
     for f in files:
         run = (f.with_suffix("") if f.suffix == ".ipynb" and f.parent.name.endswith(".pretrain") else  # its notebook
                next((d for d in f.parents if d.parent.name.endswith(".pretrain") and d.parent in dirs), None))
-        if run is not None and (run / "result.json").exists() and run / "result.json" not in changed:
+        record = run / "result.json" if run is not None else None
+        if record is not None and record.exists() and (
+                record not in changed or (started is not None and record.stat().st_mtime < started)):
             out.add(f)
     return out
 
@@ -161,6 +168,7 @@ class Packer:
         self.study_dir, self.path, self.every_s = Path(study_dir), Path(path).resolve(), every_s
         here = next(p for p in (self.study_dir.resolve(), *self.study_dir.resolve().parents) if p.is_dir())
         self._since = None if git_root(here) else Path(tempfile.mkstemp(prefix="dtype-bench-pack-since-")[1])
+        self._started = time.time()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="packer")
 
@@ -176,7 +184,7 @@ class Packer:
         """Pack now; what ``pack`` says (or why there was nothing to pack)."""
         tmp = self.path.with_name(self.path.name + ".partial")
         try:
-            line = pack([self.study_dir], tmp, newer_than=self._since)
+            line = pack([self.study_dir], tmp, newer_than=self._since, started=self._started)
         except UserError as e:
             tmp.unlink(missing_ok=True)
             return str(e)
