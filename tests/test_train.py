@@ -108,10 +108,21 @@ def test_a_diverging_run_is_marked_with_its_step_and_stops(tmp_path):
     assert len(_losses(tmp_path)) < 40 and f"at step {step}" in rec["reason"]
 
 
-def test_on_divergence_continue_runs_every_step(tmp_path):
-    rec = run({"scenario": "A", "config": "fp32_baseline", "steps": 20, "lr": 50.0, "warmup_steps": 1,
+def test_on_divergence_continue_runs_every_step_while_the_weights_stay_finite(tmp_path):
+    rec = run({"scenario": "A", "config": "fp32_baseline", "steps": 20, "lr": 0.5, "warmup_steps": 1,
                "log_every": 5, "grad_clip": 0.0, "on_divergence": "continue"}, out_dir=tmp_path, progress=False)
     assert rec["status"] == "diverged" and len(_losses(tmp_path)) == 20
+    assert "stability/nonfinite_weights_step" not in rec["metrics"]
+
+
+def test_on_divergence_continue_stops_once_a_weight_is_inf_or_nan(tmp_path):
+    """Nothing recovers from non-finite weights: a long stability run would train NaNs to its end
+    (the 10k-step arm's fp16_naive runs did, ~10k steps each)."""
+    rec = run({"scenario": "A", "config": "fp32_baseline", "steps": 40, "lr": 50.0, "warmup_steps": 1,
+               "log_every": 5, "grad_clip": 0.0, "on_divergence": "continue"}, out_dir=tmp_path, progress=False)
+    dead = rec["metrics"]["stability/nonfinite_weights_step"]
+    assert rec["status"] == "diverged" and dead < 39 and len(_losses(tmp_path)) == dead + 1
+    assert f"a weight held inf/nan at step {dead}" in rec["reason"]
 
 
 def test_missing_bitsandbytes_gives_a_skipped_record_with_the_reason(tmp_path, monkeypatch):

@@ -122,6 +122,8 @@ METRICS = {
     "stability/stalled_step": "stalled runs: first step whose smoothed training loss came within 1% of "
                               "its lowest (where it stopped improving), else None",
     "stability/nonfinite_steps": "optimizer steps whose gradients held inf/nan",
+    "stability/nonfinite_weights_step": "on_divergence continue: the logged step at which a weight held inf/nan "
+                                        "and the run stopped (no later step can recover)",
     "stability/skipped_steps": "steps skipped by the dynamic loss scaler",
     "stability/final_loss_scale": "loss scale at the end (1 when unscaled)",
     "stability/max_grad_norm": "largest pre-clip gradient L2 norm seen",

@@ -176,6 +176,8 @@ class RunConfig:
     diverge_ratio: float = 3.0
     """A loss above this x the initial loss (or non-finite) marks the run diverged."""
     on_divergence: Literal["stop", "continue"] = "stop"
+    """stop: end the run at its divergence. continue: train on (does it recover?) until a weight
+    holds inf/nan, from where no step can: the run stops there (``stability/nonfinite_weights_step``)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     compile: Literal["auto", "on", "off"] = "auto"
     """auto = the dtype config's choice on CUDA, off on CPU (compiling tiny CPU runs costs more than it saves)."""

@@ -44,6 +44,13 @@ class Diverged(Exception):
     pass
 
 
+def _weights_nonfinite(params: list[torch.Tensor], all_reduce_mean_) -> bool:
+    """Whether any weight (on any rank) holds inf/nan: from there no step can recover, so a run
+    that continues after its divergence (``on_divergence: continue``) stops."""
+    bad = torch.stack([(~torch.isfinite(p.detach())).any() for p in params]).any().float()
+    return bool(all_reduce_mean_(bad.reshape(1)).item() > 0)
+
+
 _last_end: float | None = None
 """When this process's previous run ended (``time.time()``), if one did: a later run's startup
 is counted from there, not from the process start (a notebook comparing configs, the seeds of a
@@ -214,6 +221,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     eval_s = state_s = 0.0
     before = saved["loop"] if saved is not None else {"train_s": 0.0, "eval_s": 0.0}  # earlier processes' clocks
     first_step_s = None
+    dead_step = None  # a continued divergence stopped here: the weights hold inf/nan
 
     def is_save_step(s: int) -> bool:
         return bool(cfg.state_every) and (s + 1) % cfg.state_every == 0 and s != steps - 1
@@ -281,7 +289,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
             if log_now:
                 log.flush(step, lr, {"grad_max": gmax, "max_logit": logit_max, "loss_scale": scaler.current_scale(),
                                      **extras})
-                if log.diverged_step is not None and cfg.on_divergence == "stop":
+                if log.diverged_step is not None and (cfg.on_divergence == "stop" or
+                                                      _weights_nonfinite(params, dist.all_reduce_mean_)):
+                    dead_step = step if cfg.on_divergence == "continue" else None
                     raise Diverged()
                 if bar is not None and log.losses:
                     bar.set_postfix(loss=f"{log.losses[-1]:.4g}", gnorm=f"{log.grad_norms[-1]:.3g}")
@@ -357,7 +367,12 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
         rec["reason"] = ("the final evaluation's loss is non-finite: the weights hold inf/nan after the last step"
                          if broken else
                          f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
-                         f"{'stopped' if cfg.on_divergence == 'stop' else 'continued'} after {steps_done} steps")
+                         + (f"continued, then stopped after {steps_done} steps: a weight held inf/nan at step "
+                            f"{dead_step} (checked at logged steps), from where no step can recover"
+                            if dead_step is not None else
+                            f"{'stopped' if cfg.on_divergence == 'stop' else 'continued'} after {steps_done} steps"))
+        if dead_step is not None:
+            m["stability/nonfinite_weights_step"] = dead_step
     if cfg.save_model and dist.is_main:
         from benchlib.training.checkpoints import save_pretrained
         save_pretrained(model, out / "model", {"run_id": cfg.run_id, "scenario": cfg.scenario, "config": cfg.config,
