@@ -40,10 +40,13 @@ def provenance(study_dir: Path) -> str:
     if not envs:
         return f"no records under {study_dir}"
 
-    def values(key: str) -> str:
-        return ", ".join(sorted({str(e[key]) for e in envs if e.get(key)})) or "unknown"
+    def values(key: str, short=str) -> str:
+        return ", ".join(sorted({short(str(e[key])) for e in envs if e.get(key)})) or "unknown"
+
+    def commit(c: str) -> str:  # 12 hex digits, as git describes a commit, "-dirty" kept
+        return c.split("-")[0][:12] + c[len(c.split("-")[0]):]
     return (f"{len(envs)} runs on {values('device_name')}; torch {values('torch')}; "
-            f"commit {values('git_commit')}; {min(e.get('date', '') for e in envs)[:10]} to "
+            f"commit {values('git_commit', commit)}; {min(e.get('date', '') for e in envs)[:10]} to "
             f"{max(e.get('date', '') for e in envs)[:10]}")
 
 
