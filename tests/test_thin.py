@@ -27,7 +27,11 @@ def _run_notebook(path):
                     nbformat.v4.new_output("stream", name="stdout", text="status ok\n")]),
                 nbformat.v4.new_code_cell("nb.train(cfg)", outputs=[
                     nbformat.v4.new_output("stream", name="stderr", text=f"\rA/amp_bf16/seed0: {k:3d}%|")
-                    for k in range(0, 101, 10)])]
+                    for k in range(0, 101, 10)]),
+                nbformat.v4.new_code_cell("nb.show_result(result)", outputs=[
+                    nbformat.v4.new_output("execute_result", data={"text/html": "<table></table>",
+                                                                   "text/plain": "   a\n0  1"}),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": "12.5"})])]
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(path))
 
@@ -44,6 +48,8 @@ def test_thin_rewrites_charts_as_svg_and_keeps_the_rest(tmp_path):
     assert read_notebook_record(nb_path) == {"run_id": "A/amp_bf16/seed0"}
     assert nb.cells[1].outputs[1]["text"] == "status ok\n" and nb.cells[0].source == "nb.plot_curves(result)"
     assert [o["text"] for o in nb.cells[2].outputs] == ["A/amp_bf16/seed0: 100%|"]  # the bar's last state
+    assert set(nb.cells[3].outputs[0]["data"]) == {"text/html"}  # a table's plain-text copy goes
+    assert nb.cells[3].outputs[1]["data"] == {"text/plain": "12.5"}  # plain text alone stays
     assert thin.thin_study(tmp_path / "study") == (0, after, after)  # a second pass changes nothing
 
 

@@ -2,8 +2,8 @@
 by the hundred. A run notebook's curves chart used to carry its Vega-Lite spec (a copy of the
 run's ``steps.jsonl``) and a PNG; since then it is written as one SVG (``notebook.show_chart``),
 and this rewrites older notebooks the same way: each chart output with a spec becomes the SVG
-rendered from that spec, and a progress bar's redraws become its last state; nothing else
-changes (the record output, the other text, the cells); a curve of more than
+rendered from that spec, an output's plain-text copy beside an HTML or Markdown form goes, and a progress bar's redraws become its last state; nothing else changes (the
+record output, the other text, the cells); a curve of more than
 ``notebook.MAX_POINTS`` steps is drawn binned, as new notebooks draw it. Each run's
 ``steps.jsonl`` becomes ``steps.jsonl.gz`` with at most ``KEEP_ROWS`` evenly spaced plain rows
 and every richer row (what the analysis reads: its curves are binned to 120 points). Then
@@ -41,9 +41,16 @@ def _binned(spec: dict) -> dict:
     return curves_chart(bin_curves(frame), title=title).to_dict(validate=False)
 
 
+RICHER = {"text/html", "text/markdown"}
+"""An output holding one of these drops its ``text/plain`` copy: JupyterLab, nbconvert's HTML
+and code-hosting sites show the richer form (a table's plain-text copy was ~2 MiB of the
+committed notebooks). A chart keeps its one-line text, ``<chart: title>``: the HTML export's
+alternative text for the image."""
+
+
 def thin_notebook(path: Path) -> tuple[int, int]:
-    """Rewrite one executed notebook's chart outputs as SVG and collapse its progress-bar
-    redraws; (bytes before, bytes after)."""
+    """Rewrite one executed notebook's chart outputs as SVG, drop the plain-text copies of
+    richer outputs and collapse its progress-bar redraws; (bytes before, bytes after)."""
     import nbformat
 
     from benchlib.analysis.charts import render
@@ -58,6 +65,9 @@ def thin_notebook(path: Path) -> tuple[int, int]:
                 cell["outputs"], changed = [nbformat.from_dict(o) for o in merged], True
         for out in cell.get("outputs", []):
             data = out.get("data") or {}
+            if "text/plain" in data and RICHER & set(data):  # every reader shows the richer form
+                del data["text/plain"]
+                changed = True
             key = _spec_key(data)
             if key is None:
                 continue
