@@ -397,3 +397,15 @@ def test_a_style_sheet_no_page_links_is_removed(tmp_path):
         (tmp_path / name).write_text("body{}")
     assert [p.name for p in prune_css(tmp_path)] == ["notebook-feedbeef.css"]
     assert (tmp_path / "notebook-0123abcd.css").exists() and not (tmp_path / "notebook-feedbeef.css").exists()
+
+
+def test_pages_with_one_table_or_three_share_one_style_sheet(tmp_path):
+    """Each table output brings its own copy of pandas' style block; kept once, a page with one
+    table and a page with three link the same file (four such files were 1 MiB of the repository)."""
+    from benchlib.study.html_export import _shared_css
+    base, table = "<style>body{margin:0}</style>", "<style scoped>.dataframe th{text-align:right}</style>"
+    one = _shared_css(f"<html>{base}<p>x</p>{table}</html>", tmp_path, tmp_path / "one.html")
+    three = _shared_css(f"<html>{base}{table}<p>y</p>{table}{table}</html>", tmp_path, tmp_path / "three.html")
+    [css] = list(tmp_path.glob("notebook-*.css"))
+    assert f'href="{css.name}"' in one and f'href="{css.name}"' in three and "<style" not in one + three
+    assert css.read_text().count(".dataframe th") == 1 and "<p>y</p>" in three

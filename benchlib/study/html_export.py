@@ -36,14 +36,17 @@ def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts
 
 
 def _shared_css(body: str, css_root: Path, html: Path) -> str:
-    """Move the page's ``<style>`` blocks to ``css_root/notebook-<hash>.css`` (named by its
-    content: written once for all the pages that share it) and link it relatively."""
+    """Move the page's ``<style>`` blocks, each distinct one once, to
+    ``css_root/notebook-<hash>.css`` (named by its content: written once for all the pages that
+    share it) and link it relatively."""
     import hashlib
     import os
     styles = re.findall(r"<style[^>]*>.*?</style>", body, re.S)
     if not styles:
         return body
-    text = "\n".join(re.sub(r"^<style[^>]*>|</style>$", "", st) for st in styles)
+    # each table output brings its own copy of pandas' style block: once is enough, and pages
+    # with one table or five then share one file
+    text = "\n".join(dict.fromkeys(re.sub(r"^<style[^>]*>|</style>$", "", st) for st in styles))
     css = css_root / f"notebook-{hashlib.sha256(text.encode()).hexdigest()[:10]}.css"
     if not css.exists():
         css.parent.mkdir(parents=True, exist_ok=True)
