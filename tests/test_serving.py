@@ -83,3 +83,21 @@ def test_the_serve_study_serves_every_run_in_all_five_modes_with_the_reference_r
     runs = study.runs()
     assert len(runs) == 6 * 4 and all(r.cfg.serve_list == list(INFER_MODES) for r in runs)
     assert study.overrides == reference.overrides and study.pretrain == reference.pretrain
+
+
+def test_a_mode_that_cannot_be_served_is_skipped_with_its_reason_and_the_others_still_run(monkeypatch):
+    import benchlib.training.inference as inference
+    model = build_model(ModelSpec("gpt2", "clm", "tiny", 256, 16), get_config("fp32_baseline"))
+    ids = torch.randint(4, 256, (2, 16))
+    val = [{"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}]
+    real = inference.serve_copy
+
+    def fussy(m, mode):  # e.g. a layer type that cannot be deep-copied or cast
+        if mode.name == "fp16":
+            raise AttributeError("Float8Linear has no attribute 'x'")
+        return real(m, mode)
+    monkeypatch.setattr(inference, "serve_copy", fussy)
+    out = serve_quality(model, val, ["fp16", "bf16"], CPU, {"val_loss": 5.0})
+    assert out["fp16"] == {"weights": "fp16", "autocast": None, "status": "skipped",
+                           "reason": "AttributeError: Float8Linear has no attribute 'x'"}
+    assert out["bf16"]["status"] == "ok"

@@ -47,7 +47,8 @@ class Diverged(Exception):
 def _weights_nonfinite(params: list[torch.Tensor], all_reduce_mean_) -> bool:
     """Whether any weight (on any rank) holds inf/nan: from there no step can recover, so a run
     that continues after its divergence (``on_divergence: continue``) stops."""
-    bad = torch.stack([(~torch.isfinite(p.detach())).any() for p in params]).any().float()
+    local = [p.detach().to_local() if hasattr(p, "to_local") else p.detach() for p in params]  # FSDP2: the shard
+    bad = torch.stack([(~torch.isfinite(t)).any() for t in local]).any().float()
     return bool(all_reduce_mean_(bad.reshape(1)).item() > 0)
 
 
