@@ -240,6 +240,20 @@ def test_h1_is_rejected_when_the_fp32_head_helps_lm_as_much():
     assert h["verdict"] == "rejected" and "not classification-specific" in h["reason"]
 
 
+def test_h1_is_rejected_when_its_ci_lies_inside_the_practical_equivalence_margin():
+    """No effect worth the name: the fp32 head changes classification by 0 +- 0.1% (seed spread
+    0.0005 on 0.5). With a margin of 0 a continuous effect's CI never lies inside it, and the
+    same data would stay inconclusive for ever."""
+    def value(s, c, k):
+        return {"quality": (3.0 if s in "AB" else 0.5) + 0.0005 * ((k + (c == "amp_bf16_fp32_head")) % 3)}
+    df = frame(grid("AC", ["amp_bf16", "amp_bf16_fp32_head"], value=value))
+    assert FAST.margin_quality_pct == FAST.equivalent_pct == 0.5
+    h = hy.output_head_effect(df, FAST)
+    assert h["verdict"] == "rejected" and "inside +-0.5: no effect" in h["reason"], h["reason"]
+    assert -0.5 <= h["effect"]["ci_low"] and h["effect"]["ci_high"] <= 0.5
+    assert hy.output_head_effect(df, dataclasses.replace(FAST, margin_quality_pct=0.0))["verdict"] == "inconclusive"
+
+
 def test_an_inconclusive_verdict_says_how_many_seeds_would_settle_it():
     # the fp32 head helps C by 0.002 on a seed-to-seed spread of 0.02: inside the noise with 3 seeds
     def value(s, c, k):

@@ -38,12 +38,12 @@ def test_a_changed_comparison_changes_the_findings():
 def test_each_hypothesis_comes_from_the_study_that_decides_it(tmp_path):
     quality = json.loads(QUICK.read_text())
     speed = json.loads(QUICK.read_text())
-    speed["hypotheses"]["seed001.H4"].update(verdict="rejected", effect={
-        "estimate": 0.0, "ci_low": 0.0, "ci_high": 0.0, "unit": "0-1"})
+    speed["hypotheses"]["seed001.H4"].update(verdict="rejected", reason="CI [0, 0] inside +-0: no effect", effect={
+        "estimate": 0.0, "ci_low": 0.0, "ci_high": 0.0, "unit": "0-1"}, evidence={})
     speed["excluded"] = {"A": {"fp16_naive_noscale": "diverged 2/2 (median step 40)"}}
     text = findings.render([("reference", quality, QUICK.parent.parent), ("reference_speed", speed, tmp_path)],
                            ["q.json", "s.json"])
-    assert "| seed001.H4 | " in text and "| rejected | 0 [0, 0] 0-1 |  | `reference_speed` |" in text
+    assert "| seed001.H4 | " in text and "| rejected | 0 [0, 0] 0-1 | CI [0, 0] inside +-0: no effect | `reference_speed` |" in text
     h1 = quality["hypotheses"]["seed001.H1"]["reason"].split("; ")[0]
     assert "| seed001.H1 | " in text and f"| inconclusive | - | {h1} | `reference` |" in text
     assert "- `reference_speed`: fp16_naive_noscale on A: diverged 2/2" in text

@@ -161,11 +161,12 @@ def _to_settle(h: dict) -> str:
 
 
 def _evidence(h: dict, safety: pd.DataFrame, quality_study: str | None) -> str:
-    """For a decided verdict: its evidence's summary (H4: the frontiers that differ), and where
+    """For a decided verdict: its evidence's summary (H4: the frontiers that differ; else the
+    verdict's reason, e.g. the CI inside the margin), and where
     the verdict comes from a speed study, the configs it rests on that ``quality_study`` found
     unsafe on a scenario (``safety``: its ``recommendation_evidence``)."""
     ev = h.get("evidence") or {}
-    text = str(ev.get("summary") or "")
+    text = str(ev.get("summary") or h.get("reason") or "")  # the rule's own words where no summary
     used = sorted({c for f in (ev.get("frontiers") or {}).values() for cs in f.values() for c in cs})
     if quality_study and used and {"config", "safe", "scenario"} <= set(safety.columns):
         bad = safety[safety["config"].isin(used) & (safety["safe"] == False)]  # noqa: E712 - None is untested

@@ -26,8 +26,11 @@ class Rules:
     min_size_pct: float = 1.0
     """A flip's smaller gap must also reach this (% of the pair's mean): near-deterministic
     metrics (memory, GPU throughput) otherwise 'flip' on differences nobody would act on."""
-    margin_quality_pct: float = 0.0
-    """Quality effects inside +-this (%) count as no effect (rejected)."""
+    margin_quality_pct: float = 0.5
+    """Quality effects whose whole CI lies inside +-this (%) count as no effect (rejected): the
+    same 0.5% below which ``equivalent_pct`` calls a quality gap practically equivalent. With 0
+    (until 2026-11-24) a quality hypothesis could never be rejected for want of an effect, only
+    when the opposite held: a bootstrap CI of a continuous effect never shrinks to [0, 0]."""
     untested_gap_pct: float = 2.0
     """Where too few seeds leave the noise unknown, a quality gap to the scenario's reference
     larger than this (% of the reference) still makes a config unsafe: one seed cannot call 9.4 nats
