@@ -100,3 +100,13 @@ def test_arm_cost_of_a_tiny_study_run_on_cpu(tmp_path, capsys):
     assert list(table["arm"]) == ["plain", "checkpointed"] and table["time_ratio"].iloc[1] > 0
     assert cli(["arm-cost", str(study), "--baseline", "single"]) != 0
     assert "no runs of the baseline arm 'single'; the arms found are checkpointed, plain" in capsys.readouterr().err
+
+
+def test_the_committed_checkpointing_table_is_reproduced_from_its_records(tmp_path):
+    committed = REPO / "executed" / "h100" / "checkpointing"
+    if not (committed / "arm_cost" / "arm_cost.csv").exists():
+        pytest.skip("no committed checkpointing study")
+    assert cli(["arm-cost", str(committed), "--out", str(tmp_path)]) == 0
+    new, old = (pd.read_csv(p / "arm_cost.csv") for p in (tmp_path, committed / "arm_cost"))
+    assert list(new.columns) == list(old.columns) and len(new) == len(old) >= 4
+    pd.testing.assert_frame_equal(new, old, check_exact=False, rtol=1e-9)
