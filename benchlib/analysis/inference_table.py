@@ -23,12 +23,12 @@ import pandas as pd
 from benchlib.analysis.charts import chart_title, no_data_chart
 from benchlib.analysis.outputs import write_outputs
 from benchlib.analysis.scaling import markdown_table
+from benchlib.analysis.serving import QUALITY  # the quality column per task, as serve-table reads it
 from benchlib.core.records import describe_environment
+from benchlib.core.scenarios import get_scenario
 
 REFERENCE_MODE = "fp32"
 UNTRAINED = "initialised (from scratch)"
-QUALITY = {"clm": "val_loss", "mlm": "val_loss", "multilabel": "p_at_1", "singlelabel": "accuracy"}
-"""The quality column per task (P@1 for multi-label: micro-F1 is 0 where no logit crosses 0)."""
 TABLE_COLUMNS = ["scenario", "weights", "mode", "status", "forward_ms", "forward_ms_std", "throughput",
                  "throughput_unit", "speedup_vs_fp32", "peak_gib", "quality_metric", "quality",
                  "quality_minus_fp32", "prefill_ms", "decode_ms_per_token", "decode_ms_per_token_p90", "reason"]
@@ -53,7 +53,6 @@ def load(paths: list[str | Path]) -> list[dict]:
 
 
 def _task(rec: dict) -> str:
-    from benchlib.core.scenarios import get_scenario
     return get_scenario(rec["run"]["scenario"]).task
 
 
