@@ -107,3 +107,14 @@ def test_classification_inference_has_no_decode_rows(tmp_path):
     assert [r["status"] for r in out["modes"]] == ["ok", "ok"]
     assert all("prefill_ms" not in r and "quality/accuracy" in r for r in out["modes"])
     assert (tmp_path / "inference.json").exists()
+
+
+def test_forward_time_is_the_median_so_one_slow_pass_does_not_move_it(monkeypatch):
+    m = _gpt2()
+    ids = torch.randint(4, 256, (2, 8))
+    passes = iter([2.0, 2.0, 2.0, 50.0, 2.0])  # ms of the timed passes; the fourth is slow
+    monkeypatch.setattr(inf, "_timed", lambda fn, device, iters, warmup: [next(passes) for _ in range(iters)])
+    r = inf.forward_throughput(m, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, inf.MODES["fp32"],
+                               CPU, iters=5, warmup=0)
+    assert r["forward_ms"] == 2.0 and r["forward_stat"] == "median"
+    assert r["forward_ms_mean"] == pytest.approx(11.6) and r["forward_ms_all"][3] == 50.0

@@ -36,6 +36,15 @@ def test_each_mode_is_compared_with_the_fp32_mode_of_the_same_weights(records):
     assert d["weights"].eq("untrained").all() and d["quality_metric"].eq("p_at_1").all()
     assert d["decode_ms_per_token"].isna().all()
     assert a["weights"].eq("a_train/model").all()
+    assert t["forward_stat"].eq("median").all()
+
+
+def test_a_record_from_before_the_median_reads_as_the_mean(records, tmp_path):
+    rec = json.loads((records / "infer_D" / "inference.json").read_text())
+    for m in rec["modes"]:
+        m.pop("forward_stat")
+    (tmp_path / "inference.json").write_text(json.dumps(rec))
+    assert table(load([tmp_path]))["forward_stat"].eq("mean").all()
 
 
 def test_the_command_writes_the_table_and_chart(records, tmp_path, capsys):

@@ -29,7 +29,7 @@ from benchlib.core.scenarios import get_scenario
 
 REFERENCE_MODE = "fp32"
 UNTRAINED = "initialised (from scratch)"
-TABLE_COLUMNS = ["scenario", "weights", "mode", "status", "forward_ms", "forward_ms_std", "throughput",
+TABLE_COLUMNS = ["scenario", "weights", "mode", "status", "forward_ms", "forward_stat", "forward_ms_std", "throughput",
                  "throughput_unit", "speedup_vs_fp32", "peak_gib", "quality_metric", "quality",
                  "quality_minus_fp32", "prefill_ms", "decode_ms_per_token", "decode_ms_per_token_p90", "reason"]
 
@@ -72,6 +72,8 @@ def table(records: list[dict]) -> pd.DataFrame:
                 "record": i, "scenario": rec["run"]["scenario"], "weights": weights, "mode": m["mode"],
                 "status": m.get("status"), "reason": m.get("reason") or "",
                 "forward_ms": m.get("forward_ms"), "forward_ms_std": m.get("forward_ms_std"),
+                # records before the median was taken hold the mean of the timed passes
+                "forward_stat": m.get("forward_stat", "mean") if m.get("forward_ms") is not None else "",
                 "throughput": m.get("throughput"), "throughput_unit": m.get("throughput_unit"),
                 "speedup_vs_fp32": ref["forward_ms"] / m["forward_ms"] if ok and ref else math.nan,
                 "peak_gib": m.get("memory/peak_gib"), "quality_metric": key, "quality": q,
@@ -127,7 +129,9 @@ def markdown(t: pd.DataFrame, records: list[dict]) -> str:
     if (t["weights"] == "untrained").any():
         lines += ["", "`untrained`: weights never trained; their quality says nothing about serving a model."]
     lines += ["", f"speedup_vs_fp32 = the {REFERENCE_MODE} mode's forward ms / the mode's; quality_minus_fp32 = the "
-              "mode's quality - the fp32 mode's (same weights, same validation batches).", "",
+              "mode's quality - the fp32 mode's (same weights, same validation batches). forward_stat: whether "
+              "forward_ms is the median or (older records) the mean of the timed passes; forward_ms_std is their "
+              "standard deviation.", "",
               markdown_table(t[TABLE_COLUMNS])]
     return "\n".join(lines) + "\n"
 
