@@ -17,15 +17,17 @@ MATMULS = [{"name": "h.*.attn.c_attn", "in": 8, "out": 24, "count": 2, "fp8": Tr
            {"name": "h.*.mlp.c_fc", "in": 8, "out": 32, "count": 2, "fp8": True}]
 
 
-def record(size, config, step_ms=100.0, status="ok", step_ms_std=0.0, reason=None, batch=4):
-    """A record with what the analysis reads: 4 x 16 tokens per step, five timed windows."""
+def record(size, config, step_ms=100.0, status="ok", step_ms_std=0.0, reason=None, batch=4, arm=None):
+    """A record with what the analysis reads: 4 x 16 tokens per step, five timed windows; from
+    the study's arm ``arm`` (default: the arm named after its size)."""
     tokens = batch * 16
     metrics = {} if status not in ("ok", "stalled") else {
         "step_ms": step_ms, "step_ms_std": step_ms_std, "timed_steps": 50, "tokens_per_s": tokens * 1000 / step_ms,
         "mfu_pct": 40.0, "memory": 10.0, "flops_per_token": 1200}
     return {"schema": 1, "run_id": f"{size}/A/{config}/seed0", "status": status, "reason": reason, "scenario": "A",
             "config": config, "seed": 0, "dtype": {}, "metrics": metrics, "wall_s": 1.0,
-            "run": {"size": size, "batch_size": batch, "grad_accum": 1, "seq_len": 16, "timing_windows": 5},
+            "run": {"size": size, "batch_size": batch, "grad_accum": 1, "seq_len": 16, "timing_windows": 5,
+                    "extra": {"study": "fp8_sizes", "arm": arm or size}},
             "env": {"device_name": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "cuda": "13.0", "torchao": "0.18.0",
                     "git_commit": "abc123", "date": "2026-11-23T10:00:00+00:00"},
             "model": {"parameters": {"base": 124e6, "medium": 355e6, "large": 774e6, "xl": 1.56e9}.get(size, 1e5),
@@ -123,8 +125,27 @@ def test_speed_up_interval_brackets_the_ratio_when_windows_spread():
 
 
 def test_two_records_of_one_size_and_config_are_refused():
-    with pytest.raises(ValueError, match="one run per size and config"):
+    with pytest.raises(ValueError, match="one run per size, arm and config"):
         size_table([record("base", "amp_bf16"), record("base", "amp_bf16")])
+
+
+def test_an_arm_with_a_larger_micro_batch_is_a_series_of_its_own():
+    big = [record("xl", "amp_bf16", 400.0, batch=16, arm="xl_16k"), record("xl", "amp_bf16_fp8", 320.0, batch=16, arm="xl_16k")]
+    t = size_table(study([0.8, 0.9, 0.95, 0.97]) + big)
+    xl = t[t["size"] == "xl"]
+    assert list(zip(xl["series"], xl["config"])) == [("default", "amp_bf16"), ("default", "amp_bf16_fp8"),
+                                                     ("xl_16k", "amp_bf16"), ("xl_16k", "amp_bf16_fp8")]
+    # each against amp_bf16 of its own arm (the xl_16k arm's 256 tokens per step are not the default's 64)
+    assert list(xl["speedup"].round(4)) == [1.0, 0.97, 1.0, 1.25]
+    assert break_evens(t) == {"amp_bf16_fp8": "pays at none of the sizes measured (base, medium, large, xl)",
+                              "amp_bf16_fp8 (xl_16k)": "pays from xl (1.25x there)"}
+    spec = speedup_chart(t).to_dict()
+    assert spec["layer"][0]["encoding"]["strokeDash"]["field"] == "series"
+
+
+def test_a_missing_reference_in_an_arm_is_named_with_its_arm():
+    t = size_table([record("xl", "amp_bf16"), record("xl", "amp_bf16_fp8", 80.0, batch=16, arm="xl_16k")])
+    assert t["note"].iloc[1] == "no amp_bf16 run at xl (xl_16k)"
 
 
 # ---- the chart -------------------------------------------------------------------------
@@ -156,13 +177,15 @@ def test_a_real_tiny_cpu_record_has_every_key_the_analysis_reads(tmp_path):
 
 
 # ---- the study file --------------------------------------------------------------------
-def test_study_file_expands_to_three_configs_at_each_of_four_sizes():
+def test_study_file_expands_to_three_configs_at_each_of_four_sizes_and_xl_at_16k_tokens():
     runs = load_study(REPO / "params/fp8_sizes.yaml").runs()
-    assert len(runs) == 12
-    assert {r.arm: r.cfg.size for r in runs} == {s: s for s in SIZES}
-    for size in SIZES:
-        assert sorted(r.cfg.config for r in runs if r.arm == size) == \
+    assert len(runs) == 15
+    assert {r.arm: r.cfg.size for r in runs} == {**{s: s for s in SIZES}, "xl_16k": "xl"}
+    for arm in SIZES + ["xl_16k"]:
+        assert sorted(r.cfg.config for r in runs if r.arm == arm) == \
             ["amp_bf16", "amp_bf16_fp8", "amp_bf16_fp8_rowwise"]
+    big = [r.cfg for r in runs if r.arm == "xl_16k"]
+    assert {(c.batch_size, c.grad_accum, c.activation_checkpointing) for c in big} == {(16, 1, True)}
     cfg = runs[0].cfg
     assert (cfg.scenario, cfg.device, cfg.compile, cfg.forensics, cfg.seed) == ("A", "cuda", "on", False, 0)
     assert cfg.timing_warmup < cfg.steps and cfg.eval_every == 0
@@ -180,7 +203,7 @@ def test_cli_prints_the_table_and_writes_its_files(tmp_path, capsys):
     write_study(tmp_path / "fp8_sizes", study([0.8, 0.9, 1.1, 1.2]))
     assert cli(["fp8-sizes", str(tmp_path / "fp8_sizes"), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "amp_bf16_fp8: pays from large" in out and "| xl | amp_bf16_fp8 | ok |" in out
+    assert "amp_bf16_fp8: pays from large" in out and "| xl | default | amp_bf16_fp8 | ok |" in out
     assert "NVIDIA H100 80GB HBM3" in out and "abc123" in out
     assert "- base (M = 4 x 16 tokens per micro-batch): 8->24 x2, 8->32 x2" in out
     files = {p.name for p in (tmp_path / "out").iterdir()}

@@ -13,7 +13,13 @@ std over the timed windows / sqrt(windows) (the median window stands in for the 
 
 The break-even size of a float8 config is the smallest size from which every larger size
 measured has a speed-up > 1: a config that wins at large but loses at xl has not paid from
-large. Sizes without a speed-up are named, not guessed. ``fp8-shapes`` answers the same
+large. Sizes without a speed-up are named, not guessed.
+
+A study arm named after its size (``xl: {size: xl}``) runs the size's default micro-batch; an
+arm with any other name (``xl_16k: {size: xl, batch_size: 16, ...}``) is a series of its own:
+float8's gain grows with the tokens of each matmul, so a larger micro-batch is a different
+question, answered beside the default one (its own speed-ups against amp_bf16 of the same arm,
+its own break-even). ``fp8-shapes`` answers the same
 question per matmul shape, from kernel times.
 """
 from __future__ import annotations
@@ -38,6 +44,18 @@ BASELINE = "amp_bf16"
 SIZE_ORDER = list(SHAPES["gpt2"])  # tiny < small < base < medium < large < xl
 CONF = 0.95
 TITLE = "Float8 speed-up over amp_bf16 per GPT-2 size"
+DEFAULT_SERIES = "default"
+"""The series of the arms named after their size: the size's default micro-batch."""
+
+
+def _series(run: dict) -> str:
+    """The arm a run belongs to, when it is not simply its size at the default micro-batch."""
+    arm = (run.get("extra") or {}).get("arm")
+    return DEFAULT_SERIES if arm in (None, run.get("size")) else str(arm)
+
+
+def _where(size: str, series: str) -> str:
+    return size if series == DEFAULT_SERIES else f"{size} ({series})"
 
 
 def _last_line(text) -> str:
@@ -60,7 +78,7 @@ def _row(rec: dict, size_matmuls: dict[str, list]) -> dict:
     linear_per_token = 6 * sum(s["in"] * s["out"] * s["count"] for s in matmuls)  # forward 2, backward 4
     step_ms, fpt = _num(m.get("step_ms")), _num(m.get("flops_per_token"))
     timed = rec["status"] in COMPLETED and step_ms > 0  # False for NaN
-    return {"size": run["size"], "config": rec["config"], "status": rec["status"],
+    return {"size": run["size"], "series": _series(run), "config": rec["config"], "status": rec["status"],
             "reason": _last_line(rec.get("reason")), "parameters": _num(model.get("parameters")),
             "micro_batch": shape[0], "grad_accum": shape[1], "seq_len": shape[2], "tokens_per_step": tokens,
             "ms_per_step": step_ms if timed else math.nan,
@@ -76,18 +94,19 @@ def _row(rec: dict, size_matmuls: dict[str, list]) -> dict:
 
 
 def _speedup(r: pd.Series, base: pd.Series | None) -> tuple[float, float, float, str]:
-    """(speed-up, interval low, high, note) of one row against amp_bf16's row of its size."""
+    """(speed-up, interval low, high, note) of one row against amp_bf16's row of its size and series."""
     nan = math.nan
     if r["status"] not in COMPLETED:
         return nan, nan, nan, f"{r['config']} {r['status']}" + (f": {r['reason']}" if r["reason"] else "")
     if math.isnan(r["ms_per_step"]):
         return nan, nan, nan, f"{r['config']}: no timed steps"
+    where = _where(r["size"], r["series"])
     if base is None:
-        return nan, nan, nan, f"no {BASELINE} run at {r['size']}"
+        return nan, nan, nan, f"no {BASELINE} run at {where}"
     if base["status"] not in COMPLETED:
-        return nan, nan, nan, f"{BASELINE} at {r['size']}: {base['status']}"
+        return nan, nan, nan, f"{BASELINE} at {where}: {base['status']}"
     if math.isnan(base["ms_per_step"]):
-        return nan, nan, nan, f"{BASELINE} at {r['size']}: no timed steps"
+        return nan, nan, nan, f"{BASELINE} at {where}: no timed steps"
     if r["tokens_per_step"] != base["tokens_per_step"]:
         return nan, nan, nan, (f"{r['tokens_per_step']} tokens per step against {BASELINE}'s "
                                f"{base['tokens_per_step']}: step times do not compare")
@@ -99,7 +118,8 @@ def _speedup(r: pd.Series, base: pd.Series | None) -> tuple[float, float, float,
 
 
 def size_table(records: list[dict]) -> pd.DataFrame:
-    """One row per (size, config), sizes in order, amp_bf16 first within a size."""
+    """One row per (size, series, config), sizes in order, the default micro-batch first
+    within a size, amp_bf16 first within a series."""
     if not records:
         raise ValueError("no records to analyse")
     scenarios = sorted({r["scenario"] for r in records})
@@ -107,16 +127,19 @@ def size_table(records: list[dict]) -> pd.DataFrame:
         raise ValueError(f"records of scenarios {', '.join(scenarios)}: fp8-sizes compares one scenario's sizes")
     matmuls = {r["run"]["size"]: r["model"]["matmuls"] for r in records if (r.get("model") or {}).get("matmuls")}
     df = pd.DataFrame([_row(r, matmuls) for r in records])
-    dup = df[df.duplicated(["size", "config"], keep=False)]
+    dup = df[df.duplicated(["size", "series", "config"], keep=False)]
     if len(dup):
-        raise ValueError(f"{len(dup)} records for {dup['size'].iloc[0]}/{dup['config'].iloc[0]} (several seeds or "
-                         f"arms): fp8-sizes compares one run per size and config")
+        raise ValueError(f"{len(dup)} records for {_where(dup['size'].iloc[0], dup['series'].iloc[0])}/"
+                         f"{dup['config'].iloc[0]} (several seeds, or arms of one size with the same name): "
+                         "fp8-sizes compares one run per size, arm and config")
     df["_s"] = df["size"].map({s: i for i, s in enumerate(SIZE_ORDER)}).fillna(len(SIZE_ORDER))
+    df["_d"] = (df["series"] != DEFAULT_SERIES).astype(int)
     df["_c"] = (df["config"] != BASELINE).astype(int)
-    df = df.sort_values(["_s", "_c", "config"]).drop(columns=["_s", "_c"]).reset_index(drop=True)
-    bases = {r["size"]: r for _, r in df[df["config"] == BASELINE].iterrows()}
+    df = df.sort_values(["_s", "_d", "series", "_c", "config"]).drop(columns=["_s", "_d", "_c"]).reset_index(drop=True)
+    bases = {(r["size"], r["series"]): r for _, r in df[df["config"] == BASELINE].iterrows()}
     cols = ["speedup", "speedup_lo", "speedup_hi", "note"]
-    df[cols] = pd.DataFrame([_speedup(r, bases.get(r["size"])) for _, r in df.iterrows()], columns=cols)
+    df[cols] = pd.DataFrame([_speedup(r, bases.get((r["size"], r["series"]))) for _, r in df.iterrows()],
+                            columns=cols)
     return df
 
 
@@ -131,9 +154,12 @@ def break_even(speedups: dict[str, float]) -> str | None:
 
 
 def break_evens(table: pd.DataFrame) -> dict[str, str]:
-    """Per float8 config, its break-even in one sentence that names the sizes measured."""
+    """Per float8 config (and series other than the default micro-batch: ``config (arm)``), its
+    break-even in one sentence that names the sizes measured."""
     out = {}
-    for config, g in table[table["config"] != BASELINE].groupby("config", sort=False):
+    for (config, series), g in table[table["config"] != BASELINE].groupby(["config", "series"], sort=False):
+        if series != DEFAULT_SERIES:
+            config = f"{config} ({series})"
         sp = dict(zip(g["size"], g["speedup"]))
         measured = [s for s in SIZE_ORDER if s in sp and math.isfinite(sp[s])]
         size = break_even(sp)
@@ -148,7 +174,7 @@ def break_evens(table: pd.DataFrame) -> dict[str, str]:
 def failed_runs(table: pd.DataFrame) -> list[str]:
     """``size/config (status)`` of every run that did not train every step."""
     bad = table[~table["status"].isin(COMPLETED)]
-    return [f"{r['size']}/{r['config']} ({r['status']})" for _, r in bad.iterrows()]
+    return [f"{_where(r['size'], r['series'])}/{r['config']} ({r['status']})" for _, r in bad.iterrows()]
 
 
 def _size_label(size: str, params: float) -> str:
@@ -171,10 +197,14 @@ def speedup_chart(table: pd.DataFrame) -> alt.Chart:
     d["size_label"] = [_size_label(s, p) for s, p in zip(d["size"], d["parameters"])]
     order = list(dict.fromkeys(d["size_label"]))
     x = alt.X("size_label:O", sort=order, title="GPT-2 size (parameters)", axis=alt.Axis(labelAngle=0))
-    base = alt.Chart(d).encode(x=x, color=alt.Color("config:N", title="float8 config"))
+    enc = {"x": x, "color": alt.Color("config:N", title="float8 config")}
+    if d["series"].nunique() > 1:  # a larger micro-batch is a line of its own, dashed
+        enc["strokeDash"] = alt.StrokeDash("series:N", title="micro-batch",
+                                           sort=[DEFAULT_SERIES] + sorted(set(d["series"]) - {DEFAULT_SERIES}))
+    base = alt.Chart(d).encode(**enc)
     line = base.mark_line(point=True).encode(
         y=alt.Y("speedup:Q", title="speed-up over amp_bf16 (x)", scale=alt.Scale(zero=False)),
-        tooltip=["size:N", "config:N", alt.Tooltip("speedup:Q", format=".3f"),
+        tooltip=["size:N", "series:N", "config:N", alt.Tooltip("speedup:Q", format=".3f"),
                  alt.Tooltip("ms_per_step:Q", format=".1f")])
     err = base.transform_filter("isValid(datum.speedup_lo)").mark_errorbar(ticks=True).encode(
         y=alt.Y("speedup_lo:Q", title="speed-up over amp_bf16 (x)"), y2="speedup_hi:Q")
@@ -182,7 +212,7 @@ def speedup_chart(table: pd.DataFrame) -> alt.Chart:
     return (line + err + one).properties(width=360, height=260, title=chart_title(title, subtitle))
 
 
-TABLE_COLUMNS = ["size", "config", "status", "ms_per_step", "ms_std", "speedup", "speedup_lo", "speedup_hi",
+TABLE_COLUMNS = ["size", "series", "config", "status", "ms_per_step", "ms_std", "speedup", "speedup_lo", "speedup_hi",
                  "tokens_per_s", "mfu_pct", "peak_gib", "micro_batch", "grad_accum", "linear_shapes", "fp8_layers",
                  "linear_tflop_per_step", "linear_flops_pct", "note"]
 
@@ -197,9 +227,10 @@ def markdown(table: pd.DataFrame, records: list[dict], name: str = "") -> str:
               "timed windows); linear_tflop_per_step = 6 x in x out x layers x tokens per step over the body's Linear "
               "layers; linear_flops_pct = their share of the model's training FLOPs.", "",
               markdown_table(table[TABLE_COLUMNS]), "", "Linear shapes per size (in -> out x layers; model.matmuls):", ""]
-    for size, g in table.groupby("size", sort=False):
+    for (size, series), g in table.groupby(["size", "series"], sort=False):
         mm = g["matmuls"].iloc[0]
-        lines.append(f"- {size} (M = {g['micro_batch'].iloc[0]} x {g['seq_len'].iloc[0]} tokens per micro-batch): "
+        lines.append(f"- {_where(size, series)} (M = {g['micro_batch'].iloc[0]} x {g['seq_len'].iloc[0]} tokens per "
+                     "micro-batch): "
                      + (", ".join(f"{s['in']}->{s['out']} x{s['count']}" for s in mm) or "not recorded"))
     return "\n".join(lines) + "\n"
 
