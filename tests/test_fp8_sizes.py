@@ -211,6 +211,15 @@ def test_cli_prints_the_table_and_writes_its_files(tmp_path, capsys):
     assert "xl" in (tmp_path / "out" / "fp8_sizes.csv").read_text()
 
 
+def test_a_stalled_speed_run_keeps_its_speed_up_and_the_text_says_why(tmp_path, capsys):
+    recs = study([0.8, 0.9, 1.1, 1.2])
+    recs[-1]["status"] = "stalled"
+    write_study(tmp_path / "fp8_sizes", recs)
+    assert cli(["fp8-sizes", str(tmp_path / "fp8_sizes")]) == 0
+    out = capsys.readouterr().out
+    assert "| xl | default | amp_bf16_fp8 | stalled | 83.33 |" in out and "Runs marked stalled trained" in out
+
+
 def test_cli_writes_beside_the_records_by_default(tmp_path, capsys):
     write_study(tmp_path / "fp8_sizes", study([0.8, 0.9, 1.1, 1.2]))
     assert cli(["fp8-sizes", str(tmp_path / "fp8_sizes")]) == 0

@@ -222,7 +222,13 @@ def markdown(table: pd.DataFrame, records: list[dict], name: str = "") -> str:
              "Break-even (the smallest size from which every larger size measured is faster in float8):", ""]
     lines += [f"- {c}: {t}" for c, t in break_evens(table).items()] or ["- no float8 runs"]
     failed = failed_runs(table)
-    lines += ["", f"Failed runs: {', '.join(failed)}." if failed else "Every run trained every step.", "",
+    lines += ["", f"Failed runs: {', '.join(failed)}." if failed else "Every run trained every step."]
+    judged = sorted(set(table["status"]) & (set(COMPLETED) - {"ok"}))
+    if judged:
+        lines.append(f"Runs marked {' or '.join(judged)} trained and were timed on every step: the status judges "
+                     "their quality against the trivial baseline, which speed runs this short are not meant to "
+                     "beat; their speed counts.")
+    lines += ["",
               f"speedup = {BASELINE}'s ms/step / the config's, with its {CONF:.0%} interval (delta method over the "
               "timed windows); linear_tflop_per_step = 6 x in x out x layers x tokens per step over the body's Linear "
               "layers; linear_flops_pct = their share of the model's training FLOPs.", "",
