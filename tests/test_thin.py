@@ -3,6 +3,7 @@ Vega-Lite spec and PNG become one SVG) and keep everything else, once."""
 import re
 import subprocess
 import sys
+import time
 
 import altair as alt
 import nbformat
@@ -114,6 +115,12 @@ def test_thin_gzips_step_logs_keeping_every_rich_row_and_an_even_subset_of_plain
     assert len({b["step"] - a["step"] for a, b in zip(plain, plain[1:])}) <= 2  # evenly spaced
     assert len(losses(run / "result.json")) == sum("loss" in r for r in kept)  # readers take the .gz
     assert thin.thin_study(tmp_path / "study")[0] == 0 and read_steps(run / "steps.jsonl.gz") == kept  # once
+    # the same log back from a GPU host (a warm host keeps its plain copy) thins to the same bytes
+    first = (run / "steps.jsonl.gz").read_bytes()
+    time.sleep(1.1)  # a gzip header's time has a resolution of one second
+    (run / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    thin.thin_study(tmp_path / "study")
+    assert (run / "steps.jsonl.gz").read_bytes() == first and not (run / "steps.jsonl").exists()
 
 
 def test_step_logs_only_thins_gzipped_logs_of_any_run_folder_in_place_once(tmp_path, capsys):

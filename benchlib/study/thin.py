@@ -106,8 +106,11 @@ def thin_steps(path: Path, keep: int = KEEP_ROWS) -> tuple[int, int]:
         return before, before
     out = path if zipped else path.with_name(path.name + ".gz")
     tmp = out.with_name(out.name + ".tmp")
-    with gzip.open(tmp, "wt", compresslevel=9) as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows if id(r) not in drop)
+    # no name and no time in the gzip header: the same rows give the same bytes, so a log that
+    # comes back from a GPU host a second time (a warm host keeps its uncompressed copy) and is
+    # thinned again leaves git nothing to commit
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0) as z:
+        z.write("".join(json.dumps(r) + "\n" for r in rows if id(r) not in drop).encode())
     tmp.replace(out)
     if not zipped:
         path.unlink()
