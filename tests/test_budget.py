@@ -81,7 +81,7 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
     # the same command again resumes: the next two, estimated from the records now there
     chunked.calls.clear()
     analysed = []
-    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: analysed.append(study_dir) or ([], []))
+    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, analyses=():  analysed.append(study_dir) or ([], []))
     assert sweep.main(chunked.argv + ["--time-budget", "1h"]) == 0
     out = capsys.readouterr().out
     assert chunked.calls == ["A/fp32_baseline/seed1", "A/amp_bf16/seed1"]

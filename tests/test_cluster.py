@@ -217,7 +217,7 @@ def test_analysis_only_first_records_the_runs_whose_job_ended_without_one(tmp_pa
     study, items = _items(path, root)
     _ledger(study, root, {"A/fp32_baseline/seed0": "8_0"})
     monkeypatch.setattr(cluster, "job_states", lambda ledger: {"A/fp32_baseline/seed0": "NODE_FAIL"})
-    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: ([], []))
+    monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, analyses=():  ([], []))
     assert sweep.main([str(path), "--out", str(root), "--analysis-only", "--no-html"]) == 1
     rec = _records(root / "mini")["A/fp32_baseline/seed0"]
     assert rec["status"] == "error" and rec["reason"].startswith("slurm job 8_0 lost its node")

@@ -154,6 +154,9 @@ def test_chart_title_states_the_break_even_and_subtitle_names_failed_runs():
     spec = speedup_chart(size_table(recs)).to_dict()
     assert "amp_bf16_fp8: pays from large" in title_of(spec)
     assert "failed: xl/amp_bf16_fp8 (oom)" in spec["title"]["subtitle"][0]
+    assert "tokens per micro-batch (the M of each Linear matmul): base 64, medium 64" in " ".join(spec["title"]["subtitle"])
+    lo, hi = spec["layer"][0]["encoding"]["y"]["scale"]["domain"]
+    assert lo < 0.8 and hi > 1.0  # the rule at 1 (amp_bf16's speed) stays inside the chart
     rule = [layer for layer in spec["layer"] if layer["mark"]["type"] == "rule"]
     assert rule and spec["datasets"][rule[0]["data"]["name"]] == [{"y": 1.0}]
 

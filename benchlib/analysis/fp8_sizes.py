@@ -191,6 +191,10 @@ def speedup_chart(table: pd.DataFrame) -> alt.Chart:
     failed = failed_runs(table)
     subtitle = [f"failed: {', '.join(failed)}"] if failed else []
     subtitle.append(f"amp_bf16's step time / the config's, one run each; bars: {CONF:.0%} interval over timed windows")
+    mb = table.drop_duplicates(["size", "series"])
+    subtitle.append("tokens per micro-batch (the M of each Linear matmul): " + ", ".join(
+        f"{_where(r['size'], r['series'])} {r['micro_batch'] * r['seq_len']:,}" for _, r in mb.iterrows()
+        if r["micro_batch"] and r["seq_len"]))
     d = table[(table["config"] != BASELINE) & table["speedup"].notna()].copy()
     if d.empty:
         return no_data_chart("no float8 run has a speed-up: " + "; ".join(bes.values() or ["no float8 runs"]), TITLE)
@@ -202,11 +206,14 @@ def speedup_chart(table: pd.DataFrame) -> alt.Chart:
         enc["strokeDash"] = alt.StrokeDash("series:N", title="micro-batch",
                                            sort=[DEFAULT_SERIES] + sorted(set(d["series"]) - {DEFAULT_SERIES}))
     base = alt.Chart(d).encode(**enc)
+    lo = float(pd.concat([d["speedup"], d["speedup_lo"]]).min())
+    hi = float(pd.concat([d["speedup"], d["speedup_hi"]]).max())
+    domain = [math.floor(20 * min(lo, 1.0)) / 20 - 0.05, math.ceil(20 * max(hi, 1.0)) / 20 + 0.05]  # 1.0 always inside
     line = base.mark_line(point=True).encode(
-        y=alt.Y("speedup:Q", title="speed-up over amp_bf16 (x)", scale=alt.Scale(zero=False)),
-        tooltip=["size:N", "series:N", "config:N", alt.Tooltip("speedup:Q", format=".3f"),
+        y=alt.Y("speedup:Q", title="speed-up over amp_bf16 (x)", scale=alt.Scale(domain=domain, nice=False)),
+        tooltip=["size:N", "series:N", "config:N", "micro_batch:Q", alt.Tooltip("speedup:Q", format=".3f"),
                  alt.Tooltip("ms_per_step:Q", format=".1f")])
-    err = base.transform_filter("isValid(datum.speedup_lo)").mark_errorbar(ticks=True).encode(
+    err = base.transform_filter("isValid(datum.speedup_lo)").mark_errorbar(ticks={"size": 10}).encode(
         y=alt.Y("speedup_lo:Q", title="speed-up over amp_bf16 (x)"), y2="speedup_hi:Q")
     one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4], color="grey").encode(y="y:Q")
     return (line + err + one).properties(width=360, height=260, title=chart_title(title, subtitle))

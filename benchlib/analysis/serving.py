@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import altair as alt
@@ -94,12 +95,19 @@ def chart(summ: pd.DataFrame, environment: str = "") -> alt.Chart:
             .properties(title=chart_title([title], subtitle)))
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dtype-bench serve-table", description=__doc__.splitlines()[0])
-    p.add_argument("study_dir", help="a study whose runs set serve_modes, e.g. executed/h100/serve")
-    p.add_argument("--out", default=None, help="output folder (default STUDY_DIR/serve)")
-    ns = p.parse_args(sys.argv[1:] if argv is None else argv)
-    root, records = study_records(ns.study_dir)
+@dataclass
+class Serving:
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    chart: alt.Chart
+    markdown: str
+    files: list
+
+
+def analyze(study_dir: str | Path, out_dir: str | Path | None = None) -> Serving:
+    """``serve.csv`` (the summary), ``serve_runs.csv`` (every run and mode), ``serve.md`` and
+    the heat map of the records under ``study_dir``, in ``out_dir`` (default ``study_dir/serve``)."""
+    root, records = study_records(study_dir)
     runs = runs_table(records)
     summ = summary(runs)
     env = describe_environment(records)
@@ -107,9 +115,19 @@ def main(argv: list[str] | None = None) -> int:
                     "change_pct = 100 x (served - trained) / |trained|, signed so that positive is better; per "
                     "(scenario, training config, inference mode) the mean over seeds and the worst seed.", "",
                     markdown_table(summ)]) + "\n"
-    out = Path(ns.out) if ns.out else root / "serve"
-    files = write_outputs(out, "serve", summ, md, chart(summ, env))
+    out = Path(out_dir) if out_dir else root / "serve"
+    c = chart(summ, env)
+    files = write_outputs(out, "serve", summ, md, c)
     runs.to_csv(out / "serve_runs.csv", index=False)
-    print(md)
-    print("files: " + ", ".join(str(f) for f in files + [out / "serve_runs.csv"]))
+    return Serving(runs, summ, c, md, files + [out / "serve_runs.csv"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="dtype-bench serve-table", description=__doc__.splitlines()[0])
+    p.add_argument("study_dir", help="a study whose runs set serve_modes, e.g. executed/h100/serve")
+    p.add_argument("--out", default=None, help="output folder (default STUDY_DIR/serve)")
+    ns = p.parse_args(sys.argv[1:] if argv is None else argv)
+    res = analyze(ns.study_dir, ns.out)
+    print(res.markdown)
+    print("files: " + ", ".join(str(f) for f in res.files))
     return 0

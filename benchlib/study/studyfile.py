@@ -12,6 +12,7 @@ file, the key and the valid values.
     config_seeds: {bf16_no_compile: [0]}  # a config that runs fewer seeds (a subset)
     notebook_seeds: [0]               # seeds whose runs execute a notebook (default: all); the
                                       # others run without one, a cell's seeds in one process
+    analysis: [scenarios]             # what the analysis notebooks answer (``ANALYSES``)
     size: tiny                        # ... any RunConfig key: shared by every run
     steps: 30
     overrides:                        # later wins: lm (A-B) / cls (C-F) < gpt2 (A, C, E) /
@@ -78,7 +79,14 @@ from benchlib.study.executor import ExecutorSettings
 
 # Keys that describe the matrix; every other top-level key is a RunConfig setting.
 STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "order", "config_seeds", "notebook_seeds",
-              "overrides", "pretrain", "arms", "executor")
+              "overrides", "pretrain", "arms", "executor", "analysis")
+ANALYSES = ("scenarios", "scaling", "arm-cost", "fp8-sizes", "serving")
+"""``analysis:`` what the sweep's analysis notebooks answer once every run is done (the notebooks
+are ``study.sweep.ANALYSIS_NOTEBOOKS``): ``scenarios`` (10 and 11: per scenario, then across
+them; the default), ``scaling`` (20: one GPU against several; the default of a study with
+``arms:``), ``arm-cost`` (21: each arm against the baseline arm, e.g. activation
+checkpointing), ``fp8-sizes`` (22: float8's speed-up per model size), ``serving`` (23: trained
+in one precision, served in another)."""
 ORDERS = ("seeds", "cells")
 """``order:`` of a study's runs. ``seeds`` (the default): every scenario and config of the first
 seed before any of the next, so a study cut short (a time budget, a lost machine) still holds
@@ -134,11 +142,21 @@ class Study:
     order: str = "seeds"
     """How the runs are ordered (``order:``, one of ``ORDERS``)."""
 
+    analysis: list | None = None
+    """The analyses of the study (``analysis:``, names of ``ANALYSES``); None: the default
+    (``analyses``)."""
+
     notebook_seeds: list | None = None
     """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed. The
     other seeds' runs write the same record and step log without a notebook, the seeds of one
     (arm, scenario, config) cell one after another in one process: no kernel start and no
     imports per run (``benchlib.study.cellrun``)."""
+
+    @property
+    def analyses(self) -> list[str]:
+        """What the study's analysis answers: ``analysis:``, else ``scaling`` for a study with
+        arms and ``scenarios`` for one without."""
+        return self.analysis if self.analysis is not None else ["scaling" if self.arms else "scenarios"]
 
     def seeds_of(self, config: str) -> list[int]:
         return self.config_seeds.get(config, self.seeds)
@@ -304,7 +322,22 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
                  description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where),
                  arms=_arms(d.get("arms"), where, bool(d.get("pretrain"))),
-                 executor=ExecutorSettings.from_dict(d.get("executor"), where))
+                 executor=ExecutorSettings.from_dict(d.get("executor"), where),
+                 analysis=_analysis(d.get("analysis"), where))
+
+
+def _analysis(v: Any, where: str) -> list[str] | None:
+    """``analysis:`` one name of ``ANALYSES`` or a list of them (None: the default)."""
+    if v is None:
+        return None
+    names = [v] if isinstance(v, str) else v
+    if not isinstance(names, list) or not names:
+        raise ConfigError(f"{where}analysis: expected a name or a list of names of {', '.join(ANALYSES)}, got {v!r}")
+    for n in names:
+        if n not in ANALYSES:
+            raise ConfigError(f"{where}analysis: {n!r} is not an analysis. Valid: {', '.join(ANALYSES)}."
+                              + closest(str(n), list(ANALYSES)))
+    return list(dict.fromkeys(names))
 
 
 def setting_keys() -> list[str]:

@@ -39,10 +39,15 @@ from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, c
 from benchlib.study.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
 from benchlib.study.studyfile import Study, load_study
 
-ANALYSIS = {"10_analyze_experiment.ipynb": {"scenario": None}, "11_compare_experiments.ipynb": {}}
-ARMS_ANALYSIS = {"20_scaling.ipynb": {}}
-"""A study with ``arms:`` compares strategies rather than dtype configs: its analysis is the
-scaling notebook's."""
+ANALYSIS_NOTEBOOKS = {
+    "scenarios": {"10_analyze_experiment.ipynb": {"scenario": None}, "11_compare_experiments.ipynb": {}},
+    "scaling": {"20_scaling.ipynb": {}},
+    "arm-cost": {"21_arm_cost.ipynb": {}},
+    "fp8-sizes": {"22_fp8_sizes.ipynb": {}},
+    "serving": {"23_serving.ipynb": {}},
+}
+"""The notebooks of each analysis a study names (``studyfile.ANALYSES``) and their parameters
+besides ``study_dir``."""
 
 def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
            seeds: list[int]) -> list[Item]:
@@ -87,11 +92,12 @@ def _n(k: int, word: str) -> str:
 
 
 # ---- after the runs: analysis, summary (the HTML export: benchlib.study.html_export) ---------
-def run_analysis(study_dir: Path, slot: dict, arms: bool = False) -> tuple[list[Path], list[str]]:
-    """Execute the analysis notebooks that exist (the scaling notebook for a study with arms);
-    a failure is reported, never fatal."""
+def run_analysis(study_dir: Path, slot: dict, analyses: list[str] = ("scenarios",)) -> tuple[list[Path], list[str]]:
+    """Execute the notebooks of the study's analyses (``Study.analyses``) that exist; a failure
+    is reported, never fatal."""
     done, failed = [], []
-    for name, extra in (ARMS_ANALYSIS if arms else ANALYSIS).items():
+    notebooks = {k: v for a in analyses for k, v in ANALYSIS_NOTEBOOKS[a].items()}
+    for name, extra in notebooks.items():
         src = NOTEBOOK_DIR / name
         if not src.exists():
             continue
@@ -376,7 +382,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
 
     analysis, failed = [], []
     if not ns.no_analysis and not late and (todo or ns.analysis_only or not (study_dir / "analysis").exists()):
-        analysis, failed = run_analysis(study_dir, slot or {}, arms=bool(study.arms))
+        analysis, failed = run_analysis(study_dir, slot or {}, study.analyses)
     analysis = analysis or sorted((study_dir / "analysis").glob("*.ipynb"))
     runs = [i for i in every if i.stage == "run"]
     pre = [i for i in every if i.stage == "pretrain"]
