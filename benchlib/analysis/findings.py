@@ -14,6 +14,10 @@ no speed (its runs shared a GPU) and a later one is a speed study (``judge_quali
 the default is the fastest, in the speed study, of the configs the first calls safe on every
 scenario (``recommend.default_across``).
 
+``--fp8-sizes STUDY`` and ``--arm-cost STUDY`` add what those studies answer, recomputed from
+their records (``fp8_sizes``, ``arm_cost``): per float8 config its break-even and speed-up at
+each size, and per (scenario, config) what the arm costs in step time and saves in memory.
+
 With ``--readme`` the text replaces what lies between the two marker lines ``<!-- findings:start
 -->`` and ``<!-- findings:end -->`` (added at the end when absent), so running it again at the
 same results rewrites nothing.
@@ -26,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchlib.analysis.outputs import study_records
 from benchlib.analysis.recommend import default_across, fastest_safe_across
 from benchlib.analysis.tables import NOT_JUDGED
 from benchlib.core.errors import UserError
@@ -78,7 +83,54 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
     return out
 
 
-def render(studies: list[tuple[str, dict, Path]], sources: list[str]) -> str:
+def _ci(x: float, lo: float, hi: float, fmt: str = ".2f") -> str:
+    return f"{x:{fmt}}" + (f" [{lo:{fmt}}, {hi:{fmt}}]" if pd.notna(lo) and pd.notna(hi) else "")
+
+
+def _change(pct: float) -> str:
+    return "unchanged" if abs(pct) < 0.5 else f"{pct:+.0f}%"
+
+
+def fp8_section(study_dir: Path) -> list[str]:
+    """**Where FP8 pays**: per float8 config (and series), its break-even and each size's speed-up."""
+    from benchlib.analysis import fp8_sizes
+    _, records = study_records(study_dir)
+    t = fp8_sizes.size_table(records)
+    out = ["", f"**Where FP8 pays** (`{study_dir.name}`: {provenance(study_dir)})", ""]
+    bes = fp8_sizes.break_evens(t)
+    for (config, series), g in t[t["config"] != fp8_sizes.BASELINE].groupby(["config", "series"], sort=False):
+        key = config if series == fp8_sizes.DEFAULT_SERIES else f"{config} ({series})"
+        sizes = "; ".join(f"{r['size']} {_ci(r['speedup'], r['speedup_lo'], r['speedup_hi'])}"
+                          if pd.notna(r["speedup"]) else f"{r['size']} - ({r['note']})" for _, r in g.iterrows())
+        out.append(f"- {key}: {bes[key]}; speed-up over {fp8_sizes.BASELINE} (its ms/step / the config's, 95% CI): "
+                   f"{sizes}")
+    return out
+
+
+def arm_cost_section(study_dir: Path) -> list[str]:
+    """**What an arm costs**: per (scenario, config, seed) the step-time cost and memory saved."""
+    from benchlib.analysis import arm_cost
+    _, records = study_records(study_dir)
+    t = arm_cost.cost_table(records)
+    out = ["", f"**What `{study_dir.name}` costs** against its `{arm_cost.BASELINE_ARM}` arm "
+               f"({provenance(study_dir)})", ""]
+    arms = t[t["arm"] != arm_cost.BASELINE_ARM]
+    for _, r in arms.iterrows():
+        if pd.isna(r["time_ratio"]):
+            out.append(f"- {r['scenario']} {r['config']} {r['arm']}: no pair ({r['note']})")
+            continue
+        base = t[(t["arm"] == arm_cost.BASELINE_ARM) & (t["scenario"] == r["scenario"]) & (t["config"] == r["config"])
+                 & (t["seed"] == r["seed"])]["peak_gib"].iloc[0]
+        out.append(f"- {r['scenario']} {r['config']} {r['arm']}: step time "
+                   f"{_ci(r['time_cost_pct'], 100 * (r['time_ratio_lo'] - 1), 100 * (r['time_ratio_hi'] - 1), '+.1f')}%"
+                   f", peak memory {_change(-r['memory_saved_pct'])} ({base:.2f} -> {r['peak_gib']:.2f} GiB)")
+    missing = sorted({(s, c) for s, c in zip(t["scenario"], t["config"])} - {(s, c) for s, c in zip(arms["scenario"], arms["config"])})
+    if missing:
+        out.append("- no arm run yet: " + ", ".join(f"{s} {c}" for s, c in missing))
+    return out
+
+
+def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: list[str] = ()) -> str:
     """The Findings section as Markdown (a level-2 heading and its body) from one or more
     studies' comparisons (name, comparison, study folder): the first one's recommendation,
     flips and failures (with a speed study's throughput and memory flips when the first timed
@@ -115,6 +167,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str]) -> str:
     for n, comp, _ in studies:
         prefix = f"`{n}`: " if len(studies) > 1 else ""
         out += _bullets([prefix + x for x in _breaks(comp)], prefix + "no configuration failed a run")
+    out += list(extra)
     hyps = merged_hypotheses([(n, c) for n, c, _ in studies])
     if hyps:
         safety = pd.DataFrame(comparison.get("recommendation_evidence", []))
@@ -184,13 +237,28 @@ def replace_block(text: str, body: str) -> str:
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dtype-bench findings",
                                 description="The README's Findings section from a study's comparison.json")
     p.add_argument("comparison", nargs="+", help="<study>/comparison/comparison.json (written by dtype-bench "
                    "compare); several: the first one's recommendation, each hypothesis from the study that decides it")
+    p.add_argument("--fp8-sizes", metavar="STUDY", help="also where FP8 pays, from this fp8_sizes study's records")
+    p.add_argument("--arm-cost", metavar="STUDY", help="also what this study's arms cost against its plain arm "
+                   "(e.g. executed/h100/checkpointing)")
     p.add_argument("--readme", help="rewrite this file's findings block instead of printing")
-    ns = p.parse_args(argv)
+    return p
+
+
+def generate(ns: argparse.Namespace) -> str:
+    """The section for parsed arguments (``_parser``): the comparisons, then the extra studies."""
+    extra, sources = [], list(ns.comparison)
+    for flag, folder, section in (("--fp8-sizes", ns.fp8_sizes, fp8_section), ("--arm-cost", ns.arm_cost, arm_cost_section)):
+        if folder:
+            try:
+                extra += section(Path(folder))
+            except (FileNotFoundError, ValueError) as e:
+                raise UserError(f"{flag} {folder}: {e}") from None
+            sources += [flag, folder]
     studies = []
     for source in ns.comparison:
         path = Path(source)
@@ -204,7 +272,12 @@ def main(argv: list[str] | None = None) -> int:
                             f"({type(e).__name__}: {e})") from None
         study_dir = path.parent.parent
         studies.append((study_dir.name, comparison, study_dir))
-    body = render(studies, ns.comparison)
+    return render(studies, sources, extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = _parser().parse_args(argv)
+    body = generate(ns)
     if ns.readme:
         readme = Path(ns.readme)
         old = readme.read_text() if readme.exists() else ""
