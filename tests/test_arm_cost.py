@@ -50,6 +50,15 @@ def test_an_arm_is_priced_against_the_baseline_run_of_its_config():
     assert list(t["arm"][:2]) == ["plain", "checkpointed"]
 
 
+def test_a_stalled_speed_run_is_priced_and_the_text_says_why_its_speed_counts():
+    from benchlib.analysis.arm_cost import markdown
+    t = cost_table([record("plain", status="stalled"), record("checkpointed", step_ms=125.0, status="stalled")])
+    assert row(t, "checkpointed")["time_ratio"] == pytest.approx(1.25)
+    text = markdown(t, [], "plain")
+    assert "Runs marked stalled trained and were timed on every step" in text
+    assert "Runs marked" not in markdown(cost_table([record("plain"), record("checkpointed")]), [], "plain")
+
+
 def test_a_failed_run_or_a_missing_or_different_baseline_has_no_ratio_and_says_why():
     recs = [record("plain"), record("checkpointed", status="oom", reason="CUDA out of memory\n"),
             record("checkpointed", "bf16_pure"),

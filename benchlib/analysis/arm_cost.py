@@ -23,7 +23,7 @@ import altair as alt
 import pandas as pd
 
 from benchlib.analysis.charts import chart_title, no_data_chart
-from benchlib.analysis.outputs import study_records, write_outputs
+from benchlib.analysis.outputs import judged_speed_runs, study_records, write_outputs
 from benchlib.analysis.scaling import markdown_table
 from benchlib.analysis.stats import ratio_interval
 from benchlib.core.records import COMPLETED, describe_environment
@@ -134,7 +134,8 @@ def markdown(table: pd.DataFrame, records: list[dict], baseline: str, name: str 
              "baseline's).", "",
              ("Failed runs: " + ", ".join(f"{r['arm']}/{r['scenario']}/{r['config']}/seed{r['seed']} ({r['status']})"
                                           for _, r in failed.iterrows()) + ".") if len(failed)
-             else "Every run trained every step.", "", markdown_table(table[TABLE_COLUMNS])]
+             else "Every run trained every step.", *judged_speed_runs(table["status"]), "",
+             markdown_table(table[TABLE_COLUMNS])]
     return "\n".join(lines) + "\n"
 
 

@@ -34,7 +34,7 @@ import altair as alt
 import pandas as pd
 
 from benchlib.analysis.charts import chart_title, no_data_chart
-from benchlib.analysis.outputs import study_records, write_outputs
+from benchlib.analysis.outputs import judged_speed_runs, study_records, write_outputs
 from benchlib.analysis.scaling import markdown_table
 from benchlib.analysis.stats import ratio_interval
 from benchlib.core.records import COMPLETED, describe_environment
@@ -230,11 +230,7 @@ def markdown(table: pd.DataFrame, records: list[dict], name: str = "") -> str:
     lines += [f"- {c}: {t}" for c, t in break_evens(table).items()] or ["- no float8 runs"]
     failed = failed_runs(table)
     lines += ["", f"Failed runs: {', '.join(failed)}." if failed else "Every run trained every step."]
-    judged = sorted(set(table["status"]) & (set(COMPLETED) - {"ok"}))
-    if judged:
-        lines.append(f"Runs marked {' or '.join(judged)} trained and were timed on every step: the status judges "
-                     "their quality against the trivial baseline, which speed runs this short are not meant to "
-                     "beat; their speed counts.")
+    lines += judged_speed_runs(table["status"])
     lines += ["",
               f"speedup = {BASELINE}'s ms/step / the config's, with its {CONF:.0%} interval (delta method over the "
               "timed windows); linear_tflop_per_step = 6 x in x out x layers x tokens per step over the body's Linear "

@@ -1,6 +1,7 @@
-"""What the one-study commands (``arm-cost``, ``fp8-sizes``, ``infer-table``) share: reading a
-study folder's records, and writing a table as CSV and Markdown beside its chart (the Vega-Lite
-spec always, a PNG where vl-convert is installed)."""
+"""What the one-study commands (``arm-cost``, ``fp8-sizes``, ``infer-table``, ``serve-table``)
+share: reading a study folder's records, writing a table as CSV and Markdown beside its chart
+(the Vega-Lite spec always, a PNG where vl-convert is installed), and saying why a speed run
+marked stalled still counts."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,7 @@ import altair as alt
 import pandas as pd
 
 from benchlib.analysis.charts import renderer_available, save
-from benchlib.core.records import load_records
+from benchlib.core.records import COMPLETED, load_records
 
 
 def study_records(study_dir: str | Path) -> tuple[Path, list[dict]]:
@@ -35,3 +36,14 @@ def write_outputs(out: Path, stem: str, table: pd.DataFrame, md: str, chart: alt
     if renderer_available():
         files += save(chart, out / chart_stem, ("png",))
     return files
+
+
+def judged_speed_runs(statuses) -> list[str]:
+    """A sentence for speed studies whose runs a quality gate marked stalled or degraded (their
+    step times still count), or nothing when every completed run is ``ok``."""
+    judged = sorted(set(statuses) & (set(COMPLETED) - {"ok"}))
+    if not judged:
+        return []
+    return [f"Runs marked {' or '.join(judged)} trained and were timed on every step: the status judges their "
+            "quality against the trivial baseline, which speed runs this short are not meant to beat; their "
+            "speed counts."]
