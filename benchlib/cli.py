@@ -27,6 +27,7 @@ LAZY = {
     "arm-cost": ("benchlib.analysis.arm_cost:main", "what an arm (e.g. activation checkpointing) costs each config"),
     "infer-table": ("benchlib.analysis.inference_table:main", "the records of infer as one table and chart"),
     "serve-table": ("benchlib.analysis.serving:main", "trained in one precision, served in another (serve_modes)"),
+    "overhead": ("benchlib.analysis.overhead:main", "where a study's GPU time went: training steps against each run's overhead"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "thin": ("benchlib.study.thin:main", "rewrite a study's run notebooks' charts as SVG (small enough to commit)"),
     "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),

@@ -339,13 +339,27 @@ def new_record(cfg, device) -> dict:
             "metrics": {}, "wall_s": None, "data": {}}
 
 
-def describe_environment(records: list[dict]) -> str:
+def short_commit(c: str) -> str:
+    """A commit as git abbreviates it (12 hex digits), a ``-dirty`` suffix kept."""
+    head = c.split("-")[0]
+    return head[:12] + c[len(head):]
+
+
+def describe_environment(records: list[dict], brief: bool = False) -> str:
     """One line for a table's caption: device, versions, commit and dates of the records, each
-    value once."""
+    value once, commits abbreviated; ``brief`` (a chart's subtitle): more than three commits
+    are counted, not listed."""
     def vals(key):
-        return ", ".join(sorted({str(r["env"].get(key)) for r in records if r["env"].get(key)})) or "?"
+        found = {str(r["env"].get(key)) for r in records if r["env"].get(key)}
+        if key == "git_commit":
+            found = {short_commit(c) for c in found}
+            if brief and len(found) > 3:
+                return f"{len(found)} commits"
+        return ", ".join(sorted(found)) or "?"
     dates = sorted(str(r["env"].get("date", ""))[:10] for r in records if r["env"].get("date"))
     when = dates[0] if dates and dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}" if dates else "?"
     cuda = f" (CUDA {vals('cuda')})" if any(r["env"].get("cuda") for r in records) else ""
+    commits = vals("git_commit")
+    commits = commits if commits.endswith(" commits") else f"commit {commits}"
     return (f"Device: {vals('device_name')}; torch {vals('torch')}{cuda}, torchao {vals('torchao')}; "
-            f"commit {vals('git_commit')}; {when}")
+            f"{commits}; {when}")

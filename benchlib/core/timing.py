@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+STEPS_SHARE_TARGET = 0.7
+"""The reference study's efficiency target: at least 70% of its GPU time in training steps
+(the sweep's print, ``dtype-bench overhead``)."""
+
 from benchlib.core.env import EnergyMeter
 
 

@@ -601,8 +601,6 @@ def sweep_timing(rec: dict, wall_s: float) -> dict:
             "notebook_overhead_s": None if rec.get("wall_s") is None else wall_s - rec["wall_s"]}
 
 
-STEPS_SHARE_TARGET = 0.7
-"""The reference study's efficiency target: at least 70% of its GPU time in training steps."""
 
 
 def steps_share(timings: list[dict], wall_s: float, slots: int = 1) -> float | None:

@@ -35,7 +35,8 @@ from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.pack import Packer
 from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost,
                                    execute_unit, is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
-                                   pretrain_root, pretrain_warning, refresh_reading, remake_lost, run_state, STEPS_SHARE_TARGET, steps_share)
+                                   pretrain_root, pretrain_warning, refresh_reading, remake_lost, run_state, steps_share)
+from benchlib.core.timing import STEPS_SHARE_TARGET
 from benchlib.study.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
 from benchlib.study.studyfile import Study, load_study
 
