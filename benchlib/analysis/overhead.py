@@ -17,7 +17,7 @@ splits into parts, from the record's ``time/*`` metrics (``training.loop``):
                  (``time/train_s`` - first step - ``time/eval_s``; an evaluation after the
                  loop makes it slightly short). Not the record's ``time/steps_s``, which
                  before commit 2d14fe5 was the median timed window x the steps: under twelve
-                 runs sharing a GPU that missed the loop's wall by up to 45 s in 4 minutes.
+                 runs sharing a GPU it counted 149 s of a 404-s loop.
     rest         the run's own wall after the loop: final evaluation bookkeeping, saving,
                  serving, writing the record
 
