@@ -34,7 +34,7 @@ from benchlib.analysis.outputs import study_records
 from benchlib.analysis.recommend import default_across, fastest_safe_across
 from benchlib.analysis.tables import NOT_JUDGED
 from benchlib.core.errors import UserError
-from benchlib.core.records import load_records
+from benchlib.core.records import load_records, short_commit
 
 START, END = "<!-- findings:start -->", "<!-- findings:end -->"
 
@@ -48,10 +48,8 @@ def provenance(study_dir: Path) -> str:
     def values(key: str, short=str) -> str:
         return ", ".join(sorted({short(str(e[key])) for e in envs if e.get(key)})) or "unknown"
 
-    def commit(c: str) -> str:  # 12 hex digits, as git describes a commit, "-dirty" kept
-        return c.split("-")[0][:12] + c[len(c.split("-")[0]):]
     return (f"{len(envs)} runs on {values('device_name')}; torch {values('torch')}; "
-            f"commit {values('git_commit', commit)}; {min(e.get('date', '') for e in envs)[:10]} to "
+            f"commit {values('git_commit', short_commit)}; {min(e.get('date', '') for e in envs)[:10]} to "
             f"{max(e.get('date', '') for e in envs)[:10]}")
 
 
