@@ -56,3 +56,15 @@ def test_a_study_without_sweep_timing_is_refused_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "has the sweep's timing (sweep.wall_s): run the study with dtype-bench sweep" in err
     assert err.strip().count("\n") == 0
+
+
+def test_the_first_step_is_split_by_compile_cache_when_records_say():
+    from benchlib.analysis.overhead import first_step_by_cache
+    recs = [record(first=f) for f in (40.0, 50.0, 4.0, 8.0)]
+    for r, state in zip(recs, ("miss", "miss", "hit", "hit")):
+        r["metrics"]["compile/cache"] = state
+    runs, _ = parts_table(recs)
+    line = first_step_by_cache(runs)
+    assert "hit 2 run(s), median 6.0 s (3% of the summed wall)" in line
+    assert "miss 2 run(s), median 45.0 s (22% of the summed wall)" in line
+    assert first_step_by_cache(parts_table([record()])[0]) == ""  # records before compile/* say nothing

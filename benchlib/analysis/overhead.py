@@ -67,6 +67,7 @@ def run_parts(rec: dict) -> dict | None:
              "rest": own - setup - train}
     return {"scenario": rec["scenario"], "config": rec.get("config"), "seed": rec.get("seed"),
             "notebook": bool(s.get("notebook", True)), "runs_per_gpu": s.get("runs_per_gpu") or 1,
+            "compile_cache": m.get("compile/cache"),
             "wall_s": wall, **parts}
 
 
@@ -116,7 +117,20 @@ def chart(summ: pd.DataFrame, environment: str = "") -> alt.Chart:
     return (bars + target).properties(width=460, height=24 * len(summ), title=chart_title([title], subtitle))
 
 
-def markdown(summ: pd.DataFrame, records: list[dict], left_out: int, name: str = "") -> str:
+def first_step_by_cache(runs: pd.DataFrame) -> str:
+    """The first step (where compilation is) of runs whose graphs all came from torch.compile's
+    on-disk cache against runs that compiled them ("" when no record says, as before the
+    ``compile/*`` metrics)."""
+    known = runs.dropna(subset=["compile_cache"]) if "compile_cache" in runs else runs.iloc[:0]
+    if known.empty:
+        return ""
+    parts = [f"{state} {len(g)} run(s), median {g['first_step'].median():.1f} s ({100 * g['first_step'].sum() / runs['wall_s'].sum():.0f}% "
+             "of the summed wall)" for state, g in known.groupby("compile_cache")]
+    return ("First step by torch.compile's cache (`compile/cache`: hit = every graph loaded from the cache folder, "
+            "miss = every graph compiled): " + "; ".join(parts) + ".")
+
+
+def markdown(summ: pd.DataFrame, records: list[dict], left_out: int, name: str = "", runs: pd.DataFrame | None = None) -> str:
     allrow = summ[summ["scenario"] == "all"].iloc[0] if len(summ) else None
     lines = [f"# Where the GPU time went{f': {name}' if name else ''}", "", describe_environment(records), ""]
     if allrow is not None:
@@ -126,6 +140,9 @@ def markdown(summ: pd.DataFrame, records: list[dict], left_out: int, name: str =
                               sorted((p for p in PARTS if p != "steps"), key=lambda p: -allrow[f"{p}_pct"])[:3]) + "."]
     if left_out:
         lines.append(f"{left_out} record(s) without the sweep's timing are left out.")
+    cached = first_step_by_cache(runs) if runs is not None else ""
+    if cached:
+        lines += ["", cached]
     lines += ["", "Parts (`dtype-bench overhead --help`): start = the sweep's wall less the run's own (kernel or "
               "process start, imports, the notebook's charts); first_step = compilation and the first step; steps = "
               "the loop's wall after it less every evaluation; rest = after the loop (saving, serving, writing). "
@@ -154,7 +171,7 @@ def analyze(study_dir: str | Path, out_dir: str | Path | None = None) -> Overhea
     summ = summary(runs)
     out = Path(out_dir) if out_dir else root / "overhead"
     c = chart(summ, describe_environment(records, brief=True))
-    md = markdown(summ, records, left_out, root.name)
+    md = markdown(summ, records, left_out, root.name, runs)
     files = write_outputs(out, "overhead", summ, md, c)
     runs.to_csv(out / "overhead_runs.csv", index=False)
     return Overhead(runs, summ, c, md, files + [out / "overhead_runs.csv"])

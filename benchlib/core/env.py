@@ -101,6 +101,10 @@ def git_commit(code_only: bool = False) -> str | None:
         return None
 
 
+COMPILE_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+"""The variable torch.compile reads for its cache folder (``dtype-bench sweep --compile-cache``)."""
+
+
 def environment(device: torch.device) -> dict:
     env = {
         "device": device.type,
@@ -117,6 +121,9 @@ def environment(device: torch.device) -> dict:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "git_commit": git_commit(),
+        # torch.compile's cache folder when set (None: its default, /tmp/torchinductor_<user>);
+        # whether the run's graphs came from it: metrics compile/* (training.compile_cache)
+        "compile_cache_dir": os.environ.get(COMPILE_CACHE_ENV),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     if device.type == "cuda":

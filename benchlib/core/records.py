@@ -155,6 +155,12 @@ METRICS = {
     "time/model_init_cached": "1 when the initial weights came from training.init_cache, 0 when built (and stored)",
     "time/to_device_s": "moving the model to the device (the first CUDA allocation creates the context), part of setup",
     "time/first_step_s": "first optimizer step (includes compilation)",
+    # compiled runs (training.compile_cache): torch.compile's on-disk caches, folder env.compile_cache_dir
+    "compile/graph_cache_hits": "compiled graphs Inductor loaded from its cache (FX graph cache) in this run",
+    "compile/graph_cache_misses": "compiled graphs Inductor had to compile (not in its cache) in this run",
+    "compile/autograd_cache_hits": "forward-backward graphs AOTAutograd loaded from its cache in this run",
+    "compile/autograd_cache_misses": "forward-backward graphs AOTAutograd had to build in this run",
+    "compile/cache": "hit: every compiled graph came from the cache; miss: none did; partial: some did",
     "time/train_s": "all training steps",
     "time/steps_s": "the training loop's wall after the first step, less its evaluations: the part of a run that scales with steps (before 2026-11-24: the median timed window x the steps after the first)",
     "time/eval_s": "all evaluation",

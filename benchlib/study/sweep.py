@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import os
 import shlex
 import sys
 import threading
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
+from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.errors import UserError
 from benchlib.core.records import TRAINED, CorruptRecord, read_record
 from benchlib.core.runconfig import ConfigError
@@ -229,6 +231,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "for a job with a hard limit whose output folder alone comes back), and once more at the end")
     p.add_argument("--pack-every", type=_duration, default=60.0, metavar="DURATION",
                    help="how often --pack-to rewrites the archive (default 60s)")
+    p.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
+                   help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
+                        "copied from another host of the same GPU, or shared by a cluster's nodes loads compiled "
+                        "graphs instead of compiling them; records say what hit (compile/cache)")
     p.add_argument("--out", type=Path, default=Path("executed"), help="root of executed studies (default: executed)")
     p.add_argument("--force", action="store_true", help="run the selected runs again even if finished")
     p.add_argument("--timeout", type=int, default=None, help="seconds one notebook cell may run before the run fails")
@@ -258,9 +264,40 @@ def executor_settings(ns: argparse.Namespace, study: Study) -> ExecutorSettings:
                                   kind=ns.executor)
 
 
+def _use_compile_cache(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--compile-cache {folder}: cannot create it ({e.strerror})") from None
+    os.environ[COMPILE_CACHE_ENV] = str(folder.resolve())
+
+
+def compile_cache_line(ran: list[Item]) -> str:
+    """How the compiled runs just run compiled: how many loaded every graph from torch.compile's
+    cache, and their first step's median against the others' ("" when none compiled)."""
+    import pandas as pd
+    rows = []
+    for i in ran:
+        try:
+            m = read_record(i.result)["metrics"]
+        except (CorruptRecord, FileNotFoundError, KeyError):
+            continue
+        if m.get("compile/cache") and m.get("time/first_step_s") is not None:
+            rows.append({"cache": m["compile/cache"], "first": m["time/first_step_s"]})
+    if not rows:
+        return ""
+    df = pd.DataFrame(rows)
+    parts = [f"{len(g)} {state} (first step median {g['first'].median():.1f} s)"
+             for state, g in df.groupby("cache", sort=False)]
+    where = os.environ.get(COMPILE_CACHE_ENV) or "its default folder"
+    return f"compile cache ({where}): " + ", ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(list(sys.argv[1:] if argv is None else argv))
     budget = Budget(ns.time_budget) if ns.time_budget else None  # its clock starts now
+    if ns.compile_cache:  # the runs' kernels, cell processes and submitit jobs inherit it
+        _use_compile_cache(ns.compile_cache)
     study = load_study(ns.study)  # validates every run before anything executes
     every = plan(study, ns.out)
     items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
@@ -405,6 +442,9 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
                   f"compilation, evaluation, charts): median {fixed.median():.1f} s, range {fixed.min():.1f}-"
                   f"{fixed.max():.1f} s over {len(fixed)} runs; of which the notebook around the training "
                   f"(kernel start, imports, charts) median {nbo.median():.1f} s")
+            cached = compile_cache_line(todo)
+            if cached:
+                print(cached)
             share = steps_share(timings, wall, n_slots)
             if share is not None:
                 print(f"study efficiency: {100 * share:.0f}% of the runs' {_n(n_slots, 'slot')} x {wall:.0f} s was spent in "

@@ -32,7 +32,7 @@ from benchlib.training.measures import memory_metrics, quality_metrics, speed_me
 from benchlib.training.fp8 import linear_shapes
 from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
-from benchlib.training import resume
+from benchlib.training import compile_cache, resume
 from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_json_atomic
 from benchlib.training.preflight import out_problem, refusal
 from benchlib.core.steplog import StepLog
@@ -190,6 +190,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
         # each run compiles afresh: several runs in one process (a notebook, `bench`) would
         # otherwise pile up recompilations until dynamo silently falls back to eager
         torch._dynamo.reset()
+    compiled_before = compile_cache.counters()
     step_model: Callable = dist.wrap(model, compile=cfg.compile == "on" and not cfg.cudagraphs)
     if cfg.cudagraphs:  # single process only (RunConfig checks)
         step_model = torch.compile(step_model, mode="reduce-overhead")
@@ -360,6 +361,8 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     if cfg.state_every:
         m["time/state_s"] = state_s
     m["time/to_device_s"] = to_device_s
+    if cfg.compile == "on":
+        m.update(compile_cache.metrics(compiled_before))
     dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
     status, reason, health = verdict(log.losses, diverged_step, m["quality/beats_baseline"])
     m.update(health)

@@ -1,0 +1,39 @@
+"""Did a run's compilation come from torch.compile's on-disk caches? Counted per run, so the
+fixed cost of a study can be split into runs that compiled and runs that loaded.
+
+torch.compile keeps compiled graphs (Inductor's FX graph cache, AOTAutograd's joint graphs,
+Triton kernels, autotuning results) under ``TORCHINDUCTOR_CACHE_DIR`` (default
+``/tmp/torchinductor_<user>``). The keys hold the torch and Triton versions and the GPU, not the
+host, so a folder copied to another host of the same kind, or shared across a cluster, serves
+the runs there (``dtype-bench sweep --compile-cache DIR`` points every run at one folder).
+
+    before = counters()           # before the first compiled call
+    ...                           # the run
+    metrics(before)               # {"compile/graph_cache_hits": 4, ...}
+"""
+from __future__ import annotations
+
+_KEYS = {  # record metric -> (dynamo counter group, counter)
+    "compile/graph_cache_hits": ("inductor", "fxgraph_cache_hit"),
+    "compile/graph_cache_misses": ("inductor", "fxgraph_cache_miss"),
+    "compile/autograd_cache_hits": ("aot_autograd", "autograd_cache_hit"),
+    "compile/autograd_cache_misses": ("aot_autograd", "autograd_cache_miss"),
+}
+
+
+def counters() -> dict[str, int]:
+    """The process's cache counters now (they only grow: ``torch._dynamo.reset`` keeps them)."""
+    from torch._dynamo.utils import counters as c
+    return {k: int(c[group][name]) for k, (group, name) in _KEYS.items()}
+
+
+def metrics(before: dict[str, int]) -> dict:
+    """This run's cache hits and misses since ``before``, and ``compile/cache`` = "hit" when
+    every compiled graph came from the cache, "miss" when none did, "partial" between, None when
+    nothing was compiled. The folder is in the record's environment (``env.compile_cache_dir``)."""
+    now = counters()
+    out: dict = {k: now[k] - before.get(k, 0) for k in _KEYS}
+    hits, misses = out["compile/graph_cache_hits"], out["compile/graph_cache_misses"]
+    out["compile/cache"] = (None if hits + misses == 0 else "hit" if misses == 0
+                            else "miss" if hits == 0 else "partial")
+    return out

@@ -1,0 +1,51 @@
+"""torch.compile's on-disk cache across runs (``sweep --compile-cache``): a run in a fresh
+process loads the graphs an earlier run compiled into the folder, and its record says so."""
+import pytest
+
+from benchlib.core.env import COMPILE_CACHE_ENV
+from benchlib.core.records import read_record
+from benchlib.study import sweep
+
+# one compiled tiny run, in a process of its own (a cell run) so the second sweep's run starts
+# without the first one's graphs in memory: what it does not compile must come from the folder
+STUDY = ("study: cached\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nnotebook_seeds: []\n"
+         "size: tiny\nsteps: 3\ndevice: cpu\ncompile: \"on\"\nforensics: false\n")
+
+
+def test_a_second_host_of_the_folder_loads_what_the_first_compiled(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(COMPILE_CACHE_ENV, raising=False)  # the sweep sets it for its runs: restored after
+    study, out, cache = tmp_path / "cached.yaml", tmp_path / "executed", tmp_path / "inductor"
+    study.write_text(STUDY)
+    args = [str(study), "--out", str(out), "--no-html", "--no-analysis", "--compile-cache", str(cache)]
+    result = out / "cached" / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json"
+
+    assert sweep.main(args) == 0
+    first = read_record(result)
+    assert first["run"]["compile"] == "on" and first["env"]["compile_cache_dir"] == str(cache.resolve())
+    m = first["metrics"]
+    assert m["compile/cache"] == "miss" and m["compile/graph_cache_misses"] > 0 and m["compile/graph_cache_hits"] == 0
+    assert any(cache.iterdir())
+    assert f"compile cache ({cache.resolve()}): 1 miss" in capsys.readouterr().out
+
+    assert sweep.main([*args, "--force"]) == 0
+    m = read_record(result)["metrics"]
+    assert m["compile/cache"] == "hit", m
+    assert m["compile/graph_cache_hits"] == first["metrics"]["compile/graph_cache_misses"]
+    assert m["compile/graph_cache_misses"] == 0 and m["compile/autograd_cache_hits"] > 0
+    assert f"compile cache ({cache.resolve()}): 1 hit" in capsys.readouterr().out
+
+
+def test_an_eager_run_records_no_compile_cache(tmp_path):
+    from benchlib.training.loop import run
+    rec = run({"scenario": "A", "config": "fp32_baseline", "size": "tiny", "steps": 2, "compile": "off",
+               "eval_batches": 1}, out_dir=tmp_path, progress=False)
+    assert not any(k.startswith("compile/") for k in rec["metrics"])
+
+
+def test_a_cache_folder_that_cannot_be_made_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv(COMPILE_CACHE_ENV, raising=False)
+    (tmp_path / "file").write_text("")
+    study = tmp_path / "cached.yaml"
+    study.write_text(STUDY)
+    with pytest.raises(sweep.ConfigError, match=r"--compile-cache .*file/inductor: cannot create it"):
+        sweep.main([str(study), "--out", str(tmp_path / "executed"), "--compile-cache", str(tmp_path / "file" / "inductor")])
