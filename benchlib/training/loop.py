@@ -190,7 +190,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
         # each run compiles afresh: several runs in one process (a notebook, `bench`) would
         # otherwise pile up recompilations until dynamo silently falls back to eager
         torch._dynamo.reset()
-    compiled_before = compile_cache.counters()
+    compiled_before = compile_cache.counters()  # the optimizer's update compiles too (sr_adamw)
     step_model: Callable = dist.wrap(model, compile=cfg.compile == "on" and not cfg.cudagraphs)
     if cfg.cudagraphs:  # single process only (RunConfig checks)
         step_model = torch.compile(step_model, mode="reduce-overhead")
@@ -361,8 +361,9 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     if cfg.state_every:
         m["time/state_s"] = state_s
     m["time/to_device_s"] = to_device_s
-    if cfg.compile == "on":
-        m.update(compile_cache.metrics(compiled_before))
+    compiled = compile_cache.metrics(compiled_before)  # bf16_pure's update compiles with the model eager
+    if cfg.compile == "on" or compiled["compile/cache"]:
+        m.update(compiled)
     dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
     status, reason, health = verdict(log.losses, diverged_step, m["quality/beats_baseline"])
     m.update(health)
