@@ -273,24 +273,18 @@ def _use_compile_cache(folder: Path) -> None:
 
 
 def compile_cache_line(ran: list[Item]) -> str:
-    """How the compiled runs just run compiled: how many loaded every graph from torch.compile's
-    cache, and their first step's median against the others' ("" when none compiled)."""
-    import pandas as pd
-    rows = []
+    """How the runs just run compiled: the first step's median of those whose graphs all came
+    from torch.compile's cache against those that compiled them (``overhead.first_step_by_cache``;
+    "" when none compiled)."""
+    from benchlib.analysis.overhead import first_step_by_cache, parts_table
+    recs = []
     for i in ran:
         try:
-            m = read_record(i.result)["metrics"]
-        except (CorruptRecord, FileNotFoundError, KeyError):
+            recs.append(read_record(i.result))
+        except (CorruptRecord, FileNotFoundError):
             continue
-        if m.get("compile/cache") and m.get("time/first_step_s") is not None:
-            rows.append({"cache": m["compile/cache"], "first": m["time/first_step_s"]})
-    if not rows:
-        return ""
-    df = pd.DataFrame(rows)
-    parts = [f"{len(g)} {state} (first step median {g['first'].median():.1f} s)"
-             for state, g in df.groupby("cache", sort=False)]
-    where = os.environ.get(COMPILE_CACHE_ENV) or "its default folder"
-    return f"compile cache ({where}): " + ", ".join(parts)
+    line = first_step_by_cache(parts_table(recs)[0])
+    return line and f"{line} Cache folder: {os.environ.get(COMPILE_CACHE_ENV) or 'torch.compile default'}."
 
 
 def main(argv: list[str] | None = None) -> int:
