@@ -25,9 +25,9 @@ def test_a_second_host_of_the_folder_loads_what_the_first_compiled(tmp_path, mon
     m = first["metrics"]
     assert m["compile/cache"] == "miss" and m["compile/graph_cache_misses"] > 0 and m["compile/graph_cache_hits"] == 0
     assert any(cache.iterdir())
-    out = capsys.readouterr().out
-    assert "First step by torch.compile's cache" in out and "miss 1 run(s), median" in out
-    assert f"Cache folder: {cache.resolve()}." in out
+    printed = capsys.readouterr().out
+    assert "First step by torch.compile's cache" in printed and "miss 1 run(s), median" in printed
+    assert f"Cache folder: {cache.resolve()}." in printed
 
     assert sweep.main([*args, "--force"]) == 0
     m = read_record(result)["metrics"]

@@ -130,7 +130,7 @@ def first_step_by_cache(runs: pd.DataFrame) -> str:
             "miss = every graph compiled): " + "; ".join(parts) + ".")
 
 
-def markdown(summ: pd.DataFrame, records: list[dict], left_out: int, name: str = "", runs: pd.DataFrame | None = None) -> str:
+def markdown(summ: pd.DataFrame, runs: pd.DataFrame, records: list[dict], left_out: int, name: str = "") -> str:
     allrow = summ[summ["scenario"] == "all"].iloc[0] if len(summ) else None
     lines = [f"# Where the GPU time went{f': {name}' if name else ''}", "", describe_environment(records), ""]
     if allrow is not None:
@@ -140,7 +140,7 @@ def markdown(summ: pd.DataFrame, records: list[dict], left_out: int, name: str =
                               sorted((p for p in PARTS if p != "steps"), key=lambda p: -allrow[f"{p}_pct"])[:3]) + "."]
     if left_out:
         lines.append(f"{left_out} record(s) without the sweep's timing are left out.")
-    cached = first_step_by_cache(runs) if runs is not None else ""
+    cached = first_step_by_cache(runs)
     if cached:
         lines += ["", cached]
     lines += ["", "Parts (`dtype-bench overhead --help`): start = the sweep's wall less the run's own (kernel or "
@@ -171,7 +171,7 @@ def analyze(study_dir: str | Path, out_dir: str | Path | None = None) -> Overhea
     summ = summary(runs)
     out = Path(out_dir) if out_dir else root / "overhead"
     c = chart(summ, describe_environment(records, brief=True))
-    md = markdown(summ, records, left_out, root.name, runs)
+    md = markdown(summ, runs, records, left_out, root.name)
     files = write_outputs(out, "overhead", summ, md, c)
     runs.to_csv(out / "overhead_runs.csv", index=False)
     return Overhead(runs, summ, c, md, files + [out / "overhead_runs.csv"])
