@@ -29,14 +29,14 @@ def test_fp16_naive_uses_static_scale_1024_and_noscale_uses_1():
 
 def test_bf16_pure_and_naive_differ_only_in_update_rounding():
     p, n = get_config("bf16_pure").to_dict(), get_config("bf16_naive").to_dict()
-    diff = {k for k in p if p[k] != n[k]} - {"name", "description"}
+    diff = {k for k in p if p[k] != n[k]} - {"name", "description", "definition_hash"}
     assert diff == {"update_rounding"}
     assert p["update_rounding"] == "stochastic" and n["update_rounding"] == "nearest"
 
 
 def test_compile_ablation_differs_from_bf16_pure_only_in_compile():
     p, n = get_config("bf16_pure").to_dict(), get_config("bf16_no_compile").to_dict()
-    assert {k for k in p if p[k] != n[k]} - {"name", "description"} == {"compile"}
+    assert {k for k in p if p[k] != n[k]} - {"name", "description", "role", "definition_hash"} == {"compile"}
 
 
 def test_amp_configs_scale_only_fp16():
@@ -54,10 +54,45 @@ def test_fp32_head_configs():
 def test_configs_differ_only_in_precision_unless_their_name_says_otherwise():
     """One optimizer hyperparameter set for all: only the named eps controls change Adam's eps."""
     eps = {c.name: c.adam_eps for c in REGISTRY.values()}
-    assert {n for n, e in eps.items() if e != 1e-8} == {"fp16_naive_eps1e4", "amp_bf16_eps1e4"}
+    assert {n for n, e in eps.items() if e != 1e-8} == {"fp16_fp16_states_eps1e4", "amp_bf16_eps1e4"}
     assert get_config("fp16_naive").adam_eps == get_config("amp_bf16").adam_eps == 1e-8
-    ctrl, base = get_config("fp16_naive_eps1e4"), get_config("fp16_naive")
-    assert {k for k in base.to_dict() if base.to_dict()[k] != ctrl.to_dict()[k]} == {"name", "description", "adam_eps"}
+    ctrl, base = get_config("fp16_fp16_states_eps1e4"), get_config("fp16_fp16_states")
+    assert {k for k in base.definition() if base.definition()[k] != ctrl.definition()[k]} == {"adam_eps"}
+    assert all(get_config(n).role == "control" for n, e in eps.items() if e != 1e-8)
+
+
+def test_the_fp16_family_isolates_scaling_from_moment_storage():
+    """fp16_naive keeps fp32 moments (it tests loss scaling); fp16_fp16_states is model.half()."""
+    naive, noscale, half = (get_config(n) for n in ("fp16_naive", "fp16_naive_noscale", "fp16_fp16_states"))
+    assert naive.state_dtypes == noscale.state_dtypes == ("fp32", "fp32")
+    assert half.state_dtypes == ("fp16", "fp16")
+    assert {k for k in naive.definition() if naive.definition()[k] != noscale.definition()[k]} == {"loss_scale"}
+    assert {k for k in naive.definition() if naive.definition()[k] != half.definition()[k]} == {
+        "exp_avg_dtype", "exp_avg_sq_dtype"}
+    assert noscale.role == "control" and naive.role == half.role == "candidate"
+
+
+def test_every_definition_is_distinct():
+    hashes = [c.definition_hash for c in REGISTRY.values()]
+    assert len(set(hashes)) == len(hashes)
+
+
+def test_an_old_record_is_named_by_what_it_ran():
+    """A record written before the moments' storage was a field (fp16 weights, torch AdamW)
+    has the definition of fp16_fp16_states, not of today's fp16_naive."""
+    from benchlib.core.dtypes import definition_of, hash_definition
+    old = {"name": "fp16_naive", "description": "", "param_dtype": "fp16", "autocast_dtype": None,
+           "loss_scaling": "static", "loss_scale": 1024.0, "optimizer": "adamw", "update_rounding": "nearest",
+           "head_dtype": None, "compile": True, "tf32": True, "adam_eps": 1e-08, "fp8": "none"}
+    h = hash_definition(definition_of(old))
+    assert h == get_config("fp16_fp16_states").definition_hash != get_config("fp16_naive").definition_hash
+    assert get_config("amp_bf16").to_dict()["definition_hash"] == get_config("amp_bf16").definition_hash
+
+
+def test_8bit_moments_go_with_the_8bit_optimizer_only():
+    with pytest.raises(ValueError, match="exp_avg_sq_dtype='8bit' goes with optimizer adamw8bit"):
+        DtypeConfig(name="bad", description="", exp_avg_sq_dtype="8bit")
+    assert get_config("amp_bf16_8bit_adam").state_dtypes == ("8bit", "8bit")
 
 
 def test_a_non_positive_eps_is_refused():

@@ -69,7 +69,7 @@ def test_the_sample_is_bounded_and_covers_every_tensor():
 def test_a_run_records_the_counters_per_logged_step_and_their_summary(tmp_path):
     import json
     from benchlib.training.loop import run
-    rec = run({"scenario": "A", "config": "fp16_naive_eps1e4", "steps": 12, "log_every": 4}, out_dir=tmp_path,
+    rec = run({"scenario": "A", "config": "fp16_fp16_states_eps1e4", "steps": 12, "log_every": 4}, out_dir=tmp_path,
               progress=False)
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     logged = [r for r in rows if "grad_zero_frac" in r]

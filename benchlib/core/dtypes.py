@@ -4,17 +4,30 @@ Each configuration is a frozen dataclass in ``REGISTRY``; the training step read
 its fields and never branches on a configuration's *name*.  Names follow seed 001
 (the 12-row table) and seed 002 (``fp32_true``, static loss scaling for
 ``fp16_naive``); ``fp16_naive_noscale`` is seed 001's unscaled stability test.
+
+A configuration's *identity* is its numeric definition (``definition``): every field that
+changes what is computed, with defaults resolved, and nothing that only names or describes
+it. ``definition_hash`` is carried by every record, so that the analysis never merges two
+runs that share a name but not a definition, and can name an old record by what it ran.
+Each configuration also has a ``role``: only ``candidate`` configurations are setups to
+recommend; ``control`` and ``ablation`` configurations isolate one mechanism and are never
+a pick, a "fastest" or a frontier point.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Literal, Optional
 
 import torch
 
 DtypeName = Literal["fp32", "bf16", "fp16"]
+StateDtype = Literal["fp32", "bf16", "fp16", "8bit"]
+"""Storage of one Adam moment: a float dtype, or bitsandbytes' block-wise 8-bit."""
+Role = Literal["candidate", "control", "ablation"]
 TORCH_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -23,7 +36,8 @@ class DtypeConfig:
     name: str
     description: str
     param_dtype: DtypeName = "fp32"
-    """dtype the model's weights (and so the optimizer's states) are stored in."""
+    """dtype the model's weights are stored in (and Adam's moments, unless the two fields
+    below say otherwise)."""
     autocast_dtype: Optional[DtypeName] = None
     """torch.autocast dtype for the forward pass, or None for no autocast."""
     loss_scaling: Literal["none", "dynamic", "static"] = "none"
@@ -31,7 +45,16 @@ class DtypeConfig:
     loss by ``loss_scale`` before backward and divide the grads after, no skipping."""
     loss_scale: float = 1.0
     optimizer: Literal["adamw", "adamw8bit"] = "adamw"
-    """adamw = torch AdamW (fused where the device allows); adamw8bit = bitsandbytes AdamW8bit."""
+    """adamw = AdamW with its moments stored as ``exp_avg_dtype`` / ``exp_avg_sq_dtype``;
+    adamw8bit = bitsandbytes AdamW8bit (both moments block-wise 8-bit)."""
+    exp_avg_dtype: Optional[StateDtype] = None
+    """Storage dtype of Adam's first moment (Megatron's precision-aware optimizer names it
+    the same way). None = each weight's own dtype, which is what torch's AdamW does: ``model.half()``
+    then keeps both moments in fp16. The arithmetic of the update is fp32 whatever is stored."""
+    exp_avg_sq_dtype: Optional[StateDtype] = None
+    """Storage dtype of Adam's second moment; None = each weight's own dtype. In fp16 a squared
+    gradient below ~6e-8 (|g| below ~2.4e-4) is stored as 0, and then nothing but eps bounds
+    the step."""
     update_rounding: Literal["nearest", "stochastic"] = "nearest"
     """How low-precision weights absorb an update: round-to-nearest loses updates smaller
     than half the dtype's spacing; stochastic rounding keeps them in expectation (sr_adamw.py)."""
@@ -43,9 +66,13 @@ class DtypeConfig:
     """allow TF32 tensor cores for fp32 matmuls and cuDNN convolutions."""
     adam_eps: float = 1e-8
     """Adam's epsilon. One value for every config by default, so that configs differ only in
-    precision; a config that changes it says so in its name (``fp16_naive_eps1e4``)."""
+    precision; a config that changes it says so in its name (``amp_bf16_eps1e4``) and is a control."""
     fp8: Literal["none", "tensorwise", "rowwise"] = "none"
     """torchao float8 training of the body's Linear layers (Hopper and newer)."""
+    role: Role = "candidate"
+    """candidate: a setup a practitioner might choose; control: isolates one mechanism (Adam's
+    eps, no loss scaling) and is never recommended; ablation: a candidate with one feature
+    switched off (compile), measured for what that feature buys. Not part of the definition."""
 
     def __post_init__(self) -> None:
         # eps is applied in fp32 arithmetic by every optimizer here (fused AdamW's opmath, the
@@ -55,6 +82,24 @@ class DtypeConfig:
             raise ValueError(f"{self.name}: adam_eps must be > 0, got {self.adam_eps}")
         if self.loss_scaling == "dynamic" and self.param_dtype != "fp32":
             raise ValueError(f"{self.name}: GradScaler needs fp32 master weights; use static scaling")
+        for field in ("exp_avg_dtype", "exp_avg_sq_dtype"):
+            v = getattr(self, field)
+            if (v == "8bit") != (self.optimizer == "adamw8bit") and v is not None:
+                raise ValueError(f"{self.name}: {field}={v!r} goes with optimizer "
+                                 f"{'adamw8bit' if v == '8bit' else 'adamw'}, not {self.optimizer!r}")
+
+    @property
+    def state_dtypes(self) -> tuple[str, str]:
+        """The storage of (exp_avg, exp_avg_sq), defaults resolved."""
+        return resolved_states(self.to_dict())
+
+    def definition(self) -> dict:
+        """The numeric definition: what this configuration computes (see the module docstring)."""
+        return definition_of(self.to_dict())
+
+    @property
+    def definition_hash(self) -> str:
+        return hash_definition(self.definition())
 
     @property
     def torch_param_dtype(self) -> torch.dtype:
@@ -82,7 +127,42 @@ class DtypeConfig:
         return req
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The record's ``dtype`` entry: every field, plus ``definition_hash``."""
+        d = dataclasses.asdict(self)
+        d["definition_hash"] = hash_definition(definition_of(d))
+        return d
+
+
+_NOT_NUMERIC = ("name", "description", "role", "definition_hash")
+
+
+def resolved_states(d: dict) -> tuple[str, str]:
+    """(exp_avg, exp_avg_sq) storage of a configuration given as a dict (a record's ``dtype``
+    entry, old ones included): 8-bit for adamw8bit, else the field, else the weights' dtype."""
+    if d.get("optimizer", "adamw") == "adamw8bit":
+        return "8bit", "8bit"
+    p = d.get("param_dtype", "fp32")
+    return d.get("exp_avg_dtype") or p, d.get("exp_avg_sq_dtype") or p
+
+
+def definition_of(d: dict) -> dict:
+    """The numeric definition of a configuration given as a dict. Fields an older record
+    lacks take today's defaults (the value every run had before the field existed)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(DtypeConfig) if f.default is not dataclasses.MISSING}
+    out = {k: d.get(k, defaults.get(k)) for k in (f.name for f in dataclasses.fields(DtypeConfig))
+           if k not in _NOT_NUMERIC}
+    out["exp_avg_dtype"], out["exp_avg_sq_dtype"] = resolved_states(d)
+    if out.get("loss_scaling") == "none":
+        out["loss_scale"] = 1.0  # unused without scaling
+    out["loss_scale"] = float(out["loss_scale"])
+    out["adam_eps"] = float(out["adam_eps"])
+    return out
+
+
+def hash_definition(definition: dict) -> str:
+    """12 hex digits of the SHA-256 of the definition's canonical JSON."""
+    blob = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def _c(**kw) -> DtypeConfig:
@@ -101,25 +181,39 @@ _CONFIGS = [
        param_dtype="bf16", update_rounding="stochastic"),
     _c(name="bf16_naive", description="bf16 weights and compute, round-to-nearest update (small updates lost)",
        param_dtype="bf16"),
-    _c(name="fp16_naive", description="fp16 weights and compute, static loss scale 1024",
+    # The fp16-weight family. Each isolates one question (seed 002 defines fp16_naive by its
+    # static scale 1024; seed 001's fp16_naive test is unscaled):
+    #   fp16_naive          fp16 weights, fp32 Adam moments, scale 1024: does loss scaling keep
+    #                       fp16 weights training? (the seeds' question)
+    #   fp16_naive_noscale  the same unscaled: the stability test.
+    #   fp16_fp16_states    what model.half() with torch AdamW does: both moments in fp16 too.
+    #                       Squared gradients under ~6e-8 are stored as 0 and the step is then
+    #                       bounded by eps alone: it fails of second-moment underflow.
+    #   fp16_fp16_states_eps1e4  eps 1e-4 bounds that step: a control for the mechanism.
+    #   fp16_fp16_states_noscale the same unscaled (what fp16_naive_noscale ran before 2026-11-25).
+    _c(name="fp16_naive", description="fp16 weights and compute, fp32 Adam moments, static loss scale 1024",
+       param_dtype="fp16", exp_avg_dtype="fp32", exp_avg_sq_dtype="fp32", loss_scaling="static",
+       loss_scale=1024.0),
+    _c(name="fp16_naive_noscale", description="fp16_naive without loss scaling (the unscaled stability test)",
+       param_dtype="fp16", exp_avg_dtype="fp32", exp_avg_sq_dtype="fp32", loss_scaling="static",
+       loss_scale=1.0, role="control"),
+    _c(name="fp16_fp16_states", description="model.half() with torch AdamW: fp16 weights and fp16 Adam "
+       "moments, static loss scale 1024 (second-moment underflow)",
        param_dtype="fp16", loss_scaling="static", loss_scale=1024.0),
-    _c(name="fp16_naive_noscale", description="fp16 weights and compute, no loss scaling (stability test)",
-       param_dtype="fp16", loss_scaling="static", loss_scale=1.0),
-    # the control for Adam's eps: fp16 weights keep Adam's second moment in fp16, where a g^2
-    # below ~6e-8 is stored as 0; eps 1e-4 bounds the step that follows. Measured on A (base,
-    # 600 steps, H100): amp_bf16 3.42, amp_bf16 with eps 1e-4 4.06, fp16_naive with eps 1e-4
-    # 4.04 - so an fp16 gap measured with eps 1e-4 is the eps, not fp16. Compare this config
-    # with fp16_naive (same eps as everyone) to see what eps does for fp16 weights.
-    _c(name="fp16_naive_eps1e4", description="fp16_naive with Adam eps 1e-4 (the eps control)",
-       param_dtype="fp16", loss_scaling="static", loss_scale=1024.0, adam_eps=1e-4),
+    _c(name="fp16_fp16_states_eps1e4", description="fp16_fp16_states with Adam eps 1e-4 (the eps control: "
+       "eps bounds the step where the fp16 second moment underflows)",
+       param_dtype="fp16", loss_scaling="static", loss_scale=1024.0, adam_eps=1e-4, role="control"),
+    _c(name="fp16_fp16_states_noscale", description="fp16_fp16_states without loss scaling (the unscaled "
+       "test as run before the moments' storage was its own field)",
+       param_dtype="fp16", loss_scaling="static", loss_scale=1.0, role="control"),
     _c(name="amp_bf16_eps1e4", description="amp_bf16 with Adam eps 1e-4 (the eps control)",
-       autocast_dtype="bf16", adam_eps=1e-4),
+       autocast_dtype="bf16", adam_eps=1e-4, role="control"),
     _c(name="amp_fp16_8bit_adam", description="amp_fp16 with bitsandbytes 8-bit AdamW",
        autocast_dtype="fp16", loss_scaling="dynamic", loss_scale=2.0**16, optimizer="adamw8bit"),
     _c(name="amp_bf16_8bit_adam", description="amp_bf16 with bitsandbytes 8-bit AdamW",
        autocast_dtype="bf16", optimizer="adamw8bit"),
     _c(name="bf16_no_compile", description="bf16_pure without torch.compile (compile ablation)",
-       param_dtype="bf16", update_rounding="stochastic", compile=False),
+       param_dtype="bf16", update_rounding="stochastic", compile=False, role="ablation"),
     _c(name="amp_bf16_fp32_head", description="bf16 autocast body, output head in fp32 with autocast off",
        autocast_dtype="bf16", head_dtype="fp32"),
     _c(name="bf16_body_fp32_head", description="bf16 body (stochastic rounding), fp32 head weights and compute",
@@ -189,7 +283,8 @@ def config_table() -> "pandas.DataFrame":  # noqa: F821
     for c in REGISTRY.values():
         rows.append({"name": c.name, "params": c.param_dtype, "autocast": c.autocast_dtype or "-",
                      "scaling": c.loss_scaling if c.loss_scaling != "static" else f"static x{c.loss_scale:g}",
-                     "optimizer": c.optimizer, "update": c.update_rounding, "head": c.head_dtype or "body",
+                     "optimizer": c.optimizer, "moments": "/".join(c.state_dtypes),
+                     "update": c.update_rounding, "head": c.head_dtype or "body",
                      "compile": c.compile, "tf32": c.tf32, "eps": c.adam_eps, "fp8": c.fp8,
-                     "description": c.description})
+                     "role": c.role, "definition": c.definition_hash, "description": c.description})
     return pd.DataFrame(rows).set_index("name")

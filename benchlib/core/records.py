@@ -103,6 +103,10 @@ METRICS = {
     "quality/baseline_gain_needed": "gain needed to count as beating the baseline: max(5% of the "
                                     "baseline's value, 3 standard errors)",
     "quality/beats_baseline": "true when baseline_gain > baseline_gain_needed (false: status stalled, unless diverged)",
+    "quality/floor": "the best value the learned metric can reach on this data, where known (the Bayes "
+                     "floor of val loss, or the Bayes-optimal P@1 / accuracy of a synthetic generator)",
+    "quality/gap_closed": "share of the gap between the trivial baseline and quality/floor that the run "
+                          "closed on the learned metric: 0 = the baseline, 1 = the floor (None without a floor)",
     "baseline/name": "the trivial, input-blind predictor fitted on the training split: unigram (LM), "
                      "label_frequency (multi-label), majority_class (single-label)",
     "baseline/quality": "the trivial predictor's value of the headline `quality` metric",
