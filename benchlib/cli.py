@@ -11,9 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-from benchlib.core.argparser import ArgumentParser
+from benchlib.core.argparser import ArgumentParser, field_help, field_metavar
 from benchlib.core.records import TRAINED
-from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig
+from benchlib.core.runconfig import LEGACY_KEYS, SECTIONS, ConfigError, RunConfig, first_sentence
+from benchlib.core.scenarios import SCENARIOS, TASK_ALIASES
 
 # subcommand -> (module:function, one-line help)
 LAZY = {
@@ -41,18 +42,31 @@ LEGACY_FLAGS = {"dtype_config": "config", "max_steps": "steps"}
 
 
 def add_run_args(p: argparse.ArgumentParser) -> None:
+    """One flag per RunConfig key (``--dist.*`` for the sub-configuration's), its help line the
+    field's docstring (``field_help``), then the flags that are not configuration fields."""
+    groups = {"": p.add_argument_group("the run (RunConfig; study files and notebooks take the same keys)")}
+    for name, cls in SECTIONS.items():
+        groups[name] = p.add_argument_group(f"{name}.*: {first_sentence(cls.__doc__)}")
     for key in RunConfig.keys():
-        if key == "out_dir":
+        if key == "out_dir":  # --out, below
             continue
-        p.add_argument(f"--{key}", dest=key, default=None, metavar=key.rsplit(".", 1)[-1].upper())
+        section, dot, field = key.rpartition(".")
+        cls = SECTIONS[section] if dot else RunConfig
+        groups[section].add_argument(f"--{key}", dest=key, default=None, metavar=field_metavar(cls, field),
+                                     help=field_help(cls, field))
     for old, new in LEGACY_KEYS.items():  # --strategy, --nproc: older spellings of --dist.*
         p.add_argument(f"--{old}", dest=new, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--out", dest="out_dir", default=None, help="folder for result.json and steps.jsonl")
-    p.add_argument("--model_arch", default=None, help="seed 002: gpt2 | roberta (with --task)")
-    p.add_argument("--task", default=None, help="seed 002: clm | mlm | multilabel | singlelabel")
-    for old in LEGACY_FLAGS:
-        p.add_argument(f"--{old}", dest=old, default=None, help=f"seed 002 name for --{LEGACY_FLAGS[old]}")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    own = p.add_argument_group("the command")
+    own.add_argument("--out", dest="out_dir", default=None, metavar="DIR", help=field_help(RunConfig, "out_dir"))
+    own.add_argument("--quiet", action="store_true", help="No progress bar.")
+    old = p.add_argument_group("seed 002's spellings")
+    archs, tasks = (",".join(dict.fromkeys(v)) for v in ((s.arch for s in SCENARIOS.values()), TASK_ALIASES.values()))
+    old.add_argument("--model_arch", default=None, metavar=f"{{{archs}}}",
+                     help="The model family; with --task, another way to name the scenario.")
+    old.add_argument("--task", default=None, metavar=f"{{{tasks}}}",
+                     help="The task; with --model_arch, another way to name the scenario.")
+    for name, new in LEGACY_FLAGS.items():
+        old.add_argument(f"--{name}", dest=name, default=None, metavar=new.upper(), help=f"The same as --{new}.")
 
 
 def run_config_from_args(ns: argparse.Namespace) -> RunConfig:
@@ -154,6 +168,16 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, ValueError, FileNotFoundError) as e:
             print(f"dtype-bench {argv[0]}: error: {e}", file=sys.stderr)
             return 2
+    ns = build_parser().parse_args(argv)
+    try:
+        return ns.fn(ns)
+    except (ConfigError, ValueError) as e:
+        print(f"dtype-bench: error: {e}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> ArgumentParser:
+    """The parser of the subcommands defined here (those of ``LAZY`` parse their own argv)."""
     parser = ArgumentParser(prog="dtype-bench", description="Which floating-point setup to train with, measured.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_run = sub.add_parser("run", help="train one (scenario, config, seed) and write its record")
@@ -171,9 +195,4 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("scenarios", help="the six scenarios A-F").set_defaults(fn=_cmd_scenarios)
     for name, (_, help_) in LAZY.items():
         sub.add_parser(name, help=help_, add_help=False)
-    ns = parser.parse_args(argv)
-    try:
-        return ns.fn(ns)
-    except (ConfigError, ValueError) as e:
-        print(f"dtype-bench: error: {e}", file=sys.stderr)
-        return 2
+    return parser

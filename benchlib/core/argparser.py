@@ -1,12 +1,18 @@
 """The command lines' argument parser: a mistake is one line on stderr (what is wrong, the
 closest flag, where the help is) and exit status 2, and a flag is never matched by a prefix
-(``--step`` is not ``--steps``)."""
+(``--step`` is not ``--steps``). A flag that sets a configuration field takes its help line
+from the field's docstring (``field_help``), so the help and the documentation are one text.
+"""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import typing
+from typing import Any, Literal
 
 from benchlib.core.dtypes import closest
+from benchlib.core.runconfig import field_docs, first_sentence
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -32,3 +38,34 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
         for sub in (a.choices or {}).values() if isinstance(a, argparse._SubParsersAction) else ():
             out += _flags(sub)
     return list(dict.fromkeys(out))
+
+
+def field_help(cls: type, name: str, default: str | None = None) -> str:
+    """The help line of the flag that sets field ``name`` of the dataclass ``cls``: the first
+    sentence of the field's docstring, then its default (``default``, where given, says it in
+    words instead: e.g. where a study file can set it too). Empty where the field has no
+    docstring (tests/test_cli_help.py keeps every flag's help non-empty)."""
+    doc = field_docs(cls).get(name)
+    if not doc:
+        return ""
+    if default is None:
+        f = next(f for f in dataclasses.fields(cls) if f.name == name)
+        default = _shown(f.default if f.default is not dataclasses.MISSING else f.default_factory())
+    return f"{first_sentence(doc)} (default: {default})".replace("%", "%%")  # argparse %-formats help
+
+
+def field_metavar(cls: type, name: str) -> str:
+    """What the flag's value looks like: its choices for a Literal or a bool, else its name."""
+    tp = typing.get_type_hints(cls)[name]
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) is Literal:
+        return "{" + ",".join(map(str, args)) + "}"
+    if bool in (tp, *args):
+        return "{true,false}"
+    return name.upper()
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value) if value == "" else str(value)

@@ -4,8 +4,13 @@ wrong type fail loudly, naming the key, the closest valid key and the expected t
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
 import os
+import re
+import textwrap
 import types
 import typing
 from dataclasses import dataclass, field
@@ -30,8 +35,8 @@ class DistConfig:
     carries them (docs/multi_gpu.md measured them on 2x H200)."""
 
     strategy: Strategy = "single"
-    """single (one process), ddp, fsdp2 (fully_shard), fsdp1 (FullyShardedDataParallel) or
-    fsdp_manual (benchlib.parallel.fsdp_manual)."""
+    """How the processes share the model: single (one process), ddp, fsdp2 (fully_shard), fsdp1
+    (FullyShardedDataParallel) or fsdp_manual (benchlib.parallel.fsdp_manual)."""
     nproc: int = 1
     """Processes (GPUs) on this host; torchrun is launched when > 1 or strategy != single."""
     limit_all_gathers: bool = True
@@ -39,33 +44,35 @@ class DistConfig:
     timeout_s: float = 600.0
     """Process-group timeout: a collective that waits longer fails the run instead of hanging."""
     bucket_cap_mb: float = 100.0
-    """DDP gradient bucket size: smaller buckets start the all-reduce earlier in backward but,
-    under torch.compile, split the graph into more pieces (DDPOptimizer cuts at bucket
-    boundaries). 100 was the fastest of 25/50/100/200 for GPT-2 124M on 2x H200."""
+    """DDP gradient bucket size in MB. Smaller buckets start the all-reduce earlier in
+    backward but, under torch.compile, split the graph into more pieces (DDPOptimizer cuts at
+    bucket boundaries). 100 was the fastest of 25/50/100/200 for GPT-2 124M on 2x H200."""
     static_graph: bool = True
-    """DDP: the set of used parameters never changes, so DDP can skip per-step bookkeeping
-    (only without gradient accumulation: DDP's static graph does not support no_sync)."""
+    """DDP: the set of used parameters never changes, so DDP can skip per-step bookkeeping.
+    Only without gradient accumulation: DDP's static graph does not support no_sync."""
     reshard: Literal["all", "all_but_last", "none"] = "all_but_last"
-    """FSDP2 blocks' ``reshard_after_forward``: all = free every block's gathered weights after
-    its forward (least memory, one more all-gather in backward); all_but_last = the last block
-    keeps them (its backward follows at once); none = no block frees them (DDP-like memory for
-    parameters, fewest collectives). The root never reshards after forward."""
+    """FSDP2: which blocks free their gathered weights after forward (all, all_but_last or
+    none; ``reshard_after_forward``). all = every block (least memory, one more all-gather in
+    backward); all_but_last = all but the last block (its backward follows at once); none = no
+    block (DDP-like memory for parameters, fewest collectives). The root never reshards after
+    forward."""
     prefetch: int = 1
     """FSDP2: explicit forward/backward prefetch of the next N blocks (0 = FSDP's implicit
     prefetch only); FSDP1: forward_prefetch on when > 0."""
     mp: Literal["policy", "autocast"] = "policy"
-    """FSDP2/manual with AMP configs: policy = gather weights in the autocast dtype and reduce
-    gradients in fp32 (MixedPrecisionPolicy); autocast = gather fp32 weights and let autocast
-    cast per op, exactly the single-device numerics at twice the all-gather bytes."""
+    """FSDP2/manual with AMP configs: policy = gather weights in the autocast dtype, reduce
+    gradients in fp32 (MixedPrecisionPolicy); autocast = gather fp32 weights, cast per op.
+    autocast is exactly the single-device numerics, at twice the all-gather bytes."""
     compile_unit: Literal["model", "blocks"] = "model"
     """Where the run compiles (``compile``): one graph of the whole wrapped model, or one per
-    transformer block (DDP, FSDP2, manual; the root's embedding, head and loss run eager, and
-    DDP's bucket hooks fire between the compiled blocks' backwards)."""
+    transformer block. Per block works with DDP, FSDP2 and manual: the root's embedding, head
+    and loss run eager, and DDP's bucket hooks fire between the compiled blocks' backwards."""
     optimize_ddp: Literal["ddp_optimizer", "python_reducer", "no_optimization"] = "ddp_optimizer"
-    """DDP under torch.compile (``torch._dynamo.config.optimize_ddp``): ddp_optimizer = dynamo
-    splits the graph at bucket boundaries so each bucket's all-reduce overlaps the rest of
-    backward; python_reducer = one graph, backward traced by compiled autograd with the
-    all-reduces in it; no_optimization = one graph, every all-reduce after backward."""
+    """DDP under torch.compile: how the all-reduces meet backward
+    (``torch._dynamo.config.optimize_ddp``). ddp_optimizer = dynamo splits the graph at bucket
+    boundaries so each bucket's all-reduce overlaps the rest of backward; python_reducer = one
+    graph, backward traced by compiled autograd with the all-reduces in it; no_optimization =
+    one graph, every all-reduce after backward."""
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -76,6 +83,32 @@ class DistConfig:
                               f"ddp|fsdp2|fsdp1|fsdp_manual")
         if self.timeout_s <= 0 or self.bucket_cap_mb <= 0 or self.prefetch < 0:
             raise ConfigError("dist.timeout_s and dist.bucket_cap_mb must be > 0 and dist.prefetch >= 0")
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field of the dataclass ``cls`` that has an attribute docstring (the string right
+    below the field in the class body) -> that docstring, indentation removed. Read once from
+    the source, so the CLI's help and the fields' documentation are the same text."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__).body
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)\.(?=\s|$)")
+
+
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring as one line of plain text (``code`` marks dropped):
+    up to the first full stop followed by a space, not counting "e.g." and the like."""
+    text = " ".join(doc.replace("``", "").split())
+    end = _SENTENCE_END.search(text)
+    return text[:end.end()] if end else text
 
 
 SECTIONS = {"dist": DistConfig}
@@ -102,36 +135,54 @@ def flatten(d: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class RunConfig:
+    """One training run: what is trained, on what data, for how long, and how it is measured.
+    Each field's docstring is its documentation everywhere: the first sentence is the CLI's
+    help line for ``--<field>`` (``field_docs``), so the two cannot drift."""
+
     scenario: str = "A"
-    """Scenario id A-F (seed 002)."""
+    """Scenario id A-F: the model and task (seed 002; ``dtype-bench scenarios`` lists them)."""
     config: str = "amp_bf16"
     """Dtype configuration name (``dtype-bench configs`` lists them)."""
     seed: int = 0
+    """Random seed of the weights' initialisation and the data order. A study repeats each run
+    over several seeds to separate a config's effect from run-to-run noise."""
     size: Size = "tiny"
-    """Model size: tiny (CPU seconds), small, base (GPT-2 124M / RoBERTa-base), medium, large, xl
-    (GPT-2 355M / 774M / 1.5B; RoBERTa has large, 355M): ``core.sizes``."""
+    """Model size: tiny (CPU seconds), small, base, medium, large or xl (``core.sizes``).
+    base is GPT-2 124M / RoBERTa-base; medium, large and xl are GPT-2 355M / 774M / 1.5B
+    (RoBERTa has large, 355M). tiny is the default so that a bare command finishes on a CPU."""
     steps: int = 50
     """Optimizer steps (each of ``grad_accum`` micro-batches)."""
     batch_size: Optional[int] = None
-    """Micro-batch size; None = the size's default (for medium/large/xl, what an 80 GB GPU holds
-    by ``core.sizes``' memory estimate)."""
+    """Micro-batch size (sequences per forward); None = the size's default. For medium/large/xl
+    that default is what an 80 GB GPU holds by ``core.sizes``' memory estimate."""
     grad_accum: Optional[int] = None
-    """Micro-batches per optimizer step; None = the size's default when ``batch_size`` is too
-    (medium/large/xl accumulate to base's tokens per step), else 1."""
+    """Micro-batches per optimizer step; None = the size's default. That is 1, except for
+    medium/large/xl with the default ``batch_size``: they accumulate to base's tokens per step."""
     seq_len: Optional[int] = None
     """Tokens per sequence; None = the size's default."""
     lr: float = 6e-4
+    """Peak learning rate of AdamW, reached after the warm-up. 6e-4 is GPT-3's value for its
+    125M model (Brown et al. 2020, table 2.1), the size of GPT-2 124M; one value for every
+    config, so that configs differ only in precision."""
     min_lr_ratio: float = 0.1
+    """Where the cosine decay ends, as a fraction of ``lr`` (1.0 = constant after warm-up);
+    0.1 follows GPT-3's schedule (decay to 10% of the peak)."""
     warmup_steps: Optional[int] = None
     """Linear LR warm-up before the cosine decay; None = 10% of steps."""
     weight_decay: float = 0.1
+    """AdamW's decoupled weight decay (0.1, GPT-3's value)."""
     grad_clip: float = 1.0
+    """Clip the gradients' global L2 norm to this value (0 = no clipping); 1.0 is GPT-3's value.
+    The norm before clipping is recorded either way."""
     beta2: float = 0.95
+    """AdamW's second-moment decay (0.95, GPT-3's value). Its average spans ~20 steps rather
+    than torch's default 0.999's ~1000, so it follows a change in the gradients' scale sooner."""
     data: str = "synthetic"
-    """synthetic (embedded, no network); hub (the scenario's own: OpenWebText for A-B, EUR-Lex
-    for C-F); a hub data set by name: openwebtext, eurlex, ag_news or imdb (the last two
-    single-label: E-F); or a local path of the same schema: a text file / folder for A-B, a
-    JSONL / parquet of {text, labels} or {text, label} for C-F."""
+    """Training data: synthetic, hub, a hub data set by name, or a local path. synthetic is
+    embedded (no network) and the default, so any machine can run; hub is the scenario's own
+    (OpenWebText for A-B, EUR-Lex for C-F); by name: openwebtext, eurlex, ag_news or imdb (the
+    last two single-label: E-F); a local path has the same schema: a text file / folder for A-B,
+    a JSONL / parquet of {text, labels} or {text, label} for C-F."""
     vocab_size: Optional[int] = None
     """Synthetic data only: vocabulary size; None = the size's default."""
     num_labels: Optional[int] = None
@@ -142,23 +193,27 @@ class RunConfig:
     """Tokenizer hub id or directory for real data; None = the model's, else a byte-level BPE
     trained on the local corpus and cached."""
     cache_dir: str = "~/.cache/dtype-bench"
+    """Folder for what is costly to make and safe to reuse: tokenised corpora, trained
+    tokenizers, downloaded data sets and built initial weights (keyed by what made them)."""
     eval_every: int = 0
     """Evaluate every N steps (0 = only at the end)."""
     eval_batches: Optional[int] = None
-    """Evaluation batches (of the training micro-batch for LM, of 4 micro-batches for
-    classification); None = the whole validation split (a fixed random sample of
-    ``data.EVAL_MAX_SEQUENCES`` when larger). The record states the size and standard errors."""
+    """Evaluation batches; None = the whole validation split. A batch is the training
+    micro-batch for LM, 4 micro-batches for classification; a split larger than
+    ``data.EVAL_MAX_SEQUENCES`` is a fixed random sample of it. The record states the size and
+    standard errors."""
     log_every: int = 10
     """Host sync for logging/divergence checks every N steps; per-step values still recorded."""
     forensics: bool = True
-    """At the logged steps, the gradients' fp16 zero/subnormal/non-finite fractions and the share
-    of weights an optimizer step left unchanged (``forensics``); sampled, off the hot path."""
+    """Record, at the logged steps, the gradients' fp16 zero/subnormal/non-finite fractions and
+    the share of weights an optimizer step left unchanged. Sampled, off the hot path
+    (``forensics``)."""
     judge_quality: bool = True
-    """False: the run measures speed and memory only (a speed study's short runs, which learn
-    little). The analysis then judges no quality from its scenario: no quality ranking, verdict
-    or safety label, and a run that stalled keeps its place among the speed results. Training is
-    the same either way, so a study that changes it updates its finished records instead of
-    training them again (``study.runner.refresh_reading``)."""
+    """Judge the run's quality; False = speed and memory only (a speed study's short runs,
+    which learn little). The analysis then judges no quality from its scenario: no quality
+    ranking, verdict or safety label, and a run that stalled keeps its place among the speed
+    results. Training is the same either way, so a study that changes it updates its finished
+    records instead of training them again (``study.runner.refresh_reading``)."""
     head_init: Literal["prior", "default"] = "prior"
     """Classification head bias: prior = the trivial predictor's logits (label log-odds, class
     log-prior), so training starts from the baseline; default = the layer's own init."""
@@ -166,25 +221,31 @@ class RunConfig:
     """Save the trained model as a Hugging Face directory ``<out_dir>/model`` (LM scenarios: the
     checkpoint that classification runs fine-tune, through ``model_name_or_path``)."""
     state_every: int = 0
-    """Save the training state to ``<out_dir>/state.pt`` after every N-th step (0 = never): a
+    """Save the training state to ``<out_dir>/state.pt`` every N steps (0 = never). A
     run stopped part-way (time limit, preemption, crash) and started again with the same settings
     and out_dir continues from its last save (``training.resume``). Single-process runs only.
     Costs one write of the model and optimizer state per save (``time/state_s``)."""
     timing_warmup: Optional[int] = None
     """Steps excluded from speed measurement (compile, first steps); None = automatic."""
     timing_windows: int = 5
+    """Windows the timed steps are cut into (``throughput_std`` is the spread across them).
+    Throughput itself is over all of them; 5 gives a spread without windows too short to time."""
     diverge_ratio: float = 3.0
     """A loss above this x the initial loss (or non-finite) marks the run diverged."""
     on_divergence: Literal["stop", "continue"] = "stop"
-    """stop: end the run at its divergence. continue: train on (does it recover?) until a weight
-    holds inf/nan, from where no step can: the run stops there (``stability/nonfinite_weights_step``)."""
+    """What a divergence does: stop = end the run there; continue = train on (does it recover?)
+    until a weight holds inf/nan. From there no step can recover: the run stops
+    (``stability/nonfinite_weights_step``)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the run trains: auto = a CUDA GPU when one is visible, else the CPU. The CPU is
+    for tiny models: its numbers test the code and are never a benchmark."""
     compile: Literal["auto", "on", "off"] = "auto"
-    """auto = the dtype config's choice on CUDA, off on CPU (compiling tiny CPU runs costs more than it saves)."""
+    """torch.compile the model: auto = the dtype config's choice on CUDA, off on CPU (compiling
+    tiny CPU runs costs more than it saves)."""
     cudagraphs: bool = False
-    """Where the run compiles on CUDA, replay the compiled forward and backward as CUDA graphs
-    (torch.compile mode="reduce-overhead"): for launch-bound steps, where the device idles
-    between small kernels (RoBERTa at B=8, T=512). Single-process runs only."""
+    """Replay the compiled forward and backward as CUDA graphs (torch.compile
+    mode="reduce-overhead") where the run compiles on CUDA. For launch-bound steps, where the
+    device idles between small kernels (RoBERTa at B=8, T=512). Single-process runs only."""
     activation_checkpointing: bool = False
     """Gradient (activation) checkpointing: keep only each transformer block's input in forward
     and recompute the block in backward, trading about one more forward for the activations'
@@ -193,13 +254,16 @@ class RunConfig:
     Its memory and speed cost is the record's usual ``memory/*`` and speed metrics, next to
     ``run.activation_checkpointing``. Also accepted as ``gradient_checkpointing``."""
     serve_modes: str = ""
-    """Inference precisions (``dtype-bench infer``'s modes, comma-separated, e.g. ``fp16,bf16``)
-    the trained model is evaluated in after training, on the run's own validation batches:
-    trained in this config, served in another. The record's ``serve`` section holds each mode's
-    quality and its difference to the run's own evaluation. Single-process runs only."""
+    """Inference precisions the trained model is also evaluated in (comma-separated, e.g.
+    ``fp16,bf16``: ``dtype-bench infer``'s modes). The evaluation is after training, on the
+    run's own validation batches: trained in this config, served in another. The record's
+    ``serve`` section holds each mode's quality and its difference to the run's own evaluation.
+    Single-process runs only."""
     dist: DistConfig = field(default_factory=lambda: DistConfig())
     """How the run spreads over processes (``dist.strategy``, ``dist.nproc``, tuning levers)."""
     out_dir: Optional[str] = None
+    """Folder for the run's ``result.json`` and ``steps.jsonl`` (the CLI's ``--out``); None = a
+    new temporary folder."""
     extra: dict = field(default_factory=dict)
     """Free-form notes carried into the record (e.g. the study name); never read by training."""
 

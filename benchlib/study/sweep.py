@@ -13,6 +13,7 @@ Slurm cluster or this machine (``--executor``, ``benchlib.study.cluster``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import os
 import shlex
@@ -22,7 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from benchlib.core.argparser import ArgumentParser
+from benchlib.core.argparser import ArgumentParser, field_help
 from benchlib.core.dtypes import ALIASES
 from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.errors import UserError
@@ -208,53 +209,80 @@ def _duration(text: str) -> float:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> ArgumentParser:
+    """The sweep's command line. Its own options' help is written here; a flag that sets a field
+    of the study file's ``executor:`` section takes its help from that field's docstring
+    (``ExecutorSettings``, through ``field_help``)."""
     p = ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
-    p.add_argument("study", type=Path, help="study file, e.g. params/smoke.yaml")
-    p.add_argument("--dry-run", action="store_true", help="print what would run (the papermill commands) and what is done")
-    p.add_argument("--only", action="append", default=[], metavar="GLOB",
-                   help="run ids to select, e.g. 'A/*' or '*/amp_bf16/seed0' (repeatable)")
-    p.add_argument("--scenario", type=_csv, default=[], help="comma list of scenarios to select")
-    p.add_argument("--config", type=_csv, default=[], help="comma list of dtype configs to select")
-    p.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], help="comma list of seeds")
-    p.add_argument("--jobs", type=_at_least_one, default=None,
-                   help="runs side by side, one per GPU (default 1; with --runs-per-gpu, every slot; CPU: always 1)")
-    p.add_argument("--runs-per-gpu", type=_at_least_one, default=1, metavar="N",
-                   help="N runs side by side on each GPU, for quality-only runs of small models: their records say "
-                        "so (sweep.runs_per_gpu) and the analysis blanks their speed (default 1; CPU: one run at a time)")
-    p.add_argument("--gpus", type=_csv, default=None, help="GPU ids to use (default: all visible)")
-    p.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
-                   help="start no run that cannot finish within DURATION of the sweep's start (540, 540s, 9m, "
-                        "1.5h; estimated from the study's finished records), then exit 0 saying how many runs "
-                        "are left: the same command resumes; the analysis waits until every run is done")
-    p.add_argument("--pack-to", type=Path, default=None, metavar="FILE",
-                   help="keep FILE an archive of the study's new records while the runs go (dtype-bench pack; "
-                        "for a job with a hard limit whose output folder alone comes back), and once more at the end")
-    p.add_argument("--pack-every", type=_duration, default=60.0, metavar="DURATION",
-                   help="how often --pack-to rewrites the archive (default 60s)")
-    p.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
-                   help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
-                        "copied from another host of the same GPU, or shared by a cluster's nodes loads compiled "
-                        "graphs instead of compiling them; records say what hit (compile/cache)")
-    p.add_argument("--out", type=Path, default=Path("executed"), help="root of executed studies (default: executed)")
-    p.add_argument("--force", action="store_true", help="run the selected runs again even if finished")
-    p.add_argument("--timeout", type=int, default=None, help="seconds one notebook cell may run before the run fails")
-    p.add_argument("--no-analysis", action="store_true", help="skip the analysis notebooks at the end")
-    p.add_argument("--no-html", action="store_true", help="skip the HTML export")
-    p.add_argument("--analysis-only", action="store_true",
-                   help="execute nothing: run the analysis notebooks (and the HTML export) over the records "
-                        "there, e.g. results copied from a GPU host")
+    p.add_argument("study", type=Path, help="The study file, e.g. params/smoke.yaml.")
+    p.add_argument("--dry-run", action="store_true",
+                   help="Print what would run (the papermill commands) and what is done; run nothing.")
+    sel = p.add_argument_group("which runs (default: every run of the study)")
+    sel.add_argument("--only", action="append", default=[], metavar="GLOB",
+                     help="Run ids to select, e.g. 'A/*' or '*/amp_bf16/seed0' (repeatable).")
+    sel.add_argument("--scenario", type=_csv, default=[], metavar="A,B,...", help="Scenarios to select.")
+    sel.add_argument("--config", type=_csv, default=[], metavar="NAME,...", help="Dtype configs to select.")
+    sel.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], metavar="N,...",
+                     help="Seeds to select.")
+    sel.add_argument("--force", action="store_true", help="Run the selected runs again even if finished.")
+    here = p.add_argument_group("running here")
+    here.add_argument("--jobs", type=_at_least_one, default=None, metavar="N",
+                      help="Runs side by side, one per GPU (default: 1; with --runs-per-gpu, every slot; "
+                           "CPU: always 1).")
+    here.add_argument("--runs-per-gpu", type=_at_least_one, default=1, metavar="N",
+                      help="N runs side by side on each GPU, for quality-only runs of small models: their "
+                           "records say so (sweep.runs_per_gpu) and the analysis blanks their speed (default: 1).")
+    here.add_argument("--gpus", type=_csv, default=None, metavar="ID,...",
+                      help="GPU ids to use (default: all visible).")
+    here.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
+                      help="Start no run that cannot finish within DURATION of the sweep's start (540, 540s, "
+                           "9m, 1.5h; estimated from the study's finished records), then exit 0 saying how many "
+                           "runs are left: the same command resumes (default: no limit).")
+    here.add_argument("--timeout", type=int, default=None, metavar="SECONDS",
+                      help="Seconds one notebook cell may run before the run fails (default: no limit).")
+    here.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
+                      help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
+                           "copied from another host of the same GPU, or shared by a cluster's nodes loads "
+                           "compiled graphs instead of compiling them; records say what hit (compile/cache).")
+    out = p.add_argument_group("results")
+    out.add_argument("--out", type=Path, default=Path("executed"), metavar="DIR",
+                     help="Root of executed studies (default: executed).")
+    out.add_argument("--pack-to", type=Path, default=None, metavar="FILE",
+                     help="Keep FILE an archive of the study's new records while the runs go (dtype-bench pack), "
+                          "and once more at the end: for a job with a hard limit whose output folder alone "
+                          "comes back.")
+    out.add_argument("--pack-every", type=_duration, default=60.0, metavar="DURATION",
+                     help="How often --pack-to rewrites the archive (default: 60s).")
+    out.add_argument("--no-analysis", action="store_true", help="Skip the analysis notebooks at the end.")
+    out.add_argument("--no-html", action="store_true", help="Skip the HTML export.")
+    out.add_argument("--analysis-only", action="store_true",
+                     help="Execute nothing: run the analysis notebooks (and the HTML export) over the records "
+                          "there, e.g. results copied from a GPU host.")
     c = p.add_argument_group("scheduler (submitit; settings also from the study file's executor: section)")
     c.add_argument("--executor", choices=KINDS, default=None,
-                   help="inprocess: run here, one notebook after another (default); local: submitit's local "
-                        "executor; slurm: submit the pending runs as a Slurm job array")
-    c.add_argument("--status", action="store_true", help="each run's state from its record and the scheduler")
-    c.add_argument("--wait", action="store_true", help="slurm: stay until the jobs end, then analyse here")
+                   help="inprocess: run here, one notebook after another; local: submitit's local executor; "
+                        "slurm: submit the pending runs as a Slurm job array (default: the study file's, "
+                        "else inprocess).")
+    c.add_argument("--status", action="store_true", help="Each run's state from its record and the scheduler.")
+    c.add_argument("--wait", action="store_true", help="Slurm: stay until the jobs end, then analyse here.")
     for flag, typ in (("partition", str), ("account", str), ("qos", str), ("time_min", int), ("cpus_per_task", int),
-                      ("mem_gb", float), ("array_parallelism", int)):
-        c.add_argument(f"--{flag.replace('_', '-')}", dest=flag, type=typ, default=None, help=f"executor.{flag}")
-    c.add_argument("--gpus-per-task", dest="gpus_per_task", type=lambda t: t if t == "auto" else int(t), default=None,
-                   help="executor.gpus_per_task (auto: the run's dist.nproc on a GPU)")
-    return p.parse_args(argv)
+                      ("mem_gb", float), ("array_parallelism", int), ("gpus_per_task", _gpus_per_task)):
+        c.add_argument(f"--{flag.replace('_', '-')}", dest=flag, type=typ, default=None,
+                       metavar=flag.upper(), help=field_help(ExecutorSettings, flag, default=_study_default(flag)))
+    return p
+
+
+def _gpus_per_task(text: str) -> int | str:
+    return text if text == "auto" else int(text)
+
+
+def _study_default(flag: str) -> str:
+    """How an executor flag's default reads: the study file's value, else the field's."""
+    value = next(f.default for f in dataclasses.fields(ExecutorSettings) if f.name == flag)
+    return f"the study file's executor: {flag}, else {value}"
 
 
 def executor_settings(ns: argparse.Namespace, study: Study) -> ExecutorSettings:

@@ -1,0 +1,128 @@
+"""The command lines' help: every flag of run and sweep says what it does, and a flag that sets
+a configuration field says it in the field's own docstring (its first sentence), so the help
+and the documentation cannot drift apart."""
+import argparse
+import dataclasses
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+import pytest
+
+from benchlib.cli import build_parser
+from benchlib.core.argparser import ArgumentParser, field_help, field_metavar
+from benchlib.core.runconfig import SECTIONS, DistConfig, RunConfig, field_docs, first_sentence
+from benchlib.study import sweep
+from benchlib.study.executor import ExecutorSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sub(name: str) -> argparse.ArgumentParser:
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[name]
+
+
+PARSERS = {"run": lambda: _sub("run"), "infer": lambda: _sub("infer"), "sweep": sweep.build_parser}
+
+
+def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.option_strings[-1]: a for a in parser._actions
+            if a.option_strings and not isinstance(a, argparse._HelpAction)}
+
+
+@pytest.mark.parametrize("command", list(PARSERS))
+def test_every_flag_has_help_and_every_hidden_flag_is_another_spelling(command):
+    parser = PARSERS[command]()
+    flags = _flags(parser)
+    shown_dests = {a.dest for a in flags.values() if a.help != argparse.SUPPRESS}
+    for flag, action in flags.items():
+        if action.help == argparse.SUPPRESS:  # --strategy, --nproc: older spellings of --dist.*
+            assert action.dest in shown_dests, f"{flag} is hidden and no shown flag sets {action.dest}"
+        else:
+            assert action.help and action.help.strip(), f"{command} {flag} has no help"
+    assert len(flags) > 20
+
+
+def _field_of(flag: str, parser_name: str):
+    """The (dataclass, field) a flag sets, or None for the command's own options."""
+    key = flag.removeprefix("--")
+    if parser_name == "sweep":
+        name = key.replace("-", "_")
+        return (ExecutorSettings, name) if name in field_docs(ExecutorSettings) and name != "kind" else None
+    if key not in RunConfig.keys():
+        return None
+    section, dot, name = key.rpartition(".")
+    return (SECTIONS[section], name) if dot else (RunConfig, name)
+
+
+@pytest.mark.parametrize("command", list(PARSERS))
+def test_a_field_flag_s_help_is_the_first_sentence_of_the_field_s_docstring(command):
+    fields = 0
+    for flag, action in _flags(PARSERS[command]()).items():
+        target = _field_of(flag, command)
+        if target is None or action.help == argparse.SUPPRESS:
+            continue
+        cls, name = target
+        shown = action.help.replace("%%", "%")
+        assert shown.startswith(first_sentence(field_docs(cls)[name]) + " (default: "), (flag, shown)
+        fields += 1
+    assert fields >= {"run": len(RunConfig.keys()) - 1, "infer": len(RunConfig.keys()) - 1, "sweep": 8}[command]
+
+
+@pytest.mark.parametrize("cls", [RunConfig, DistConfig, ExecutorSettings])
+def test_every_configuration_field_has_a_docstring(cls):
+    docs = field_docs(cls)
+    assert [f.name for f in dataclasses.fields(cls) if not docs.get(f.name)] == []
+
+
+# ---- the mechanism, on dataclasses of the test's own ---------------------------------------
+@dataclass
+class Knobs:
+    speed: float = 1.5
+    """How fast, in m/s. A second sentence the help line leaves out."""
+    mode: Literal["slow", "fast"] = "slow"
+    """Mode, e.g. fast for 10% more ``speed``; slow otherwise. Details follow."""
+    limit: Optional[int] = None
+    verbose: bool = False
+    """Say more."""
+
+
+@dataclass
+class KnobsReworded:
+    speed: float = 2.5
+    """Metres per second, at most."""
+
+
+def test_the_help_line_is_the_docstring_s_first_sentence_and_the_default():
+    assert field_help(Knobs, "speed") == "How fast, in m/s. (default: 1.5)"
+    # "e.g." does not end the sentence, code marks are dropped, and % is escaped for argparse
+    assert field_help(Knobs, "mode") == "Mode, e.g. fast for 10%% more speed; slow otherwise. (default: slow)"
+    assert field_help(Knobs, "verbose") == "Say more. (default: false)"
+    assert field_help(Knobs, "mode", default="the study's").endswith("(default: the study's)")
+    assert field_metavar(Knobs, "mode") == "{slow,fast}" and field_metavar(Knobs, "verbose") == "{true,false}"
+    assert field_metavar(Knobs, "limit") == "LIMIT"
+
+
+def test_a_changed_docstring_changes_the_help_and_a_missing_one_leaves_it_empty():
+    assert field_help(KnobsReworded, "speed") == "Metres per second, at most. (default: 2.5)"
+    assert field_docs(Knobs)["speed"] != field_docs(KnobsReworded)["speed"]
+    assert "limit" not in field_docs(Knobs) and field_help(Knobs, "limit") == ""
+
+
+def test_argparse_prints_the_help_line_as_written():
+    p = ArgumentParser(prog="knobs")
+    p.add_argument("--mode", metavar=field_metavar(Knobs, "mode"), help=field_help(Knobs, "mode"))
+    text = " ".join(p.format_help().split())
+    assert "--mode {slow,fast} Mode, e.g. fast for 10% more speed; slow otherwise. (default: slow)" in text
+
+
+@pytest.mark.parametrize("argv", [["run", "--help"], ["sweep", "--help"], ["--help"]])
+def test_python_dash_m_benchlib_help_exits_0(argv):
+    out = subprocess.run([sys.executable, "-m", "benchlib", *argv], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "usage: dtype-bench" in out.stdout
+    if argv[0] == "run":
+        assert first_sentence(field_docs(RunConfig)["seed"]) in " ".join(out.stdout.split())
