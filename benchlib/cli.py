@@ -99,9 +99,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
              f"existing record kept: {rec['_kept']}" if rec.get("_kept") else "no record written")
     if rec["status"] not in TRAINED:  # nothing was measured: the reason is the message
         print(f"  {where}")
-        if rec["status"] == "skipped":
-            print(f"{rec['run_id']}: skipped: {last_line(rec['reason'])}")
-            return 0
+        # skipped: the device or the installed packages cannot run the config (its record says
+        # so for a study), a refusal of what was asked, like an error
         print(f"dtype-bench run: {rec['run_id']}: {rec['status']}: {last_line(rec['reason'])}", file=sys.stderr)
         return 1
     m = rec["metrics"]
@@ -139,12 +138,30 @@ def _cmd_infer(ns: argparse.Namespace) -> int:
 
 
 def _cmd_configs(ns: argparse.Namespace) -> int:
-    from benchlib.core.dtypes import ALIASES, config_table
+    from benchlib.core.dtypes import ALIASES, config_table, support_markdown
+    if ns.support or ns.capability:
+        cap, name = ns.capability, None
+        if cap is None:
+            from benchlib.core import env
+            device = env.pick_device("auto")
+            cap, name = env.capability(device), env.device_name(device)
+        print(support_markdown(cap, name) if cap else support_markdown())
+        if cap is None:
+            print("No CUDA GPU here: --capability X.Y (e.g. 7.5 for a T4) adds a column for a card.")
+        return 0
     import pandas as pd
     with pd.option_context("display.max_colwidth", 90, "display.width", 250):
         print(config_table().to_string())
     print("aliases: " + ", ".join(f"{a} -> {b}" for a, b in ALIASES.items()))
+    print("which GPU runs which config: dtype-bench configs --support")
     return 0
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, dot, minor = text.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a compute capability such as 8.0 or 7.5, got {text!r}")
+    return int(major), int(minor)
 
 
 def _cmd_scenarios(ns: argparse.Namespace) -> int:
@@ -191,7 +208,12 @@ def build_parser() -> ArgumentParser:
     p_inf.add_argument("--prompt_len", type=int, default=128, help="GPT-2 causal LM: prompt tokens")
     p_inf.add_argument("--new_tokens", type=int, default=32, help="GPT-2 causal LM: tokens decoded with the KV cache")
     p_inf.set_defaults(fn=_cmd_infer)
-    sub.add_parser("configs", help="table of dtype configurations").set_defaults(fn=_cmd_configs)
+    p_cfg = sub.add_parser("configs", help="table of dtype configurations; --support: which GPU runs which")
+    p_cfg.add_argument("--support", action="store_true",
+                       help="Which configs each GPU generation runs, and this machine's GPU (a markdown table).")
+    p_cfg.add_argument("--capability", type=_capability, default=None, metavar="X.Y",
+                       help="With --support: a column for a GPU of this compute capability (e.g. 7.5, a T4).")
+    p_cfg.set_defaults(fn=_cmd_configs)
     sub.add_parser("scenarios", help="the six scenarios A-F").set_defaults(fn=_cmd_scenarios)
     for name, (_, help_) in LAZY.items():
         sub.add_parser(name, help=help_, add_help=False)

@@ -277,6 +277,112 @@ def get_mode(name: str) -> InferMode:
     return INFER_MODES[name]
 
 
+# ---- what each configuration needs of the machine: the support matrix -----------------------
+@dataclass(frozen=True)
+class Requirement:
+    """What one of ``DtypeConfig.requirements()`` asks of the machine."""
+    needs: str
+    """The feature, as a refusal names it."""
+    min_capability: Optional[tuple[int, int]]
+    """Lowest CUDA compute capability that has it; None = any CUDA GPU."""
+    generation: str
+    """The GPU generation that first has it."""
+    examples: str
+    """Example cards that have it."""
+    cpu: bool = True
+    """Whether a CPU runs it (the CPU is for tests: its numbers are never a benchmark)."""
+
+
+REQUIREMENTS: dict[str, Requirement] = {
+    "bf16": Requirement("bf16 tensor cores", (8, 0), "Ampere (sm_80) and newer", "A100, A10, RTX 30xx"),
+    # torchao.float8 runs its matmuls through torch._scaled_mm, which needs sm_89; rowwise
+    # scaling has failed on sm_89 in some torch versions (pytorch/pytorch#130359): run on sm_90
+    # where it matters
+    "fp8": Requirement("FP8 tensor cores", (8, 9), "Ada (sm_89) / Hopper (sm_90) and newer",
+                       "L4, L40S, RTX 40xx, H100", cpu=False),
+    # the package is checked where a run starts (core.env); bitsandbytes' CPU backend runs the tests
+    "bitsandbytes": Requirement("bitsandbytes' 8-bit AdamW", None, "any CUDA GPU", "V100, T4 and newer"),
+}
+"""Requirement -> what it needs. The support matrix's GPU columns are these minimum compute
+capabilities after ``FP16_ONLY``'s; no configuration's name is consulted."""
+FP16_ONLY = Requirement("fp16 tensor cores", (7, 0), "Volta (sm_70) / Turing (sm_75)", "V100, T4")
+"""The cards below every requirement that has a capability: fp16 tensor cores, no bf16 (the
+support matrix's first column)."""
+TF32 = Requirement("TF32 tensor cores", (8, 0), "Ampere (sm_80) and newer", "A100, A10, RTX 30xx", cpu=False)
+"""Not a requirement: a config whose matmuls are TF32 (``compute_dtype``) runs without it, as
+full fp32 (the support matrix says "as fp32")."""
+
+
+def unmet(c: DtypeConfig, capability: Optional[tuple[int, int]]) -> list[str]:
+    """The requirements of ``c`` a device lacks: a CUDA GPU of compute ``capability``, or the
+    CPU (``capability`` None). Installed packages are not looked at (``core.env`` does)."""
+    return [r for r in c.requirements() if not _has(REQUIREMENTS[r], capability)]
+
+
+def _has(r: Requirement, capability: Optional[tuple[int, int]]) -> bool:
+    return r.cpu if capability is None else tuple(capability) >= (r.min_capability or (0, 0))
+
+
+def capability_problem(c: DtypeConfig, capability: Optional[tuple[int, int]], device: str) -> Optional[str]:
+    """Why ``c`` cannot run on ``device`` (its name) of compute ``capability`` (None: a CPU),
+    as one line naming the requirement and the device's capability; None if it can."""
+    missing = unmet(c, capability)
+    if not missing:
+        return None
+    r = REQUIREMENTS[missing[0]]
+    need = f"compute capability >= {_cc(r.min_capability)}: " if r.min_capability else ""
+    has = f"compute capability {_cc(capability)}" if capability else "no CUDA GPU"
+    return f"{c.name} needs {r.needs} ({need}{r.generation}, e.g. {r.examples}); {device} has {has}"
+
+
+def _cc(capability: tuple[int, int]) -> str:
+    return f"{capability[0]}.{capability[1]}"
+
+
+def _runs(c: DtypeConfig, capability: Optional[tuple[int, int]]) -> str:
+    """A support-matrix cell: yes, - (cannot run) or "as fp32" (TF32 matmuls without TF32)."""
+    if unmet(c, capability):
+        return "-"
+    return "as fp32" if c.compute_dtype == "tf32" and not _has(TF32, capability) else "yes"
+
+
+def support_table(capability: Optional[tuple[int, int]] = None,
+                  device: Optional[str] = None) -> "pandas.DataFrame":  # noqa: F821
+    """Which configuration runs where: a row per configuration (its role and requirements), a
+    column per GPU generation (``FP16_ONLY``, then each minimum of ``REQUIREMENTS``), one for
+    the CPU, and, given ``capability``, one for that device (named ``device``, where given)."""
+    import pandas as pd
+    caps = {FP16_ONLY.min_capability: FP16_ONLY.examples}
+    for r in REQUIREMENTS.values():
+        if r.min_capability:
+            caps[r.min_capability] = ", ".join(filter(None, (caps.get(r.min_capability), r.examples)))
+    rows = []
+    for c in REGISTRY.values():
+        row = {"name": c.name, "role": c.role, "needs": ", ".join(c.requirements()) or "-"}
+        row.update({f"sm_{a}{b}+ ({examples})": _runs(c, (a, b)) for (a, b), examples in sorted(caps.items())})
+        row["CPU (tests)"] = _runs(c, None)
+        if capability is not None:
+            sm = f"sm_{capability[0]}{capability[1]}"
+            row[f"{device} ({sm})" if device else sm] = _runs(c, capability)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("name")
+
+
+def support_markdown(capability: Optional[tuple[int, int]] = None, device: Optional[str] = None) -> str:
+    """``support_table`` as a markdown table, then one line naming the candidates an
+    fp16-only card runs; for the README and ``dtype-bench configs --support``."""
+    t = support_table(capability, device)
+    rows = [["config", *t.columns]] + [[f"`{name}`", *row] for name, row in t.iterrows()]
+    lines = ["| " + " | ".join(r) + " |" for r in rows]
+    lines.insert(1, "|" + "|".join(" --- " for _ in rows[0]) + "|")
+    low = [n for n, c in REGISTRY.items() if c.role == "candidate" and _runs(c, FP16_ONLY.min_capability) == "yes"]
+    bnb = [n for n in low if "bitsandbytes" in get_config(n).requirements()]
+    return "\n".join(lines + [
+        "", f"An fp16-only card ({FP16_ONLY.generation}: {FP16_ONLY.examples}) runs "
+            + ", ".join(f"`{n}`" for n in low)
+            + (f" ({', '.join(bnb)} with bitsandbytes installed)." if bnb else ".")])
+
+
 def config_table() -> "pandas.DataFrame":  # noqa: F821
     import pandas as pd
     rows = []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from benchlib.core.dtypes import DtypeConfig
+from benchlib.core.dtypes import DtypeConfig, capability_problem
 
 
 def pick_device(choice: str = "auto") -> torch.device:
@@ -48,21 +48,21 @@ def _importable(mod: str) -> str | None:
         return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
 
 
+def capability(device: torch.device) -> tuple[int, int] | None:
+    """The CUDA compute capability of ``device``; None for the CPU."""
+    return tuple(torch.cuda.get_device_capability(device)) if device.type == "cuda" else None
+
+
 def unsupported_reason(dtype: DtypeConfig, device: torch.device) -> str | None:
-    """Why this config cannot run here (a ``skipped`` record), or None."""
-    for req in dtype.requirements():
-        if req == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported(including_emulation=False):
-            return f"bf16 is not supported natively by {device_name(device)}"
-        if req == "bitsandbytes":
-            why = _importable("bitsandbytes.optim")
-            if why:
-                return f"{dtype.name} needs bitsandbytes (pip install bitsandbytes): {why}"
-        if req == "fp8":
-            if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 9):
-                return f"{dtype.name} needs an FP8 GPU (compute capability >= 8.9, e.g. H100); got {device_name(device)}"
-            why = _importable("torchao.float8")
-            if why:
-                return f"{dtype.name} needs torchao.float8 (pip install torchao): {why}"
+    """Why this config cannot run here (a ``skipped`` record), or None: the hardware its
+    requirements need (``dtypes.REQUIREMENTS``), then the packages they import."""
+    why = capability_problem(dtype, capability(device), device_name(device))
+    if why:
+        return why
+    for req, mod, pkg in (("bitsandbytes", "bitsandbytes.optim", "bitsandbytes"), ("fp8", "torchao.float8", "torchao")):
+        why = _importable(mod) if req in dtype.requirements() else None
+        if why:
+            return f"{dtype.name} needs {mod} (pip install {pkg}): {why}"
     return None
 
 
