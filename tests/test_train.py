@@ -183,6 +183,30 @@ def test_record_carries_the_resolved_config_and_environment(tmp_path):
     assert rec["metrics"]["stability/final_loss_scale"] > 1
 
 
+def test_record_carries_the_optimizer_steps_time_and_its_share_of_the_step(tmp_path):
+    rec = run({"scenario": "A", "config": "fp32_baseline", "steps": 12, "log_every": 4}, out_dir=tmp_path,
+              progress=False)
+    m = rec["metrics"]
+    # timed on the steps that log nothing, inside the windows that give step_ms
+    assert 0 < m["time/optimizer_ms"] < m["step_ms"] and 0 < m["time/optimizer_share"] < 1
+    only_logged = run({"scenario": "A", "config": "fp32_baseline", "steps": 4, "log_every": 1},
+                      out_dir=tmp_path / "logged", progress=False)["metrics"]
+    assert only_logged["time/optimizer_ms"] is None and only_logged["time/optimizer_share"] is None
+
+
+def test_record_says_which_machine_and_gpu_ran_it(tmp_path, monkeypatch):
+    env = envmod.environment(torch.device("cpu"))
+    assert env["gpu_uuid"] is None  # a CPU run: no GPU to name
+    boot = envmod.BOOT_ID.read_text().strip() if envmod.BOOT_ID.exists() else None
+    assert env["boot_id"] == boot and (env["host_id"] is not None) == (boot is not None)
+    assert envmod.host_identity(torch.device("cpu"))["host_id"] == env["host_id"]  # stable within a boot
+    fake = tmp_path / "boot_id"
+    fake.write_text("another-machine\n")
+    monkeypatch.setattr(envmod, "BOOT_ID", fake)
+    other = envmod.host_identity(torch.device("cpu"))
+    assert other["boot_id"] == "another-machine" and other["host_id"] not in (None, env["host_id"])
+
+
 def test_flops_per_token_counts_matmul_parameters_only():
     from benchlib.core.dtypes import get_config
     from benchlib.training.models import ModelSpec, build_model

@@ -1,9 +1,11 @@
 """Where a run happens: device choice, what the hardware and installed packages support,
-and the environment every record carries (device, versions, commit, date)."""
+and the environment every record carries (device, versions, commit, date, and which machine
+and GPU: ``host_identity``)."""
 from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import importlib
 import importlib.metadata
 import os
@@ -125,16 +127,38 @@ def environment(device: torch.device) -> dict:
         # whether the run's graphs came from it: metrics compile/* (training.compile_cache)
         "compile_cache_dir": os.environ.get(COMPILE_CACHE_ENV),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **host_identity(device),
     }
     if device.type == "cuda":
         env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
         env["driver"] = _nvml_driver()
-        # which physical GPU: hosts lent one at a time share a hostname, and a speed gap between
-        # two configs is believable only if it holds across GPUs (the same runs on two H100s
-        # differed by a median 0.45% and up to 26%, docs/performance.md)
-        uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
-        env["gpu_uuid"] = str(uuid) if uuid else None
     return env
+
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def host_identity(device: torch.device) -> dict:
+    """Which machine and which GPU ran: hosts lent one at a time share a hostname ("vm"), and a
+    speed gap between two configs is believable only if it holds on one host (the same runs on
+    two H100s differed by a median 0.45% and up to 26%, docs/performance.md).
+
+    * ``gpu_uuid``: the physical GPU (torch's device properties), None on the CPU;
+    * ``boot_id``: the running Linux kernel's random id, new at every boot: two records with one
+      boot id ran on one machine (a reboot or a fresh VM gives a new one); None off Linux;
+    * ``host_id``: a short hash of both: equal host ids mean one machine, one boot, one GPU.
+      None where neither is known (a CPU run off Linux): such records cannot be told apart.
+    """
+    uuid = None
+    if device.type == "cuda":
+        uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+        uuid = str(uuid) if uuid else None
+    try:
+        boot = BOOT_ID.read_text().strip() or None
+    except OSError:
+        boot = None
+    host = hashlib.sha256(f"{boot}|{uuid}".encode()).hexdigest()[:16] if (boot or uuid) else None
+    return {"gpu_uuid": uuid, "boot_id": boot, "host_id": host}
 
 
 def cpu_model() -> str | None:

@@ -68,6 +68,12 @@ METRICS = {
     "samples_per_s": "sequences per second (all scenarios)",
     "step_ms": "median optimizer-step time in the timed windows (ms)",
     "step_ms_std": "std of per-window mean step time (ms)",
+    "time/optimizer_ms": "the optimizer step (gradients ready to weights updated: unscale, clip, step, the loss "
+                         "scaler's update), mean per unlogged step of a timed window, median over windows (ms); "
+                         "CUDA events on the GPU, measured under cudagraphs too (the graph holds forward and "
+                         "backward only); None where every timed step logged",
+    "time/optimizer_share": "time/optimizer_ms over the window's mean step time, median over windows: the "
+                            "share of a step a larger batch would amortise",
     "timed_steps": "steps inside the timed windows",
     "flops_per_token": "6N + 12*L*D*T training FLOPs per token (nanoGPT convention)",
     "mfu_pct": "model FLOPs utilisation vs the GPU's dense bf16 peak (%)",
@@ -144,10 +150,29 @@ METRICS = {
     "forensics/grad_fp16_flush_frac_max": "as grad_fp16_flush_frac_mean, max over logged steps",
     "forensics/grad_nonfinite_frac_mean": "fraction of gradient elements inf/nan, mean over logged steps",
     "forensics/grad_nonfinite_frac_max": "fraction of gradient elements inf/nan, max over logged steps",
+    "forensics/exp_avg_sq_zero_frac_mean": "fraction of Adam second-moment entries stored as exactly 0 after the "
+                                           "step where the gradient was finite and non-zero (underflow: in exact "
+                                           "arithmetic v >= (1-beta2) g^2 > 0), mean over logged steps; None "
+                                           "where the states are not floats (8-bit)",
+    "forensics/exp_avg_sq_zero_frac_max": "as exp_avg_sq_zero_frac_mean, max over logged steps",
     "forensics/update_unchanged_frac_mean": "fraction of weights an optimizer step left bit-identical, "
-                                            "mean over logged steps",
+                                            "mean over logged steps (skipped steps left out)",
     "forensics/update_unchanged_frac_max": "fraction of weights an optimizer step left bit-identical, "
                                            "max over logged steps",
+    "forensics/update_lost_frac_mean": "share of the intended update's mass the weights did not receive: "
+                                       "sum((intended - applied) * sign(intended)) / sum(|intended|), intended = "
+                                       "AdamW in fp32 from the stored states, gradient and hyper-parameters, "
+                                       "applied = weight after - before in fp32; ~1 where updates round away, ~0 "
+                                       "for fp32 weights and (in expectation) stochastic rounding, < 0 where the "
+                                       "weights moved further than asked; mean over logged steps (skipped steps "
+                                       "left out); None for optimizers other than AdamW on float states",
+    "forensics/update_lost_frac_max": "as update_lost_frac_mean, max over logged steps",
+    "forensics/update_lost_frac_decay_mean": "update_lost_frac over the parameter groups with weight decay "
+                                             "(matrices), mean over logged steps",
+    "forensics/update_lost_frac_decay_max": "as update_lost_frac_decay_mean, max over logged steps",
+    "forensics/update_lost_frac_no_decay_mean": "update_lost_frac over the parameter groups without weight "
+                                                "decay (biases, norms), mean over logged steps",
+    "forensics/update_lost_frac_no_decay_max": "as update_lost_frac_no_decay_mean, max over logged steps",
     "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
     "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
     "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",

@@ -5,6 +5,14 @@ a recorded event (no host sync): the GPU timestamps it when it gets there, and t
 reads all elapsed times once at the end. Evaluation inside a window is paused out. Energy
 comes from NVML's total-energy counter, read at the start and end of the timed region (with
 a sync at each, outside the steady state) and around pauses.
+
+Inside the windows the optimizer step (from the gradients being ready to the weights updated:
+unscale, clip, step, the loss scaler's update) is bracketed the same way (``optimizer``): two
+events per step on the GPU, read with the rest at the end, perf_counter on the CPU. On the GPU
+that is the time on the device's stream between the end of backward and the last update
+kernel, gaps waiting for the host's launches included (a launch-bound step pays them). The
+``cudagraphs`` option captures the model's forward and backward, not the optimizer step,
+which runs after the graph's replay on the same stream and is timed like any other.
 """
 from __future__ import annotations
 
@@ -14,6 +22,10 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+
+OPTIMIZER_MARKS_PER_WINDOW = 256
+"""Optimizer steps timed per window at most (its first ones): enough for a mean, while a run of
+100k steps does not hold 100k CUDA events."""
 
 STEPS_SHARE_TARGET = 0.7
 """The reference study's efficiency target: at least 70% of its GPU time in training steps
@@ -45,6 +57,7 @@ class _Window:
     end: object = None
     steps: int = 0
     pauses: list = field(default_factory=list)
+    optimizer: list = field(default_factory=list)  # (start, end) marks of the optimizer steps timed
 
 
 class WindowTimer:
@@ -58,6 +71,7 @@ class WindowTimer:
         self._windows: list[_Window] = []
         self._open: _Window | None = None
         self.done: list[tuple[int, float]] = []  # (steps, seconds) per window, filled by finish()
+        self.optimizer_done: list[tuple[int, float]] = []  # (optimizer steps timed, their seconds), per window
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -98,6 +112,34 @@ class WindowTimer:
                     timer._open.pauses.append((self.a, timer.clock.mark()))
         return _Pause()
 
+    def optimizer(self, timed: bool = True):
+        """Brackets one optimizer step (a context manager); it counts where ``timed`` and a
+        window is open, up to ``OPTIMIZER_MARKS_PER_WINDOW`` per window."""
+        timer = self
+
+        class _Optimizer:
+            def __enter__(self):
+                w = timer._open
+                self.w = w if timed and w is not None and len(w.optimizer) < OPTIMIZER_MARKS_PER_WINDOW else None
+                if self.w is not None:
+                    self.a = timer.clock.mark()
+
+            def __exit__(self, *exc):
+                if self.w is not None and exc[0] is None:
+                    self.w.optimizer.append((self.a, timer.clock.mark()))
+        return _Optimizer()
+
+    def optimizer_metrics(self) -> dict:
+        """``time/optimizer_ms``: the optimizer step's mean time per timed step, median over the
+        windows; ``time/optimizer_share``: its share of the window's mean step time, median
+        over the windows. None where no optimizer step was timed (every timed step logged)."""
+        pairs = [(1000 * s / n, (s / n) / (ws / steps)) for (n, s), (steps, ws) in zip(self.optimizer_done, self.done)
+                 if n and ws > 0]
+        if not pairs:
+            return {"time/optimizer_ms": None, "time/optimizer_share": None}
+        return {"time/optimizer_ms": statistics.median(ms for ms, _ in pairs),
+                "time/optimizer_share": statistics.median(sh for _, sh in pairs)}
+
     def finish(self) -> None:
         """Close the last window, sync once, and turn marks into (steps, seconds)."""
         w = self._open
@@ -114,6 +156,7 @@ class WindowTimer:
         for w in self._windows:
             s = self.clock.seconds(w.start, w.end) - sum(self.clock.seconds(a, b) for a, b in w.pauses)
             self.done.append((w.steps, s))
+            self.optimizer_done.append((len(w.optimizer), sum(self.clock.seconds(a, b) for a, b in w.optimizer)))
 
 
 # ---- seed 003's aggregation of timed windows over ranks ---------------------------------

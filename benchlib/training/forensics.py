@@ -1,5 +1,5 @@
 """Where a precision breaks, measured at the logged steps: what the gradients look like to
-fp16, and how many weights an optimizer step actually moved.
+fp16, what the optimizer stored, and how much of the update the weights received.
 
 * ``grad_zero_frac``: gradient elements exactly 0 (underflowed, or never touched: embedding
   rows of tokens absent from the batch are 0 in every precision);
@@ -9,17 +9,41 @@ fp16, and how many weights an optimizer step actually moved.
   0 once stored in fp16 (0 by construction where the gradients are fp16 already: read it as the
   what-if for fp32 and bf16 gradients);
 * ``grad_nonfinite_frac``: inf / nan elements;
+* ``exp_avg_sq_zero_frac``: Adam second-moment entries (``optimizer.state[p]["exp_avg_sq"]``)
+  stored as exactly 0 after the step, among those whose gradient was finite and non-zero. In
+  exact arithmetic v >= (1 - beta2) g^2 > 0 there, so a stored 0 is underflow (fp16 moments:
+  (1 - 0.95) * (1e-4)^2 lies below fp16's smallest subnormal). The second moment then keeps
+  no history: where a later gradient is small or 0 and the first moment is not, only eps bounds
+  the step. Not defined where the states are not floats (bitsandbytes' 8-bit).
 * ``update_unchanged_frac``: weights the optimizer step left bit-identical. An update smaller
   than half a unit in the last place of its weight rounds away (bf16 weights with
-  round-to-nearest at fine-tuning learning rates); with fp32 weights it is ~0.
+  round-to-nearest at fine-tuning learning rates); with fp32 weights it is ~0. Stochastic
+  rounding leaves as many weights unchanged, so this counter cannot tell the two apart:
+* ``update_lost_frac`` (and per parameter group, ``update_lost_frac_decay`` /
+  ``update_lost_frac_no_decay``): the share of the intended update's mass that the weights did
+  not receive, sum((intended - applied) * sign(intended)) / sum(|intended|). ``intended`` is
+  what AdamW's fp32 arithmetic asks for from the stored states before the step, the gradient
+  and the group's lr / betas / eps / weight_decay / step count; ``applied`` is the weight after
+  minus the weight before, in fp32. ~1 where small updates round away (round-to-nearest), ~0
+  with fp32 weights and, in expectation, with stochastic rounding (its errors are unbiased and
+  cancel in the signed sum); below 0 where the weights moved further than asked (a kernel that
+  divided by an underflowed second moment). Not defined for optimizers whose states are not
+  AdamW's float moments (8-bit), or that use amsgrad / maximize.
 
-Gradients are read *as backward produced them*, before unscaling: with a loss scale they are
-the scaled values, which is what fp16 had to represent. All fractions are over a fixed strided
-sample of every tensor's elements (at most ``MAX_SAMPLE`` in all), gathered with one ``cat``,
-so a logged step costs a few kernels and a few MB, not a pass over every tensor, and the peak
-memory the run reports is not moved by the measurement.
+The update counters are NaN on a step the optimizer did not take (a dynamic loss scaler skips
+steps with inf/nan gradients: nothing was lost to rounding); the summary ignores NaN.
+Gradients in the ``grad_*`` counters are read *as backward produced them*, before unscaling:
+with a loss scale they are the scaled values, which is what fp16 had to represent; the update
+counters read them after unscaling and clipping, as the step does. All fractions are over a
+fixed strided sample of every tensor's elements (at most ``MAX_SAMPLE`` in all), gathered with
+one ``cat`` per parameter group, so a logged step costs a few kernels and a few fp32 copies of
+the sample (about 100 MB at the cap, for GPT-2 124M and larger; freed before the next forward),
+not a pass over every tensor, and unlogged steps cost nothing.
 """
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 
@@ -29,6 +53,9 @@ MAX_SAMPLE = 1 << 22
 _STRIDES = (1, 3, 7, 13, 31, 61, 127, 251, 509, 1021)
 """Odd strides (primes): a stride that divides a row length would sample the same columns of
 every row."""
+GROUP_LABELS = ("decay", "no_decay")
+"""A parameter group is ``decay`` when its weight_decay > 0 (matrices: ``precision.param_groups``),
+else ``no_decay`` (biases, norms); groups that share a label are pooled."""
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -48,17 +75,118 @@ def sample(tensors: list[torch.Tensor], stride: int) -> torch.Tensor:
     return torch.cat([_local(t).detach().reshape(-1)[::stride] for t in tensors])
 
 
+def _state_sample(params: list, state, key: str, stride: int) -> torch.Tensor | None:
+    """The sampled optimizer state ``key`` of ``params`` (zeros for a parameter without state
+    yet: the step initialises it to 0), aligned with ``sample(params, stride)``; None when a
+    parameter's state lacks ``key`` or holds it in a non-float format (8-bit)."""
+    parts = []
+    for p in params:
+        st = state[p] if p in state else {}  # torch keeps a defaultdict: no entry created
+        if not st:
+            parts.append(_local(p).new_zeros(len(range(0, _local(p).numel(), stride)), dtype=torch.float32))
+            continue
+        t = st.get(key)
+        if not torch.is_tensor(t) or not t.is_floating_point() or _local(t).numel() != _local(p).numel():
+            return None
+        parts.append(_local(t).detach().reshape(-1)[::stride].float())
+    return torch.cat(parts)
+
+
+def _float_moments(params: list, state) -> bool:
+    """Whether the optimizer keeps AdamW's moments under torch's names, as floats, for every
+    parameter (checked after a step: before the first one there is no state to tell)."""
+    def ok(st, key):
+        t = st.get(key)
+        return torch.is_tensor(t) and t.is_floating_point()
+    return all(p in state and ok(state[p], "exp_avg") and ok(state[p], "exp_avg_sq") for p in params)
+
+
+def _step_count(group: dict, p, state):
+    """The step count the optimizer keeps for ``p`` (torch: per parameter; a tensor or a
+    number), 0 for a parameter it never stepped, None where it keeps none we can find."""
+    st = state[p] if p in state else {}
+    if "step" in st:
+        return st["step"]
+    if "step" in group:
+        return group["step"]
+    return 0 if not st else None
+
+
+def _snapshot(count):
+    return count.detach().clone() if torch.is_tensor(count) else count
+
+
+def _changed(before, after):
+    """Whether the optimizer took the step: its step count moved. A device bool where the
+    count lives on the GPU (no host sync), else a Python bool; True where no count is kept."""
+    if before is None or after is None:
+        return True
+    if torch.is_tensor(after) and after.device.type != "cpu":
+        return after != before
+    return float(after) != float(before)
+
+
+def _when(x: torch.Tensor, taken) -> torch.Tensor:
+    """``x`` where the step was taken, NaN where it was skipped."""
+    if taken is True:
+        return x
+    if taken is False:
+        return torch.full_like(x, math.nan)
+    return torch.where(taken, x, torch.full_like(x, math.nan))
+
+
+def intended_update(group: dict, params: list, state, stride: int, weights: torch.Tensor) -> torch.Tensor | None:
+    """AdamW's update of the sampled ``weights`` in fp32, from the stored moments before the
+    step, the (unscaled, clipped) gradients and the group's hyper-parameters (lr a float or a
+    tensor): -lr*wd*w - lr * m_hat / (sqrt(v_hat) + eps). None where it cannot be stated."""
+    if any(k not in group for k in ("lr", "betas", "eps", "weight_decay")) or group.get("amsgrad") \
+            or group.get("maximize"):
+        return None
+    count = _step_count(group, params[0], state)
+    m0 = _state_sample(params, state, "exp_avg", stride)
+    v0 = _state_sample(params, state, "exp_avg_sq", stride)
+    if count is None or m0 is None or v0 is None:
+        return None
+    t = (count.detach().float() if torch.is_tensor(count) else float(count)) + 1
+    b1, b2 = (float(b) for b in group["betas"])
+    g = sample([p.grad for p in params], stride).float()
+    m, v = m0.mul_(b1).add_(g, alpha=1 - b1), v0.mul_(b2).addcmul_(g, g, value=1 - b2)
+    del g
+    lr = group["lr"].detach().float() if torch.is_tensor(group["lr"]) else float(group["lr"])
+    # in place on the samples: a logged step holds a few fp32 copies of the sample, not more
+    denom = v.div_(1 - b2 ** t).sqrt_().add_(float(group["eps"]))
+    step = m.div_(1 - b1 ** t).div_(denom).mul_(lr)
+    return weights.to(torch.float32, copy=True).mul_(-(lr * float(group["weight_decay"]))).sub_(step)
+
+
+@dataclass
+class _Taken:
+    """One parameter group's sample before the step."""
+    label: str
+    group: dict
+    params: list
+    weights: torch.Tensor            # sampled weights, in their own dtype
+    intended: torch.Tensor | None    # fp32
+    live: torch.Tensor               # gradient finite and != 0 (the second-moment counter's denominator)
+    count: object                    # the optimizer's step count before the step
+
+
 class Forensics:
-    """Counters for one run's parameters; every method returns device tensors (no host sync)
-    for ``StepLog.flush`` to copy with the rest of a logged step."""
+    """Counters for one run's parameters (and, for the update counters, its optimizer); every
+    method returns device tensors (no host sync) for ``StepLog.flush`` to copy with the rest
+    of a logged step. Call ``before_step`` after unscaling and clipping, ``after_step`` right
+    after the optimizer step, both before the gradients are zeroed."""
 
     KEYS = ("grad_zero_frac", "grad_fp16_subnormal_frac", "grad_fp16_flush_frac", "grad_nonfinite_frac",
-            "update_unchanged_frac")
+            "update_unchanged_frac", "exp_avg_sq_zero_frac", "update_lost_frac",
+            *(f"update_lost_frac_{g}" for g in GROUP_LABELS))
 
-    def __init__(self, params: list[torch.nn.Parameter], max_sample: int = MAX_SAMPLE):
+    def __init__(self, params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
+                 max_sample: int = MAX_SAMPLE):
         self.params = params
+        self.optimizer = optimizer
         self.stride = pick_stride(sum(_local(p).numel() for p in params), max_sample)
-        self._before: torch.Tensor | None = None
+        self._taken: list[_Taken] | None = None
 
     def gradients(self) -> dict[str, torch.Tensor]:
         grads = [p.grad for p in self.params if p.grad is not None]
@@ -72,12 +200,68 @@ class Forensics:
                 "grad_fp16_flush_frac": (nz & (a < FP16_FLUSH)).float().mean(),
                 "grad_nonfinite_frac": (~torch.isfinite(g)).float().mean()}
 
+    def _groups(self) -> list[tuple[str, dict, list]]:
+        if self.optimizer is None:  # the weights alone: update_unchanged_frac only
+            return [("all", {}, [p for p in self.params if p.grad is not None])]
+        return [("decay" if g.get("weight_decay", 0) > 0 else "no_decay", g,
+                 [p for p in g["params"] if p.grad is not None]) for g in self.optimizer.param_groups]
+
     def before_step(self) -> None:
-        self._before = sample(self.params, self.stride)
+        state = self.optimizer.state if self.optimizer is not None else {}
+        self._taken = []
+        for label, group, ps in self._groups():
+            if not ps:
+                continue
+            w = sample(ps, self.stride)
+            g = sample([p.grad for p in ps], self.stride)
+            known = self.optimizer is not None
+            intended = intended_update(group, ps, state, self.stride, w) if known else None
+            self._taken.append(_Taken(label, group, ps, w, intended, torch.isfinite(g) & (g != 0),
+                                      _snapshot(_step_count(group, ps[0], state)) if known else None))
 
     def after_step(self) -> dict[str, torch.Tensor]:
-        if self._before is None:
+        if not self._taken:
             return {}
-        same = (sample(self.params, self.stride) == self._before).float().mean()
-        self._before = None
-        return {"update_unchanged_frac": same}
+        state = self.optimizer.state if self.optimizer is not None else {}
+        same = n = zeros = live = None
+        lost: dict[str, list] = {}
+        for t in self._taken:
+            after = sample(t.params, self.stride)
+            taken = _changed(t.count, _step_count(t.group, t.params[0], state) if self.optimizer is not None else None)
+            s = _when((after == t.weights).sum().float(), taken)
+            same, n = (s, after.numel()) if same is None else (same + s, n + after.numel())
+            if t.intended is not None and _float_moments(t.params, state):
+                applied = after.float() - t.weights.float()
+                num = _when(((t.intended - applied) * t.intended.sign()).sum(), taken)
+                den = t.intended.abs().sum()
+                lost.setdefault(t.label, []).append((num, den))
+            v = _state_sample(t.params, state, "exp_avg_sq", self.stride) if self.optimizer is not None else None
+            if v is not None:
+                z, lv = _when(((v == 0) & t.live).sum().float(), taken), t.live.sum()
+                zeros, live = (z, lv) if zeros is None else (zeros + z, live + lv)
+        self._taken = None
+        out = {"update_unchanged_frac": same / n}
+        if zeros is not None:
+            out["exp_avg_sq_zero_frac"] = zeros / live
+        if lost:
+            pairs = [p for ps in lost.values() for p in ps]
+            out["update_lost_frac"] = sum(a for a, _ in pairs) / sum(b for _, b in pairs)
+            for label, ps in lost.items():
+                out[f"update_lost_frac_{label}"] = sum(a for a, _ in ps) / sum(b for _, b in ps)
+        return out
+
+    @classmethod
+    def summary(cls, rows: list[dict]) -> dict:
+        """Mean and max over the logged steps of each counter (NaN steps left out). Where the
+        run logged counters but one was never defined (the second moment of 8-bit states, the
+        update of an optimizer that is not AdamW), its summary is None: not measured."""
+        out = {}
+        logged = any(k in r for r in rows for k in cls.KEYS)
+        for k in cls.KEYS:
+            v = [r[k] for r in rows if r.get(k) is not None and math.isfinite(r[k])]
+            if v:
+                out[f"forensics/{k}_mean"] = sum(v) / len(v)
+                out[f"forensics/{k}_max"] = max(v)
+            elif logged and not k.startswith("grad_"):
+                out[f"forensics/{k}_mean"] = out[f"forensics/{k}_max"] = None
+        return out

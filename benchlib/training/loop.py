@@ -199,7 +199,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     scaler = dist.loss_scaler(LossScaler(dtype, device))
     next_batch = data.sampler(cfg.batch_size, device, dist.data_seed(cfg.seed))
     val = data.val_batches(_eval_batch_size(cfg), cfg.eval_batches, device)
-    forensics = Forensics(params) if cfg.forensics else None
+    forensics = Forensics(params, opt) if cfg.forensics else None
     amp = autocast_context(device.type, dtype)
     steps, start = cfg.steps, 0
     saved, why = resume.load(out, cfg) if cfg.state_every else (None, None)
@@ -268,19 +268,8 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                     loss = loss / cfg.grad_accum
                 scaler.scale(loss).backward()
                 loss_sum = loss.detach().clone() if loss_sum is None else loss_sum + loss.detach()
-            extras = {}
-            if log_now and forensics is not None:
-                extras.update(forensics.gradients())  # as backward made them: scaled, in their dtype
-            scaler.unscale_(opt, params)
-            if log_now:
-                grads = [p.grad for p in params if p.grad is not None]
-                gmax = dist.grad_max(grads)
-            gnorm = dist.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-            if log_now and forensics is not None:
-                forensics.before_step()
-            scaler.step(opt)
-            if log_now and forensics is not None:
-                extras.update(forensics.after_step())
+            gnorm, extras = _optimizer_step(opt, scaler, params, dist, cfg.grad_clip, timer,
+                                            forensics if log_now else None, log_now)
             opt.zero_grad(set_to_none=not keep_grads)
             log.record(step, loss_sum, gnorm)
             timer.after_step(step - start)
@@ -289,8 +278,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
                     torch.cuda.synchronize(device)
                 first_step_s = time.perf_counter() - t_step
             if log_now:
-                log.flush(step, lr, {"grad_max": gmax, "max_logit": logit_max, "loss_scale": scaler.current_scale(),
-                                     **extras})
+                log.flush(step, lr, {"max_logit": logit_max, "loss_scale": scaler.current_scale(), **extras})
                 if log.diverged_step is not None and (cfg.on_divergence == "stop" or
                                                       _weights_nonfinite(params, dist.all_reduce_mean_)):
                     dead_step = step if cfg.on_divergence == "continue" else None
@@ -389,6 +377,29 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     for k, v in list(m.items()):
         if isinstance(v, float) and not math.isfinite(v):
             m[k] = None
+
+
+def _optimizer_step(opt: torch.optim.Optimizer, scaler: LossScaler, params: list, dist: Strategy, grad_clip: float,
+                    timer: WindowTimer, forensics: Forensics | None, log_now: bool) -> tuple[torch.Tensor, dict]:
+    """From the gradients being ready to the weights updated: unscale, clip, step (and the loss
+    scaler's update); returns the pre-clip gradient norm and a logged step's extras. Timed
+    (``WindowTimer.optimizer``) on the steps that log nothing: a logged step also reads the
+    largest gradient and the forensic samples (``forensics``: the gradients as backward made
+    them, then the update), which no other step pays for."""
+    extras = {}
+    if forensics is not None:
+        extras.update(forensics.gradients())  # as backward made them: scaled, in their dtype
+    with timer.optimizer(timed=not log_now):
+        scaler.unscale_(opt, params)
+        if log_now:
+            extras["grad_max"] = dist.grad_max([p.grad for p in params if p.grad is not None])
+        gnorm = dist.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
+        if forensics is not None:
+            forensics.before_step()
+        scaler.step(opt)
+        if forensics is not None:
+            extras.update(forensics.after_step())
+    return gnorm, extras
 
 
 def _describe_trained(rec: dict, cfg: RunConfig, data, model: BenchModel) -> None:

@@ -38,6 +38,7 @@ def speed_metrics(cfg: RunConfig, timer: WindowTimer, device: torch.device, devi
         m["step_ms"] = statistics.median(step_ms)
         m["step_ms_std"] = _std(step_ms)
         m["timed_steps"] = sum(n for n, _ in timer.done)
+        m.update(timer.optimizer_metrics())
     m["throughput_unit"] = f"{scn.unit}/s"
     m["flops_per_token"] = fpt
     if device.type == "cuda" and "tokens_per_s" in m:
@@ -99,20 +100,10 @@ def stability_metrics(log: StepLog, diverged_step: int | None, scaler: LossScale
     m["stability/final_loss_scale"] = float(scaler.current_scale())
     m["stability/max_grad_norm"] = log.max_grad
     m["stability/max_logit"] = log.max_logit
-    m.update(_forensic_summary(log.extra_rows))
+    m.update(Forensics.summary(log.extra_rows))
     return m
 
 
 def _std(xs: list[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
-
-def _forensic_summary(rows: list[dict]) -> dict:
-    """Mean and max over the logged steps of each forensic counter (``forensics``)."""
-    out = {}
-    for k in Forensics.KEYS:
-        v = [r[k] for r in rows if k in r and r[k] is not None and math.isfinite(r[k])]
-        if v:
-            out[f"forensics/{k}_mean"] = sum(v) / len(v)
-            out[f"forensics/{k}_max"] = max(v)
-    return out
