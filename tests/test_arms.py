@@ -112,5 +112,5 @@ def test_the_torchrun_command_carries_the_records_notes_so_rank_0_writes_them():
 
 def test_the_scaling_analysis_finds_a_records_arm_from_its_folder_when_the_record_lacks_it():
     from benchlib.analysis import scaling
-    assert scaling._arm_of_path("x/seed004/runs/fsdp_official/A/amp_bf16/seed0/result.json") == "fsdp_official"
+    assert scaling._arm_of_path("x/fsdp/runs/fsdp_official/A/amp_bf16/seed0/result.json") == "fsdp_official"
     assert scaling._arm_of_path("x/smoke/runs/A/amp_bf16/seed0/result.json") is None  # a study without arms

@@ -367,12 +367,12 @@ def test_scaling_analysis_gives_speedup_efficiency_summary_and_charts(two_ranks,
     assert "|---|" in md and "| fsdp2_2 |" in md
 
 
-@pytest.mark.parametrize("plan", ["seed003.yaml", "seed004.yaml"])
+@pytest.mark.parametrize("plan", ["scaling.yaml", "fsdp.yaml"])
 def test_the_study_files_expand_to_valid_runs_one_per_arm(plan):
     from benchlib.study.studyfile import load_study
     runs = load_study(REPO / "params" / plan).runs()
     by_arm = {r.arm: r.cfg for r in runs}
-    if plan == "seed004.yaml":
+    if plan == "fsdp.yaml":
         # seed 004: both FSDP implementations, each with its ablations
         assert set(by_arm) >= {"ddp_fp32", "fsdp_manual_bf16", "fsdp_manual_bf16_no_checkpoint", "fsdp_official",
                                "fsdp_official_no_checkpoint", "fsdp_official_no_limit_all_gathers"}

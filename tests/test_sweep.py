@@ -45,29 +45,29 @@ def test_smoke_study_is_all_scenarios_tiny_on_cpu():
     assert all(r.cfg.steps <= 40 and r.cfg.extra == {"study": "smoke"} for r in runs)
 
 
-def test_quick_study_is_seed001_configs_on_A_and_D_one_seed_base():
+def test_quick_study_is_the_full_matrix_configs_on_A_and_D_one_seed_base():
     runs = load_study(PARAMS / "quick.yaml").runs()
     assert len(runs) == 2 * len(FULL_MATRIX)
     assert {r.cfg.scenario for r in runs} == {"A", "D"} and {r.cfg.seed for r in runs} == {0}
     assert all(r.cfg.size == "base" and 100 <= r.cfg.steps <= 1000 for r in runs)
 
 
-def test_seed001_study_is_the_full_matrix_with_its_batch_shapes():
-    runs = load_study(PARAMS / "seed001.yaml").runs()
+def test_full_matrix_study_is_seed_001s_matrix_with_its_batch_shapes():
+    runs = load_study(PARAMS / "full_matrix.yaml").runs()
     assert len(runs) == 2 * len(FULL_MATRIX) * 3
     lm = {(r.cfg.steps, r.cfg.batch_size, r.cfg.grad_accum) for r in runs if r.cfg.scenario == "A"}
     cls = {(r.cfg.steps, r.cfg.batch_size, r.cfg.grad_accum) for r in runs if r.cfg.scenario == "D"}
     assert (lm, cls) == ({(10000, 12, 5)}, {(5000, 8, 4)})
 
 
-def test_seed002_study_is_the_six_scenarios_with_canonical_config_names():
-    study = load_study(PARAMS / "seed002.yaml")
+def test_core_six_study_is_the_six_scenarios_with_canonical_config_names():
+    study = load_study(PARAMS / "core_six.yaml")
     assert study.scenarios == list("ABCDEF")
     assert study.configs == [get_config(c).name for c in CORE_SIX]  # fp32_true -> fp32_baseline
 
 
 def test_config_shorthands_expand_and_deduplicate(tmp_path):
-    study = load_study(_study(tmp_path, "configs: [seed002, amp_bf16, amp_bf16_fp32_head]\nscenarios: [A]\n"))
+    study = load_study(_study(tmp_path, "configs: [core_six, amp_bf16, amp_bf16_fp32_head]\nscenarios: [A]\n"))
     assert study.configs == [get_config(c).name for c in CORE_SIX] + ["amp_bf16_fp32_head"]
 
 
@@ -88,8 +88,8 @@ def test_overrides_by_architecture_sit_between_the_family_and_the_scenario(tmp_p
     assert runs["C"].lr == runs["D"].lr == 1e-4 and runs["A"].lr != 1e-4
 
 
-def test_seed_studies_fine_tune_the_pretrained_hub_models_at_a_fine_tuning_rate():
-    for name, cls_scenarios in (("seed001", {"D"}), ("seed002", {"C", "D", "E", "F"})):
+def test_hub_studies_fine_tune_the_pretrained_hub_models_at_a_fine_tuning_rate():
+    for name, cls_scenarios in (("full_matrix", {"D"}), ("core_six", {"C", "D", "E", "F"})):
         runs = load_study(PARAMS / f"{name}.yaml").runs()
         assert {r.cfg.scenario for r in runs if r.cfg.model_name_or_path} == cls_scenarios
         for r in runs:
@@ -104,7 +104,7 @@ def test_seed_studies_fine_tune_the_pretrained_hub_models_at_a_fine_tuning_rate(
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("configs: [amp_bf17]\n", ["configs: unknown dtype config 'amp_bf17'", "Did you mean 'amp_bf16'?", "seed001"]),
+    ("configs: [amp_bf17]\n", ["configs: unknown dtype config 'amp_bf17'", "Did you mean 'amp_bf16'?", "full_matrix"]),
     ("scenarios: [A, G]\n", ["scenarios: unknown scenario 'G'", "Valid: A, B, C, D, E, F"]),
     ("stpes: 10\n", ["unknown key 'stpes'", "Did you mean 'steps'?", "Valid: study"]),
     ("steps: ten\n", ["steps='ten' has the wrong type: expected int"]),

@@ -1,8 +1,8 @@
 """``dtype-bench scaling``: the analysis of multi-GPU runs (seeds 003 and 004).
 
-    dtype-bench scaling executed/seed003 [--baseline ddp_fp32] [--out DIR]
+    dtype-bench scaling executed/scaling [--baseline ddp_fp32] [--out DIR]
 
-The runs come from a study file with ``arms:`` (``params/seed003.yaml``, ``seed004.yaml``),
+The runs come from a study file with ``arms:`` (``params/scaling.yaml``, ``fsdp.yaml``),
 run by ``dtype-bench sweep`` like any study. This module reads every ``result.json`` and its
 ``rank{r}.jsonl`` under a folder:
 
@@ -379,11 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     if argv and argv[0] == "run":
         print("dtype-bench scaling: error: multi-GPU runs are planned by the sweep now: "
-              "dtype-bench sweep params/seed003.yaml (its `arms:`)", file=sys.stderr)
+              "dtype-bench sweep params/scaling.yaml (its `arms:`)", file=sys.stderr)
         return 2
     p = argparse.ArgumentParser(prog="dtype-bench scaling", description="Scaling analysis of multi-GPU runs "
                                 "(seeds 003, 004): tables, summary.json and charts from the records under a folder.")
-    p.add_argument("root", help="e.g. executed/seed003")
+    p.add_argument("root", help="e.g. executed/scaling")
     p.add_argument("--baseline", default=BASELINE_ARM, help=f"seed 004's baseline arm (default {BASELINE_ARM})")
     p.add_argument("--out", default=None, help="output folder (default ROOT/scaling)")
     p.add_argument("--formats", default="", help="chart files to write: png, svg (default: svg)")

@@ -227,11 +227,11 @@ _CONFIGS = [
 REGISTRY: dict[str, DtypeConfig] = {c.name: c for c in _CONFIGS}
 ALIASES: dict[str, str] = {"fp32_true": "fp32_baseline"}
 
-# Seed 001's twelve rows (+ the unscaled fp16 test): the default set of a study (`configs: seed001`).
+# Seed 001's twelve rows (+ the unscaled fp16 test): the default set of a study (`configs: full_matrix`).
 FULL_MATRIX = ["fp32_baseline", "amp_fp16", "amp_bf16", "bf16_pure", "fp16_naive", "bf16_naive",
            "amp_fp16_8bit_adam", "amp_bf16_8bit_adam", "bf16_no_compile", "fp32_tf32_matmul",
            "amp_bf16_fp32_head", "bf16_body_fp32_head", "fp16_naive_noscale"]
-# Seed 002's core six (`configs: seed002`).
+# Seed 002's core six (`configs: core_six`).
 CORE_SIX = ["fp32_true", "amp_fp16", "amp_bf16", "bf16_pure", "fp16_naive", "amp_bf16_8bit_adam"]
 
 

@@ -6,7 +6,7 @@ file, the key and the valid values.
     study: smoke                      # name; default = the file's stem
     description: one line for the reader
     scenarios: [A, D]                 # or: all
-    configs: [fp32_baseline, amp_bf16]  # or: seed001 | seed002 | all (also inside a list)
+    configs: [fp32_baseline, amp_bf16]  # or: full_matrix | core_six | all (also inside a list)
     seeds: [0, 1, 2]                  # runs are ordered seed-major: all of seed 0 first
     order: seeds                      # or cells: a (scenario, config)'s seeds back to back
     config_seeds: {bf16_no_compile: [0]}  # a config that runs fewer seeds (a subset)
@@ -47,9 +47,10 @@ The last phase's checkpoint is the one ``pretrained`` names:
         - {scenario: B, config: amp_bf16, seq_len: 128, batch_size: 128, steps: 12600, min_lr_ratio: 1.0}
         - {seq_len: 512, batch_size: 64, steps: 1700, warmup_steps: 100}
 
-Multi-process runs (seeds 003 and 004): ``arms:`` names settings laid over every run of the
-matrix, last (over the overrides), usually ``dist``; an arm may name its own ``config``. Each
-arm's runs go to ``runs/<arm>/...``, and the sweep launches torchrun for the ones that need it:
+Multi-process runs (seed documents 003 and 004: ``params/scaling.yaml``, ``params/fsdp.yaml``):
+``arms:`` names settings laid over every run of the matrix, last (over the overrides), usually
+``dist``; an arm may name its own ``config``. Each arm's runs go to ``runs/<arm>/...``, and the
+sweep launches torchrun for the ones that need it:
 
     arms:
       single: {}
@@ -97,7 +98,10 @@ hosts lent one at a time, whose seeds run on another host cold otherwise (H100, 
 100 steps: a seed-1 run ~30 s on the host of its seed 0, ~65 s on a fresh one)."""
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
-CONFIG_SETS = {"seed001": FULL_MATRIX, "seed002": CORE_SIX, "all": list(REGISTRY)}
+CONFIG_SETS = {"full_matrix": FULL_MATRIX, "core_six": CORE_SIX, "all": list(REGISTRY)}
+"""Names a study's ``configs:`` may use for a set: seed 001's table, seed 002's core six, every config."""
+RENAMED_SETS = {"seed001": "full_matrix", "seed002": "core_six"}
+"""Set names of older study files, named in the error that refuses them."""
 GROUPS = {"lm": ("A", "B"), "cls": ("C", "D", "E", "F")}
 ARCH_GROUPS = dict(ARCH_SCENARIOS)  # gpt2: A, C, E; roberta: B, D, F
 
@@ -315,7 +319,7 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     name = d.get("study", default_name)
     if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
         raise ConfigError(f"{where}study: a plain folder name is expected, got {name!r}")
-    configs, seeds = _configs(d.get("configs", "seed001"), where), _seeds(d.get("seeds", [0]), where)
+    configs, seeds = _configs(d.get("configs", "full_matrix"), where), _seeds(d.get("seeds", [0]), where)
     return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
                  configs=configs, seeds=seeds, config_seeds=_config_seeds(d.get("config_seeds"), configs, seeds, where),
                  notebook_seeds=_notebook_seeds(d.get("notebook_seeds"), seeds, where), order=_order(d.get("order"), where),
@@ -399,7 +403,9 @@ def _configs(v: Any, where: str) -> list[str]:
             out.append(get_config(str(c)).name)  # aliases (fp32_true) -> the canonical name
         except UnknownNameError:
             valid = list(CONFIG_SETS) + list(REGISTRY) + list(ALIASES)
-            raise ConfigError(f"{where}configs: unknown dtype config {c!r}.{closest(str(c), valid)} "
+            hint = (f" Did you mean {RENAMED_SETS[c]!r}? (the set was renamed)" if isinstance(c, str) and c in RENAMED_SETS
+                    else closest(str(c), valid))
+            raise ConfigError(f"{where}configs: unknown dtype config {c!r}.{hint} "
                               f"Valid: {', '.join(valid)}") from None
     return list(dict.fromkeys(out))
 

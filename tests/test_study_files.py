@@ -1,0 +1,68 @@
+"""The study files in ``params/`` as a reader meets them: a short header that says what the study
+asks and costs (its history lives in docs/journal.md), a name that says what it holds, and the
+names of config sets refused in one line that points at the right one."""
+import re
+
+import pytest
+from conftest import REPO
+
+from benchlib.core.runconfig import ConfigError
+from benchlib.study.studyfile import load_study, parse_study
+
+PARAMS = REPO / "params"
+STUDY_FILES = sorted(PARAMS.glob("*.yaml"))
+# A commit hash as git abbreviates it: 7-12 hex digits, with at least one letter and one digit
+# (so that neither a number nor an English word counts).
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,12}\b", re.IGNORECASE)
+
+
+def _header(path):
+    """The comment lines a study file opens with."""
+    lines = path.read_text().splitlines()
+    end = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    return lines[:end]
+
+
+def test_the_commit_pattern_finds_hashes_and_passes_numbers_and_words():
+    found = [m.group(0) for m in COMMIT.finditer("commits 0511d96 and 949a5b02b695; 12600 steps, "
+                                                 "1000000 tokens, fp16_fp16_states, decade, 2026-11-24")]
+    assert found == ["0511d96", "949a5b02b695"]
+
+
+@pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: p.name)
+def test_a_study_file_header_is_at_most_15_comment_lines_and_names_no_commit(path):
+    header = _header(path)
+    assert 0 < len(header) <= 15, f"{path.name}: a header of {len(header)} comment lines"
+    comments = [line for line in path.read_text().splitlines() if "#" in line]
+    hashes = [m.group(0) for line in comments for m in COMMIT.finditer(line)]
+    assert not hashes, f"{path.name} names commits {hashes}: history belongs in docs/journal.md"
+
+
+@pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: p.name)
+def test_a_study_is_named_after_its_file(path):
+    # executed/<study>/ is where its results go, so the folder says which file made them
+    assert load_study(path).name == path.stem
+
+
+@pytest.mark.parametrize("name, closest", [("full_matrx", "full_matrix"), ("core6", "core_six"),
+                                           ("seed001", "full_matrix"), ("seed002", "core_six")])
+def test_an_unknown_config_set_is_refused_in_one_line_naming_the_closest(name, closest):
+    with pytest.raises(ConfigError) as e:
+        parse_study({"scenarios": ["A"], "configs": name}, where="mini.yaml: ")
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith(f"mini.yaml: configs: unknown dtype config {name!r}.")
+    assert f"Did you mean {closest!r}?" in message
+
+
+@pytest.mark.parametrize("name, size", [("full_matrix", 13), ("core_six", 6)])
+def test_the_config_sets_expand_by_their_names(name, size):
+    assert len(parse_study({"scenarios": ["A"], "configs": name}).configs) == size
+
+
+def test_the_readme_and_docs_name_only_study_files_that_exist():
+    # docs/journal.md is history: it may name files as they were called then
+    texts = [REPO / "README.md"] + [p for p in sorted((REPO / "docs").glob("*.md")) if not p.name.startswith("journal")]
+    named = {(p.name, m) for p in texts for m in re.findall(r"params/([a-z][\w.-]*\.yaml)", p.read_text())}
+    missing = sorted((doc, f) for doc, f in named if not (PARAMS / f).exists())
+    assert not missing, f"study files named but not in params/: {missing}"
