@@ -247,7 +247,7 @@ def flip_entries(stats: pd.DataFrame, reversals: pd.DataFrame, stability: pd.Dat
 def _interpret_reversal(cfg: str, other: str, metric: str, rev: list[dict]) -> str:
     top = max(rev, key=lambda r: r["size_pct"])
     how = "paired by seed" if all(r["paired"] for r in rev) else "not all paired by seed"
-    on = f", one host" if metric != "quality" else ""
+    on = ", one host" if metric != "quality" else ""
     better, worse = sorted({r["better_on"] for r in rev}), sorted({r["worse_on"] for r in rev})
     return (f"{cfg} beats {other} on {metric} on {', '.join(better)} but trails it on {', '.join(worse)} (largest "
             f"smaller gap: {top['gap_better_pct']:.1f}% on {top['better_on']} against {top['gap_worse_pct']:.1f}% on "

@@ -10,145 +10,24 @@ not ``fp16_naive*``, and the fp16 verdicts say which configuration they tested.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import re
 from itertools import product
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from benchlib.analysis.stats import Rules, bootstrap
-from benchlib.analysis.tables import (BASELINE, excluded_configs, gated, groups, seed_series, sign, speed_runs,
-                                      why_not_established)
-from benchlib.analysis.verdicts import (VERDICTS, effect, effect_ci, pairing, piece, result, seeds_to_settle,  # noqa: F401
-                                        short_cells, verdict_of)
-from benchlib.core.records import TRAINED
-from benchlib.core.scenarios import SCENARIOS
+from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
+from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergence_contrast,  # noqa: F401
+                                        divergence_table, divergence_verdict, effect, effect_ci, fp16_config,
+                                        gain_pct, pairing, piece, quality_rule, result, scenario_units, scenarios_of,
+                                        seeds_to_settle, short_cells, speed_rule, stability_rule, verdict_of)
 
 MATCHED_PAIRS = (("C", "D"), ("E", "F"))
 """(GPT-2, RoBERTa) scenarios on one task, one data set and one sequence length. A and B differ
 in objective (causal vs masked LM) and so are not matched for an architecture comparison."""
 LOW_PRECISION = ("amp_fp16", "amp_bf16", "bf16_pure", "bf16_naive", "fp16_naive")
-FP16_FAMILY = ("fp16_naive", "fp16_naive_noscale", "fp16_fp16_states", "fp16_fp16_states_noscale",
-               "fp16_fp16_states_eps1e4")
-STAND_IN = ("tested with {got} ({what}): it fails of second-moment underflow, so this tests that, not "
-            "loss scaling; the loss-scaling question needs runs of fp16_naive and fp16_naive_noscale (fp16 "
-            "weights, fp32 moments), which this study does not have")
-
-
-def _identity(*m):
-    return m[0]
-
-
-def _first(vals):
-    return vals[0]
-
-
-def _gain(sgn: int) -> Callable:
-    """Gain of x over ref in % of ref's mean quality, > 0 = x better (per seed, or of means)."""
-    return lambda xv, rv, r: 100 * sgn * (xv - rv) / abs(float(np.mean(r)))
-
-
-def _scn(kind: str) -> list[str]:
-    """Scenario ids of a kind: 'lm', 'cls', or a task ('multilabel', 'singlelabel')."""
-    pick = {"lm": lambda x: x.is_lm, "cls": lambda x: not x.is_lm}.get(kind, lambda x: x.task == kind)
-    return [s for s, x in SCENARIOS.items() if pick(x)]
-
-
-def _units(cells: dict, scenarios, x: str, ref: str | None, f: Callable, rules: Rules) -> tuple[dict, dict]:
-    """One single-piece unit per scenario where ``x`` (against ``ref``) has enough seeds, and
-    the evidence: used, missing cells, seeds, pairing."""
-    studied = {s for s, _ in cells}
-    units = {}
-    for s in scenarios:
-        p = piece(cells, s, x, ref, f, rules)
-        if p is not None:
-            units[s] = ([p], _first)
-    keys = [(s, c) for s in scenarios if s not in units for c in ([x] + ([ref] if ref else []))]
-    seeds = [len(cells[s, c]) for s in units for c in ([x] + ([ref] if ref else []))]
-    ev = {"used": list(units), "missing": short_cells(cells, keys, rules, studied),
-          "seeds": min(seeds) if seeds else None, "pairing": pairing(units)}
-    return units, ev
-
-
-# ---- which scenarios a rule reads ------------------------------------------------------------
-def _noted(res: dict, key: str, value, scenarios, why: str) -> dict:
-    if scenarios:
-        res["evidence"] = {**(res["evidence"] or {}), key: value}
-        res["reason"] += f"; scenario(s) {', '.join(scenarios)} {why}"
-    return res
-
-
-def _gated(res: dict, skipped: dict, what: str) -> dict:
-    """A verdict's reason and evidence naming the scenarios a rule left out (``skipped``: scenario
-    -> why); a verdict that has no effect for want of them alone (no cell short of seeds in the
-    scenarios it read) is untestable."""
-    if not skipped:
-        return res
-    why = "; ".join(f"{s}: {r}" for s, r in skipped.items())
-    res["evidence"] = {**(res["evidence"] or {}), "not_learned": skipped}
-    if res["verdict"] == "inconclusive" and res["effect"] is None and not _missing(res["evidence"]):
-        res.update(verdict="untestable", reason=f"no scenario it needs gives evidence ({why})")
-    else:
-        res["reason"] += f"; scenario(s) {', '.join(skipped)} {what} ({why})"
-    return res
-
-
-def _missing(ev) -> list:
-    if isinstance(ev, dict):
-        return [m for k, v in ev.items() for m in (v if k == "missing" and isinstance(v, list) else _missing(v))]
-    return []
-
-
-def quality_rule(fn: Callable) -> Callable:
-    """Run a quality rule on the scenarios whose quality is established only; the verdict's
-    ``evidence.not_learned`` names the others and why (did not learn, configs cannot be told
-    apart), and a verdict left without data by them is untestable."""
-    @functools.wraps(fn)
-    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
-        df = gated(df, rules)
-        skipped = {s: why_not_established(df, s)
-                   for s in sorted(df.loc[~df["quality_established"], "scenario"].unique())}
-        return _gated(fn(df[df["quality_established"]], rules, **kw), skipped, "skipped: quality not established")
-    return rule
-
-
-learned_only = quality_rule
-
-
-def stability_rule(fn: Callable) -> Callable:
-    """Run a divergence rule on the scenarios that learned (the runs that trained there:
-    ``tables.trained_runs``); how well configs are told apart on quality does not bear on when
-    they diverge. The verdict names the scenarios left out."""
-    @functools.wraps(fn)
-    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
-        df = gated(df, rules)
-        skipped = {s: df.attrs["learned"].get(s, {}).get("reason", "")
-                   for s in sorted(df.loc[~df["learned"].eq(True), "scenario"].unique())}
-        return _gated(fn(df, rules, **kw), skipped, "skipped: did not learn")
-    return rule
-
-
-def speed_rule(fn: Callable) -> Callable:
-    """Run a speed or memory rule on every scenario, also where quality is not established
-    (a speed-only study: short runs at a size where the step is not launch-bound). There a
-    run's ``stalled`` says only that the scenario did not learn in the run's steps, the
-    reference config included, so it takes no config off a frontier or out of a contrast;
-    diverged, oom and error runs still do. The verdict's ``evidence.speed_only`` names those
-    scenarios, and its reason says so."""
-    @functools.wraps(fn)
-    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
-        df = gated(df, rules).copy()
-        speed_only = ~df["quality_established"]
-        df.loc[speed_only & (df["health"] == "stalled"), "health"] = "ok"
-        names = sorted(df.loc[speed_only, "scenario"].unique())
-        return _noted(fn(df, rules, **kw), "speed_only", names, names,
-                      "count for speed only (quality not established there, so a stalled run is not a failure)")
-    return rule
-
-
 # ---- seed 001 ----------------------------------------------------------------------------------
 @quality_rule
 def output_head_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
@@ -163,8 +42,8 @@ def output_head_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     claim = "amp_bf16_fp32_head beats amp_bf16 on classification but not on LM"
     x, ref = "amp_bf16_fp32_head", "amp_bf16"
     cells = seed_series(df, "quality", oriented=True)
-    cls, ev = _units(cells, _scn("cls"), x, ref, _gain(1), rules)
-    lm, ev_lm = _units(cells, _scn("lm"), x, ref, _gain(1), rules)
+    cls, ev = scenario_units(cells, scenarios_of("cls"), x, ref, gain_pct(1), rules)
+    lm, ev_lm = scenario_units(cells, scenarios_of("lm"), x, ref, gain_pct(1), rules)
     ci, lm_ci = effect_ci(cls, rules), effect_ci(lm, rules)
     ev = {"cls": ev, "lm": ev_lm, "lm_effect": effect("LM quality gain", "%", *lm_ci, rules) if lm_ci else None}
     res = verdict_of(output_head_effect, claim, ci, ev, "classification quality gain of the fp32 head", "%",
@@ -180,74 +59,6 @@ def output_head_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     return res
 
 
-def divergence_table(df: pd.DataFrame, configs=FP16_FAMILY) -> pd.DataFrame:
-    """Per config x scenario: runs that trained (finished or diverged), how many diverged and at
-    which steps, or that none did in N steps (seed 001 H2: 'track when/if loss explodes')."""
-    rows = []
-    d = df[df["config"].isin(configs) & df["status"].isin(TRAINED)]
-    for (c, s), g in d.groupby(["config", "scenario"]):
-        steps = sorted(int(v) for v in g.loc[g["status"] == "diverged", "stability/diverged_step"].dropna())
-        n, k = len(g), int((g["status"] == "diverged").sum())
-        trained = int(g["run.steps"].max()) if g["run.steps"].notna().any() else None
-        rows.append({"config": c, "scenario": s, "runs": n, "diverged": k, "diverged_steps": steps,
-                     "median_step": float(np.median(steps)) if steps else None, "train_steps": trained,
-                     "summary": (f"diverged in {k}/{n} runs at step(s) {', '.join(map(str, steps))}" if k else
-                                 f"did not diverge in {n} run(s) of {trained} steps")})
-    return pd.DataFrame(rows, columns=["config", "scenario", "runs", "diverged", "diverged_steps", "median_step",
-                                       "train_steps", "summary"])
-
-
-def _fp16_config(df: pd.DataFrame, wanted: str, stand_in: str) -> tuple[str, str]:
-    """The config a fp16 rule tests: ``wanted`` where the study ran it, else ``stand_in``; and
-    what the verdict must say about it ('' for the wanted one)."""
-    if (df["config"] == wanted).any() or not (df["config"] == stand_in).any():
-        return wanted, ""
-    return stand_in, STAND_IN.format(got=stand_in, what="fp16 weights and fp16 Adam moments")
-
-
-def divergence_contrast(df: pd.DataFrame, cfg: str, plus, minus, rules: Rules) -> tuple:
-    """Divergence of ``cfg`` on the ``plus`` scenarios against the ``minus`` ones: the rate
-    (share of the runs that trained that diverged) where it can differ; where every run of both
-    arms diverged, the time to divergence (mean ln of the step, each scenario's runs resampled on
-    their own); where none did, nothing. Returns (mode: 'rate' / 'time' / 'none', ci, evidence)."""
-    rates = seed_series(df, "diverged")
-    up, ev_p = _units(rates, plus, cfg, None, _identity, rules)
-    um, ev_m = _units(rates, minus, cfg, None, _identity, rules)
-    ev = {"plus": ev_p, "minus": ev_m}
-    vals = np.concatenate([rates[s, cfg].to_numpy() for s in [*up, *um]]) if up and um else np.array([])
-    if len(vals) and (vals == 1).all():
-        steps = {k: np.log(v) for k, v in seed_series(df, "diverged_step").items()}
-        up, ev["plus"] = _units(steps, plus, cfg, None, _identity, rules)
-        um, ev["minus"] = _units(steps, minus, cfg, None, _identity, rules)
-        return "time", effect_ci(up, rules, um), ev
-    if len(vals) and (vals == 0).all():
-        return "none", None, ev
-    return "rate", effect_ci(up, rules, um), ev
-
-
-def _divergence_verdict(fn, claim, cfg, note, mode, ci, ev, rules, two_sided, arms=("one arm", "the other"),
-                        sign_time=1) -> dict:
-    ev = {**ev, "config": cfg, "divergence": None}
-    if mode == "none":
-        return result(fn, claim, "untestable", f"{cfg} diverged in no run of either arm: a rate of 0 against 0 "
-                      "cannot discriminate, and there is no time to divergence to compare" + note, evidence=ev)
-    if mode == "time":
-        if ci is not None:
-            ci = tuple(sign_time * v for v in ci)
-            ci = (ci[0], min(ci[1:]), max(ci[1:]))
-        res = verdict_of(fn, claim, ci, ev, "ln(step of divergence) ratio", "ln ratio", rules, 0.0, two_sided)
-        res["reason"] = (f"every run of {cfg} diverged in both arms (rates 1 and 1: the rate test is untestable); "
-                         f"time to divergence compared instead"
-                         + (f" (on {arms[0]} it diverges at {np.exp(sign_time * ci[0]):.2g}x the step of "
-                            f"{arms[1]})" if ci else "")
-                         + f": {res['reason']}")
-    else:
-        res = verdict_of(fn, claim, ci, ev, "divergence rate difference", "share of runs", rules, rules.margin_rate,
-                         two_sided)
-    res["reason"] += note
-    return res
-
-
 @stability_rule
 def naive_fp16_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 001 H2, stability of fp16 without loss scaling. Config: fp16_naive_noscale (fp16
@@ -260,11 +71,11 @@ def naive_fp16_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     (classification hides or amplifies it); rejected: the CI is inside +-margin_rate (rates only);
     inconclusive: otherwise or an arm without data. The evidence gives, per task, the step at
     which each fp16 config diverged or that it did not."""
-    cfg, note = _fp16_config(df, "fp16_naive_noscale", "fp16_fp16_states_noscale")
+    cfg, note = fp16_config(df, "fp16_naive_noscale", "fp16_fp16_states_noscale")
     claim = f"{cfg} diverges differently (rate, or time where both rates are 1) on classification than on LM"
-    mode, ci, ev = divergence_contrast(df, cfg, _scn("lm"), _scn("cls"), rules)
+    mode, ci, ev = divergence_contrast(df, cfg, scenarios_of("lm"), scenarios_of("cls"), rules)
     ev = {"lm": ev["plus"], "cls": ev["minus"]}
-    res = _divergence_verdict(naive_fp16_stability, claim, cfg, "; " + note if note else "", mode, ci, ev, rules,
+    res = divergence_verdict(naive_fp16_stability, claim, cfg, "; " + note if note else "", mode, ci, ev, rules,
                               two_sided=True, arms=("LM", "classification"))
     res["evidence"].update(config=cfg, stand_in=bool(note), divergence=divergence_table(df).to_dict(orient="records"))
     return res
@@ -282,9 +93,9 @@ def adam_8bit_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     claim = "amp_bf16_8bit_adam degrades quality more on classification than on LM"
     x, ref = "amp_bf16_8bit_adam", "amp_bf16"
     cells = seed_series(df, "quality", oriented=True)
-    loss = _gain(-1)
-    cls, ev_c = _units(cells, _scn("cls"), x, ref, loss, rules)
-    lm, ev_l = _units(cells, _scn("lm"), x, ref, loss, rules)
+    loss = gain_pct(-1)
+    cls, ev_c = scenario_units(cells, scenarios_of("cls"), x, ref, loss, rules)
+    lm, ev_l = scenario_units(cells, scenarios_of("lm"), x, ref, loss, rules)
     mem = {k: v.mean() for k, v in seed_series(df, "memory", oriented=False).items()}
     saving = {s: 100 * (1 - mem[s, x] / mem[s, ref]) for s in sorted({s for s, _ in mem})
               if (s, x) in mem and (s, ref) in mem}
@@ -368,7 +179,6 @@ def bf16_on_frontier(df: pd.DataFrame, rules: Rules = Rules(), passed: dict | No
               for p, f in ev["frontiers"].items() if len({tuple(cs) for cs in f.values()}) > 1]
     ev["summary"] = (f"frontiers differ on {', '.join(differ)}" if differ else
                      f"the same frontier on {', '.join(ev['frontiers'])}")
-    from benchlib.analysis.verdicts import decide
     verdict, reason = decide(lo, hi, 0.0)
     return result(bf16_on_frontier, claim, verdict, reason,
                   effect("Jaccard distance of frontiers LM vs classification", "0-1", est, lo, hi, rules), ev)
@@ -385,12 +195,12 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
     the mean ln(step of divergence) on single-label minus multi-label (> 0: it diverges sooner on
     multi-label); where none did, untestable. supported: CI above 0; rejected: CI below 0 or
     inside +-margin_rate (rates only); inconclusive: otherwise or a task without data."""
-    cfg, note = _fp16_config(df, "fp16_naive", "fp16_fp16_states")
+    cfg, note = fp16_config(df, "fp16_naive", "fp16_fp16_states")
     claim = (f"{cfg} survives single-label CE but diverges on multi-label BCE (where it diverges on both: sooner "
              f"on multi-label)")
-    mode, ci, ev = divergence_contrast(df, cfg, _scn("multilabel"), _scn("singlelabel"), rules)
+    mode, ci, ev = divergence_contrast(df, cfg, scenarios_of("multilabel"), scenarios_of("singlelabel"), rules)
     ev = {"multilabel": ev["plus"], "singlelabel": ev["minus"]}
-    res = _divergence_verdict(fp16_multilabel_divergence, claim, cfg, "; " + note if note else "", mode, ci, ev,
+    res = divergence_verdict(fp16_multilabel_divergence, claim, cfg, "; " + note if note else "", mode, ci, ev,
                               rules, two_sided=False, arms=("multi-label", "single-label"), sign_time=-1)
     res["evidence"].update(config=cfg, stand_in=bool(note))
     return res
@@ -439,7 +249,7 @@ def precision_sensitivity_by_arch(df: pd.DataFrame, rules: Rules = Rules(), conf
     claim = "low-precision configs lose more quality vs fp32 on GPT-2 classification (C, E) than RoBERTa (D, F)"
     cells = seed_series(df, "quality", oriented=True)
     present = [c for c in configs if (df["config"] == c).any()]
-    loss = _gain(-1)
+    loss = gain_pct(-1)
     units, missing = {}, []
     for (g, r), c in product(MATCHED_PAIRS, present):
         pg, pr = piece(cells, g, c, BASELINE, loss, rules), piece(cells, r, c, BASELINE, loss, rules)

@@ -19,6 +19,7 @@ their own and the evidence says ``unpaired``. Verdicts:
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Callable
@@ -27,6 +28,9 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis.stats import Rules, bootstrap
+from benchlib.analysis.tables import gated, seed_series, why_not_established
+from benchlib.core.records import TRAINED
+from benchlib.core.scenarios import SCENARIOS
 
 VERDICTS = ("supported", "rejected", "inconclusive", "untestable")
 SETTLE_MAX = 1000
@@ -164,3 +168,190 @@ def pairing(units: dict) -> str:
     kinds = {p.paired for pieces, _ in units.values() for p in pieces if p.paired is not None}
     return {frozenset({True}): "paired by seed", frozenset({False}): "unpaired (seeds not shared)"}.get(
         frozenset(kinds), "partly paired by seed" if kinds else "")
+
+
+FP16_FAMILY = ("fp16_naive", "fp16_naive_noscale", "fp16_fp16_states", "fp16_fp16_states_noscale",
+               "fp16_fp16_states_eps1e4")
+STAND_IN = ("tested with {got} ({what}): it fails of second-moment underflow, so this tests that, not "
+            "loss scaling; the loss-scaling question needs runs of fp16_naive and fp16_naive_noscale (fp16 "
+            "weights, fp32 moments), which this study does not have")
+
+
+# ---- building effects ------------------------------------------------------------------------
+def _identity(*m):
+    return m[0]
+
+
+def _first(vals):
+    return vals[0]
+
+
+def gain_pct(sgn: int) -> Callable:
+    """Gain of x over ref in % of ref's mean quality, > 0 = x better (per seed, or of means)."""
+    return lambda xv, rv, r: 100 * sgn * (xv - rv) / abs(float(np.mean(r)))
+
+
+def scenarios_of(kind: str) -> list[str]:
+    """Scenario ids of a kind: 'lm', 'cls', or a task ('multilabel', 'singlelabel')."""
+    pick = {"lm": lambda x: x.is_lm, "cls": lambda x: not x.is_lm}.get(kind, lambda x: x.task == kind)
+    return [s for s, x in SCENARIOS.items() if pick(x)]
+
+
+def scenario_units(cells: dict, scenarios, x: str, ref: str | None, f: Callable, rules: Rules) -> tuple[dict, dict]:
+    """One single-piece unit per scenario where ``x`` (against ``ref``) has enough seeds, and
+    the evidence: used, missing cells, seeds, pairing."""
+    studied = {s for s, _ in cells}
+    units = {}
+    for s in scenarios:
+        p = piece(cells, s, x, ref, f, rules)
+        if p is not None:
+            units[s] = ([p], _first)
+    keys = [(s, c) for s in scenarios if s not in units for c in ([x] + ([ref] if ref else []))]
+    seeds = [len(cells[s, c]) for s in units for c in ([x] + ([ref] if ref else []))]
+    ev = {"used": list(units), "missing": short_cells(cells, keys, rules, studied),
+          "seeds": min(seeds) if seeds else None, "pairing": pairing(units)}
+    return units, ev
+
+
+# ---- which scenarios a rule reads ------------------------------------------------------------
+def _noted(res: dict, key: str, value, scenarios, why: str) -> dict:
+    if scenarios:
+        res["evidence"] = {**(res["evidence"] or {}), key: value}
+        res["reason"] += f"; scenario(s) {', '.join(scenarios)} {why}"
+    return res
+
+
+def _gated(res: dict, skipped: dict, what: str) -> dict:
+    """A verdict's reason and evidence naming the scenarios a rule left out (``skipped``: scenario
+    -> why); a verdict that has no effect for want of them alone (no cell short of seeds in the
+    scenarios it read) is untestable."""
+    if not skipped:
+        return res
+    why = "; ".join(f"{s}: {r}" for s, r in skipped.items())
+    res["evidence"] = {**(res["evidence"] or {}), "not_learned": skipped}
+    if res["verdict"] == "inconclusive" and res["effect"] is None and not _missing(res["evidence"]):
+        res.update(verdict="untestable", reason=f"no scenario it needs gives evidence ({why})")
+    else:
+        res["reason"] += f"; scenario(s) {', '.join(skipped)} {what} ({why})"
+    return res
+
+
+def _missing(ev) -> list:
+    if isinstance(ev, dict):
+        return [m for k, v in ev.items() for m in (v if k == "missing" and isinstance(v, list) else _missing(v))]
+    return []
+
+
+def quality_rule(fn: Callable) -> Callable:
+    """Run a quality rule on the scenarios whose quality is established only; the verdict's
+    ``evidence.not_learned`` names the others and why (did not learn, configs cannot be told
+    apart), and a verdict left without data by them is untestable."""
+    @functools.wraps(fn)
+    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
+        df = gated(df, rules)
+        skipped = {s: why_not_established(df, s)
+                   for s in sorted(df.loc[~df["quality_established"], "scenario"].unique())}
+        return _gated(fn(df[df["quality_established"]], rules, **kw), skipped, "skipped: quality not established")
+    return rule
+
+
+learned_only = quality_rule
+
+
+def stability_rule(fn: Callable) -> Callable:
+    """Run a divergence rule on the scenarios that learned (the runs that trained there:
+    ``tables.trained_runs``); how well configs are told apart on quality does not bear on when
+    they diverge. The verdict names the scenarios left out."""
+    @functools.wraps(fn)
+    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
+        df = gated(df, rules)
+        skipped = {s: df.attrs["learned"].get(s, {}).get("reason", "")
+                   for s in sorted(df.loc[~df["learned"].eq(True), "scenario"].unique())}
+        return _gated(fn(df, rules, **kw), skipped, "skipped: did not learn")
+    return rule
+
+
+def speed_rule(fn: Callable) -> Callable:
+    """Run a speed or memory rule on every scenario, also where quality is not established
+    (a speed-only study: short runs at a size where the step is not launch-bound). There a
+    run's ``stalled`` says only that the scenario did not learn in the run's steps, the
+    reference config included, so it takes no config off a frontier or out of a contrast;
+    diverged, oom and error runs still do. The verdict's ``evidence.speed_only`` names those
+    scenarios, and its reason says so."""
+    @functools.wraps(fn)
+    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
+        df = gated(df, rules).copy()
+        speed_only = ~df["quality_established"]
+        df.loc[speed_only & (df["health"] == "stalled"), "health"] = "ok"
+        names = sorted(df.loc[speed_only, "scenario"].unique())
+        return _noted(fn(df, rules, **kw), "speed_only", names, names,
+                      "count for speed only (quality not established there, so a stalled run is not a failure)")
+    return rule
+
+
+def divergence_table(df: pd.DataFrame, configs=FP16_FAMILY) -> pd.DataFrame:
+    """Per config x scenario: runs that trained (finished or diverged), how many diverged and at
+    which steps, or that none did in N steps (seed 001 H2: 'track when/if loss explodes')."""
+    rows = []
+    d = df[df["config"].isin(configs) & df["status"].isin(TRAINED)]
+    for (c, s), g in d.groupby(["config", "scenario"]):
+        steps = sorted(int(v) for v in g.loc[g["status"] == "diverged", "stability/diverged_step"].dropna())
+        n, k = len(g), int((g["status"] == "diverged").sum())
+        trained = int(g["run.steps"].max()) if g["run.steps"].notna().any() else None
+        rows.append({"config": c, "scenario": s, "runs": n, "diverged": k, "diverged_steps": steps,
+                     "median_step": float(np.median(steps)) if steps else None, "train_steps": trained,
+                     "summary": (f"diverged in {k}/{n} runs at step(s) {', '.join(map(str, steps))}" if k else
+                                 f"did not diverge in {n} run(s) of {trained} steps")})
+    return pd.DataFrame(rows, columns=["config", "scenario", "runs", "diverged", "diverged_steps", "median_step",
+                                       "train_steps", "summary"])
+
+
+def fp16_config(df: pd.DataFrame, wanted: str, stand_in: str) -> tuple[str, str]:
+    """The config a fp16 rule tests: ``wanted`` where the study ran it, else ``stand_in``; and
+    what the verdict must say about it ('' for the wanted one)."""
+    if (df["config"] == wanted).any() or not (df["config"] == stand_in).any():
+        return wanted, ""
+    return stand_in, STAND_IN.format(got=stand_in, what="fp16 weights and fp16 Adam moments")
+
+
+def divergence_contrast(df: pd.DataFrame, cfg: str, plus, minus, rules: Rules) -> tuple:
+    """Divergence of ``cfg`` on the ``plus`` scenarios against the ``minus`` ones: the rate
+    (share of the runs that trained that diverged) where it can differ; where every run of both
+    arms diverged, the time to divergence (mean ln of the step, each scenario's runs resampled on
+    their own); where none did, nothing. Returns (mode: 'rate' / 'time' / 'none', ci, evidence)."""
+    rates = seed_series(df, "diverged")
+    up, ev_p = scenario_units(rates, plus, cfg, None, _identity, rules)
+    um, ev_m = scenario_units(rates, minus, cfg, None, _identity, rules)
+    ev = {"plus": ev_p, "minus": ev_m}
+    vals = np.concatenate([rates[s, cfg].to_numpy() for s in [*up, *um]]) if up and um else np.array([])
+    if len(vals) and (vals == 1).all():
+        steps = {k: np.log(v) for k, v in seed_series(df, "diverged_step").items()}
+        up, ev["plus"] = scenario_units(steps, plus, cfg, None, _identity, rules)
+        um, ev["minus"] = scenario_units(steps, minus, cfg, None, _identity, rules)
+        return "time", effect_ci(up, rules, um), ev
+    if len(vals) and (vals == 0).all():
+        return "none", None, ev
+    return "rate", effect_ci(up, rules, um), ev
+
+
+def divergence_verdict(fn, claim, cfg, note, mode, ci, ev, rules, two_sided, arms=("one arm", "the other"),
+                        sign_time=1) -> dict:
+    ev = {**ev, "config": cfg, "divergence": None}
+    if mode == "none":
+        return result(fn, claim, "untestable", f"{cfg} diverged in no run of either arm: a rate of 0 against 0 "
+                      "cannot discriminate, and there is no time to divergence to compare" + note, evidence=ev)
+    if mode == "time":
+        if ci is not None:
+            ci = tuple(sign_time * v for v in ci)
+            ci = (ci[0], min(ci[1:]), max(ci[1:]))
+        res = verdict_of(fn, claim, ci, ev, "ln(step of divergence) ratio", "ln ratio", rules, 0.0, two_sided)
+        res["reason"] = (f"every run of {cfg} diverged in both arms (rates 1 and 1: the rate test is untestable); "
+                         f"time to divergence compared instead"
+                         + (f" (on {arms[0]} it diverges at {np.exp(sign_time * ci[0]):.2g}x the step of "
+                            f"{arms[1]})" if ci else "")
+                         + f": {res['reason']}")
+    else:
+        res = verdict_of(fn, claim, ci, ev, "divergence rate difference", "share of runs", rules, rules.margin_rate,
+                         two_sided)
+    res["reason"] += note
+    return res
