@@ -80,8 +80,8 @@ def reference_contrasts(runs: pd.DataFrame, rules: Rules) -> pd.DataFrame:
             row = {"scenario": s, "config": c, "reference": ref, "metric": metric, "min_effect_pct": m,
                    "p_adj": math.nan, "verdict": "not tested"}
             if ref is None:
-                row.update(n_config=len(v), reason=f"not tested: no reference config ({', '.join(rules.reference_configs)}) "
-                           f"has >= {rules.min_seeds} counted seeds on {s}")
+                row.update(n_config=len(v), reason=f"not tested: no reference config "
+                           f"({', '.join(rules.reference_configs)}) has >= {rules.min_seeds} counted seeds on {s}")
             elif c == ref:
                 row.update(n_config=len(v), n_reference=len(v), verdict="reference",
                            reason=f"the reference of {s} ({_seeds(len(v))})")

@@ -239,10 +239,10 @@ def reliability(df: pd.DataFrame, scenarios, rules: Rules) -> dict[str, dict]:
         d = df[(df["scenario"] == s) & (df["role"] == "candidate") & (df["status"] == "ok") & (df["health"] == "ok")]
         t = d.pivot_table(index="config", columns="seed", values="quality", aggfunc="first") * (
             d["q_sign"].iloc[0] if len(d) else 1)
-        rho, n_c, n_s = rank_reliability(t)
+        rho, n_c, n_s = rank_reliability(t, rules.min_reliability_configs)
         ok = None if not np.isfinite(rho) else bool(rho >= rules.min_rank_reliability)
         n = f"{n_c} candidate configs, {n_s} shared seeds"
-        why = (f"rank reliability not measured ({n}; needs 4 and 2)" if ok is None else
+        why = (f"rank reliability not measured ({n}; needs {rules.min_reliability_configs} and 2)" if ok is None else
                f"configs told apart: rank reliability {rho:.2f} >= {rules.min_rank_reliability:g} ({n})" if ok else
                f"configs cannot be told apart: rank reliability {rho:.2f} < {rules.min_rank_reliability:g} ({n}); "
                f"quality enters no ranking")
@@ -253,9 +253,8 @@ def reliability(df: pd.DataFrame, scenarios, rules: Rules) -> dict[str, dict]:
 
 # ---- the gates ------------------------------------------------------------------------------
 def _gate_key(rules) -> tuple:
-    return tuple(rules.reference_configs), rules.min_gap_closed, rules.min_gain_without_floor, \
-        rules.min_rank_reliability, rules.min_effect_loss_pct, rules.min_effect_score_pct, rules.min_seeds, \
-        rules.conf, rules.multitest, rules.n_boot, rules.seed
+    """What the gates depend on: a frame gated with other rules is gated again."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in vars(rules).items())
 
 
 def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
@@ -301,8 +300,8 @@ def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
         df.loc[rows, "health"] = "degraded"
         df.loc[rows, "health_reason"] = f"quality {r.reason}"
     df.attrs["q_sign"] = SharedDict({s: 1 if info["higher_is_better"] else -1 for s, info in qm.items()})
-    df.attrs["quality_metric"] = SharedDict({s: {k: v for k, v in info.items() if k != "column"} | {"usable": bool(info["column"])}
-                                  for s, info in qm.items()})
+    df.attrs["quality_metric"] = SharedDict({s: {k: v for k, v in info.items() if k != "column"}
+                                             | {"usable": bool(info["column"])} for s, info in qm.items()})
     df.attrs["learned"] = SharedDict({r["scenario"]: {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
                                            for k, v in r.items() if k != "scenario"}
                            for r in lt.to_dict(orient="records")})
@@ -398,6 +397,14 @@ def why_not_established(df: pd.DataFrame, scenario: str) -> str:
     if not df.attrs["quality_metric"][scenario].get("usable", True):
         return df.attrs["quality_metric"][scenario]["note"]
     return df.attrs.get("reliability", {}).get(scenario, {}).get("reason", "")
+
+
+def by_reason(why: dict[str, str]) -> str:
+    """'A, B: <reason>; C: <other reason>': scenario -> reason, each reason once."""
+    groups: dict[str, list[str]] = {}
+    for s, r in why.items():
+        groups.setdefault(r, []).append(s)
+    return "; ".join(f"{', '.join(ss)}: {r}" for r, ss in groups.items())
 
 
 def scenario_notes(df: pd.DataFrame) -> dict[str, str]:

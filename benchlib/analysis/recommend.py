@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis.safety import safety  # noqa: F401 - re-exported: recommend.safety is the old name
+from benchlib.analysis.gates import by_reason
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import config_order, gated, groups, label, why_not_established
 from benchlib.core.dtypes import REGISTRY
@@ -96,7 +97,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
                                     f"{numbers(lean, scns)}")
     if not universal:
         why = ([f"quality not established on {', '.join(why_not)} ("
-                + "; ".join(f"{s}: {r}" for s, r in why_not.items()) + ")"] if why_not else [])
+                + by_reason(why_not) + ")"] if why_not else [])
         why += [short] if short else []
         rec["universal"].append("no default: " + ("; ".join(why) or "no config is safe on every scenario"))
         on_est = speed_order([c for c, ss in safe.items() if est and set(est) <= ss])
@@ -126,10 +127,10 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
                             if pd.notna(g) else "") + ")"
                          + ("" if c == default else f"; differs from the default {default}" if default else ""))
         else:
-            n = int(here["safe"].isna().sum())
+            unknown = here.loc[here["safe"].isna(), "verdict"].value_counts()
             lines.append(f"{s}: no candidate config is shown safe" + (
-                f" ({n} not known: {', '.join(f'{k} {v}' for v, k in here.loc[here['safe'].isna(), 'verdict'].value_counts().items())})"
-                if n else ""))
+                f" ({int(unknown.sum())} not known: {', '.join(f'{n} {v}' for v, n in unknown.items())})"
+                if len(unknown) else ""))
         for c in here.index[here["safe"].eq(False)]:
             if safe.get(c):
                 lines.append(f"{s}: avoid {c} - {here.loc[c, 'reason']} (safe on {', '.join(sorted(safe[c]))})")

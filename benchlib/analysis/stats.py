@@ -67,6 +67,9 @@ class Rules:
     ranking of the candidate configs and the mean ranking of the other seeds (averaged over the
     seed held out) reaches this. Below it a seed's ranking shares under a quarter of its variance
     with the others' (rho^2 < 0.25): ranks, flips and verdicts there would read seed noise."""
+    min_reliability_configs: int = 4
+    """Fewer candidate configs with the scenario's seeds: the rank reliability is not measured (a
+    Spearman correlation of 3 ranks takes four values) and the gate does not apply."""
     min_effect_loss_pct: float = 0.5
     """The smallest quality effect that matters on a loss (% of the reference's val loss): 0.5%
     is 0.012 nats on A of the reference study (2.40 nats), a twentieth of its reference's excess
@@ -97,7 +100,8 @@ class Rules:
             f"statsmodels multipletests ({self.multitest}) over the configs compared with each scenario's reference "
             f"and over each metric's reversals; where a cell's seeds are not shared the contrast is unpaired (each "
             f"cell resampled on its own) and says so. An exact sign-flip test (scipy.stats.permutation_test, "
-            f"permutation_type='samples') is reported beside it: with 3 seeds it cannot go below p = 0.25 (two-sided), "
+            f"permutation_type='samples') is reported beside it: with {self.min_seeds} seeds it cannot go below p = "
+            f"{2 / 2 ** self.min_seeds:.2g} (two-sided), "
             f"while the bootstrap calls any effect whose seeds share a sign real, so the minimum effects decide what "
             f"matters. Every cell needs >= {self.min_seeds} counted seeds. Safety: a config is degraded on a "
             f"scenario when its paired quality gap to the reference (first of {', '.join(self.reference_configs)} "
@@ -114,10 +118,13 @@ class Rules:
             f"{self.min_gain_without_floor:.0%} of the gap to the metric's ideal value) and beat the baseline; a "
             f"run that closed less is stalled. Its configs can be told apart when the leave-one-seed-out Spearman "
             f"correlation of the candidates' rankings reaches {self.min_rank_reliability:g} (not measured with fewer "
-            f"than 4 candidates or 2 shared seeds). A scenario that did not learn, or whose configs cannot be told "
+            f"than {self.min_reliability_configs} candidates or 2 shared seeds). A scenario that did not learn, or "
+            f"whose configs cannot be told "
             f"apart, enters no quality rank, flip, verdict or recommendation; divergence verdicts need it learned "
             f"only. A verdict is untestable where both arms sit at the same ceiling or floor (divergence rates 1 and "
-            f"1: the time to divergence is compared instead). A degenerate micro-F1 is replaced by P@1 (else val "
+            f"1: the mean ln step of divergence is compared instead; 0 and 0: nothing to compare) or where every "
+            f"scenario it needs is gated out. Effects averaged over scenarios treat the scenarios as fixed: a CI "
+            f"measures seed noise, not the choice of tasks. A degenerate micro-F1 is replaced by P@1 (else val "
             f"loss).")
 
 

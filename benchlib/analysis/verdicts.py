@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from benchlib.analysis.gates import by_reason
 from benchlib.analysis.stats import Rules, bootstrap
 from benchlib.analysis.tables import gated, seed_series, why_not_established
 from benchlib.core.records import TRAINED
@@ -227,7 +228,7 @@ def _gated(res: dict, skipped: dict, what: str) -> dict:
     scenarios it read) is untestable."""
     if not skipped:
         return res
-    why = "; ".join(f"{s}: {r}" for s, r in skipped.items())
+    why = by_reason(skipped)
     res["evidence"] = {**(res["evidence"] or {}), "not_learned": skipped}
     if res["verdict"] == "inconclusive" and res["effect"] is None and not _missing(res["evidence"]):
         res.update(verdict="untestable", reason=f"no scenario it needs gives evidence ({why})")
