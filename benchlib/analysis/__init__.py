@@ -1,10 +1,14 @@
 """Layer 3: from records to answers.
 
-``tables`` (records -> per-config statistics, with the evidence gates), ``stats`` (seed
-statistics and the decision rules), ``flips``, ``hypotheses``, ``recommend``, ``charts``
-(Altair), ``overview`` (the charts read first), ``placement`` (axis domains and labels that
-do not overlap), ``scaling`` (multi-GPU speed-up), ``fp8_sizes`` (float8 speed-up per model size) and ``report`` (the analyze / compare commands and
-what notebooks 10 and 11 call: the names below). Reads records only: imports ``core``.
+``identity`` (each run named by its configuration's numeric definition), ``gates`` (learned by
+gap closed, configs told apart, health per run), ``tables`` (records -> per-config summaries),
+``ranks`` (stage 2: ranks and their correlation), ``stats`` (the decision rules and the
+resampling: scipy, statsmodels), ``contrasts`` and ``safety`` (each config against its
+scenario's reference, paired by seed), ``flips``, ``verdicts`` and ``hypotheses``,
+``recommend``, ``charts`` (Altair), ``overview`` (the charts read first), ``placement`` (axis
+domains and labels that do not overlap), ``scaling`` (multi-GPU speed-up), ``fp8_sizes`` (float8
+speed-up per model size) and ``report`` (the analyze / compare commands and what notebooks 10
+and 11 call: the names below). Reads records only: imports ``core``.
 """
 
 from benchlib.analysis.charts import show

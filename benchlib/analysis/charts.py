@@ -27,7 +27,7 @@ from benchlib.analysis.placement import padded_domain, place_labels
 from benchlib.analysis.tables import BASELINE, HEADLINE, NOT_JUDGED, config_order, label
 
 WIDTH = 360
-STABILITY_CONFIGS = ("fp16_naive", "fp16_naive_noscale", BASELINE)
+STABILITY_CONFIGS = ("fp16_naive", "fp16_naive_noscale", "fp16_fp16_states", "fp16_fp16_states_noscale", BASELINE)
 UNITS = {"memory": "GiB"}
 SHAPES = {"frontier": "diamond", "dominated": "circle", "not ranked": "circle", "excluded (failed run)": "cross"}
 """Point shapes on the frontier charts; "not ranked": the scenario's quality is not established."""
@@ -386,22 +386,22 @@ def loss_curves_chart(curves: pd.DataFrame, divergences: pd.DataFrame) -> alt.Ch
 # ---- across experiments --------------------------------------------------------------------
 def stability_chart(curves: pd.DataFrame, divergences: pd.DataFrame,
                     configs: Iterable[str] = STABILITY_CONFIGS) -> alt.Chart:
-    """Seed 000's stability comparison: fp16_naive (and fp16_naive_noscale, fp32 for
-    reference) loss curves, one panel per scenario, side by side. Each panel has its own
+    """Seed 000's stability comparison: the fp16-weight configs (with and without loss scaling,
+    with fp32 or fp16 Adam moments; fp32 for reference) loss curves, one panel per scenario, side by side. Each panel has its own
     axes: scenarios differ in loss (LM cross-entropy of ~11 at the start, a classification
     BCE below 1) and in length, and on a shared axis the smaller one is a flat line."""
     configs = list(configs)
     c, d = curves[curves["config"].isin(configs)], divergences[divergences["config"].isin(configs)]
     title = "Stability: loss per scenario (own log-scale axis each; band: min-max over seeds; red cross: divergence)"
     if c.empty:
-        return no_data_chart("no fp16_naive runs with steps.jsonl: no stability curves", title)
+        return no_data_chart("no fp16-weight runs with steps.jsonl: no stability curves", title)
     return _curve_layers(c, d, legend=True).properties(width=180, height=130).facet(
         facet=alt.Facet("scenario:N", title="scenario"), columns=3).resolve_scale(
         x="independent", y="independent").properties(title=chart_title(title, _band_note(c)))
 
 
 def _flip_flag(stats: pd.DataFrame, flips: list[dict] | None) -> pd.Series:
-    keys = {(f["metric"], f["config"]) for f in flips or []}
+    keys = {(f["metric"], c) for f in flips or [] for c in (f["config"], f.get("other")) if c}
     return pd.Series([(m, c) in keys for m, c in zip(stats["metric"], stats["config"])], index=stats.index)
 
 

@@ -69,6 +69,9 @@ def _breaks(comparison: dict) -> list[str]:
     return out + list(comparison.get("recommendations", {}).get("avoid", []))
 
 
+DECIDED = ("supported", "rejected")
+
+
 def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, dict]]:
     """hypothesis id -> (study, verdict): the first study whose verdict is decided (supported or
     rejected), else the first that has it. A study built for speed (short runs at ``base``)
@@ -76,9 +79,28 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
     out: dict[str, tuple[str, dict]] = {}
     for name, comp in studies:
         for hid, h in comp.get("hypotheses", {}).items():
-            if hid not in out or (out[hid][1]["verdict"] == "inconclusive" and h["verdict"] != "inconclusive"):
+            if hid not in out or (out[hid][1]["verdict"] not in DECIDED and h["verdict"] in DECIDED):
                 out[hid] = (name, h)
     return out
+
+
+def frontier_across(quality: dict, speed_dir: Path) -> dict:
+    """Seed 001's H4 from a speed study's records over the candidate configs that the quality
+    study (its ``comparison.json``) calls safe on each scenario: a frontier of configs that may
+    not train says nothing. {} where either is missing."""
+    from benchlib.analysis.hypotheses import bf16_on_frontier
+    from benchlib.analysis.recommend import candidates
+    from benchlib.analysis.tables import load_study
+    saf = pd.DataFrame(quality.get("recommendation_evidence", []))
+    if saf.empty or "safe" not in saf:
+        return {}
+    cand = candidates(saf)
+    passed = {s: set(g.loc[g["safe"].eq(True) & g["config"].isin(cand), "config"]) for s, g in saf.groupby("scenario")}
+    try:
+        runs = load_study(speed_dir)
+    except FileNotFoundError:  # a speed study whose records are not here: its own verdict stands
+        return {}
+    return bf16_on_frontier(runs, passed=passed)
 
 
 def _ci(x: float, lo: float, hi: float, fmt: str = ".2f") -> str:
@@ -167,6 +189,11 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         out += _bullets([prefix + x for x in _breaks(comp)], prefix + "no configuration failed a run")
     out += list(extra)
     hyps = merged_hypotheses([(n, c) for n, c, _ in studies])
+    timing = next((st for st in studies[1:] if _speed_only(st[1])), None)
+    if timing and "seed001.H4" in hyps and hyps["seed001.H4"][1]["verdict"] not in DECIDED:
+        h4 = frontier_across(comparison, timing[2])
+        if h4:
+            hyps["seed001.H4"] = (f"{timing[0]} x {name}", h4)  # speed of one, quality of the other
     if hyps:
         safety = pd.DataFrame(comparison.get("recommendation_evidence", []))
         out += ["", "**Hypotheses**", "",
@@ -188,21 +215,26 @@ def _timed(rec: dict) -> bool:
     return any(x.startswith("default: ") for x in rec.get("universal", []))
 
 
+def _speed_only(comparison: dict) -> bool:
+    """Whether a comparison is a speed study's (every scenario ``not judged``)."""
+    learned = comparison.get("learned") or {}
+    return bool(learned) and all(str(v.get("reason", "")).startswith(NOT_JUDGED[:11]) for v in learned.values())
+
+
 def _speed_study(studies: list[tuple[str, dict, Path]]) -> tuple[str, dict, Path] | None:
     """The first of ``studies`` built for speed (every scenario ``not judged``: its runs set
     ``judge_quality: false``) whose folder holds its ``config_stats.csv``; None if there is none."""
     for study in studies:
-        learned = study[1].get("learned") or {}
-        if learned and all(str(v.get("reason", "")).startswith(NOT_JUDGED[:11]) for v in learned.values()) \
-                and (study[2] / "comparison" / "config_stats.csv").is_file():
+        if _speed_only(study[1]) and (study[2] / "comparison" / "config_stats.csv").is_file():
             return study
     return None
 
 
 def _to_settle(h: dict) -> str:
-    """For an inconclusive verdict: the seeds per (scenario, config) that would settle it at the
-    measured effect and noise, or why it has no estimate yet; '' for a decided one."""
-    if h["verdict"] != "inconclusive":
+    """For an undecided verdict: the seeds per (scenario, config) that would settle it at the
+    measured effect and noise, or why it has no estimate (untestable: why the test cannot
+    discriminate); '' for a decided one."""
+    if h["verdict"] in DECIDED:
         return ""
     need = (h.get("effect") or {}).get("seeds_to_settle")
     if need is not None:

@@ -1,73 +1,157 @@
 """Flips beyond seed noise (seed 000): pairs of configs whose order reverses between two
 scenarios (``order_reversals``), configs that diverge on one scenario but not on another
-(``stability_flips``), and seed 000's ``flips`` entries built from both (``flip_entries``).
+(``stability_flips``), and seed 000's ``flips`` entries built from both (``flip_entries``: one
+line per reversal of a pair, never its mirror).
 
-Noise is judged by one method everywhere, here and in ``hypotheses`` and ``recommend``
-(``Rules``): an unpaired percentile bootstrap over seeds, each (scenario, config) cell
-resampled with replacement on its own (``seed_values``, ``bootstrap_means``). The runs that
-count are the evidence gates' (``analysis``): throughput and memory from runs that finished,
-quality only from scenarios whose quality is established (the reference learned) and runs
-that did not fail for quality; stability reads the runs that trained in learned scenarios.
+What may flip: candidate configs only (a control or an ablation is never a pick, so never the
+winning side of a flip); configs identical by construction for the metric counted once
+(``cost_hash`` for speed and memory: Adam's eps, the loss scale's value, an FP8 config that
+converted no Linear; ``definition_hash`` for quality); quality only in scenarios whose quality
+is established (``gates``); speed and memory only from runs at ``Rules.flip_size`` with
+``Rules.min_flip_seeds_speed`` seeds per cell measured on one identified host. Both orders must
+hold beyond seed noise: the smaller of the two gaps (each paired by seed where the configs
+share seeds) is bootstrapped, its share of resamples <= 0 is the p-value, and a metric's
+reversals form one family corrected by ``Rules.multitest``.
 """
 from __future__ import annotations
 
+import math
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, bootstrap_means
-from benchlib.analysis.tables import HEADLINE, gated, seed_values, trained_runs
+from benchlib.analysis.stats import Rules, adjust, bootstrap
+from benchlib.analysis.tables import HEADLINE, config_order, gated, quality_runs, seed_series, speed_runs, trained_runs
+from benchlib.analysis.verdicts import piece
 from benchlib.core.scenarios import SCENARIOS
 
+REVERSAL_COLS = ["metric", "config", "other", "better_on", "worse_on", "gap_better_pct", "gap_worse_pct", "size_pct",
+                 "n_seeds", "paired", "host", "support", "p", "p_adj", "significant", "note"]
 
-# ---- flips ---------------------------------------------------------------------------------
+
+def _candidates(df: pd.DataFrame) -> set:
+    return set(df.loc[df["role"].eq("candidate"), "config"]) if "role" in df else set(df["config"])
+
+
+def _classes(df: pd.DataFrame, metric: str) -> dict[tuple[str, str], str]:
+    """(scenario, config) -> what makes two configs identical by construction for ``metric``."""
+    col = "definition_hash" if metric == "quality" else "cost_hash"
+    if col not in df:
+        return {}
+    return {k: "|".join(sorted(map(str, set(g[col].dropna())))) or k[1] for k, g in df.groupby(["scenario", "config"])}
+
+
+def _sized(df: pd.DataFrame, runs: pd.Series, rules: Rules) -> pd.Series:
+    """``runs`` at ``rules.flip_size`` (all of them where it is None)."""
+    if rules.flip_size is None:
+        return runs
+    return runs & (df["run.size"].eq(rules.flip_size) if "run.size" in df else False)
+
+
+def _speed_cells(df: pd.DataFrame, metric: str, runs: pd.Series) -> dict[str, dict]:
+    """host -> the per-seed cells of a speed or memory metric from ``runs`` measured there; runs
+    whose host is unknown are in none."""
+    hosts = sorted(df.loc[runs, "host"].dropna().unique()) if "host" in df else []
+    return {h: seed_series(df, metric, runs=runs & df["host"].eq(h)) for h in hosts}
+
+
+def _gap(mean_a: float, mean_b: float) -> float:
+    return 100 / ((abs(mean_a) + abs(mean_b)) / 2)
+
+
+def _reversal(cells: dict, a: str, b: str, s: str, t: str, rules: Rules) -> dict | None:
+    """The two gaps (a over b on s, b over a on t, % of the pair's mean) and the bootstrap of the
+    smaller one; None where a cell has fewer than min_seeds values."""
+    ks, kt = _gap(cells[s, a].mean(), cells[s, b].mean()), _gap(cells[t, a].mean(), cells[t, b].mean())
+    ps = piece(cells, s, a, b, lambda av, bv, _: ks * (av - bv), rules)
+    pt = piece(cells, t, a, b, lambda av, bv, _: kt * (bv - av), rules)
+    if ps is None or pt is None:
+        return None
+    n = len(ps.samples)
+
+    def smaller(*x, axis=-1):
+        m = [np.mean(v, axis=axis) for v in x]
+        return np.minimum(ps.value(*m[:n]), pt.value(*m[n:]))
+    point, _, _, dist = bootstrap([*ps.samples, *pt.samples], smaller, rules)
+    dist = np.asarray(dist, float)
+    return {"support": float(np.mean(dist > 0)), "p": float(max(np.mean(dist <= 0), 1 / (len(dist) + 1))),
+            "paired": bool(ps.paired and pt.paired)}
+
+
 def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
-    """Every pair of configs whose order (by mean over ok seeds) reverses between two
-    scenarios, per metric: ``better_on`` (s) where ``config`` beats ``other`` and ``worse_on``
-    (t) where it trails; gaps in % of the pair's mean on each; ``support`` = bootstrap share of
-    resamples where both orders hold (NaN if < min_seeds); ``significant`` per ``rules``."""
+    """Every pair of candidate configs whose order (by mean) reverses between two scenarios, per
+    metric: ``config`` beats ``other`` on ``better_on`` (s) and trails it on ``worse_on`` (t);
+    the gaps in % of the pair's mean on each; ``support`` = bootstrap share of resamples where
+    both orders hold, ``p``, ``p_adj`` (corrected over the metric's reversals), ``significant``
+    per ``rules`` (module docstring); ``note`` says why a reversal is not tested."""
     df = gated(df, rules)
-    rng = np.random.default_rng(rules.seed)
+    cand = _candidates(df)
     rows = []
     for m in HEADLINE:
-        vals = seed_values(df, m)
-        boot = bootstrap_means({k: v for k, v in vals.items() if len(v) >= rules.min_seeds}, rules.n_boot, rng)
-        scns = sorted({s for s, _ in vals})
+        classes = _classes(df, m)
+        if m == "quality":
+            runs = quality_runs(df)
+            by_host = {None: seed_series(df, m, runs=runs)}
+        else:
+            runs = _sized(df, speed_runs(df), rules)
+            by_host = _speed_cells(df, m, runs)
+        means = {k: v.mean() for k, v in seed_series(df, m, runs=runs).items() if k[1] in cand}
+        scns = sorted({s for s, _ in means})
         for s, t in combinations(scns, 2):
-            common = sorted({c for x, c in vals if x == s} & {c for x, c in vals if x == t})
-            for a, b in combinations(common, 2):
-                mu = {k: vals[k].mean() for k in [(s, a), (s, b), (t, a), (t, b)]}
-                ds, dt = mu[s, a] - mu[s, b], mu[t, a] - mu[t, b]
+            common = [c for c in config_order({c for x, c in means if x == s} & {c for x, c in means if x == t})]
+            kept, seen = [], set()
+            for c in common:  # identical by construction on both scenarios: the first one speaks for all
+                key = (classes.get((s, c), c), classes.get((t, c), c))
+                if key not in seen:
+                    seen.add(key)
+                    kept.append(c)
+            for a, b in combinations(kept, 2):
+                if classes.get((s, a), a) == classes.get((s, b), b) or classes.get((t, a), a) == classes.get((t, b), b):
+                    continue  # identical by construction on one of them: any order there is noise
+                ds, dt = means[s, a] - means[s, b], means[t, a] - means[t, b]
                 if ds * dt >= 0:
                     continue
                 if ds < 0:  # orient: `config` is the one better on `better_on`
-                    a, b, ds, dt = b, a, -ds, -dt
-                size_s = 100 * ds / ((abs(mu[s, a]) + abs(mu[s, b])) / 2)
-                size_t = 100 * -dt / ((abs(mu[t, a]) + abs(mu[t, b])) / 2)
-                keys = [(s, a), (s, b), (t, a), (t, b)]
-                support = (float(np.mean((boot[s, a] > boot[s, b]) & (boot[t, a] < boot[t, b])))
-                           if all(k in boot for k in keys) else np.nan)
-                size = min(size_s, size_t)
-                rows.append({"metric": m, "config": a, "other": b, "better_on": s, "worse_on": t,
-                             "gap_better_pct": size_s, "gap_worse_pct": size_t, "size_pct": size,
-                             "n_seeds": min(len(vals[k]) for k in keys), "support": support,
-                             "significant": bool(support >= rules.conf and size >= rules.min_size_pct)})
-    cols = ["metric", "config", "other", "better_on", "worse_on", "gap_better_pct", "gap_worse_pct",
-            "size_pct", "n_seeds", "support", "significant"]
-    return pd.DataFrame(rows, columns=cols)
+                    a, b = b, a
+                size_s = _gap(means[s, a], means[s, b]) * (means[s, a] - means[s, b])
+                size_t = _gap(means[t, a], means[t, b]) * (means[t, b] - means[t, a])
+                row = {"metric": m, "config": a, "other": b, "better_on": s, "worse_on": t, "gap_better_pct": size_s,
+                       "gap_worse_pct": size_t, "size_pct": min(size_s, size_t), "n_seeds": 0, "paired": None,
+                       "host": None, "support": math.nan, "p": math.nan, "p_adj": math.nan, "significant": False,
+                       "note": ""}
+                for host, cells in by_host.items():
+                    keys = [(s, a), (s, b), (t, a), (t, b)]
+                    need = rules.min_seeds if m == "quality" else max(rules.min_seeds, rules.min_flip_seeds_speed)
+                    if all(len(cells.get(k, ())) >= need for k in keys):
+                        r = _reversal(cells, a, b, s, t, rules)
+                        if r:
+                            row.update(r, host=host, n_seeds=min(len(cells[k]) for k in keys))
+                            break
+                else:
+                    row["note"] = (f"not tested: fewer than {rules.min_seeds} counted seeds in a cell" if m == "quality"
+                                   else f"not tested: needs >= {rules.min_flip_seeds_speed} seeds per cell measured on "
+                                        f"one identified host at size {rules.flip_size or 'any'}")
+                rows.append(row)
+    out = pd.DataFrame(rows, columns=REVERSAL_COLS)
+    for m, g in out.groupby("metric"):
+        for i, p in adjust(dict(zip(g.index, g["p"])), rules).items():
+            out.at[i, "p_adj"] = p
+            out.at[i, "significant"] = bool(p < 1 - rules.conf and out.at[i, "size_pct"] >= rules.min_size_pct)
+    out["significant"] = out["significant"].astype(bool)
+    return out
 
 
 def stability_flips(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     """Configs that diverge more often on one scenario than on another, beyond seed noise:
-    divergence indicator per run that trained in a learned scenario (``trained_runs``), same
-    bootstrap as ``order_reversals``; ``support`` = share of resamples where the rate on
-    ``diverges_on`` exceeds ``stable_on``."""
+    divergence indicator per run that trained in a learned scenario (``trained_runs``), the rate
+    difference bootstrapped (each scenario's runs on their own); ``support`` = share of resamples
+    where the rate on ``diverges_on`` exceeds ``stable_on``; ``p_adj`` corrected over the
+    family. Every config is listed (a control's instability is evidence); only candidates
+    become flips (``flip_entries``)."""
     df = gated(df, rules)
     d = df[trained_runs(df)]
-    rates = {(c, s): v for (s, c), v in seed_values(df, "diverged").items()}
-    boot = bootstrap_means({k: v for k, v in rates.items() if len(v) >= rules.min_seeds}, rules.n_boot,
-                           np.random.default_rng(rules.seed + 1))
+    rates = {(c, s): v for (s, c), v in seed_series(df, "diverged").items()}
     rows = []
     for cfg in sorted({c for c, _ in rates}):
         scns = sorted(s for c, s in rates if c == cfg)
@@ -77,17 +161,25 @@ def stability_flips(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                 continue
             if rs < rt:
                 s, t, rs, rt = t, s, rt, rs
-            testable = (cfg, s) in boot and (cfg, t) in boot
-            support = float(np.mean(boot[cfg, s] > boot[cfg, t])) if testable else np.nan
+            support = p = math.nan
+            if min(len(rates[cfg, s]), len(rates[cfg, t])) >= rules.min_seeds:
+                _, _, _, dist = bootstrap([rates[cfg, s], rates[cfg, t]],
+                                          lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis), rules)
+                support, p = float(np.mean(dist > 0)), float(max(np.mean(dist <= 0), 1 / (len(dist) + 1)))
             steps = d[(d["config"] == cfg) & (d["scenario"] == s)]["stability/diverged_step"].dropna()
             rows.append({"metric": "quality", "config": cfg, "diverges_on": s, "stable_on": t,
                          "diverged_on": f"{int(rates[cfg, s].sum())}/{len(rates[cfg, s])}",
                          "diverged_off": f"{int(rates[cfg, t].sum())}/{len(rates[cfg, t])}",
                          "rate_gap": rs - rt, "median_step": steps.median() if len(steps) else np.nan,
-                         "support": support, "significant": bool(support >= rules.conf)})
+                         "support": support, "p": p, "p_adj": math.nan, "significant": False})
     cols = ["metric", "config", "diverges_on", "stable_on", "diverged_on", "diverged_off", "rate_gap",
-            "median_step", "support", "significant"]
-    return pd.DataFrame(rows, columns=cols)
+            "median_step", "support", "p", "p_adj", "significant"]
+    out = pd.DataFrame(rows, columns=cols)
+    for i, p in adjust(dict(zip(out.index, out["p"])), rules).items():
+        out.at[i, "p_adj"] = p
+        out.at[i, "significant"] = bool(p < 1 - rules.conf)
+    out["significant"] = out["significant"].astype(bool)
+    return out
 
 
 def _pattern(better: set, worse: set) -> str:
@@ -100,54 +192,72 @@ def _pattern(better: set, worse: set) -> str:
     return ""
 
 
+def _ranks(stats: pd.DataFrame, group_ranks: pd.DataFrame, metric: str, cfg: str) -> dict:
+    rk = stats[(stats["metric"] == metric) & (stats["config"] == cfg)].set_index("scenario")["rank"].dropna()
+    e = {"ranks": {s: int(v) for s, v in rk.items()}, "rank_change": int(rk.max() - rk.min()) if len(rk) else None}
+    for g in ("lm", "cls"):
+        r = group_ranks[(group_ranks["metric"] == metric) & (group_ranks["group"] == g)
+                        & (group_ranks["config"] == cfg)]["rank"]
+        e[f"{g}_{metric}_rank"] = int(r.iloc[0]) if len(r) and pd.notna(r.iloc[0]) else None
+    return e
+
+
 def flip_entries(stats: pd.DataFrame, reversals: pd.DataFrame, stability: pd.DataFrame,
-                 group_ranks: pd.DataFrame) -> list[dict]:
-    """Seed 000's ``flips``: one entry per (config, metric) in a significant reversal or
-    stability flip, with its rank per scenario, LM/CLS group ranks, the evidence, and an
-    interpretation generated from that evidence."""
+                 group_ranks: pd.DataFrame, candidates: set | None = None) -> list[dict]:
+    """Seed 000's ``flips``: one entry per (metric, pair of configs) with a significant reversal
+    (its scenarios on each side, the evidence, both configs' ranks) and one per candidate
+    config with a significant stability flip; each with an interpretation generated from that
+    evidence. ``candidates``: the configs that may appear (default: all in the tables)."""
+    ok = (lambda c: True) if candidates is None else (lambda c: c in candidates)  # noqa: E731
     sig = reversals[reversals["significant"].astype(bool)]
-    stab = stability[stability["significant"].astype(bool)]
-    keys = sorted({(r.metric, r.config) for r in sig.itertuples()} | {(r.metric, r.other) for r in sig.itertuples()}
-                  | {(r.metric, r.config) for r in stab.itertuples()})
     out = []
-    for metric, cfg in keys:
-        rk = stats[(stats["metric"] == metric) & (stats["config"] == cfg)].set_index("scenario")["rank"].dropna()
-        e = {"config": cfg, "metric": metric, "ranks": {s: int(v) for s, v in rk.items()},
-             "rank_change": int(rk.max() - rk.min()) if len(rk) else None}
-        for g in ("lm", "cls"):
-            r = group_ranks[(group_ranks["metric"] == metric) & (group_ranks["group"] == g)
-                            & (group_ranks["config"] == cfg)]["rank"]
-            e[f"{g}_{metric}_rank"] = int(r.iloc[0]) if len(r) and pd.notna(r.iloc[0]) else None
+    for (metric, pair), g in sig.groupby([sig["metric"], sig.apply(lambda r: tuple(sorted((r["config"], r["other"]))),
+                                                                   axis=1)], sort=True):
+        if not (ok(pair[0]) and ok(pair[1])):
+            continue
+        first = g.sort_values(["better_on", "worse_on"]).iloc[0]
+        cfg, other = first["config"], first["other"]
         rev = []
-        for r in sig[(sig["metric"] == metric) & ((sig["config"] == cfg) | (sig["other"] == cfg))].itertuples():
-            mine = r.config == cfg  # phrase every reversal from this config's side
-            rev.append({"vs": r.other if mine else r.config, "better_on": r.better_on if mine else r.worse_on,
-                        "worse_on": r.worse_on if mine else r.better_on,
+        for r in g.itertuples():
+            mine = r.config == cfg  # every reversal from cfg's side: no mirror line
+            rev.append({"better_on": r.better_on if mine else r.worse_on, "worse_on": r.worse_on if mine else r.better_on,
                         "gap_better_pct": r.gap_better_pct if mine else r.gap_worse_pct,
-                        "gap_worse_pct": r.gap_worse_pct if mine else r.gap_better_pct,
-                        "size_pct": r.size_pct, "support": r.support, "n_seeds": int(r.n_seeds)})
-        st = [{k: getattr(r, k) for k in ("diverges_on", "stable_on", "diverged_on", "diverged_off",
-                                          "median_step", "support")}
-              for r in stab[(stab["metric"] == metric) & (stab["config"] == cfg)].itertuples()]
-        e["reversals"], e["stability"] = rev, st
-        e["interpretation"] = _interpret(cfg, metric, rev, st)
+                        "gap_worse_pct": r.gap_worse_pct if mine else r.gap_better_pct, "size_pct": r.size_pct,
+                        "support": r.support, "p_adj": r.p_adj, "n_seeds": int(r.n_seeds), "paired": r.paired,
+                        "host": r.host})
+        e = {"kind": "reversal", "config": cfg, "other": other, "metric": metric, **_ranks(stats, group_ranks, metric, cfg),
+             "other_ranks": _ranks(stats, group_ranks, metric, other)["ranks"],
+             "better_on": sorted({r["better_on"] for r in rev}), "worse_on": sorted({r["worse_on"] for r in rev}),
+             "reversals": rev, "stability": []}
+        e["interpretation"] = _interpret_reversal(cfg, other, metric, rev)
+        out.append(e)
+    stab = stability[stability["significant"].astype(bool)]
+    for cfg, g in stab.groupby("config", sort=True):
+        if not ok(cfg):
+            continue
+        st = [{k: getattr(r, k) for k in ("diverges_on", "stable_on", "diverged_on", "diverged_off", "median_step",
+                                          "support", "p_adj")} for r in g.itertuples()]
+        e = {"kind": "stability", "config": cfg, "metric": "quality", **_ranks(stats, group_ranks, "quality", cfg),
+             "reversals": [], "stability": st}
+        e["interpretation"] = _interpret_stability(cfg, st)
         out.append(e)
     return out
 
 
-def _interpret(cfg: str, metric: str, rev: list[dict], st: list[dict]) -> str:
-    parts = []
-    if rev:
-        top = max(rev, key=lambda r: r["size_pct"])
-        parts.append(f"{cfg} beats {top['vs']} on {metric} by {top['gap_better_pct']:.1f}% on {top['better_on']} "
-                     f"but trails it by {top['gap_worse_pct']:.1f}% on {top['worse_on']} (bootstrap support "
-                     f"{top['support']:.0%}, {top['n_seeds']} seeds); {len(rev)} reversal(s) beyond seed noise"
-                     + _pattern({r["better_on"] for r in rev}, {r["worse_on"] for r in rev}))
-    if st:
-        top = max(st, key=lambda r: r["support"])
-        step = f", median step {top['median_step']:.0f}" if pd.notna(top["median_step"]) else ""
-        parts.append(f"{cfg} diverged in {top['diverged_on']} runs on {top['diverges_on']}{step} but in "
-                     f"{top['diverged_off']} on {top['stable_on']}"
-                     + _pattern({r["stable_on"] for r in st}, {r["diverges_on"] for r in st}))
-    return ". ".join(parts) + "."
+def _interpret_reversal(cfg: str, other: str, metric: str, rev: list[dict]) -> str:
+    top = max(rev, key=lambda r: r["size_pct"])
+    how = "paired by seed" if all(r["paired"] for r in rev) else "not all paired by seed"
+    on = ", one host" if metric != "quality" else ""
+    better, worse = sorted({r["better_on"] for r in rev}), sorted({r["worse_on"] for r in rev})
+    return (f"{cfg} beats {other} on {metric} on {', '.join(better)} but trails it on {', '.join(worse)} (largest "
+            f"smaller gap: {top['gap_better_pct']:.1f}% on {top['better_on']} against {top['gap_worse_pct']:.1f}% on "
+            f"{top['worse_on']}; {len(rev)} scenario pair(s) beyond seed noise, corrected p <= "
+            f"{max(r['p_adj'] for r in rev):.2g}, {min(r['n_seeds'] for r in rev)} seeds, {how}{on})"
+            + _pattern(set(better), set(worse)) + ".")
 
+
+def _interpret_stability(cfg: str, st: list[dict]) -> str:
+    top = min(st, key=lambda r: r["p_adj"])
+    step = f", median step {top['median_step']:.0f}" if pd.notna(top["median_step"]) else ""
+    return (f"{cfg} diverged in {top['diverged_on']} runs on {top['diverges_on']}{step} but in {top['diverged_off']} "
+            f"on {top['stable_on']}" + _pattern({r["stable_on"] for r in st}, {r["diverges_on"] for r in st}) + ".")

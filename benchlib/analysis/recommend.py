@@ -1,137 +1,47 @@
-"""Recommendations from a study's numbers (seed 000): where each config is safe (``safety``:
-three-valued, True only where measured seed noise says so) and the rules over it that name a
-default, the choice per task and what to avoid (``recommendations``).
+"""Recommendations from a study's numbers (seed 000): the rules over ``safety.safety`` that name
+a default, the choice per task and what to avoid (``recommendations``), and the same across a
+quality study and a speed study (``default_across``, ``fastest_safe_across``).
 
-Nothing is called safe, and no default is named, without measured noise: that takes
->= ``Rules.min_seeds`` ok seeds of the config and of the scenario's reference config, in a scenario
-whose quality is established (its reference learned: ``analysis.learned_scenarios``). Failure
-needs less evidence than safety: one diverged, degraded or stalled run, or a quality gap to the
-reference beyond ``Rules.untested_gap_pct``, makes a config unsafe from one seed. A config is
-judged against the scenario's reference config (fp32_baseline), not its best: the best of ~16
-noisy means is biased upward, and 'worse than the best' then finds gaps that are not there.
+Only candidate configs are ever recommended, named fastest or a default: a control isolates
+one mechanism (Adam's eps, no loss scaling) and an ablation switches a feature off; both are
+judged (``safety``) and reported where they break, never picked. Configs identical by
+construction for speed and memory (``cost_hash``) tie on speed, and the first in registry order
+speaks for them. Nothing is called safe, and no default is named, without measured noise in a
+scenario whose quality is established (``gates``).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.tables import gated, groups, label, unhealthy, why_not_established
-from benchlib.analysis.stats import Rules, bootstrap_means
-from benchlib.analysis.tables import seed_values
+from benchlib.analysis.safety import safety  # noqa: F401 - re-exported: recommend.safety is the old name
+from benchlib.analysis.gates import by_reason
+from benchlib.analysis.stats import Rules
+from benchlib.analysis.tables import config_order, gated, groups, label, why_not_established
+from benchlib.core.dtypes import REGISTRY
 
 
 def _seeds(n: int) -> str:
     return "one seed" if n == 1 else f"{n} seeds"
 
 
-def holm(p: dict) -> dict:
-    """Holm-Bonferroni adjusted p-values of a family of tests (key -> p), each the smallest
-    family-wise level at which step-down Holm rejects it. (scipy has Benjamini-Hochberg only.)"""
-    keys = sorted(p, key=p.get)
-    m, out, run = len(keys), {}, 0.0
-    for i, k in enumerate(keys):
-        run = max(run, min(1.0, (m - i) * p[k]))
-        out[k] = run
-    return out
+def candidates(saf: pd.DataFrame) -> set:
+    """The configs of a safety frame that may be recommended (role candidate; a frame without a
+    role column, e.g. an older comparison's, by the registry's role)."""
+    if "role" in saf:
+        return set(saf.loc[saf["role"].fillna("candidate").eq("candidate"), "config"])
+    return {c for c in saf["config"] if c not in REGISTRY or REGISTRY[c].role == "candidate"}
 
 
-def _anchor(means: dict, q: dict, s: str, rules: Rules) -> tuple[str | None, str | None]:
-    """(reference, best) of scenario ``s``. The reference, against which a config's quality is
-    judged, is the first of ``rules.reference_configs`` with >= min_seeds ok seeds (else with
-    any): fixed before the data are seen. The best, shown beside it, is the best of the configs
-    with >= min_seeds ok seeds where there are any."""
-    seeded = {c: m for c, m in means.items() if len(q[s, c]) >= rules.min_seeds} or means
-    best = max(seeded, key=seeded.get) if seeded else None
-    ref = (next((c for c in rules.reference_configs if c in seeded and len(q[s, c]) >= rules.min_seeds), None)
-           or next((c for c in rules.reference_configs if c in means), None) or best)
-    return ref, best
-
-
-def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
-    """Per (scenario, config): ``safe`` = True, False or None (not tested). False when a run is
-    not healthy (diverged, degraded, stalled, oom, error: ``analysis`` health), or the quality
-    is worse than the scenario's reference config (fp32_baseline: ``_anchor``) beyond seed
-    noise and beyond ``rules.equivalent_pct``, or, where the noise is not measured, more than
-    ``rules.untested_gap_pct`` % below the reference. Beyond seed noise: the bootstrap share
-    of resamples where the reference is better (``support``), Holm-corrected over the
-    scenario's configs (``support_adj`` = 1 - Holm's adjusted p), reaches ``rules.conf``.
-    Judged against the best of ~16 noisy 3-seed means instead, the maximum's upward bias called
-    configs 'worse' on gaps three seeds cannot tell from noise (the reference study named
-    amp_bf16 'avoid' on E for 0.69%; against fp32 it is 0.15% and within noise).
-    True only when ``tested``: both the config and the reference have >= min_seeds ok seeds
-    and the test does not call it worse. None otherwise: one seed, or a scenario whose quality
-    is not established (there even a failed run says nothing about the config: nothing
-    learned). ``gap_pct`` is the gap to the reference (positive: worse); ``best`` names the
-    scenario's best for reading. ``ok`` counts the healthy runs. Cells whose runs were all
-    skipped (the hardware cannot run the config) are left out."""
-    df = gated(df, rules)
-    q = seed_values(df, "quality")
-    boot = bootstrap_means({k: v for k, v in q.items() if len(v) >= rules.min_seeds}, rules.n_boot,
-                           np.random.default_rng(rules.seed + 2))
-    gate = {s: why_not_established(df, s) for s in df["scenario"].unique()}
-    rows = []
-    for (s, c), g in df.groupby(["scenario", "config"]):
-        g = g[g["status"] != "skipped"]
-        if g.empty:
-            continue
-        means = {cc: v.mean() for (ss, cc), v in q.items() if ss == s}
-        ref, best = _anchor(means, q, s, rules)
-        row = {"scenario": s, "config": c, "runs": len(g), "ok": int((g["health"] == "ok").sum()),
-               "reference": ref, "best": best, "gap_pct": np.nan, "support": np.nan, "support_adj": np.nan,
-               "tested": False, "safe": None}
-        bad = unhealthy(g)
-        if (s, c) in q:
-            # relative to the reference; undefined when it scores 0: then no config is called
-            # worse on a percentage
-            row["gap_pct"] = gap = (100 * (means[ref] - means[c]) / abs(means[ref]) if means[ref] != 0
-                                    else 0.0 if means[c] == means[ref] else np.nan)
-        if not g["quality_established"].iloc[0]:  # the scenario's failure, not the config's
-            row["reason"] = f"not tested: quality not established on {s} ({gate[s]})" + (
-                f"; runs: {bad}" if bad else "")
-        elif bad:
-            row.update(safe=False, reason=bad)
-        elif (s, c) not in q:
-            row["reason"] = "not tested: no quality value"
-        else:
-            n_c, n_r = len(q[s, c]), len(q[s, ref])
-            row["tested"] = (s, c) in boot and (s, ref) in boot
-            if row["tested"]:
-                if c != ref:
-                    row["support"] = float(np.mean(boot[s, ref] > boot[s, c]))
-                else:
-                    row.update(safe=True, reason=f"the reference of {s} ({_seeds(n_c)})")
-            elif gap > rules.untested_gap_pct:  # NaN gap compares False
-                row["safe"] = False
-                row["reason"] = (f"quality {gap:.2f}% below the reference ({ref}), more than the "
-                                 f"{rules.untested_gap_pct:g}% allowed while the noise is not estimated "
-                                 f"(< {rules.min_seeds} ok seeds)")
-            else:
-                what = (f"the reference ({c}) is ahead of the others by more than noise" if c == ref else
-                        f"{c} ({abs(gap):.2f}% {'below' if gap >= 0 else 'above'} the reference, {ref}) is "
-                        f"within noise of it")
-                row["reason"] = (f"not tested: {_seeds(min(n_c, n_r))}: cannot tell whether {what}; needs >= "
-                                 f"{rules.min_seeds} ok seeds of both (has {n_c}"
-                                 + ("" if c == ref else f" and {n_r}") + ")")
-        rows.append(row)
-    out = pd.DataFrame(rows, columns=["scenario", "config", "runs", "ok", "reference", "best", "gap_pct", "support",
-                                      "support_adj", "tested", "safe", "reason"])
-    out["safe"] = out["safe"].astype(object)
-    for s, g in out[out["tested"] & out["support"].notna()].groupby("scenario"):
-        adj = holm({i: 1.0 - g.loc[i, "support"] for i in g.index})
-        for i, p in adj.items():
-            gap, sup, ref = out.loc[i, "gap_pct"], out.loc[i, "support"], out.loc[i, "reference"]
-            out.at[i, "support_adj"] = sa = 1.0 - p
-            real = sa >= rules.conf
-            worse = real and gap >= rules.equivalent_pct
-            out.at[i, "safe"] = not worse
-            n = f"support {sup:.0%}, {sa:.0%} Holm-corrected over {len(g)} configs"
-            out.at[i, "reason"] = (
-                f"quality {gap:.2f}% below the reference ({ref}), beyond seed noise (bootstrap {n})" if worse else
-                f"equivalent to the reference ({ref}): {gap:.2f}% below it (bootstrap {n}), inside the "
-                f"{rules.equivalent_pct:g}% equivalence margin" if real else
-                f"within seed noise of the reference ({ref}): {abs(gap):.2f}% {'below' if gap >= 0 else 'above'} it, "
-                f"bootstrap {n} < {rules.conf:.0%}")
-    return out
+def cost_alias(df: pd.DataFrame) -> dict[str, str]:
+    """config -> the first config in registry order identical to it by construction for speed
+    and memory on every scenario where both ran (itself where none is)."""
+    if "cost_hash" not in df:
+        return {}
+    key = {c: tuple(sorted({(s, h) for s, h in zip(g["scenario"], g["cost_hash"])}))
+           for c, g in df.groupby("config")}
+    first: dict = {}
+    return {c: first.setdefault(key[c], c) for c in config_order(key)}
 
 
 def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules()) -> tuple[dict, pd.DataFrame]:
@@ -148,27 +58,30 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     df = gated(df, rules)
     saf = safety(df, rules)
     saf["recommended"] = False
+    cand = candidates(saf)
+    alias = cost_alias(df)
     scns = sorted(saf["scenario"].unique())
     est = [s for s in scns if df.loc[df["scenario"] == s, "quality_established"].iloc[0]]
     why_not = {s: why_not_established(df, s) for s in scns if s not in est}
     piv = _pivots(stats)
-    safe = {c: set(g.loc[g["safe"].eq(True), "scenario"]) for c, g in saf.groupby("config")}
-    unsafe = {c: set(g.loc[g["safe"].eq(False), "scenario"]) for c, g in saf.groupby("config")}
+    mine = saf[saf["config"].isin(cand)]
+    safe = {c: set(g.loc[g["safe"].eq(True), "scenario"]) for c, g in mine.groupby("config")}
+    unsafe = {c: set(g.loc[g["safe"].eq(False), "scenario"]) for c, g in mine.groupby("config")}
 
     def speed_order(cs, on=None):
-        return _speed_order(piv, cs, on)
+        return _speed_order(piv, cs, on, alias)
 
     def numbers(c, on):
         return _numbers(piv, c, on)
 
-    untested = saf[saf["safe"].isna() & saf["scenario"].isin(est)]
-    short = (f"{len(untested)} of {int(saf['scenario'].isin(est).sum())} (scenario, config) cells are not tested "
-             f"(fewer than {rules.min_seeds} ok seeds of the config or of the reference: cannot tell whether they are "
-             f"within seed noise; needs >= {rules.min_seeds})") if len(untested) else ""
+    untested = mine[mine["safe"].isna() & mine["scenario"].isin(est)]
+    short = (f"{len(untested)} of {int(mine['scenario'].isin(est).sum())} (scenario, candidate) cells are not shown "
+             f"safe ({', '.join(f'{n} {v}' for v, n in untested['verdict'].value_counts().items())}: too few seeds, or "
+             f"seeds that allow a degradation of the minimum effect)") if len(untested) else ""
     rec = {"universal": [], "lm_specific": [], "cls_specific": [], "per_task": {}, "avoid": []}
     universal = speed_order([c for c, ss in safe.items() if set(scns) <= ss]) if est and not why_not else []
-    every = (f"safe on all {len(scns)} scenarios ({', '.join(scns)}: every run healthy, quality not below the "
-             f"reference (fp32 where it ran) beyond seed noise and the {rules.equivalent_pct:g}% margin)")
+    every = (f"safe on all {len(scns)} scenarios ({', '.join(scns)}: every run healthy, and no quality loss "
+             f"against the reference (fp32 where it ran) of the minimum effect or more is compatible with the seeds)")
     # a default is the fastest of them: without a speed measurement there is none to name
     timed = bool(universal) and bool(piv["throughput_rank"].loc[universal].notna().any(axis=None))
     if universal and not timed:
@@ -184,7 +97,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
                                     f"{numbers(lean, scns)}")
     if not universal:
         why = ([f"quality not established on {', '.join(why_not)} ("
-                + "; ".join(f"{s}: {r}" for s, r in why_not.items()) + ")"] if why_not else [])
+                + by_reason(why_not) + ")"] if why_not else [])
         why += [short] if short else []
         rec["universal"].append("no default: " + ("; ".join(why) or "no config is safe on every scenario"))
         on_est = speed_order([c for c, ss in safe.items() if est and set(est) <= ss])
@@ -201,7 +114,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
         if s not in est:
             rec["per_task"][s] = [f"{s}: no recommendation: quality not established ({why_not[s]})"]
             continue
-        here = saf[saf["scenario"] == s].set_index("config")
+        here = mine[mine["scenario"] == s].set_index("config")
         lines = []
         fast = speed_order([c for c in here.index if here.loc[c, "safe"] is True], on=[s])
         if fast:
@@ -214,31 +127,38 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
                             if pd.notna(g) else "") + ")"
                          + ("" if c == default else f"; differs from the default {default}" if default else ""))
         else:
-            n = int(here["safe"].isna().sum())
-            lines.append(f"{s}: no config is tested safe" + (
-                f" ({n} not tested: fewer than {rules.min_seeds} ok seeds of the config or of the reference; needs >= "
-                f"{rules.min_seeds} to tell a config from seed noise)" if n else ""))
+            unknown = here.loc[here["safe"].isna(), "verdict"].value_counts()
+            lines.append(f"{s}: no candidate config is shown safe" + (
+                f" ({int(unknown.sum())} not known: {', '.join(f'{n} {v}' for v, n in unknown.items())})"
+                if len(unknown) else ""))
         for c in here.index[here["safe"].eq(False)]:
             if safe.get(c):
                 lines.append(f"{s}: avoid {c} - {here.loc[c, 'reason']} (safe on {', '.join(sorted(safe[c]))})")
         rec["per_task"][s] = lines
     g = groups(scns)
-    for name, mine, other in (("lm_specific", g["lm"], g["cls"]), ("cls_specific", g["cls"], g["lm"])):
-        for c in speed_order([c for c, ss in safe.items() if mine and other and set(mine) <= ss
+    for name, own, other in (("lm_specific", g["lm"], g["cls"]), ("cls_specific", g["cls"], g["lm"])):
+        for c in speed_order([c for c, ss in safe.items() if own and other and set(own) <= ss
                               and unsafe.get(c, set()) & set(other)]):
-            why = _reasons(saf[(saf["config"] == c) & saf["safe"].eq(False) & saf["scenario"].isin(other)])
+            why = _reasons(mine[(mine["config"] == c) & mine["safe"].eq(False) & mine["scenario"].isin(other)])
             rec[name].append(f"{c} - safe on {'LM' if name == 'lm_specific' else 'classification'} "
-                             f"({', '.join(mine)}) but not on {why}; {numbers(c, mine)}")
+                             f"({', '.join(own)}) but not on {why}; {numbers(c, own)}")
     for c in sorted(c for c in unsafe if unsafe[c] and not safe.get(c)):
-        why = _reasons(saf[(saf["config"] == c) & saf["safe"].eq(False)])
+        why = _reasons(mine[(mine["config"] == c) & mine["safe"].eq(False)])
         rec["avoid"].append(f"{c} - safe on no scenario; unsafe on {why}")
     return rec, saf
 
 
-def _speed_order(piv: dict, cs, on=None) -> list:
-    """Fastest first: by the mean throughput rank over the scenarios ``on`` (default all)."""
+def _speed_order(piv: dict, cs, on=None, alias: dict | None = None) -> list:
+    """Fastest first: by the mean throughput rank over the scenarios ``on`` (default all); a
+    config identical by construction to another for speed (``alias``) takes that one's rank and
+    follows it; otherwise ties keep their order in ``cs``."""
     ranks = piv["throughput_rank"] if on is None else piv["throughput_rank"][on]
-    return sorted(cs, key=lambda c: ranks.loc[c].mean())
+    alias = alias or {}
+
+    def key(c):
+        a = alias.get(c, c)
+        return ranks.loc[a if a in ranks.index else c].mean(), a != c
+    return sorted(cs, key=key)
 
 
 def _numbers(piv: dict, c: str, on) -> str:
@@ -302,13 +222,14 @@ def _speed_noise_pct(stats: pd.DataFrame, on, a: str, b: str) -> float | None:
 def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
                    rules: Rules = Rules()) -> list[str]:
     """The default of a quality study whose runs measured no speed, from a speed study: the
-    configs ``saf`` (the quality study's safety frame: ``comparison.json``'s
+    candidate configs ``saf`` (the quality study's safety frame: ``comparison.json``'s
     ``recommendation_evidence``) calls safe on every scenario, fastest first by their mean
     throughput rank over the speed study's scenarios (``config_stats``); the first is the
     default, as ``recommendations`` names it within one study. None is named while one of
     them has no throughput on a scenario of the speed study: an order over part of the
     scenarios would favour the configs measured where every config is fast."""
     scns = sorted(saf["scenario"].unique())
+    saf = saf[saf["config"].isin(candidates(saf))]  # a control or ablation is never the default
     tested = saf.groupby("config")["safe"].apply(lambda x: bool(x.eq(True).all()) and len(x) == len(scns))
     universal = sorted(tested.index[tested])
     if not universal:
@@ -337,9 +258,10 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
 def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
                         rules: Rules = Rules()) -> dict:
     """Scenario -> the per-task line of ``recommendations`` across two studies: on each scenario
-    the speed study measured, the fastest there of the configs ``saf`` calls safe on it (none
-    while one of them has no throughput there)."""
+    the speed study measured, the fastest there of the candidate configs ``saf`` calls safe on
+    it (none while one of them has no throughput there)."""
     piv = _pivots(speed_stats)
+    saf = saf[saf["config"].isin(candidates(saf))]  # a control or ablation is never picked
     out = {}
     for s in sorted(set(saf["scenario"]) & set(speed_stats["scenario"])):
         safe = sorted(saf.loc[(saf["scenario"] == s) & saf["safe"].eq(True), "config"])

@@ -92,13 +92,15 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     stats = config_stats(df)
     corr = rank_correlations(stats)
     rev, stab = order_reversals(df, rules), stability_flips(df, rules)
-    flips = flip_entries(stats, rev, stab, group_ranks(stats))
+    flips = flip_entries(stats, rev, stab, group_ranks(stats), set(df.loc[df["role"].eq("candidate"), "config"]))
     recs, saf = recommendations(df, stats, rules)
     curves, div = loss_curves(df[df["config"].isin(ch.STABILITY_CONFIGS)])
     head = corr[(corr["a"] == "LM") & (corr["b"] == "CLS")].set_index("metric")
     tested = {m: {"reversed_pairs": int((rev["metric"] == m).sum()),
                   "testable": int(((rev["metric"] == m) & rev["support"].notna()).sum()),
-                  "flips": int(((rev["metric"] == m) & rev["significant"]).sum())} for m in HEADLINE}
+                  "significant": int(((rev["metric"] == m) & rev["significant"]).sum()),
+                  "flips": sum(1 for f in flips if f["metric"] == m and f.get("kind") == "reversal")} for m in HEADLINE}
+    identity = df[["config", "config_recorded", "definition_hash", "cost_hash", "role"]].drop_duplicates()
     learned = learned_scenarios(df, rules)
     unhealthy = df[df["health"] != "ok"]
     result = {
@@ -108,6 +110,12 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
         "notes": [f"{s}: {n}" for s, n in scenario_notes(df).items()],
         "learned": {r["scenario"]: {k: v for k, v in r.items() if k != "scenario"}
                     for r in learned.to_dict(orient="records")},
+        "reliability": df.attrs.get("reliability", {}),
+        "configs_by_definition": {c: {"recorded_as": sorted(set(g["config_recorded"])),
+                                      "definition_hash": g["definition_hash"].iloc[0], "role": g["role"].iloc[0],
+                                      "same_cost_as": sorted(set(identity.loc[identity["cost_hash"].isin(
+                                          g["cost_hash"]) & (identity["config"] != c), "config"]))}
+                                  for c, g in identity.groupby("config")},
         "quality_metric": {s: {k: q[k] for k in ("name", "higher_is_better", "headline", "degenerate", "usable",
                                                  "note")} for s, q in df.attrs["quality_metric"].items()},
         "health": {"runs": df["health"].value_counts().to_dict(),
@@ -115,12 +123,15 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
                                         "health_reason"]].to_dict(orient="records")},
         "excluded": {s: {c: why for (ss, c), why in excluded_configs(df).items() if ss == s}
                      for s in sorted(df["scenario"].unique())},
-        "method": {"statistics": "throughput and memory from every run that finished (ok, degraded, stalled); quality "
-                                 "only in scenarios whose quality is established (see learned and quality_metric) "
-                                 "and from runs that did not diverge, stall or degrade at train time (a run degraded "
+        "method": {"statistics": "runs are named by their configuration's numeric definition "
+                                 "(configs_by_definition); throughput and memory from every run that finished (ok, "
+                                 "degraded, stalled); quality only in scenarios whose quality is established (learned "
+                                 "by gap closed, configs told apart: see learned, reliability and quality_metric) and "
+                                 "from runs that did not diverge, stall or degrade at train time (a config degraded "
                                  "against the reference still counts for ranks, flips and verdicts); diverged runs "
                                  "count for stability; configs with an unhealthy run are never safe, fastest or on "
-                                 "a Pareto frontier (excluded); ranks are 1 = best in each metric's direction, and "
+                                 "a Pareto frontier (excluded), and only candidate configs are ever picked, fastest, "
+                                 "on a frontier or in a flip; ranks are 1 = best in each metric's direction, and "
                                  "on quality a config with no counted run but a failed one ranks last",
                    "ranking_correlation": "Spearman rho (scipy.stats.spearmanr) between the LM scenarios' mean ranks "
                                           "and the classification scenarios' mean ranks, over configs ranked in both; "
@@ -138,6 +149,29 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     }
     charts = ch.comparison_charts(stats, flips, curves, div, scenario_notes(df))
     return Comparison(stats, corr, rev, stab, saf, curves, div, json_safe(result), charts, [])
+
+
+def verdict_markdown_tables(result: dict) -> str:
+    """The verdicts of a ``comparison.json`` as three Markdown tables: per scenario whether it
+    learned and its configs can be told apart (and why), each hypothesis' verdict and reason,
+    and each config's safety verdict per scenario."""
+    rel = result.get("reliability", {})
+    out = ["| scenario | learned | gap closed | told apart | why |", "|---|---|---|---|---|"]
+    for s, v in result.get("learned", {}).items():
+        r = rel.get(s, {})
+        gap, to = v.get("gap_closed"), v.get("gap_to")
+        closed = "" if gap is None else f"{gap:.0%} (to the {to})"
+        out.append(f"| {s} | {v.get('learned')} | {closed} | {r.get('told_apart', '')} | "
+                   f"{v.get('reason') or ''}; {r.get('reason', '')} |")
+    out += ["", "| hypothesis | verdict | reason |", "|---|---|---|"]
+    out += [f"| {h} | {v['verdict']} | {str(v['reason']).replace('|', '/')} |" for h, v in result["hypotheses"].items()]
+    saf = pd.DataFrame(result.get("recommendation_evidence", []))
+    if len(saf):
+        t = saf.pivot(index="config", columns="scenario", values="verdict").fillna("")
+        roles = saf.groupby("config")["role"].first() if "role" in saf else pd.Series(dtype=str)
+        out += ["", "| config | role | " + " | ".join(t.columns) + " |", "|---|---|" + "---|" * len(t.columns)]
+        out += [f"| {c} | {roles.get(c, '')} | " + " | ".join(t.loc[c]) + " |" for c in t.index]
+    return "\n".join(out) + "\n"
 
 
 def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = FORMATS) -> list:

@@ -77,7 +77,7 @@ def chart(summ: pd.DataFrame, environment: str = "") -> alt.Chart:
     d = summ[summ["change_pct_mean"].notna()].copy()
     if d.empty:
         return no_data_chart("no served mode with a quality to compare", title)
-    lim = max(float(d["change_pct_mean"].abs().max()), Rules().equivalent_pct)  # changes below it stay pale
+    lim = max(float(d["change_pct_mean"].abs().max()), Rules().min_effect_score_pct)  # changes below it stay pale
     modes = [m for m in INFER_MODES if m in set(d["mode"])]
     base = alt.Chart().encode(x=alt.X("mode:N", sort=modes, title="served in"),
                               y=alt.Y("config:N", title="trained in"))

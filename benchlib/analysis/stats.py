@@ -1,12 +1,20 @@
 """The statistics every answer of the analysis shares: the decision rules (``Rules``: CI level,
-bootstrap size, seeds needed, margins, evidence gates) and the bootstrap over seeds.
-Per-seed values of a metric come from ``tables.seed_values``; ``flips``, ``hypotheses`` and
-``recommend`` resample them here."""
+resamples, seeds needed, margins, evidence gates, minimum effects), the resampling (scipy's
+``bootstrap`` and ``permutation_test``), the multiplicity correction (statsmodels'
+``multipletests``) and the rank reliability of a scenario. Per-seed values of a metric come from
+``tables.seed_values``; ``contrasts``, ``flips``, ``hypotheses`` and ``recommend`` use them here.
+
+Seeds are shared across configs (one seed = one data order and one initialisation), so a
+contrast between two configs on one scenario pairs their runs by seed: the resampling draws
+seeds, and both configs' values of a drawn seed come together. Cells whose seeds are not shared
+are compared unpaired, each resampled on its own, and the result says so.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import inspect
 import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -17,65 +25,198 @@ REFERENCE_CONFIGS = ("fp32_baseline", "fp32_tf32_matmul", "amp_bf16")
 @dataclass(frozen=True)
 class Rules:
     conf: float = 0.95
-    """CI level, and the bootstrap share a flip's reversed order must reach."""
+    """CI level; 1 - conf is the family-wise error rate of each multiplicity-corrected family."""
     n_boot: int = 2000
-    min_seeds: int = 2
-    """Fewer ok seeds per cell: noise cannot be estimated -> no flip, verdict inconclusive."""
+    """Resamples of every bootstrap (scipy.stats.bootstrap, percentile intervals)."""
+    min_seeds: int = 3
+    """Fewer values per (scenario, config): the seed noise is not estimated, and no contrast,
+    flip or verdict is drawn from the cell. With 2 seeds a bootstrap has 3 distinct resamples, and
+    two seeds fall on one side of 0 half the time by chance alone."""
     seed: int = 0
-    """rng seed of the bootstrap: the same data give the same numbers."""
+    """rng seed of the resampling: the same data give the same numbers."""
+    multitest: str = "holm"
+    """statsmodels.stats.multitest.multipletests method that controls the family-wise error over
+    the configs compared with a scenario's reference, and over a metric's reversals."""
     min_size_pct: float = 1.0
     """A flip's smaller gap must also reach this (% of the pair's mean): near-deterministic
     metrics (memory, GPU throughput) otherwise 'flip' on differences nobody would act on."""
     margin_quality_pct: float = 0.5
-    """Quality effects whose whole CI lies inside +-this (%) count as no effect (rejected): the
-    same 0.5% below which ``equivalent_pct`` calls a quality gap practically equivalent. With 0
-    (until 2026-11-24) a quality hypothesis could never be rejected for want of an effect, only
-    when the opposite held: a bootstrap CI of a continuous effect never shrinks to [0, 0]."""
-    untested_gap_pct: float = 2.0
-    """Where too few seeds leave the noise unknown, a quality gap to the scenario's reference
-    larger than this (% of the reference) still makes a config unsafe: one seed cannot call 9.4 nats
-    against 4.3 noise. 2% of a language model's loss is ~0.09 nats at 4.3."""
-    equivalent_pct: float = 0.5
-    """A quality gap to the scenario's reference below this (% of it) is practically equivalent:
-    no reason to avoid a config even where the bootstrap calls the gap real. On A of the
-    reference study (4,000 steps, 3 seeds) bf16_pure was 0.06% of val loss behind the scenario's
-    best with bootstrap support 100%, and 'avoid bf16_pure' is not what anyone should read from that."""
+    """Hypotheses on quality: effects whose whole CI lies inside +-this (%) count as no effect
+    (rejected). A bootstrap CI of a continuous effect never shrinks to [0, 0], so without a
+    margin a quality hypothesis could be rejected only when the opposite holds."""
     margin_rate: float = 0.0
     """Divergence-rate differences inside +-this count as no difference."""
     margin_speedup: float = 0.0
     """Speed-up differences (x fp32) inside +-this count as no difference."""
     reference_configs: tuple = REFERENCE_CONFIGS
-    """A scenario's reference: the first of these with a finished run. The scenario is learned
-    when every finished reference run beat the trivial predictor; a run is degraded when its
-    quality ends ``degraded_vs_reference_pct`` worse than the reference's run of its seed."""
-    degraded_vs_reference_pct: float = 5.0
-    """% of the reference run's quality (loss, F1, accuracy, P@k alike) beyond which a run of
-    the same scenario and seed is degraded: never safe, fastest or on a frontier."""
+    """A scenario's reference: the first of these with a finished run (its learned gate) and,
+    for the contrasts, the first with >= min_seeds counted seeds."""
+    min_gap_closed: float = 0.5
+    """Learned gate where the learned metric's floor is known (synthetic data: the Bayes loss,
+    the generator's best P@1): a run learned when it closed at least this share of the gap
+    between the trivial baseline and the floor. On B of the reference study the reference closed
+    9% (val loss 6.82 against a unigram 7.48 and a floor 0.27): a plateau, not a language model."""
+    min_gain_without_floor: float = 0.25
+    """Learned gate where no floor is known (real data): the share of the gap between the trivial
+    baseline and the metric's ideal value (0 for a loss, 1 for accuracy, P@k, F1) a run must
+    close. The ideal is at least as far as any floor, so this share understates the gap closed;
+    B's plateau closes 9% of the way to 0 nats and fails, a real-text model at 3.54 nats passes
+    against any unigram baseline above 4.72 nats."""
+    min_rank_reliability: float = 0.5
+    """A scenario's configs can be told apart when the Spearman correlation between one seed's
+    ranking of the candidate configs and the mean ranking of the other seeds (averaged over the
+    seed held out) reaches this. Below it a seed's ranking shares under a quarter of its variance
+    with the others' (rho^2 < 0.25): ranks, flips and verdicts there would read seed noise."""
+    min_reliability_configs: int = 4
+    """Fewer candidate configs with the scenario's seeds: the rank reliability is not measured (a
+    Spearman correlation of 3 ranks takes four values) and the gate does not apply."""
+    min_effect_loss_pct: float = 0.5
+    """The smallest quality effect that matters on a loss (% of the reference's val loss): 0.5%
+    is 0.012 nats on A of the reference study (2.40 nats), a twentieth of its reference's excess
+    over the Bayes floor. A config is degraded only beyond seed noise and beyond this."""
+    min_effect_score_pct: float = 1.0
+    """The smallest quality effect that matters on a score (accuracy, F1, P@k; % of the
+    reference's): about one standard error of an accuracy of 0.78 measured on 2,048 examples
+    (1.2%), below which one evaluation cannot tell two models apart anyway."""
+    flip_size: str | None = "base"
+    """Speed and memory flips only from runs at this model size, the one the speed study runs at
+    (params/reference_speed.yaml): a memory order at `small` reversed at `base` in the reference
+    study. None: any size."""
+    min_flip_seeds_speed: int = 3
+    """A speed or memory flip needs this many seeds per cell, every one measured on one host
+    (``env`` host identity: ``identity.HOST_KEYS``); records that do not identify their host
+    cannot establish it."""
+
+    def min_effect_pct(self, metric: str | None) -> float:
+        """The minimum effect that matters for a quality metric (``min_effect_loss_pct`` for a
+        loss, ``min_effect_score_pct`` for a score)."""
+        return self.min_effect_loss_pct if is_loss(metric) else self.min_effect_score_pct
 
     def describe(self) -> str:
-        return (f"unpaired percentile bootstrap over seeds: each (scenario, config) resampled with replacement "
-                f"{self.n_boot} times (rng seed {self.seed}); CIs are central {self.conf:.0%} intervals; a "
-                f"reversal of a, b between scenarios s, t is a flip when a beats b on s and b beats a on t in >= "
-                f"{self.conf:.0%} of resamples jointly, with >= {self.min_seeds} ok seeds per config and scenario "
-                f"and the smaller gap >= {self.min_size_pct}% of the pair's mean, no multiple-comparison correction. "
-                f"Safety compares each config with the scenario's reference (first of "
-                f"{', '.join(self.reference_configs)} with >= {self.min_seeds} ok seeds), one-sided, Holm-corrected "
-                f"over the scenario's configs; it needs >= {self.min_seeds} ok seeds of the config and of the "
-                f"reference: with fewer a config is not tested (safe = null) unless it failed or trails the "
-                f"reference by more than {self.untested_gap_pct:g}%, which makes it unsafe; a gap below "
-                f"{self.equivalent_pct:g}% of the reference is practically equivalent (safe) even where the "
-                f"bootstrap calls it real. Evidence gates: a scenario is learned when "
-                f"every finished run of its reference (first of {', '.join(self.reference_configs)}) beat the "
-                f"trivial predictor; otherwise, or without recorded baselines, its quality enters no rank, flip, "
-                f"verdict or recommendation; a run whose quality ends more than {self.degraded_vs_reference_pct:g}% "
-                f"worse than the reference's run of its seed is degraded (never safe, fastest or on a frontier); "
-                f"a degenerate micro-F1 is replaced by P@1 (else val loss).")
+        return (
+            f"Seeds are shared across configs, so contrasts pair runs by seed: scipy.stats.bootstrap (paired, "
+            f"percentile, {self.n_boot} resamples, rng seed {self.seed}) gives central {self.conf:.0%} CIs, and a "
+            f"p-value from its distribution (twice the share on the far side of 0) is corrected for multiplicity by "
+            f"statsmodels multipletests ({self.multitest}) over the configs compared with each scenario's reference "
+            f"and over each metric's reversals; where a cell's seeds are not shared the contrast is unpaired (each "
+            f"cell resampled on its own) and says so. An exact sign-flip test (scipy.stats.permutation_test, "
+            f"permutation_type='samples') is reported beside it: with {self.min_seeds} seeds it cannot go below p = "
+            f"{2 / 2 ** self.min_seeds:.2g} (two-sided), "
+            f"while the bootstrap calls any effect whose seeds share a sign real, so the minimum effects decide what "
+            f"matters. Every cell needs >= {self.min_seeds} counted seeds. Safety: a config is degraded on a "
+            f"scenario when its paired quality gap to the reference (first of {', '.join(self.reference_configs)} "
+            f"with enough seeds) is beyond seed noise (corrected p < {1 - self.conf:.2g}) and larger than the minimum "
+            f"effect ({self.min_effect_loss_pct:g}% of a loss, {self.min_effect_score_pct:g}% of a score); safe when "
+            f"the CI's worse end stays below the minimum effect; otherwise inconclusive. A flip of a, b between "
+            f"scenarios s, t: a beats b on s and b beats a on t, both orders beyond seed noise (bootstrap of the "
+            f"smaller paired gap, corrected over the metric's reversals) and the smaller gap >= {self.min_size_pct}% "
+            f"of the pair's mean; candidates only, configs identical by construction for the metric counted once; "
+            f"speed and memory flips only from runs at size {self.flip_size or 'any'} with >= "
+            f"{self.min_flip_seeds_speed} seeds per cell on one identified host. Evidence gates: a scenario is "
+            f"learned when every finished run of its reference closed >= {self.min_gap_closed:.0%} of the gap "
+            f"between the trivial baseline and the metric's floor (or, with no floor known, >= "
+            f"{self.min_gain_without_floor:.0%} of the gap to the metric's ideal value) and beat the baseline; a "
+            f"run that closed less is stalled. Its configs can be told apart when the leave-one-seed-out Spearman "
+            f"correlation of the candidates' rankings reaches {self.min_rank_reliability:g} (not measured with fewer "
+            f"than {self.min_reliability_configs} candidates or 2 shared seeds). A scenario that did not learn, or "
+            f"whose configs cannot be told "
+            f"apart, enters no quality rank, flip, verdict or recommendation; divergence verdicts need it learned "
+            f"only. A verdict is untestable where both arms sit at the same ceiling or floor (divergence rates 1 and "
+            f"1: the mean ln step of divergence is compared instead; 0 and 0: nothing to compare) or where every "
+            f"scenario it needs is gated out. Effects averaged over scenarios treat the scenarios as fixed: a CI "
+            f"measures seed noise, not the choice of tasks. A degenerate micro-F1 is replaced by P@1 (else val "
+            f"loss).")
 
 
-def bootstrap_means(values: dict, n_boot: int, rng: np.random.Generator) -> dict:
-    """``n_boot`` resampled means per key (keys in sorted order: reproducible)."""
-    return {k: np.asarray(values[k], float)[rng.integers(0, len(values[k]), (n_boot, len(values[k])))].mean(axis=1)
-            for k in sorted(values)}
+LOSSES = ("val_loss", "loss", "perplexity")
+IDEAL = {"val_loss": 0.0, "loss": 0.0, "accuracy": 1.0, "p_at_1": 1.0, "p_at_3": 1.0, "p_at_5": 1.0,
+         "micro_f1": 1.0, "macro_f1": 1.0}
+"""The best value a learned metric can take on any data (a loss of 0, a perfect score)."""
+
+
+def is_loss(metric: str | None) -> bool:
+    return str(metric) in LOSSES
+
+
+# ---- resampling ----------------------------------------------------------------------------
+def rng_kw(fn: Callable, seed: int) -> dict:
+    """scipy's generator argument of ``fn`` (``rng`` from scipy 1.15, ``random_state`` before)."""
+    name = "rng" if "rng" in inspect.signature(fn).parameters else "random_state"
+    return {name: np.random.default_rng(seed)}
+
+
+def bootstrap(samples: Sequence[np.ndarray], statistic: Callable, rules: Rules, paired: bool = False
+              ) -> tuple[float, float, float, np.ndarray]:
+    """(point, ci_low, ci_high, bootstrap distribution) of ``statistic(*samples, axis=-1)``
+    (vectorised over a leading resample axis) by scipy.stats.bootstrap, percentile method.
+    ``paired``: the samples are one seed per position, drawn together. Every sample needs >= 2
+    values."""
+    samples = [np.asarray(s, float) for s in samples]
+    point = float(statistic(*samples, axis=-1))
+    if all(np.ptp(s) == 0 for s in samples):  # nothing to resample: the distribution is the point
+        return point, point, point, np.full(rules.n_boot, point)
+    res = sps.bootstrap(samples, statistic, n_resamples=rules.n_boot, vectorized=True, paired=paired, axis=-1,
+                        confidence_level=rules.conf, method="percentile", **rng_kw(sps.bootstrap, rules.seed))
+    return point, float(res.confidence_interval.low), float(res.confidence_interval.high), res.bootstrap_distribution
+
+
+def boot_p(dist: np.ndarray, point: float) -> float:
+    """Two-sided p-value of 'the effect is 0' from a bootstrap distribution: twice the share of
+    resamples on the other side of 0 from the point estimate (at least 1 / (resamples + 1))."""
+    dist = np.asarray(dist, float)
+    dist = dist[np.isfinite(dist)]
+    if not len(dist) or not np.isfinite(point):
+        return math.nan
+    if point == 0:
+        return 1.0
+    far = np.mean(dist <= 0) if point > 0 else np.mean(dist >= 0)
+    return float(min(1.0, max(2 * far, 1 / (len(dist) + 1))))
+
+
+def exact_p(diffs: np.ndarray, rules: Rules) -> float:
+    """Two-sided p-value of paired differences by a sign-flip permutation test
+    (scipy.stats.permutation_test, permutation_type='samples'; exact for up to 2^n <= n_boot)."""
+    d = np.asarray(diffs, float)
+    if len(d) < 2 or np.all(d == 0):
+        return 1.0 if len(d) >= 2 else math.nan
+    res = sps.permutation_test((d, np.zeros_like(d)), lambda x, y, axis=-1: np.mean(x - y, axis=axis),
+                               permutation_type="samples", vectorized=True, n_resamples=rules.n_boot,
+                               **rng_kw(sps.permutation_test, rules.seed))
+    return float(res.pvalue)
+
+
+def adjust(pvalues: dict, rules: Rules) -> dict:
+    """Multiplicity-corrected p-values of a family of tests (key -> p) by statsmodels'
+    ``multipletests`` (``rules.multitest``); NaN entries are left out of the family."""
+    keys = [k for k, p in pvalues.items() if np.isfinite(p)]
+    if not keys:
+        return {k: math.nan for k in pvalues}
+    from statsmodels.stats.multitest import multipletests
+    adj = multipletests([pvalues[k] for k in keys], alpha=1 - rules.conf, method=rules.multitest)[1]
+    out = {k: math.nan for k in pvalues}
+    out.update({k: float(p) for k, p in zip(keys, adj)})
+    return out
+
+
+def rank_reliability(values: "pd.DataFrame", min_configs: int = 4) -> tuple[float, int, int]:  # noqa: F821
+    """(reliability, configs, seeds) of a config x seed table of one scenario's quality (higher
+    is better): the mean over seeds of the Spearman correlation (scipy.stats.spearmanr) between
+    that seed's ranking of the configs and the ranking by the mean of the other seeds. Seeds
+    that at least half the configs have are used, and configs that have each of them; NaN where
+    fewer than ``min_configs`` configs or 2 seeds remain, or a ranking is constant."""
+    if values.empty:
+        return math.nan, 0, 0
+    seeds = [c for c in values.columns if values[c].notna().sum() * 2 >= len(values)]
+    t = values[seeds].dropna()
+    if len(t) < min_configs or len(seeds) < 2:
+        return math.nan, len(t), len(seeds)
+    rhos = []
+    for k in seeds:
+        rest = t[[j for j in seeds if j != k]].mean(axis=1)
+        if t[k].nunique() < 2 or rest.nunique() < 2:
+            return math.nan, len(t), len(seeds)
+        rhos.append(sps.spearmanr(t[k], rest).statistic)
+    return float(np.mean(rhos)), len(t), len(seeds)
 
 
 def ratio_interval(num: dict, den: dict, conf: float = 0.95) -> tuple[float, float]:

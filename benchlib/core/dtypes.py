@@ -394,3 +394,20 @@ def config_table() -> "pandas.DataFrame":  # noqa: F821
                      "compile": c.compile, "tf32": c.tf32, "eps": c.adam_eps, "fp8": c.fp8,
                      "role": c.role, "definition": c.definition_hash, "description": c.description})
     return pd.DataFrame(rows).set_index("name")
+
+
+COST_FREE_FIELDS = ("adam_eps", "loss_scale")
+"""Definition fields that change what is computed but not what it costs: Adam's eps is one
+scalar in an update that runs the same kernels, and a static loss scale's value is one multiply
+whatever the value. Two configurations that differ only in these run at one speed and memory."""
+
+
+def cost_definition(d: dict, fp8_converted: bool | None = None) -> dict:
+    """The part of a configuration's numeric definition (given as a dict, old records' too) that
+    can change speed or memory: ``definition_of`` without ``COST_FREE_FIELDS``, and with ``fp8``
+    "none" where the run's record says that no Linear layer was converted to float8
+    (``fp8_converted`` False), since such a run executes its base configuration's kernels."""
+    out = {k: v for k, v in definition_of(d).items() if k not in COST_FREE_FIELDS}
+    if fp8_converted is False:
+        out["fp8"] = "none"
+    return out

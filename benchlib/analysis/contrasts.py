@@ -1,0 +1,122 @@
+"""Each config's quality against its scenario's reference, paired by seed (``reference_contrasts``):
+the gap, its CI, its p-values and the verdict that safety, the degraded gate and the
+recommendations read.
+
+The gap is in % of the reference's quality, positive = the config is worse. Runs of one seed
+share data order and initialisation, so the gap is taken per shared seed and those differences
+are resampled (``stats.bootstrap``); where fewer than ``Rules.min_seeds`` seeds are shared but
+both cells have that many, the cells are resampled on their own (``paired`` False). The
+p-values of a scenario's configs form one family, corrected by ``Rules.multitest``. Verdicts:
+
+- ``degraded``: the gap is beyond seed noise (corrected p < 1 - conf) and larger than the
+  minimum effect that matters (``Rules.min_effect_pct`` of the scenario's quality metric);
+- ``safe``: the CI's worse end stays below that minimum effect (no degradation that matters is
+  compatible with the seeds);
+- ``inconclusive``: neither (the seeds allow a gap that matters, but do not show one);
+- ``not tested``: fewer than ``min_seeds`` values of the config or of the reference;
+- ``reference``: the reference itself.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from benchlib.analysis.stats import Rules, adjust, boot_p, bootstrap, exact_p
+
+COLUMNS = ["scenario", "config", "reference", "metric", "n_config", "n_reference", "n_paired", "paired", "gap_pct",
+           "ci_low", "ci_high", "p", "p_adj", "p_exact", "min_effect_pct", "verdict", "reason"]
+
+
+def _mean(*xs, axis=-1):
+    return np.mean(xs[0], axis=axis)
+
+
+def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules) -> dict:
+    """The gap of one config's per-seed values ``x`` to the reference's ``ref`` (both indexed by
+    seed), % of the reference, positive = worse (``sign`` +1 where higher is better)."""
+    x, ref = x.dropna(), ref.dropna()
+    shared = sorted(set(x.index) & set(ref.index))
+    out = {"n_config": len(x), "n_reference": len(ref), "n_paired": len(shared), "paired": None, "gap_pct": math.nan,
+           "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "p_exact": math.nan}
+    if len(shared) >= rules.min_seeds:
+        base = abs(ref[shared].mean())
+        if base == 0:
+            return out
+        d = 100 * sign * (ref[shared].to_numpy(float) - x[shared].to_numpy(float)) / base
+        point, lo, hi, dist = bootstrap([d], _mean, rules)
+        out.update(paired=True, p_exact=exact_p(d, rules))
+    elif len(x) >= rules.min_seeds and len(ref) >= rules.min_seeds:
+        base = abs(ref.mean())
+        if base == 0:
+            return out
+
+        def gap(a, r, axis=-1):
+            return 100 * sign * (np.mean(r, axis=axis) - np.mean(a, axis=axis)) / base
+        point, lo, hi, dist = bootstrap([x.to_numpy(float), ref.to_numpy(float)], gap, rules)
+        out["paired"] = False
+    else:
+        return out
+    out.update(gap_pct=point, ci_low=lo, ci_high=hi, p=boot_p(dist, point))
+    return out
+
+
+def _seeds(n: int) -> str:
+    return "one seed" if n == 1 else f"{n} seeds"
+
+
+def reference_contrasts(runs: pd.DataFrame, rules: Rules) -> pd.DataFrame:
+    """Per (scenario, config) of ``runs`` (the runs whose quality counts, with columns
+    scenario, config, seed, quality, q_sign, quality_name): the contrast with the scenario's
+    reference and its verdict (module docstring)."""
+    rows = []
+    for s, d in runs.groupby("scenario"):
+        vals = {c: g.set_index("seed")["quality"].dropna() for c, g in d.groupby("config")}
+        ref = next((c for c in rules.reference_configs if len(vals.get(c, ())) >= rules.min_seeds), None)
+        metric, sign = d["quality_name"].iloc[0], int(d["q_sign"].iloc[0])
+        m = rules.min_effect_pct(metric)
+        for c, v in vals.items():
+            row = {"scenario": s, "config": c, "reference": ref, "metric": metric, "min_effect_pct": m,
+                   "p_adj": math.nan, "verdict": "not tested"}
+            if ref is None:
+                row.update(n_config=len(v), reason=f"not tested: no reference config "
+                           f"({', '.join(rules.reference_configs)}) has >= {rules.min_seeds} counted seeds on {s}")
+            elif c == ref:
+                row.update(n_config=len(v), n_reference=len(v), verdict="reference",
+                           reason=f"the reference of {s} ({_seeds(len(v))})")
+            else:
+                row.update(contrast(v, vals[ref], sign, rules))
+                if row["paired"] is None:
+                    row["reason"] = (f"not tested: {_seeds(len(v))} of {c} and {len(vals[ref])} of the reference {ref} "
+                                     f"({row['n_paired']} shared): needs >= {rules.min_seeds} of both to measure the "
+                                     f"seed noise")
+            rows.append(row)
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    for s, g in out.groupby("scenario"):
+        tested = g[g["p"].notna()]
+        for i, p in adjust(dict(zip(tested.index, tested["p"])), rules).items():
+            out.at[i, "p_adj"] = p
+            out.at[i, "verdict"], out.at[i, "reason"] = _verdict(out.loc[i], rules)
+    return out
+
+
+def _verdict(r: pd.Series, rules: Rules) -> tuple[str, str]:
+    """The verdict of one tested contrast, and its reason in words."""
+    gap, lo, hi, m = r["gap_pct"], r["ci_low"], r["ci_high"], r["min_effect_pct"]
+    how = (f"paired over {int(r['n_paired'])} seeds" if r["paired"] else
+           f"unpaired: {int(r['n_config'])} and {int(r['n_reference'])} seeds, {int(r['n_paired'])} shared")
+    side = "worse than" if gap >= 0 else "better than"
+    text = (f"{abs(gap):.2f}% {side} the reference {r['reference']} (CI of the gap [{lo:.2f}, {hi:.2f}]%, {how}; "
+            f"{rules.multitest} p {r['p_adj']:.2g}, exact sign-flip p {r['p_exact']:.2g})"
+            if r["paired"] else
+            f"{abs(gap):.2f}% {side} the reference {r['reference']} (CI of the gap [{lo:.2f}, {hi:.2f}]%, {how}; "
+            f"{rules.multitest} p {r['p_adj']:.2g})")
+    beyond = r["p_adj"] < 1 - rules.conf
+    if beyond and gap > m:
+        return "degraded", f"{text}: beyond seed noise and the {m:g}% minimum effect"
+    if hi < m:
+        return "safe", (f"{text}: no degradation of {m:g}% or more is compatible with the seeds"
+                         + (" (a real but smaller gap)" if beyond and gap > 0 else ""))
+    return "inconclusive", (f"{text}: the seeds allow a gap of {m:g}% or more but do not show one beyond seed "
+                            f"noise and the minimum effect")

@@ -1,0 +1,429 @@
+"""Evidence gates (``apply_gates``, run by ``tables.study_frame``), so that the analysis does not
+speak where the evidence cannot discriminate:
+
+- *Effective quality* (``quality_metrics``): where a multi-label scenario's micro-F1 is
+  degenerate (0 in every run, or equal for every config) ``quality`` is P@1 (else val loss)
+  for every downstream use; the record's own headline stays in ``quality_record``.
+- *Learned* per run (``run_learning``): the share of the gap between the trivial baseline and
+  the learned metric's floor that the run closed (``quality/gap_closed``, or from
+  ``baseline/<metric>`` and ``quality/floor`` / ``quality/loss_floor`` for older records);
+  where no floor is known, the share of the gap to the metric's ideal value. A run learned when
+  it beat the baseline (``quality/beats_baseline``) and closed ``Rules.min_gap_closed`` (with a
+  floor) or ``Rules.min_gain_without_floor`` (without); an ok run that did not is ``stalled``.
+- *Learned* per scenario (``learned_scenarios``): every finished run of its reference config
+  (``Rules.reference_configs``) learned. Not learned, or unknown (records without a trivial
+  baseline), its quality enters no rank, flip, verdict, safety label or recommendation, and no
+  divergence verdict reads it; its throughput and memory are still reported.
+- *Told apart* (``reliability``): the rank reliability of the scenario's candidate configs across
+  seeds (``stats.rank_reliability``) reaches ``Rules.min_rank_reliability``; below it the
+  scenario's quality enters no rank, flip, verdict or recommendation either.
+- *Degraded against the reference* (``contrasts.reference_contrasts``): in a scenario whose
+  quality is established, a config whose paired gap to the reference is beyond seed noise and
+  the minimum effect; its runs' ``health`` is ``degraded`` (never safe, fastest or on a frontier;
+  their quality still counts for ranks: the gap is what they measure).
+
+``health`` / ``health_reason`` per run: the record's status, ``stalled`` as above, ``degraded``
+as above. Which runs count: ``speed_runs``, ``quality_runs``, ``healthy_runs``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from benchlib.analysis.contrasts import reference_contrasts
+from benchlib.analysis.stats import IDEAL, Rules, rank_reliability
+from benchlib.core.records import COMPLETED
+from benchlib.core.scenarios import SCENARIOS
+
+MEASURED = COMPLETED
+"""Statuses of runs that trained to the end and were timed and evaluated."""
+FAILED = ("diverged", "degraded", "stalled")
+"""Health values that are failures for quality: never safe, fastest or on a Pareto frontier."""
+LABELS = {"val_loss": "val loss", "p_at_1": "P@1", "p_at_3": "P@3", "p_at_5": "P@5", "micro_f1": "micro-F1",
+          "macro_f1": "macro-F1", "accuracy": "accuracy", "unigram": "unigram",
+          "label_frequency": "label-frequency", "majority_class": "majority-class"}
+NOT_JUDGED = ("not judged: the study's runs measure speed and memory only (run.judge_quality false); quality "
+              "enters no ranking, and a stalled run is not a failure")
+
+
+def label(name) -> str:
+    """A metric or baseline name as written in sentences: ``p_at_1`` -> ``P@1``."""
+    return LABELS.get(name, str(name))
+
+
+def _tri(v) -> bool | None:
+    """A record's flag as True / False / None (absent)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+        return None
+    return bool(v)
+
+
+def _text(v) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _first(col: pd.Series):
+    col = col.dropna()
+    return col.iloc[0] if len(col) else None
+
+
+def _num(r: pd.Series, key: str) -> float:
+    v = r.get(key) if key in r else None
+    try:
+        return float(v) if v is not None else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+class Shared(list):
+    """A list kept in a frame's ``attrs`` that pandas does not deep-copy on every operation
+    (it copies ``attrs`` into each derived frame): read-only by convention."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class SharedDict(dict):
+    """``Shared`` for a dict."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def not_judged(runs: pd.DataFrame) -> bool:
+    """Whether these runs (one scenario's) all measure speed and memory only (``judge_quality``
+    false): a speed study's short runs, whose quality nobody should read."""
+    return "run.judge_quality" in runs and bool(len(runs)) and bool((runs["run.judge_quality"] == False).all())  # noqa: E712
+
+
+# ---- the scenario's quality metric ----------------------------------------------------------
+def quality_metrics(df: pd.DataFrame) -> dict[str, dict]:
+    """Per scenario, the quality the comparison uses: ``name``, ``higher_is_better``,
+    ``column`` (of the frame; None = none usable), the record's ``headline`` and a ``note``.
+    A multi-label scenario whose micro-F1 is degenerate (0 in every run that finished, or the
+    same mean for every config) uses P@1 if recorded, else val loss (lower is better)."""
+    out = {}
+    for s, d in df.groupby("scenario"):
+        head = _first(d["quality_record_name"]) or (SCENARIOS[s].quality if s in SCENARIOS else "quality")
+        info = {"name": head, "higher_is_better": bool(d["quality_record_sign"].iloc[0] > 0),
+                "column": "quality_record", "headline": head, "degenerate": False, "note": ""}
+        ok = d[d["status"].isin(MEASURED)]
+        v = ok["quality_record"].dropna()
+        multi = head == "micro_f1" or (s in SCENARIOS and SCENARIOS[s].task == "multilabel")
+        if multi and len(v) and not not_judged(d):  # a speed study's quality is read nowhere: no stand-in
+            means = ok.groupby("config")["quality_record"].mean().dropna()
+            zero, flat = bool((v == 0).all()), len(means) >= 2 and float(means.max() - means.min()) == 0.0
+            if zero or flat:
+                why = (f"{label(head)} is 0 in every run" if zero else
+                       f"{label(head)} is {v.iloc[0]:.4g} for every config")
+                info["degenerate"] = True
+                for name, hib in (("p_at_1", True), ("val_loss", False)):
+                    if f"quality/{name}" in ok and ok[f"quality/{name}"].notna().any():
+                        info.update(name=name, higher_is_better=hib, column=f"quality/{name}",
+                                    note=f"{why} (degenerate): {label(name)} ({'higher' if hib else 'lower'} "
+                                         f"is better) stands in for it as the scenario's quality in ranks, flips, "
+                                         f"verdicts and recommendations")
+                        break
+                else:
+                    info.update(column=None, note=f"{why} (degenerate) and the records carry no threshold-free "
+                                                  f"metric (P@1, val loss): quality enters no ranking")
+        out[s] = info
+    return out
+
+
+# ---- learned: gap closed --------------------------------------------------------------------
+def gap_of(r: pd.Series) -> tuple[float, str | None, float, float, float]:
+    """(share closed, what it is measured against: "floor" / "ideal" / None, that target, the
+    baseline's value, the run's value) of one run's learned metric."""
+    m = r.get("quality/learned_metric")
+    if not isinstance(m, str):
+        return math.nan, None, math.nan, math.nan, math.nan
+    v, b = _num(r, f"quality/{m}"), _num(r, f"baseline/{m}")
+    floor = _num(r, "quality/floor")
+    if not np.isfinite(floor) and m == "val_loss":
+        floor = _num(r, "quality/loss_floor")
+    recorded = _num(r, "quality/gap_closed")
+    if np.isfinite(floor) and np.isfinite(recorded):
+        return recorded, "floor", floor, b, v
+    target, kind = (floor, "floor") if np.isfinite(floor) else (IDEAL.get(m, math.nan), "ideal")
+    if not (np.isfinite(v) and np.isfinite(b) and np.isfinite(target)) or target == b:
+        return math.nan, None, target, b, v
+    return (v - b) / (target - b), kind, target, b, v
+
+
+def run_learning(df: pd.DataFrame, rules: Rules) -> pd.DataFrame:
+    """Per run: ``gap_closed`` (share), ``gap_to`` (floor / ideal), ``learned_run`` (True,
+    False, or None without a trivial baseline) and ``learned_why`` (the numbers in words)."""
+    rows = []
+    for _, r in df.iterrows():
+        share, kind, target, b, v = gap_of(r)
+        beats = _tri(r.get("quality/beats_baseline"))
+        need = rules.min_gap_closed if kind == "floor" else rules.min_gain_without_floor
+        m, base = r.get("quality/learned_metric"), r.get("baseline/name")
+        nums = (f"{label(m)} {v:.3g} vs {label(base) if isinstance(base, str) else 'the trivial baseline'} {b:.3g}"
+                + (f", {'floor' if kind == 'floor' else 'ideal'} {target:.3g}: closed {share:.0%} of the gap"
+                   if kind else "") if np.isfinite(v) and np.isfinite(b) else "")
+        if beats is None:
+            learned = None
+        elif beats is False or r["status"] == "stalled":
+            learned = False
+        else:
+            learned = bool(share >= need) if kind else True
+        why = (nums + (f" (< {need:.0%}{'' if kind == 'floor' else ' with no floor known'})" if learned is False and
+                       kind and share < need else "")) if nums else ""
+        rows.append({"gap_closed": share, "gap_to": kind, "learned_run": learned, "learned_why": why})
+    out = pd.DataFrame(rows, index=df.index)
+    out["learned_run"] = out["learned_run"].astype(object)
+    return out
+
+
+def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
+    """Per scenario: ``reference`` (the first of ``rules.reference_configs`` with a finished
+    run), ``learned`` (True when every finished reference run learned, ``run_learning``; False
+    when one did not; None = unknown: no reference, or records without a trivial baseline), the
+    ``metric`` that decided it, the reference's and the trivial ``baseline``'s mean value of it,
+    the mean ``gap_closed`` and what it is measured against, and the ``reason`` in words."""
+    rules = rules or Rules()
+    if "learned_run" not in df:
+        df = pd.concat([df, run_learning(df, rules)], axis=1)
+    rows = []
+    for s in sorted(df["scenario"].unique()):
+        fin = df[(df["scenario"] == s) & df["status"].isin(MEASURED)]
+        ref = next((c for c in rules.reference_configs if (fin["config"] == c).any()), None)
+        row = {"scenario": s, "reference": ref, "learned": None, "metric": None, "reference_value": np.nan,
+               "baseline": None, "baseline_value": np.nan, "gap_closed": np.nan, "gap_to": None, "n_runs": 0}
+        if not_judged(df[df["scenario"] == s]):  # a speed study's: whatever its reference did
+            rows.append({**row, "n_runs": int((fin["config"] == ref).sum()), "reason": NOT_JUDGED})
+            continue
+        if ref is None:
+            rows.append({**row, "reason": f"unknown: no reference config ({', '.join(rules.reference_configs)}) "
+                                          "finished a run; quality enters no ranking"})
+            continue
+        r = fin[fin["config"] == ref]
+        metric = _first(r["quality/learned_metric"])
+        row.update(n_runs=len(r), metric=metric, baseline=_first(r["baseline/name"]), gap_to=_first(r["gap_to"]),
+                   gap_closed=r["gap_closed"].mean())
+        if metric and f"quality/{metric}" in r and f"baseline/{metric}" in r:
+            row.update(reference_value=r[f"quality/{metric}"].mean(), baseline_value=r[f"baseline/{metric}"].mean())
+        states = list(r["learned_run"])
+        n, fails, unknown = len(states), states.count(False), sum(x is None for x in states)
+        first_fail = next((w for w, x in zip(r["learned_why"], states) if x is False and w), "")
+        if fails:
+            row.update(learned=False, reason=f"reference {ref} {first_fail or 'did not beat the trivial baseline'}: "
+                       f"not learned ({fails}/{n} run(s)); quality enters no ranking")
+        elif unknown == n:
+            row["reason"] = "unknown: records carry no trivial baseline; quality enters no ranking"
+        elif unknown:
+            row["reason"] = (f"unknown: {unknown}/{n} run(s) of the reference {ref} carry no trivial baseline; "
+                             "quality enters no ranking")
+        else:
+            why = next((w for w in r["learned_why"] if w), "")
+            row.update(learned=True, reason=f"reference {ref}{' ' + why if why else ''}: learned ({n}/{n} run(s))")
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=["scenario", "reference", "learned", "reason", "metric", "reference_value",
+                                      "baseline", "baseline_value", "gap_closed", "gap_to", "n_runs"])
+    out["learned"] = out["learned"].astype(object)
+    return out
+
+
+# ---- told apart: rank reliability -----------------------------------------------------------
+def reliability(df: pd.DataFrame, scenarios, rules: Rules) -> dict[str, dict]:
+    """Per scenario of ``scenarios``: the rank reliability of its candidate configs' quality
+    across seeds (``stats.rank_reliability`` over the runs whose quality counts so far), whether
+    it reaches ``rules.min_rank_reliability`` (``told_apart``: None where it is not measured),
+    and the reason in words."""
+    out = {}
+    for s in scenarios:
+        d = df[(df["scenario"] == s) & (df["role"] == "candidate") & (df["status"] == "ok") & (df["health"] == "ok")]
+        t = d.pivot_table(index="config", columns="seed", values="quality", aggfunc="first") * (
+            d["q_sign"].iloc[0] if len(d) else 1)
+        rho, n_c, n_s = rank_reliability(t, rules.min_reliability_configs)
+        ok = None if not np.isfinite(rho) else bool(rho >= rules.min_rank_reliability)
+        n = f"{n_c} candidate configs, {n_s} shared seeds"
+        why = (f"rank reliability not measured ({n}; needs {rules.min_reliability_configs} and 2)" if ok is None else
+               f"configs told apart: rank reliability {rho:.2f} >= {rules.min_rank_reliability:g} ({n})" if ok else
+               f"configs cannot be told apart: rank reliability {rho:.2f} < {rules.min_rank_reliability:g} ({n}); "
+               f"quality enters no ranking")
+        out[s] = {"reliability": rho if np.isfinite(rho) else None, "n_configs": n_c, "n_seeds": n_s,
+                  "told_apart": ok, "reason": why}
+    return out
+
+
+# ---- the gates ------------------------------------------------------------------------------
+def _gate_key(rules) -> tuple:
+    """What the gates depend on: a frame gated with other rules is gated again."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in vars(rules).items())
+
+
+def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
+    """The study frame with the evidence gates (module docstring): ``quality`` = the effective
+    quality (``quality_name``, ``quality_higher_is_better``, ``q_sign`` follow it; the record's
+    own in ``quality_record*``), the per-run ``gap_closed`` / ``learned_run``, ``learned`` (the
+    scenario's, True/False/None), ``quality_established`` (learned, told apart and a usable
+    quality metric), ``health`` and ``health_reason``. ``attrs``: ``quality_metric``,
+    ``learned``, ``reliability`` per scenario and ``contrasts`` (plain dicts and lists).
+    Idempotent: applying it again with other rules recomputes from the record's columns."""
+    rules = rules or Rules()
+    df = df.copy()
+    if "quality_record" not in df:
+        df["quality_record"], df["quality_record_name"] = df["quality"], df["quality_name"]
+        df["quality_record_sign"] = df["q_sign"]
+    if "role" not in df:
+        df["role"] = "candidate"
+    qm = quality_metrics(df)
+    df["quality"] = df["quality_record"]
+    df["quality_name"] = df["quality_record_name"]
+    df["q_sign"] = df["quality_record_sign"]
+    df["quality_higher_is_better"] = df["q_sign"] > 0
+    for s, info in qm.items():
+        rows = df["scenario"] == s
+        df.loc[rows, "quality"] = df.loc[rows, info["column"] or "quality_record"].to_numpy(float)
+        df.loc[rows, "quality_name"] = info["name"]
+        df.loc[rows, "q_sign"] = 1 if info["higher_is_better"] else -1
+        df.loc[rows, "quality_higher_is_better"] = info["higher_is_better"]
+    for col, v in run_learning(df, rules).items():
+        df[col] = v
+    lt = learned_scenarios(df, rules)
+    learned = dict(zip(lt["scenario"], lt["learned"]))
+    df["learned"] = pd.Series([learned.get(s) for s in df["scenario"]], index=df.index, dtype=object)
+    df["health"], df["health_reason"] = _health(df, lt)
+    usable = [s for s in qm if learned.get(s) is True and qm[s]["column"] is not None]
+    rel = reliability(df, usable, rules)
+    est = {s: s in usable and rel[s]["told_apart"] is not False for s in qm}
+    df["quality_established"] = df["scenario"].map(est).fillna(False).astype(bool)
+    counted = df[df["quality_established"] & (df["status"] == "ok") & (df["health"] == "ok")]
+    con = reference_contrasts(counted, rules)
+    for r in con[con["verdict"] == "degraded"].itertuples():
+        rows = (df["scenario"] == r.scenario) & (df["config"] == r.config) & (df["health"] == "ok")
+        df.loc[rows, "health"] = "degraded"
+        df.loc[rows, "health_reason"] = f"quality {r.reason}"
+    df.attrs["q_sign"] = SharedDict({s: 1 if info["higher_is_better"] else -1 for s, info in qm.items()})
+    df.attrs["quality_metric"] = SharedDict({s: {k: v for k, v in info.items() if k != "column"}
+                                             | {"usable": bool(info["column"])} for s, info in qm.items()})
+    df.attrs["learned"] = SharedDict({r["scenario"]: {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                                           for k, v in r.items() if k != "scenario"}
+                           for r in lt.to_dict(orient="records")})
+    df.attrs["reliability"] = SharedDict(rel)
+    df.attrs["contrasts"] = Shared(con.to_dict(orient="records"))
+    df.attrs["gate"] = _gate_key(rules)
+    return df
+
+
+def _health(df: pd.DataFrame, lt: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    health = df["status"].astype(object).copy()
+    reason = pd.Series([""] * len(df), index=df.index, dtype=object)
+    unjudged = set(lt.loc[lt["reason"] == NOT_JUDGED, "scenario"])  # learned_scenarios decided it
+    for i, r in df.iterrows():
+        st = r["status"]
+        if st == "diverged":
+            step = r["stability/diverged_step"]
+            reason[i] = f"diverged at step {step:.0f}" if pd.notna(step) else _text(r["reason"]) or "diverged"
+        elif st in ("ok", "stalled", "degraded") and r["scenario"] in unjudged:
+            health[i] = "ok"
+            reason[i] = "" if st == "ok" else f"{st}, not judged: the run measures speed and memory only"
+        elif st == "degraded":
+            step = r["stability/degraded_step"]
+            reason[i] = _text(r["reason"]) or ("training loss rose a sustained amount above its running minimum"
+                                               + (f" from step {step:.0f}" if pd.notna(step) else ""))
+        elif st == "stalled" or (st == "ok" and r["learned_run"] is False):
+            health[i] = "stalled"
+            reason[i] = "did not learn" + (f" ({r['learned_why']})" if r["learned_why"] else "")
+        elif st != "ok":
+            reason[i] = _text(r["reason"]) or st
+    return health, reason
+
+
+def gated(df: pd.DataFrame, rules=None) -> pd.DataFrame:
+    """``df`` with the evidence gates of ``rules``: as it is when already gated so (or, with
+    no rules, gated at all), else ``apply_gates``."""
+    if "health" in df and (rules is None or df.attrs.get("gate") == _gate_key(rules)):
+        return df
+    return apply_gates(df, rules)
+
+
+# ---- which runs count -----------------------------------------------------------------------
+def speed_runs(df: pd.DataFrame) -> pd.Series:
+    """Runs whose throughput and memory count: every run that finished (ok, degraded, stalled)."""
+    return df["status"].isin(MEASURED)
+
+
+def quality_runs(df: pd.DataFrame) -> pd.Series:
+    """Runs whose quality counts: ok runs of established scenarios that did not stall (a run
+    degraded against the reference counts: its gap is what ranks and verdicts measure)."""
+    return df["quality_established"] & (df["status"] == "ok") & df["health"].isin(["ok", "degraded"])
+
+
+def healthy_runs(df: pd.DataFrame) -> pd.Series:
+    return df["health"] == "ok"
+
+
+def unhealthy(g: pd.DataFrame) -> str:
+    """Why some runs of one (scenario, config) are not healthy, '' if none: counts per health
+    ('diverged 3/3'), then the median divergence step or the first other reason."""
+    g = g[g["status"] != "skipped"]
+    bad = g[g["health"] != "ok"]
+    if bad.empty:
+        return ""
+    counts = ", ".join(f"{h} {n}/{len(g)}" for h, n in bad["health"].value_counts().items())
+    steps = bad.loc[bad["health"] == "diverged", "stability/diverged_step"].dropna()
+    other = next((x for h, x in zip(bad["health"], bad["health_reason"]) if x and h != "diverged"), "")
+    return counts + (f" (median divergence step {steps.median():.0f})" if len(steps) else "") + (
+        f" ({other})" if other else "")
+
+
+def excluded_configs(df: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(scenario, config) -> why it is excluded from "fastest" and Pareto frontiers: one of its
+    runs is not healthy (diverged, degraded, stalled, oom, error; ``unhealthy``). Skipped runs
+    (the hardware cannot run the config) do not count."""
+    out = {}
+    for (s, c), g in df.groupby(["scenario", "config"]):
+        why = unhealthy(g)
+        if why:
+            out[s, c] = why
+    return out
+
+
+def why_not_established(df: pd.DataFrame, scenario: str) -> str:
+    """Why a scenario's quality is not established: the learned gate's reason, the quality
+    metric's note (degenerate with nothing to stand in), or the rank reliability's; '' when it
+    is established."""
+    if bool(df.loc[df["scenario"] == scenario, "quality_established"].any()):
+        return ""
+    lrn = df.attrs["learned"].get(scenario, {})
+    if lrn.get("learned") is not True:
+        return lrn.get("reason", "")
+    if not df.attrs["quality_metric"][scenario].get("usable", True):
+        return df.attrs["quality_metric"][scenario]["note"]
+    return df.attrs.get("reliability", {}).get(scenario, {}).get("reason", "")
+
+
+def by_reason(why: dict[str, str]) -> str:
+    """'A, B: <reason>; C: <other reason>': scenario -> reason, each reason once."""
+    groups: dict[str, list[str]] = {}
+    for s, r in why.items():
+        groups.setdefault(r, []).append(s)
+    return "; ".join(f"{', '.join(ss)}: {r}" for r, ss in groups.items())
+
+
+def scenario_notes(df: pd.DataFrame) -> dict[str, str]:
+    """Per scenario, what the gates say in words: learned or not and why, whether its configs
+    can be told apart, the quality metric used where it is not the record's headline, and the
+    runs whose speed is blanked."""
+    df = gated(df)
+    out = {}
+    for s in sorted(df["scenario"].unique()):
+        lrn = df.attrs["learned"].get(s, {})
+        qm = df.attrs["quality_metric"].get(s, {})
+        rel = df.attrs.get("reliability", {}).get(s, {})
+        out[s] = "; ".join(x for x in (lrn.get("reason", ""), rel.get("reason", ""), qm.get("note", ""),
+                                       shared_note(df[df["scenario"] == s])) if x)
+    return out
+
+
+def shared_note(d: pd.DataFrame) -> str:
+    """What the blanked speed of runs that shared their GPU means, or ''."""
+    n = int(d["shared_gpu"].sum()) if "shared_gpu" in d else 0
+    return (f"{n} of {len(d)} run(s) shared their GPU with other runs (--runs-per-gpu): their throughput, step "
+            f"time and MFU are not their own and are left blank (shared_gpu)") if n else ""

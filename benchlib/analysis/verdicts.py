@@ -1,0 +1,358 @@
+"""The machinery of a hypothesis verdict: effects built from per-seed cells, their bootstrap CI,
+and the verdict a CI gives (``decide``). The seven rules themselves are in ``hypotheses``.
+
+An effect is a mean over *units* (a scenario, or a matched pair of scenarios), or the
+difference of two such means. A unit is made of *pieces*, one per scenario: the per-seed values
+of a config on it, or of a config against another paired by seed (``piece``). Pieces of
+different scenarios are resampled independently (their runs are different runs); two configs of
+one scenario are paired by seed where they share ``Rules.min_seeds`` seeds, else resampled on
+their own and the evidence says ``unpaired``. Verdicts:
+
+- ``untestable`` where the test cannot discriminate: both arms at the same ceiling or floor, or
+  every scenario it needs did not learn or cannot be told apart (the evidence says which);
+- ``inconclusive`` when a needed cell has fewer than ``min_seeds`` values (the reason names the
+  cells short of seeds), or the CI straddles 0 (with how many seeds might settle it);
+- ``rejected`` when the CI lies inside [-margin, +margin] (no effect worth the name) or
+  entirely below 0 (the opposite holds);
+- ``supported`` when the CI lies entirely above 0 (or, for a claim that two things merely
+  differ, entirely on either side).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from benchlib.analysis.gates import by_reason
+from benchlib.analysis.stats import Rules, bootstrap
+from benchlib.analysis.tables import gated, seed_series, why_not_established
+from benchlib.core.records import TRAINED
+from benchlib.core.scenarios import SCENARIOS
+
+VERDICTS = ("supported", "rejected", "inconclusive", "untestable")
+SETTLE_MAX = 1000
+"""Beyond this many seeds per (scenario, config), ``seeds_to_settle`` says the effect is too small
+against the noise to be worth settling."""
+
+
+@dataclass
+class Piece:
+    """One scenario's contribution to a unit: ``samples`` (per-seed Series) and ``value``, which
+    maps their means (arrays over resamples) to the piece's value."""
+    samples: list
+    value: Callable
+    paired: bool | None  # None: one config, nothing to pair
+
+
+def piece(cells: dict, s: str, x: str, ref: str | None, f: Callable, rules: Rules) -> Piece | None:
+    """Config ``x`` on scenario ``s``: without ``ref``, ``f(mean of x)``; with it, ``f(x, ref,
+    ref's values)`` on each shared seed where they share >= min_seeds seeds (paired), else on
+    the two means (unpaired). None where a cell has fewer than min_seeds values."""
+    a = cells.get((s, x), pd.Series(dtype=float))
+    if ref is None:
+        return Piece([a], lambda m: f(m), None) if len(a) >= rules.min_seeds else None
+    r = cells.get((s, ref), pd.Series(dtype=float))
+    shared = sorted(set(a.index) & set(r.index))
+    if len(shared) >= rules.min_seeds:
+        return Piece([f(a[shared].to_numpy(float), r[shared].to_numpy(float), r[shared])], lambda m: m, True)
+    if len(a) >= rules.min_seeds and len(r) >= rules.min_seeds:
+        return Piece([a, r], lambda ma, mr: f(ma, mr, r), False)
+    return None
+
+
+def short_cells(cells: dict, keys, rules: Rules, studied: set) -> list[str]:
+    return sorted({f"{s}/{c} ({len(cells.get((s, c), ()))} of {rules.min_seeds} seeds)" for s, c in keys
+                   if len(cells.get((s, c), ())) < rules.min_seeds and s in studied})
+
+
+def effect_ci(units: dict, rules: Rules, minus: dict | None = None):
+    """(point, lo, hi) of mean(unit values over ``units``) [- mean over ``minus``], each unit a
+    (list of Piece, combine) pair; None when a side has no unit."""
+    if not units or (minus is not None and not minus):
+        return None
+    sides = [units] + ([minus] if minus is not None else [])
+    flat, layout = [], []
+    for side in sides:
+        spec = []
+        for pieces, combine in side.values():
+            idx = []
+            for p in pieces:
+                idx.append(list(range(len(flat), len(flat) + len(p.samples))))
+                flat += [np.asarray(x, float) for x in p.samples]
+            spec.append((pieces, idx, combine))
+        layout.append(spec)
+
+    def statistic(*samples, axis=-1):
+        means = [np.mean(x, axis=axis) for x in samples]
+        vals = [np.mean([combine([p.value(*[means[i] for i in ix]) for p, ix in zip(pieces, idx)])
+                         for pieces, idx, combine in spec], axis=0) for spec in layout]
+        return vals[0] - vals[1] if len(vals) == 2 else vals[0]
+    point, lo, hi, _ = bootstrap(flat, statistic, rules)
+    return point, lo, hi
+
+
+def decide(lo: float, hi: float, margin: float = 0.0, two_sided: bool = False) -> tuple[str, str]:
+    """The verdict of a CI (see the module docstring)."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "inconclusive", "no confidence interval"
+    ci = f"CI [{lo:.4g}, {hi:.4g}]"
+    if -margin <= lo and hi <= margin:
+        return "rejected", f"{ci} inside +-{margin:g}: no effect"
+    if lo > 0 or (two_sided and hi < 0):
+        return "supported", f"{ci} excludes 0"
+    if hi < 0:
+        return "rejected", f"{ci} below 0: the opposite holds"
+    return "inconclusive", f"{ci} includes 0"
+
+
+def result(fn: Callable, claim: str, verdict: str, reason: str, effect: dict | None = None,
+           evidence: dict | None = None) -> dict:
+    return {"claim": claim, "rule": inspect.getdoc(fn), "verdict": verdict, "reason": reason,
+            "effect": effect, "evidence": evidence or {}}
+
+
+def effect(name: str, unit: str, est: float, lo: float, hi: float, rules: Rules) -> dict:
+    return {"name": name, "unit": unit, "estimate": est, "ci_low": lo, "ci_high": hi, "conf": rules.conf}
+
+
+def seeds_to_settle(point: float, lo: float, hi: float, n: int) -> int | None:
+    """About how many seeds per (scenario, config) would put a CI that includes 0 clear of it,
+    were the effect and the seed-to-seed noise what they are now: a bootstrap CI narrows as
+    1/sqrt(seeds), so the bound on 0's side moves from ``point`` by (its distance now) x
+    sqrt(n / n'); None when the point estimate is 0 (no number of seeds settles a null effect's
+    sign)."""
+    if point == 0 or not (np.isfinite(lo) and np.isfinite(hi)) or n < 1:
+        return None
+    dist = point - lo if point > 0 else hi - point
+    return int(np.ceil(n * (dist / abs(point)) ** 2))
+
+
+def verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False, why_missing="") -> dict:
+    """The verdict of an effect's CI (None: not enough data, the reason from ``ev``'s
+    ``missing`` cells), with the seeds that would settle an inconclusive one."""
+    if ci is None:
+        miss = _collect(ev, "missing")
+        short = (f"needs >= {rules.min_seeds} counted seeds per (scenario, config); short: {', '.join(miss[:8])}"
+                 + (f" and {len(miss) - 8} more" if len(miss) > 8 else "") if miss else
+                 "no scenario with the configs it compares")
+        return result(fn, claim, "inconclusive", why_missing or f"not enough data: {short}", evidence=ev)
+    verdict, reason = decide(ci[1], ci[2], margin, two_sided)
+    eff = effect(name, unit, *ci, rules)
+    n = min(_collect(ev, "seeds"), default=0)
+    if verdict == "inconclusive" and n:
+        need = seeds_to_settle(*ci, n)
+        eff["seeds_to_settle"] = need
+        reason += (f": the effect ({ci[0]:.3g} {unit}) is smaller than the seed noise; "
+                   + ("no number of seeds settles an estimate of 0" if need is None else
+                      f"more than {SETTLE_MAX} seeds per (scenario, config) would be needed: too small to matter"
+                      if need > SETTLE_MAX else
+                      f"about {need} seeds per (scenario, config) would settle it at this effect and noise (now {n})"))
+    return result(fn, claim, verdict, reason, eff, ev)
+
+
+def _collect(ev, key: str) -> list:
+    """Every ``key`` entry of a (nested) evidence dict, flattened."""
+    if isinstance(ev, dict):
+        out = []
+        for k, v in ev.items():
+            out += (list(v) if isinstance(v, list) else [v]) if k == key else _collect(v, key)
+        return sorted(out, key=str) if key == "missing" else out
+    return []
+
+
+def pairing(units: dict) -> str:
+    """How a side's configs were compared: 'paired by seed', 'unpaired' or mixed."""
+    kinds = {p.paired for pieces, _ in units.values() for p in pieces if p.paired is not None}
+    return {frozenset({True}): "paired by seed", frozenset({False}): "unpaired (seeds not shared)"}.get(
+        frozenset(kinds), "partly paired by seed" if kinds else "")
+
+
+FP16_FAMILY = ("fp16_naive", "fp16_naive_noscale", "fp16_fp16_states", "fp16_fp16_states_noscale",
+               "fp16_fp16_states_eps1e4")
+STAND_IN = ("tested with {got} ({what}): it fails of second-moment underflow, so this tests that, not "
+            "loss scaling; the loss-scaling question needs runs of fp16_naive and fp16_naive_noscale (fp16 "
+            "weights, fp32 moments), which this study does not have")
+
+
+# ---- building effects ------------------------------------------------------------------------
+def _identity(*m):
+    return m[0]
+
+
+def _first(vals):
+    return vals[0]
+
+
+def gain_pct(sgn: int) -> Callable:
+    """Gain of x over ref in % of ref's mean quality, > 0 = x better (per seed, or of means)."""
+    return lambda xv, rv, r: 100 * sgn * (xv - rv) / abs(float(np.mean(r)))
+
+
+def scenarios_of(kind: str) -> list[str]:
+    """Scenario ids of a kind: 'lm', 'cls', or a task ('multilabel', 'singlelabel')."""
+    pick = {"lm": lambda x: x.is_lm, "cls": lambda x: not x.is_lm}.get(kind, lambda x: x.task == kind)
+    return [s for s, x in SCENARIOS.items() if pick(x)]
+
+
+def scenario_units(cells: dict, scenarios, x: str, ref: str | None, f: Callable, rules: Rules) -> tuple[dict, dict]:
+    """One single-piece unit per scenario where ``x`` (against ``ref``) has enough seeds, and
+    the evidence: used, missing cells, seeds, pairing."""
+    studied = {s for s, _ in cells}
+    units = {}
+    for s in scenarios:
+        p = piece(cells, s, x, ref, f, rules)
+        if p is not None:
+            units[s] = ([p], _first)
+    keys = [(s, c) for s in scenarios if s not in units for c in ([x] + ([ref] if ref else []))]
+    seeds = [len(cells[s, c]) for s in units for c in ([x] + ([ref] if ref else []))]
+    ev = {"used": list(units), "missing": short_cells(cells, keys, rules, studied),
+          "seeds": min(seeds) if seeds else None, "pairing": pairing(units)}
+    return units, ev
+
+
+# ---- which scenarios a rule reads ------------------------------------------------------------
+def _noted(res: dict, key: str, value, scenarios, why: str) -> dict:
+    if scenarios:
+        res["evidence"] = {**(res["evidence"] or {}), key: value}
+        res["reason"] += f"; scenario(s) {', '.join(scenarios)} {why}"
+    return res
+
+
+def _gated(res: dict, skipped: dict, what: str) -> dict:
+    """A verdict's reason and evidence naming the scenarios a rule left out (``skipped``: scenario
+    -> why); a verdict that has no effect for want of them alone (no cell short of seeds in the
+    scenarios it read) is untestable."""
+    if not skipped:
+        return res
+    why = by_reason(skipped)
+    res["evidence"] = {**(res["evidence"] or {}), "not_learned": skipped}
+    if res["verdict"] == "inconclusive" and res["effect"] is None and not _missing(res["evidence"]):
+        res.update(verdict="untestable", reason=f"no scenario it needs gives evidence ({why})")
+    else:
+        res["reason"] += f"; scenario(s) {', '.join(skipped)} {what} ({why})"
+    return res
+
+
+def _missing(ev) -> list:
+    if isinstance(ev, dict):
+        return [m for k, v in ev.items() for m in (v if k == "missing" and isinstance(v, list) else _missing(v))]
+    return []
+
+
+def quality_rule(fn: Callable) -> Callable:
+    """Run a quality rule on the scenarios whose quality is established only; the verdict's
+    ``evidence.not_learned`` names the others and why (did not learn, configs cannot be told
+    apart), and a verdict left without data by them is untestable."""
+    @functools.wraps(fn)
+    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
+        df = gated(df, rules)
+        skipped = {s: why_not_established(df, s)
+                   for s in sorted(df.loc[~df["quality_established"], "scenario"].unique())}
+        return _gated(fn(df[df["quality_established"]], rules, **kw), skipped, "skipped: quality not established")
+    return rule
+
+
+learned_only = quality_rule
+
+
+def stability_rule(fn: Callable) -> Callable:
+    """Run a divergence rule on the scenarios that learned (the runs that trained there:
+    ``tables.trained_runs``); how well configs are told apart on quality does not bear on when
+    they diverge. The verdict names the scenarios left out."""
+    @functools.wraps(fn)
+    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
+        df = gated(df, rules)
+        skipped = {s: df.attrs["learned"].get(s, {}).get("reason", "")
+                   for s in sorted(df.loc[~df["learned"].eq(True), "scenario"].unique())}
+        return _gated(fn(df, rules, **kw), skipped, "skipped: did not learn")
+    return rule
+
+
+def speed_rule(fn: Callable) -> Callable:
+    """Run a speed or memory rule on every scenario, also where quality is not established
+    (a speed-only study: short runs at a size where the step is not launch-bound). There a
+    run's ``stalled`` says only that the scenario did not learn in the run's steps, the
+    reference config included, so it takes no config off a frontier or out of a contrast;
+    diverged, oom and error runs still do. The verdict's ``evidence.speed_only`` names those
+    scenarios, and its reason says so."""
+    @functools.wraps(fn)
+    def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
+        df = gated(df, rules).copy()
+        speed_only = ~df["quality_established"]
+        df.loc[speed_only & (df["health"] == "stalled"), "health"] = "ok"
+        names = sorted(df.loc[speed_only, "scenario"].unique())
+        return _noted(fn(df, rules, **kw), "speed_only", names, names,
+                      "count for speed only (quality not established there, so a stalled run is not a failure)")
+    return rule
+
+
+def divergence_table(df: pd.DataFrame, configs=FP16_FAMILY) -> pd.DataFrame:
+    """Per config x scenario: runs that trained (finished or diverged), how many diverged and at
+    which steps, or that none did in N steps (seed 001 H2: 'track when/if loss explodes')."""
+    rows = []
+    d = df[df["config"].isin(configs) & df["status"].isin(TRAINED)]
+    for (c, s), g in d.groupby(["config", "scenario"]):
+        steps = sorted(int(v) for v in g.loc[g["status"] == "diverged", "stability/diverged_step"].dropna())
+        n, k = len(g), int((g["status"] == "diverged").sum())
+        trained = int(g["run.steps"].max()) if g["run.steps"].notna().any() else None
+        rows.append({"config": c, "scenario": s, "runs": n, "diverged": k, "diverged_steps": steps,
+                     "median_step": float(np.median(steps)) if steps else None, "train_steps": trained,
+                     "summary": (f"diverged in {k}/{n} runs at step(s) {', '.join(map(str, steps))}" if k else
+                                 f"did not diverge in {n} run(s) of {trained} steps")})
+    return pd.DataFrame(rows, columns=["config", "scenario", "runs", "diverged", "diverged_steps", "median_step",
+                                       "train_steps", "summary"])
+
+
+def fp16_config(df: pd.DataFrame, wanted: str, stand_in: str) -> tuple[str, str]:
+    """The config a fp16 rule tests: ``wanted`` where the study ran it, else ``stand_in``; and
+    what the verdict must say about it ('' for the wanted one)."""
+    if (df["config"] == wanted).any() or not (df["config"] == stand_in).any():
+        return wanted, ""
+    return stand_in, STAND_IN.format(got=stand_in, what="fp16 weights and fp16 Adam moments")
+
+
+def divergence_contrast(df: pd.DataFrame, cfg: str, plus, minus, rules: Rules) -> tuple:
+    """Divergence of ``cfg`` on the ``plus`` scenarios against the ``minus`` ones: the rate
+    (share of the runs that trained that diverged) where it can differ; where every run of both
+    arms diverged, the time to divergence (mean ln of the step, each scenario's runs resampled on
+    their own); where none did, nothing. Returns (mode: 'rate' / 'time' / 'none', ci, evidence)."""
+    rates = seed_series(df, "diverged")
+    up, ev_p = scenario_units(rates, plus, cfg, None, _identity, rules)
+    um, ev_m = scenario_units(rates, minus, cfg, None, _identity, rules)
+    ev = {"plus": ev_p, "minus": ev_m}
+    vals = np.concatenate([rates[s, cfg].to_numpy() for s in [*up, *um]]) if up and um else np.array([])
+    if len(vals) and (vals == 1).all():
+        steps = {k: np.log(v) for k, v in seed_series(df, "diverged_step").items()}
+        up, ev["plus"] = scenario_units(steps, plus, cfg, None, _identity, rules)
+        um, ev["minus"] = scenario_units(steps, minus, cfg, None, _identity, rules)
+        return "time", effect_ci(up, rules, um), ev
+    if len(vals) and (vals == 0).all():
+        return "none", None, ev
+    return "rate", effect_ci(up, rules, um), ev
+
+
+def divergence_verdict(fn, claim, cfg, note, mode, ci, ev, rules, two_sided, arms=("one arm", "the other"),
+                        sign_time=1) -> dict:
+    ev = {**ev, "config": cfg, "divergence": None}
+    if mode == "none":
+        return result(fn, claim, "untestable", f"{cfg} diverged in no run of either arm: a rate of 0 against 0 "
+                      "cannot discriminate, and there is no time to divergence to compare" + note, evidence=ev)
+    if mode == "time":
+        if ci is not None:
+            ci = tuple(sign_time * v for v in ci)
+            ci = (ci[0], min(ci[1:]), max(ci[1:]))
+        res = verdict_of(fn, claim, ci, ev, "ln(step of divergence) ratio", "ln ratio", rules, 0.0, two_sided)
+        res["reason"] = (f"every run of {cfg} diverged in both arms (rates 1 and 1: the rate test is untestable); "
+                         f"time to divergence compared instead"
+                         + (f" (on {arms[0]} it diverges at {np.exp(sign_time * ci[0]):.2g}x the step of "
+                            f"{arms[1]})" if ci else "")
+                         + f": {res['reason']}")
+    else:
+        res = verdict_of(fn, claim, ci, ev, "divergence rate difference", "share of runs", rules, rules.margin_rate,
+                         two_sided)
+    res["reason"] += note
+    return res
