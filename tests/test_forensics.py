@@ -101,7 +101,7 @@ def test_fp16_weights_keep_a_second_moment_that_small_gradients_leave_at_zero():
         assert v.dtype == model.weight.dtype
         return float(v)
 
-    assert second_moment("fp16_naive") == 0.0
+    assert second_moment("fp16_fp16_states") == 0.0
     assert second_moment("amp_fp16") == pytest.approx(0.05 * 1e-8 * (1 + 0.95), rel=1e-3)
 
 
