@@ -307,7 +307,7 @@ def test_the_triton_kernel_computes_the_reference_function_bit_for_bit():
     assert all(r[4] for r in results), results
 
 
-@pytest.mark.parametrize("mode", ["nosync", "lean"])
+@pytest.mark.parametrize("mode", ["nosync", "lean", "direct"])
 def test_8bit_adam_step_modes_compute_bitsandbytes_numbers(mode):
     pytest.importorskip("bitsandbytes")
     from benchlib.training.adamw8bit import AdamW8bit

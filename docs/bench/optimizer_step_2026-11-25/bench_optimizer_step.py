@@ -15,8 +15,8 @@ Checks, on the GPU, that each fast path computes its reference's function:
   bf16 neighbours of the exact fp32 result, and the share rounded up matches the exact dropped
   fraction (a z-score over all draws);
 * bitsandbytes' AdamW8bit step modes: bit-equal weights and states after 3 steps.
-Then two short training runs through the real loop (bf16_pure compiled with CUDA graphs,
-fp16_naive eager). The table is printed last and written to ``$OUT``.
+Then short training runs through the real loop (bf16_pure compiled with CUDA graphs; fp16_naive,
+amp_bf16_8bit_adam and the control amp_bf16 eager). The table is printed last and written to ``$OUT``.
 
     PYTHONPATH=<benchlib>:<bitsandbytes> python3 bench_optimizer_step.py --commit <sha> --out $OUT
 """
@@ -227,7 +227,7 @@ def check_stochastic_rounding(checks, draws=64):
 def check_8bit_modes(shp, checks):
     try:
         res = {}
-        for mode in ("bnb", "nosync", "lean"):
+        for mode in ("bnb", "nosync", "lean", "direct"):
             ps, groups = make_params(shp, torch.float32, gen_seed=3)
             opt = bnb8(mode)(groups)
             for _ in range(3):
@@ -235,7 +235,7 @@ def check_8bit_modes(shp, checks):
             torch.cuda.synchronize()
             res[mode] = (ps, opt)
         (a, oa) = res["bnb"]
-        for mode in ("nosync", "lean"):
+        for mode in ("nosync", "lean", "direct"):
             b, ob = res[mode]
             same = all(torch.equal(x, y) and all(torch.equal(oa.state[x][k], ob.state[y][k]) for k in ("state1", "state2"))
                        for x, y in zip(a, b))
@@ -250,10 +250,12 @@ def check_8bit_modes(shp, checks):
 def training_runs(out: Path, checks):
     from benchlib.training.loop import run
     for cfg in ({"config": "bf16_pure", "compile": "on", "cudagraphs": True},
-                {"config": "fp16_naive", "compile": "off"}):
+                {"config": "fp16_naive", "compile": "off"},
+                {"config": "amp_bf16_8bit_adam", "compile": "off"},
+                {"config": "amp_bf16", "compile": "off"}):  # the control: torch's fused AdamW
         try:
             t = time.perf_counter()
-            rec = run({"scenario": "A", "size": "tiny", "steps": 60, "log_every": 20, **cfg},
+            rec = run({"scenario": "A", "size": "tiny", "steps": 200, "lr": 3e-3, "log_every": 50, **cfg},
                       out_dir=out / f"run_{cfg['config']}", progress=False)
             m = rec["metrics"]
             checks.append({"check": f"training run {cfg}", "pass": rec["status"] == "ok",
@@ -316,7 +318,7 @@ def main():
                   ours(exp_avg_dtype="fp32", exp_avg_sq_dtype="fp32"), args.steps, bw, rows)
     bench_variant("adamw.AdamW, nearest, bf16 moments (as bf16_naive)", shp, torch.bfloat16, ours(), args.steps, bw, rows)
     bench_variant("adamw.AdamW, fp32", shp, torch.float32, ours(), args.steps, bw, rows)
-    for mode in ("bnb", "nosync", "lean"):
+    for mode in ("bnb", "nosync", "lean", "direct"):
         bench_variant(f"bitsandbytes AdamW8bit, step_mode={mode}", shp, torch.float32, bnb8(mode), args.steps, bw, rows)
     # the kernel's block size and warps, for the two configurations that use it
     tuning = []
