@@ -75,7 +75,7 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-ADAMW8BIT_STEP = "lean"
+ADAMW8BIT_STEP = "direct"
 """How bitsandbytes' AdamW8bit is stepped (``adamw8bit.STEP_MODES``): the fastest measured on GPT-2
 124M's shapes (docs/bench/optimizer_step_2026-11-25); every mode computes the same numbers."""
 
