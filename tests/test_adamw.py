@@ -177,6 +177,21 @@ def test_stochastic_rounding_adamw_matches_fp32_adamw_in_expectation():
     assert (low.detach().float() - w0).mean().item() == pytest.approx(moved, abs=2e-4)
 
 
+def test_replicas_seeded_alike_round_alike_whatever_else_drew_from_the_generator():
+    """Data-parallel ranks call torch.manual_seed(seed) and then may draw different numbers of
+    random values before the optimizer is built; their stochastic rounding must still agree."""
+    out = []
+    for extra in (0, 5):
+        torch.manual_seed(3)
+        torch.rand(extra)
+        w = torch.nn.Parameter(torch.ones(4096, dtype=torch.bfloat16))
+        opt = AdamW([w], lr=1e-4, rounding="stochastic")
+        w.grad = torch.ones_like(w)
+        opt.step()
+        out.append(w.detach().clone())
+    assert torch.equal(out[0], out[1]) and out[0].unique().numel() == 2  # rounded both ways, alike
+
+
 def test_one_group_updates_an_fp32_head_exactly_among_bf16_weights():
     body = torch.nn.Parameter(torch.randn(256).bfloat16())
     head = torch.nn.Parameter(torch.randn(256))

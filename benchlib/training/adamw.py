@@ -61,8 +61,8 @@ class AdamW(torch.optim.Optimizer):
     weight's dtype) and ``rounding`` ("nearest" or "stochastic", bf16 weights only).
 
     ``impl``: "auto" (the Triton kernel on CUDA where Triton imports, else the reference),
-    "reference" or "triton". ``seed``: the stochastic rounding's base seed (default: drawn from
-    torch's generator, so ``torch.manual_seed`` fixes it); each group gets its own."""
+    "reference" or "triton". ``seed``: the stochastic rounding's base seed (default: the seed
+    ``torch.manual_seed`` set); each group gets its own."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, exp_avg_dtype: Optional[str] = None,
@@ -84,13 +84,13 @@ class AdamW(torch.optim.Optimizer):
             raise ValueError("stochastic rounding is implemented for bf16 weights (fp32 weights are updated "
                              "exactly); this model has fp16 weights")
         device = params[0].device
+        # the seed torch.manual_seed set: the same on every rank of a data-parallel run, so that
+        # replicas round alike, and no draw from torch's generator (other streams stay as they were)
+        base_seed = torch.initial_seed() if seed is None else seed
         for i, g in enumerate(self.param_groups):
             # a tensor, filled in place by the schedule: neither a recompile nor a host sync
             g["lr"] = torch.tensor(float(g["lr"]), dtype=torch.float32, device=device)
-            if rounding == "stochastic":  # (a draw only where one is used: other configs' streams stay)
-                g["seed"] = int(torch.randint(0, 2**31 - 1, ())) if seed is None else (seed + 7919 * i) % (2**31 - 1)
-            else:
-                g["seed"] = 0
+            g["seed"] = (base_seed + 7919 * i) % (2**31 - 1)
         self._kernel = None
         if impl == "triton" or (impl == "auto" and device.type == "cuda"):
             mod = _triton_or_none()
