@@ -100,11 +100,13 @@ def test_a_non_positive_eps_is_refused():
         DtypeConfig(name="bad", description="", param_dtype="fp16", adam_eps=0.0)
 
 
-def test_fp16_weights_train_with_eps_1e8_through_fused_adamw():
-    """eps is applied in fp32 inside fused AdamW: a 1e-8 eps does not become a division by 0."""
+@pytest.mark.parametrize("name", ["fp16_naive", "fp16_fp16_states"])
+def test_fp16_weights_train_with_eps_1e8(name):
+    """eps is applied in fp32 arithmetic (fused AdamW's for fp16 moments, adamw.AdamW's for fp32
+    moments): a 1e-8 eps does not become a division by 0."""
     from benchlib.training.precision import build_optimizer
     w = torch.nn.Linear(4, 4).half()
-    opt = build_optimizer(w, get_config("fp16_naive"), lr=1e-3, weight_decay=0.0, beta2=0.95,
+    opt = build_optimizer(w, get_config(name), lr=1e-3, weight_decay=0.0, beta2=0.95,
                           device=torch.device("cpu"))
     before = w.weight.detach().clone()
     w(torch.randn(2, 4).half()).float().pow(2).mean().backward()

@@ -1,4 +1,5 @@
-"""Loss scaling, rounding of low-precision updates, and the 8-bit optimizer, checked by value."""
+"""Loss scaling, rounding of low-precision updates, and the 8-bit optimizer, checked by value
+(the AdamW of configurations torch's fused AdamW cannot express: test_adamw)."""
 import pytest
 import torch
 
@@ -92,33 +93,3 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor():
     assert lr_at(9, 1.0, 10, 100, 0.1) == pytest.approx(1.0)
     assert lr_at(100, 1.0, 10, 100, 0.1) == pytest.approx(0.1)
     assert 0.1 < lr_at(55, 1.0, 10, 100, 0.1) < 1.0
-
-
-def test_stochastic_rounding_is_unbiased_and_lands_on_neighbouring_bf16_values():
-    from benchlib.training.sr_adamw import stochastic_round_to_bf16
-    torch.manual_seed(0)
-    x = torch.full((200_000,), 1.0 + 2.0**-9)  # a quarter of the way from 1.0 to the next bf16 (1 + 2^-7)
-    y = stochastic_round_to_bf16(x).float()
-    assert set(y.unique().tolist()) == {1.0, 1.0 + 2.0**-7}
-    assert (y == 1.0 + 2.0**-7).float().mean().item() == pytest.approx(0.25, abs=0.01)
-    neg = stochastic_round_to_bf16(-x).float()
-    assert neg.mean().item() == pytest.approx(-(1.0 + 2.0**-9), abs=2e-4)
-    exact = torch.tensor([1.5, -3.0, 0.0])  # representable values never move
-    assert stochastic_round_to_bf16(exact).float().tolist() == [1.5, -3.0, 0.0]
-
-
-def test_sr_adamw_matches_fp32_adamw_in_expectation():
-    from benchlib.training.sr_adamw import StochasticRoundingAdamW
-    torch.manual_seed(0)
-    w0 = torch.randn(4096)
-    ref = torch.nn.Parameter(w0.clone())
-    low = torch.nn.Parameter(w0.clone().bfloat16())
-    o_ref = torch.optim.AdamW([ref], lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
-    o_low = StochasticRoundingAdamW([low], lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
-    for _ in range(20):
-        g = torch.randn(4096)
-        ref.grad, low.grad = g.clone(), g.clone().bfloat16()
-        o_ref.step()
-        o_low.step()
-    moved = (ref.detach() - w0).mean().item()
-    assert (low.detach().float() - w0).mean().item() == pytest.approx(moved, abs=2e-4)

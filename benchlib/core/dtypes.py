@@ -57,7 +57,7 @@ class DtypeConfig:
     the step."""
     update_rounding: Literal["nearest", "stochastic"] = "nearest"
     """How low-precision weights absorb an update: round-to-nearest loses updates smaller
-    than half the dtype's spacing; stochastic rounding keeps them in expectation (sr_adamw.py)."""
+    than half the dtype's spacing; stochastic rounding keeps them in expectation (training/adamw.py)."""
     head_dtype: Optional[DtypeName] = None
     """dtype of the output head's weights and compute with autocast off; None = like the body."""
     compile: bool = True

@@ -190,7 +190,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
         # each run compiles afresh: several runs in one process (a notebook, `bench`) would
         # otherwise pile up recompilations until dynamo silently falls back to eager
         torch._dynamo.reset()
-    compiled_before = compile_cache.counters()  # the optimizer's update compiles too (sr_adamw)
+    compiled_before = compile_cache.counters()
     step_model: Callable = dist.wrap(model, compile=cfg.compile == "on" and not cfg.cudagraphs)
     if cfg.cudagraphs:  # single process only (RunConfig checks)
         step_model = torch.compile(step_model, mode="reduce-overhead")
@@ -349,7 +349,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     if cfg.state_every:
         m["time/state_s"] = state_s
     m["time/to_device_s"] = to_device_s
-    compiled = compile_cache.metrics(compiled_before)  # bf16_pure's update compiles with the model eager
+    compiled = compile_cache.metrics(compiled_before)  # whatever compiled during the run
     if cfg.compile == "on" or compiled["compile/cache"]:
         m.update(compiled)
     dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates

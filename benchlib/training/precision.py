@@ -1,11 +1,11 @@
 """Everything the dtype config changes in a training step besides the model's dtypes:
-global TF32 flags, loss scaling, and the optimizer (fused AdamW, stochastic-rounding
-AdamW for bf16 weights, bitsandbytes 8-bit AdamW)."""
+global TF32 flags, loss scaling, and the optimizer (torch's fused AdamW, ``adamw.AdamW`` for
+moments or rounding torch's cannot express, bitsandbytes' 8-bit AdamW)."""
 from __future__ import annotations
 
 import torch
 
-from benchlib.core.dtypes import DtypeConfig
+from benchlib.core.dtypes import TORCH_DTYPES, DtypeConfig
 
 
 def set_matmul_flags(dtype: DtypeConfig) -> None:
@@ -75,22 +75,41 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+ADAMW8BIT_STEP = "direct"
+"""How bitsandbytes' AdamW8bit is stepped (``adamw8bit.STEP_MODES``): the fastest measured on GPT-2
+124M's shapes (docs/bench/optimizer_step_2026-11-25); every mode computes the same numbers."""
+
+
+def uses_torch_adamw(model: torch.nn.Module, dtype: DtypeConfig) -> bool:
+    """Whether torch's fused AdamW does what ``dtype`` says: moments stored in each weight's own
+    dtype and round-to-nearest weights. It is then used (it is torch's behaviour, and fastest)."""
+    if dtype.update_rounding != "nearest":
+        return False
+    for name in (dtype.exp_avg_dtype, dtype.exp_avg_sq_dtype):
+        if name is not None and any(p.dtype != TORCH_DTYPES[name] for p in model.parameters() if p.requires_grad):
+            return False
+    return True
+
+
 def build_optimizer(model: torch.nn.Module, dtype: DtypeConfig, lr: float, weight_decay: float,
                     beta2: float, device: torch.device) -> torch.optim.Optimizer:
+    """The optimizer a configuration names: bitsandbytes' 8-bit AdamW; torch's fused AdamW where it
+    does what the configuration says (``uses_torch_adamw``); else ``adamw.AdamW``, which stores each
+    moment as configured and rounds the weights as configured (fp16 weights with fp32 moments,
+    stochastic rounding of bf16 weights), its arithmetic fp32 like fused AdamW's."""
     groups = param_groups(model, weight_decay)
     betas = (0.9, beta2)
     if dtype.optimizer == "adamw8bit":
-        import bitsandbytes as bnb
+        from benchlib.training.adamw8bit import AdamW8bit
         # states of tensors under 4096 elements stay 32-bit (bitsandbytes' min_8bit_size)
-        return bnb.optim.AdamW8bit(groups, lr=lr, betas=betas, eps=dtype.adam_eps)
-    if dtype.update_rounding == "stochastic":
-        from benchlib.training.sr_adamw import StochasticRoundingAdamW
-        # updates computed in fp32 and rounded stochastically into the bf16 weights, so an
-        # update below half a bf16 ulp still moves the weight in expectation
-        return StochasticRoundingAdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps)
-    # fused on every device (CPU included): eps and the update in fp32 arithmetic whatever the
-    # weights' dtype, so a config means the same numerics on the CPU as on the GPU
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps, fused=True)
+        return AdamW8bit(groups, lr=lr, betas=betas, eps=dtype.adam_eps, step_mode=ADAMW8BIT_STEP)
+    if uses_torch_adamw(model, dtype):
+        # fused on every device (CPU included): eps and the update in fp32 arithmetic whatever the
+        # weights' dtype, so a config means the same numerics on the CPU as on the GPU
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps, fused=True)
+    from benchlib.training.adamw import AdamW
+    return AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps, exp_avg_dtype=dtype.exp_avg_dtype,
+                 exp_avg_sq_dtype=dtype.exp_avg_sq_dtype, rounding=dtype.update_rounding)
 
 
 def lr_at(step: int, base_lr: float, warmup: int, total: int, min_ratio: float) -> float:

@@ -1,0 +1,171 @@
+"""AdamW whose moments' storage and whose weights' rounding are settings, as a DtypeConfig says.
+
+torch's AdamW keeps both moments in each weight's dtype and writes the weights back by
+round-to-nearest. A configuration may ask otherwise (``exp_avg_dtype``, ``exp_avg_sq_dtype``,
+``update_rounding``): fp16 weights with fp32 moments (``fp16_naive``), bf16 weights whose update
+is rounded stochastically (``bf16_pure``). This optimizer does exactly what those fields say:
+
+* the arithmetic is fp32 whatever is stored: weight, gradient and moments are read and upcast,
+  the update is computed in fp32, the moments are rounded to nearest into their storage dtype,
+  and the weight is written back exactly (fp32), by round-to-nearest (bf16, fp16) or by
+  stochastic rounding (bf16). One group may hold weights of several dtypes (an fp32 head among
+  bf16 weights is updated exactly);
+* the update, each operation rounded to fp32 on its own (no fused multiply-add)::
+
+      m <- m*b1 + g*(1-b1);   v <- v*b2 + (g*g)*(1-b2)
+      c1 = fp32(1 - b1^step);  c2 = sqrt(fp32(1 - b2^step))        (the powers in fp64)
+      p <- p*(1 - lr*wd) - (m / (sqrt(v)/c2 + eps)) * (lr/c1)
+
+  the moments used for the update are the fp32 values before they are stored;
+* the state has torch's names, so forensics and resume read it as torch's: per parameter
+  ``exp_avg``, ``exp_avg_sq`` and ``step`` (a 0-dim fp32 tensor on the weight's device); per
+  group ``lr`` (a 0-dim fp32 tensor on the device, filled in place by the schedule, so a changing
+  learning rate never recompiles nor syncs), ``betas``, ``eps``, ``weight_decay``, and this
+  optimizer's ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` (None = the weight's dtype), ``rounding``
+  and ``seed``;
+* stochastic rounding adds 16 random bits below bf16's last place and truncates, so a weight
+  rounds up with probability equal to the dropped fraction and its expectation is the exact
+  result. The bits are a counter-based hash of (group seed, the parameter's step, the element's
+  index in its group): no random state to save, a resumed run draws what it would have drawn,
+  data-parallel replicas round alike, and the GPU kernel draws them in registers.
+
+Two implementations compute the same function: ``adamw_reference`` in plain torch (the CPU
+path and the tests' ground truth) and, on CUDA, one Triton kernel per group and dtype mix
+(``adamw_triton``), which reads p, g, m, v once and writes p, m, v once. Where both run IEEE
+fp32 arithmetic they agree to the bit, stochastic rounding included. Without Triton, CUDA falls
+back to the reference (per tensor, slow) and says so once.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+import torch
+
+from benchlib.training.adamw_reference import local, reference_update
+
+STORAGE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+ROUNDING = ("nearest", "stochastic")
+
+
+def _triton_or_none():
+    try:
+        from benchlib.training import adamw_triton
+    except ImportError:  # triton not installed
+        return None
+    return adamw_triton
+
+
+class AdamW(torch.optim.Optimizer):
+    """AdamW with ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` ("fp32", "bf16", "fp16" or None for the
+    weight's dtype) and ``rounding`` ("nearest" or "stochastic", bf16 weights only).
+
+    ``impl``: "auto" (the Triton kernel on CUDA where Triton imports, else the reference),
+    "reference" or "triton". ``seed``: the stochastic rounding's base seed (default: the seed
+    ``torch.manual_seed`` set); each group gets its own."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, exp_avg_dtype: Optional[str] = None,
+                 exp_avg_sq_dtype: Optional[str] = None, rounding: str = "nearest", impl: str = "auto",
+                 seed: Optional[int] = None):
+        for name, d in (("exp_avg_dtype", exp_avg_dtype), ("exp_avg_sq_dtype", exp_avg_sq_dtype)):
+            if d is not None and d not in STORAGE:
+                raise ValueError(f"{name}={d!r}: use one of {', '.join(STORAGE)} or None (8-bit moments are "
+                                 f"bitsandbytes' AdamW8bit, optimizer 'adamw8bit')")
+        if rounding not in ROUNDING:
+            raise ValueError(f"rounding={rounding!r}: use one of {', '.join(ROUNDING)}")
+        if impl not in ("auto", "reference", "triton"):
+            raise ValueError(f"impl={impl!r}: use auto, reference or triton")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      exp_avg_dtype=exp_avg_dtype, exp_avg_sq_dtype=exp_avg_sq_dtype,
+                                      rounding=rounding, seed=None))
+        params = [p for g in self.param_groups for p in g["params"]]
+        if rounding == "stochastic" and any(p.dtype == torch.float16 for p in params):
+            raise ValueError("stochastic rounding is implemented for bf16 weights (fp32 weights are updated "
+                             "exactly); this model has fp16 weights")
+        device = params[0].device
+        # the seed torch.manual_seed set: the same on every rank of a data-parallel run, so that
+        # replicas round alike, and no draw from torch's generator (other streams stay as they were)
+        base_seed = torch.initial_seed() if seed is None else seed
+        for i, g in enumerate(self.param_groups):
+            # a tensor, filled in place by the schedule: neither a recompile nor a host sync
+            g["lr"] = torch.tensor(float(g["lr"]), dtype=torch.float32, device=device)
+            g["seed"] = (base_seed + 7919 * i) % (2**31 - 1)
+        self._kernel = None
+        if impl == "triton" or (impl == "auto" and device.type == "cuda"):
+            mod = _triton_or_none()
+            if mod is None and impl == "triton":
+                raise ImportError("AdamW(impl='triton') needs the triton package")
+            if mod is None:
+                warnings.warn("triton is not installed: AdamW runs its plain-torch reference on CUDA, one "
+                              "tensor at a time (correct, slow)", stacklevel=2)
+            else:
+                self._kernel = mod.Launcher()
+
+    @property
+    def impl(self) -> str:
+        return "reference" if self._kernel is None else "triton"
+
+    def _init_state(self, p: torch.Tensor, group: dict) -> dict:
+        st = self.state[p]
+        st["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+        for key in ("exp_avg", "exp_avg_sq"):
+            st[key] = torch.zeros_like(p, dtype=self.storage_dtype(group, key, p), memory_format=torch.preserve_format)
+        if self._kernel is not None:
+            self._kernel.invalidate()
+        return st
+
+    @staticmethod
+    def storage_dtype(group: dict, key: str, p: torch.Tensor) -> torch.dtype:
+        name = group[key + "_dtype"]
+        return p.dtype if name is None else STORAGE[name]
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for gi, group in enumerate(self.param_groups):
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            states = [self.state[p] or self._init_state(p, group) for p in params]
+            torch._foreach_add_([st["step"] for st in states], 1.0)
+            if self._kernel is not None:
+                self._kernel.step(gi, group, params, states)
+                continue
+            base = 0
+            bases = {}
+            for p in group["params"]:
+                bases[id(p)] = base
+                base += local(p).numel()
+            for p, st in zip(params, states):
+                reference_update(local(p), local(p.grad), local(st["exp_avg"]), local(st["exp_avg_sq"]),
+                                 st["step"], group["lr"], group, bases[id(p)])
+        return loss
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """torch's, then the stored dtypes put back: torch casts every floating state to its
+        weight's dtype (fp32 moments of fp16 weights would come back fp16, rounded), and leaves
+        ``step`` and a saved ``lr`` where they were saved (the CPU, with ``map_location``)."""
+        saved = state_dict["state"]
+        before = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
+        super().load_state_dict(state_dict)
+        for group, settings, saved_group in zip(self.param_groups, before, state_dict["param_groups"]):
+            for k, v in settings.items():  # a state saved before a setting existed keeps today's
+                group.setdefault(k, v)
+            device = settings["lr"].device
+            group["lr"] = torch.as_tensor(saved_group["lr"], dtype=torch.float32).to(device).clone()
+            for i, p in zip(saved_group["params"], group["params"]):
+                if i not in saved:
+                    continue
+                st = self.state[p]
+                for key in ("exp_avg", "exp_avg_sq"):
+                    st[key] = saved[i][key].to(device=p.device, dtype=self.storage_dtype(group, key, p))
+                # (a state saved with one step count per group has it in the group)
+                step = saved[i].get("step", saved_group.get("step"))
+                st["step"] = torch.as_tensor(step, dtype=torch.float32).to(p.device).clone()
+            group.pop("step", None)
+        if self._kernel is not None:
+            self._kernel.invalidate()
