@@ -219,8 +219,8 @@ def _torch_adamw(groups, lr):
 
 
 def _sr_adamw(groups, lr):
-    from benchlib.training.sr_adamw import StochasticRoundingAdamW
-    return StochasticRoundingAdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8)  # lr kept as a tensor
+    from benchlib.training.adamw import AdamW
+    return AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8, rounding="stochastic")  # lr kept as a tensor
 
 
 def test_update_mass_lost_tells_round_to_nearest_from_stochastic_rounding():
