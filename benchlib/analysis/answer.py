@@ -50,12 +50,14 @@ def mark(verdict: str, reason: str) -> str:
 
 def speed(stats: pd.DataFrame) -> pd.DataFrame:
     """Per (scenario, config) of a speed study's ``config_stats``: throughput x fp32 (its ``rel``),
-    x TF32 (against fp32_tf32_matmul's mean on the scenario) and peak memory in GiB (its mean)."""
+    x TF32 (its ``rel`` over fp32_tf32_matmul's on the scenario: the ratio of their means) and
+    peak memory in GiB (its mean)."""
     t = stats[stats["metric"] == "throughput"].set_index(["scenario", "config"])
-    m = stats[stats["metric"] == "memory"].set_index(["scenario", "config"])["mean"]
-    tf32 = t["mean"].xs(TF32, level="config") if TF32 in t.index.get_level_values("config") else pd.Series(dtype=float)
-    x_tf32 = [mean / tf32.get(s, np.nan) for (s, _), mean in t["mean"].items()]
-    return pd.DataFrame({"x_fp32": t["rel"], "x_tf32": x_tf32, "gib": m.reindex(t.index)}, index=t.index).reset_index()
+    mem = stats[stats["metric"] == "memory"].set_index(["scenario", "config"])
+    tf32 = t["rel"].xs(TF32, level="config") if TF32 in t.index.get_level_values("config") else pd.Series(dtype=float)
+    x_tf32 = [rel / tf32.get(s, np.nan) for (s, _), rel in t["rel"].items()]
+    gib = mem["mean"].reindex(t.index) if "mean" in mem else np.nan
+    return pd.DataFrame({"x_fp32": t["rel"], "x_tf32": x_tf32, "gib": gib}, index=t.index).reset_index()
 
 
 def cells(comparison: dict, stats: pd.DataFrame | None) -> pd.DataFrame:
@@ -159,6 +161,8 @@ def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:
         j_tok = per_unit * unit_s / tok if tok and per_unit is not None and unit_s else np.nan
         rows.append({"scenario": r.get("scenario"), "config": r.get("config"), "tok": tok, "mfu": m.get("mfu_pct"),
                      "j_tok": j_tok})
+    if not rows:
+        return ["(no records here)"]
     d = pd.DataFrame(rows).astype({"tok": float, "mfu": float, "j_tok": float}).groupby(["scenario", "config"]).mean()
     scns = sorted(d.index.get_level_values("scenario").unique())
     out = ["| config | " + " | ".join(scns) + " |", "|---|" + "---|" * len(scns)]

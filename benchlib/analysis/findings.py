@@ -33,6 +33,7 @@ import pandas as pd
 from benchlib.analysis.outputs import study_records
 from benchlib.analysis import answer
 from benchlib.analysis.recommend import _numbers, _pivots, _speed_order, _ties, default_across
+from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import config_order
 from benchlib.analysis.tables import NOT_JUDGED
 from benchlib.core.errors import UserError
@@ -143,7 +144,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
             f"(`{speed[0] if speed else name}`); quality change vs `{answer.BASELINE}` in % [95% CI] (`{name}`). "
             + answer.controls_line(comparison)]
     if speed:
-        shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, *_default_configs(comparison, cells, stats)[:1]]))
+        shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, *_default_configs(comparison, cells, stats)[0][:1]]))
         out += ["", f"Absolute speed (`{speed[0]}`, mean over seeds; MFU against the GPU's dense bf16 peak):", ""]
         out += answer.absolute_table(speed[2], shown)
     out += ["", f"**Where it breaks** (`{name}`, candidates; every run and reason in the report):"]
@@ -182,18 +183,23 @@ def _established(cells: pd.DataFrame) -> list[str]:
     return sorted(set(cells.loc[cells["verdict"].isin(["safe", "degraded", "inconclusive", "reference"]), "scenario"]))
 
 
-def _default_configs(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None) -> list[str]:
-    """The candidates safe wherever quality was testable and never failed or degraded, fastest
-    first by their mean throughput rank in the speed study (empty without one)."""
+def _default_configs(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None) -> tuple[list[str], dict]:
+    """The candidates safe wherever quality was testable (and tested somewhere) that never
+    failed or degraded, fastest first by their mean throughput rank over the speed study's
+    scenarios; and config -> the speed scenarios it has no throughput on. No order while one is
+    missing: an order over part of the scenarios would favour the configs measured where every
+    config is fast."""
     if stats is None:
-        return []
+        return [], {}
     est = _established(cells)
     ok = [c for c, g in cells.groupby("config") if set(g.loc[g["scenario"].isin(est), "verdict"]) <= {"safe", "reference"}
           and not g["verdict"].isin(["failed", "degraded"]).any() and g["scenario"].isin(est).any()]
     piv = _pivots(stats)
     on = sorted(stats["scenario"].unique())
-    ok = [c for c in ok if c in piv["throughput_rank"].index and piv["throughput_rank"].loc[c, on].notna().all()]
-    return _speed_order(piv, ok, on) if ok else []
+    ranks = piv["throughput_rank"].reindex(index=ok, columns=on)
+    missing = {c: [s for s in on if pd.isna(ranks.loc[c, s])] for c in ok}
+    missing = {c: ss for c, ss in missing.items() if ss}
+    return ([] if missing or not ok else _speed_order(piv, ok, on)), missing
 
 
 def _default(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None, speed: str | None) -> str:
@@ -207,15 +213,20 @@ def _default(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None, 
                                                 f"`{speed}`") if x.startswith("default: ")), None)
     if named:
         return f"**Default: {named[len('default: '):]}.**"
-    order = _default_configs(comparison, cells, stats)
+    order, missing = _default_configs(comparison, cells, stats)
     est = _established(cells)
+    if missing:
+        return (f"**No default yet**: `{speed}` has no throughput for "
+                + "; ".join(f"{c} on {', '.join(ss)}" for c, ss in sorted(missing.items()))
+                + f", a candidate safe wherever quality was testable ({', '.join(est)}).")
     if not order:
         return "**No default**: " + _short(rec.get("universal", ["no candidate is safe wherever tested"])[0], 300)
     piv, on = _pivots(stats), sorted(stats["scenario"].unique())
     untested = sorted(set(cells["scenario"]) - set(est))
     return (f"**No default under the rules** (quality entered verdicts only on {', '.join(est)}); the fastest candidate "
-            f"safe there, **{order[0]}** (`{speed}`: {_numbers(piv, order[0], on)}{_ties(piv, order, on, 1.0, stats)}), "
-            f"is the provisional choice, untested on {', '.join(untested) or 'no scenario'}.")
+            f"safe there, **{order[0]}** (`{speed}`: {_numbers(piv, order[0], on)}"
+            f"{_ties(piv, order, on, Rules.min_size_pct, stats)}), is the provisional choice, untested on "
+            f"{', '.join(untested) or 'no scenario'}.")
 
 
 def _breaks(cells: pd.DataFrame) -> list[str]:
