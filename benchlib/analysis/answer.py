@@ -127,7 +127,7 @@ def describe(records: list[dict]) -> dict:
             "scenarios": "".join(sorted({str(r.get("scenario")) for r in records})),
             "device": ", ".join(sorted({r.get("env", {}).get("device_name", "?") for r in records})),
             "torch": ", ".join(sorted({str(r.get("env", {}).get("torch")) for r in records if r.get("env", {}).get("torch")})),
-            "gpus": None if not uuids or None in uuids else len(set(uuids)),
+            "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
             "dates": _span([str(r.get("env", {}).get("date", ""))[:10] for r in records if r.get("env", {}).get("date")])}
 
 
@@ -141,14 +141,23 @@ def scope_box(quality: tuple[str, Path], speed_study: tuple[str, Path] | None) -
     lines.append(f"> **Quality** (`{quality[0]}`): `{q['size']}` models, {q['data']} data, {q['steps']} steps, "
                  f"{q['seeds']} seed(s) per cell, scenarios {q['scenarios']}.")
     if s:
-        host = ("hosts not identified (its records carry no GPU id)" if s["gpus"] is None else
-                "every seed on one GPU" if s["gpus"] == 1 else
-                f"seeds spread over {s['gpus']} GPUs (so seed noise includes between-GPU noise)")
+        host = _hosts(s)
         lines.append(f"> **Speed and memory** (`{speed_study[0]}`): `{s['size']}` models, {s['data']} data, "
                      f"{s['steps']} steps, {s['seeds']} seed(s) per cell, scenarios {s['scenarios']}, alone on the GPU; {host}.")
     else:
         lines.append("> **Speed and memory**: not measured alone on a GPU in this study.")
     return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
+
+
+def _hosts(d: dict) -> str:
+    """Whether a study's seeds ran on one GPU, as far as its records' GPU ids (``env.gpu_uuid``)
+    tell: older records carry none, and then the hosts are not identified."""
+    if not d["with_gpu_id"]:
+        return "hosts not identified (its records carry no GPU id)"
+    part = "" if d["with_gpu_id"] == d["n"] else f"{d['with_gpu_id']} of {d['n']} records carry a GPU id: "
+    if d["gpus"] == 1:
+        return part + "one GPU" + (" among them; the rest not identified" if part else " for every seed")
+    return part + f"{d['gpus']} different GPUs, so its seed noise includes between-GPU noise"
 
 
 def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:
