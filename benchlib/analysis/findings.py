@@ -1,22 +1,25 @@
-"""The README's **Findings** section, generated from a study's ``comparison.json`` (``dtype-bench
-findings``), never written by hand: the recommended default (or why there is none), what flips
-between tasks, where each configuration breaks, the hypothesis verdicts, and the device, software
-and commit of the records behind them.
+"""The README's **Findings** section, generated from studies' ``comparison.json`` (``dtype-bench
+findings``), never written by hand, and short enough to read in a minute (<= ~60 lines): a
+three-line scope box, the answer table (``answer``: a row per candidate config, a column per
+scenario, each cell the comparison's own verdict with speed, memory and quality), the default in
+one sentence, where each candidate breaks, the hypotheses, the flips the rules allow, one line
+on the evidence gates (their account is in the study's report), one line per supporting study
+and one provenance line.
 
     dtype-bench findings executed/h100/reference/comparison/comparison.json            # print it
     dtype-bench findings executed/h100/reference/comparison/comparison.json \
         executed/h100/reference_speed/comparison/comparison.json --readme README.md
 
-Several studies: the first one's recommendation and flips, every study's failures, and each
-hypothesis from the study that decides it (the quality study for the quality hypotheses, a
-speed study at ``base`` for the speed ones), named in the table. Where the first study measured
-no speed (its runs shared a GPU) and a later one is a speed study (``judge_quality: false``),
-the default is the fastest, in the speed study, of the configs the first calls safe on every
-scenario (``recommend.default_across``).
+The first study is the answer (its quality verdicts); the first later one built for speed
+(``judge_quality: false``) gives its throughput and memory. Each hypothesis comes from the study
+that decides it. The default is the rules' default where they name one; where quality entered
+verdicts on part of the scenarios only, the fastest candidate safe wherever it was tested,
+called provisional and with the scenarios it was not tested on. Every other study is a
+supporting study, in one line.
 
-``--fp8-sizes STUDY`` and ``--arm-cost STUDY`` add what those studies answer, recomputed from
-their records (``fp8_sizes``, ``arm_cost``): per float8 config its break-even and speed-up at
-each size, and per (scenario, config) what the arm costs in step time and saves in memory.
+``--fp8-sizes STUDY`` and ``--arm-cost STUDY`` add one supporting line each, recomputed from
+their records (``fp8_sizes``, ``arm_cost``): where float8 pays, and what an arm costs in step
+time and saves in memory.
 
 With ``--readme`` the text replaces what lies between the two marker lines ``<!-- findings:start
 -->`` and ``<!-- findings:end -->`` (added at the end when absent), so running it again at the
