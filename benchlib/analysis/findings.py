@@ -1,22 +1,25 @@
-"""The README's **Findings** section, generated from a study's ``comparison.json`` (``dtype-bench
-findings``), never written by hand: the recommended default (or why there is none), what flips
-between tasks, where each configuration breaks, the hypothesis verdicts, and the device, software
-and commit of the records behind them.
+"""The README's **Findings** section, generated from studies' ``comparison.json`` (``dtype-bench
+findings``), never written by hand, and short enough to read in a minute (<= ~60 lines): a
+three-line scope box, the answer table (``answer``: a row per candidate config, a column per
+scenario, each cell the comparison's own verdict with speed, memory and quality), the default in
+one sentence, where each candidate breaks, the hypotheses, the flips the rules allow, one line
+on the evidence gates (their account is in the study's report), one line per supporting study
+and one provenance line.
 
     dtype-bench findings executed/h100/reference/comparison/comparison.json            # print it
     dtype-bench findings executed/h100/reference/comparison/comparison.json \
         executed/h100/reference_speed/comparison/comparison.json --readme README.md
 
-Several studies: the first one's recommendation and flips, every study's failures, and each
-hypothesis from the study that decides it (the quality study for the quality hypotheses, a
-speed study at ``base`` for the speed ones), named in the table. Where the first study measured
-no speed (its runs shared a GPU) and a later one is a speed study (``judge_quality: false``),
-the default is the fastest, in the speed study, of the configs the first calls safe on every
-scenario (``recommend.default_across``).
+The first study is the answer (its quality verdicts); the first later one built for speed
+(``judge_quality: false``) gives its throughput and memory. Each hypothesis comes from the study
+that decides it. The default is the rules' default where they name one; where quality entered
+verdicts on part of the scenarios only, the fastest candidate safe wherever it was tested,
+called provisional and with the scenarios it was not tested on. Every other study is a
+supporting study, in one line.
 
-``--fp8-sizes STUDY`` and ``--arm-cost STUDY`` add what those studies answer, recomputed from
-their records (``fp8_sizes``, ``arm_cost``): per float8 config its break-even and speed-up at
-each size, and per (scenario, config) what the arm costs in step time and saves in memory.
+``--fp8-sizes STUDY`` and ``--arm-cost STUDY`` add one supporting line each, recomputed from
+their records (``fp8_sizes``, ``arm_cost``): where float8 pays, and what an arm costs in step
+time and saves in memory.
 
 With ``--readme`` the text replaces what lies between the two marker lines ``<!-- findings:start
 -->`` and ``<!-- findings:end -->`` (added at the end when absent), so running it again at the
@@ -31,7 +34,10 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.analysis.outputs import study_records
-from benchlib.analysis.recommend import default_across, fastest_safe_across
+from benchlib.analysis import answer
+from benchlib.analysis.recommend import _numbers, _pivots, _speed_order, _ties, default_across
+from benchlib.analysis.stats import Rules
+from benchlib.analysis.tables import config_order
 from benchlib.analysis.tables import NOT_JUDGED
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, short_commit
@@ -39,8 +45,8 @@ from benchlib.core.records import load_records, short_commit
 START, END = "<!-- findings:start -->", "<!-- findings:end -->"
 
 
-def provenance(study_dir: Path) -> str:
-    """Device, software and commit(s) of the study's records, in one line."""
+def provenance(study_dir: Path, commits: bool = True) -> str:
+    """Device, software and (``commits``) commit(s) of the study's records, in one line."""
     envs = [r.get("env", {}) for r in load_records(study_dir)]
     if not envs:
         return f"no records under {study_dir}"
@@ -49,24 +55,12 @@ def provenance(study_dir: Path) -> str:
         return ", ".join(sorted({short(str(e[key])) for e in envs if e.get(key)})) or "unknown"
 
     return (f"{len(envs)} runs on {values('device_name')}; torch {values('torch')}; "
-            f"commit {values('git_commit', short_commit)}; {min(e.get('date', '') for e in envs)[:10]} to "
+            + (f"commit {values('git_commit', short_commit)}; " if commits else "") + f"{min(e.get('date', '') for e in envs)[:10]} to "
             f"{max(e.get('date', '') for e in envs)[:10]}")
 
 
 def _bullets(lines: list[str], empty: str) -> list[str]:
     return [f"- {x}" for x in lines] or [f"- {empty}"]
-
-
-def _breaks(comparison: dict) -> list[str]:
-    out = []
-    for s, cfgs in sorted(comparison.get("excluded", {}).items()):
-        learned = comparison.get("learned", {}).get(s, {})
-        if cfgs and learned.get("learned") is False:  # every config "fails" where nothing learned
-            out.append(f"on {s} no config can be judged on quality: {learned.get('reason', 'not established')} "
-                       f"({len(cfgs)} configs stalled or failed)")
-        else:
-            out += [f"{c} on {s}: {why}" for c, why in sorted(cfgs.items())]
-    return out + list(comparison.get("recommendations", {}).get("avoid", []))
 
 
 DECIDED = ("supported", "rejected")
@@ -103,111 +97,200 @@ def frontier_across(quality: dict, speed_dir: Path) -> dict:
     return bf16_on_frontier(runs, passed=passed)
 
 
-def _ci(x: float, lo: float, hi: float, fmt: str = ".2f") -> str:
-    return f"{x:{fmt}}" + (f" [{lo:{fmt}}, {hi:{fmt}}]" if pd.notna(lo) and pd.notna(hi) else "")
-
-
-def _change(pct: float) -> str:
-    return "unchanged" if abs(pct) < 0.5 else f"{pct:+.0f}%"
-
-
 def fp8_section(study_dir: Path) -> list[str]:
-    """**Where FP8 pays**: per float8 config (and series), its break-even and each size's speed-up."""
+    """One line: where FP8 pays, per float8 config (and series), its break-even size."""
     from benchlib.analysis import fp8_sizes
     _, records = study_records(study_dir)
-    t = fp8_sizes.size_table(records)
-    out = ["", f"**Where FP8 pays** (`{study_dir.name}`: {provenance(study_dir)})", ""]
-    bes = fp8_sizes.break_evens(t)
-    for (config, series), g in t[t["config"] != fp8_sizes.BASELINE].groupby(["config", "series"], sort=False):
-        key = config if series == fp8_sizes.DEFAULT_SERIES else f"{config} ({series})"
-        sizes = "; ".join(f"{r['size']} {_ci(r['speedup'], r['speedup_lo'], r['speedup_hi'])}"
-                          if pd.notna(r["speedup"]) else f"{r['size']} - ({r['note']})" for _, r in g.iterrows())
-        out.append(f"- {key}: {bes[key]}; speed-up over {fp8_sizes.BASELINE} (its ms/step / the config's, 95% CI): "
-                   f"{sizes}")
-    return out
+    bes = fp8_sizes.break_evens(fp8_sizes.size_table(records))
+    return [f"`{study_dir.name}` ({provenance(study_dir, commits=False)}): where FP8 pays over "
+            f"{fp8_sizes.BASELINE}: " + "; ".join(f"{k}: {v}" for k, v in bes.items()) + "."]
 
 
 def arm_cost_section(study_dir: Path) -> list[str]:
-    """**What an arm costs**: per (scenario, config, seed) the step-time cost and memory saved."""
+    """One line: what the study's arms cost against its plain arm, as the range over its
+    (scenario, config, seed) pairs of step-time cost and peak memory saved."""
     from benchlib.analysis import arm_cost
     _, records = study_records(study_dir)
     t = arm_cost.cost_table(records)
-    out = ["", f"**What `{study_dir.name}` costs** against its `{arm_cost.BASELINE_ARM}` arm "
-               f"({provenance(study_dir)})", ""]
-    arms = t[t["arm"] != arm_cost.BASELINE_ARM]
-    for _, r in arms.iterrows():
-        if pd.isna(r["time_ratio"]):
-            out.append(f"- {r['scenario']} {r['config']} {r['arm']}: no pair ({r['note']})")
-            continue
-        base = t[(t["arm"] == arm_cost.BASELINE_ARM) & (t["scenario"] == r["scenario"]) & (t["config"] == r["config"])
-                 & (t["seed"] == r["seed"])]["peak_gib"].iloc[0]
-        out.append(f"- {r['scenario']} {r['config']} {r['arm']}: step time "
-                   f"{_ci(r['time_cost_pct'], 100 * (r['time_ratio_lo'] - 1), 100 * (r['time_ratio_hi'] - 1), '+.1f')}%"
-                   f", peak memory {_change(-r['memory_saved_pct'])} ({base:.2f} -> {r['peak_gib']:.2f} GiB)")
-    missing = sorted({(s, c) for s, c in zip(t["scenario"], t["config"])} - {(s, c) for s, c in zip(arms["scenario"], arms["config"])})
-    if missing:
-        out.append("- no arm run yet: " + ", ".join(f"{s} {c}" for s, c in missing))
-    return out
+    arms = t[(t["arm"] != arm_cost.BASELINE_ARM) & t["time_ratio"].notna()]
+    head = f"`{study_dir.name}` ({provenance(study_dir, commits=False)}): "
+    if arms.empty:
+        return [head + f"no arm paired with its `{arm_cost.BASELINE_ARM}` arm yet."]
+    parts = []
+    for arm, g in arms.groupby("arm"):
+        parts.append(f"`{arm}` costs {_range(g['time_cost_pct'], '+.0f')}% step time and saves "
+                     f"{_range(g['memory_saved_pct'], '.0f')}% peak memory against `{arm_cost.BASELINE_ARM}` "
+                     f"over {len(g)} (scenario, config, seed) pairs")
+    return [head + "; ".join(parts) + "."]
+
+
+def _range(x: pd.Series, fmt: str) -> str:
+    lo, hi = x.min(), x.max()
+    return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
 
 
 def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: list[str] = ()) -> str:
-    """The Findings section as Markdown (a level-2 heading and its body) from one or more
-    studies' comparisons (name, comparison, study folder): the first one's recommendation,
-    flips and failures (with a speed study's throughput and memory flips when the first timed
-    nothing), every study's failures, and each hypothesis' decided verdict."""
-    name, comparison, _ = studies[0]
-    rec = comparison["recommendations"]
-    out = ["## Findings", "",
-           f"Generated by `dtype-bench findings {' '.join(sources)}` from the studies' comparisons (not "
-           f"edited by hand). Records: " + "; ".join(f"`{n}`: {provenance(d)}" for n, _, d in studies) + ".", ""]
-    speed = _speed_study(studies[1:]) if not _timed(rec) else None
-    per_task = dict(rec.get("per_task", {}))
+    """The Findings section as Markdown (a level-2 heading and its body, <= ~60 lines): the
+    scope box, the answer table (the first study's verdicts, a speed study's throughput and
+    memory), the default in one sentence, where each candidate breaks, the hypotheses, the flips
+    the rules allow, one line on the evidence gates, one line per supporting study (the other
+    comparisons, and ``extra``), and one provenance line."""
+    name, comparison, folder = studies[0]
+    speed = _speed_study(studies[1:])
+    stats = pd.read_csv(speed[2] / "comparison" / "config_stats.csv") if speed else None
+    cells = answer.cells(comparison, stats)
+    out = ["## Findings", ""]
+    out += answer.scope_box((name, folder), (speed[0], speed[2]) if speed else None) + [""]
+    out += [_default(comparison, cells, stats, speed[0] if speed else None), ""]
+    out += answer.answer_table(cells)
+    out += ["", f"Cell: the comparison's verdict for (scenario, config); throughput x fp32 / x TF32 and peak GiB "
+            f"(`{speed[0] if speed else name}`); quality change vs `{answer.BASELINE}` in % [95% CI] (`{name}`). "
+            + answer.controls_line(comparison)]
     if speed:
-        s_name, _, s_dir = speed
-        out += [f"**Recommended default** (quality: `{name}`, speed and memory: `{s_name}`)", ""]
-        stats = pd.read_csv(s_dir / "comparison" / "config_stats.csv")
-        saf = pd.DataFrame(comparison.get("recommendation_evidence", []))
-        out += _bullets(default_across(saf, stats, f"`{s_name}`") or rec.get("universal", []), "none named")
-        for s, line in fastest_safe_across(saf, stats, f"`{s_name}`").items():  # in place of "a safe config"
-            per_task[s] = [line] + [x for x in per_task.get(s, []) if not x.startswith(f"{s}: a safe config")]
-    else:
-        out += [f"**Recommended default** (`{name}`)", ""]
-        out += _bullets(rec.get("universal", []), "none named")
-    task = rec.get("lm_specific", []) + rec.get("cls_specific", [])
-    task += [x for lines in per_task.values() for x in lines]
-    out += ["", "**Per task**", ""] + _bullets(task, "nothing task-specific")
-    flips = [(name, f) for f in comparison.get("flips", [])]
-    if speed:  # the quality study timed nothing: which config is faster or leaner flips in the speed study
-        flips += [(speed[0], f) for f in speed[1].get("flips", []) if f.get("metric") in ("throughput", "memory")]
-    several = len({n for n, _ in flips}) > 1
-    out += ["", "**What flips between tasks** (beyond seed noise)", ""]
-    out += _bullets([(f"`{n}`: " if several else "") + f.get("interpretation", str(f)) for n, f in flips],
-                    "no flip beyond seed noise")
-    out += ["", "**Where each configuration breaks**", ""]
-    for n, comp, _ in studies:
-        prefix = f"`{n}`: " if len(studies) > 1 else ""
-        out += _bullets([prefix + x for x in _breaks(comp)], prefix + "no configuration failed a run")
-    out += list(extra)
+        shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, *_default_configs(comparison, cells, stats)[0][:1]]))
+        out += ["", f"Absolute speed (`{speed[0]}`, mean over seeds; MFU against the GPU's dense bf16 peak):", ""]
+        out += answer.absolute_table(speed[2], shown)
+    out += ["", f"**Where it breaks** (`{name}`, candidates; every run and reason in the report):"]
+    out += _bullets(_breaks(cells), "no candidate failed or degraded on any scenario")
+    out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | from |", "|---|---|---|---|---|"]
+    for hid, (n, h) in _hypotheses(studies, comparison).items():
+        why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
+                                         name if n != name else None)
+        out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {_short(why, 140)} | `{n}` |")
+    out += ["", _flips(name, comparison, speed) + "  ", _gates(cells, comparison, folder), "", "**Supporting studies**"]
+    out += [f"- {line}" for line in [_supporting(n, c, d) for n, c, d in studies[1:] if not speed or n != speed[0]]
+            + list(extra)]
+    out += ["", f"<sub>{_footnote(studies, speed, sources)}</sub>"]
+    return "\n".join(out) + "\n"
+
+
+def _short(text: str, n: int) -> str:
+    text = str(text).replace("|", "/").replace("\n", " ")
+    return text if len(text) <= n else text[:n - 3].rstrip() + "..."
+
+
+def _hypotheses(studies, comparison: dict) -> dict:
+    """Each hypothesis from the study that decides it; H4 across the quality and speed studies."""
     hyps = merged_hypotheses([(n, c) for n, c, _ in studies])
     timing = next((st for st in studies[1:] if _speed_only(st[1])), None)
     if timing and "seed001.H4" in hyps and hyps["seed001.H4"][1]["verdict"] not in DECIDED:
         h4 = frontier_across(comparison, timing[2])
         if h4:
-            hyps["seed001.H4"] = (f"{timing[0]} x {name}", h4)  # speed of one, quality of the other
-    if hyps:
-        safety = pd.DataFrame(comparison.get("recommendation_evidence", []))
-        out += ["", "**Hypotheses**", "",
-                "| id | claim | verdict | effect [CI] | evidence, or what would settle it | from |", "|---|---|---|---|---|---|"]
-        for hid, (n, h) in hyps.items():
-            e = h.get("effect") or {}
-            ci = (f"{e['estimate']:.3g} [{e['ci_low']:.3g}, {e['ci_high']:.3g}] {e.get('unit', '')}".strip()
-                  if e.get("estimate") is not None else "-")
-            basis = _to_settle(h) or _evidence(h, safety, name if n != name else None)
-            out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {ci} | {basis} | `{n}` |")
-    notes = [f"`{n}` {x}" if len(studies) > 1 else x for n, c, _ in studies for x in c.get("notes", [])]
-    if notes:
-        out += ["", "**What the evidence gates said**", ""] + _bullets(notes, "")
-    return "\n".join(out) + "\n"
+            hyps["seed001.H4"] = (f"{timing[0]} x {studies[0][0]}", h4)  # speed of one, quality of the other
+    return hyps
+
+
+def _established(cells: pd.DataFrame) -> list[str]:
+    """Scenarios where quality entered verdicts (a config compared with the reference there; a
+    failed run is a verdict even where quality is not established)."""
+    return sorted(set(cells.loc[cells["verdict"].isin(["safe", "degraded", "inconclusive", "reference"]), "scenario"]))
+
+
+def _default_configs(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None) -> tuple[list[str], dict]:
+    """The candidates safe wherever quality was testable (and tested somewhere) that never
+    failed or degraded, fastest first by their mean throughput rank over the speed study's
+    scenarios; and config -> the speed scenarios it has no throughput on. No order while one is
+    missing: an order over part of the scenarios would favour the configs measured where every
+    config is fast."""
+    if stats is None:
+        return [], {}
+    est = _established(cells)
+    ok = [c for c, g in cells.groupby("config") if set(g.loc[g["scenario"].isin(est), "verdict"]) <= {"safe", "reference"}
+          and not g["verdict"].isin(["failed", "degraded"]).any() and g["scenario"].isin(est).any()]
+    piv = _pivots(stats)
+    on = sorted(stats["scenario"].unique())
+    ranks = piv["throughput_rank"].reindex(index=ok, columns=on)
+    missing = {c: [s for s in on if pd.isna(ranks.loc[c, s])] for c in ok}
+    missing = {c: ss for c, ss in missing.items() if ss}
+    return ([] if missing or not ok else _speed_order(piv, ok, on)), missing
+
+
+def _default(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None, speed: str | None) -> str:
+    """The default in one sentence: the rules' default where they name one; else the fastest
+    candidate safe wherever quality was testable, named provisional, with what it was not
+    tested on."""
+    rec = comparison["recommendations"]
+    named = next((x for x in rec.get("universal", []) if x.startswith("default: ")), None)
+    if named is None and stats is not None:
+        named = next((x for x in default_across(pd.DataFrame(comparison["recommendation_evidence"]), stats,
+                                                f"`{speed}`") if x.startswith("default: ")), None)
+    if named:
+        return f"**Default: {named[len('default: '):]}.**"
+    order, missing = _default_configs(comparison, cells, stats)
+    est = _established(cells)
+    if missing:
+        return (f"**No default yet**: `{speed}` has no throughput for "
+                + "; ".join(f"{c} on {', '.join(ss)}" for c, ss in sorted(missing.items()))
+                + f", a candidate safe wherever quality was testable ({', '.join(est)}).")
+    if not order:
+        return "**No default**: " + _short(rec.get("universal", ["no candidate is safe wherever tested"])[0], 300)
+    piv, on = _pivots(stats), sorted(stats["scenario"].unique())
+    untested = sorted(set(cells["scenario"]) - set(est))
+    return (f"**No default under the rules** (quality entered verdicts only on {', '.join(est)}); the fastest candidate "
+            f"safe there, **{order[0]}** (`{speed}`: {_numbers(piv, order[0], on)}"
+            f"{_ties(piv, order, on, Rules.min_size_pct, stats)}), is the provisional choice, untested on "
+            f"{', '.join(untested) or 'no scenario'}.")
+
+
+def _breaks(cells: pd.DataFrame) -> list[str]:
+    """One line per candidate config that fails or degrades somewhere, listing the scenarios."""
+    bad = cells[cells["verdict"].isin(["failed", "degraded"])]
+    out = []
+    for cfg in config_order(bad["config"].unique()):
+        g = bad[bad["config"] == cfg]
+        first = g["reason"].iloc[0].split(" (")[0]
+        out.append(f"{cfg}: {answer.where_marks(g)} (e.g. {g['scenario'].iloc[0]}: {first})")
+    return out
+
+
+def _flips(name: str, comparison: dict, speed) -> str:
+    """The flips the rules allow, in at most a few words each, or one line saying none passed."""
+    flips = [(name, f) for f in comparison.get("flips", [])]
+    if speed:
+        flips += [(speed[0], f) for f in speed[1].get("flips", []) if f.get("metric") in ("throughput", "memory")]
+    if not flips:
+        return (f"**Flips between tasks**: none passed the rules (quality in `{name}`"
+                + (f", speed and memory in `{speed[0]}`" if speed else "") + ").")
+    shown = "; ".join(f"`{n}`: {_short(f.get('interpretation', f), 160)}" for n, f in flips[:3])
+    return f"**Flips between tasks** ({len(flips)}): {shown}" + (f"; {len(flips) - 3} more in the report" if len(flips) > 3 else "")
+
+
+def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
+    """Which scenarios entered verdicts, why the others did not, and where the gates' full
+    account is."""
+    est = _established(cells)
+    rest = sorted(set(cells["scenario"]) - set(est))
+    learned, rel = comparison.get("learned", {}), comparison.get("reliability") or {}
+    why = {s: "did not learn" if (learned.get(s) or {}).get("learned") is False else
+           "configs not told apart" if (rel.get(s) or {}).get("told_apart") is False else "not established" for s in rest}
+    groups = {w: [s for s in rest if why[s] == w] for w in dict.fromkeys(why.values())}
+    return (f"**Evidence gates**: quality entered verdicts on {', '.join(est) or 'no scenario'}"
+            + "".join(f"; {', '.join(ss)}: {w}" for w, ss in groups.items())
+            + f"; every gate and reason in [the report]({folder / 'html' / 'index.html'}).")
+
+
+def _supporting(name: str, comparison: dict, folder: Path) -> str:
+    """A supporting study in one line: its scope and where its candidates break."""
+    try:
+        d = answer.describe(load_records(folder))
+    except FileNotFoundError:
+        d = {"n": 0}
+    scope = (f"{d['n']} runs on {d['device']}, `{d['size']}`, {d['steps']} steps, {d['seeds']} seed(s), "
+             f"scenarios {d['scenarios']}" if d.get("n") else "no records here")
+    try:
+        c = answer.cells(comparison, None)
+        broken = _breaks(c)
+        fails = "; ".join(b.split(" (e.g.")[0] for b in broken) or "no candidate failed"
+    except ValueError as e:
+        fails = str(e)
+    return f"`{name}` ({scope}): {fails}."
+
+
+def _footnote(studies, speed, sources: list[str]) -> str:
+    used = [studies[0]] + ([speed] if speed else [])
+    return ("Records: " + "; ".join(f"`{n}` {provenance(d, commits=False)}" for n, _, d in used)
+            + ". Commits and every run: [executed/README.md](executed/README.md). "
+            + f"Generated by `dtype-bench findings {' '.join(sources)}` (not edited by hand).")
 
 
 def _timed(rec: dict) -> bool:

@@ -34,29 +34,55 @@ def _cell(runs: pd.DataFrame) -> dict:
             "label": f"{len(hit)}/{len(pool)}"}
 
 
-def status_grid(summaries: Mapping[str, pd.DataFrame]) -> alt.Chart:
-    """Config x scenario: the worst run status of each cell (ok / degraded / diverged / not
-    learned / oom / error / skipped) and how many of its runs have it; a scenario whose
-    reference did not learn says so in the subtitle (there every config "did not learn")."""
-    title = "Where each config breaks: worst run status per config and scenario (text: runs with it / runs)"
+VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "inconclusive": "#fdae6b", "untestable": "#bcbddc",
+           "not tested": "#f0f0f0", "reference": "#a1d99b", "safe": "#31a354"}
+"""The comparison's verdict of a cell (``safety.safety``), worst first, and its colour: the same
+vocabulary and source as the Findings' answer table (``answer.mark``)."""
+
+
+def verdict_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The grid's rows from a safety frame (``Comparison.safety`` or ``comparison.json``'s
+    ``recommendation_evidence``): status = the answer table's mark of the cell's verdict."""
+    from benchlib.analysis.answer import mark
+    return pd.DataFrame([{"scenario": r["scenario"], "config": r["config"], "verdict": r["verdict"],
+                          "status": mark(r["verdict"], str(r.get("reason") or "")),
+                          "reason": str(r.get("reason") or ""), "label": f"{int(r['ok'])}/{int(r['runs'])}"}
+                         for _, r in verdicts.iterrows()])
+
+
+def status_grid(summaries: Mapping[str, pd.DataFrame], verdicts: pd.DataFrame | None = None) -> alt.Chart:
+    """Config x scenario. With ``verdicts`` (the comparison's safety frame): each cell's verdict
+    (safe / degraded / failed(...) / untestable / inconclusive / not tested, as the Findings say
+    it) and its healthy runs / runs. Without: the worst run status of each cell (ok / degraded /
+    diverged / not learned / oom / error / skipped) and how many of its runs have it. A scenario
+    whose reference did not learn says so in the subtitle."""
+    title = ("Where each config breaks: the comparison's verdict per config and scenario (text: healthy runs / runs)"
+             if verdicts is not None else
+             "Where each config breaks: worst run status per config and scenario (text: runs with it / runs)")
     rows, notes = [], []
     for s, summary in sorted(summaries.items()):
         runs = summary[summary["seed"] != "mean"]
         rows += [{"scenario": s, "config": c, **_cell(g)} for c, g in runs.groupby("config")]
         if summary["learned"].iloc[0] is not True:
             notes += textwrap.wrap(f"{s}: {summary['note'].iloc[0].split(';')[0]}", 100)
+    if verdicts is not None:
+        rows = verdict_cells(verdicts).to_dict("records")
     if not rows:
         return ch.no_data_chart("no runs", title)
     d = pd.DataFrame(rows)
-    present = [s for s in STATUS if s in set(d["status"])] + sorted(set(d["status"]) - set(STATUS))
+    colour = (dict(STATUS) if verdicts is None else
+              {st: VERDICT.get(v, "#bdbdbd") for st, v in zip(d["status"], d["verdict"])})
+    order = list(STATUS) if verdicts is None else sorted(colour, key=lambda st: list(VERDICT).index(st.split("(")[0])
+                                                         if st.split("(")[0] in VERDICT else len(VERDICT))
+    present = [s for s in order if s in set(d["status"])] + sorted(set(d["status"]) - set(order))
     base = alt.Chart(d).encode(x=alt.X("scenario:O", title="scenario", axis=alt.Axis(labelAngle=0, orient="top")),
                                y=alt.Y("config:N", sort=config_order(d["config"]), title=None))
     rect = base.mark_rect(stroke="white").encode(
-        color=alt.Color("status:N", title="worst run", sort=present,
-                        scale=alt.Scale(domain=present, range=[STATUS.get(s, "#bdbdbd") for s in present])),
+        color=alt.Color("status:N", title="worst run" if verdicts is None else "verdict", sort=present,
+                        scale=alt.Scale(domain=present, range=[colour.get(s, "#bdbdbd") for s in present])),
         tooltip=["config:N", "scenario:N", "status:N", "label:N", "reason:N"])
     text = base.mark_text(fontSize=10).encode(
-        text="label:N", color=alt.condition(alt.FieldOneOfPredicate("status", ["ok", "skipped"]),
+        text="label:N", color=alt.condition(alt.FieldOneOfPredicate("status", ["ok", "skipped", "not tested", "reference"]),
                                             alt.value("#333333"), alt.value("white")))
     return (rect + text).properties(width=max(48 * d["scenario"].nunique(), 96), title=ch.chart_title(title, notes))
 
@@ -97,7 +123,8 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
 
 
 def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, flips: list[dict],
-                    recommended: Mapping[str, str] | None = None) -> dict[str, alt.TopLevelMixin]:
+                    recommended: Mapping[str, str] | None = None,
+                    verdicts: pd.DataFrame | None = None) -> dict[str, alt.TopLevelMixin]:
     """The overview of a study, by name: ``quality_vs_throughput`` (a panel per scenario, the
     recommended config ringed), ``where_configs_break`` (config x scenario grid of the worst
     run status) and ``flips`` (each config's rank across scenarios, flips beyond seed noise in
@@ -108,8 +135,10 @@ def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, 
     - ``stats``: ``tables.config_stats(df)`` (``Comparison.stats``);
     - ``flips``: the ``flips`` entries of ``comparison.json`` (``Comparison.result["flips"]``);
     - ``recommended``: scenario -> config to mark, e.g.
-      ``recommend.recommended_configs(comp.safety)``; None marks none.
+      ``recommend.recommended_configs(comp.safety)``; None marks none;
+    - ``verdicts``: the comparison's safety frame (``Comparison.safety``): the grid then shows
+      each cell's verdict, as the Findings do; None shows the worst run status.
     """
     return {"quality_vs_throughput": quality_throughput_panels(summaries, recommended),
-            "where_configs_break": status_grid(summaries),
+            "where_configs_break": status_grid(summaries, verdicts),
             "flips": ch.flip_chart(stats, flips)}

@@ -214,7 +214,8 @@ def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, 
     df = load_study(root, rules=rules)
     comp = compare(df, rules)
     summaries = {s: summarize(df, s) for s in sorted(df["scenario"].unique())}
-    charts = overview_charts(summaries, comp.stats, comp.result["flips"], recommended_configs(comp.safety))
+    charts = overview_charts(summaries, comp.stats, comp.result["flips"], recommended_configs(comp.safety),
+                             verdicts=comp.safety)
     out = Path(output_dir or root / "overview") / "plots"
     return {name: (ch.title_of(chart), ch.save(chart, out / name, formats)) for name, chart in charts.items()}
 

@@ -1,0 +1,186 @@
+"""The answer a practitioner reads first: a config x scenario table of verdict, speed, memory and
+quality (``answer_table``), the scope it holds for (``scope_box``) and the absolute speed of the
+configs it is measured against (``absolute_table``), built from a quality study's
+``comparison.json`` and a speed study's ``config_stats.csv`` and records.
+
+One status vocabulary: a cell's mark is the comparison's own verdict for that (scenario, config)
+(``safety.safety``, stored as ``recommendation_evidence``), the same source the Findings and the
+report's charts take it from (``verdicts``). Only candidate configs are rows; controls and
+ablations are judged but never offered as an answer (``controls_line`` says where they break).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchlib.analysis.recommend import candidates
+from benchlib.analysis.tables import config_order
+from benchlib.core.records import load_records
+
+BASELINE, TF32 = "fp32_baseline", "fp32_tf32_matmul"
+FAILURES = ("diverged", "stalled", "degraded", "oom", "error")
+"""The run outcomes a ``failed`` verdict's reason names (``tables.unhealthy``), in its mark."""
+
+
+def verdicts(comparison: dict) -> pd.DataFrame:
+    """Per (scenario, config) of a quality study: ``role``, ``verdict`` (the comparison's own),
+    ``mark`` (the verdict, a failure with the run outcomes behind it, e.g. ``failed(diverged)``)
+    and the quality change against the reference in % (negative: worse) with its CI."""
+    ev = pd.DataFrame(comparison.get("recommendation_evidence", []))
+    if ev.empty or "verdict" not in ev:
+        raise ValueError("its comparison.json has no per-cell verdicts: run `dtype-bench compare` again")
+    ev["role"] = ev["role"].fillna("candidate") if "role" in ev else "candidate"
+    ev["mark"] = [mark(v, r) for v, r in zip(ev["verdict"], ev["reason"].fillna(""))]
+    for col in ("gap_pct", "ci_low", "ci_high"):
+        ev[col] = pd.to_numeric(ev.get(col), errors="coerce")
+    ev["delta_pct"], ev["delta_lo"], ev["delta_hi"] = -ev["gap_pct"], -ev["ci_high"], -ev["ci_low"]
+    return ev[["scenario", "config", "role", "verdict", "mark", "delta_pct", "delta_lo", "delta_hi", "reason"]]
+
+
+def mark(verdict: str, reason: str) -> str:
+    """The verdict as a cell shows it: ``failed`` with the outcomes its reason names."""
+    if verdict != "failed":
+        return verdict
+    kinds = [k for k in FAILURES if re.search(rf"\b{k} \d+/\d+", reason)]
+    return f"failed({'|'.join(kinds)})" if kinds else "failed"
+
+
+def speed(stats: pd.DataFrame) -> pd.DataFrame:
+    """Per (scenario, config) of a speed study's ``config_stats``: throughput x fp32 (its ``rel``),
+    x TF32 (its ``rel`` over fp32_tf32_matmul's on the scenario: the ratio of their means) and
+    peak memory in GiB (its mean)."""
+    t = stats[stats["metric"] == "throughput"].set_index(["scenario", "config"])
+    mem = stats[stats["metric"] == "memory"].set_index(["scenario", "config"])
+    tf32 = t["rel"].xs(TF32, level="config") if TF32 in t.index.get_level_values("config") else pd.Series(dtype=float)
+    x_tf32 = [rel / tf32.get(s, np.nan) for (s, _), rel in t["rel"].items()]
+    gib = mem["mean"].reindex(t.index) if "mean" in mem else np.nan
+    return pd.DataFrame({"x_fp32": t["rel"], "x_tf32": x_tf32, "gib": gib}, index=t.index).reset_index()
+
+
+def cells(comparison: dict, stats: pd.DataFrame | None) -> pd.DataFrame:
+    """The answer's cells: every candidate config's verdict on every scenario of the quality
+    study, with the speed study's throughput and memory where it measured them."""
+    v = verdicts(comparison)
+    v = v[v["config"].isin(candidates(v))]
+    if stats is not None and not stats.empty:
+        v = v.merge(speed(stats), on=["scenario", "config"], how="left")
+    else:
+        v = v.assign(x_fp32=np.nan, x_tf32=np.nan, gib=np.nan)
+    return v
+
+
+def _cell(r: pd.Series) -> str:
+    parts = [f"**{r['mark']}**"]
+    if pd.notna(r["x_fp32"]):
+        parts.append(f"{r['x_fp32']:.1f}x / {r['x_tf32']:.1f}x" if pd.notna(r["x_tf32"]) else f"{r['x_fp32']:.1f}x / -")
+    if pd.notna(r["gib"]):
+        parts.append(f"{r['gib']:.1f} GiB")
+    if pd.notna(r["delta_pct"]):
+        ci = f" [{r['delta_lo']:+.2f}, {r['delta_hi']:+.2f}]" if pd.notna(r["delta_lo"]) and pd.notna(r["delta_hi"]) else ""
+        parts.append(f"{r['delta_pct']:+.2f}%{ci}")
+    return "<br>".join(parts)
+
+
+def answer_table(c: pd.DataFrame) -> list[str]:
+    """Markdown rows: one per candidate config (registry order), one column per scenario."""
+    scns = sorted(c["scenario"].unique())
+    out = ["| config | " + " | ".join(scns) + " |", "|---|" + "---|" * len(scns)]
+    for cfg in config_order(c["config"].unique()):
+        g = c[c["config"] == cfg].set_index("scenario")
+        out.append(f"| {cfg} | " + " | ".join(_cell(g.loc[s]) if s in g.index else "not run" for s in scns) + " |")
+    return out
+
+
+def controls_line(comparison: dict) -> str:
+    """Where the controls and ablations break, in one line (they are never rows of the answer)."""
+    v = verdicts(comparison)
+    v = v[~v["config"].isin(candidates(v))]
+    bad = v[v["verdict"].isin(["failed", "degraded"])]
+    where = "; ".join(f"{cfg} {where_marks(g)}" for cfg, g in bad.groupby("config", sort=False))
+    names = ", ".join(config_order(v["config"].unique()))
+    return f"Controls and ablations (judged, never picked: {names}): " + (where or "none failed") + "."
+
+
+def where_marks(g: pd.DataFrame) -> str:
+    """One config's failing cells as "failed(diverged) on A, C; degraded on B"."""
+    return "; ".join(f"{m} on {', '.join(sorted(h['scenario']))}" for m, h in g.groupby("mark", sort=False))
+
+
+def _span(values, fmt=str) -> str:
+    vals = sorted({v for v in values if v is not None and v == v})
+    if not vals:
+        return "unknown"
+    return fmt(vals[0]) if len(vals) == 1 else f"{fmt(vals[0])}-{fmt(vals[-1])}"
+
+
+def describe(records: list[dict]) -> dict:
+    """What a study's records say about its scope: sizes, data, steps, seeds per cell, GPUs."""
+    runs = [r.get("run", {}) for r in records]
+    seeds = pd.Series([(r.get("scenario"), r.get("config")) for r in records]).value_counts()
+    uuids = [r.get("env", {}).get("gpu_uuid") for r in records]
+    return {"n": len(records), "size": _span([x.get("size") for x in runs]),
+            "data": ", ".join(sorted({str(x.get("data")) for x in runs if x.get("data")})) or "unknown",
+            "steps": _span([x.get("steps") for x in runs]), "seeds": _span(list(seeds.values)) if len(seeds) else "0",
+            "scenarios": "".join(sorted({str(r.get("scenario")) for r in records})),
+            "device": ", ".join(sorted({r.get("env", {}).get("device_name", "?") for r in records})),
+            "torch": ", ".join(sorted({str(r.get("env", {}).get("torch")) for r in records if r.get("env", {}).get("torch")})),
+            "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
+            "dates": _span([str(r.get("env", {}).get("date", ""))[:10] for r in records if r.get("env", {}).get("date")])}
+
+
+def scope_box(quality: tuple[str, Path], speed_study: tuple[str, Path] | None) -> list[str]:
+    """Three lines: the GPU and baseline; the quality study's scope; the speed study's."""
+    q = describe(load_records(quality[1]))
+    s = describe(load_records(speed_study[1])) if speed_study else None
+    gpu = q["device"] if not s or s["device"] == q["device"] else f"{q['device']} (quality), {s['device']} (speed)"
+    lines = [f"> **GPU** {gpu}, torch {q['torch']}. **Baseline** `{BASELINE}`: fp32 with TF32 off; "
+             f"x TF32 is against `{TF32}` (fp32 weights, TF32 matmuls)."]
+    lines.append(f"> **Quality** (`{quality[0]}`): `{q['size']}` models, {q['data']} data, {q['steps']} steps, "
+                 f"{q['seeds']} seed(s) per cell, scenarios {q['scenarios']}.")
+    if s:
+        host = _hosts(s)
+        lines.append(f"> **Speed and memory** (`{speed_study[0]}`): `{s['size']}` models, {s['data']} data, "
+                     f"{s['steps']} steps, {s['seeds']} seed(s) per cell, scenarios {s['scenarios']}, alone on the GPU; {host}.")
+    else:
+        lines.append("> **Speed and memory**: not measured alone on a GPU in this study.")
+    return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
+
+
+def _hosts(d: dict) -> str:
+    """Whether a study's seeds ran on one GPU, as far as its records' GPU ids (``env.gpu_uuid``)
+    tell: older records carry none, and then the hosts are not identified."""
+    if not d["with_gpu_id"]:
+        return "hosts not identified (its records carry no GPU id)"
+    part = "" if d["with_gpu_id"] == d["n"] else f"{d['with_gpu_id']} of {d['n']} records carry a GPU id: "
+    if d["gpus"] == 1:
+        return part + "one GPU" + (" among them; the rest not identified" if part else " for every seed")
+    return part + f"{d['gpus']} different GPUs, so its seed noise includes between-GPU noise"
+
+
+def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:
+    """Markdown: per config (rows) and scenario, the speed study's mean tokens/s, MFU and energy
+    per token (from its records; a blank where a record lacks the metric)."""
+    rows = []
+    for r in load_records(speed_dir):
+        m = r.get("metrics", {})
+        tok, per_unit, unit_s = m.get("tokens_per_s"), m.get("energy/j_per_unit"), m.get("throughput")
+        j_tok = per_unit * unit_s / tok if tok and per_unit is not None and unit_s else np.nan
+        rows.append({"scenario": r.get("scenario"), "config": r.get("config"), "tok": tok, "mfu": m.get("mfu_pct"),
+                     "j_tok": j_tok})
+    if not rows:
+        return ["(no records here)"]
+    d = pd.DataFrame(rows).astype({"tok": float, "mfu": float, "j_tok": float}).groupby(["scenario", "config"]).mean()
+    scns = sorted(d.index.get_level_values("scenario").unique())
+    out = ["| config | " + " | ".join(scns) + " |", "|---|" + "---|" * len(scns)]
+    for cfg in configs:
+        def fmt(s):
+            if (s, cfg) not in d.index:
+                return "-"
+            x = d.loc[(s, cfg)]
+            return (f"{x['tok'] / 1e3:.0f}k tok/s" + (f", MFU {x['mfu']:.1f}%" if pd.notna(x["mfu"]) else "")
+                    + (f", {x['j_tok'] * 1e3:.2f} mJ/tok" if pd.notna(x["j_tok"]) else ""))
+        out.append(f"| {cfg} | " + " | ".join(fmt(s) for s in scns) + " |")
+    return out
