@@ -190,6 +190,20 @@ def test_configs_that_cannot_be_told_apart_enter_no_verdict_but_a_failure_still_
     assert tables.apply_gates(df, strict)["quality_established"].all()
 
 
+def test_a_config_that_diverges_fails_even_where_the_scenario_did_not_learn():
+    """Stalling means something only against a reference that learned; a loss that went
+    non-finite is a failure whatever the reference did (B of the reference study)."""
+    recs = grid("A", ["fp32_baseline", "amp_bf16", "bf16_pure"], value=lambda s, c, k: {"quality": 6.82 + 0.001 * k})
+    recs += [make_record("A", "fp16_fp16_states", k, status="diverged", diverged_step=20) for k in range(3)]
+    df = tables.study_frame([with_baseline(r, **{"baseline/val_loss": 7.48, "quality/loss_floor": 0.27})
+                             for r in recs], FAST)
+    assert not df["quality_established"].any()
+    s = recommend.safety(df, FAST).set_index("config")
+    assert s.loc["fp16_fp16_states", "verdict"] == "failed" and s.loc["fp16_fp16_states", "safe"] is False
+    assert "diverged 3/3" in s.loc["fp16_fp16_states", "reason"]
+    assert set(s.loc[["amp_bf16", "bf16_pure"], "verdict"]) == {"untestable"}
+
+
 # ---- flips a reader can use ---------------------------------------------------------------------
 def test_a_reversal_over_several_scenario_pairs_is_one_line_with_both_sides():
     q = {"A": (3.00, 3.20), "C": (0.50, 0.60), "E": (0.50, 0.60)}  # amp_bf16 better on A only

@@ -6,8 +6,9 @@ A config is judged against its scenario's reference config (the first of
 (``contrasts.reference_contrasts``, computed with the evidence gates): the best of ~16 noisy
 means is biased upward, and 'worse than the best' finds gaps that are not there. Failure needs
 less evidence than safety: one diverged or stalled run makes a config unsafe from one seed, in a
-scenario that learned. Nothing is safe in a scenario whose quality is not established (did not
-learn, or its configs cannot be told apart): there the verdict is ``untestable``. Every role is
+scenario that learned; a diverged run (or one that ran out of memory or broke) makes it
+``failed`` in any scenario. Nothing is safe in a scenario whose quality is not established (did not
+learn, or its configs cannot be told apart): there every other verdict is ``untestable``. Every role is
 judged (where a control breaks is evidence); only candidates are ever recommended
 (``recommend``).
 """
@@ -19,6 +20,8 @@ import pandas as pd
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import gated, seed_series, unhealthy, why_not_established
 
+HARD_FAILURES = ("diverged", "oom", "error")
+"""Run outcomes that are failures without any quality reference."""
 COLUMNS = ["scenario", "config", "role", "runs", "ok", "reference", "best", "gap_pct", "ci_low", "ci_high", "p_adj",
            "p_exact", "n_paired", "paired", "tested", "verdict", "safe", "reason"]
 
@@ -52,7 +55,12 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                "verdict": "not tested", "safe": None}
         bad = unhealthy(g)
         learned = g["learned"].iloc[0] is True
-        if not g["quality_established"].iloc[0] and not (learned and bad):
+        # a run whose loss went non-finite (or the process broke) failed whatever the reference
+        # learned; stalled or degraded mean something only against a reference that learned
+        hard = unhealthy(g[g["health"].isin(HARD_FAILURES) | (g["health"] == "ok")])
+        if not g["quality_established"].iloc[0] and hard and not (learned and bad):
+            row.update(safe=False, verdict="failed", reason=hard)
+        elif not g["quality_established"].iloc[0] and not (learned and bad):
             row.update(verdict="untestable", reason=f"not tested: quality not established on {s} "
                        f"({why_not_established(df, s)})" + (f"; runs: {bad}" if bad else ""))
         elif bad:
