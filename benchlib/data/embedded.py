@@ -75,7 +75,8 @@ def _lm_corpus(vocab_size: int, window: int, n_train_tokens: int) -> syn.LMCorpu
 
 @functools.lru_cache(maxsize=2)
 def _label_corpus(vocab_size: int, num_labels: int, max_len: int, n_train: int, n_val: int) -> syn.LabelCorpus:
-    return _on_disk(f"labels{LABEL_CACHE_VERSION}", lambda: syn.make_label_corpus(vocab_size, num_labels, max_len, n_train, n_val),
+    return _on_disk(f"labels{LABEL_CACHE_VERSION}",
+                    lambda: syn.make_label_corpus(vocab_size, num_labels, max_len, n_train, n_val),
                     vocab_size, num_labels, max_len, n_train, n_val)
 
 

@@ -307,7 +307,7 @@ MEAN_LABELS_PER_DOC = 5.0
 LABEL_ZIPF_SHIFT = 5
 """Label prior f_r = c / (r + 5.5) over a random ranking r of the label ids, c set so the priors
 sum to ``MEAN_LABELS_PER_DOC``: a Zipf-Mandelbrot long tail. At base (4,271 labels) the most
-frequent label is in ~12% of the documents and the rarest in ~1 in 5,800 (~8 of 45,000
+frequent label is in ~13% of the documents and the rarest in ~1 in 5,800 (~8 of 45,000
 training documents), as EUR-Lex has few-shot and zero-shot labels."""
 MAX_LABEL_FREQ = 0.5
 """Cap on a label's prior (only binds when there are few labels)."""
@@ -316,14 +316,17 @@ RATE_PRESENT = 1.0
 no token in e^-1 = 37% of its documents, so the text never settles every label."""
 NOISE_TOKENS = 16.0
 """Expected signature tokens (Poisson) per document of labels it does not carry, spread
-uniformly over the labels: the false evidence that makes a single token of a rare label
-ambiguous."""
+uniformly over the labels: the false evidence that makes a single token of a rare label more
+likely noise than evidence (base: P(carried | one token) ~ 2% for the rarest label, 94% for the
+most frequent)."""
 MAX_NOISE_RATIO = 0.125
 """An absent label emits at most this fraction of ``RATE_PRESENT`` (binds below 128 labels),
 so a signature token is always evidence for its label."""
 REFERENCE_CONTENT_LEN = 62
 """Content tokens (tiny's seq_len 64 less <s> and </s>) for which the rates above hold; shorter
 documents scale both rates down in proportion so the signature tokens still fit."""
+
+
 @dataclass
 class LabelSpace:
     """What the generator knows about the labels, hence about their posterior.
@@ -411,7 +414,7 @@ def make_label_corpus(vocab_size: int, num_labels: int, max_len: int, n_train: i
       ``MEAN_LABELS_PER_DOC`` per document, at least one;
     * evidence: Poisson counts of each label's own signature tokens, ``RATE_PRESENT`` for a
       carried label and ``NOISE_TOKENS`` / L for any other; a rare label's single token is then
-      as likely noise as evidence, so the Bayes-optimal P@1, P@5 and accuracy sit well below 1
+      more likely noise than evidence, so the Bayes-optimal P@1, P@5 and accuracy sit well below 1
       and macro-F1 rests on how well the rare labels' few documents were learned;
     * the rest of a document (length uniform in [max_len/4, max_len], longer if its signature
       tokens need it) is background drawn Zipf-like from the tokens no label uses; signature

@@ -7,6 +7,7 @@ Contract used by train.py:
     data.vocab_size, data.num_labels, data.pad_id, data.bos_id, data.mask_id, data.loss_floor
     next_batch = data.sampler(batch_size, device, seed)   # () -> dict of device tensors
     val = data.val_batches(batch_size, n_batches, device)  # fixed list of dicts
+    data.floors(val)                    # metric -> best attainable value on val, where known
 
 Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence with bos_id):
     clm:         {"input_ids": LongTensor[B,T], "labels": LongTensor[B,T]}
@@ -20,7 +21,8 @@ Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence wi
 ``data`` selects the source:
     "synthetic"  embedded generators (``benchlib.data.synthetic``), seeded by a fixed data seed
                  so every run of a study sees the same corpus; the LM corpora have an exact
-                 loss floor.
+                 loss floor, the classification corpora exact Bayes floors of P@k, accuracy
+                 and val loss (``TaskData.floors``).
     "hub"        Skylion007/openwebtext (A, B) or NLP-AUEB/eurlex "eurlex57k" (C-F) through
                  ``datasets``; no hub access -> one ``DataUnavailableError``.
     a name       openwebtext, eurlex, ag_news (fancyzhx/ag_news) or imdb (stanfordnlp/imdb):
@@ -132,7 +134,7 @@ class TaskData:
         the means of ``floor_values`` over the evaluated examples for classification."""
         out = {"val_loss": self.loss_floor} if self.loss_floor is not None else {}
         if self.floor_values:
-            idx = getattr(val, "index", None)
+            idx = getattr(val, "pool_index", None)
             if idx is None:  # batches not from val_batches: their first examples, in order
                 idx = torch.arange(sum(len(b["labels"]) for b in val or []))
             idx = idx.numpy()
@@ -163,7 +165,7 @@ class TaskData:
         else:
             idx = torch.arange(min(batch_size * n_batches, n_pool))
         return EvalBatches([{k: v[chunk].to(device) for k, v in self.val_pool.items()}
-                            for chunk in idx.split(batch_size)], index=idx)
+                            for chunk in idx.split(batch_size)], pool_index=idx)
 
     def _lm_sampler(self, B: int, device: torch.device, seed: int) -> Callable[[], Batch]:
         W = lm_window(self.task, self.seq_len)
@@ -215,12 +217,12 @@ class TaskData:
 
 
 class EvalBatches(list):
-    """The evaluation batches (a list) and ``index``: the validation-pool examples they hold, in
-    order (what ``TaskData.floors`` averages over)."""
+    """The evaluation batches (a list) and ``pool_index``: the validation-pool examples they hold,
+    in order (what ``TaskData.floors`` averages over)."""
 
-    def __init__(self, batches: list, index: torch.Tensor):
+    def __init__(self, batches: list, pool_index: torch.Tensor):
         super().__init__(batches)
-        self.index = index
+        self.pool_index = pool_index
 
 
 def lm_window(task: str, seq_len: int) -> int:

@@ -171,8 +171,9 @@ def standard_errors(per: dict[str, np.ndarray], task: str) -> dict[str, float]:
     if task in ("clm", "mlm"):
         w = per["tokens"] / per["tokens"].mean()
         return {"val_loss": _se(per["loss"] * w)}
-    out = {f"p_at_{k}": _se(per[f"hit{k}"]) for k in (1, 3, 5)}
-    out["macro_f1"] = macro_f1_se(per["y"], per["pred"])
+    out = {f"p_at_{k}": _se(per[f"hit{k}"]) for k in (1, 3, 5) if f"hit{k}" in per}
+    if "y" in per:
+        out["macro_f1"] = macro_f1_se(per["y"], per["pred"])
     if task == "singlelabel":
         return {**out, "accuracy": _se(per["correct"]), "val_loss": _se(per["ce"])}
     from scipy.stats import bootstrap
