@@ -1,4 +1,9 @@
-"""Parallel tiny CPU runs: one process per run, one thread each; prints a JSON line per run."""
+"""Runs of a plan in parallel processes (one torch thread each), a JSON line per run.
+
+    WORKERS=9 OUTFILE=out.jsonl PYTHONPATH=<repo> python3 sweep.py "$(cat cpu_plan.json)"
+
+A plan is a list of grids: each key maps to a value or a list of values, every combination is a
+run (``benchlib.training.loop.run`` arguments)."""
 import json, os, sys, time, itertools, tempfile
 from concurrent.futures import ProcessPoolExecutor
 
@@ -8,7 +13,7 @@ def one(spec):
     from benchlib.training.loop import run
     t = time.time()
     with tempfile.TemporaryDirectory() as d:
-        rec = run({**spec, "log_every": 50, "progress": False} if False else {**spec, "log_every": 50}, out_dir=d, progress=False)
+        rec = run({**spec, "log_every": 50}, out_dir=d, progress=False)
     m = rec["metrics"]
     keys = ["p_at_1", "p_at_3", "p_at_5", "macro_f1", "micro_f1", "val_loss", "accuracy", "floor", "gap_closed", "loss_floor"]
     out = {k: m.get("quality/" + k) for k in keys}
