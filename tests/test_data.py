@@ -18,6 +18,7 @@ from benchlib.data import synthetic as syn
 from benchlib.data.load import load_task_data
 from benchlib.data.tasks import DataPathNotFoundError, DataUnavailableError
 from benchlib.core.runconfig import RunConfig, resolved
+from benchlib.core.sizes import SYNTH_NUM_LABELS
 
 F = syn.FIRST_CONTENT_ID
 
@@ -162,13 +163,14 @@ def test_batch_shapes_dtypes_and_ranges(tiny, scenario):
         last = ids[torch.arange(5), lengths - 1]
         if scenario in "DF":
             assert (last == syn.EOS_ID).all()  # <s> ... </s>
+        L = d.num_labels
         if d.task == "multilabel":
             y = b["labels"]
-            assert y.shape == (5, 64) and y.dtype == torch.float32
+            assert y.shape == (5, L) and y.dtype == torch.float32
             assert set(y.unique().tolist()) <= {0.0, 1.0} and (y.sum(1) >= 1).all()
         else:
             y = b["labels"]
-            assert y.shape == (5,) and y.dtype == torch.long and 0 <= int(y.min()) and int(y.max()) < 64
+            assert y.shape == (5,) and y.dtype == torch.long and 0 <= int(y.min()) and int(y.max()) < L
 
 
 def test_mlm_masking_rates(tiny):
@@ -224,25 +226,121 @@ def test_val_batches_fixed_across_calls_configs_and_seeds(tiny):
 # ---------------------------------------------------------------------------------------
 def test_multilabel_corpus_statistics(tiny):
     m = tiny["C"].meta
-    assert 4.8 < m["labels_per_doc_mean"] < 5.2 and m["labels_per_doc_max"] <= 16
+    assert tiny["C"].num_labels == SYNTH_NUM_LABELS["tiny"]
+    assert 4.5 < m["labels_per_doc_mean"] < 5.5  # EUR-Lex: about five labels a document
     top = m["label_doc_frac_top10"]
     assert top == sorted(top, reverse=True)
-    assert top[0] > 0.25 and top[0] > 3 * m["label_docs_median"] / m["n_train"]  # Zipf head
+    assert top[0] > 5 * m["label_docs_median"] / m["n_train"]  # a Zipf head over a long tail
     assert m["n_train"] == 4096 and m["n_val"] == 512
+    labels = tiny["C"].train["labels"]
+    assert ((labels >= 0).sum(1) >= 1).all()  # every document has a label
 
 
-def test_labels_are_learnable_from_signature_tokens():
-    c = syn.make_label_corpus(256, 64, 62, 4096, 512)
-    tok = c.train_tokens[c.train_tokens > 0]
-    freq = np.bincount(tok, minlength=256) / len(tok) + 1e-9
-    sig = np.zeros((64, 256))
-    np.put_along_axis(sig, c.signatures, 1.0, axis=1)
-    bow = np.stack([np.bincount(c.val_tokens[i, :c.val_len[i]], minlength=256) for i in range(512)])
-    top = np.argmax((bow * np.log1p(0.05 / freq)) @ sig.T, 1)  # rare signature tokens count more
-    p_at_1 = np.mean([top[i] in c.val_labels[i] for i in range(512)])
-    majority = np.argmax(syn.label_counts(c.train_labels, 64))
-    baseline = np.mean([majority in c.val_labels[i] for i in range(512)])
-    assert p_at_1 > baseline + 0.15
+def test_the_label_space_has_a_long_tail_of_thousands_of_labels_at_the_study_sizes():
+    for size in ("small", "base"):
+        L = SYNTH_NUM_LABELS[size]
+        assert L >= 2000
+        space = syn.label_space(8192 if size == "small" else 50304, L, 254, np.random.default_rng(0))
+        f = np.sort(space.freq)
+        assert f.sum() == pytest.approx(syn.MEAN_LABELS_PER_DOC)
+        assert f[-1] / f[0] > 100  # the head label is 100s of times more frequent than the rarest
+        assert len(np.unique(space.signatures)) == L and not np.isin(space.background, space.signatures).any()
+
+
+def _brute_force_posterior(space, counts):
+    """P(label set | counts) over every non-empty label set, by enumeration; the marginals."""
+    L = space.num_labels
+    out = np.zeros(L)
+    total = 0.0
+    for bits in itertools.product((0, 1), repeat=L):
+        y = np.array(bits, bool)
+        if not y.any():
+            continue
+        rate = np.where(y, space.rate_present, space.rate_absent)
+        p = np.prod(np.where(y, space.freq, 1 - space.freq)) * np.prod(rate ** counts * np.exp(-rate))
+        out += p * y
+        total += p
+    return out / total
+
+
+def test_the_posterior_equals_enumeration_over_label_sets():
+    space = syn.label_space(40, 6, 62, np.random.default_rng(3))
+    docs = np.full((3, 10), syn.PAD_ID)
+    docs[0, :4] = [space.signatures[0], space.signatures[0], space.background[0], space.signatures[4]]
+    docs[1, :2] = space.background[:2]  # no evidence at all: the posterior is the prior given >= 1 label
+    docs[2, :3] = space.signatures[[1, 2, 3]]
+    q = space.posterior(docs)
+    for i in range(3):
+        counts = np.bincount(space.token_label[docs[i]][space.token_label[docs[i]] >= 0], minlength=6)
+        np.testing.assert_allclose(q[i], _brute_force_posterior(space, counts), rtol=1e-10)
+
+
+def test_the_single_label_posterior_equals_enumeration():
+    space = syn.label_space(40, 5, 62, np.random.default_rng(4))
+    train_counts = np.array([9, 3, 9, 1, 0])  # ties: lower id first
+    docs = np.full((2, 6), syn.PAD_ID)
+    docs[0, :3] = space.signatures[[1, 3, 3]]
+    docs[1, :2] = space.signatures[[0, 2]]
+    got = syn.bayes_singlelabel(space, docs, train_counts)
+    for i in range(2):
+        counts = np.bincount(space.token_label[docs[i]][space.token_label[docs[i]] >= 0], minlength=5)
+        p = np.zeros(5)
+        for bits in itertools.product((0, 1), repeat=5):
+            y = np.array(bits, bool)
+            if not y.any():
+                continue
+            rate = np.where(y, space.rate_present, space.rate_absent)
+            w = np.prod(np.where(y, space.freq, 1 - space.freq)) * np.prod(rate ** counts * np.exp(-rate))
+            p[syn.primary_labels(np.where(y, np.arange(5), -1)[None], train_counts)[0]] += w
+        p /= p.sum()
+        assert got["accuracy"][i] == pytest.approx(p.max(), rel=1e-10)
+        assert got["val_loss"][i] == pytest.approx(-(p[p > 0] * np.log(p[p > 0])).sum(), rel=1e-10)
+
+
+def test_the_generator_samples_what_its_posterior_says():
+    """Calibration: over many generated documents, the mean posterior of each label is the share
+    of documents that carry it, and the Bayes floor of P@1 is what the posterior's argmax scores."""
+    c = syn.make_label_corpus(64, 12, 20, 20000, 0)  # short documents: rejection and scaling both at work
+    q = c.space.posterior(c.train_tokens)
+    carried = np.zeros_like(q, dtype=bool)
+    rows, cols = np.nonzero(c.train_labels >= 0)
+    carried[rows, c.train_labels[rows, cols]] = True
+    se = np.sqrt(q.mean(0) * (1 - q.mean(0)) / len(q))
+    assert (np.abs(q.mean(0) - carried.mean(0)) < 4 * se + 1e-3).all()
+    floor = syn.bayes_multilabel(c.space, c.train_tokens)["p_at_1"]
+    realised = carried[np.arange(len(q)), q.argmax(1)]
+    assert realised.mean() == pytest.approx(floor.mean(), abs=4 * realised.std() / math.sqrt(len(q)))
+
+
+@pytest.mark.parametrize("scenario, metric", [("C", "p_at_1"), ("E", "accuracy")])
+def test_the_floors_sit_well_below_one_and_far_above_the_trivial_predictor(tiny, scenario, metric):
+    d = tiny[scenario]
+    val = d.val_batches(32, None, "cpu")
+    floors = d.floors(val)
+    from benchlib.training.baselines import evaluate_baseline
+    base, _ = evaluate_baseline(d, val)
+    assert base[metric] + 0.15 < floors[metric] < 0.9
+    assert d.meta[f"bayes_{metric}"] == pytest.approx(floors[metric])  # the whole pool is evaluated
+
+
+def test_the_floors_average_over_exactly_the_evaluated_documents(tiny):
+    d = tiny["D"]
+    few = d.val_batches(8, 3, "cpu")
+    assert d.floors(few)["p_at_5"] == pytest.approx(float(d.floor_values["p_at_5"][:24].mean()))
+    assert d.floors(list(few)) == d.floors(few)  # plain lists of batches: their first documents
+    assert set(tiny["A"].floors()) == {"val_loss"} and tiny["A"].floors()["val_loss"] == tiny["A"].loss_floor
+
+
+def test_the_label_corpus_is_deterministic_by_seed():
+    a, b = (syn.make_label_corpus(256, 32, 30, 300, 50, seed=5) for _ in range(2))
+    c = syn.make_label_corpus(256, 32, 30, 300, 50, seed=6)
+    assert np.array_equal(a.train_tokens, b.train_tokens) and np.array_equal(a.val_labels, b.val_labels)
+    assert not np.array_equal(a.train_tokens, c.train_tokens)
+
+
+def test_too_many_labels_for_the_vocabulary_is_one_line():
+    with pytest.raises(ValueError, match=r"num_labels=300 needs vocab_size >= 305"):
+        syn.make_label_corpus(256, 300, 62, 10, 10)
 
 
 def test_single_label_rule_hand_built():
@@ -458,7 +556,7 @@ def test_the_record_describes_the_data_and_model_trained(tmp_path):
     from tokenizers import Tokenizer
     bpe = Tokenizer.from_file(rec["data"]["tokenizer"])
     assert rec["run"]["num_labels"] == 7 and rec["run"]["vocab_size"] == rec["data"]["vocab_size"] == bpe.get_vocab_size()
-    assert rec["data"]["asked"] == {"vocab_size": 256, "num_labels": 64}  # the tiny size's synthetic defaults
+    assert rec["data"]["asked"] == {"vocab_size": 256, "num_labels": SYNTH_NUM_LABELS["tiny"]}  # tiny's synthetic defaults
     assert rec["model"]["class"] == "GPT2Model" and rec["model"]["num_labels"] == 7
     assert rec["model"]["parameters"] > 0 and rec["model"]["weights"] == "initialised (from scratch)"
     assert rec["data"]["split_rule"].startswith("one file: a random 10%")

@@ -19,7 +19,7 @@ from typing import Any, Literal, Optional, Union
 from benchlib.core.errors import UserError
 from benchlib.core.dtypes import UnknownNameError, closest, get_config, get_mode
 from benchlib.core.scenarios import DATASETS, dataset_problem, get_scenario
-from benchlib.core.sizes import LARGE_SIZES, SHAPES, Size, micro_batch, shape
+from benchlib.core.sizes import LARGE_SIZES, SHAPES, SYNTH_NUM_LABELS, Size, micro_batch, shape
 
 
 class ConfigError(UserError):
@@ -475,9 +475,9 @@ def _check_types(cfg) -> None:
 
 SIZE_DEFAULTS = {
     # size: (batch_size, seq_len, synthetic vocab, synthetic labels)
-    "tiny": (8, 64, 256, 64),
-    "small": (16, 256, 8192, 1000),
-    "base": (12, 1024, 50304, 4271),
+    "tiny": (8, 64, 256, SYNTH_NUM_LABELS["tiny"]),
+    "small": (16, 256, 8192, SYNTH_NUM_LABELS["small"]),
+    "base": (12, 1024, 50304, SYNTH_NUM_LABELS["base"]),
 }
 CLS_BATCH = {"tiny": 8, "small": 16, "base": 8}  # seed 001: CLS bs 8
 CLS_SEQ = {"tiny": 64, "small": 256, "base": 512}

@@ -45,6 +45,12 @@ def shape(arch: str, size: str) -> Shape:
     return sizes[size]
 
 
+SYNTH_NUM_LABELS = {"tiny": 128, "small": 2000, "base": 4271}
+"""Labels of the synthetic classification data per size (``data.synthetic.make_label_corpus``):
+EUR-Lex 57k's 4,271 EuroVoc labels at base, thousands at small, 128 at tiny, whose 256-token
+vocabulary holds one signature token per label and as many background tokens. Larger sizes take
+base's."""
+
 LARGE_SIZES = ("medium", "large", "xl")
 """Sizes beyond ``base``: their data (vocabulary, labels, synthetic corpus) and sequence length
 are ``base``'s, only the model grows."""

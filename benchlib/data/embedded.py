@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 
 from benchlib.core.runconfig import RunConfig
@@ -37,6 +38,9 @@ def _floor_device(run: RunConfig) -> str:
 # base-size run would spend seconds regenerating the same corpus). Bump on any change to the
 # generators so stale files are never read.
 SYNTH_CACHE_VERSION = 1
+LABEL_CACHE_VERSION = 2
+"""The label generator's own version (in its cache files' names): a change to it leaves the LM
+corpora's caches valid."""
 _synth_cache_dir: Optional[Path] = None
 
 
@@ -71,7 +75,8 @@ def _lm_corpus(vocab_size: int, window: int, n_train_tokens: int) -> syn.LMCorpu
 
 @functools.lru_cache(maxsize=2)
 def _label_corpus(vocab_size: int, num_labels: int, max_len: int, n_train: int, n_val: int) -> syn.LabelCorpus:
-    return _on_disk("labels", lambda: syn.make_label_corpus(vocab_size, num_labels, max_len, n_train, n_val),
+    return _on_disk(f"labels{LABEL_CACHE_VERSION}",
+                    lambda: syn.make_label_corpus(vocab_size, num_labels, max_len, n_train, n_val),
                     vocab_size, num_labels, max_len, n_train, n_val)
 
 
@@ -172,14 +177,34 @@ def _synthetic_cls(run: RunConfig) -> TaskData:
         ids[split] = assemble(tokens, lengths, T, run.scn.arch, syn.BOS_ID, syn.EOS_ID, syn.PAD_ID)
     train = cls_arrays(*ids["train"], c.train_labels, counts)
     val = cls_arrays(*ids["val"], c.val_labels, counts)
+    t1 = time.perf_counter()
+    bayes = _bayes_values(task, V, L, T - 2, n_train, n_val)
+    space = c.space
     meta = {"data_seed": syn.DATA_SEED, "generate_s": round(generate_s, 3),
-            "signature_tokens_per_label": syn.SIG_TOKENS, "signature_tokens_per_doc_label": syn.SIG_PER_LABEL,
+            "signature_tokens_per_label": 1, "signature_rate_present": space.rate_present,
+            "signature_rate_absent": space.rate_absent,
+            "label_prior_max": float(space.freq.max()), "label_prior_min": float(space.freq.min()),
             "single_label_rule": "most frequent training label of the document, ties -> lowest id",
+            "floor_kind": "bayes_posterior", "floor_s": round(time.perf_counter() - t1, 3),
+            **{f"bayes_{k}": float(v.mean()) for k, v in bayes.items()},
             **label_stats(train, val, counts)}
     return TaskData(task=task, vocab_size=V, seq_len=T, num_labels=L, pad_id=syn.PAD_ID,
                     bos_id=syn.BOS_ID, mask_id=None, loss_floor=None, source="synthetic", meta=meta,
                     train=train, val_pool=cls_pool(val, task, L),
-                    special_ids=(syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID))
+                    special_ids=(syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID), corpus=c,
+                    floor_values=bayes)
+
+
+@functools.lru_cache(maxsize=4)
+def _bayes_values(task: str, V: int, L: int, max_len: int, n_train: int, n_val: int) -> dict[str, np.ndarray]:
+    """Per validation document, the Bayes-optimal predictor's expected value of each quality
+    metric (``syn.bayes_multilabel`` / ``syn.bayes_singlelabel``), cached with the corpus."""
+    def build():
+        c = _label_corpus(V, L, max_len, n_train, n_val)
+        if task == "multilabel":
+            return syn.bayes_multilabel(c.space, c.val_tokens)
+        return syn.bayes_singlelabel(c.space, c.val_tokens, syn.label_counts(c.train_labels, L))
+    return _on_disk(f"bayes{LABEL_CACHE_VERSION}{task}", build, V, L, max_len, n_train, n_val)
 
 
 def load(run: RunConfig) -> TaskData:

@@ -7,6 +7,7 @@ Contract used by train.py:
     data.vocab_size, data.num_labels, data.pad_id, data.bos_id, data.mask_id, data.loss_floor
     next_batch = data.sampler(batch_size, device, seed)   # () -> dict of device tensors
     val = data.val_batches(batch_size, n_batches, device)  # fixed list of dicts
+    data.floors(val)                    # metric -> best attainable value on val, where known
 
 Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence with bos_id):
     clm:         {"input_ids": LongTensor[B,T], "labels": LongTensor[B,T]}
@@ -20,7 +21,8 @@ Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence wi
 ``data`` selects the source:
     "synthetic"  embedded generators (``benchlib.data.synthetic``), seeded by a fixed data seed
                  so every run of a study sees the same corpus; the LM corpora have an exact
-                 loss floor.
+                 loss floor, the classification corpora exact Bayes floors of P@k, accuracy
+                 and val loss (``TaskData.floors``).
     "hub"        Skylion007/openwebtext (A, B) or NLP-AUEB/eurlex "eurlex57k" (C-F) through
                  ``datasets``; no hub access -> one ``DataUnavailableError``.
     a name       openwebtext, eurlex, ag_news (fancyzhx/ag_news) or imdb (stanfordnlp/imdb):
@@ -119,7 +121,25 @@ class TaskData:
     """Never masked by MLM."""
     corpus: Any = field(default=None, repr=False)
     """The generator of synthetic data (``synthetic.LMCorpus``: chain, stationary
-    distribution) for analyses that need the true distribution; None for real data."""
+    distribution; ``synthetic.LabelCorpus``: the label space) for analyses that need the true
+    distribution; None for real data."""
+    floor_values: dict = field(default_factory=dict, repr=False)
+    """Per validation-pool example (pool order), the Bayes-optimal predictor's expected value of
+    quality metrics the generator knows it for (synthetic classification: P@k, accuracy, val
+    loss); empty for real data. ``floors`` averages them over what was evaluated."""
+
+    def floors(self, val: Optional[list] = None) -> dict[str, float]:
+        """The best attainable value of each quality metric known for this data, on the
+        evaluation ``val`` (batches from ``val_batches``): ``val_loss`` = ``loss_floor`` for LM,
+        the means of ``floor_values`` over the evaluated examples for classification."""
+        out = {"val_loss": self.loss_floor} if self.loss_floor is not None else {}
+        if self.floor_values:
+            idx = getattr(val, "pool_index", None)
+            if idx is None:  # batches not from val_batches: their first examples, in order
+                idx = torch.arange(sum(len(b["labels"]) for b in val or []))
+            idx = idx.numpy()
+            out.update({k: float(np.mean(v[idx])) for k, v in self.floor_values.items() if len(idx)})
+        return out
 
     # ---- training batches ----------------------------------------------------------------
     def sampler(self, batch_size: int, device, seed: int) -> Callable[[], Batch]:
@@ -144,8 +164,8 @@ class TaskData:
                 idx = torch.randperm(n_pool, generator=g)[:EVAL_MAX_SEQUENCES].sort().values
         else:
             idx = torch.arange(min(batch_size * n_batches, n_pool))
-        return [{k: v[chunk].to(device) for k, v in self.val_pool.items()}
-                for chunk in idx.split(batch_size)]
+        return EvalBatches([{k: v[chunk].to(device) for k, v in self.val_pool.items()}
+                            for chunk in idx.split(batch_size)], pool_index=idx)
 
     def _lm_sampler(self, B: int, device: torch.device, seed: int) -> Callable[[], Batch]:
         W = lm_window(self.task, self.seq_len)
@@ -194,6 +214,15 @@ class TaskData:
 
     def _masker(self, device: torch.device) -> "MLMMasker":
         return MLMMasker.build(self.vocab_size, self.special_ids, self.mask_id, device)
+
+
+class EvalBatches(list):
+    """The evaluation batches (a list) and ``pool_index``: the validation-pool examples they hold,
+    in order (what ``TaskData.floors`` averages over)."""
+
+    def __init__(self, batches: list, pool_index: torch.Tensor):
+        super().__init__(batches)
+        self.pool_index = pool_index
 
 
 def lm_window(task: str, seq_len: int) -> int:

@@ -3,8 +3,11 @@
 A quality number means something only beside what a model that learned nothing scores on the
 same evaluation set. Each task has one input-blind predictor, fitted on the training split:
 
-* causal / masked LM: the **unigram** distribution of the training tokens (add-one smoothed):
-  the best a model can do without reading its context;
+* causal / masked LM: the **unigram** distribution of the training tokens (add-one smoothed
+  over the ids the task scores: every id for causal LM, where a document's EOS is a target of
+  real text; the non-special ids for masked LM, which never masks a special): the best a model
+  can do without reading its context. It is fitted on whatever the run trains on (synthetic
+  chains, a user's text files, a hub corpus), so every LM run has one;
 * multi-label: the **label frequency** predictor: every document gets each label's training
   frequency as its probability (so it ranks the same labels first everywhere);
 * single-label: the **majority class** (with the class prior as its probabilities).
@@ -14,7 +17,9 @@ values (one per sequence or document). ``evidence`` compares a run with its base
 per-example values, paired, and gives standard errors: a run *beat* its baseline when the
 task's threshold-free metric (val loss for LM, P@1 for multi-label, accuracy for single-label)
 is better by at least ``LearnedRule.min_rel_gain`` of the baseline's value and by
-``LearnedRule.z`` standard errors of the paired difference.
+``LearnedRule.z`` standard errors of the paired difference. Where the data's best attainable
+value of that metric is known (``TaskData.floors``: the synthetic generators' Bayes floors),
+``evidence`` also records it and the share of the baseline-to-floor gap the run closed.
 """
 from __future__ import annotations
 
@@ -46,7 +51,8 @@ class LearnedRule:
 
 # ---- the trivial predictors --------------------------------------------------------------
 def unigram_log_probs(train: np.ndarray, vocab_size: int, special_ids=()) -> torch.Tensor:
-    """log p(token) from training-token counts, add-one smoothed over the non-special ids."""
+    """log p(token) from training-token counts, add-one smoothed over the ids not in
+    ``special_ids`` (which get probability 0: pass only ids the task never scores)."""
     flat = np.asarray(train).reshape(-1)[:UNIGRAM_MAX_TOKENS]
     counts = np.bincount(flat.astype(np.int64), minlength=vocab_size)[:vocab_size].astype(np.float64) + 1.0
     counts[[i for i in special_ids if 0 <= i < vocab_size]] = 0.0  # never a target: log p = -inf
@@ -78,11 +84,20 @@ def head_bias(data) -> torch.Tensor | None:
     return None
 
 
+def unigram_of(data) -> torch.Tensor:
+    """The LM task's unigram log-probabilities: fitted on ``data.train``, smoothed over the ids
+    the task scores. Causal LM scores every token of the stream, the EOS after each document of
+    real text included (excluding specials there made that EOS cost infinity, so a run on real
+    text had no finite baseline); masked LM never scores a special."""
+    never_scored = data.special_ids if data.task == "mlm" else ()
+    return unigram_log_probs(data.train, data.vocab_size, never_scored)
+
+
 def evaluate_baseline(data, val: list[dict]) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """``evaluate_predictor`` for ``data``'s trivial predictor on the evaluation batches. LM
     losses are read off the unigram table directly (no [B, T, V] logits)."""
     if data.task in ("clm", "mlm"):
-        lp = unigram_log_probs(data.train, data.vocab_size, data.special_ids)
+        lp = unigram_of(data)
         losses, tokens = [], []
         for b in val:
             y = b["labels"].cpu()
@@ -99,9 +114,11 @@ def evaluate_baseline(data, val: list[dict]) -> tuple[dict[str, float], dict[str
 # ---- scoring -----------------------------------------------------------------------------
 def evaluate_predictor(logits_fn, val: list[dict], task: str) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Quality metrics of ``logits_fn`` over the evaluation batches, and per-example values:
-    LM ``loss`` (mean over each sequence's scored tokens) and ``tokens``; multi-label ``hit1``,
-    ``tp``, ``fp``, ``fn`` per document and ``bce``; single-label ``correct`` and ``ce``.
-    Losses are reduced in fp32 whatever the model's precision."""
+    LM ``loss`` (mean over each sequence's scored tokens) and ``tokens``; classification
+    ``hit1``, ``hit3``, ``hit5`` (true labels among the top k, / k), ``y`` and ``pred`` (what
+    macro-F1 counts) and the loss (``bce`` / ``ce``); multi-label also ``tp``, ``fp``, ``fn``
+    per document, single-label ``correct``. Single-label P@k is the same top-k count over k
+    (P@1 = accuracy). Losses are reduced in fp32 whatever the model's precision."""
     if task in ("clm", "mlm"):
         losses, tokens = [], []
         for b in val:
@@ -115,19 +132,25 @@ def evaluate_predictor(logits_fn, val: list[dict], task: str) -> tuple[dict[str,
         return _lm_result(losses, tokens)
     L = torch.cat([logits_fn(b).float().cpu() for b in val])
     Y = torch.cat([b["labels"].cpu() for b in val])
+    hot = Y.float() if task == "multilabel" else F.one_hot(Y, L.shape[1]).float()
+    top = L.topk(min(5, L.shape[1]), dim=1).indices
+    hits = hot.gather(1, top).cumsum(1)
+    per = {f"hit{k}": (hits[:, min(k, hits.shape[1]) - 1] / k).double().numpy() for k in (1, 3, 5)}
     if task == "multilabel":
         out = multilabel_metrics(L, Y)
         bce = F.binary_cross_entropy_with_logits(L, Y.float(), reduction="none").mean(1)
         out["val_loss"] = float(bce.mean())
-        pred, y = (L > 0).float(), Y.float()
-        per = {"hit1": y.gather(1, L.argmax(1, keepdim=True))[:, 0].numpy(),
-               "tp": (pred * y).sum(1).numpy(), "fp": (pred * (1 - y)).sum(1).numpy(),
-               "fn": ((1 - pred) * y).sum(1).numpy(), "bce": bce.double().numpy()}
+        pred, y = (L > 0), Y > 0.5
+        per.update(tp=(pred & y).sum(1).double().numpy(), fp=(pred & ~y).sum(1).double().numpy(),
+                   fn=(~pred & y).sum(1).double().numpy(), bce=bce.double().numpy(), y=y.numpy(), pred=pred.numpy())
         return out, per
     out = singlelabel_metrics(L, Y)
+    out.update({f"p_at_{k}": float(per[f"hit{k}"].mean()) for k in (1, 3, 5)})
     ce = F.cross_entropy(L, Y, reduction="none")
     out["val_loss"] = float(ce.mean())
-    return out, {"correct": (L.argmax(1) == Y).double().numpy(), "ce": ce.double().numpy()}
+    per.update(correct=(L.argmax(1) == Y).double().numpy(), ce=ce.double().numpy(), y=Y.numpy(),
+               pred=L.argmax(1).numpy())
+    return out, per
 
 
 def _lm_result(losses: list[torch.Tensor], tokens: list[torch.Tensor]) -> tuple[dict, dict]:
@@ -143,19 +166,22 @@ def _se(x: np.ndarray) -> float:
 
 def standard_errors(per: dict[str, np.ndarray], task: str) -> dict[str, float]:
     """Standard errors of the recorded quality metrics over the evaluation examples: LM val loss
-    (token-weighted mean of per-sequence losses), P@1, accuracy, val loss, and micro-F1 by a
-    bootstrap over documents (scipy)."""
+    (token-weighted mean of per-sequence losses); P@k, accuracy and val loss (means over
+    documents); micro-F1 (scipy's bootstrap over documents) and macro-F1 (``macro_f1_se``)."""
     if task in ("clm", "mlm"):
         w = per["tokens"] / per["tokens"].mean()
         return {"val_loss": _se(per["loss"] * w)}
+    out = {f"p_at_{k}": _se(per[f"hit{k}"]) for k in (1, 3, 5) if f"hit{k}" in per}
+    if "y" in per:
+        out["macro_f1"] = macro_f1_se(per["y"], per["pred"])
     if task == "singlelabel":
-        return {"accuracy": _se(per["correct"]), "val_loss": _se(per["ce"])}
+        return {**out, "accuracy": _se(per["correct"]), "val_loss": _se(per["ce"])}
     from scipy.stats import bootstrap
 
     def micro_f1(tp, fp, fn, axis=-1):
         tp, fp, fn = tp.sum(axis), fp.sum(axis), fn.sum(axis)
         return np.where(tp + fp + fn > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1e-12), 0.0)
-    out = {"p_at_1": _se(per["hit1"]), "val_loss": _se(per["bce"])}
+    out["val_loss"] = _se(per["bce"])
     if len(per["tp"]) > 1 and (per["tp"].sum() + per["fp"].sum()) > 0:
         res = bootstrap((per["tp"], per["fp"], per["fn"]), micro_f1, paired=True, vectorized=True,
                         n_resamples=999, method="percentile", random_state=np.random.default_rng(0))
@@ -163,6 +189,37 @@ def standard_errors(per: dict[str, np.ndarray], task: str) -> dict[str, float]:
     else:  # no positive prediction anywhere: F1 is 0 on every resample
         out["micro_f1"] = 0.0
     return out
+
+
+MACRO_F1_RESAMPLES = 200
+
+
+def macro_f1_se(y: np.ndarray, pred: np.ndarray, n_resamples: int = MACRO_F1_RESAMPLES, seed: int = 0) -> float:
+    """Bootstrap standard error of macro-F1 over documents (the labels present in the targets or
+    the predictions of a resample, as ``metrics`` averages). ``y`` / ``pred``: multi-hot [N, L]
+    (multi-label) or class ids [N] (single-label). Each resample is a vector of document counts
+    (multinomial), so per-label tp / fp / fn are one sparse product for all resamples:
+    ``scipy.stats.bootstrap`` would materialise every resample's [documents, labels] arrays
+    (6,000 x 4,271 at base)."""
+    from scipy import sparse
+    n = len(y)
+    if n < 2:
+        return float("nan")
+    if y.ndim == 1:  # class ids -> one-hot
+        L = int(max(y.max(), pred.max())) + 1
+        rows = np.arange(n)
+        y = sparse.csr_matrix((np.ones(n), (rows, y)), shape=(n, L))
+        pred = sparse.csr_matrix((np.ones(n), (rows, pred)), shape=(n, L))
+    else:
+        y, pred = sparse.csr_matrix(y.astype(np.float64)), sparse.csr_matrix(pred.astype(np.float64))
+    tp, fp, fn = y.multiply(pred), pred - y.multiply(pred), y - y.multiply(pred)
+    w = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
+    TP, FP, FN = ((m.T @ w.T).T for m in (tp, fp, fn))  # [resamples, labels]
+    den = 2 * TP + FP + FN
+    present = den > 0
+    f1 = np.where(present, 2 * TP / np.maximum(den, 1e-12), 0.0)
+    macro = np.where(present.any(1), f1.sum(1) / np.maximum(present.sum(1), 1), 0.0)
+    return float(np.std(macro, ddof=1))
 
 
 def _per_example(per: dict[str, np.ndarray], task: str) -> np.ndarray:
@@ -173,10 +230,11 @@ def _per_example(per: dict[str, np.ndarray], task: str) -> np.ndarray:
 
 
 def evidence(quality: dict, per: dict, base: dict, base_per: dict, task: str,
-             rule: LearnedRule = LearnedRule()) -> dict:
+             rule: LearnedRule = LearnedRule(), floor: float | None = None) -> dict:
     """Record fields comparing a run with its trivial baseline on the same examples:
     ``baseline/*`` metrics, standard errors, the paired gap on the learned metric and
-    ``quality/beats_baseline``."""
+    ``quality/beats_baseline``; with the learned metric's ``floor`` (its best attainable value
+    on these examples), ``quality/floor`` and ``quality/gap_closed``."""
     name, higher = LEARNED_METRIC[task]
     out: dict = {"baseline/name": BASELINE_NAME[task], "quality/learned_metric": name}
     out.update({f"baseline/{k}": v for k, v in base.items()})
@@ -189,4 +247,18 @@ def evidence(quality: dict, per: dict, base: dict, base_per: dict, task: str,
     out.update({"quality/n_eval": int(len(diff)), "quality/baseline_gain": gain, "quality/baseline_gain_se": se,
                 "quality/baseline_gain_needed": need,
                 "quality/beats_baseline": bool(math.isfinite(gain) and gain > need)})
+    if floor is not None:
+        out["quality/floor"] = floor
+        out["quality/gap_closed"] = gap_closed(quality.get(name), base.get(name), floor)
     return out
+
+
+def gap_closed(value: float | None, baseline: float | None, floor: float) -> float | None:
+    """(value - baseline) / (floor - baseline): 0 at the trivial baseline, 1 at the floor, < 0
+    when worse than the baseline (either direction of metric). None where a value is missing or
+    non-finite, or the baseline already sits at the floor."""
+    if value is None or baseline is None or not all(map(math.isfinite, (value, baseline, floor))):
+        return None
+    if floor == baseline:
+        return None
+    return (value - baseline) / (floor - baseline)

@@ -333,7 +333,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     m = rec["metrics"]
     m.update(speed_metrics(cfg, timer, device, rec["env"].get("device_name"), fpt))
     m.update(memory_metrics(device, opt))
-    m.update(quality_metrics(cfg, quality, per_example, base_quality, base_per, data.loss_floor))
+    m.update(quality_metrics(cfg, quality, per_example, base_quality, base_per, data.floors(val)))
     m.update(stability_metrics(log, diverged_step, scaler))
     m["time/setup_s"] = setup_s
     m["time/data_s"] = data_s

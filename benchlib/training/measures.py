@@ -12,7 +12,7 @@ from benchlib.core.memory import optimizer_state_bytes
 from benchlib.core.runconfig import RunConfig
 from benchlib.core.steplog import StepLog
 from benchlib.core.timing import WindowTimer
-from benchlib.training.baselines import evidence
+from benchlib.training.baselines import LEARNED_METRIC, evidence
 from benchlib.training.forensics import Forensics
 from benchlib.training.metrics import mfu_pct, peak_tflops
 from benchlib.training.precision import LossScaler
@@ -67,16 +67,21 @@ def memory_metrics(device: torch.device, opt: torch.optim.Optimizer) -> dict:
 
 
 def quality_metrics(cfg: RunConfig, quality: dict, per_example, base_quality: dict, base_per,
-                    loss_floor: float | None) -> dict:
+                    floors: dict | float | None) -> dict:
     """The final evaluation under ``quality/``, the trivial predictor's under ``baseline/``, the
-    evidence that the run beat it, and the distance to the loss floor where it is known."""
+    evidence that the run beat it and, where the data knows its floors (``TaskData.floors``:
+    metric -> best attainable value), the learned metric's floor and the share of the gap to it
+    closed, and the distance to the val-loss floor. A bare number is a val-loss floor."""
     m: dict = {}
     scn = cfg.scn
+    floors = {"val_loss": floors} if isinstance(floors, (int, float)) else dict(floors or {})
     for k, v in quality.items():
         m[f"quality/{k}"] = v
-    m.update(evidence(quality, per_example, base_quality, base_per, scn.task))
+    learned = LEARNED_METRIC[scn.task][0]
+    m.update(evidence(quality, per_example, base_quality, base_per, scn.task, floor=floors.get(learned)))
     m["baseline/quality"] = base_quality.get(scn.quality)
     m["quality_se"] = m.get(f"quality/{scn.quality}_se")
+    loss_floor = floors.get("val_loss")
     if loss_floor is not None and "val_loss" in quality:
         m["quality/loss_floor"] = loss_floor
         m["quality/excess_loss"] = quality["val_loss"] - loss_floor
