@@ -207,3 +207,24 @@ def test_the_analysis_notebooks_run_again_on_a_compacted_study_to_the_same_files
     changed = [str(p) for p, b in _files(study).items() if first.get(p) != b]
     assert changed == [] and set(_files(study)) == set(first)
     assert json.loads((study / "comparison" / "comparison.json").read_text())["scenarios"] == ["A", "E"]
+
+
+def test_a_compacted_calibration_folder_gives_the_same_table_its_cut_off_runs_included(tmp_path):
+    """docs/calibration/<session>/: run folders that are no study's, one cut off before its record
+    (its curve is in its step log alone)."""
+    from benchlib.study.calibration import calibration_table
+    session = tmp_path / "calibration" / "h100"
+    for name, seed in (("A_lr1", 0), ("A_lr2", 1)):
+        rec = make_record("A", "amp_bf16", seed)
+        folder = session / name
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps(rec))
+        rows = loss_rows(40) + [{"step": 19, "eval": {"val_loss": 3.5 - seed}}, {"step": 39, "eval": {"val_loss": 3.0}}]
+        (folder / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (session / "A_cut").mkdir()
+    (session / "A_cut" / "steps.jsonl").write_text(json.dumps({"step": 19, "eval": {"val_loss": 4.0}}) + "\n")
+    before = calibration_table(session)
+    compact.compact(session, tmp_path / "calibration")
+    assert not list(session.rglob("result.json")) and not (session / "A_cut").exists()
+    after = calibration_table(session)
+    assert list(after["run"]) == ["A_cut", "A_lr1", "A_lr2"] and after.astype(str).equals(before.astype(str))

@@ -77,9 +77,11 @@ def read_run(folder: Path, rec: dict | None = None) -> dict | None:
 
 def calibration_table(root: str | Path) -> pd.DataFrame:
     """Every run folder under ``root`` (sorted by scenario, then name)."""
-    from benchlib.core.records import load_records
+    from benchlib.core.records import STEPS_TABLE, load_records, read_steps_table
     records = {Path(r["_path"]).parent: r for r in load_records(root)}  # result.json files or a compacted table
-    folders = sorted({p for p in Path(root).iterdir() if p.is_dir()} | set(records))
+    table = Path(root) / STEPS_TABLE  # a compacted folder: a run cut off before its record is a log there
+    logged = {Path(root) / run for run in read_steps_table(table)} if table.exists() else set()
+    folders = sorted({p for p in Path(root).iterdir() if p.is_dir()} | set(records) | logged)
     rows = [r for p in folders if (r := read_run(p, records.get(p)))]
     if not rows:
         raise FileNotFoundError(f"no run folders with result.json or steps.jsonl under {root}")
