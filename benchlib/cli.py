@@ -30,7 +30,7 @@ LAZY = {
     "serve-table": ("benchlib.analysis.serving:main", "trained in one precision, served in another (serve_modes)"),
     "overhead": ("benchlib.analysis.overhead:main", "where a study's GPU time went: training steps against each run's overhead"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
-    "thin": ("benchlib.study.thin:main", "rewrite a study's run notebooks' charts as SVG (small enough to commit)"),
+    "compact": ("benchlib.study.compact:main", "a study folder as committed: one records table, thinned logs, each chart once"),
     "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),
     "calibration": ("benchlib.study.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),
     "pack": ("benchlib.study.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),

@@ -1,8 +1,10 @@
 """Every committed study's comparison (``executed/**/comparison/comparison.json``) is what the
-analysis gives today from the study's own records: tables, flips, recommendations and verdicts
-are reproduced (floats to a relative 1e-6; the bootstrap is seeded). A code change that moves a
-committed verdict fails here until the study's analysis is run again and committed
-(``dtype-bench sweep params/<study>.yaml --out executed/<gpu> --analysis-only``)."""
+analysis gives today from the study's own records (its records table: the studies are committed
+compacted): tables, flips, recommendations and verdicts are reproduced (floats to a relative
+1e-6; the bootstrap is seeded). A code change that moves a committed verdict fails here until the
+study's analysis is run again and committed (``dtype-bench sweep params/<study>.yaml --out
+executed/<gpu> --analysis-only``, then ``dtype-bench compact executed/<gpu>/<study>``).
+``executed/README.md`` is what ``dtype-bench compact --readme`` writes from the studies there."""
 import json
 import math
 import subprocess
@@ -12,8 +14,8 @@ from conftest import REPO
 
 from benchlib.analysis.report import compare, load_study
 
-COMMITTED = [REPO / p for p in subprocess.run(
-    ["git", "ls-files", "executed/*comparison.json"], capture_output=True, text=True, cwd=REPO).stdout.split()]
+TRACKED = subprocess.run(["git", "ls-files", "executed"], capture_output=True, text=True, cwd=REPO).stdout.split()
+COMMITTED = [REPO / p for p in TRACKED if p.endswith("/comparison/comparison.json")]
 
 
 def same(a, b, where="") -> list[str]:
@@ -50,3 +52,16 @@ def test_the_check_sees_a_changed_verdict():
     assert same(a, b) == [".hypotheses.H1.effect.estimate: 0.5 vs 0.501", ".hypotheses.H1.verdict: 'supported' vs "
                                                                           "'inconclusive'"]
     assert same(a, json.loads(json.dumps(a))) == []
+
+
+def test_every_committed_study_is_compacted_and_the_readme_is_what_compact_writes():
+    from benchlib.core.records import RECORDS_TABLE, STEPS_TABLE
+    from benchlib.study.readme import readme_text
+    assert TRACKED, "nothing committed under executed/: this test would check nothing"
+    loose = [p for p in TRACKED if p.endswith(("/result.json", "/steps.jsonl", "/steps.jsonl.gz"))]
+    assert not loose, f"{len(loose)} files of a fresh layout committed, e.g. {loose[:3]}: run dtype-bench compact"
+    tables = [p for p in TRACKED if p.endswith("/" + RECORDS_TABLE)]
+    assert len(tables) >= len(COMMITTED) and all(p.replace(RECORDS_TABLE, STEPS_TABLE) in TRACKED for p in tables)
+    readme = REPO / "executed" / "README.md"
+    assert readme.read_text() == readme_text(REPO / "executed"), \
+        "executed/README.md is not what `dtype-bench compact --readme` writes: run it"

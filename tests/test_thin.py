@@ -1,14 +1,11 @@
-"""``dtype-bench thin``: a study's run notebooks lose the copies of their data (the chart's
-Vega-Lite spec and PNG become one SVG) and keep everything else, once."""
+"""``benchlib.study.thin``, what ``dtype-bench compact`` does to one file: a run notebook loses the
+copies of its data (the chart's Vega-Lite spec and PNG become one SVG) and keeps everything else;
+a step log keeps what the charts read; a run log its end; once."""
 import re
-import subprocess
-import sys
-import time
 
 import altair as alt
 import nbformat
 import pandas as pd
-from conftest import REPO
 
 from benchlib.analysis import charts
 from benchlib.study import html_export, thin
@@ -40,8 +37,8 @@ def _run_notebook(path):
 def test_thin_rewrites_charts_as_svg_and_keeps_the_rest(tmp_path):
     nb_path = tmp_path / "study" / "runs" / "A" / "amp_bf16" / "seed0.ipynb"
     _run_notebook(nb_path)
-    n, before, after = thin.thin_study(tmp_path / "study")
-    assert n == 1 and after < before / 2
+    before, after = thin.thin_notebook(nb_path)
+    assert after < before / 2
     nb = nbformat.read(str(nb_path), as_version=4)
     chart = nb.cells[0].outputs[0]["data"]
     assert set(chart) == {"text/plain", "image/svg+xml"} and chart["text/plain"] == "<chart: A/amp_bf16/seed0 (ok)>"
@@ -51,13 +48,7 @@ def test_thin_rewrites_charts_as_svg_and_keeps_the_rest(tmp_path):
     assert [o["text"] for o in nb.cells[2].outputs] == ["A/amp_bf16/seed0: 100%|"]  # the bar's last state
     assert set(nb.cells[3].outputs[0]["data"]) == {"text/html"}  # a table's plain-text copy goes
     assert nb.cells[3].outputs[1]["data"] == {"text/plain": "12.5"}  # plain text alone stays
-    assert thin.thin_study(tmp_path / "study") == (0, after, after)  # a second pass changes nothing
-
-
-def test_thin_refuses_a_folder_that_is_no_study(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "benchlib", "thin", str(tmp_path)], capture_output=True, text=True,
-                       cwd=REPO)
-    assert r.returncode != 0 and "no runs/ folder" in r.stderr and r.stderr.strip().count("\n") == 0
+    assert thin.thin_notebook(nb_path) == (after, after)  # a second pass changes nothing
 
 
 def test_a_large_study_links_run_notebooks_instead_of_writing_a_page_per_run(tmp_path, monkeypatch):
@@ -84,72 +75,28 @@ def test_a_large_study_links_run_notebooks_instead_of_writing_a_page_per_run(tmp
     assert "more than 1 runs: each links its .ipynb" in text
 
 
-def test_thin_gzips_step_logs_keeping_every_rich_row_and_an_even_subset_of_plain_ones(tmp_path):
-    import gzip
-    import json
+def test_a_compacted_step_log_keeps_every_rich_row_an_even_subset_of_plain_ones_the_last_and_the_lowest():
     import math
-
-    from benchlib.analysis.scaling import losses
-    from benchlib.core.records import read_steps, steps_file
-    run = tmp_path / "study" / "runs" / "A" / "amp_fp16" / "seed0"
-    run.mkdir(parents=True)
     rows = []
     for s in range(2000):
-        row = {"step": s, "loss": 9.0 - s / 1000, "grad_norm": 1.0 + (s == 1234)}
+        row = {"step": s, "loss": 9.0 - s / 1000 - (s == 1333) * 5, "grad_norm": 1.0 + (s == 1234)}
         if s % 50 == 49:
             row.update(loss_scale=2.0 ** 16, grad_max=0.5, interval_ms_per_step=6.1)
         rows.append(row)
     rows[777]["loss"] = float("nan")
-    rows.insert(1001, {"step": 1000, "eval": "val", "val_loss": 7.9})
-    (run / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    n, before, after = thin.thin_study(tmp_path / "study")
-    assert n == 1 and not (run / "steps.jsonl").exists() and after < before / 5
-    assert steps_file(run) == run / "steps.jsonl.gz"
-    kept = read_steps(run / "steps.jsonl.gz")
-    assert json.loads(gzip.decompress((run / "steps.jsonl.gz").read_bytes()).splitlines()[0]) == rows[0]
+    rows.insert(1001, {"step": 1000, "eval": {"val_loss": 7.9}})
+    kept = thin.kept_rows(rows)
     rich = [r for r in rows if set(r) - {"step", "loss", "grad_norm"} or not math.isfinite(r["loss"])]
-    assert all(r in kept or (r is rows[777] and any(k["step"] == 777 and math.isnan(k["loss"]) for k in kept))
-               for r in rich)  # every interval row, the evaluation, the non-finite loss
+    assert all(any(k is r for k in kept) for r in rich)  # every interval row, the evaluation, the non-finite loss
     plain = [r for r in kept if set(r) == {"step", "loss", "grad_norm"} and math.isfinite(r["loss"])]
-    assert thin.KEEP_ROWS // 2 <= len(plain) <= thin.KEEP_ROWS + 1 and kept[-1]["step"] == 1999
-    assert len({b["step"] - a["step"] for a, b in zip(plain, plain[1:])}) <= 2  # evenly spaced
-    assert len(losses(run / "result.json")) == sum("loss" in r for r in kept)  # readers take the .gz
-    assert thin.thin_study(tmp_path / "study")[0] == 0 and read_steps(run / "steps.jsonl.gz") == kept  # once
-    # the same log back from a GPU host (a warm host keeps its plain copy) thins to the same bytes
-    first = (run / "steps.jsonl.gz").read_bytes()
-    time.sleep(1.1)  # a gzip header's time has a resolution of one second
-    (run / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    thin.thin_study(tmp_path / "study")
-    assert (run / "steps.jsonl.gz").read_bytes() == first and not (run / "steps.jsonl").exists()
-
-
-def test_step_logs_only_thins_gzipped_logs_of_any_run_folder_in_place_once(tmp_path, capsys):
-    """Calibration runs (docs/calibration/<session>/<run>/) are no study: their gzipped step logs
-    are thinned in place, evaluations kept; a log with nothing to drop is not even rewritten."""
-    import gzip
-    import json
-
-    from benchlib.cli import main
-    from benchlib.core.records import read_steps
-    run, short = tmp_path / "cal" / "B_long", tmp_path / "cal" / "D_short"
-    run.mkdir(parents=True)
-    short.mkdir()
-    rows = [{"step": s, "loss": 9.0 - s / 1000, "grad_norm": 1.0} for s in range(3000)]
-    rows.insert(1500, {"step": 1499, "eval": "val", "val_loss": 7.5})
-    with gzip.open(run / "steps.jsonl.gz", "wt") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
-    with gzip.open(short / "steps.jsonl.gz", "wt") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows[:50])
-    untouched = (short / "steps.jsonl.gz").read_bytes()
-    assert main(["thin", str(tmp_path / "cal"), "--step-logs-only"]) == 0
-    assert "1 of 2 step logs thinned" in capsys.readouterr().out
-    kept = read_steps(run / "steps.jsonl.gz")
-    assert {"step": 1499, "eval": "val", "val_loss": 7.5} in kept and len(kept) <= thin.KEEP_ROWS + 2
-    assert kept[-1]["step"] == 2999 and (short / "steps.jsonl.gz").read_bytes() == untouched
-    assert not list(tmp_path.rglob("*.tmp"))
-    again = (run / "steps.jsonl.gz").read_bytes()
-    assert main(["thin", str(tmp_path / "cal"), "--step-logs-only"]) == 0
-    assert (run / "steps.jsonl.gz").read_bytes() == again  # once
+    assert thin.KEEP_ROWS // 2 <= len(plain) <= thin.KEEP_ROWS + 2 and kept[-1] is rows[-1]
+    assert any(r["step"] == 1333 for r in kept)  # the lowest loss (what the scaling analysis reads as best)
+    evenly = [r for r in plain if r["step"] not in (1333, 1999)]
+    assert len({b["step"] - a["step"] for a, b in zip(evenly, evenly[1:])}) <= 2  # evenly spaced
+    assert [r["step"] for r in kept] == sorted(r["step"] for r in kept)  # in their order
+    assert thin.kept_rows(kept) == kept  # once
+    short = rows[:300]
+    assert thin.kept_rows(short) == short  # nothing to drop
 
 
 def test_thin_redraws_a_long_run_chart_binned():
@@ -161,36 +108,6 @@ def test_thin_redraws_a_long_run_chart_binned():
     assert len(rows) <= MAX_POINTS and redrawn["title"] == "A/amp_bf16/seed0 (ok)"
     short = curves_chart(long.head(50), title="x").to_dict()
     assert thin._binned(short) is short
-
-
-def test_thin_keeps_the_notebooks_of_the_chosen_seeds_and_the_records_of_all(tmp_path, capsys, monkeypatch):
-    from types import SimpleNamespace
-
-    from fixtures.records import make_record, write_run
-
-    study, items = tmp_path / "study", []
-    for k, status in ((0, "ok"), (1, "ok"), (2, "error")):
-        result = write_run(study, {**make_record("A", "amp_bf16", k), "status": status})
-        notebook = study / "runs" / "A" / "amp_bf16" / f"seed{k}.ipynb"
-        _run_notebook(notebook)
-        items.append(SimpleNamespace(run_id=f"A/amp_bf16/seed{k}", notebook=notebook, result=result))
-    assert thin.main([str(study), "--notebook-seeds", "0"]) == 0
-    assert "1 run notebooks of seeds other than 0 removed" in capsys.readouterr().out
-    kept = sorted(p.name for p in (study / "runs" / "A" / "amp_bf16").glob("*.ipynb"))
-    assert kept == ["seed0.ipynb", "seed2.ipynb"]  # seed 2 failed: its notebook may be all there is of it
-    assert all(i.result.exists() for i in items)
-    monkeypatch.setattr(html_export, "RUN_PAGES_MAX", 1)
-    text = html_export.export_study_html(study, items, [], overview=False).read_text()
-    assert 'href="../runs/A/amp_bf16/seed0.ipynb"' in text and 'href="../runs/A/amp_bf16/seed1/result.json"' in text
-    assert "a run whose notebook was not kept links its record" in text
-
-
-def test_a_bad_notebook_seed_list_is_one_line(tmp_path):
-    (tmp_path / "runs").mkdir()
-    r = subprocess.run([sys.executable, "-m", "benchlib", "thin", str(tmp_path), "--notebook-seeds", "zero"],
-                       capture_output=True, text=True, cwd=REPO)
-    assert r.returncode != 0 and "--notebook-seeds 'zero': expected seeds such as 0 or 0,1" in r.stderr
-    assert r.stderr.strip().count("\n") == 0
 
 
 def test_a_run_log_keeps_each_bars_last_state_and_its_end(tmp_path):

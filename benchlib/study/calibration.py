@@ -1,8 +1,9 @@
 """Calibration tables: how far a recipe gets each scenario, against its trivial baseline and
 its target, and what a run of it costs on the GPU.
 
-``dtype-bench calibration DIR`` reads every run folder under DIR (``result.json`` and
-``steps.jsonl`` or ``steps.jsonl.gz``; a run cut off before its record still gives its curve)
+``dtype-bench calibration DIR`` reads every run folder under DIR (``result.json``, or its line
+in DIR's records table once compacted, and ``steps.jsonl`` or ``steps.jsonl.gz``; a run cut off
+before its record still gives its curve)
 and prints one row per run: the recipe (learning rate, batch, steps, starting checkpoint),
 the learned metric at each evaluation, the trivial baseline, whether the targets below are met,
 and the cost (median step time, wall time of the whole run). ``docs/calibration.md`` is written
@@ -11,7 +12,6 @@ from it.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -43,17 +43,16 @@ def meets_target(task: str, m: dict) -> bool | None:
 
 
 def _steps(folder: Path) -> list[dict]:
-    for name, opener in (("steps.jsonl", open), ("steps.jsonl.gz", gzip.open)):
-        if (folder / name).exists():
-            with opener(folder / name, "rt") as f:
-                return [json.loads(line) for line in f if line.strip()]
-    return []
+    from benchlib.core.records import read_steps, steps_file
+    path = steps_file(folder)
+    return read_steps(path) if path else []
 
 
-def read_run(folder: Path) -> dict | None:
-    """One row: the record's recipe, outcome and cost, and the evaluation curve of its steps log."""
+def read_run(folder: Path, rec: dict | None = None) -> dict | None:
+    """One row: the record's recipe, outcome and cost (``rec``, by default the folder's
+    ``result.json``), and the evaluation curve of its steps log."""
     rec_path = folder / "result.json"
-    rec = json.loads(rec_path.read_text()) if rec_path.exists() else None
+    rec = rec or (json.loads(rec_path.read_text()) if rec_path.exists() else None)
     rows = _steps(folder)
     if rec is None and not rows:
         return None
@@ -78,7 +77,12 @@ def read_run(folder: Path) -> dict | None:
 
 def calibration_table(root: str | Path) -> pd.DataFrame:
     """Every run folder under ``root`` (sorted by scenario, then name)."""
-    rows = [r for p in sorted(Path(root).iterdir()) if p.is_dir() and (r := read_run(p))]
+    from benchlib.core.records import STEPS_TABLE, load_records, read_steps_table
+    records = {Path(r["_path"]).parent: r for r in load_records(root)}  # result.json files or a compacted table
+    table = Path(root) / STEPS_TABLE  # a compacted folder: a run cut off before its record is a log there
+    logged = {Path(root) / run for run in read_steps_table(table)} if table.exists() else set()
+    folders = sorted({p for p in Path(root).iterdir() if p.is_dir()} | set(records) | logged)
+    rows = [r for p in folders if (r := read_run(p, records.get(p)))]
     if not rows:
         raise FileNotFoundError(f"no run folders with result.json or steps.jsonl under {root}")
     return pd.DataFrame(rows).sort_values(["scenario", "run"], kind="stable").reset_index(drop=True)

@@ -1,7 +1,9 @@
-"""Static HTML of a study: every executed notebook as a page that reads offline (PNG charts
-inline, progress-bar redraws collapsed; an analysis page links the chart files of the study
-folder it shows rather than repeating them) and an ``index.html`` with every run's status and
-headline numbers. ``dtype-bench sweep`` calls ``export_study_html`` after the runs.
+"""Static HTML of a study: every executed notebook as a page that reads offline inside the
+study folder (PNG charts inline, progress-bar redraws collapsed; an analysis page links the
+chart files of the study folder it shows rather than repeating them) and an ``index.html`` with
+the overview charts (linked) and every run's status and headline numbers. ``dtype-bench sweep``
+calls ``export_study_html`` after the runs; ``dtype-bench compact`` again on the compacted
+layout (records in ``records.jsonl.gz``, a few example run notebooks, no page per run).
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchlib.core.records import CorruptRecord, read_record, shared_gpu
+from benchlib.core.records import shared_gpu
 
 
 def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts: dict[str, Path] | None = None) -> None:
@@ -27,6 +29,7 @@ def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts
             cell["outputs"] = coalesce_streams(cell["outputs"])
     if charts:
         _link_saved_charts(nb, html, charts)
+    _relink_charts(nb, notebook, html)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     html.parent.mkdir(parents=True, exist_ok=True)
     body = with_alt_text(body, _png_titles(nb))
@@ -94,6 +97,37 @@ def _link_saved_charts(nb, html: Path, charts: dict[str, Path]) -> int:
             del data["image/svg+xml"]
             n += 1
     return n
+
+
+CHART_LINK = "dtype-bench/chart"
+"""Output metadata key of a chart shown by a link to its file (``chart_link``): the file's path
+relative to the notebook's folder."""
+
+
+def chart_link(target: Path, notebook: Path, alt: str) -> dict:
+    """A display output that shows the chart file ``target`` from the notebook ``notebook`` by a
+    relative link (JupyterLab resolves it beside the notebook; the HTML export rewrites it for
+    the page's folder): a compacted study keeps each chart once, as its file."""
+    from html import escape
+    href = Path(os.path.relpath(target, notebook.parent)).as_posix()
+    return {"output_type": "display_data", "metadata": {CHART_LINK: href},
+            "data": {"text/html": f'<a href="{escape(href)}"><img src="{escape(href)}" alt="{escape(alt)}"></a>',
+                     "text/plain": f"<chart: {alt}>"}}
+
+
+def _relink_charts(nb, notebook: Path, html: Path) -> None:
+    """The ``chart_link`` outputs of ``nb`` (read from ``notebook``) pointed at their file from
+    the page ``html`` instead."""
+    from html import escape, unescape
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            rel = (out.get("metadata") or {}).get(CHART_LINK)
+            if not rel:
+                continue
+            href = Path(os.path.relpath(notebook.parent / rel, html.parent)).as_posix()
+            m = re.search(r'alt="([^"]*)"', str((out.get("data") or {}).get("text/html") or ""))
+            alt = unescape(m.group(1)) if m else Path(rel).stem.replace("_", " ")
+            out["data"]["text/html"] = f'<a href="{escape(href)}"><img src="{escape(href)}" alt="{escape(alt)}"></a>'
 
 
 def _png_titles(nb) -> dict[str, str]:
@@ -165,37 +199,65 @@ each), and every tracked file travels with each GPU job under a 64 MiB limit: th
 `executed/h200/quick` alone were 2.9 MB. A user's own small sweep still reads page by page."""
 
 
-def export_study_html(study_dir: Path, items: list, analysis: list[Path], overview: bool = True) -> Path:
+def export_study_html(study_dir: Path, items: list | None = None, analysis: list[Path] | None = None,
+                      overview: bool | dict = True, css_root: Path | None = None, run_pages: bool = True) -> Path:
     """``<study>/html/``: every executed notebook as a page and ``index.html``, which opens
-    with the study's overview charts (``overview=False``: a study of arms, whose reading is
+    with the study's overview charts (``overview``: True draws them from the records, a dict
+    ``study_overview`` gives them as files, False: none, for a study of arms, whose reading is
     the scaling notebook), then links the analysis and every run (its page; above
-    ``RUN_PAGES_MAX`` runs, its notebook)."""
+    ``RUN_PAGES_MAX`` runs or without ``run_pages``, its notebook where there is one). ``items``
+    (each with ``run_id``, ``notebook``, ``result``): the sweep's runs, by default every record's
+    run; ``analysis``: by default the notebooks in ``<study>/analysis``; ``css_root``: where the
+    pages' shared style sheet goes (default ``html/``)."""
+    from benchlib.core.records import RECORDS_TABLE, load_records
     html_dir = study_dir / "html"
+    css_root = css_root or html_dir
+    records = {Path(r["_path"]).resolve(): r for r in load_records(study_dir)}
+    items = record_items(study_dir, records.values()) if items is None else items
+    analysis = sorted((study_dir / "analysis").glob("*.ipynb")) if analysis is None else analysis
     rows = []
-    pages = len(items) <= RUN_PAGES_MAX
+    pages = run_pages and len(items) <= RUN_PAGES_MAX
     for item in items:
+        rec = records.get(Path(item.result).resolve())
         target = html_dir / item.notebook.relative_to(study_dir).with_suffix(".html")
         if not pages:
             target.unlink(missing_ok=True)  # a page from when the study was smaller
-            # a run whose notebook `thin --notebook-seeds` removed: its record
-            rows.append((item, item.notebook if item.notebook.exists() or not item.result.exists() else item.result))
+            # a run whose notebook was not kept: its record, where it is a file of its own
+            kept = item.notebook.exists() or not item.result.exists()
+            rows.append((item, rec, item.notebook if kept else item.result))
             continue
         if item.notebook.exists() and (not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime):
             try:
-                export_html(item.notebook, target, html_dir)
+                export_html(item.notebook, target, css_root)
             except Exception as e:  # an unreadable half-written notebook: say so, go on
                 print(f"  html export failed for {item.run_id}: {e}", file=sys.stderr)
-        rows.append((item, target))
+        rows.append((item, rec, target))
     saved = saved_charts(study_dir)
     for nb in analysis:
-        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name, html_dir, saved)
+        export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name, css_root, saved)
     index = html_dir / "index.html"
     index.parent.mkdir(parents=True, exist_ok=True)
-    charts, why = study_overview(study_dir) if overview else ({}, "")
-    index.write_text(_index_html(study_dir.name, rows, [html_dir / "analysis" / nb.with_suffix(".html").name
-                                                        for nb in analysis], html_dir, _overview_html(charts, why)))
-    prune_css(html_dir)
+    charts, why = (overview, "") if isinstance(overview, dict) else study_overview(study_dir) if overview else ({}, "")
+    pages = [html_dir / "analysis" / nb.with_suffix(".html").name for nb in analysis]
+    index.write_text(_index_html(study_dir.name, rows, pages, html_dir, _overview_html(charts, why, html_dir),
+                                 compacted=(study_dir / RECORDS_TABLE).exists()))
+    prune_css(css_root)
     return index
+
+
+def record_items(study_dir: Path, records) -> list:
+    """One item per record (``run_id``: its run folder below ``runs/``, or below the study;
+    ``notebook``, ``result``), in the order of their folders: the runs of a study without the
+    study file that planned them."""
+    from types import SimpleNamespace
+    items = []
+    for rec in records:
+        result = Path(rec["_path"])
+        folder = result.parent.relative_to(study_dir)
+        label = folder.relative_to("runs") if folder.parts[:1] == ("runs",) else folder
+        items.append(SimpleNamespace(run_id=label.as_posix(), notebook=result.parent.with_suffix(".ipynb"),
+                                     result=result))
+    return sorted(items, key=lambda i: Path(i.run_id).parts)
 
 
 def prune_css(html_dir: Path) -> list[Path]:
@@ -208,59 +270,61 @@ def prune_css(html_dir: Path) -> list[Path]:
     return gone
 
 
-def _overview_html(charts: dict, why: str) -> str:
-    """The overview section: each chart inline (the page reads offline, alone), its title as
-    the image's alternative text, a link to its SVG."""
-    import base64
+def _overview_html(charts: dict, why: str, html_dir: Path) -> str:
+    """The overview section: each chart linked from its file (SVG where there is one), its title
+    as the image's alternative text."""
     from html import escape
     if not charts:
         return f"<h2>Overview</h2><p>No overview: {escape(why)}</p>" if why else ""
     figs = []
     for name, (title, files) in charts.items():
-        png = next((f for f in files if f.suffix == ".png"), None)
-        svg = next((f for f in files if f.suffix == ".svg"), None)
-        image = png or svg
+        image = next((f for f in sorted(files, key=lambda f: f.suffix != ".svg") if f.suffix in (".svg", ".png")), None)
         if image is None:
             continue
-        link = f' <a href="../overview/plots/{escape(svg.name)}">SVG</a>' if svg else ""
-        data = base64.b64encode(image.read_bytes()).decode()
-        mime = "image/png" if image is png else "image/svg+xml"
-        figs.append(f'<figure id="{escape(name)}"><img alt="{escape(title)}" src="data:{mime};base64,{data}">'
-                    f"<figcaption>{escape(name.replace('_', ' '))}{link}</figcaption></figure>")
+        href = escape(Path(os.path.relpath(image, html_dir)).as_posix())
+        figs.append(f'<figure id="{escape(name)}"><a href="{href}"><img alt="{escape(title)}" src="{href}"></a>'
+                    f"<figcaption>{escape(name.replace('_', ' '))}</figcaption></figure>")
     return ("<h2>Overview</h2><p>Read these first: quality against throughput per scenario (the recommended "
             "config ringed), where each configuration breaks, and what flips between tasks. The analysis "
             "notebooks below have the detail and the evidence.</p>" + "".join(figs))
 
 
-def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path, overview: str = "") -> str:
+def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path, overview: str = "",
+                compacted: bool = False) -> str:
     from html import escape
     trs = []
-    for item, target in rows:
-        try:
-            rec = read_record(item.result)
+    for item, rec, target in rows:
+        if rec is not None:
             m = rec["metrics"]
             shared = shared_gpu(rec)  # timed against its neighbours on the GPU: no speed of its own
             cells = [rec["status"], fmt(m.get("quality")), m.get("quality_name", ""), baseline_cell(m),
                      fmt(None if shared else m.get("throughput")),
                      "(shared GPU)" if shared else m.get("throughput_unit", ""), fmt(m.get("memory")),
                      last_line(rec.get("reason"))[:120]]
-        except CorruptRecord:
+        else:
             cells = ["no record", "", "", "", "", "", "", ""]
         link = (f'<a href="{escape(os.path.relpath(target, html_dir))}">{escape(item.run_id)}</a>'
-                if target.exists() else escape(item.run_id))
+                if target is not None and target.exists() else escape(item.run_id))
         trs.append("<tr><td>" + link + "</td>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     links = "".join(f'<li><a href="{escape(str(a.relative_to(html_dir)))}">{escape(a.stem)}</a></li>'
                     for a in analysis if a.exists())
-    pages_note = ("" if all(t.suffix == ".html" for _, t in rows) else
-                  f" (more than {RUN_PAGES_MAX} runs: each links its .ipynb, which code-hosting sites and "
-                  f"JupyterLab render, rather than an HTML page of its own"
-                  + ("; a run whose notebook was not kept links its record" if any(t.suffix == ".json" for _, t in rows)
-                     else "") + ")")
+    if compacted:
+        intro = ("The study as committed (<code>dtype-bench compact</code>): every run's record is a line of "
+                 "<code>records.jsonl.gz</code>, its step log rows of <code>steps.parquet</code>; a few runs keep "
+                 "their executed notebook as examples (linked below).")
+    else:
+        pages_note = ("" if all(t.suffix == ".html" for _, _, t in rows) else
+                      f" (more than {RUN_PAGES_MAX} runs: each links its .ipynb, which code-hosting sites and "
+                      f"JupyterLab render, rather than an HTML page of its own"
+                      + ("; a run whose notebook was not kept links its record"
+                         if any(t.suffix == ".json" for _, _, t in rows) else "") + ")")
+        intro = (f"Every run's executed notebook{pages_note}; records in "
+                 "<code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(name)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}
 figure{{margin:1em 0}}figure img{{max-width:100%}}figcaption{{color:#555;font-size:90%}}</style></head><body>
-<h1>Study {escape(name)}</h1><p>Every run's executed notebook{pages_note}; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.</p>
+<h1>Study {escape(name)}</h1><p>{intro}</p>
 {overview}
 {'<h2>Analysis</h2><ul>' + links + '</ul>' if links else ''}
 <h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>trivial baseline</th>

@@ -144,14 +144,17 @@ def _beside_a_standing_record(files: list[Path], dirs: list[Path], started: floa
 
 def _of_unfinished_runs(files: list[Path], dirs: list[Path]) -> set[Path]:
     """Files of a run (``runs/.../seed<k>.ipynb`` and its ``seed<k>/`` folder) that has no
-    ``result.json``: a run the time budget or a lost machine cut off."""
+    ``result.json``, nor a line in its study's records table (``dtype-bench compact``): a run
+    the time budget or a lost machine cut off."""
+    from benchlib.core.records import find_tables, read_table
+    tabled = {Path(r["_path"]) for d in dirs for t in find_tables(d) for r in read_table(t)}
     out = set()
     for f in files:
         if not any(f.is_relative_to(d / "runs") for d in dirs):
             continue
         run = (f.with_suffix("") if f.suffix == ".ipynb" and f.stem.startswith("seed") else
                next((p for p in f.parents if p.name.startswith("seed") and p.name[4:].isdigit()), None))
-        if run is not None and not (run / "result.json").exists():
+        if run is not None and not (run / "result.json").exists() and run / "result.json" not in tabled:
             out.add(f)
     return out
 

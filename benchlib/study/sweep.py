@@ -27,7 +27,7 @@ from benchlib.core.argparser import ArgumentParser, field_help
 from benchlib.core.dtypes import ALIASES
 from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.errors import UserError
-from benchlib.core.records import TRAINED, CorruptRecord, read_record
+from benchlib.core.records import TRAINED, CorruptRecord, compacted, read_record
 from benchlib.core.runconfig import ConfigError
 from benchlib.study import runner
 from benchlib.study.budget import Budget, parse_duration
@@ -321,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.compile_cache:  # the runs' kernels, cell processes and submitit jobs inherit it
         _use_compile_cache(ns.compile_cache)
     study = load_study(ns.study)  # validates every run before anything executes
+    _refuse_compacted(ns, study)
     every = plan(study, ns.out)
     items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
     for i in items if ns.force else []:
@@ -373,6 +374,19 @@ def main(argv: list[str] | None = None) -> int:
         if packer:
             print(f"--pack-to: {packer.stop()}")
     return code
+
+
+def _refuse_compacted(ns: argparse.Namespace, study: Study) -> None:
+    """A compacted study (``dtype-bench compact``) keeps its records in one table, not as the
+    files a sweep resumes from: run nothing over it (but its analysis), rather than run it all again."""
+    folders = compacted(ns.out / study.name, pretrain_root(study, ns.out))
+    if folders and ns.analysis_only:
+        print(f"  {_rel(folders[0])} is compacted: the analysis reads its records.jsonl.gz (the run states and counts "
+              f"below are of result.json files, which it has none of); compact it again after the analysis")
+    elif folders:
+        raise ConfigError(f"{_rel(folders[0])} is compacted (its records are in records.jsonl.gz): a sweep would run "
+                          f"every run again; `dtype-bench compact --expand {' '.join(_rel(f) for f in folders)}` writes "
+                          f"its records back as files, then this command resumes it")
 
 
 def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],

@@ -1,0 +1,371 @@
+"""``dtype-bench compact FOLDER...``: a study folder as it is committed, small enough to travel.
+
+A sweep writes the full layout (every run's ``result.json``, step log, rank logs, papermill log
+and executed notebook; the analysis notebooks with their charts beside the chart files; HTML
+pages). Compacting keeps what the analysis reads and one copy of everything else:
+
+- the records: one table, ``records.jsonl.gz`` (``core.records.RECORDS_TABLE``: each line a
+  ``result.json`` as written, with where it was); ``load_records`` reads it as it reads the files;
+- the step logs: one table, ``steps.parquet`` (``core.records.STEPS_TABLE``), each log thinned
+  (``thin.kept_rows``: every interval, evaluation and non-finite row, the last and the lowest
+  loss, 500 evenly spaced plain rows); ``read_steps`` reads a run's rows from it as from its
+  file. Rank logs stay in their run folders where the scaling analysis reads them (studies with
+  arms); elsewhere their aggregates in the record stand for them;
+- one example run notebook per training notebook (``--examples``: the LM one, the classification
+  one), and every notebook of a run without a finished record; the papermill, run and cell logs
+  of finished runs go (a failure's reason is in its record), and so do the analysis notebooks' logs;
+- each chart once, as a file (SVG where there is one, without the attributes that draw nothing:
+  ``lean_svg``; else PNG; the Vega-Lite copy goes, and a file identical to another goes): an
+  analysis notebook shows it by a link (``html_export.chart_link``);
+- one HTML report: ``html/index.html`` (overview charts, the runs, links to the examples) and a
+  page per analysis notebook, their style sheet once for all studies, in ``--root``.
+
+Then ``<root>/README.md`` is written again from the studies present (``readme.readme_text``) where
+this command wrote it before (or with ``--readme``; without folders, ``--readme`` writes it
+alone). A compacted study is not resumed: ``dtype-bench sweep`` refuses it, except
+``--analysis-only`` (compact again afterwards); ``--expand`` writes its records back as
+``result.json`` files, after which the sweep resumes it as before (finished runs stay finished;
+their step logs stay in the table). Compacting twice changes nothing the second time.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchlib.core.argparser import ArgumentParser
+from benchlib.core.errors import UserError
+from benchlib.core.records import (FINISHED, RECORDS_TABLE, STEPS_FILES, find_records, load_records, read_table,
+                                   write_json_atomic, write_table)
+
+CHART_SUFFIXES = (".svg", ".png", ".vl.json")
+"""A chart's files, in the order one is kept: SVG (sharp, smallest for most charts), PNG, the
+Vega-Lite spec (a copy of the chart's data) only where there is no image."""
+RUN_LOGS = ("papermill.log", "run.log", "cell.log")
+
+
+@dataclass
+class Compacted:
+    folder: Path
+    before: int
+    after: int = 0
+    counts: dict = field(default_factory=dict)
+
+    def line(self) -> str:
+        what = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v)
+        return f"{self.folder}: {_mib(self.before)} -> {_mib(self.after)} ({what or 'nothing to change'})"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def compact(folder: Path, root: Path, examples: int = 1) -> Compacted:
+    """Compact one study (or pretrain, or measurement) folder below ``root`` in place."""
+    folder = Path(folder)
+    records = load_records(folder)
+    if not records:
+        raise UserError(f"{folder}: no result.json and no {RECORDS_TABLE} below it: not a folder of runs")
+    done = Compacted(folder, folder_size(folder))
+    files = find_records(folder)
+    if files:
+        write_table(folder / RECORDS_TABLE, records)
+        for f in files:
+            f.unlink()
+    runs = {Path(r["_path"]).parent: r for r in records}
+    done.counts["records in the table"] = len(records) if files else 0
+    done.counts["step logs into the steps table"] = _steps_into_table(folder)
+    done.counts["logs removed"] = _drop_logs(folder, runs)
+    done.counts["run notebooks removed"] = _keep_examples(folder, runs, examples)
+    overview, removed, linked = _charts_once(folder)
+    done.counts["chart files removed"], done.counts["charts linked"] = removed, linked
+    for d in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(d.iterdir()):  # a run folder whose files are all in the tables now
+            d.rmdir()
+    if (folder / "runs").is_dir():
+        _export_html(folder, root, overview)
+    done.after = folder_size(folder)
+    return done
+
+
+def _steps_into_table(folder: Path) -> int:
+    """Move every run's step log below ``folder`` into its steps table (``records.STEPS_TABLE``),
+    thinned (``thin.kept_rows``); the files go. How many logs were moved."""
+    import json
+
+    from benchlib.core.records import STEPS_TABLE, read_steps, read_steps_table, write_steps_table
+    from benchlib.study.thin import kept_rows
+    table = folder / STEPS_TABLE
+    before = read_steps_table(table) if table.exists() else {}
+    files = sorted(p for n in STEPS_FILES for p in folder.rglob(n) if "html" not in p.relative_to(folder).parts)
+    logs = {**before, **{f.parent.relative_to(folder).as_posix(): read_steps(f) for f in files}}
+    logs = {run: kept_rows(rows) for run, rows in logs.items() if rows}
+    if logs and json.dumps(logs, sort_keys=True) != json.dumps(before, sort_keys=True):
+        write_steps_table(table, logs)
+    for f in files:
+        f.unlink()
+    return len(files)
+
+
+def _has_arms(folder: Path, runs: dict) -> bool:
+    """Whether the study's runs lie in ``runs/<arm>/<scenario>/<config>/seed<k>/``."""
+    return any(r.is_relative_to(folder / "runs") and len(r.relative_to(folder / "runs").parts) == 4 for r in runs)
+
+
+def _drop_logs(folder: Path, runs: dict) -> int:
+    """Remove the papermill, run and cell logs of finished runs, their rank logs unless the
+    study has arms, and the analysis notebooks' logs; a log of an unfinished run is thinned
+    (``thin.thin_log``)."""
+    from benchlib.study.thin import thin_log
+    arms = _has_arms(folder, runs)
+    n = 0
+    for run, rec in runs.items():
+        finished = rec["status"] in FINISHED
+        logs = [run / name for name in RUN_LOGS] + ([] if arms else sorted(run.glob("rank*.jsonl")))
+        for log in (p for p in logs if p.exists()):
+            if finished:
+                log.unlink()
+                n += 1
+            elif log.suffix == ".log":
+                thin_log(log)
+    for log in sorted((folder / "analysis").glob("*.log")):
+        if log.with_suffix(".ipynb").exists():
+            log.unlink()
+            n += 1
+    return n
+
+
+def _keep_examples(folder: Path, runs: dict, examples: int) -> int:
+    """Keep ``examples`` run notebooks per training notebook (``studyfile.GROUPS``: the LM one
+    for A and B, the classification one for C-F; ok first, then the lowest seed, the registry's
+    config order, the scenario) and the notebook of every run without a finished record; remove
+    the others. A run notebook is ``<run folder>.ipynb``."""
+    from benchlib.core.dtypes import REGISTRY
+    from benchlib.study.studyfile import GROUPS
+    from benchlib.study.thin import thin_notebook
+    order = {c: i for i, c in enumerate(REGISTRY)}
+    group = {s: g for g, members in GROUPS.items() for s in members}
+    notebooks = {run.with_suffix(".ipynb"): rec for run, rec in runs.items() if run.with_suffix(".ipynb").exists()}
+    ranked = sorted(notebooks, key=lambda nb: (notebooks[nb]["status"] != "ok", notebooks[nb]["seed"],
+                                               order.get(notebooks[nb]["config"], len(order)),
+                                               notebooks[nb]["scenario"], nb.parts))
+    kept, shown = [], Counter()
+    for nb in ranked:
+        rec = notebooks[nb]
+        kind = group.get(rec["scenario"], rec["scenario"])
+        if rec["status"] not in FINISHED or shown[kind] < examples:
+            shown[kind] += rec["status"] in FINISHED
+            kept.append(nb)
+    for nb in kept:
+        thin_notebook(nb)
+    gone = [nb for nb in notebooks if nb not in kept]
+    for nb in gone:
+        nb.unlink()
+    return len(gone)
+
+
+def _chart_files(folder: Path) -> dict[tuple[Path, str], list[Path]]:
+    """The study's chart files (not its HTML, not its run folders), by (folder, stem), each
+    group in ``CHART_SUFFIXES`` order."""
+    groups: dict[tuple[Path, str], list[Path]] = {}
+    skip = {folder / "html", folder / "runs"}
+    for f in sorted(folder.rglob("*")):
+        suffix = next((s for s in CHART_SUFFIXES if f.name.endswith(s)), None)
+        if suffix and f.is_file() and not any(d == f or d in f.parents for d in skip):
+            groups.setdefault((f.parent, f.name[:-len(suffix)]), []).append(f)
+    return {k: sorted(v, key=lambda f: next(i for i, s in enumerate(CHART_SUFFIXES) if f.name.endswith(s)))
+            for k, v in groups.items()}
+
+
+def _charts_once(folder: Path) -> tuple[dict, int, int]:
+    """Keep one file per chart (``CHART_SUFFIXES``), and one of byte-identical charts (the first
+    by path); each analysis notebook output that is one of the chart files becomes a link to
+    the file kept (``html_export.chart_link``). Returns the overview charts (name -> (title,
+    [file kept])) for the HTML index, the files removed and the outputs linked."""
+    groups = _chart_files(folder)
+    kept: dict[str, Path] = {}  # content hash -> the file kept
+    target: dict[Path, Path] = {}  # every chart file -> the file kept for it
+    for files in groups.values():
+        first = files[0]
+        digest = hashlib.sha256(first.read_bytes()).hexdigest()
+        keep = kept.setdefault(digest, first)
+        for f in files:
+            target[f] = keep
+    by_hash = {_digest(f): keep for f, keep in target.items()}
+    linked = sum(_link_charts(nb, by_hash) for nb in sorted((folder / "analysis").glob("*.ipynb")))
+    shown = _overview_shown(folder / "html" / "index.html")  # in the order the index showed them
+    drawn = {stem: target[files[0]] for (parent, stem), files in groups.items()
+             if parent == folder / "overview" / "plots"}
+    files = {name: drawn.get(name) or target.get(f, f) for name, (_, f) in shown.items()
+             if name in drawn or (f is not None and f.exists())}
+    files.update({name: f for name, f in drawn.items() if name not in files})
+    overview = {name: (shown.get(name, (name.replace("_", " "), None))[0], [f]) for name, f in files.items()}
+    removed = 0
+    for f, keep in target.items():
+        if f != keep:
+            f.unlink()
+            removed += 1
+        elif f.suffix == ".svg":
+            lean_svg(f)
+    for d in sorted({f.parent for f in target}, key=lambda p: -len(p.parts)):
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+    return overview, removed, linked
+
+
+NO_DRAWING = ("class", "pointer-events")
+"""SVG attributes of vl-convert's charts that change nothing drawn (no style sheet reads the
+classes; pointer events matter to a page that scripts the chart), with ``opacity="1"``, the
+default: ``lean_svg`` drops them. The ARIA annotations stay (a screen reader reads them in an
+SVG opened alone)."""
+
+
+def lean_svg(path: Path) -> None:
+    """Rewrite a chart's SVG without ``NO_DRAWING`` (15% of a chart; the image draws the same
+    pixels); once lean, the file is left as it is."""
+    import xml.etree.ElementTree as ET
+    for prefix, uri in (("", "http://www.w3.org/2000/svg"), ("xlink", "http://www.w3.org/1999/xlink")):
+        ET.register_namespace(prefix, uri)
+    text = path.read_text()
+    root = ET.fromstring(text)
+    for el in root.iter():
+        for k in [k for k, v in el.attrib.items() if k in NO_DRAWING or (k == "opacity" and v == "1")]:
+            del el.attrib[k]
+    lean = ET.tostring(root, encoding="unicode")
+    if lean != text:
+        path.write_text(lean)
+
+
+def _digest(f: Path) -> str:
+    """A chart file's content hash: its bytes, a Vega-Lite spec's canonical JSON (``_spec_digest``)."""
+    if f.name.endswith(".vl.json"):
+        import json
+        try:
+            return _spec_digest(json.loads(f.read_text()))
+        except ValueError:  # not a spec after all: its bytes
+            pass
+    return hashlib.sha256(f.read_bytes()).hexdigest()
+
+
+def _spec_digest(spec: dict) -> str:
+    """A Vega-Lite spec's hash, its ``$schema`` left out (a notebook's output has none)."""
+    import json
+    canonical = json.dumps({k: v for k, v in spec.items() if k != "$schema"}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _link_charts(notebook: Path, by_hash: dict[str, Path]) -> int:
+    """Replace each chart output of an analysis notebook that is one of the study's chart files
+    (SVG text, PNG bytes or Vega-Lite spec) by a link to the file kept; then drop the plain-text
+    copies of richer outputs (``thin.thin_notebook``). How many were linked."""
+    import base64
+
+    import nbformat
+
+    from benchlib.study.html_export import CHART_TEXT, chart_link
+    from benchlib.study.thin import thin_notebook
+    nb = nbformat.read(str(notebook), as_version=4)
+    n = 0
+    for cell in nb.cells:
+        for i, out in enumerate(cell.get("outputs", [])):
+            data = out.get("data") or {}
+            svg, png = data.get("image/svg+xml"), data.get("image/png")
+            spec = next((v for k, v in data.items() if k.startswith("application/vnd.vegalite")), None)
+            raw = ("".join(svg) if isinstance(svg, list) else svg).encode() if svg else \
+                base64.b64decode("".join(png) if isinstance(png, list) else png) if png else None
+            digests = ([hashlib.sha256(raw).hexdigest()] if raw is not None else []) + \
+                ([_spec_digest(dict(spec))] if isinstance(spec, dict) else [])  # a spec alone: shown without vl-convert
+            file = next((by_hash[d] for d in digests if d in by_hash), None)
+            if file is None:
+                continue
+            m = CHART_TEXT.match(str(data.get("text/plain") or "").strip())
+            cell["outputs"][i] = nbformat.from_dict(chart_link(file, notebook, m.group(1) if m else file.stem))
+            n += 1
+    if n:
+        nbformat.write(nb, str(notebook))
+    thin_notebook(notebook)
+    return n
+
+
+def _overview_shown(index: Path) -> dict[str, tuple[str, Path | None]]:
+    """The overview figures of an HTML index written before, by id: the chart's title (its
+    alternative text, which ``html_export`` wrote) and the file it links (None: drawn inline)."""
+    if not index.exists():
+        return {}
+    from html import unescape
+    found = re.finditer(r'<figure id="([^"]+)">(?:<a href="([^"]*)">)?<img alt="([^"]*)"', index.read_text())
+    return {m.group(1): (unescape(m.group(3)), (index.parent / unescape(m.group(2))).resolve() if m.group(2) else None)
+            for m in found}
+
+
+def _export_html(folder: Path, root: Path, overview: dict) -> None:
+    """The study's HTML again, from the compacted layout: no page per run, the style sheet in
+    ``root`` (one file for every study)."""
+    from benchlib.study.html_export import export_study_html, prune_css
+    html = folder / "html"
+    shutil.rmtree(html / "runs", ignore_errors=True)
+    for css in html.glob("notebook-*.css"):
+        css.unlink()
+    export_study_html(folder, overview=overview, css_root=root, run_pages=False)
+    prune_css(root)
+
+
+def expand(folder: Path) -> int:
+    """Write a compacted folder's records back as ``result.json`` files (never over one that is
+    there) and remove its table: a sweep then resumes the study as it resumes a fresh one.
+    Returns the records written."""
+    table = Path(folder) / RECORDS_TABLE
+    if not table.exists():
+        raise UserError(f"{folder}: no {RECORDS_TABLE}: not a compacted folder")
+    n = 0
+    for rec in read_table(table, strict=True):
+        path = Path(rec["_path"])
+        if not path.exists():
+            write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+            n += 1
+    table.unlink()
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+    p = ArgumentParser(prog="dtype-bench compact", description=__doc__.split("\n\n")[0])
+    p.add_argument("folders", type=Path, nargs="*", help="study folders, e.g. executed/h100/reference "
+                   "(and executed/h100/reference.pretrain)")
+    p.add_argument("--root", type=Path, default=Path("executed"),
+                   help="the folder of all studies: its README.md is written again, the HTML style sheet goes there "
+                        "(default: executed)")
+    p.add_argument("--examples", type=int, default=1, metavar="N",
+                   help="run notebooks kept per training notebook, LM and classification (default 1)")
+    p.add_argument("--readme", action="store_true",
+                   help="write <root>/README.md from the studies there (without folders: only that); without it, the "
+                        "README is written again where this command wrote it before")
+    p.add_argument("--expand", action="store_true",
+                   help="write a compacted folder's records back as result.json files, so that a sweep can resume it")
+    ns = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if ns.expand:
+        for f in ns.folders:
+            print(f"{f}: {expand(f)} records written back as result.json; resume with dtype-bench sweep, "
+                  f"then compact again")
+        return 0
+    if not ns.folders and not ns.readme:
+        p.error("give the study folders to compact, or --readme")
+    if not ns.root.is_dir():
+        raise UserError(f"--root {ns.root}: no such folder")
+    for f in ns.folders:
+        if not f.is_dir():
+            raise UserError(f"{f}: no such folder")
+        if not f.resolve().is_relative_to(ns.root.resolve()):
+            raise UserError(f"{f} is not below --root {ns.root}: the style sheet and README.md go there")
+        print(compact(f, ns.root, ns.examples).line())
+    from benchlib.study.readme import is_generated, write_readme
+    if ns.readme or is_generated(ns.root / "README.md"):
+        print(f"{write_readme(ns.root)}: written from the studies there")
+    return 0

@@ -1,0 +1,230 @@
+"""``dtype-bench compact``: a study folder reduced to its committed layout reads back the same
+records, step logs (the rows kept) and comparison; charts are stored once and linked; a sweep
+refuses to resume it until ``--expand``; compacting twice changes nothing."""
+import json
+import math
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from conftest import REPO
+from fixtures.records import grid, loss_rows, make_record, real_study, write_run
+from test_committed_studies import same
+
+from benchlib.analysis import report
+from benchlib.analysis.stats import Rules
+from benchlib.core.records import (RECORDS_TABLE, STEPS_TABLE, load_records, read_steps, steps_file,
+                                   write_steps_table)
+from benchlib.study import compact, html_export, thin
+
+FAST = Rules(n_boot=200)
+
+
+def _notebook(path, record, svg=None):
+    """An executed run notebook: its curves (an SVG) and its record."""
+    from benchlib.study.notebook import RECORD_MIME
+    nb = nbformat.v4.new_notebook()
+    outputs = [nbformat.v4.new_output("display_data", data={RECORD_MIME: record, "text/plain": "record"})]
+    if svg:
+        chart = {"image/svg+xml": svg, "text/plain": "<chart: x>"}
+        outputs.insert(0, nbformat.v4.new_output("display_data", data=chart))
+    nb.cells = [nbformat.v4.new_code_cell("nb.train(cfg)", outputs=outputs)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+
+
+def _fresh_study(root):
+    """A study as a sweep leaves it: records, long step logs, rank and papermill logs, a notebook
+    per run (one run unfinished: an error), the analysis's tables and charts, an analysis notebook
+    showing the charts, and the HTML export."""
+    study = root / "gpu" / "study"
+    records = grid(["A", "D"], ["fp32_baseline", "amp_bf16"], value=lambda s, c, k: {"steps": 1200})
+    records.append({**make_record("A", "bf16_pure", 0), "status": "error", "reason": "boom", "metrics": {}})
+    for rec in records:
+        result = write_run(study, rec, rows=loss_rows(1200, wiggle=0.05) if rec["status"] == "ok" else None)
+        for name in ("papermill.log", "rank0.jsonl"):
+            (result.parent / name).write_text("x\n")
+        _notebook(result.parent.with_suffix(".ipynb"), {"run_id": rec["run_id"]}, svg="<svg><rect/></svg>")
+    report.analyze_study(study, rules=FAST)
+    comp = report.compare_study(study, rules=FAST)
+    for suffix in (".png", ".vl.json"):  # the same chart in other forms, as --formats png,svg or no vl-convert write it
+        (study / "A" / "plots" / f"memory{suffix}").write_text("another form of the memory chart")
+    nb = nbformat.v4.new_notebook()
+    shown = [study / "A" / "plots" / "memory.svg", comp.files[0].parent / "plots" / "flips.svg"]
+    charts = [{"image/svg+xml": f.read_text(), "text/plain": f"<chart: {f.stem}>"} for f in shown]  # as analysis.show
+    nb.cells = [nbformat.v4.new_code_cell("show()", outputs=[nbformat.v4.new_output("display_data", data=c)
+                                                             for c in charts])]
+    (study / "analysis").mkdir()
+    nbformat.write(nb, str(study / "analysis" / "10_analyze_experiment.ipynb"))
+    (study / "analysis" / "10_analyze_experiment.log").write_text("papermill\n")
+    html_export.export_study_html(study, overview=False)
+    return study
+
+
+def _files(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_compacted_study_reads_back_the_same_records_steps_and_comparison(tmp_path):
+    root = tmp_path / "executed"
+    study = _fresh_study(root)
+    records = load_records(study)
+    steps = {r["_path"]: read_steps(steps_file(r["_path"].rsplit("/", 1)[0])) for r in records if r["status"] == "ok"}
+    before = report.compare(report.load_study(study), FAST).result
+    assert len(list(study.rglob("result.json"))) == len(records) == 13
+
+    done = compact.compact(study, root)
+    assert done.after < done.before / 2
+    assert not list(study.rglob("result.json")) and not list(study.rglob("steps.jsonl*"))
+    assert (study / RECORDS_TABLE).is_file() and (study / STEPS_TABLE).is_file()
+    assert load_records(study) == records  # the same records, each at the same _path
+    for path, rows in steps.items():  # each log's rows kept, values as logged
+        assert read_steps(steps_file(path.rsplit("/", 1)[0])) == thin.kept_rows(rows) and len(rows) == 1200
+    assert not same(report.compare(report.load_study(study), FAST).result, before)
+    # one example per training notebook (LM: A, classification: D), and the failed run's notebook
+    kept = sorted(p.relative_to(study / "runs").as_posix() for p in study.rglob("*.ipynb") if "runs" in p.parts)
+    assert kept == ["A/bf16_pure/seed0.ipynb", "A/fp32_baseline/seed0.ipynb", "D/fp32_baseline/seed0.ipynb"]
+    # logs: a finished run's go (its rank logs too: no arms, no reader), the failed run keeps its own
+    logs = {p.relative_to(study / "runs").as_posix() for p in study.rglob("*")
+            if p.name in ("papermill.log", "rank0.jsonl")}
+    assert logs == {"A/bf16_pure/seed0/papermill.log", "A/bf16_pure/seed0/rank0.jsonl"}
+    assert not (study / "analysis" / "10_analyze_experiment.log").exists()
+    # each chart once, as its file; the analysis notebook links it, and so does its page
+    assert sorted(p.name for p in study.glob("A/plots/memory*")) == ["memory.svg"]
+    nb = nbformat.read(str(study / "analysis" / "10_analyze_experiment.ipynb"), as_version=4)
+    links = [o for c in nb.cells for o in c.outputs]
+    assert [o["metadata"][html_export.CHART_LINK] for o in links] == ["../A/plots/memory.svg",
+                                                                       "../comparison/plots/flips.svg"]
+    assert not any("image/svg+xml" in o["data"] for o in links)
+    page = (study / "html" / "analysis" / "10_analyze_experiment.html").read_text()
+    assert 'src="../../A/plots/memory.svg"' in page and 'alt="memory"' in page
+    # one report: no page per run, the style sheet once in the root, every run in the index
+    assert not (study / "html" / "runs").exists() and not list(study.glob("html/*.css"))
+    [css] = root.glob("notebook-*.css")
+    assert f'href="../../../../{css.name}"' in page
+    index = (study / "html" / "index.html").read_text()
+    assert index.count("<tr><td>") == 13 and 'href="../runs/A/fp32_baseline/seed0.ipynb"' in index
+    assert "records.jsonl.gz" in index and "boom" in index
+
+    again = _files(study)
+    assert compact.compact(study, root).counts == {k: 0 for k in done.counts}
+    assert _files(study) == again  # twice: nothing changes
+
+
+def test_the_steps_table_gives_back_every_value_as_logged(tmp_path):
+    third = 1 / 3  # a float64 that is no float32: its column stays float64
+    logs = {"runs/A/x/seed0": [{"step": 0, "loss": 2.5, "grad_norm": float("nan"), "scale": 65536.0},
+                               {"step": 1, "loss": float("inf"), "eval": {"val_loss": 7.5, "note": None}},
+                               {"step": 2, "lr": third, "flag": True, "note": "text", "gap": None, "mixed": 1}],
+            "runs/A/x/seed1": [{"step": 0, "loss": 1.25, "mixed": 1.5, "count": 3}]}
+    write_steps_table(tmp_path / STEPS_TABLE, logs)
+    for run, rows in logs.items():
+        back = read_steps(steps_file(tmp_path / run))
+        assert [set(r) for r in back] == [set(r) for r in rows]  # absent keys stay absent
+        for got, want in zip(back, rows):
+            for k, v in want.items():
+                assert type(got[k]) is type(v), (k, got[k], v)
+                assert got[k] == v or (math.isnan(got[k]) and math.isnan(v)), (k, got[k], v)
+    assert steps_file(tmp_path / "runs/A/x/seed2") is None
+    with pytest.raises(FileNotFoundError):
+        read_steps(tmp_path / "runs/A/x/seed2/steps.jsonl")
+
+
+def test_a_result_json_beside_a_compacted_record_is_the_one_read(tmp_path):
+    rec = make_record("A", "amp_bf16", 0, quality=3.0)
+    write_run(tmp_path / "s", rec)
+    compact.compact(tmp_path / "s", tmp_path)
+    write_run(tmp_path / "s", {**rec, "metrics": {**rec["metrics"], "quality": 2.0}})  # run again since
+    [got] = load_records(tmp_path / "s")
+    assert got["metrics"]["quality"] == 2.0
+
+
+def test_a_sweep_refuses_a_compacted_study_until_it_is_expanded(tmp_path):
+    from benchlib.core.records import write_json_atomic
+    from benchlib.study import runner
+    from benchlib.study.studyfile import load_study
+    study = load_study(REPO / "params" / "smoke.yaml")
+    root = tmp_path / "executed" / "cpu"
+    items = [i for i in runner.plan(study, root) if i.stage == "run"][:4]
+    for item in items:  # four runs finished as the sweep leaves them
+        write_json_atomic(item.result, {**runner.error_record(item.spec, item.out_dir, None), "status": "ok",
+                                        "sweep": {"wall_s": 1.0}})
+    assert [runner.run_state(i)[0] for i in items] == ["done:ok"] * 4
+    compact.compact(root / "smoke", tmp_path / "executed")
+    assert [runner.run_state(i)[0] for i in items] == ["new"] * 4  # what a sweep would see: so it refuses
+    r = subprocess.run([sys.executable, "-m", "benchlib", "sweep", str(REPO / "params" / "smoke.yaml"), "--out",
+                        str(root), "--dry-run"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "is compacted" in r.stderr and "compact --expand" in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+    assert compact.main(["--expand", str(root / "smoke")]) == 0
+    assert [runner.run_state(i)[0] for i in items] == ["done:ok"] * 4  # resumed past, as before
+    assert not (root / "smoke" / RECORDS_TABLE).exists()
+
+
+def test_compact_names_a_folder_that_holds_no_runs(tmp_path):
+    (tmp_path / "executed" / "empty").mkdir(parents=True)
+    r = subprocess.run([sys.executable, "-m", "benchlib", "compact", "--root", str(tmp_path / "executed"),
+                        str(tmp_path / "executed" / "empty")], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "not a folder of runs" in r.stderr and r.stderr.strip().count("\n") == 0
+
+
+def test_the_readme_says_what_each_study_is_from_its_records_and_files(tmp_path):
+    from benchlib.study import readme
+    root = tmp_path / "executed"
+    study = root / "h100" / "mini"
+    for k, status in ((0, "ok"), (1, "diverged")):
+        rec = make_record("A", "amp_bf16", k, status=status)
+        rec["env"] = {"device_name": "NVIDIA H100", "torch": "2.11.0", "date": f"2026-11-2{3 + k}T10:00:00"}
+        write_run(study, rec)
+    (study / "README.md").write_text("# Two runs of the mini study, on one H100\n\nHow they ran.\n")
+    (root / "h100" / "local").mkdir()  # a fresh local study: no table, no README: left out
+    write_run(root / "h100" / "local", make_record("A", "amp_bf16", 0))
+    compact.compact(study, root)
+    text = readme.readme_text(root)
+    assert "[`h100/mini`](h100/mini/)**: Two runs of the mini study, on one H100\n" in text
+    assert "- runs: 2 (ok 1, diverged 1); scenario A; 1 config; seeds 0, 1" in text
+    assert "Device: NVIDIA H100; torch 2.11.0" in text and "2026-11-23 to 2026-11-24" in text
+    assert "h100/local" not in text
+    assert readme.is_generated(readme.write_readme(root)) and readme.readme_text(root) == text
+
+
+def test_the_analysis_notebooks_run_again_on_a_compacted_study_to_the_same_files(tmp_path):
+    """The sweep's analysis over a compacted study reads its tables; compacted again, every file
+    is what the first compaction left: the charts are reproducible from the committed layout."""
+    from benchlib.study.sweep import run_analysis
+    root = tmp_path / "executed"
+    study = root / "cpu" / "real"
+    shutil.copytree(real_study(), study)
+    assert not run_analysis(study, {})[1]
+    compact.compact(study, root)
+    first = _files(study)
+    assert any(p.suffix == ".svg" for p in first) and not any(p.name == "result.json" for p in first)
+    done, failed = run_analysis(study, {})
+    assert not failed and len(done) == 2
+    compact.compact(study, root)
+    changed = [str(p) for p, b in _files(study).items() if first.get(p) != b]
+    assert changed == [] and set(_files(study)) == set(first)
+    assert json.loads((study / "comparison" / "comparison.json").read_text())["scenarios"] == ["A", "E"]
+
+
+def test_a_compacted_calibration_folder_gives_the_same_table_its_cut_off_runs_included(tmp_path):
+    """docs/calibration/<session>/: run folders that are no study's, one cut off before its record
+    (its curve is in its step log alone)."""
+    from benchlib.study.calibration import calibration_table
+    session = tmp_path / "calibration" / "h100"
+    for name, seed in (("A_lr1", 0), ("A_lr2", 1)):
+        rec = make_record("A", "amp_bf16", seed)
+        folder = session / name
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps(rec))
+        rows = loss_rows(40) + [{"step": 19, "eval": {"val_loss": 3.5 - seed}}, {"step": 39, "eval": {"val_loss": 3.0}}]
+        (folder / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (session / "A_cut").mkdir()
+    (session / "A_cut" / "steps.jsonl").write_text(json.dumps({"step": 19, "eval": {"val_loss": 4.0}}) + "\n")
+    before = calibration_table(session)
+    compact.compact(session, tmp_path / "calibration")
+    assert not list(session.rglob("result.json")) and not (session / "A_cut").exists()
+    after = calibration_table(session)
+    assert list(after["run"]) == ["A_cut", "A_lr1", "A_lr2"] and after.astype(str).equals(before.astype(str))
