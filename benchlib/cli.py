@@ -137,14 +137,23 @@ def _cmd_infer(ns: argparse.Namespace) -> int:
     return 0
 
 
+SUPPORT_MARKERS = ("<!-- support:start -->", "<!-- support:end -->")
+
+
 def _cmd_configs(ns: argparse.Namespace) -> int:
     from benchlib.core.dtypes import ALIASES, config_table, support_markdown
-    if ns.support or ns.capability:
+    if ns.support or ns.capability or ns.readme:
         cap, name = ns.capability, None
         if cap is None:
             from benchlib.core import env
             device = env.pick_device("auto")
             cap, name = env.capability(device), env.device_name(device)
+        if ns.readme:  # the README's block is the table of generations, whatever GPU is here
+            from benchlib.analysis.findings import replace_block
+            path = Path(ns.readme)
+            path.write_text(replace_block(path.read_text(), support_markdown() + "\n", *SUPPORT_MARKERS))
+            print(f"{path}: support matrix updated")
+            return 0
         print(support_markdown(cap, name) if cap else support_markdown())
         if cap is None:
             print("No CUDA GPU here: --capability X.Y (e.g. 7.5 for a T4) adds a column for a card.")
@@ -213,6 +222,8 @@ def build_parser() -> ArgumentParser:
                        help="Which configs each GPU generation runs, and this machine's GPU (a markdown table).")
     p_cfg.add_argument("--capability", type=_capability, default=None, metavar="X.Y",
                        help="With --support: a column for a GPU of this compute capability (e.g. 7.5, a T4).")
+    p_cfg.add_argument("--readme", default=None, metavar="PATH",
+                       help="With --support: write the table between the support markers of this file (README.md).")
     p_cfg.set_defaults(fn=_cmd_configs)
     sub.add_parser("scenarios", help="the six scenarios A-F").set_defaults(fn=_cmd_scenarios)
     for name, (_, help_) in LAZY.items():

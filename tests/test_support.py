@@ -97,3 +97,20 @@ def test_a_bad_capability_is_one_line_and_exit_2(capsys):
         main(["configs", "--capability", "seven"])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1 and "compute capability" in err
+
+
+def test_the_readme_support_matrix_is_the_generated_one(tmp_path):
+    """The README's table is what `dtype-bench configs --support --readme` writes, so it cannot
+    drift from the configs' requirements; the command rewrites only the block."""
+    from conftest import REPO
+
+    from benchlib.cli import SUPPORT_MARKERS, main
+    readme = (REPO / "README.md").read_text()
+    start, end = SUPPORT_MARKERS
+    assert support_markdown() + "\n" == readme[readme.index(start) + len(start) + 1:readme.index(end)], \
+        "README.md's support matrix is stale: run `dtype-bench configs --support --readme README.md`"
+    copy = tmp_path / "README.md"
+    copy.write_text(f"# title\n\n{start}\nold\n{end}\n\nafter\n")
+    assert main(["configs", "--support", "--readme", str(copy)]) == 0
+    text = copy.read_text()
+    assert "old" not in text and support_markdown() in text and text.endswith("after\n")

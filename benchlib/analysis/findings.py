@@ -342,11 +342,11 @@ def _evidence(h: dict, safety: pd.DataFrame, quality_study: str | None) -> str:
     return text.replace("|", "/")
 
 
-def replace_block(text: str, body: str) -> str:
+def replace_block(text: str, body: str, start: str = START, end: str = END) -> str:
     """``text`` with the block between the markers replaced by ``body`` (appended when absent)."""
-    block = f"{START}\n{body}{END}"
-    if START in text and END in text and text.index(START) < text.index(END):
-        return text[:text.index(START)] + block + text[text.index(END) + len(END):]
+    block = f"{start}\n{body}{end}"
+    if start in text and end in text and text.index(start) < text.index(end):
+        return text[:text.index(start)] + block + text[text.index(end) + len(end):]
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
