@@ -1,6 +1,7 @@
 # dtype-bench: two commands do everything on a fresh machine.
 #   make smoke   set up, run the embedded default study (params/smoke.yaml), print the summary
 #   make test    set up, run the test suite (CPU, tiny models, synthetic data)
+#   make test-fast  the same without the slow tier (tests that start processes or train for minutes)
 #   make lab     set up, JupyterLab with the executed notebooks read-only (benchlib/study/lab.py)
 PYTHON ?= python3
 # The torch build to install when none is present. Without an NVIDIA GPU the default is the
@@ -8,7 +9,7 @@ PYTHON ?= python3
 TORCH_SPEC ?= $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo torch; else echo torch==2.13.0; fi)
 STAMP := .setup.stamp
 
-.PHONY: setup smoke test quick configs lab clean-stamp
+.PHONY: setup smoke test test-fast quick configs lab clean-stamp
 
 setup: $(STAMP)
 
@@ -19,6 +20,9 @@ $(STAMP): pyproject.toml
 
 test: setup
 	$(PYTHON) -m pytest -q
+
+test-fast: setup
+	$(PYTHON) -m pytest -q -m "not slow"
 
 smoke: setup
 	dtype-bench sweep params/smoke.yaml

@@ -16,6 +16,21 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # for subprocesses (papermill ker
 
 REPO = Path(__file__).resolve().parent.parent
 
+SLOW_FILES = {
+    # each launches processes: papermill kernels, sweeps, torchrun ranks, Slurm jobs, a browser
+    "test_sweep.py", "test_cluster.py", "test_arms.py", "test_pretrain_phases.py", "test_study_analysis.py",
+    "test_notebooks.py", "test_distributed.py", "test_browser.py", "test_cellrun.py", "test_compile_cache.py",
+    "test_user_errors.py", "test_separation.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The `slow` tier: tests that start other processes or train for minutes. `make test` (CI)
+    runs every tier; `make test-fast` (`pytest -m "not slow"`) the rest, for a quick loop."""
+    for item in items:
+        if item.path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
 # Statuses of a run that trained every step without diverging. A few steps of a tiny model
 # rarely beat the trivial baseline clearly (stalled): plumbing tests accept these, and tests
 # of learning ask for "ok".
