@@ -190,9 +190,8 @@ class _Loop:
 
 
 def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress: bool,
-           progress_desc: str | None, dist: Strategy | None = None) -> None:
+           progress_desc: str | None, dist: Strategy) -> None:
     """Setup, loop and finalise: fills ``rec`` (its data, model, metrics, status)."""
-    dist = dist or Strategy()
     run = _setup(cfg, device, out, rec, dist)
     lp = _loop(cfg, device, out, run, dist, progress, progress_desc)
     _finalise(cfg, device, out, rec, run, lp, dist)
