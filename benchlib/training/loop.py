@@ -225,7 +225,9 @@ def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Str
     opt = dist.regroup(build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device))
     scaler = dist.loss_scaler(LossScaler(dtype, device))
     next_batch = data.sampler(cfg.batch_size, device, dist.data_seed(cfg.seed))
-    val = data.val_batches(_eval_batch_size(cfg), cfg.eval_batches, device)
+    # evaluation keeps no activations for backward: classification evaluates 4 micro-batches at
+    # once (its logits are small); LM keeps the training micro-batch ([B, T, V] logits)
+    val = data.val_batches(cfg.batch_size * (1 if cfg.scn.is_lm else 4), cfg.eval_batches, device)
     forensics = Forensics(params, opt) if cfg.forensics else None
     run = _Run(data, model, step_model, params, opt, scaler, next_batch, val, forensics,
                autocast_context(device.type, dtype), fpt, compiled_before, data_s, model_s, to_device_s)
@@ -294,9 +296,10 @@ def _loop(cfg: RunConfig, device: torch.device, out: Path, run: _Run, dist: Stra
     if keep_grads:
         for p in run.params:
             p.grad = torch.zeros_like(p)
-    bar = _progress(steps, progress, progress_desc or cfg.run_id)
-    if bar is not None and start:
-        bar.update(start)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=steps, initial=start, desc=progress_desc or cfg.run_id, leave=True, dynamic_ncols=True)
     lp.t_train = time.perf_counter()
     try:
         for step in range(start, steps):
@@ -440,12 +443,8 @@ def _finalise(cfg: RunConfig, device: torch.device, out: Path, rec: dict, run: _
 
 def _time_metrics(m: dict, cfg: RunConfig, run: _Run, lp: _Loop, eval_s: float) -> None:
     """Where the run's wall time went (``time/*``), and what compiled during it."""
-    m["time/setup_s"] = run.setup_s
-    m["time/data_s"] = run.data_s
-    m["time/model_s"] = run.model_s
-    m["time/first_step_s"] = lp.first_step_s
-    m["time/train_s"] = lp.train_s
-    m["time/eval_s"] = eval_s
+    m.update({"time/setup_s": run.setup_s, "time/data_s": run.data_s, "time/model_s": run.model_s,
+              "time/first_step_s": lp.first_step_s, "time/train_s": lp.train_s, "time/eval_s": eval_s})
     # the part of the run that scales with steps: the loop's wall after the first step, less its
     # evaluations and saved states (compilation and the first step, evaluation stay in the fixed
     # cost). Not the median timed window x the steps, which undercounts a loop on a shared GPU
@@ -517,19 +516,6 @@ def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
             g["lr"].fill_(lr)
         else:
             g["lr"] = lr
-
-
-def _progress(total: int, enabled: bool, desc: str):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, leave=True, dynamic_ncols=True)
-
-
-def _eval_batch_size(cfg: RunConfig) -> int:
-    """Evaluation needs no activations for backward: classification evaluates 4 micro-batches
-    at once (its logits are small); LM keeps the training micro-batch ([B, T, V] logits)."""
-    return cfg.batch_size * (1 if cfg.scn.is_lm else 4)
 
 
 @torch.no_grad()
