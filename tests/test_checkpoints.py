@@ -11,7 +11,7 @@ from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, Roberta
 
 from benchlib.study import notebook
 from benchlib.study import runner, sweep
-from benchlib.training.checkpoints import (META_FILE, CheckpointError, check_checkpoint, is_complete, load_pretrained,
+from benchlib.training.checkpoints import (META_FILE, CheckpointError, checkpoint_config, is_complete, load_pretrained,
                                   save_pretrained)
 from benchlib.core.dtypes import get_config
 from benchlib.training.models import ModelSpec, build_model
@@ -178,7 +178,7 @@ def test_a_fresh_task_head_is_expected_not_an_error(tmp_path):
 
 def test_the_study_value_pretrained_outside_a_sweep_is_explained():
     with pytest.raises(CheckpointError, match="dtype-bench sweep. replaces it"):
-        check_checkpoint("gpt2", "pretrained")
+        checkpoint_config("gpt2", "pretrained")
 
 
 # ---- the study's pretrain stage -----------------------------------------------------------------

@@ -16,6 +16,7 @@ which runs after the graph's replay on the same stream and is timed like any oth
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -93,41 +94,37 @@ class WindowTimer:
             self._windows.append(w)
             self._open = _Window(w.end)
 
+    @contextlib.contextmanager
     def pause(self):
-        timer = self
+        """Leaves what runs inside (an evaluation, a saved state) out of the open window's time
+        and energy."""
+        w = self._open
+        if w is None:
+            yield
+            return
+        a = self.clock.mark()
+        self._sync()
+        e0 = self.energy.read_j()
+        try:
+            yield
+        finally:
+            self._sync()
+            e = self.energy.read_j()
+            if e is not None and e0 is not None:
+                self.joules -= e - e0
+            w.pauses.append((a, self.clock.mark()))
 
-        class _Pause:
-            def __enter__(self):
-                if timer._open is not None:
-                    self.a = timer.clock.mark()
-                    timer._sync()
-                    self.e = timer.energy.read_j()
-
-            def __exit__(self, *exc):
-                if timer._open is not None:
-                    timer._sync()
-                    e = timer.energy.read_j()
-                    if e is not None and self.e is not None:
-                        timer.joules -= e - self.e
-                    timer._open.pauses.append((self.a, timer.clock.mark()))
-        return _Pause()
-
+    @contextlib.contextmanager
     def optimizer(self, timed: bool = True):
-        """Brackets one optimizer step (a context manager); it counts where ``timed`` and a
-        window is open, up to ``OPTIMIZER_MARKS_PER_WINDOW`` per window."""
-        timer = self
-
-        class _Optimizer:
-            def __enter__(self):
-                w = timer._open
-                self.w = w if timed and w is not None and len(w.optimizer) < OPTIMIZER_MARKS_PER_WINDOW else None
-                if self.w is not None:
-                    self.a = timer.clock.mark()
-
-            def __exit__(self, *exc):
-                if self.w is not None and exc[0] is None:
-                    self.w.optimizer.append((self.a, timer.clock.mark()))
-        return _Optimizer()
+        """Brackets one optimizer step; it counts where ``timed`` and a window is open, up to
+        ``OPTIMIZER_MARKS_PER_WINDOW`` per window, and not where the step raised."""
+        w = self._open
+        if not (timed and w is not None and len(w.optimizer) < OPTIMIZER_MARKS_PER_WINDOW):
+            yield
+            return
+        a = self.clock.mark()
+        yield
+        w.optimizer.append((a, self.clock.mark()))
 
     def optimizer_metrics(self) -> dict:
         """``time/optimizer_ms``: the optimizer step's mean time per timed step, median over the

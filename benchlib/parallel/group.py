@@ -150,7 +150,6 @@ class ProcessGroupStrategy(Strategy):
             kw = {"device_id": device} if device.type == "cuda" else {}
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=cfg.dist.timeout_s), **kw)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         self.backend = dist.get_backend()
         ProcessGroupStrategy._runs += 1
         self.key = f"dtype_bench/run{ProcessGroupStrategy._runs}"

@@ -35,6 +35,13 @@ def mp_dtypes(dtype, settings: DistConfig) -> tuple[torch.dtype | None, torch.dt
     return None, None
 
 
+def _mp_info(strategy: ProcessGroupStrategy) -> dict:
+    """The mixed-precision dtypes of a sharded strategy, for the record."""
+    p, r = mp_dtypes(strategy.cfg.dtype, strategy.settings)
+    return {"param_dtype": str(p).replace("torch.", "") if p else None,
+            "reduce_dtype": str(r).replace("torch.", "") if r else None}
+
+
 def transformer_blocks(model: nn.Module) -> list[nn.Module]:
     """GPT-2's ``backbone.h[i]`` / RoBERTa's ``backbone.encoder.layer[i]``: the FSDP units. A
     backbone of another family (a fine-tuned BERT, GPT-Neo, ...): its longest ModuleList."""
@@ -94,9 +101,7 @@ class FSDP2Strategy(ProcessGroupStrategy):
     name = "fsdp2"
 
     def extra_info(self):
-        p, r = mp_dtypes(self.cfg.dtype, self.settings)
-        return {"param_dtype": str(p).replace("torch.", "") if p else None,
-                "reduce_dtype": str(r).replace("torch.", "") if r else None}
+        return _mp_info(self)
 
     def wrap(self, model, compile=False):
         from torch.distributed.device_mesh import init_device_mesh
@@ -138,10 +143,7 @@ class FSDP1Strategy(ProcessGroupStrategy):
     name = "fsdp1"
 
     def extra_info(self):
-        p, r = mp_dtypes(self.cfg.dtype, self.settings)
-        return {"param_dtype": str(p).replace("torch.", "") if p else None,
-                "reduce_dtype": str(r).replace("torch.", "") if r else None,
-                "limit_all_gathers": self.cfg.dist.limit_all_gathers}
+        return {**_mp_info(self), "limit_all_gathers": self.cfg.dist.limit_all_gathers}
 
     def wrap(self, model, compile=False):
         from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
@@ -191,9 +193,7 @@ class ManualFSDPStrategy(ProcessGroupStrategy):
     name = "fsdp_manual"
 
     def extra_info(self):
-        p, r = mp_dtypes(self.cfg.dtype, self.settings)
-        return {"param_dtype": str(p).replace("torch.", "") if p else None,
-                "reduce_dtype": str(r).replace("torch.", "") if r else None}
+        return _mp_info(self)
 
     def wrap(self, model, compile=False):
         from benchlib.parallel.fsdp_manual import shard_model

@@ -4,33 +4,31 @@ bitsandbytes' ``Optimizer8bit.step`` calls ``torch.cuda.synchronize()`` after ev
 (its paged state, in managed memory, needs the wait; ordinary device state does not), and
 rebuilds each parameter's settings from its groups every step. For GPT-2's ~150 tensors that
 is ~150 host waits per step. ``AdamW8bit`` here is bitsandbytes' own optimizer: the same state,
-the same ``bitsandbytes`` operators with the same arguments, so the same numbers; only how the
-step is driven differs (``step_mode``):
+the same kernels with the same arguments, so the same numbers; only how the step is driven
+differs (``step_mode``):
 
 * ``"bnb"``: bitsandbytes' step as released;
-* ``"nosync"``: bitsandbytes' per-parameter ``update_step``, without the wait;
-* ``"lean"``: the same operator calls with each parameter's settings read once;
-* ``"direct"``: the same CUDA launcher functions bitsandbytes' operators call, with the same
+* ``"direct"``: the CUDA launcher functions bitsandbytes' operators call, with the same
   arguments, each parameter's prepared once (its ``ctypes`` arguments but the gradient's address,
   the step count and the learning rate): per parameter a few microseconds of host time instead
-  of the ~45 of the operator path. On the CPU it is ``"lean"``.
+  of the ~45 of the operator path (docs/bench/optimizer_step_2026-11-25).
 
-The waits are skipped only where they are not needed: state not paged, and the work issued on
-the CUDA default stream, where bitsandbytes launches its kernels (ordered after the gradients'
-producers and before their consumers). Elsewhere the step is bitsandbytes' own.
-The step count and the learning rate reach bitsandbytes' kernels as host values, so its step
-cannot be captured in a CUDA graph that is replayed on later steps.
+The waits are skipped only where they are not needed: state not paged, on a CUDA device, and the
+work issued on the CUDA default stream, where bitsandbytes launches its kernels (ordered after the
+gradients' producers and before their consumers). Elsewhere (the CPU included) the step is
+bitsandbytes' own. The step count and the learning rate reach bitsandbytes' kernels as host
+values, so its step cannot be captured in a CUDA graph that is replayed on later steps.
 """
 from __future__ import annotations
 
 import bitsandbytes as bnb
 import torch
 
-STEP_MODES = ("bnb", "nosync", "lean", "direct")
+STEP_MODES = ("bnb", "direct")
 
 
 class AdamW8bit(bnb.optim.AdamW8bit):
-    def __init__(self, params, *args, step_mode: str = "lean", **kwargs):
+    def __init__(self, params, *args, step_mode: str = "direct", **kwargs):
         if step_mode not in STEP_MODES:
             raise ValueError(f"step_mode={step_mode!r}: use one of {', '.join(STEP_MODES)}")
         super().__init__(params, *args, **kwargs)
@@ -44,10 +42,8 @@ class AdamW8bit(bnb.optim.AdamW8bit):
 
     def _waits_needed(self) -> bool:
         p = next((p for g in self.param_groups for p in g["params"]), None)
-        if self.is_paged or p is None:
+        if self.is_paged or p is None or p.device.type != "cuda":
             return True
-        if p.device.type != "cuda":
-            return p.device.type != "cpu"  # on the CPU bitsandbytes' wait is a no-op
         return torch.cuda.current_stream(p.device).cuda_stream != 0  # bitsandbytes launches on stream 0
 
     @torch.no_grad()
@@ -62,45 +58,9 @@ class AdamW8bit(bnb.optim.AdamW8bit):
             self.check_overrides()
             self.to_gpu()
             self.initialized = True
-        direct = self.step_mode == "direct" and self.param_groups[0]["params"][0].device.type == "cuda"
-        if direct:
-            with torch.cuda.device(self.param_groups[0]["params"][0].device):
-                self._direct_step()
-            return loss
-        for gindex, group in enumerate(self.param_groups):
-            for pindex, p in enumerate(group["params"]):
-                if p.grad is None:
-                    continue
-                if len(self.state[p]) == 0:
-                    self.init_state(group, p, gindex, pindex)
-                if self.step_mode == "nosync" or not (p.is_contiguous() and p.grad.is_contiguous()):
-                    self.update_step(group, p, gindex, pindex)
-                else:
-                    self._lean_update(group, p, gindex, pindex)
+        with torch.cuda.device(self.param_groups[0]["params"][0].device):
+            self._direct_step()
         return loss
-
-    def _lean_update(self, group: dict, p: torch.Tensor, gindex: int, pindex: int) -> None:
-        """``Optimizer2State.update_step`` for AdamW with ``max_unorm`` 0 and contiguous tensors,
-        with the parameter's settings read once (the learning rate from its group, every step)."""
-        config = self._configs.get((gindex, pindex))
-        if config is None:
-            config = self._configs[(gindex, pindex)] = self.get_config(gindex, pindex, group)
-            if config["max_unorm"] > 0.0:
-                raise ValueError("AdamW8bit step_mode='lean' is for max_unorm=0 (bitsandbytes' default)")
-        state = self.state[p]
-        state["step"] += 1
-        b = config["betas"]
-        beta3 = b[2] if len(b) >= 3 else 0.0
-        alpha, lr = config["alpha"], group["lr"]
-        if state["state1"].dtype == torch.float:  # tensors under min_8bit_size keep 32-bit states
-            torch.ops.bitsandbytes.optimizer_update_32bit(
-                self.optimizer_name, p.grad, p, state["state1"], state["state2"], None, 0.0, 0.0, b[0], b[1],
-                beta3, alpha, config["eps"], config["weight_decay"], state["step"], lr, 1.0, config["skip_zeros"])
-        else:
-            torch.ops.bitsandbytes.optimizer_update_8bit_blockwise(
-                self.optimizer_name, p.grad, p, state["state1"], state["state2"], b[0], b[1], beta3, alpha,
-                config["eps"], state["step"], lr, state["qmap1"], state["qmap2"], state["absmax1"],
-                state["absmax2"], config["weight_decay"], 1.0, config["skip_zeros"])
 
     def _direct_step(self) -> None:
         import ctypes as ct

@@ -280,11 +280,6 @@ def checkpoint_config(arch: str, path: str | os.PathLike, scenario: str | None =
     return config, False
 
 
-def check_checkpoint(arch: str, path: str | os.PathLike, scenario: str | None = None, task: str | None = None) -> bool:
-    """``checkpoint_config``'s verdict alone: True when the checkpoint is the arch's own family."""
-    return checkpoint_config(arch, path, scenario, task)[1]
-
-
 def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: nn.Module,
                  scenario: str | None = None) -> dict:
     """After ``from_pretrained(path, output_loading_info=True)``: raise (one line) when a

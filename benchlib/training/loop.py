@@ -13,7 +13,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Callable
+from dataclasses import dataclass
+from typing import IO, Any, Callable
 
 import torch
 
@@ -22,7 +23,7 @@ from benchlib.training.baselines import evaluate_baseline, evaluate_predictor, h
 from benchlib.training.checkpoints import CheckpointError
 from benchlib.core.dtypes import DtypeConfig
 from benchlib.data.load import load_task_data
-from benchlib.data.tasks import BadDataError, DataUnavailableError
+from benchlib.data.tasks import BadDataError, DataUnavailableError, TaskData
 from benchlib.training.forensics import Forensics
 from benchlib.training.health import verdict
 from benchlib.parallel.group import Strategy, unsupported_reason, world_size
@@ -150,11 +151,56 @@ def _auto_warmup(cfg: RunConfig, device: torch.device) -> int:
     return min(max(5, cfg.steps // 10), 50, cfg.steps - 1)
 
 
+@dataclass
+class _Run:
+    """What setup built: the loop and finalise read it."""
+    data: TaskData
+    model: BenchModel
+    step_model: Callable  # the model as the step calls it: wrapped (ddp / fsdp), compiled
+    params: list[torch.Tensor]
+    opt: torch.optim.Optimizer
+    scaler: LossScaler
+    next_batch: Callable
+    val: list[dict]
+    forensics: Forensics | None
+    amp: Any
+    fpt: float  # flops per token, from the unsharded model
+    compiled_before: dict
+    data_s: float
+    model_s: float
+    to_device_s: float
+    setup_s: float = 0.0
+    saved: dict | None = None  # the state a resumed run continues from
+    start: int = 0  # the first step this process runs
+
+
+@dataclass
+class _Loop:
+    """What the loop measured: the finalise step reads it."""
+    timer: WindowTimer
+    log: StepLog
+    rows_f: IO  # steps.jsonl (os.devnull on ranks other than the main one)
+    before: dict  # earlier processes' clocks (a resumed run)
+    t_train: float = 0.0
+    train_s: float = 0.0
+    eval_s: float = 0.0
+    state_s: float = 0.0
+    first_step_s: float | None = None
+    dead_step: int | None = None  # a continued divergence stopped here: the weights hold inf/nan
+
+
 def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress: bool,
-           progress_desc: str | None, dist: Strategy | None = None) -> None:
-    dist = dist or Strategy()
+           progress_desc: str | None, dist: Strategy) -> None:
+    """Setup, loop and finalise: fills ``rec`` (its data, model, metrics, status)."""
+    run = _setup(cfg, device, out, rec, dist)
+    lp = _loop(cfg, device, out, run, dist, progress, progress_desc)
+    _finalise(cfg, device, out, rec, run, lp, dist)
+
+
+def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Strategy) -> _Run:
+    """Everything before the first step: data, model, wrapping and compilation, optimizer, loss
+    scaler, batches, and the state of a run stopped part-way (``state_every``)."""
     dtype: DtypeConfig = cfg.dtype
-    scn = cfg.scn
     t_setup = time.perf_counter()
     set_matmul_flags(dtype)
     if device.type == "cuda":
@@ -164,26 +210,7 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     rec["data"] = {"source": data.source, "vocab_size": data.vocab_size, "num_labels": data.num_labels,
                    "loss_floor": data.loss_floor, **{k: v for k, v in data.meta.items()
                                                       if isinstance(v, (int, float, str, bool, type(None)))}}
-    torch.manual_seed(cfg.seed)
-    t_model = time.perf_counter()
-    model = build_model(ModelSpec.for_run(cfg, data), dtype)
-    model_s = time.perf_counter() - t_model
-    if model.pretrained_info is not None:
-        rec["pretrained"] = model.pretrained_info
-    built = getattr(model, "build_info", {})
-    rec["metrics"].update({f"time/model_{k}": v for k, v in built.items() if k in ("import_s", "init_s")})
-    if built.get("cached") is not None:
-        rec["metrics"]["time/model_init_cached"] = int(built["cached"])
-    _describe_trained(rec, cfg, data, model)
-    bias = head_bias(data) if cfg.head_init == "prior" else None
-    if bias is not None:  # start classification at the trivial predictor, not at random logits
-        with torch.no_grad():
-            model.head.bias.copy_(bias.to(model.head.bias.dtype))
-    model.to(device)  # the first CUDA allocation: creates the context
-    if dtype.fp8 != "none":
-        from benchlib.training.fp8 import convert_fp8
-        convert_fp8(model, dtype.fp8)
-    to_device_s = time.perf_counter() - t_model - model_s
+    model, model_s, to_device_s = _build(cfg, device, rec, data)
     fpt = model.flops_per_token(cfg.seq_len)  # before sharding hides parameter sizes
     # ddp / fsdp wrap (and shard) before the optimizer sees the parameters
     if cfg.compile == "on":
@@ -198,109 +225,88 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
     opt = dist.regroup(build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device))
     scaler = dist.loss_scaler(LossScaler(dtype, device))
     next_batch = data.sampler(cfg.batch_size, device, dist.data_seed(cfg.seed))
-    val = data.val_batches(_eval_batch_size(cfg), cfg.eval_batches, device)
+    # evaluation keeps no activations for backward: classification evaluates 4 micro-batches at
+    # once (its logits are small); LM keeps the training micro-batch ([B, T, V] logits)
+    val = data.val_batches(cfg.batch_size * (1 if cfg.scn.is_lm else 4), cfg.eval_batches, device)
     forensics = Forensics(params, opt) if cfg.forensics else None
-    amp = autocast_context(device.type, dtype)
-    steps, start = cfg.steps, 0
+    run = _Run(data, model, step_model, params, opt, scaler, next_batch, val, forensics,
+               autocast_context(device.type, dtype), fpt, compiled_before, data_s, model_s, to_device_s)
     saved, why = resume.load(out, cfg) if cfg.state_every else (None, None)
     if saved is not None:  # continue a run stopped part-way: the state after step saved["step"]
         resume.restore(saved, model, opt, scaler)
-        start = saved["step"] + 1
-        for _ in range(start * cfg.grad_accum):  # the batches the saved steps used
+        run.saved, run.start = saved, saved["step"] + 1
+        for _ in range(run.start * cfg.grad_accum):  # the batches the saved steps used
             next_batch()
-        rec["resumed"] = {"from_step": start, "saved": saved["date"], "before": saved["loop"]}
+        rec["resumed"] = {"from_step": run.start, "saved": saved["date"], "before": saved["loop"]}
     elif why:
         rec["resumed"] = {"from_step": 0, "not_loaded": why}
-    setup_s = time.perf_counter() - t_setup
+    run.setup_s = time.perf_counter() - t_setup
+    return run
 
-    # the timed windows span the steps this process runs
+
+def _build(cfg: RunConfig, device: torch.device, rec: dict, data: TaskData) -> tuple[BenchModel, float, float]:
+    """The model on ``device`` (FP8 converted where the config says), described in ``rec``;
+    with the seconds it took to build and to move."""
+    torch.manual_seed(cfg.seed)
+    t_model = time.perf_counter()
+    model = build_model(ModelSpec.for_run(cfg, data), cfg.dtype)
+    model_s = time.perf_counter() - t_model
+    if model.pretrained_info is not None:
+        rec["pretrained"] = model.pretrained_info
+    built = getattr(model, "build_info", {})
+    rec["metrics"].update({f"time/model_{k}": v for k, v in built.items() if k in ("import_s", "init_s")})
+    if built.get("cached") is not None:
+        rec["metrics"]["time/model_init_cached"] = int(built["cached"])
+    _describe_trained(rec, cfg, data, model)
+    bias = head_bias(data) if cfg.head_init == "prior" else None
+    if bias is not None:  # start classification at the trivial predictor, not at random logits
+        with torch.no_grad():
+            model.head.bias.copy_(bias.to(model.head.bias.dtype))
+    model.to(device)  # the first CUDA allocation: creates the context
+    if cfg.dtype.fp8 != "none":
+        from benchlib.training.fp8 import convert_fp8
+        convert_fp8(model, cfg.dtype.fp8)
+    return model, model_s, time.perf_counter() - t_model - model_s
+
+
+def _is_save_step(cfg: RunConfig, s: int) -> bool:
+    return bool(cfg.state_every) and (s + 1) % cfg.state_every == 0 and s != cfg.steps - 1
+
+
+def _is_log_step(cfg: RunConfig, s: int) -> bool:
+    return s == 0 or (s + 1) % cfg.log_every == 0 or s == cfg.steps - 1 or _is_save_step(cfg, s)
+
+
+def _loop(cfg: RunConfig, device: torch.device, out: Path, run: _Run, dist: Strategy, progress: bool,
+          progress_desc: str | None) -> _Loop:
+    """The steps this process runs (all, or those after a resumed state); stops early at a
+    divergence (``on_divergence``). The timed windows span these steps."""
+    steps, start, saved = cfg.steps, run.start, run.saved
     timer = WindowTimer(device, min(_auto_warmup(cfg, device), steps - start - 1), steps - start, cfg.timing_windows)
     rows_f = open(out / "steps.jsonl" if dist.is_main else os.devnull, "w")
     log = StepLog(steps, device, rows_f, cfg.diverge_ratio, dist.all_reduce_mean_)
     if saved is not None:
         rows_f.write(saved["rows"])
         log.restore(saved["log"])
-    eval_s = state_s = 0.0
-    before = saved["loop"] if saved is not None else {"train_s": 0.0, "eval_s": 0.0}  # earlier processes' clocks
-    first_step_s = None
-    dead_step = None  # a continued divergence stopped here: the weights hold inf/nan
-
-    def is_save_step(s: int) -> bool:
-        return bool(cfg.state_every) and (s + 1) % cfg.state_every == 0 and s != steps - 1
-
-    def is_log_step(s: int) -> bool:
-        return s == 0 or (s + 1) % cfg.log_every == 0 or s == steps - 1 or is_save_step(s)
-
+    lp = _Loop(timer, log, rows_f, saved["loop"] if saved is not None else {"train_s": 0.0, "eval_s": 0.0})
     # CUDA graphs and gradient accumulation: a .grad that is None takes the graph's output
     # buffer itself, which the next micro-batch's replay overwrites. Gradients kept allocated
     # (zeroed, not freed) are added into instead.
     keep_grads = cfg.cudagraphs and cfg.grad_accum > 1
     if keep_grads:
-        for p in params:
+        for p in run.params:
             p.grad = torch.zeros_like(p)
-    bar = _progress(steps, progress, progress_desc or cfg.run_id)
-    if bar is not None and start:
-        bar.update(start)
-    t_train = time.perf_counter()
-    step = start
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=steps, initial=start, desc=progress_desc or cfg.run_id, leave=True, dynamic_ncols=True)
+    lp.t_train = time.perf_counter()
     try:
         for step in range(start, steps):
-            timer.before_step(step - start)
-            t_step = time.perf_counter()
-            lr = lr_at(step, cfg.lr, cfg.warmup_steps, steps, cfg.min_lr_ratio)
-            _set_lr(opt, lr)
-            log_now = is_log_step(step)
-            logit_max = loss_sum = None
-            for micro in range(cfg.grad_accum):
-                batch = next_batch()
-                dist.set_grad_sync(step_model, micro == cfg.grad_accum - 1)
-                if cfg.cudagraphs:
-                    # a new replay reuses the graph's output memory: the values kept across
-                    # micro-batches below are copies
-                    torch.compiler.cudagraph_mark_step_begin()
-                with amp:
-                    # the max |logit| (of one sequence: models.BenchModel.forward) on every step
-                    # keeps one compiled graph: a log-steps-only variant compiled a second graph
-                    # at step 1 of every run
-                    loss, lm = step_model(batch, logit_stats=True)
-                logit_max = lm.clone() if logit_max is None else torch.maximum(logit_max, lm)
-                if cfg.grad_accum > 1:
-                    loss = loss / cfg.grad_accum
-                scaler.scale(loss).backward()
-                loss_sum = loss.detach().clone() if loss_sum is None else loss_sum + loss.detach()
-            gnorm, extras = _optimizer_step(opt, scaler, params, dist, cfg.grad_clip, timer,
-                                            forensics if log_now else None, log_now)
-            opt.zero_grad(set_to_none=not keep_grads)
-            log.record(step, loss_sum, gnorm)
-            timer.after_step(step - start)
-            if step == start:
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                first_step_s = time.perf_counter() - t_step
-            if log_now:
-                log.flush(step, lr, {"max_logit": logit_max, "loss_scale": scaler.current_scale(), **extras})
-                if log.diverged_step is not None and (cfg.on_divergence == "stop" or
-                                                      _weights_nonfinite(params, dist.all_reduce_mean_)):
-                    dead_step = step if cfg.on_divergence == "continue" else None
-                    raise Diverged()
-                if bar is not None and log.losses:
-                    bar.set_postfix(loss=f"{log.losses[-1]:.4g}", gnorm=f"{log.grad_norms[-1]:.3g}")
+            _step(cfg, device, run, lp, dist, step, keep_grads, bar)
             if bar is not None:
                 bar.update(1)
-            if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step != steps - 1:
-                with timer.pause():
-                    te = time.perf_counter()
-                    q, _ = evaluate(model, val, scn.task, amp)
-                    eval_s += time.perf_counter() - te
-                rows_f.write(json.dumps({"step": step, "eval": q}) + "\n")
-            if is_save_step(step) and dist.is_main:
-                with timer.pause():
-                    log_state = log.state()  # drains the log: steps.jsonl is complete to this step
-                    rows_f.flush()
-                    state_s += resume.save(out, cfg, step, model, opt, scaler, log_state,
-                                           (out / "steps.jsonl").read_text(),
-                                           {"train_s": before["train_s"] + time.perf_counter() - t_train,
-                                            "eval_s": before["eval_s"] + eval_s})
+            _between_steps(cfg, out, run, lp, dist, step)
     except Diverged:
         pass
     finally:
@@ -309,74 +315,157 @@ def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress:
             bar.close()
     log.finish()
     timer.finish()
-    train_s = time.perf_counter() - t_train
-    loop_eval_s = eval_s
-    steps_done = len(log.losses)  # a resumed run's included
-    diverged_step = log.diverged_step
+    lp.train_s = time.perf_counter() - lp.t_train
+    return lp
 
+
+def _step(cfg: RunConfig, device: torch.device, run: _Run, lp: _Loop, dist: Strategy, step: int,
+          keep_grads: bool, bar) -> None:
+    """One optimizer step over ``grad_accum`` micro-batches; on a logged step the log is flushed
+    and a divergence raises ``Diverged``."""
+    timer, log, start = lp.timer, lp.log, run.start
+    timer.before_step(step - start)
+    t_step = time.perf_counter()
+    lr = lr_at(step, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
+    _set_lr(run.opt, lr)
+    log_now = _is_log_step(cfg, step)
+    loss_sum, logit_max = _micro_batches(cfg, run, dist)
+    gnorm, extras = _optimizer_step(run.opt, run.scaler, run.params, dist, cfg.grad_clip, timer,
+                                    run.forensics if log_now else None, log_now)
+    run.opt.zero_grad(set_to_none=not keep_grads)
+    log.record(step, loss_sum, gnorm)
+    timer.after_step(step - start)
+    if step == start:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        lp.first_step_s = time.perf_counter() - t_step
+    if log_now:
+        log.flush(step, lr, {"max_logit": logit_max, "loss_scale": run.scaler.current_scale(), **extras})
+        if log.diverged_step is not None and (cfg.on_divergence == "stop" or
+                                              _weights_nonfinite(run.params, dist.all_reduce_mean_)):
+            lp.dead_step = step if cfg.on_divergence == "continue" else None
+            raise Diverged()
+        if bar is not None and log.losses:
+            bar.set_postfix(loss=f"{log.losses[-1]:.4g}", gnorm=f"{log.grad_norms[-1]:.3g}")
+
+
+def _micro_batches(cfg: RunConfig, run: _Run, dist: Strategy) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward and backward over the step's micro-batches: the summed loss and the largest
+    |logit|, both on the device."""
+    logit_max = loss_sum = None
+    for micro in range(cfg.grad_accum):
+        batch = run.next_batch()
+        dist.set_grad_sync(run.step_model, micro == cfg.grad_accum - 1)
+        if cfg.cudagraphs:
+            # a new replay reuses the graph's output memory: the values kept across
+            # micro-batches below are copies
+            torch.compiler.cudagraph_mark_step_begin()
+        with run.amp:
+            # the max |logit| (of one sequence: models.BenchModel.forward) on every step
+            # keeps one compiled graph: a log-steps-only variant compiled a second graph
+            # at step 1 of every run
+            loss, lm = run.step_model(batch, logit_stats=True)
+        logit_max = lm.clone() if logit_max is None else torch.maximum(logit_max, lm)
+        if cfg.grad_accum > 1:
+            loss = loss / cfg.grad_accum
+        run.scaler.scale(loss).backward()
+        loss_sum = loss.detach().clone() if loss_sum is None else loss_sum + loss.detach()
+    return loss_sum, logit_max
+
+
+def _between_steps(cfg: RunConfig, out: Path, run: _Run, lp: _Loop, dist: Strategy, step: int) -> None:
+    """An evaluation (``eval_every``) and a saved state (``state_every``) after ``step``, both
+    outside the timed windows."""
+    if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step != cfg.steps - 1:
+        with lp.timer.pause():
+            te = time.perf_counter()
+            q, _ = evaluate(run.model, run.val, cfg.scn.task, run.amp)
+            lp.eval_s += time.perf_counter() - te
+        lp.rows_f.write(json.dumps({"step": step, "eval": q}) + "\n")
+    if _is_save_step(cfg, step) and dist.is_main:
+        with lp.timer.pause():
+            log_state = lp.log.state()  # drains the log: steps.jsonl is complete to this step
+            lp.rows_f.flush()
+            lp.state_s += resume.save(out, cfg, step, run.model, run.opt, run.scaler, log_state,
+                                      (out / "steps.jsonl").read_text(),
+                                      {"train_s": lp.before["train_s"] + time.perf_counter() - lp.t_train,
+                                       "eval_s": lp.before["eval_s"] + lp.eval_s})
+
+
+def _finalise(cfg: RunConfig, device: torch.device, out: Path, rec: dict, run: _Run, lp: _Loop,
+              dist: Strategy) -> None:
+    """The final evaluation (and serving), then the record: metrics, status and reason, and the
+    saved model (``save_model``)."""
+    steps_done = len(lp.log.losses)  # a resumed run's included
+    diverged_step = lp.log.diverged_step
     te = time.perf_counter()
     # evaluated even after a divergence: the record then shows what the diverged weights give
-    quality, per_example = evaluate(model, val, scn.task, amp)
-    eval_s += time.perf_counter() - te
-    base_quality, base_per = evaluate_baseline(data, val)
+    quality, per_example = evaluate(run.model, run.val, cfg.scn.task, run.amp)
+    eval_s = lp.eval_s + time.perf_counter() - te
+    base_quality, base_per = evaluate_baseline(run.data, run.val)
     broken = diverged_step is None and not math.isfinite(quality.get("val_loss", 0.0))
     if broken:  # the last step wrote non-finite weights after the last loss was checked
         diverged_step = steps_done - 1
     if cfg.serve_list:  # trained in this config, served in another
         from benchlib.training.inference import serve_quality
         ts = time.perf_counter()
-        rec["serve"] = serve_quality(model, val, cfg.serve_list, device, quality)
+        rec["serve"] = serve_quality(run.model, run.val, cfg.serve_list, device, quality)
         eval_s += time.perf_counter() - ts
-    rows_f.write(json.dumps({"step": steps_done - 1, "eval": quality}) + "\n")
-    rows_f.close()
+    lp.rows_f.write(json.dumps({"step": steps_done - 1, "eval": quality}) + "\n")
+    lp.rows_f.close()
 
     m = rec["metrics"]
-    m.update(speed_metrics(cfg, timer, device, rec["env"].get("device_name"), fpt))
-    m.update(memory_metrics(device, opt))
-    m.update(quality_metrics(cfg, quality, per_example, base_quality, base_per, data.floors(val)))
-    m.update(stability_metrics(log, diverged_step, scaler))
-    m["time/setup_s"] = setup_s
-    m["time/data_s"] = data_s
-    m["time/model_s"] = model_s
-    m["time/first_step_s"] = first_step_s
-    m["time/train_s"] = train_s
-    m["time/eval_s"] = eval_s
-    # the part of the run that scales with steps: the loop's wall after the first step, less its
-    # evaluations (compilation and the first step, evaluation stay in the fixed cost). Not the
-    # median timed window x the steps: with 12 runs sharing an H100 that counted 30% of the
-    # slot time where the loops took 38% (docs/performance.md)
-    m["time/steps_s"] = max(0.0, train_s - (first_step_s or 0.0) - loop_eval_s - state_s)
-    if cfg.state_every:
-        m["time/state_s"] = state_s
-    m["time/to_device_s"] = to_device_s
-    compiled = compile_cache.metrics(compiled_before)  # whatever compiled during the run
-    if cfg.compile == "on" or compiled["compile/cache"]:
-        m.update(compiled)
-    dist.report(rec, out, cfg, timer, log.losses, opt)  # per-rank windows; multi-GPU aggregates
-    status, reason, health = verdict(log.losses, diverged_step, m["quality/beats_baseline"])
+    m.update(speed_metrics(cfg, lp.timer, device, rec["env"].get("device_name"), run.fpt))
+    m.update(memory_metrics(device, run.opt))
+    m.update(quality_metrics(cfg, quality, per_example, base_quality, base_per, run.data.floors(run.val)))
+    m.update(stability_metrics(lp.log, diverged_step, run.scaler))
+    _time_metrics(m, cfg, run, lp, eval_s)
+    dist.report(rec, out, cfg, lp.timer, lp.log.losses, run.opt)  # per-rank windows; multi-GPU aggregates
+    status, reason, health = verdict(lp.log.losses, diverged_step, m["quality/beats_baseline"])
     m.update(health)
     rec["status"], rec["reason"] = status, reason
     if status == "diverged":
-        rec["reason"] = ("the final evaluation's loss is non-finite: the weights hold inf/nan after the last step"
-                         if broken else
-                         f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
-                         + (f"continued, then stopped after {steps_done} steps: a weight held inf/nan at step "
-                            f"{dead_step} (checked at logged steps), from where no step can recover"
-                            if dead_step is not None else
-                            f"{'stopped' if cfg.on_divergence == 'stop' else 'continued'} after {steps_done} steps"))
-        if dead_step is not None:
-            m["stability/nonfinite_weights_step"] = dead_step
+        rec["reason"] = _diverged_reason(cfg, broken, diverged_step, steps_done, lp.dead_step)
+        if lp.dead_step is not None:
+            m["stability/nonfinite_weights_step"] = lp.dead_step
     if cfg.save_model and dist.is_main:
         from benchlib.training.checkpoints import save_pretrained
-        save_pretrained(model, out / "model", {"run_id": cfg.run_id, "scenario": cfg.scenario, "config": cfg.config,
-                                              "seed": cfg.seed, "steps": steps_done, "status": status,
-                                              "quality": quality, "commit": rec["env"].get("git_commit"),
-                                              "date": rec["env"].get("date")})
+        save_pretrained(run.model, out / "model", {"run_id": cfg.run_id, "scenario": cfg.scenario, "config": cfg.config,
+                                                  "seed": cfg.seed, "steps": steps_done, "status": status,
+                                                  "quality": quality, "commit": rec["env"].get("git_commit"),
+                                                  "date": rec["env"].get("date")})
         rec["checkpoint"] = str(out / "model")
     # clean up any non-finite metric values for JSON readers that reject NaN
     for k, v in list(m.items()):
         if isinstance(v, float) and not math.isfinite(v):
             m[k] = None
+
+
+def _time_metrics(m: dict, cfg: RunConfig, run: _Run, lp: _Loop, eval_s: float) -> None:
+    """Where the run's wall time went (``time/*``), and what compiled during it."""
+    m.update({"time/setup_s": run.setup_s, "time/data_s": run.data_s, "time/model_s": run.model_s,
+              "time/first_step_s": lp.first_step_s, "time/train_s": lp.train_s, "time/eval_s": eval_s})
+    # the part of the run that scales with steps: the loop's wall after the first step, less its
+    # evaluations and saved states (compilation and the first step, evaluation stay in the fixed
+    # cost). Not the median timed window x the steps, which undercounts a loop on a shared GPU
+    # (docs/performance.md)
+    m["time/steps_s"] = max(0.0, lp.train_s - (lp.first_step_s or 0.0) - lp.eval_s - lp.state_s)
+    if cfg.state_every:
+        m["time/state_s"] = lp.state_s
+    m["time/to_device_s"] = run.to_device_s
+    compiled = compile_cache.metrics(run.compiled_before)  # whatever compiled during the run
+    if cfg.compile == "on" or compiled["compile/cache"]:
+        m.update(compiled)
+
+
+def _diverged_reason(cfg: RunConfig, broken: bool, diverged_step: int, steps_done: int, dead_step: int | None) -> str:
+    if broken:
+        return "the final evaluation's loss is non-finite: the weights hold inf/nan after the last step"
+    return (f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
+            + (f"continued, then stopped after {steps_done} steps: a weight held inf/nan at step "
+               f"{dead_step} (checked at logged steps), from where no step can recover"
+               if dead_step is not None else
+               f"{'stopped' if cfg.on_divergence == 'stop' else 'continued'} after {steps_done} steps"))
 
 
 def _optimizer_step(opt: torch.optim.Optimizer, scaler: LossScaler, params: list, dist: Strategy, grad_clip: float,
@@ -427,19 +516,6 @@ def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
             g["lr"].fill_(lr)
         else:
             g["lr"] = lr
-
-
-def _progress(total: int, enabled: bool, desc: str):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, leave=True, dynamic_ncols=True)
-
-
-def _eval_batch_size(cfg: RunConfig) -> int:
-    """Evaluation needs no activations for backward: classification evaluates 4 micro-batches
-    at once (its logits are small); LM keeps the training micro-batch ([B, T, V] logits)."""
-    return cfg.batch_size * (1 if cfg.scn.is_lm else 4)
 
 
 @torch.no_grad()

@@ -1,5 +1,5 @@
 """What a finished run's record says, metric by metric: speed, memory, quality and stability,
-each computed from what the training loop measured (``loop._train`` calls these in turn)."""
+each computed from what the training loop measured (``loop._finalise`` calls these in turn)."""
 from __future__ import annotations
 
 import math

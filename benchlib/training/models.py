@@ -275,6 +275,13 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         transform = None
     model = BenchModel(backbone, head, task, arch, transform,
                        head_dtype=TORCH_DTYPES[dtype.head_dtype] if dtype.head_dtype else None)
+    return _ready(model, spec, dtype, loaded, seen)
+
+
+def _ready(model: BenchModel, spec: ModelSpec, dtype: DtypeConfig, loaded: dict | None, seen: dict
+           ) -> BenchModel:
+    """The built model as a run trains it: what it was built from noted, cast to the config's
+    dtypes, activation checkpointing on where asked, in train mode."""
     if loaded is not None:  # the share of the trained model that came from the checkpoint
         n = sum(p.numel() for p in model.parameters())
         loaded["parameters"] = n
@@ -285,11 +292,11 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     if dtype.head_dtype and not model.head_is_tied:
         model.head.to(TORCH_DTYPES[dtype.head_dtype])
     if spec.activation_checkpointing:
-        enable = getattr(backbone, "activation_checkpointing_enable", None)  # transformers >= 5's name
+        enable = getattr(model.backbone, "activation_checkpointing_enable", None)  # transformers >= 5's name
         if enable is not None:
             enable({"use_reentrant": False})
         else:
-            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     # from_pretrained returns its model in eval mode; transformers checkpoints blocks (and a
     # checkpoint's dropout applies) only in train mode, which must hold from the first step,
     # not from the first evaluation (which leaves the model in train mode)
