@@ -38,6 +38,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from benchlib.analysis.charts import chart_title, no_data_chart, renderer_available, save as save_chart
+from benchlib.analysis.scaling import markdown_table
 from benchlib.core.records import COMPLETED, describe_environment, load_records, records_frame
 from benchlib.core.scenarios import get_scenario
 
@@ -235,13 +236,17 @@ def chart(summary: pd.DataFrame, arm: str, metric: str, baseline: str, environme
     groups = [c for c in d.columns[:list(d.columns).index("pairs")] if c != arm]
     d["group"] = d[groups].astype(str).agg(" / ".join, axis=1) if groups else "all"
     y = alt.Y("group:N", sort=list(dict.fromkeys(d["group"])), title=" / ".join(groups) or None)
+    lo, hi = (f([1.0, *d["ratio"], *d["ratio_lo"].dropna(), *d["ratio_hi"].dropna()]) for f in (min, max))
+    domain = [lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)]  # 1 (no change) always inside
     base = alt.Chart(d).encode(y=y, color=alt.Color(f"{arm}:N", title=arm))
     points = base.mark_point(filled=True, size=70).encode(
-        x=alt.X("ratio:Q", title=f"{metric}: {arm} / {baseline}", scale=alt.Scale(zero=False)),
+        x=alt.X("ratio:Q", title=f"{metric}: {arm} / {baseline}", scale=alt.Scale(domain=domain, nice=False)),
         tooltip=["group:N", f"{arm}:N", "pairs:Q", alt.Tooltip("ratio:Q", format=".3f"),
                  alt.Tooltip("change_pct:Q", format="+.1f"), "note:N"])
-    bars = base.transform_filter("isValid(datum.ratio_lo)").mark_rule().encode(x="ratio_lo:Q", x2="ratio_hi:Q")
-    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4], color="grey").encode(x="x:Q")
+    bars = base.transform_filter("isValid(datum.ratio_lo)").mark_rule().encode(
+        x=alt.X("ratio_lo:Q", scale=alt.Scale(domain=domain, nice=False)), x2="ratio_hi:Q")
+    one = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4], color="grey").encode(
+        x=alt.X("x:Q", scale=alt.Scale(domain=domain, nice=False)))
     subtitle = [s for s in (environment,) if s] + [
         f"points: mean over pairs of the ratio; bars: {CONF:.0%} interval (bootstrap over pairs, or over one "
         "pair's timed windows)"]
@@ -256,7 +261,7 @@ def save(folder: str | Path, stem: str, table: pd.DataFrame, chart_: alt.TopLeve
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / f"{stem}.csv", index=False)
-    (out / f"{stem}.md").write_text((f"{caption}\n\n" if caption else "") + table.to_markdown(index=False) + "\n")
+    (out / f"{stem}.md").write_text((f"{caption}\n\n" if caption else "") + markdown_table(table) + "\n")
     files = [out / f"{stem}.csv", out / f"{stem}.md"]
     if chart_ is not None:
         (out / f"{stem}.vl.json").write_text(chart_.to_json())
@@ -279,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     df, env = rows(ns.folder, ns.arm)
     baseline = ns.baseline if ns.baseline is not None else BASELINES.get(ns.arm)
     summ = compare(df, ns.arm, ns.metric, baseline, split(ns.pair), split(ns.by))
-    print(env + "\n\n" + summ.to_markdown(index=False, floatfmt=".4g"))
+    print(env + "\n\n" + markdown_table(summ))
     if ns.out:
         files = save(ns.out, "arms", summ, chart(summ, ns.arm, ns.metric, baseline, env), env)
         files += save(ns.out, "arms_pairs", pairs(df, ns.arm, ns.metric, baseline, split(ns.pair)), caption=env)
