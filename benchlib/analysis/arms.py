@@ -2,7 +2,6 @@
 from pairs of runs that agree on everything else.
 
     dtype-bench arms executed/h100/checkpointing --arm arm --metric step_ms         # baseline plain
-    dtype-bench arms executed/h100/checkpointing --arm arm --metric memory
     dtype-bench arms executed/h100/fp8_sizes --arm config --metric step_ms          # baseline amp_bf16
     dtype-bench arms executed/h100/serve --arm serve_mode --metric quality          # baseline trained
     dtype-bench arms executed/h100/inference_2026-11-24 --arm mode --metric forward_ms  # baseline fp32
@@ -124,10 +123,9 @@ def rows(folder: str | Path, arm: str = "arm") -> tuple[pd.DataFrame, str]:
     if not root.is_dir():
         raise FileNotFoundError(f"no study folder {str(root)!r}")
     infer = sorted(root.rglob("inference.json"))
-    records = [] if infer else load_records(root)
     if infer:
-        envs = [json.loads(p.read_text()) for p in infer]
-        return inference_rows(infer), describe_environment(envs)
+        return inference_rows(infer), describe_environment([json.loads(p.read_text()) for p in infer])
+    records = load_records(root)
     if not records:
         raise FileNotFoundError(f"no readable result.json or inference.json under {str(root)!r}")
     df = serve_rows(records) if arm == "serve_mode" else record_rows(records)
@@ -194,9 +192,8 @@ def compare(df: pd.DataFrame, arm: str, metric: str, baseline: str | None = None
             ci = sps.bootstrap((r,), np.mean, confidence_level=CONF, n_resamples=2000, method="percentile",
                                random_state=0).confidence_interval
             lo, hi = ci.low, ci.high
-        elif len(r) == 1:
-            lo, hi = g["ratio_lo"].dropna().iloc[0] if g["ratio_lo"].notna().any() else math.nan, \
-                g["ratio_hi"].dropna().iloc[0] if g["ratio_hi"].notna().any() else math.nan
+        elif len(r) == 1:  # the one pair's interval over its timed windows
+            lo, hi = g.loc[g["ratio"].notna(), ["ratio_lo", "ratio_hi"]].iloc[0]
         ratio = r.mean() if len(r) else math.nan
         out.append({**dict(zip(by + [arm], keys)), "pairs": len(r), "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi,
                     "change_pct": 100 * (ratio - 1), "change_pct_min": 100 * (r.min() - 1) if len(r) else math.nan,
