@@ -185,3 +185,11 @@ def test_a_committed_arm_studys_table_is_what_its_records_give(folder, notebook_
     assert len(merged) == len(committed) == len(again)
     for c in ("ratio", "ratio_lo", "ratio_hi", "pairs"):
         assert np.allclose(merged[c], merged[f"{c}_again"], rtol=1e-9, equal_nan=True), c
+
+
+def test_a_run_that_shared_its_gpu_has_no_speed_and_says_so(template):
+    recs = study(template, seeds=3)
+    recs[1]["sweep"] = {"runs_per_gpu": 4}  # fast, seed 0
+    p = arms.pairs(arms.record_rows(recs), "arm", "step_ms")
+    assert math.isnan(p.loc[0, "ratio"]) and p.loc[0, "note"] == "shared its GPU: no speed metric"
+    assert arms.compare(arms.record_rows(recs), "arm", "memory").iloc[0]["pairs"] == 3  # memory still counts

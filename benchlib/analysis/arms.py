@@ -11,7 +11,8 @@ parameters, ``arm`` = the study arm it ran in, ``tokens_per_step``, ``windows`` 
 windows, ``quality`` = its task's learned metric); with ``--arm serve_mode`` one row per record and
 precision it was served in (``trained``: the run's own evaluation); for the ``inference.json`` of
 ``dtype-bench infer`` one row per inference mode. A value counts only where its run trained every
-step (``COMPLETED``) or its mode ran (``ok``); otherwise it is NaN and ``note`` says why.
+step (``COMPLETED``) or its mode ran (``ok``), and a speed only where the run had its GPU to
+itself (``records_frame``); otherwise it is NaN and ``note`` says why.
 
 ``pairs`` pairs every row of an arm with the baseline arm's row of the same pairing keys (default
 ``PAIR_KEYS`` present, less the arm key): ``ratio`` = the arm's value / the baseline's, with a
@@ -73,8 +74,9 @@ def record_rows(records: list[dict]) -> pd.DataFrame:
     numbers = [c for c in dict.fromkeys(metrics + ["quality"]) if df[c].dtype.kind in "fiu"]
     df[numbers] = df[numbers].astype(float)
     df.loc[~ok, numbers] = np.nan
-    df["note"] = [("" if good else f"{r['status']}: {_last_line(r.get('reason'))}".rstrip(": "))
-                  for r, good in zip(records, ok)]
+    df["note"] = [f"{r['status']}: {_last_line(r.get('reason'))}".rstrip(": ") if not good
+                  else "shared its GPU: no speed metric" if shared else "" for r, good, shared in
+                  zip(records, ok, df["shared_gpu"])]
     return df
 
 
