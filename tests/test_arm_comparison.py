@@ -193,3 +193,14 @@ def test_a_run_that_shared_its_gpu_has_no_speed_and_says_so(template):
     p = arms.pairs(arms.record_rows(recs), "arm", "step_ms")
     assert math.isnan(p.loc[0, "ratio"]) and p.loc[0, "note"] == "shared its GPU: no speed metric"
     assert arms.compare(arms.record_rows(recs), "arm", "memory").iloc[0]["pairs"] == 3  # memory still counts
+
+
+def test_the_committed_inference_tables_speed_ups_are_what_the_modes_give():
+    study_dir = REPO / "executed" / "h100" / "inference_2026-11-24"
+    if not (study_dir / "inference.csv").is_file():
+        pytest.skip("no committed inference study")
+    old = pd.read_csv(study_dir / "inference.csv")
+    old = old[(old["mode"] != "fp32") & old["speedup_vs_fp32"].notna()].set_index(["scenario", "mode"])
+    df, _ = arms.rows(study_dir)
+    new = arms.compare(df, "mode", "forward_ms").set_index(["scenario", "mode"]).loc[old.index]
+    assert len(old) >= 4 and np.allclose(new["speedup"], old["speedup_vs_fp32"], rtol=1e-9)

@@ -187,7 +187,7 @@ def compare(df: pd.DataFrame, arm: str, metric: str, baseline: str | None = None
         raise ValueError(f"--by {', '.join(sorted(set(by) - set(keys)))}: a group key must be a pairing key "
                          f"({', '.join(keys)})")
     out = []
-    for keys, g in p.groupby(by + [arm], sort=False, dropna=False):
+    for group, g in p.groupby(by + [arm], sort=False, dropna=False):
         r = g["ratio"].dropna().to_numpy()
         lo = hi = math.nan
         if len(r) >= 2 and np.ptp(r) > 0:
@@ -197,7 +197,7 @@ def compare(df: pd.DataFrame, arm: str, metric: str, baseline: str | None = None
         elif len(r) == 1:  # the one pair's interval over its timed windows
             lo, hi = g.loc[g["ratio"].notna(), ["ratio_lo", "ratio_hi"]].iloc[0]
         ratio = r.mean() if len(r) else math.nan
-        out.append({**dict(zip(by + [arm], keys)), "pairs": len(r), "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi,
+        out.append({**dict(zip(by + [arm], group)), "pairs": len(r), "ratio": ratio, "ratio_lo": lo, "ratio_hi": hi,
                     "change_pct": 100 * (ratio - 1), "change_pct_min": 100 * (r.min() - 1) if len(r) else math.nan,
                     "change_pct_max": 100 * (r.max() - 1) if len(r) else math.nan, "speedup": 1 / ratio,
                     "note": "; ".join(dict.fromkeys(n for n in g["note"] if n))})
@@ -269,7 +269,8 @@ def save(folder: str | Path, stem: str, table: pd.DataFrame, chart_: alt.TopLeve
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dtype-bench arms", description=__doc__.splitlines()[0].strip("`: "))
+    p = argparse.ArgumentParser(prog="dtype-bench arms", description="What one setting (an arm) costs or gains against a "
+                                "baseline, paired run by run; the module's doc says how.")
     p.add_argument("folder", help="a study folder, or a folder of inference.json files")
     p.add_argument("--arm", required=True, help="the column whose values are the arms (arm, config, serve_mode, mode, "
                                                 "run.activation_checkpointing, ...)")
