@@ -1,14 +1,11 @@
 """Trained in one precision, served in another: ``serve_modes`` evaluates the trained model in
 each inference precision after training and records it; a model whose activations leave fp16's
-range breaks when served in fp16 and not in bf16; ``serve-table`` signs changes so that positive
-is better and refuses a study without them."""
+range breaks when served in fp16 and not in bf16 (the comparison of modes: test_arm_comparison)."""
 import math
 
 import pytest
 import torch
 
-from benchlib.analysis.serving import runs_table, summary
-from benchlib.cli import main as cli_main
 from benchlib.core.dtypes import get_config
 from benchlib.core.runconfig import ConfigError, RunConfig
 from benchlib.training.inference import serve_quality
@@ -48,29 +45,6 @@ def test_activations_beyond_fp16_range_break_fp16_serving_but_not_bf16():
     out = serve_quality(model, val, ["bf16", "fp16"], CPU, trained)
     assert math.isfinite(out["bf16"]["metrics"]["val_loss"])
     assert not math.isfinite(out["fp16"]["metrics"]["val_loss"])
-
-
-def _record(config, seed, scenario, served, trained, status="ok"):
-    key = {"A": "val_loss", "E": "accuracy"}[scenario]
-    s = ({"status": "ok", "metrics": {key: served}, "minus_trained": {key: served - trained}}
-         if status == "ok" else {"status": status, "reason": "no kernel"})
-    return {"scenario": scenario, "config": config, "seed": seed, "status": "ok", "serve": {"fp16": s}}
-
-
-def test_changes_are_signed_so_that_positive_is_better():
-    recs = [_record("amp_bf16", 0, "A", 4.4, 4.0), _record("amp_bf16", 1, "A", 4.0, 4.0),
-            _record("amp_bf16", 0, "E", 0.9, 0.8), _record("amp_bf16", 1, "E", 0.0, 0.8, status="skipped")]
-    runs = runs_table(recs)
-    assert list(runs["change_pct"][:3]) == pytest.approx([-10.0, 0.0, 12.5])
-    s = summary(runs).set_index("scenario")
-    assert s.loc["A", "change_pct_mean"] == pytest.approx(-5.0) and s.loc["A", "change_pct_worst"] == pytest.approx(-10)
-    assert s.loc["E", "seeds"] == 1 and s.loc["E", "not_ok"] == "skipped x1"
-
-
-def test_serve_table_of_a_study_without_serve_modes_says_how_to_get_one(tmp_path, capsys):
-    run({"scenario": "A", "steps": 2, "eval_batches": 1}, out_dir=tmp_path / "runs" / "a", progress=False)
-    assert cli_main(["serve-table", str(tmp_path)]) != 0
-    assert "no record has a serve section: run the study with serve_modes" in capsys.readouterr().err
 
 
 def test_the_serve_study_serves_every_run_in_all_five_modes_with_the_reference_recipes():

@@ -6,9 +6,9 @@ gap closed, configs told apart, health per run), ``tables`` (records -> per-conf
 resampling: scipy, statsmodels), ``contrasts`` and ``safety`` (each config against its
 scenario's reference, paired by seed), ``flips``, ``verdicts`` and ``hypotheses``,
 ``recommend``, ``charts`` (Altair), ``overview`` (the charts read first), ``placement`` (axis
-domains and labels that do not overlap), ``scaling`` (multi-GPU speed-up), ``fp8_sizes`` (float8
-speed-up per model size) and ``report`` (the analyze / compare commands and what notebooks 10
-and 11 call: the names below). Reads records only: imports ``core``.
+domains and labels that do not overlap), ``scaling`` (multi-GPU speed-up), ``arms`` (an arm's
+cost or gain against a baseline, paired run by run) and ``report`` (the analyze / compare
+commands and what notebooks 10 and 11 call: the names below). Reads records only: imports ``core``.
 """
 
 from benchlib.analysis.charts import show

@@ -18,8 +18,8 @@ called provisional and with the scenarios it was not tested on. Every other stud
 supporting study, in one line.
 
 ``--fp8-sizes STUDY`` and ``--arm-cost STUDY`` add one supporting line each, recomputed from
-their records (``fp8_sizes``, ``arm_cost``): where float8 pays, and what an arm costs in step
-time and saves in memory.
+their records through ``arms.compare``: where float8 pays, and what an arm costs in step time
+and saves in memory.
 
 With ``--readme`` the text replaces what lies between the two marker lines ``<!-- findings:start
 -->`` and ``<!-- findings:end -->`` (added at the end when absent), so running it again at the
@@ -33,16 +33,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib.analysis.outputs import study_records
-from benchlib.analysis import answer
+from benchlib.analysis import answer, arms
 from benchlib.analysis.recommend import _numbers, _pivots, _speed_order, _ties, default_across
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import config_order
 from benchlib.analysis.tables import NOT_JUDGED
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, short_commit
+from benchlib.core.sizes import SHAPES
 
 START, END = "<!-- findings:start -->", "<!-- findings:end -->"
+FP8_BASELINE = "amp_bf16"
 
 
 def provenance(study_dir: Path, commits: bool = True) -> str:
@@ -98,34 +99,37 @@ def frontier_across(quality: dict, speed_dir: Path) -> dict:
 
 
 def fp8_section(study_dir: Path) -> list[str]:
-    """One line: where FP8 pays, per float8 config (and series), its break-even size."""
-    from benchlib.analysis import fp8_sizes
-    _, records = study_records(study_dir)
-    bes = fp8_sizes.break_evens(fp8_sizes.size_table(records))
+    """One line: where FP8 pays over amp_bf16 (``arms.compare`` of step times, the config the
+    arm), per float8 config, its break-even size. A study arm not named after its size (e.g.
+    ``xl_16k``: another micro-batch) is a series of its own."""
+    df, _ = arms.rows(study_dir)
+    df["arm"] = df["arm"].where(df["arm"] != df["size"], "default")
+    summary = arms.compare(df, "config", "step_ms", FP8_BASELINE)
+    bes = arms.break_evens(summary, "config", "size", list(SHAPES["gpt2"]))
     return [f"`{study_dir.name}` ({provenance(study_dir, commits=False)}): where FP8 pays over "
-            f"{fp8_sizes.BASELINE}: " + "; ".join(f"{k}: {v}" for k, v in bes.items()) + "."]
+            f"{FP8_BASELINE}: " + "; ".join(f"{k}: {v}" for k, v in bes.items()) + "."]
 
 
 def arm_cost_section(study_dir: Path) -> list[str]:
     """One line: what the study's arms cost against its plain arm, as the range over its
-    (scenario, config, seed) pairs of step-time cost and peak memory saved."""
-    from benchlib.analysis import arm_cost
-    _, records = study_records(study_dir)
-    t = arm_cost.cost_table(records)
-    arms = t[(t["arm"] != arm_cost.BASELINE_ARM) & t["time_ratio"].notna()]
+    (scenario, config, seed) pairs of step-time cost and peak memory saved (``arms.compare``)."""
+    df, _ = arms.rows(study_dir)
+    base = arms.BASELINES["arm"]
     head = f"`{study_dir.name}` ({provenance(study_dir, commits=False)}): "
-    if arms.empty:
-        return [head + f"no arm paired with its `{arm_cost.BASELINE_ARM}` arm yet."]
+    time, memory = (arms.compare(df, "arm", m, base, by=[]).set_index("arm") for m in ("step_ms", "memory"))
+    time = time[time["pairs"] > 0]
+    if time.empty:
+        return [head + f"no arm paired with its `{base}` arm yet."]
     parts = []
-    for arm, g in arms.groupby("arm"):
-        parts.append(f"`{arm}` costs {_range(g['time_cost_pct'], '+.0f')}% step time and saves "
-                     f"{_range(g['memory_saved_pct'], '.0f')}% peak memory against `{arm_cost.BASELINE_ARM}` "
-                     f"over {len(g)} (scenario, config, seed) pairs")
+    for arm, t in time.iterrows():
+        m = memory.loc[arm]
+        parts.append(f"`{arm}` costs {_range(t['change_pct_min'], t['change_pct_max'], '+.0f')}% step time and saves "
+                     f"{_range(-m['change_pct_max'], -m['change_pct_min'], '.0f')}% peak memory against `{base}` "
+                     f"over {t['pairs']} (scenario, config, seed) pairs")
     return [head + "; ".join(parts) + "."]
 
 
-def _range(x: pd.Series, fmt: str) -> str:
-    lo, hi = x.min(), x.max()
+def _range(lo: float, hi: float, fmt: str) -> str:
     return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
 
 

@@ -217,15 +217,3 @@ def rank_reliability(values: "pd.DataFrame", min_configs: int = 4) -> tuple[floa
             return math.nan, len(t), len(seeds)
         rhos.append(sps.spearmanr(t[k], rest).statistic)
     return float(np.mean(rhos)), len(t), len(seeds)
-
-
-def ratio_interval(num: dict, den: dict, conf: float = 0.95) -> tuple[float, float]:
-    """Interval of ``num["ms_per_step"] / den["ms_per_step"]`` (two runs' median timed windows) by
-    the delta method on the log ratio: each step time's standard error is its std over the timed
-    windows / sqrt(windows). (NaN, NaN) where either run has fewer than 2 windows or no spread."""
-    rel = [(x["ms_std"] / x["ms_per_step"]) ** 2 / x["windows"] for x in (num, den)]
-    if not all(v > 0 for v in rel) or min(num["windows"], den["windows"]) < 2:  # v > 0 is False for NaN
-        return math.nan, math.nan
-    ratio = num["ms_per_step"] / den["ms_per_step"]
-    half = sps.norm.ppf(0.5 + conf / 2) * math.sqrt(sum(rel))
-    return ratio * math.exp(-half), ratio * math.exp(half)
