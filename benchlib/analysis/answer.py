@@ -20,7 +20,7 @@ import pandas as pd
 
 from benchlib.analysis.recommend import candidates
 from benchlib.analysis.tables import config_order
-from benchlib.core.records import load_records
+from benchlib.core.records import load_records, shared_gpu
 
 BASELINE, TF32 = "fp32_baseline", "fp32_tf32_matmul"
 FAILURES = ("diverged", "stalled", "degraded", "oom", "error")
@@ -211,8 +211,9 @@ def study_answer(study_dir: Path) -> str:
                 f"on {d['device']}, torch {d['torch']}.  ",
                 "> It shows that the instrument answers: which scenarios learned and which configs broke. Its "
                 "speed and memory are a toy model's CPU numbers, nothing a GPU would show."]
-    else:
-        head = scope_box((Path(study_dir).name, Path(study_dir)), (Path(study_dir).name, Path(study_dir)))
+    else:  # its speed counts as measured alone only where no run shared its GPU
+        own = (Path(study_dir).name, Path(study_dir))
+        head = scope_box(own, None if any(shared_gpu(r) for r in records) else own)
     learned = [f"- {s}: {v.get('reason', '')}" for s, v in comparison.get("learned", {}).items()]
     tail = [controls_line(comparison)] if (verdicts(comparison)["role"] != "candidate").any() else []
     return "\n".join(["answer (verdict, x fp32 / x TF32 throughput, peak GiB, quality change vs the reference "
