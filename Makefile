@@ -1,5 +1,7 @@
 # dtype-bench: two commands do everything on a fresh machine.
-#   make smoke   set up, run the embedded default study (params/smoke.yaml), print the summary
+#   make smoke   set up, run the embedded default study (params/smoke.yaml) on the CPU and print its
+#                summary, which ends with a smoke answer table: scenario A learns, fp16_fp16_states
+#                diverges, the other scenarios are too short to learn (tiny models, not a recommendation)
 #   make test    set up, run the test suite (CPU, tiny models, synthetic data)
 #   make test-fast  the same without the slow tier (tests that start processes or train for minutes)
 #   make lab     set up, JupyterLab with the executed notebooks read-only (benchlib/study/lab.py)
@@ -24,8 +26,9 @@ test: setup
 test-fast: setup
 	$(PYTHON) -m pytest -q -m "not slow"
 
+# tiny models run fastest on one intra-op thread (a thread barrier per tiny kernel costs more than it saves)
 smoke: setup
-	dtype-bench sweep params/smoke.yaml
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} dtype-bench sweep params/smoke.yaml
 
 quick: setup
 	dtype-bench sweep params/quick.yaml

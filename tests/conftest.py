@@ -20,7 +20,7 @@ SLOW_FILES = {
     # each launches processes: papermill kernels, sweeps, torchrun ranks, Slurm jobs, a browser
     "test_sweep.py", "test_cluster.py", "test_arms.py", "test_pretrain_phases.py", "test_study_analysis.py",
     "test_notebooks.py", "test_distributed.py", "test_browser.py", "test_cellrun.py", "test_compile_cache.py",
-    "test_user_errors.py", "test_separation.py",
+    "test_user_errors.py", "test_separation.py", "test_smoke.py",
 }
 
 

@@ -5,6 +5,7 @@ breaks" grid takes its colour from the same verdicts."""
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -139,3 +140,22 @@ def test_mark_names_the_failures_its_reason_lists():
     assert answer.mark("failed", "degraded 2/3, stalled 1/3 (did not learn)") == "failed(stalled|degraded)"
     assert answer.mark("failed", "diverged 3/3 (median divergence step 27)") == "failed(diverged)"
     assert answer.mark("safe", "diverged 0/3") == "safe"
+
+
+def test_a_study_answer_is_labelled_smoke_where_its_runs_ran_on_the_cpu(tmp_path):
+    _comparison(REF)
+    gpu = answer.study_answer(REF)
+    assert "**GPU** NVIDIA H100" in gpu and "Smoke answer" not in gpu
+    assert gpu.splitlines()[-1].startswith("Controls and ablations")  # the reference ran controls
+    study = tmp_path / "cpu_study"
+    shutil.copytree(REF / "comparison", study / "comparison", ignore=shutil.ignore_patterns("plots"))
+    from benchlib.core.records import load_records
+    rec = {k: v for k, v in load_records(REF)[0].items() if k != "_path"}  # one of its runs, as if on the CPU
+    rec["env"] = {**rec["env"], "device": "cpu", "device_name": "CPU (x86_64, 2 cores)", "gpu_uuid": None}
+    rec["run"] = {**rec["run"], "size": "tiny", "steps": 150}
+    (study / "runs" / "A" / "fp32_baseline" / "seed0").mkdir(parents=True)
+    (study / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json").write_text(json.dumps(rec))
+    cpu = answer.study_answer(study)
+    assert "Smoke answer, not a recommendation" in cpu and "**GPU**" not in cpu
+    assert "`tiny` models, synthetic data, 150 steps" in cpu and "| config | A | B |" in cpu
+    assert answer.study_answer(tmp_path) == ""  # no comparison: the study's analysis did not run

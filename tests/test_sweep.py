@@ -42,7 +42,7 @@ def test_smoke_study_is_all_scenarios_tiny_on_cpu():
     runs = load_study(PARAMS / "smoke.yaml").runs()
     assert {r.cfg.scenario for r in runs} == set("ABCDEF")
     assert all((r.cfg.size, r.cfg.device, r.cfg.data) == ("tiny", "cpu", "synthetic") for r in runs)
-    assert all(r.cfg.steps <= 40 and r.cfg.extra == {"study": "smoke"} for r in runs)
+    assert all(r.cfg.steps <= (150 if r.cfg.scenario == "A" else 40) and r.cfg.extra == {"study": "smoke"} for r in runs)
 
 
 def test_quick_study_is_the_full_matrix_configs_on_A_and_D_one_seed_base():
@@ -298,12 +298,12 @@ def test_smoke_study_executes_every_notebook_with_its_record(smoke):
 
 
 def test_smoke_html_reads_offline_with_collapsed_progress_bars(smoke):
-    html = (smoke[1] / "html/runs/D/fp16_naive/seed0.html").read_text()
+    html = (smoke[1] / "html/runs/D/amp_bf16/seed0.html").read_text()
     assert "data:image/svg+xml;base64," in html and "data:image/png" not in html  # the run's curves: one SVG
-    nb = nbformat.read(str(smoke[1] / "runs/D/fp16_naive/seed0.ipynb"), as_version=4)
+    nb = nbformat.read(str(smoke[1] / "runs/D/amp_bf16/seed0.ipynb"), as_version=4)
     charts = [o["data"] for c in nb.cells for o in c.get("outputs", []) if "<chart:" in str(o.get("data", {}))]
     assert len(charts) == 1 and set(charts[0]) == {"text/plain", "image/svg+xml"}  # no spec copying the steps
-    assert len(re.findall(r"D/fp16_naive/seed0: +\d+%", html)) == 1  # the bar's last state, its redraws collapsed
+    assert len(re.findall(r"D/amp_bf16/seed0: +\d+%", html)) == 1  # the bar's last state, its redraws collapsed
 
 
 def test_rerun_executes_nothing(smoke_copy, capsys, monkeypatch):

@@ -1,7 +1,8 @@
 """The answer a practitioner reads first: a config x scenario table of verdict, speed, memory and
 quality (``answer_table``), the scope it holds for (``scope_box``) and the absolute speed of the
 configs it is measured against (``absolute_table``), built from a quality study's
-``comparison.json`` and a speed study's ``config_stats.csv`` and records.
+``comparison.json`` and a speed study's ``config_stats.csv`` and records; ``study_answer``: the
+same for one study that is both, as the sweep prints it last.
 
 One status vocabulary: a cell's mark is the comparison's own verdict for that (scenario, config)
 (``safety.safety``, stored as ``recommendation_evidence``), the same source the Findings and the
@@ -10,6 +11,7 @@ ablations are judged but never offered as an answer (``controls_line`` says wher
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pandas as pd
 
 from benchlib.analysis.recommend import candidates
 from benchlib.analysis.tables import config_order
-from benchlib.core.records import load_records
+from benchlib.core.records import load_records, shared_gpu
 
 BASELINE, TF32 = "fp32_baseline", "fp32_tf32_matmul"
 FAILURES = ("diverged", "stalled", "degraded", "oom", "error")
@@ -184,3 +186,35 @@ def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:
                     + (f", {x['j_tok'] * 1e3:.2f} mJ/tok" if pd.notna(x["j_tok"]) else ""))
         out.append(f"| {cfg} | " + " | ".join(fmt(s) for s in scns) + " |")
     return out
+
+
+def study_answer(study_dir: Path) -> str:
+    """The answer of one study from its own comparison (``<study>/comparison``, written by its
+    analysis notebook): a scope box, the answer table, the controls line where it ran controls.
+    A study that ran on the CPU is labelled a smoke answer: it shows that the instrument answers,
+    and its speed and memory are a toy model's CPU numbers that recommend nothing. '' where the
+    study has no comparison (its analysis did not run); a one-line note where it is unreadable."""
+    comp_dir = Path(study_dir) / "comparison"
+    if not (comp_dir / "comparison.json").exists():
+        return ""
+    try:
+        comparison = json.loads((comp_dir / "comparison.json").read_text())
+        stats = pd.read_csv(comp_dir / "config_stats.csv") if (comp_dir / "config_stats.csv").exists() else None
+        table = answer_table(cells(comparison, stats))
+    except (ValueError, KeyError, OSError) as e:
+        return f"answer table: not made from {comp_dir / 'comparison.json'}: {e}"
+    records = load_records(study_dir)
+    if records and all(r.get("env", {}).get("device") == "cpu" for r in records):
+        d = describe(records)
+        head = [f"> **Smoke answer, not a recommendation** (`{Path(study_dir).name}`): `{d['size']}` models, "
+                f"{d['data']} data, {d['steps']} steps, {d['seeds']} seed(s) per cell, scenarios {d['scenarios']}, "
+                f"on {d['device']}, torch {d['torch']}.  ",
+                "> It shows that the instrument answers: which scenarios learned and which configs broke. Its "
+                "speed and memory are a toy model's CPU numbers, nothing a GPU would show."]
+    else:  # its speed counts as measured alone only where no run shared its GPU
+        own = (Path(study_dir).name, Path(study_dir))
+        head = scope_box(own, None if any(shared_gpu(r) for r in records) else own)
+    learned = [f"- {s}: {v.get('reason', '')}" for s, v in comparison.get("learned", {}).items()]
+    tail = [controls_line(comparison)] if (verdicts(comparison)["role"] != "candidate").any() else []
+    return "\n".join(["answer (verdict, x fp32 / x TF32 throughput, peak GiB, quality change vs the reference "
+                      "[CI]):", *head, *learned, "", *(t.replace("<br>", ", ") for t in table), *tail])

@@ -462,6 +462,8 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     pre = [i for i in every if i.stage == "pretrain"]
     index = None if ns.no_html or late else export_study_html(study_dir, runs, analysis, overview=not study.arms)
     print("\n" + summary(runs))
+    from benchlib.analysis.answer import study_answer  # the summary ends with the study's answer table
+    sys.stdout.write(f"\n{a}\n" if (a := study_answer(study_dir)) else "")
     for p in pre:
         print(f"{p.run_id}: " + ("its checkpoint is not here (its record was carried without it); made again when "
                                  "a run still to run loads it" if checkpoint_lost(p) else
