@@ -191,3 +191,17 @@ def test_the_command_line_reports_an_error_in_one_line(tmp_path, capsys):
     assert registry.main(["text", str(tmp_path / "nope.deb"), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: package file not found") and "\n" not in err
+
+
+def test_the_real_data_study_expands_with_each_scenario_on_its_built_data(deb, indices, tmp_path, monkeypatch):
+    """params/reference_real.yaml names the folders docs/data/README.md builds, relative to the
+    directory the sweep starts in."""
+    from conftest import REPO
+    from benchlib.study.studyfile import load_study
+    registry.build_text(deb, tmp_path / "data/real/linux-doc")
+    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "data/real")
+    monkeypatch.chdir(tmp_path)
+    runs = load_study(REPO / "params/reference_real.yaml").runs()
+    data = {r.cfg.scenario: r.cfg.data for r in runs}
+    assert data == {"A": "data/real/linux-doc", "C": "data/real/debtags", "E": "data/real/debsection"}
+    assert {r.cfg.size for r in runs} == {"base"} and len({r.cfg.seed for r in runs}) == 3

@@ -6,6 +6,9 @@ and the builders of real LM and classification ``TaskData``, ``load_lm`` and ``l
 which ``data.load_task_data`` calls; the batch contract is ``benchlib.data.tasks``'s.
 
 Real-data rules (all deterministic):
+    * Local files may be gzip-compressed (``train.jsonl.gz``). A ``provenance.yaml`` beside
+      them (``registry`` writes one) goes into the record as ``provenance_*``; every record
+      of real data carries ``data_hash`` (SHA-256 of the files read, or the hub fingerprint).
     * Split files: a word of a file's name (``eurlex.train.jsonl``, ``dev-2024.txt``) puts it
       in train / validation (val, valid, dev) / test / unsupervised; files of a folder without
       one are training data. A test split is never trained on and an unsupervised one (IMDB's
