@@ -44,7 +44,7 @@ def deb(tmp_path_factory) -> Path:
         page.write_bytes(gzip.compress(f".. SPDX-License-Identifier: GPL-2.0\n\nTitle {i}\n========\n\n"
                                        f".. toctree::\n   :maxdepth: 2\n\n{body}\n".encode(), mtime=0))
     (doc / "Documentation/Makefile").write_text("all:\n")
-    (doc / "copyright").write_text("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\n"
+    (doc / "copyright").write_text("Format: copyright-format 1.0\n\n"
                                    "Files: *\nCopyright: 2020 Someone\nLicense: GPL-2\n\nFiles: debian/*\nLicense: MIT\n")
     (root / "DEBIAN").mkdir()
     (root / "DEBIAN/control").write_text("Package: fake-doc\nVersion: 1.2-3\nArchitecture: all\n"
@@ -167,6 +167,13 @@ def test_a_gzipped_file_with_a_bad_line_is_named_with_its_line(tmp_path):
     path = tmp_path / "train.jsonl.gz"
     path.write_bytes(gzip.compress(b'{"text": "a", "labels": ["x"]}\n{"text": "b", "labels": "x,y"}\n'))
     with pytest.raises(BadDataError, match=r"train\.jsonl\.gz line 2: 'labels' is \"x,y\""):
+        check_files([str(path)], "json", "multilabel")
+
+
+def test_a_truncated_gzip_file_is_one_clear_error(tmp_path):
+    path = tmp_path / "train.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "a", "labels": ["x"]}\n' * 100)[:40])
+    with pytest.raises(BadDataError, match=r"train\.jsonl\.gz: not a complete gzip file"):
         check_files([str(path)], "json", "multilabel")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -60,10 +61,13 @@ def open_text(path: Path):
 def check_files(files: list[str], builder: str, task: str) -> None:
     """Raise ``BadDataError`` (one line) at the first problem in any of ``files``."""
     for f in files:
-        if builder == "text":
-            _check_text(Path(f))
-        elif builder == "json":
-            _check_json(Path(f), task)
+        try:
+            if builder == "text":
+                _check_text(Path(f))
+            elif builder == "json":
+                _check_json(Path(f), task)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise BadDataError(f"{f}: not a complete gzip file ({e}); rebuild or re-copy it") from None
 
 
 def _check_text(path: Path) -> None:

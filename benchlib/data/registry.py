@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import lzma
+import os
 import re
 import sys
 from collections import Counter
@@ -60,11 +61,12 @@ def split_of_key(key: str, percents: dict[str, int]) -> str:
 
 def _write_jsonl_gz(path: Path, rows: Iterable[dict]) -> int:
     """JSON lines, gzip with no name or mtime in the header: the same rows give the same bytes."""
-    n = 0
-    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+    n, tmp = 0, path.with_name(path.name + ".tmp")  # renamed when complete: never read half-written
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
         for row in rows:
             gz.write((json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n").encode())
             n += 1
+    os.replace(tmp, path)
     return n
 
 
@@ -207,7 +209,7 @@ def build_labels(packages: list[Path], translations: list[Path], out: Path, rele
         raise BadDataError(f"no package of {', '.join(map(str, packages))} has a description in "
                            f"{', '.join(map(str, translations))} with Tag: and Section: fields")
     facts = {"origin": "Debian archive indices", "licence": _ARCHIVE_LICENCE,
-             **_release_facts(release), "index_files": ", ".join(p.name for p in packages + translations),
+             **_release_facts(release), "index_files": ", ".join(p.name.split("_dists_")[-1] for p in packages + translations),
              "index_bytes": sum(p.stat().st_size for p in packages + translations),
              "packages_without_description": missing,
              "split": _split_rule("the description's MD5 (Description-md5)", LABEL_SPLIT),
