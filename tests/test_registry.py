@@ -42,7 +42,7 @@ def deb(tmp_path_factory) -> Path:
         page.parent.mkdir(parents=True, exist_ok=True)
         body = _prose(rng, 80) if i < 80 else "stub"
         page.write_bytes(gzip.compress(f".. SPDX-License-Identifier: GPL-2.0\n\nTitle {i}\n========\n\n"
-                                       f".. toctree::\n   :maxdepth: 2\n\n{body}\n".encode(), mtime=0))
+                                       f".. toctree::\n   :maxdepth: 2\n\n{body}\n   :c:func:`kfree` frees it.\n".encode(), mtime=0))
     (doc / "Documentation/Makefile").write_text("all:\n")
     (doc / "copyright").write_text("Format: copyright-format 1.0\n\n"
                                    "Files: *\nCopyright: 2020 Someone\nLicense: GPL-2\n\nFiles: debian/*\nLicense: MIT\n")
@@ -110,6 +110,7 @@ def test_text_builder_is_deterministic_splits_by_path_and_records_the_package(de
     assert len(val) == want_val
     text = train[0]["text"]  # markup lines gone, prose kept
     assert "SPDX" not in text and "toctree" not in text and "maxdepth" not in text and "=====" not in text
+    assert ":c:func:`kfree` frees it." in text
     assert text.startswith("Title ") and sum(w in text.split() for w in WORDS) > 10
 
 

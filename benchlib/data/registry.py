@@ -42,9 +42,10 @@ TEXT_SPLIT = {"validation": 5}
 LABEL_SPLIT = {"validation": 10, "test": 10}
 MIN_CHARS = 200
 """Shorter documents (index pages, stubs) are left out of the LM text."""
-_RST_DROP = re.compile(r"^\s*\.\. |^\s+:[\w -]+:|^\s*([=\-~^\"'`#*+<>_])\1{3,}\s*$")
+_RST_DROP = re.compile(r"^\s*\.\. |^\s+:[\w -]+:(\s|$)|^\s*([=\-~^\"'`#*+<>_])\2{3,}\s*$")
 """reStructuredText markup lines: directives, comments and labels (``.. x::``), directive
-options (``   :maxdepth: 2``) and section under/overlines."""
+options (``   :maxdepth: 2``; not prose opening with a role, ``:c:func:`x` does``) and
+section under/overlines."""
 
 
 def split_of_key(key: str, percents: dict[str, int]) -> str:
