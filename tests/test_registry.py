@@ -209,7 +209,27 @@ def test_the_real_data_study_expands_with_each_scenario_on_its_built_data(deb, i
     registry.build_text(deb, tmp_path / "data/real/linux-doc")
     registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "data/real")
     monkeypatch.chdir(tmp_path)
-    runs = load_study(REPO / "params/reference_real.yaml").runs()
+    study = load_study(REPO / "params/reference_real.yaml")
+    runs = study.runs()
     data = {r.cfg.scenario: r.cfg.data for r in runs}
     assert data == {"A": "data/real/linux-doc", "C": "data/real/debtags", "E": "data/real/debsection"}
     assert {r.cfg.size for r in runs} == {"base"} and len({r.cfg.seed for r in runs}) == 3
+    pretrain = [spec.cfg for specs in study.pretrain_runs().values() for spec in specs]
+    assert [(c.scenario, c.data) for c in pretrain] == [("A", "data/real/linux-doc")]
+    assert {c.tokenizer for c in [r.cfg for r in runs] + pretrain} == {"data/real/tokenizer-bpe-50304"}
+
+
+def test_a_tokenizer_built_on_the_text_gives_lm_and_classification_runs_one_vocabulary(deb, indices, tmp_path):
+    registry.build_text(deb, tmp_path / "text")
+    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "cls")
+    facts = registry.build_tokenizer(tmp_path / "text", tmp_path / "tok", 600)
+    assert facts["package"] == "fake-doc" and facts["tokenizer"].startswith("byte-level BPE")
+    tok = str(tmp_path / "tok")
+    lm = load_task_data(_cfg("A", tmp_path / "text", tmp_path, seq_len=32, tokenizer=tok))
+    cls = load_task_data(_cfg("C", tmp_path / "cls/debtags", tmp_path, seq_len=32, tokenizer=tok))
+    own = load_task_data(_cfg("C", tmp_path / "cls/debtags", tmp_path, seq_len=32))  # a BPE of its own corpus
+    assert lm.meta["tokenizer_fingerprint"] == cls.meta["tokenizer_fingerprint"] != own.meta["tokenizer_fingerprint"]
+    assert lm.vocab_size == cls.vocab_size and f"{lm.vocab_size} tokens" in facts["tokenizer"]
+    assert lm.special_ids == (0, 1, 2, 3) and 256 < lm.vocab_size <= 600  # bytes + merges, at most as asked
+    with pytest.raises(BadDataError, match=r"train\.jsonl\.gz not found: build the text first"):
+        registry.build_tokenizer(tmp_path / "nothing", tmp_path / "tok2", 600)

@@ -6,6 +6,8 @@ record. ``docs/data/README.md`` says what was built from which package and how t
         file of the package whose path matches ``--include`` (default: the reStructuredText
         sources of the Linux kernel documentation in ``linux-doc-*``), directive and underline
         lines dropped
+    python -m benchlib.data.registry tokenizer TEXT OUT [--vocab N]   a byte-level BPE trained on
+        built text, for every run of a study (``build_tokenizer``)
     python -m benchlib.data.registry labels OUT --packages P.. --translations T.. [--release R]
         OUT/debtags (C, D: text = a package's description, labels = its debtags ``Tag:``) and
         OUT/debsection (E, F: label = its ``Section:``)
@@ -157,6 +159,34 @@ def _split_rule(key: str, percents: dict[str, int]) -> str:
     return f"SHA-256 of {key}, first 8 hex digits mod 100: {held}, the rest train"
 
 
+def build_tokenizer(text: Path, out: Path, vocab_size: int) -> dict:
+    """A byte-level BPE trained on ``text``'s training split (the loaders' recipe, ``files``),
+    saved as a tokenizer directory at ``out``. A study names it as ``tokenizer`` for every run,
+    so that the classification runs fine-tune a checkpoint pretrained on the text with the
+    vocabulary it was pretrained with (a run without one trains a BPE on its own corpus)."""
+    import tempfile
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+    from benchlib.data.files import BPE_SPECIALS, _bpe_tokenizer, _hash_files
+    train = text / "train.jsonl.gz"
+    if not train.is_file():
+        raise BadDataError(f"{train} not found: build the text first (python -m benchlib.data.registry text ...)")
+
+    def batches() -> Iterator[list[str]]:
+        with gzip.open(train, "rt", encoding="utf-8") as fh:
+            rows = [json.loads(line)["text"] for line in fh]
+        yield from (rows[i:i + 1000] for i in range(0, len(rows), 1000))
+    with tempfile.TemporaryDirectory() as cache:
+        tok = _bpe_tokenizer(batches, _hash_files([str(train)]), vocab_size, Path(cache))
+        fast = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_file(tok.name),
+                                       **dict(zip(("pad_token", "bos_token", "eos_token", "mask_token"), BPE_SPECIALS)))
+    fast.save_pretrained(str(out))
+    facts = {**read_provenance(text), "tokenizer": f"byte-level BPE, {tok.vocab_size} tokens, trained on {train.name}",
+             "built_by": f"python -m benchlib.data.registry tokenizer {text} OUT --vocab {vocab_size}"}
+    _write_provenance(out, facts)
+    return facts
+
+
 # =======================================================================================
 # Labelled descriptions from the archive's indices
 # =======================================================================================
@@ -250,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("deb", type=Path)
     t.add_argument("out", type=Path)
     t.add_argument("--include", default=DEFAULT_INCLUDE, help="regex on the file's path in the package")
+    tk = sub.add_parser("tokenizer", help="a BPE tokenizer directory trained on built text")
+    tk.add_argument("text", type=Path)
+    tk.add_argument("out", type=Path)
+    tk.add_argument("--vocab", type=int, default=50304)
     lab = sub.add_parser("labels", help="labelled descriptions from Packages + Translation-en")
     lab.add_argument("out", type=Path)
     lab.add_argument("--packages", type=Path, nargs="+", required=True, help="Packages index file(s)")
@@ -259,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.verb == "text":
             facts = build_text(args.deb, args.out, args.include)
+        elif args.verb == "tokenizer":
+            facts = build_tokenizer(args.text, args.out, args.vocab)
         else:
             facts = build_labels(args.packages, args.translations, args.out, args.release)
     except BadDataError as e:
