@@ -53,7 +53,6 @@ import torch
 
 from benchlib.data import synthetic as syn
 from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, data_suffix, label_problem, split_of
-from benchlib.data.registry import read_provenance
 from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, VAL_MASK_SEED, BadDataError, DataPathNotFoundError,
                                  DataUnavailableError, TaskData, assemble, cls_arrays, cls_pool, label_stats,
                                  lm_window, MLMMasker)
@@ -101,6 +100,8 @@ SPLIT_SEED = 20240
 """Seed of the shuffle that splits one classification file into train and validation: fixed,
 so every run (any seed, any config) of a study sees the same split."""
 LOCAL_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+PROVENANCE = "provenance.yaml"
+"""Facts on where local data came from (``registry`` writes it), copied into every record."""
 
 
 # =======================================================================================
@@ -345,6 +346,18 @@ def _hash_files(files: list[str]) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()
+
+
+def read_provenance(path: Path) -> dict:
+    """The ``PROVENANCE`` file beside local data (in the folder, or beside the one file), or {}."""
+    import yaml
+    f = (path if path.is_dir() else path.parent) / PROVENANCE
+    if not f.exists():
+        return {}
+    facts = yaml.safe_load(f.read_text()) or {}
+    if not isinstance(facts, dict):
+        raise BadDataError(f"{f}: expected a mapping of provenance facts")
+    return facts
 
 
 def _data_facts(content_hash: str, path: Optional[Path] = None) -> dict:

@@ -35,9 +35,9 @@ from typing import Iterable, Iterator
 
 import yaml
 
+from benchlib.data.files import BPE_SPECIALS, PROVENANCE, _bpe_tokenizer, _hash_files, read_provenance
 from benchlib.data.tasks import BadDataError
 
-PROVENANCE = "provenance.yaml"
 DEFAULT_INCLUDE = r"/Documentation/.*\.rst(\.gz)?$"
 TEXT_SPLIT = {"validation": 5}
 """Percent of documents per held-out split; the rest is train."""
@@ -87,18 +87,6 @@ def _write_splits(out: Path, docs: dict[str, dict], percents: dict[str, int]) ->
 
 def _write_provenance(out: Path, facts: dict) -> None:
     (out / PROVENANCE).write_text(yaml.safe_dump(facts, sort_keys=False, width=100))
-
-
-def read_provenance(path: Path) -> dict:
-    """The ``provenance.yaml`` beside local data (in the folder, or beside the one file), or {}."""
-    folder = path if path.is_dir() else path.parent
-    f = folder / PROVENANCE
-    if not f.exists():
-        return {}
-    facts = yaml.safe_load(f.read_text()) or {}
-    if not isinstance(facts, dict):
-        raise BadDataError(f"{f}: expected a mapping of provenance facts")
-    return facts
 
 
 # =======================================================================================
@@ -167,7 +155,6 @@ def build_tokenizer(text: Path, out: Path, vocab_size: int) -> dict:
     import tempfile
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
-    from benchlib.data.files import BPE_SPECIALS, _bpe_tokenizer, _hash_files
     train = text / "train.jsonl.gz"
     if not train.is_file():
         raise BadDataError(f"{train} not found: build the text first (python -m benchlib.data.registry text ...)")
