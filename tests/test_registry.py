@@ -117,7 +117,8 @@ def test_text_builder_is_deterministic_splits_by_path_and_records_the_package(de
 def test_labels_builder_writes_tags_and_sections_with_disjoint_splits(indices, tmp_path):
     done = registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path,
                                  release=indices["InRelease"])
-    assert done["debtags"]["release"] == "Debian 12.1 bookworm"
+    assert done["debtags"]["version"] == "Debian 12.1 bookworm of Sat, 01 Jan 2000 00:00:00 UTC"
+    assert done["debsection"]["package"].startswith("Debian archive indices")
     tags = {s: _rows(tmp_path / f"debtags/{s}.jsonl.gz") for s in ("train", "validation", "test")}
     secs = {s: _rows(tmp_path / f"debsection/{s}.jsonl.gz") for s in ("train", "validation", "test")}
     # 59 descriptions (pkg59 shares pkg58's; orphan has none); tags on i % 5 != 0
@@ -160,6 +161,7 @@ def test_the_classification_loader_reads_the_built_sets(indices, tmp_path, scena
     n = registry.read_provenance(tmp_path / "cls" / folder)["documents"]
     assert (d.meta["n_train"], d.meta["n_val"]) == (n["train"], n["validation"])  # test never read
     assert d.meta["provenance_origin"] == "Debian archive indices" and d.meta["data_hash"]
+    assert d.meta["provenance_package"].startswith("Debian archive indices") and d.meta["provenance_version"]
     assert d.num_labels == (4 if folder == "debsection" else len(
         {x for r in _rows(tmp_path / "cls/debtags/train.jsonl.gz") for x in r["labels"]}))
 

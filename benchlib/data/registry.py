@@ -251,13 +251,16 @@ _ARCHIVE_LICENCE = ("per package: each description is part of a package in Debia
 
 
 def _release_facts(release: Path | None) -> dict:
+    """The archive's name and version as a package's would be recorded (``unknown`` without
+    its Release file)."""
+    facts = {"package": "Debian archive indices (Packages, Translation-en)", "version": "unknown"}
     if release is None:
-        return {}
+        return facts
     from debian.deb822 import Release
     with _open_text(release) as fh:
         r = Release(fh)
-    return {"release": " ".join(str(r.get(k, "")) for k in ("Origin", "Version", "Codename")).strip(),
-            "release_date": r.get("Date", "")}
+    name = " ".join(str(r.get(k, "")) for k in ("Origin", "Version", "Codename")).strip()
+    return {**facts, "version": f"{name} of {r.get('Date', 'unknown date')}"}
 
 
 def main(argv: list[str] | None = None) -> int:
