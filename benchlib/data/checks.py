@@ -5,13 +5,16 @@ error occurred while generating the dataset", or quietly accept labels of the wr
 task into a single-label one).
 
     split_of(path)                    the split a file's name declares, or None
+    data_suffix(path), open_text(path) a file's type (``.jsonl`` for ``x.jsonl.gz``) and its text
     check_files(files, builder, task) every file: not empty; JSON lines: objects with a text
                                       and labels of the task's shape, one kind of label
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -40,18 +43,36 @@ def split_of(path: str | Path) -> str | None:
     return words.pop() if words else None
 
 
+def data_suffix(path: str | Path) -> str:
+    """A data file's type suffix, lower case; a trailing ``.gz`` (gzip, read as is) aside."""
+    suffixes = [s.lower() for s in Path(path).suffixes[-2:]]
+    if len(suffixes) == 2 and suffixes[1] == ".gz":
+        return suffixes[0]
+    return suffixes[-1] if suffixes else ""
+
+
+def open_text(path: Path):
+    """A data file as text, gzip-compressed or not."""
+    if path.suffix.lower() == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
 def check_files(files: list[str], builder: str, task: str) -> None:
     """Raise ``BadDataError`` (one line) at the first problem in any of ``files``."""
     for f in files:
-        if builder == "text":
-            _check_text(Path(f))
-        elif builder == "json":
-            _check_json(Path(f), task)
+        try:
+            if builder == "text":
+                _check_text(Path(f))
+            elif builder == "json":
+                _check_json(Path(f), task)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise BadDataError(f"{f}: not a complete gzip file ({e}); rebuild or re-copy it") from None
 
 
 def _check_text(path: Path) -> None:
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
+    with open_text(path) as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), ""):
             if chunk.strip():
                 return
     raise BadDataError(f"{path} is empty: no text to train on (documents are blank-line separated paragraphs)")
@@ -59,17 +80,18 @@ def _check_text(path: Path) -> None:
 
 def _rows(path: Path) -> Iterator[tuple[str, Any]]:
     """(where, parsed value) per document: JSON lines, or the items of one JSON array."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open_text(path) as fh:
         head = fh.read(1 << 16).lstrip()
     if head.startswith("["):
         try:
-            items = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            with open_text(path) as fh:
+                items = json.load(fh)
         except ValueError as e:
             raise BadDataError(f"{path}: not valid JSON ({e})") from None
         for i, item in enumerate(items if isinstance(items, list) else [items]):
             yield f"{path} item {i}", item
         return
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open_text(path) as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue

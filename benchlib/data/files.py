@@ -6,6 +6,9 @@ and the builders of real LM and classification ``TaskData``, ``load_lm`` and ``l
 which ``data.load_task_data`` calls; the batch contract is ``benchlib.data.tasks``'s.
 
 Real-data rules (all deterministic):
+    * Local files may be gzip-compressed (``train.jsonl.gz``). A ``provenance.yaml`` beside
+      them (``registry`` writes one) goes into the record as ``provenance_*``; every record
+      of real data carries ``data_hash`` (SHA-256 of the files read, or the hub fingerprint).
     * Split files: a word of a file's name (``eurlex.train.jsonl``, ``dev-2024.txt``) puts it
       in train / validation (val, valid, dev) / test / unsupervised; files of a folder without
       one are training data. A test split is never trained on and an unsupervised one (IMDB's
@@ -49,7 +52,7 @@ import numpy as np
 import torch
 
 from benchlib.data import synthetic as syn
-from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, label_problem, split_of
+from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, data_suffix, label_problem, split_of
 from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, VAL_MASK_SEED, BadDataError, DataPathNotFoundError,
                                  DataUnavailableError, TaskData, assemble, cls_arrays, cls_pool, label_stats,
                                  lm_window, MLMMasker)
@@ -97,6 +100,8 @@ SPLIT_SEED = 20240
 """Seed of the shuffle that splits one classification file into train and validation: fixed,
 so every run (any seed, any config) of a study sees the same split."""
 LOCAL_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+PROVENANCE = "provenance.yaml"
+"""Facts on where local data came from (``registry`` writes it), copied into every record."""
 
 
 # =======================================================================================
@@ -292,12 +297,13 @@ def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
         raise DataPathNotFoundError(f"data path not found: {path} (expected {expected}; "
                                     f"or use data='synthetic' / data='hub')")
     files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in LOCAL_BUILDERS)
+        p for p in path.rglob("*") if p.is_file() and data_suffix(p) in LOCAL_BUILDERS)
     if not files:
-        raise DataPathNotFoundError(f"no .txt/.jsonl/.json/.parquet files under {path} (expected {expected})")
-    builders = {LOCAL_BUILDERS.get(p.suffix.lower()) for p in files}
+        raise DataPathNotFoundError(f"no .txt/.jsonl/.json/.parquet files (or .gz of them) under {path} "
+                                    f"(expected {expected})")
+    builders = {LOCAL_BUILDERS.get(data_suffix(p)) for p in files}
     if None in builders or len(builders) > 1:
-        raise BadDataError(f"{path}: mixed or unsupported file types {sorted({p.suffix for p in files})}; "
+        raise BadDataError(f"{path}: mixed or unsupported file types {sorted({data_suffix(p) for p in files})}; "
                            f"use one of {', '.join(LOCAL_BUILDERS)}")
     if path.is_file():
         if split_of(path) in ("test", "unsupervised"):
@@ -340,6 +346,28 @@ def _hash_files(files: list[str]) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()
+
+
+def read_provenance(path: Path) -> dict:
+    """The ``PROVENANCE`` file beside local data (in the folder, or beside the one file), or {}."""
+    import yaml
+    f = (path if path.is_dir() else path.parent) / PROVENANCE
+    if not f.exists():
+        return {}
+    facts = yaml.safe_load(f.read_text()) or {}
+    if not isinstance(facts, dict):
+        raise BadDataError(f"{f}: expected a mapping of provenance facts")
+    return facts
+
+
+def _data_facts(content_hash: str, path: Optional[Path] = None) -> dict:
+    """What a record says about its data beyond the source: the content hash, and for local
+    data built from a package (``registry``) the facts of its ``provenance.yaml``."""
+    facts = {"data_hash": content_hash[:16]}
+    if path is not None:
+        facts.update({f"provenance_{k}": v for k, v in read_provenance(path).items()
+                      if isinstance(v, (str, int, float, bool))})
+    return facts
 
 
 def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConfig):
@@ -415,7 +443,7 @@ def load_lm(run: RunConfig) -> TaskData:
         masker = MLMMasker.build(tok.vocab_size, tok.special_ids, tok.mask_id, "cpu")
         pool = masker(torch.cat([torch.full_like(windows[:, :1], tok.bos_id), windows], 1),
                       torch.Generator().manual_seed(VAL_MASK_SEED))
-    meta = {**stream_meta, **_tok_meta(tok), "n_train_tokens": len(train_part), "n_val_tokens": len(val),
+    meta = {**_data_facts(content_hash, path if local else None), **stream_meta, **_tok_meta(tok), "n_train_tokens": len(train_part), "n_val_tokens": len(val),
             "n_val_sequences": n_pool, "val_rule": val_rule,
             "val_pool": f"{n_pool} of {n_windows} validation windows, drawn at random (seed {EVAL_SAMPLE_SEED})"}
     return TaskData(task=task, vocab_size=tok.vocab_size, seq_len=T, num_labels=None, pad_id=tok.pad_id,
@@ -519,7 +547,8 @@ def load_cls(run: RunConfig) -> TaskData:
     # the pool in a seeded random order: its first k documents are a uniform sample of the split
     order = np.random.default_rng(EVAL_SAMPLE_SEED).permutation(len(val["ids"]))
     val = {k: v[order] for k, v in val.items()}
-    meta = {**_tok_meta(tok), **enc_meta, **label_stats(train, val, counts), **dropped,
+    meta = {**_data_facts(content_hash, path if local else None), **_tok_meta(tok), **enc_meta,
+            **label_stats(train, val, counts), **dropped,
             "split_rule": split_rule, "val_pool": f"the validation documents in random order (seed {EVAL_SAMPLE_SEED})", "label_ids": label_rule, "val_labels_unseen_dropped": val_dropped,
             "single_label_rule": "most frequent training label of the document, ties -> lowest id"}
     return TaskData(task=task, vocab_size=tok.vocab_size, seq_len=T, num_labels=L, pad_id=tok.pad_id,

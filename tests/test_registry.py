@@ -1,0 +1,237 @@
+"""benchlib.data.registry: real data built from Debian's archive, here from small synthetic
+inputs of the same formats (a .deb built with dpkg-deb; Packages and Translation-en index
+files), no network. The builders are deterministic, the splits disjoint, the loaders read what
+they write and every record names the package it came from."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchlib.core.runconfig import RunConfig, resolved
+from benchlib.data import registry
+from benchlib.data.checks import check_files
+from benchlib.data.load import load_task_data
+from benchlib.data.tasks import BadDataError
+
+pytest.importorskip("debian")
+WORDS = ("the driver maps each buffer into memory before the device reads it and the kernel frees "
+         "it when the request completes so a caller never sees a stale page").split()
+
+
+def _prose(rng, n_words: int) -> str:
+    return " ".join(rng.choice(WORDS, n_words))
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory) -> Path:
+    """A documentation package of linux-doc's layout: 80 .rst.gz pages, two short stubs, a
+    non-matching file and a Debian copyright file."""
+    if shutil.which("dpkg-deb") is None:
+        pytest.skip("dpkg-deb is needed to build the fixture package")
+    root = tmp_path_factory.mktemp("pkg") / "root"
+    doc = root / "usr/share/doc/fake-doc"
+    rng = np.random.default_rng(0)
+    for i in range(82):
+        page = doc / "Documentation" / f"area{i % 7}" / f"page{i}.rst.gz"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        body = _prose(rng, 80) if i < 80 else "stub"
+        page.write_bytes(gzip.compress(f".. SPDX-License-Identifier: GPL-2.0\n\nTitle {i}\n========\n\n"
+                                       f".. toctree::\n   :maxdepth: 2\n\n{body}\n   :c:func:`kfree` frees it.\n".encode(), mtime=0))
+    (doc / "Documentation/Makefile").write_text("all:\n")
+    (doc / "copyright").write_text("Format: copyright-format 1.0\n\n"
+                                   "Files: *\nCopyright: 2020 Someone\nLicense: GPL-2\n\nFiles: debian/*\nLicense: MIT\n")
+    (root / "DEBIAN").mkdir()
+    (root / "DEBIAN/control").write_text("Package: fake-doc\nVersion: 1.2-3\nArchitecture: all\n"
+                                         "Maintainer: A <a@example.org>\nDescription: pages\n pages.\n")
+    out = root.parent / "fake-doc_1.2-3_all.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(out)],
+                   check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def indices(tmp_path_factory) -> dict[str, Path]:
+    """Packages and Translation-en of 60 packages: tags on most, sections with an archive area,
+    two packages sharing one description, one package without a translation."""
+    d = tmp_path_factory.mktemp("indices")
+    rng = np.random.default_rng(1)
+    tags = ["role::program", "role::shared-lib", "use::gameplaying", "game::arcade", "devel::library"]
+    packages, translations = [], []
+    for i in range(60):
+        md5 = f"{i:032x}" if i != 59 else f"{58:032x}"  # pkg59 shares pkg58's description
+        section = ["libs", "games", "contrib/net", "devel"][i % 4]
+        tag = f"Tag: {', '.join(sorted(rng.choice(tags, 1 + i % 3, replace=False)))}\n" if i % 5 else ""
+        packages.append(f"Package: pkg{i}\nVersion: 1.{i}\nSection: {section}\nDescription: short {i}\n"
+                        f"Description-md5: {md5}\n{tag}")
+        if i < 59:
+            translations.append(f"Package: pkg{i}\nDescription-md5: {md5}\nDescription-en: synopsis {i}\n"
+                                f" {_prose(rng, 20)}\n .\n {_prose(rng, 10)}\n")
+    packages.append(f"Package: orphan\nSection: misc\nDescription: x\nDescription-md5: {'f' * 32}\n")
+    (d / "Packages").write_text("\n".join(packages))
+    (d / "Translation-en").write_text("\n".join(translations))
+    (d / "InRelease").write_text("Origin: Debian\nVersion: 12.1\nCodename: bookworm\nDate: Sat, 01 Jan 2000 00:00:00 UTC\n")
+    return {k: d / k for k in ("Packages", "Translation-en", "InRelease")}
+
+
+def _rows(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def _tree_bytes(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_split_of_key_is_stable_and_near_its_percentages():
+    keys = [f"doc/{i}.rst" for i in range(20_000)]
+    splits = [registry.split_of_key(k, registry.LABEL_SPLIT) for k in keys]
+    share = {s: splits.count(s) / len(keys) for s in ("train", "validation", "test")}
+    assert share["validation"] == pytest.approx(0.10, abs=0.01) and share["test"] == pytest.approx(0.10, abs=0.01)
+    # a key's split depends on the key alone: another corpus around it does not move it
+    assert [registry.split_of_key(k, registry.LABEL_SPLIT) for k in keys[::-7]] == splits[::-7]
+
+
+def test_text_builder_is_deterministic_splits_by_path_and_records_the_package(deb, tmp_path):
+    facts = registry.build_text(deb, tmp_path / "a")
+    registry.build_text(deb, tmp_path / "b")
+    assert _tree_bytes(tmp_path / "a") == _tree_bytes(tmp_path / "b")
+    assert (facts["package"], facts["version"], facts["licence"]) == ("fake-doc", "1.2-3", "GPL-2")
+    train, val = _rows(tmp_path / "a/train.jsonl.gz"), _rows(tmp_path / "a/validation.jsonl.gz")
+    assert facts["documents"] == {"train": len(train), "validation": len(val)} and len(train) + len(val) == 80
+    assert val and not {r["text"] for r in train} & {r["text"] for r in val}
+    want_val = sum(registry.split_of_key(f"usr/share/doc/fake-doc/Documentation/area{i % 7}/page{i}.rst.gz",
+                                         registry.TEXT_SPLIT) == "validation" for i in range(80))
+    assert len(val) == want_val
+    text = train[0]["text"]  # markup lines gone, prose kept
+    assert "SPDX" not in text and "toctree" not in text and "maxdepth" not in text and "=====" not in text
+    assert ":c:func:`kfree` frees it." in text
+    assert text.startswith("Title ") and sum(w in text.split() for w in WORDS) > 10
+
+
+def test_labels_builder_writes_tags_and_sections_with_disjoint_splits(indices, tmp_path):
+    done = registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path,
+                                 release=indices["InRelease"])
+    assert done["debtags"]["version"] == "Debian 12.1 bookworm of Sat, 01 Jan 2000 00:00:00 UTC"
+    assert done["debsection"]["package"].startswith("Debian archive indices")
+    tags = {s: _rows(tmp_path / f"debtags/{s}.jsonl.gz") for s in ("train", "validation", "test")}
+    secs = {s: _rows(tmp_path / f"debsection/{s}.jsonl.gz") for s in ("train", "validation", "test")}
+    # 59 descriptions (pkg59 shares pkg58's; orphan has none); tags on i % 5 != 0
+    assert sum(map(len, secs.values())) == 59 and done["debsection"]["packages_without_description"] == 1
+    assert sum(map(len, tags.values())) == sum(1 for i in range(59) if i % 5)
+    for rows in (tags, secs):
+        texts = [{r["text"] for r in rows[s]} for s in rows]
+        assert all(not (a & b) for i, a in enumerate(texts) for b in texts[i + 1:])
+    every = [r for s in secs.values() for r in s]
+    assert {r["label"] for r in every} == {"libs", "games", "net", "devel"}
+    one = next(r for r in every if r["text"].startswith("synopsis 6\n"))
+    assert one["label"] == "net" and "\n\n" in one["text"]  # " ." became a paragraph break
+    assert all(isinstance(r["labels"], list) and r["labels"] for s in tags.values() for r in s)
+    assert done["debtags"]["distinct_labels"] == len({x for s in tags.values() for r in s for x in r["labels"]})
+
+
+def test_labels_builder_is_deterministic(indices, tmp_path):
+    for out in ("a", "b"):
+        registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / out)
+    assert _tree_bytes(tmp_path / "a") == _tree_bytes(tmp_path / "b")
+
+
+def _cfg(scenario: str, data: Path, tmp_path: Path, **kw) -> RunConfig:
+    return resolved(RunConfig(scenario=scenario, data=str(data), cache_dir=str(tmp_path / "cache"), **kw))
+
+
+def test_the_lm_loader_reads_the_built_text_and_names_the_package(deb, tmp_path):
+    registry.build_text(deb, tmp_path / "text")
+    d = load_task_data(_cfg("A", tmp_path / "text", tmp_path, seq_len=32))
+    assert d.meta["provenance_package"] == "fake-doc" and d.meta["provenance_version"] == "1.2-3"
+    assert d.meta["provenance_licence"] == "GPL-2" and len(d.meta["data_hash"]) == 16
+    assert d.meta["val_rule"].startswith("split files: train = train.jsonl.gz; validation = validation.jsonl.gz")
+    assert d.meta["n_train_tokens"] > d.meta["n_val_tokens"] > 0
+
+
+@pytest.mark.parametrize("scenario, folder", [("C", "debtags"), ("E", "debsection")])
+def test_the_classification_loader_reads_the_built_sets(indices, tmp_path, scenario, folder):
+    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "cls")
+    d = load_task_data(_cfg(scenario, tmp_path / "cls" / folder, tmp_path, seq_len=32))
+    n = registry.read_provenance(tmp_path / "cls" / folder)["documents"]
+    assert (d.meta["n_train"], d.meta["n_val"]) == (n["train"], n["validation"])  # test never read
+    assert d.meta["provenance_origin"] == "Debian archive indices" and d.meta["data_hash"]
+    assert d.meta["provenance_package"].startswith("Debian archive indices") and d.meta["provenance_version"]
+    assert d.num_labels == (4 if folder == "debsection" else len(
+        {x for r in _rows(tmp_path / "cls/debtags/train.jsonl.gz") for x in r["labels"]}))
+
+
+def test_a_gzipped_file_with_a_bad_line_is_named_with_its_line(tmp_path):
+    path = tmp_path / "train.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "a", "labels": ["x"]}\n{"text": "b", "labels": "x,y"}\n'))
+    with pytest.raises(BadDataError, match=r"train\.jsonl\.gz line 2: 'labels' is \"x,y\""):
+        check_files([str(path)], "json", "multilabel")
+
+
+def test_a_truncated_gzip_file_is_one_clear_error(tmp_path):
+    path = tmp_path / "train.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "a", "labels": ["x"]}\n' * 100)[:40])
+    with pytest.raises(BadDataError, match=r"train\.jsonl\.gz: not a complete gzip file"):
+        check_files([str(path)], "json", "multilabel")
+
+
+def test_errors_name_the_missing_file_or_the_unread_format(tmp_path, deb, indices):
+    with pytest.raises(BadDataError, match=r"package file not found: .*nope\.deb .*apt-get download"):
+        registry.build_text(tmp_path / "nope.deb", tmp_path / "out")
+    with pytest.raises(BadDataError, match=r"no file matches --include 'nothing-matches'"):
+        registry.build_text(deb, tmp_path / "out", include="nothing-matches")
+    lz4 = tmp_path / "Translation-en.lz4"
+    lz4.write_bytes(b"\x04\x22\x4d\x18")
+    with pytest.raises(BadDataError, match=r"lz4 is not read here; .*apt-helper cat-file"):
+        registry.build_labels([indices["Packages"]], [lz4], tmp_path / "out")
+    with pytest.raises(BadDataError, match=r"index file not found: .*Missing"):
+        registry.build_labels([tmp_path / "Missing"], [indices["Translation-en"]], tmp_path / "out")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / registry.PROVENANCE).write_text("- a list\n")
+    with pytest.raises(BadDataError, match=r"provenance\.yaml: expected a mapping"):
+        registry.read_provenance(tmp_path / "bad")
+
+
+def test_the_command_line_reports_an_error_in_one_line(tmp_path, capsys):
+    assert registry.main(["text", str(tmp_path / "nope.deb"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: package file not found") and "\n" not in err
+
+
+def test_the_real_data_study_expands_with_each_scenario_on_its_built_data(deb, indices, tmp_path, monkeypatch):
+    """params/reference_real.yaml names the folders docs/data/README.md builds, relative to the
+    directory the sweep starts in."""
+    from conftest import REPO
+    from benchlib.study.studyfile import load_study
+    registry.build_text(deb, tmp_path / "data/real/linux-doc")
+    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "data/real")
+    monkeypatch.chdir(tmp_path)
+    study = load_study(REPO / "params/reference_real.yaml")
+    runs = study.runs()
+    data = {r.cfg.scenario: r.cfg.data for r in runs}
+    assert data == {"A": "data/real/linux-doc", "C": "data/real/debtags", "E": "data/real/debsection"}
+    assert {r.cfg.size for r in runs} == {"base"} and len({r.cfg.seed for r in runs}) == 3
+    pretrain = [spec.cfg for specs in study.pretrain_runs().values() for spec in specs]
+    assert [(c.scenario, c.data) for c in pretrain] == [("A", "data/real/linux-doc")]
+    assert {c.tokenizer for c in [r.cfg for r in runs] + pretrain} == {"data/real/tokenizer-bpe-50304"}
+
+
+def test_a_tokenizer_built_on_the_text_gives_lm_and_classification_runs_one_vocabulary(deb, indices, tmp_path):
+    registry.build_text(deb, tmp_path / "text")
+    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "cls")
+    facts = registry.build_tokenizer(tmp_path / "text", tmp_path / "tok", 600)
+    assert facts["package"] == "fake-doc" and facts["tokenizer"].startswith("byte-level BPE")
+    tok = str(tmp_path / "tok")
+    lm = load_task_data(_cfg("A", tmp_path / "text", tmp_path, seq_len=32, tokenizer=tok))
+    cls = load_task_data(_cfg("C", tmp_path / "cls/debtags", tmp_path, seq_len=32, tokenizer=tok))
+    own = load_task_data(_cfg("C", tmp_path / "cls/debtags", tmp_path, seq_len=32))  # a BPE of its own corpus
+    assert lm.meta["tokenizer_fingerprint"] == cls.meta["tokenizer_fingerprint"] != own.meta["tokenizer_fingerprint"]
+    assert lm.vocab_size == cls.vocab_size and f"{lm.vocab_size} tokens" in facts["tokenizer"]
+    assert lm.special_ids == (0, 1, 2, 3) and 256 < lm.vocab_size <= 600  # bytes + merges, at most as asked
+    with pytest.raises(BadDataError, match=r"train\.jsonl\.gz not found: build the text first"):
+        registry.build_tokenizer(tmp_path / "nothing", tmp_path / "tok2", 600)
