@@ -8,6 +8,7 @@ import gzip
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from benchlib.core.runconfig import RunConfig, resolved
 from benchlib.data import registry
 from benchlib.data.checks import check_files
 from benchlib.data.load import load_task_data
-from benchlib.data.tasks import BadDataError
+from benchlib.data.tasks import BadDataError, DataUnavailableError
 
 pytest.importorskip("debian")
 WORDS = ("the driver maps each buffer into memory before the device reads it and the kernel frees "
@@ -235,3 +236,31 @@ def test_a_tokenizer_built_on_the_text_gives_lm_and_classification_runs_one_voca
     assert lm.special_ids == (0, 1, 2, 3) and 256 < lm.vocab_size <= 600  # bytes + merges, at most as asked
     with pytest.raises(BadDataError, match=r"train\.jsonl\.gz not found: build the text first"):
         registry.build_tokenizer(tmp_path / "nothing", tmp_path / "tok2", 600)
+
+
+@pytest.mark.parametrize("scenario, built", [("A", "text"), ("C", "debtags"), ("E", "debsection")])
+def test_json_lines_load_the_same_without_the_datasets_package(deb, indices, tmp_path, monkeypatch, scenario, built):
+    """An offline GPU host may have no ``datasets``: local JSON lines then load without it, to the
+    same tokens, labels and data hash."""
+    registry.build_text(deb, tmp_path / "text")
+    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path)
+    folder = tmp_path / built
+    with_ds = load_task_data(_cfg(scenario, folder, tmp_path, seq_len=32))
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
+    without = load_task_data(_cfg(scenario, folder, tmp_path / "again", seq_len=32))  # a fresh cache
+    assert without.meta["data_hash"] == with_ds.meta["data_hash"]
+    a, b = with_ds.train, without.train
+    for k in (a if isinstance(a, dict) else [None]):
+        x, y = (a, b) if k is None else (a[k], b[k])
+        assert np.array_equal(np.asarray(x), np.asarray(y)), k
+    def facts(m):  # where the caches are and how long building took differ, nothing else
+        return {k: Path(v).name if k == "tokenizer" else v for k, v in m.items() if "cache" not in k and k != "build_s"}
+    assert facts(without.meta) == facts(with_ds.meta)
+
+
+def test_without_datasets_a_parquet_file_is_refused_in_one_line(tmp_path, monkeypatch):
+    pd = pytest.importorskip("pandas")
+    pd.DataFrame({"text": ["a b c", "d e f"] * 20}).to_parquet(tmp_path / "train.parquet")
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(DataUnavailableError, match="datasets package"):
+        load_task_data(_cfg("A", tmp_path / "train.parquet", tmp_path, seq_len=8))

@@ -370,10 +370,50 @@ def _data_facts(content_hash: str, path: Optional[Path] = None) -> dict:
     return facts
 
 
+class _JsonRows:
+    """JSON-lines rows in memory with the part of ``datasets.Dataset``'s interface the loaders
+    use: for local ``.jsonl(.gz)`` files where ``datasets`` is not installed (an offline GPU
+    host). The rows, and so the data hash, tokens and records, are the same either way."""
+
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+        self.column_names = list(dict.fromkeys(k for r in rows[:100] for k in r))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, column: str) -> list:
+        return [r.get(column) for r in self.rows]
+
+    def select(self, indices) -> "_JsonRows":
+        return _JsonRows([self.rows[i] for i in indices])
+
+    def iter(self, batch_size: int) -> Iterator[dict]:
+        for i in range(0, len(self.rows), batch_size):
+            yield {c: [r.get(c) for r in self.rows[i:i + batch_size]] for c in self.column_names}
+
+
+def _read_json_rows(files: list[str]) -> _JsonRows:
+    import gzip
+    rows = []
+    for f in files:
+        with (gzip.open if str(f).endswith(".gz") else open)(f, "rt", encoding="utf-8") as fh:
+            text = fh.read()
+        rows += json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    return _JsonRows(rows)
+
+
 def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConfig):
-    """Read local files through ``datasets`` (the same code path as hub data). Plain text
-    is read one document per blank-line separated paragraph."""
-    from datasets import load_dataset
+    """Read local files through ``datasets`` (the same code path as hub data); JSON lines
+    without it where it is not installed (``_JsonRows``). Plain text is read one document per
+    blank-line separated paragraph."""
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        if builder != "json":
+            raise DataUnavailableError(f"cannot read {path}: {builder} files need the datasets package "
+                                       f"(pip install datasets), JSON lines do not") from None
+        return {split: _read_json_rows(files) for split, files in data_files.items()}
     extra = {"sample_by": "paragraph"} if builder == "text" else {}
     try:
         with _hub_offline(True):  # local files never need the network
