@@ -1,6 +1,6 @@
 """Recommendations from a study's numbers (seed 000): the rules over ``safety.safety`` that name
-a default, the choice per task and what to avoid (``recommendations``), and the same across a
-quality study and a speed study (``default_across``, ``fastest_safe_across``).
+a default, the choice per task and what to avoid (``recommendations``), and the default across a
+quality study and a speed study (``default_across``).
 
 Only candidate configs are ever recommended, named fastest or a default: a control isolates
 one mechanism (Adam's eps, no loss scaling) and an ablation switches a feature off; both are
@@ -253,29 +253,6 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
         lines.append(f"memory-bound: {lean} - lowest memory of the universally safe configs; "
                      f"{speed_study}: {_numbers(piv, lean, on)}")
     return lines
-
-
-def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
-                        rules: Rules = Rules()) -> dict:
-    """Scenario -> the per-task line of ``recommendations`` across two studies: on each scenario
-    the speed study measured, the fastest there of the candidate configs ``saf`` calls safe on
-    it (none while one of them has no throughput there)."""
-    piv = _pivots(speed_stats)
-    saf = saf[saf["config"].isin(candidates(saf))]  # a control or ablation is never picked
-    out = {}
-    for s in sorted(set(saf["scenario"]) & set(speed_stats["scenario"])):
-        safe = sorted(saf.loc[(saf["scenario"] == s) & saf["safe"].eq(True), "config"])
-        if not safe:
-            continue
-        ranks = piv["throughput_rank"].reindex(index=safe, columns=[s])[s]
-        if ranks.isna().any():
-            out[s] = (f"{s}: fastest safe config not known yet: {speed_study} has not measured "
-                      f"{', '.join(ranks.index[ranks.isna()])} on {s}")
-        else:
-            order = list(ranks.sort_values().index)
-            out[s] = (f"{s}: fastest safe config {order[0]} ({speed_study}: {_numbers(piv, order[0], [s])}"
-                      f"{_ties(piv, order, [s], rules.min_size_pct, speed_stats)})")
-    return out
 
 
 def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:

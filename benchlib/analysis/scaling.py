@@ -28,7 +28,6 @@ from typing import Any
 from benchlib.core.records import COMPLETED, json_safe
 from benchlib.core.runconfig import DistConfig, flatten
 
-REPO = Path(__file__).resolve().parents[2]
 BASELINE_ARM = "ddp_fp32"
 # Runs whose speed, memory and loss curves enter the tables: those that trained every step.
 # A short scaling run may well not beat its trivial baseline (stalled) or end above its best
@@ -67,9 +66,6 @@ def load_runs(root: str | Path):
 
 def _levers(rec: dict, run: dict) -> str:
     """The tuning levers a run set away from their defaults, as ``key=value,...``."""
-    old = (rec["run"].get("extra") or {}).get("dist")  # records of the environment-variable era
-    if isinstance(old, str):
-        return old
     default = DistConfig()
     return ",".join(f"{k}={run[f'dist.{k}']}" for k in LEVERS
                      if f"dist.{k}" in run and run[f"dist.{k}"] != getattr(default, k))
@@ -113,24 +109,20 @@ def losses(path: str | Path) -> list[float]:
 # Tables
 # =======================================================================================
 def throughput_table(windows) -> "pd.DataFrame":  # noqa: F821
-    """Per arm: training time per window and tokens/s, seed 003's way, pooled over seeds."""
-    import pandas as pd
-    rows = []
-    for arm, g in windows.groupby("arm", sort=False):
-        per = []
-        for seed, gs in g.groupby("seed"):
-            agg_rows = gs.to_dict("records")
-            by_w: dict[int, list] = {}
-            for r in agg_rows:
-                by_w.setdefault(r["window"], []).append(r)
-            ws = sorted(by_w)[1:] if len(by_w) >= 2 else sorted(by_w)
-            per += [{"time_s": statistics.fmean(r["time_s"] for r in by_w[w]), "step_ms": statistics.fmean(r["step_ms"] for r in by_w[w]),
-                     "tokens_per_s": sum(r["tokens_per_s"] for r in by_w[w])} for w in ws]
-        d = pd.DataFrame(per)
-        rows.append({"arm": arm, "nproc": int(g["nproc"].iloc[0]), "windows": len(d),
-                     **{k: d[k].mean() for k in ("time_s", "step_ms", "tokens_per_s")},
-                     **{f"{k}_std": d[k].std(ddof=1) if len(d) > 1 else 0.0 for k in ("time_s", "step_ms", "tokens_per_s")}})
-    return pd.DataFrame(rows)
+    """Per arm: training time per window and tokens/s, seed 003's way (per window, time averaged
+    and tokens/s summed over ranks; each run's first window left out where it has two or more),
+    mean and sample std over the windows of every seed."""
+    keys = ["arm", "seed", "window"]
+    w = windows.groupby(keys, sort=False).agg(nproc=("nproc", "first"), time_s=("time_s", "mean"),
+                                              step_ms=("step_ms", "mean"), tokens_per_s=("tokens_per_s", "sum"))
+    w = w.reset_index()
+    run = w.groupby(["arm", "seed"])["window"]
+    w = w[(w["window"] != run.transform("min")) | (run.transform("size") < 2)]
+    cols = ["time_s", "step_ms", "tokens_per_s"]
+    g = w.groupby("arm", sort=False)
+    out = g.agg(nproc=("nproc", "first"), windows=("window", "size"), **{k: (k, "mean") for k in cols})
+    out[[f"{k}_std" for k in cols]] = g[cols].std(ddof=1).fillna(0.0).to_numpy()
+    return out.reset_index().astype({"nproc": int})
 
 
 def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
@@ -377,10 +369,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "analyze":
         argv = argv[1:]
-    if argv and argv[0] == "run":
-        print("dtype-bench scaling: error: multi-GPU runs are planned by the sweep now: "
-              "dtype-bench sweep params/scaling.yaml (its `arms:`)", file=sys.stderr)
-        return 2
     p = argparse.ArgumentParser(prog="dtype-bench scaling", description="Scaling analysis of multi-GPU runs "
                                 "(seeds 003, 004): tables, summary.json and charts from the records under a folder.")
     p.add_argument("root", help="e.g. executed/scaling")

@@ -230,17 +230,11 @@ def _gated(res: dict, skipped: dict, what: str) -> dict:
         return res
     why = by_reason(skipped)
     res["evidence"] = {**(res["evidence"] or {}), "not_learned": skipped}
-    if res["verdict"] == "inconclusive" and res["effect"] is None and not _missing(res["evidence"]):
+    if res["verdict"] == "inconclusive" and res["effect"] is None and not _collect(res["evidence"], "missing"):
         res.update(verdict="untestable", reason=f"no scenario it needs gives evidence ({why})")
     else:
         res["reason"] += f"; scenario(s) {', '.join(skipped)} {what} ({why})"
     return res
-
-
-def _missing(ev) -> list:
-    if isinstance(ev, dict):
-        return [m for k, v in ev.items() for m in (v if k == "missing" and isinstance(v, list) else _missing(v))]
-    return []
 
 
 def quality_rule(fn: Callable) -> Callable:
@@ -254,9 +248,6 @@ def quality_rule(fn: Callable) -> Callable:
                    for s in sorted(df.loc[~df["quality_established"], "scenario"].unique())}
         return _gated(fn(df[df["quality_established"]], rules, **kw), skipped, "skipped: quality not established")
     return rule
-
-
-learned_only = quality_rule
 
 
 def stability_rule(fn: Callable) -> Callable:
