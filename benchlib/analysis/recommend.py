@@ -21,10 +21,6 @@ from benchlib.analysis.tables import config_order, gated, groups, label, why_not
 from benchlib.core.dtypes import REGISTRY
 
 
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
-
-
 def candidates(saf: pd.DataFrame) -> set:
     """The configs of a safety frame that may be recommended (role candidate; a frame without a
     role column, e.g. an older comparison's, by the registry's role)."""

@@ -25,6 +25,7 @@ from typing import Optional
 
 import numpy as np
 import torch
+from scipy.special import entr, expit
 
 PAD_ID, BOS_ID, EOS_ID, MASK_ID = 0, 1, 2, 3
 FIRST_CONTENT_ID = 4
@@ -107,15 +108,10 @@ class MarkovChain:
             pi = new
         raise RuntimeError(f"stationary distribution did not converge in {max_iter} iterations")
 
-    def row_entropy(self) -> np.ndarray:
-        """H(P_i) in nats for every state."""
-        p = self.prob
-        return -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(1)
-
     def entropy_rate(self, pi: Optional[np.ndarray] = None) -> float:
         """sum_i pi_i H(P_i) (nats): the Bayes next-token loss of a stationary chain."""
         pi = self.stationary() if pi is None else pi
-        return float(pi @ self.row_entropy())
+        return float(pi @ entr(self.prob).sum(1))
 
     def log_prob(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """log P[a, b] elementwise (-inf where b is not a successor of a)."""
@@ -195,8 +191,7 @@ def make_lm_corpus(vocab_size: int, window: int, n_train_tokens: int, n_val: int
     dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
     train = (chain.sample(rows, row_len, train_rng, pi) + FIRST_CONTENT_ID).astype(dtype)
     val = chain.sample(n_val, window, val_rng, pi) + FIRST_CONTENT_ID
-    h_pi = float(-(pi[pi > 0] * np.log(pi[pi > 0])).sum())
-    return LMCorpus(chain, pi, chain.entropy_rate(pi), h_pi, train, val)
+    return LMCorpus(chain, pi, chain.entropy_rate(pi), float(entr(pi).sum()), train, val)
 
 
 # ---------------------------------------------------------------------------------------
@@ -369,11 +364,7 @@ class LabelSpace:
     def posterior(self, tokens: np.ndarray) -> np.ndarray:
         """[N, L] P(label j is among the document's labels | its tokens), exact."""
         z = self.log_odds(tokens)
-        return _sigmoid(z) / _p_nonempty(z)[:, None]
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return np.exp(-np.logaddexp(0.0, -z))
+        return expit(z) / _p_nonempty(z)[:, None]
 
 
 def _p_nonempty(z: np.ndarray) -> np.ndarray:
@@ -394,10 +385,6 @@ class LabelCorpus:
     val_len: np.ndarray
     val_labels: np.ndarray
     space: LabelSpace
-
-    @property
-    def signatures(self) -> np.ndarray:
-        return self.space.signatures
 
 
 def make_label_corpus(vocab_size: int, num_labels: int, max_len: int, n_train: int, n_val: int,
