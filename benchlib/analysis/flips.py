@@ -21,9 +21,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, adjust, bootstrap
+from benchlib.analysis.stats import Rules, adjust, bootstrap, piece
 from benchlib.analysis.tables import HEADLINE, config_order, gated, quality_runs, seed_series, speed_runs, trained_runs
-from benchlib.analysis.verdicts import piece
 from benchlib.core.scenarios import SCENARIOS
 
 REVERSAL_COLS = ["metric", "config", "other", "better_on", "worse_on", "gap_better_pct", "gap_worse_pct", "size_pct",

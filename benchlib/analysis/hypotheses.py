@@ -17,11 +17,11 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, bootstrap
+from benchlib.analysis.stats import Rules, bootstrap, piece
 from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
 from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergence_contrast,  # noqa: F401
                                         divergence_table, divergence_verdict, effect, effect_ci, fp16_config,
-                                        gain_pct, pairing, piece, quality_rule, result, scenario_units, scenarios_of,
+                                        gain_pct, pairing, quality_rule, result, scenario_units, scenarios_of,
                                         seeds_to_settle, short_cells, speed_rule, stability_rule, verdict_of)
 
 MATCHED_PAIRS = (("C", "D"), ("E", "F"))

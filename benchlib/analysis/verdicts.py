@@ -3,7 +3,7 @@ and the verdict a CI gives (``decide``). The seven rules themselves are in ``hyp
 
 An effect is a mean over *units* (a scenario, or a matched pair of scenarios), or the
 difference of two such means. A unit is made of *pieces*, one per scenario: the per-seed values
-of a config on it, or of a config against another paired by seed (``piece``). Pieces of
+of a config on it, or of a config against another paired by seed (``stats.piece``). Pieces of
 different scenarios are resampled independently (their runs are different runs); two configs of
 one scenario are paired by seed where they share ``Rules.min_seeds`` seeds, else resampled on
 their own and the evidence says ``unpaired``. Verdicts:
@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from benchlib.analysis.gates import by_reason
-from benchlib.analysis.stats import Rules, bootstrap
+from benchlib.analysis.stats import Rules, bootstrap, piece
 from benchlib.analysis.tables import gated, seed_series, why_not_established
 from benchlib.core.records import TRAINED
 from benchlib.core.scenarios import SCENARIOS
@@ -37,31 +36,6 @@ VERDICTS = ("supported", "rejected", "inconclusive", "untestable")
 SETTLE_MAX = 1000
 """Beyond this many seeds per (scenario, config), ``seeds_to_settle`` says the effect is too small
 against the noise to be worth settling."""
-
-
-@dataclass
-class Piece:
-    """One scenario's contribution to a unit: ``samples`` (per-seed Series) and ``value``, which
-    maps their means (arrays over resamples) to the piece's value."""
-    samples: list
-    value: Callable
-    paired: bool | None  # None: one config, nothing to pair
-
-
-def piece(cells: dict, s: str, x: str, ref: str | None, f: Callable, rules: Rules) -> Piece | None:
-    """Config ``x`` on scenario ``s``: without ``ref``, ``f(mean of x)``; with it, ``f(x, ref,
-    ref's values)`` on each shared seed where they share >= min_seeds seeds (paired), else on
-    the two means (unpaired). None where a cell has fewer than min_seeds values."""
-    a = cells.get((s, x), pd.Series(dtype=float))
-    if ref is None:
-        return Piece([a], lambda m: f(m), None) if len(a) >= rules.min_seeds else None
-    r = cells.get((s, ref), pd.Series(dtype=float))
-    shared = sorted(set(a.index) & set(r.index))
-    if len(shared) >= rules.min_seeds:
-        return Piece([f(a[shared].to_numpy(float), r[shared].to_numpy(float), r[shared])], lambda m: m, True)
-    if len(a) >= rules.min_seeds and len(r) >= rules.min_seeds:
-        return Piece([a, r], lambda ma, mr: f(ma, mr, r), False)
-    return None
 
 
 def short_cells(cells: dict, keys, rules: Rules, studied: set) -> list[str]:
