@@ -389,27 +389,12 @@ class LabelCorpus:
 
 def make_label_corpus(vocab_size: int, num_labels: int, max_len: int, n_train: int, n_val: int,
                       seed: int = DATA_SEED, chunk: int = 4096) -> LabelCorpus:
-    """EUR-Lex-like documents of at most ``max_len`` content tokens, with a known posterior.
-
-    EUR-Lex (seed 001: ~57k documents, ~4.3k EuroVoc labels) has thousands of labels with a long
-    tail of rare ones and about five labels per document, which its text supports to varying
-    degrees. The generator keeps those traits and makes the best attainable quality computable
-    (``LabelSpace``, ``bayes_multilabel``, ``bayes_singlelabel``), so that a run is judged by the
-    share of the gap it closed between the trivial predictor and that floor:
-
-    * labels: each carried independently with a Zipf prior (``LABEL_ZIPF_SHIFT``), about
-      ``MEAN_LABELS_PER_DOC`` per document, at least one;
-    * evidence: Poisson counts of each label's own signature tokens, ``RATE_PRESENT`` for a
-      carried label and ``NOISE_TOKENS`` / L for any other; a rare label's single token is then
-      more likely noise than evidence, so the Bayes-optimal P@1, P@5 and accuracy sit well below 1
-      and macro-F1 rests on how well the rare labels' few documents were learned;
-    * the rest of a document (length uniform in [max_len/4, max_len], longer if its signature
-      tokens need it) is background drawn Zipf-like from the tokens no label uses; signature
-      and background tokens are shuffled together.
-
-    Documents whose signature tokens would not fit ``max_len`` are drawn again: a rule on the
-    tokens alone, so the posterior given the tokens is unchanged. Vectorised per chunk of
-    documents; the same seed gives the same corpus.
+    """EUR-Lex-like documents of at most ``max_len`` content tokens whose label posterior is known
+    exactly (``LabelSpace``; the generator and its Bayes floors: docs/synthetic_labels.md): labels
+    carried independently with a Zipf prior (about ``MEAN_LABELS_PER_DOC``, at least one), Poisson
+    counts of each label's signature token (``RATE_PRESENT`` if carried, else ``NOISE_TOKENS`` / L),
+    the rest Zipf-like background, shuffled. Documents whose signature tokens would not fit are drawn
+    again (a rule on the tokens alone: the posterior is unchanged). The same seed gives the same corpus.
     """
     space = label_space(vocab_size, num_labels, max_len, np.random.default_rng(np.random.SeedSequence(seed + 1)))
     rng_train, rng_val = (np.random.default_rng(s) for s in np.random.SeedSequence(seed + 2).spawn(2))
