@@ -29,10 +29,6 @@ REVERSAL_COLS = ["metric", "config", "other", "better_on", "worse_on", "gap_bett
                  "n_seeds", "paired", "host", "support", "p", "p_adj", "significant", "note"]
 
 
-def _candidates(df: pd.DataFrame) -> set:
-    return set(df.loc[df["role"].eq("candidate"), "config"]) if "role" in df else set(df["config"])
-
-
 def _classes(df: pd.DataFrame, metric: str) -> dict[tuple[str, str], str]:
     """(scenario, config) -> what makes two configs identical by construction for ``metric``."""
     col = "definition_hash" if metric == "quality" else "cost_hash"
@@ -85,7 +81,7 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     both orders hold, ``p``, ``p_adj`` (corrected over the metric's reversals), ``significant``
     per ``rules`` (module docstring); ``note`` says why a reversal is not tested."""
     df = gated(df, rules)
-    cand = _candidates(df)
+    cand = set(df.loc[df["role"].eq("candidate"), "config"])  # the gates give every run a role
     rows = []
     for m in HEADLINE:
         classes = _classes(df, m)
