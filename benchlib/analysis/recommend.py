@@ -135,11 +135,13 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     for name, own, other in (("lm_specific", g["lm"], g["cls"]), ("cls_specific", g["cls"], g["lm"])):
         for c in speed_order([c for c, ss in safe.items() if own and other and set(own) <= ss
                               and unsafe.get(c, set()) & set(other)]):
-            why = _reasons(mine[(mine["config"] == c) & mine["safe"].eq(False) & mine["scenario"].isin(other)])
+            bad = mine[(mine["config"] == c) & mine["safe"].eq(False) & mine["scenario"].isin(other)]
+            why = by_reason(dict(zip(bad["scenario"], bad["reason"])))
             rec[name].append(f"{c} - safe on {'LM' if name == 'lm_specific' else 'classification'} "
                              f"({', '.join(own)}) but not on {why}; {numbers(c, own)}")
     for c in sorted(c for c in unsafe if unsafe[c] and not safe.get(c)):
-        why = _reasons(mine[(mine["config"] == c) & mine["safe"].eq(False)])
+        bad = mine[(mine["config"] == c) & mine["safe"].eq(False)]
+        why = by_reason(dict(zip(bad["scenario"], bad["reason"])))
         rec["avoid"].append(f"{c} - safe on no scenario; unsafe on {why}")
     return rec, saf
 
@@ -258,12 +260,6 @@ def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:
         return {}
     rows = saf[saf["recommended"].eq(True)]
     return dict(zip(rows["scenario"], rows["config"]))
-
-
-def _reasons(rows: pd.DataFrame) -> str:
-    """'C, D: <reason>; E: <other reason>' - scenarios sharing a reason named once."""
-    by = rows.groupby("reason", sort=False)["scenario"].apply(lambda x: ", ".join(sorted(x)))
-    return "; ".join(f"{scns}: {reason}" for reason, scns in by.items())
 
 
 def _pivots(stats: pd.DataFrame) -> dict[str, pd.DataFrame]:

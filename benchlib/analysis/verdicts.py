@@ -189,13 +189,6 @@ def scenario_units(cells: dict, scenarios, x: str, ref: str | None, f: Callable,
 
 
 # ---- which scenarios a rule reads ------------------------------------------------------------
-def _noted(res: dict, key: str, value, scenarios, why: str) -> dict:
-    if scenarios:
-        res["evidence"] = {**(res["evidence"] or {}), key: value}
-        res["reason"] += f"; scenario(s) {', '.join(scenarios)} {why}"
-    return res
-
-
 def _gated(res: dict, skipped: dict, what: str) -> dict:
     """A verdict's reason and evidence naming the scenarios a rule left out (``skipped``: scenario
     -> why); a verdict that has no effect for want of them alone (no cell short of seeds in the
@@ -250,8 +243,12 @@ def speed_rule(fn: Callable) -> Callable:
         speed_only = ~df["quality_established"]
         df.loc[speed_only & (df["health"] == "stalled"), "health"] = "ok"
         names = sorted(df.loc[speed_only, "scenario"].unique())
-        return _noted(fn(df, rules, **kw), "speed_only", names, names,
-                      "count for speed only (quality not established there, so a stalled run is not a failure)")
+        res = fn(df, rules, **kw)
+        if names:
+            res["evidence"] = {**(res["evidence"] or {}), "speed_only": names}
+            res["reason"] += (f"; scenario(s) {', '.join(names)} count for speed only (quality not established "
+                              f"there, so a stalled run is not a failure)")
+        return res
     return rule
 
 
