@@ -516,7 +516,7 @@ def bayes_multilabel(space: LabelSpace, tokens: np.ndarray, chunk: int = 512) ->
         top = -np.sort(-q, axis=1)[:, :5]
         for k in (1, 3, 5):
             out[f"p_at_{k}"].append(top[:, :k].sum(1) / k)
-        out["val_loss"].append(_binary_entropy(q).mean(1))
+        out["val_loss"].append((entr(q) + entr(1 - q)).mean(1))  # the binary entropy of each label
     return {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
 
 
@@ -545,11 +545,6 @@ def bayes_singlelabel(space: LabelSpace, tokens: np.ndarray, train_counts: np.nd
     res = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
     res["p_at_1"] = res["accuracy"]
     return res
-
-
-def _binary_entropy(q: np.ndarray) -> np.ndarray:
-    q = np.clip(q, 1e-15, 1 - 1e-15)
-    return -(q * np.log(q) + (1 - q) * np.log1p(-q))
 
 
 def label_counts(labels: np.ndarray, num_labels: int) -> np.ndarray:
