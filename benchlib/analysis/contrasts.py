@@ -2,11 +2,9 @@
 the gap, its CI, its p-values and the verdict that safety, the degraded gate and the
 recommendations read.
 
-The gap is in % of the reference's quality, positive = the config is worse. Runs of one seed
-share data order and initialisation, so the gap is taken per shared seed and those differences
-are resampled (``stats.bootstrap``); where fewer than ``Rules.min_seeds`` seeds are shared but
-both cells have that many, the cells are resampled on their own (``paired`` False). The
-p-values of a scenario's configs form one family, corrected by ``Rules.multitest``. Verdicts:
+The gap is in % of the reference's quality, positive = the config is worse, paired by seed where
+the cells share ``Rules.min_seeds`` seeds (``stats.piece``). The p-values of a scenario's configs
+form one family, corrected by ``Rules.multitest``. Verdicts:
 
 - ``degraded``: the gap is beyond seed noise (corrected p < 1 - conf) and larger than the
   minimum effect that matters (``Rules.min_effect_pct`` of the scenario's quality metric);
@@ -31,8 +29,7 @@ COLUMNS = ["scenario", "config", "reference", "metric", "n_config", "n_reference
 
 def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules) -> dict:
     """The gap of one config's per-seed values ``x`` to the reference's ``ref`` (both indexed by
-    seed), % of the reference, positive = worse (``sign`` +1 where higher is better): paired by
-    seed or unpaired as ``stats.piece`` decides."""
+    seed), % of the reference, positive = worse (``sign`` +1 where higher is better)."""
     x, ref = x.dropna(), ref.dropna()
     shared = sorted(set(x.index) & set(ref.index))
     out = {"n_config": len(x), "n_reference": len(ref), "n_paired": len(shared), "paired": None, "gap_pct": math.nan,
