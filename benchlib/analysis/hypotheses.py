@@ -1,12 +1,8 @@
 """Verdicts on seed 001's H1-H4 and seed 002's three hypotheses, each by an explicit,
-parameterised rule (its docstring, copied into ``comparison.json``), read by ``verdicts``.
-
-Which scenarios a rule reads: quality rules only those whose quality is established (learned,
-and configs told apart: ``gates``); divergence rules those that learned; speed rules every
-scenario (a speed study's short runs learn nothing and need not). A rule whose every needed
-scenario is gated out is ``untestable``, and says why. Configs are named by their definition
-(``identity``): a study whose fp16 runs kept fp16 Adam moments has ``fp16_fp16_states*`` runs,
-not ``fp16_naive*``, and the fp16 verdicts say which configuration they tested.
+parameterised rule (its docstring, copied into ``comparison.json``). Which scenarios a rule reads
+is its decorator's (``verdicts.quality_rule``, ``stability_rule``, ``speed_rule``). Configs are
+named by their definition (``identity``): a study whose fp16 runs kept fp16 Adam moments has
+``fp16_fp16_states*`` runs, and the fp16 verdicts say which configuration they tested.
 """
 from __future__ import annotations
 
