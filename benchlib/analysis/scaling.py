@@ -153,35 +153,24 @@ def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
     agg["seeds"] = ok.groupby(keys + ["arm", "nproc"], dropna=False).size().values
     other = [k for k in keys if k != "strategy"]
     setup = [k for k in other if k != "dist"]
+    one = agg[agg["nproc"] == 1]
+    single = one[one["strategy"] == "single"]
 
-    def matching(row, on):  # equal, or missing in both, key by key
-        return ((agg[on] == row[on]) | (agg[on].isna() & row[on].isna())).all(axis=1)
-
-    def base_of(row):
-        one = agg[matching(row, other) & (agg["nproc"] == 1)]
-        own = one[one["strategy"] == row["strategy"]]
-        if len(own):
-            return own.iloc[0], row["strategy"]
-        single = one[one["strategy"] == "single"]
-        return (single.iloc[0], "single") if len(single) else (None, None)
-
-    out = []
-    for _, row in agg.iterrows():
-        base, against = base_of(row)
-        r = row.to_dict()
-        if base is not None and base["tokens_per_s"] > 0:
-            r["baseline"] = f"{against} x1"
-            r["speedup"] = row["tokens_per_s"] / base["tokens_per_s"]
-            r["efficiency_pct"] = 100 * r["speedup"] / row["nproc"]
-            r["step_time_ratio"] = row["step_ms"] / base["step_ms"]
-        single = agg[matching(row, setup) & (agg["strategy"] == "single") & (agg["nproc"] == 1)]
-        if len(single) and single["tokens_per_s"].iloc[0] > 0:
-            r["vs_single_pct"] = 100 * row["tokens_per_s"] / (row["nproc"] * single["tokens_per_s"].iloc[0])
-        out.append(r)
-    table = pd.DataFrame(out)
-    for c in ("baseline", "speedup", "efficiency_pct", "step_time_ratio", "vs_single_pct"):
-        if c not in table:
-            table[c] = None
+    def first(rows, on, name):  # each setup's first 1-device run (a missing key matches a missing key)
+        return rows.drop_duplicates(on)[on + ["tokens_per_s", "step_ms"]].assign(**{name: True}).rename(
+            columns={"tokens_per_s": f"{name}_tps", "step_ms": f"{name}_ms"})
+    t = (agg.merge(first(one, other + ["strategy"], "own"), on=other + ["strategy"], how="left")
+         .merge(first(single, other, "one"), on=other, how="left")
+         .merge(first(single, setup, "plain"), on=setup, how="left"))
+    own = t["own"].eq(True)
+    base_tps, base_ms = t["own_tps"].where(own, t["one_tps"]), t["own_ms"].where(own, t["one_ms"])
+    has = (own | t["one"].eq(True)) & (base_tps > 0)
+    t["baseline"] = (t["strategy"].where(own, "single") + " x1").where(has)
+    t["speedup"] = (t["tokens_per_s"] / base_tps).where(has)
+    t["efficiency_pct"] = 100 * t["speedup"] / t["nproc"]
+    t["step_time_ratio"] = (t["step_ms"] / base_ms).where(has)
+    t["vs_single_pct"] = (100 * t["tokens_per_s"] / (t["nproc"] * t["plain_tps"])).where(t["plain_tps"] > 0)
+    table = t[list(agg.columns) + ["baseline", "speedup", "efficiency_pct", "step_time_ratio", "vs_single_pct"]]
     return table.sort_values(["scenario", "config", "strategy", "nproc"]).reset_index(drop=True)
 
 
