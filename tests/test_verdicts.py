@@ -286,8 +286,6 @@ def test_a_control_or_ablation_is_never_picked_even_when_fastest():
     assert "fastest: amp_bf16 " in tables.describe_experiment(tables.summarize(df, "A"), "A")
     stats_ = tables.config_stats(df)
     assert recommend.default_across(saf, stats_)[0].startswith("default: amp_bf16 ")
-    per_task = recommend.fastest_safe_across(saf, stats_)
-    assert set(per_task) == {"A", "C"} and not any("eps1e4" in line for line in per_task.values())
 
 
 def test_the_findings_never_print_a_control_as_a_pick_nor_a_mirror_flip(tmp_path):

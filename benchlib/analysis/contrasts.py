@@ -2,11 +2,9 @@
 the gap, its CI, its p-values and the verdict that safety, the degraded gate and the
 recommendations read.
 
-The gap is in % of the reference's quality, positive = the config is worse. Runs of one seed
-share data order and initialisation, so the gap is taken per shared seed and those differences
-are resampled (``stats.bootstrap``); where fewer than ``Rules.min_seeds`` seeds are shared but
-both cells have that many, the cells are resampled on their own (``paired`` False). The
-p-values of a scenario's configs form one family, corrected by ``Rules.multitest``. Verdicts:
+The gap is in % of the reference's quality, positive = the config is worse, paired by seed where
+the cells share ``Rules.min_seeds`` seeds (``stats.piece``). The p-values of a scenario's configs
+form one family, corrected by ``Rules.multitest``. Verdicts:
 
 - ``degraded``: the gap is beyond seed noise (corrected p < 1 - conf) and larger than the
   minimum effect that matters (``Rules.min_effect_pct`` of the scenario's quality metric);
@@ -23,14 +21,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, adjust, boot_p, bootstrap, exact_p
+from benchlib.analysis.stats import Rules, adjust, boot_p, bootstrap, exact_p, piece
 
 COLUMNS = ["scenario", "config", "reference", "metric", "n_config", "n_reference", "n_paired", "paired", "gap_pct",
            "ci_low", "ci_high", "p", "p_adj", "p_exact", "min_effect_pct", "verdict", "reason"]
-
-
-def _mean(*xs, axis=-1):
-    return np.mean(xs[0], axis=axis)
 
 
 def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules) -> dict:
@@ -40,25 +34,14 @@ def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules) -> dict:
     shared = sorted(set(x.index) & set(ref.index))
     out = {"n_config": len(x), "n_reference": len(ref), "n_paired": len(shared), "paired": None, "gap_pct": math.nan,
            "ci_low": math.nan, "ci_high": math.nan, "p": math.nan, "p_exact": math.nan}
-    if len(shared) >= rules.min_seeds:
-        base = abs(ref[shared].mean())
-        if base == 0:
-            return out
-        d = 100 * sign * (ref[shared].to_numpy(float) - x[shared].to_numpy(float)) / base
-        point, lo, hi, dist = bootstrap([d], _mean, rules)
-        out.update(paired=True, p_exact=exact_p(d, rules))
-    elif len(x) >= rules.min_seeds and len(ref) >= rules.min_seeds:
-        base = abs(ref.mean())
-        if base == 0:
-            return out
-
-        def gap(a, r, axis=-1):
-            return 100 * sign * (np.mean(r, axis=axis) - np.mean(a, axis=axis)) / base
-        point, lo, hi, dist = bootstrap([x.to_numpy(float), ref.to_numpy(float)], gap, rules)
-        out["paired"] = False
-    else:
+    base = abs((ref[shared] if len(shared) >= rules.min_seeds else ref).mean())
+    p = piece({(0, "x"): x, (0, "ref"): ref}, 0, "x", "ref", lambda xv, rv, r: 100 * sign * (rv - xv) / base,
+              rules) if base != 0 else None
+    if p is None:
         return out
-    out.update(gap_pct=point, ci_low=lo, ci_high=hi, p=boot_p(dist, point))
+    point, lo, hi, dist = bootstrap(p.samples, lambda *v, axis=-1: p.value(*(np.mean(a, axis=axis) for a in v)), rules)
+    out.update(paired=p.paired, gap_pct=point, ci_low=lo, ci_high=hi, p=boot_p(dist, point),
+               p_exact=exact_p(p.samples[0], rules) if p.paired else math.nan)
     return out
 
 

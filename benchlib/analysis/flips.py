@@ -21,17 +21,12 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, adjust, bootstrap
+from benchlib.analysis.stats import Rules, adjust, bootstrap, piece
 from benchlib.analysis.tables import HEADLINE, config_order, gated, quality_runs, seed_series, speed_runs, trained_runs
-from benchlib.analysis.verdicts import piece
 from benchlib.core.scenarios import SCENARIOS
 
 REVERSAL_COLS = ["metric", "config", "other", "better_on", "worse_on", "gap_better_pct", "gap_worse_pct", "size_pct",
                  "n_seeds", "paired", "host", "support", "p", "p_adj", "significant", "note"]
-
-
-def _candidates(df: pd.DataFrame) -> set:
-    return set(df.loc[df["role"].eq("candidate"), "config"]) if "role" in df else set(df["config"])
 
 
 def _classes(df: pd.DataFrame, metric: str) -> dict[tuple[str, str], str]:
@@ -86,7 +81,7 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     both orders hold, ``p``, ``p_adj`` (corrected over the metric's reversals), ``significant``
     per ``rules`` (module docstring); ``note`` says why a reversal is not tested."""
     df = gated(df, rules)
-    cand = _candidates(df)
+    cand = set(df.loc[df["role"].eq("candidate"), "config"])  # the gates give every run a role
     rows = []
     for m in HEADLINE:
         classes = _classes(df, m)

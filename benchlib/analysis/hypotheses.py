@@ -1,12 +1,8 @@
 """Verdicts on seed 001's H1-H4 and seed 002's three hypotheses, each by an explicit,
-parameterised rule (its docstring, copied into ``comparison.json``), read by ``verdicts``.
-
-Which scenarios a rule reads: quality rules only those whose quality is established (learned,
-and configs told apart: ``gates``); divergence rules those that learned; speed rules every
-scenario (a speed study's short runs learn nothing and need not). A rule whose every needed
-scenario is gated out is ``untestable``, and says why. Configs are named by their definition
-(``identity``): a study whose fp16 runs kept fp16 Adam moments has ``fp16_fp16_states*`` runs,
-not ``fp16_naive*``, and the fp16 verdicts say which configuration they tested.
+parameterised rule (its docstring, copied into ``comparison.json``). Which scenarios a rule reads
+is its decorator's (``verdicts.quality_rule``, ``stability_rule``, ``speed_rule``). Configs are
+named by their definition (``identity``): a study whose fp16 runs kept fp16 Adam moments has
+``fp16_fp16_states*`` runs, and the fp16 verdicts say which configuration they tested.
 """
 from __future__ import annotations
 
@@ -17,11 +13,11 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, bootstrap
+from benchlib.analysis.stats import Rules, bootstrap, piece
 from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
 from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergence_contrast,  # noqa: F401
                                         divergence_table, divergence_verdict, effect, effect_ci, fp16_config,
-                                        gain_pct, pairing, piece, quality_rule, result, scenario_units, scenarios_of,
+                                        gain_pct, pairing, quality_rule, result, scenario_units, scenarios_of,
                                         seeds_to_settle, short_cells, speed_rule, stability_rule, verdict_of)
 
 MATCHED_PAIRS = (("C", "D"), ("E", "F"))
@@ -206,6 +202,22 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
     return res
 
 
+def _matched_units(cells: dict, configs, ref: str, f, rules: Rules, name, unit) -> tuple[dict, dict]:
+    """One unit per matched pair (GPT-2 ``g``, RoBERTa ``r``) and config of ``configs`` against ``ref``
+    where both scenarios have the seeds (``name(g, r, c)`` its key, ``unit(pg, pr)`` its pieces
+    and combine), and the evidence: used, missing cells, seeds, pairing."""
+    units, missing, seeds = {}, [], []
+    for (g, r), c in product(MATCHED_PAIRS, configs):
+        pg, pr = piece(cells, g, c, ref, f, rules), piece(cells, r, c, ref, f, rules)
+        if pg and pr:
+            units[name(g, r, c)] = unit(pg, pr)
+            seeds += [len(cells[s, k]) for s in (g, r) for k in (c, ref)]
+        else:
+            missing += short_cells(cells, [(g, c), (g, ref), (r, c), (r, ref)], rules, {s for s, _ in cells})
+    return units, {"used": list(units), "missing": sorted(set(missing)), "seeds": min(seeds) if seeds else None,
+                   "pairing": pairing(units)}
+
+
 @speed_rule
 def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 002 H2: bf16_pure gains more MFU over fp32 on RoBERTa than on GPT-2. MFU gain =
@@ -219,18 +231,10 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     claim = "bf16_pure shows a higher MFU gain over fp32 on RoBERTa than on GPT-2 (matched tasks)"
     x, ref = "bf16_pure", BASELINE
     cells = seed_series(df, "tokens_per_s", oriented=False)
-    ratio = lambda xv, rv, r: xv / rv  # noqa: E731
-    units, missing = {}, []
-    for g, r in MATCHED_PAIRS:
-        pg, pr = piece(cells, g, x, ref, ratio, rules), piece(cells, r, x, ref, ratio, rules)
-        if pg and pr:
-            units[f"{g}-{r}"] = ([pr, pg], lambda v: v[0] - v[1])
-        else:
-            missing += short_cells(cells, [(g, x), (g, ref), (r, x), (r, ref)], rules, {s for s, _ in cells})
-    seeds = [len(cells[s, c]) for u in units for s in u.split("-") for c in (x, ref)]
-    ev = {"used": list(units), "missing": sorted(set(missing)), "seeds": min(seeds) if seeds else None,
-          "pairing": pairing(units), "not_matched": "A-B (causal against masked LM)",
-          "note": "bf16_pure's tokens/s includes its stochastic-rounding AdamW update"}
+    units, ev = _matched_units(cells, [x], ref, lambda xv, rv, r: xv / rv, rules, lambda g, r, c: f"{g}-{r}",
+                               lambda pg, pr: ([pr, pg], lambda v: v[0] - v[1]))
+    ev.update(not_matched="A-B (causal against masked LM)",
+              note="bf16_pure's tokens/s includes its stochastic-rounding AdamW update")
     res = verdict_of(bf16_mfu_gain_by_arch, claim, effect_ci(units, rules), ev, "MFU gain RoBERTa - GPT-2", "x fp32",
                      rules, rules.margin_speedup)
     res["reason"] += "; bf16_pure's speed includes its optimizer update's cost (stochastic-rounding AdamW)"
@@ -249,17 +253,8 @@ def precision_sensitivity_by_arch(df: pd.DataFrame, rules: Rules = Rules(), conf
     claim = "low-precision configs lose more quality vs fp32 on GPT-2 classification (C, E) than RoBERTa (D, F)"
     cells = seed_series(df, "quality", oriented=True)
     present = [c for c in configs if (df["config"] == c).any()]
-    loss = gain_pct(-1)
-    units, missing = {}, []
-    for (g, r), c in product(MATCHED_PAIRS, present):
-        pg, pr = piece(cells, g, c, BASELINE, loss, rules), piece(cells, r, c, BASELINE, loss, rules)
-        if pg and pr:
-            units[f"{g}-{r}/{c}"] = ([pg, pr], lambda v: v[0] - v[1])
-        else:
-            missing += short_cells(cells, [(g, c), (g, BASELINE), (r, c), (r, BASELINE)], rules, {s for s, _ in cells})
-    seeds = [len(cells[s, c]) for u in units for s in u.split("/")[0].split("-") for c in (u.split("/")[1], BASELINE)]
-    ev = {"used": list(units), "missing": sorted(set(missing)), "seeds": min(seeds) if seeds else None,
-          "pairing": pairing(units)}
+    units, ev = _matched_units(cells, present, BASELINE, gain_pct(-1), rules, lambda g, r, c: f"{g}-{r}/{c}",
+                               lambda pg, pr: ([pg, pr], lambda v: v[0] - v[1]))
     return verdict_of(precision_sensitivity_by_arch, claim, effect_ci(units, rules), ev, "quality loss GPT-2 - RoBERTa",
                       "% of quality", rules, rules.margin_quality_pct,
                       why_missing="no low-precision config with fp32_baseline on both architectures of a "

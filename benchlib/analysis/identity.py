@@ -41,12 +41,10 @@ class ConfigIdentityError(ValueError):
 def definition_hash(dtype: dict) -> str | None:
     """The record's definition hash (recorded, else computed from its fields); None where its
     ``dtype`` entry has no numeric field and its name is not in the registry."""
-    if dtype.get("definition_hash"):
-        return str(dtype["definition_hash"])
-    if _NUMERIC & set(dtype):
-        return hash_definition(definition_of(dtype))
-    name = ALIASES.get(dtype.get("name", ""), dtype.get("name", ""))
-    return REGISTRY[name].definition_hash if name in REGISTRY else None
+    full = dtype if dtype.get("definition_hash") else _full(dtype)
+    if full.get("definition_hash"):
+        return str(full["definition_hash"])
+    return hash_definition(definition_of(full)) if _NUMERIC & set(full) else None
 
 
 def _full(dtype: dict) -> dict:

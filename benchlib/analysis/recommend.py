@@ -1,6 +1,6 @@
 """Recommendations from a study's numbers (seed 000): the rules over ``safety.safety`` that name
-a default, the choice per task and what to avoid (``recommendations``), and the same across a
-quality study and a speed study (``default_across``, ``fastest_safe_across``).
+a default, the choice per task and what to avoid (``recommendations``), and the default across a
+quality study and a speed study (``default_across``).
 
 Only candidate configs are ever recommended, named fastest or a default: a control isolates
 one mechanism (Adam's eps, no loss scaling) and an ablation switches a feature off; both are
@@ -19,10 +19,6 @@ from benchlib.analysis.gates import by_reason
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import config_order, gated, groups, label, why_not_established
 from benchlib.core.dtypes import REGISTRY
-
-
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
 
 
 def candidates(saf: pd.DataFrame) -> set:
@@ -139,11 +135,13 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     for name, own, other in (("lm_specific", g["lm"], g["cls"]), ("cls_specific", g["cls"], g["lm"])):
         for c in speed_order([c for c, ss in safe.items() if own and other and set(own) <= ss
                               and unsafe.get(c, set()) & set(other)]):
-            why = _reasons(mine[(mine["config"] == c) & mine["safe"].eq(False) & mine["scenario"].isin(other)])
+            bad = mine[(mine["config"] == c) & mine["safe"].eq(False) & mine["scenario"].isin(other)]
+            why = by_reason(dict(zip(bad["scenario"], bad["reason"])))
             rec[name].append(f"{c} - safe on {'LM' if name == 'lm_specific' else 'classification'} "
                              f"({', '.join(own)}) but not on {why}; {numbers(c, own)}")
     for c in sorted(c for c in unsafe if unsafe[c] and not safe.get(c)):
-        why = _reasons(mine[(mine["config"] == c) & mine["safe"].eq(False)])
+        bad = mine[(mine["config"] == c) & mine["safe"].eq(False)]
+        why = by_reason(dict(zip(bad["scenario"], bad["reason"])))
         rec["avoid"].append(f"{c} - safe on no scenario; unsafe on {why}")
     return rec, saf
 
@@ -255,29 +253,6 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
     return lines
 
 
-def fastest_safe_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
-                        rules: Rules = Rules()) -> dict:
-    """Scenario -> the per-task line of ``recommendations`` across two studies: on each scenario
-    the speed study measured, the fastest there of the candidate configs ``saf`` calls safe on
-    it (none while one of them has no throughput there)."""
-    piv = _pivots(speed_stats)
-    saf = saf[saf["config"].isin(candidates(saf))]  # a control or ablation is never picked
-    out = {}
-    for s in sorted(set(saf["scenario"]) & set(speed_stats["scenario"])):
-        safe = sorted(saf.loc[(saf["scenario"] == s) & saf["safe"].eq(True), "config"])
-        if not safe:
-            continue
-        ranks = piv["throughput_rank"].reindex(index=safe, columns=[s])[s]
-        if ranks.isna().any():
-            out[s] = (f"{s}: fastest safe config not known yet: {speed_study} has not measured "
-                      f"{', '.join(ranks.index[ranks.isna()])} on {s}")
-        else:
-            order = list(ranks.sort_values().index)
-            out[s] = (f"{s}: fastest safe config {order[0]} ({speed_study}: {_numbers(piv, order[0], [s])}"
-                      f"{_ties(piv, order, [s], rules.min_size_pct, speed_stats)})")
-    return out
-
-
 def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:
     """Scenario -> the config ``recommendations`` names for it (the fastest tested-safe one),
     from the safety frame it returns; scenarios with no recommendation are left out."""
@@ -285,12 +260,6 @@ def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:
         return {}
     rows = saf[saf["recommended"].eq(True)]
     return dict(zip(rows["scenario"], rows["config"]))
-
-
-def _reasons(rows: pd.DataFrame) -> str:
-    """'C, D: <reason>; E: <other reason>' - scenarios sharing a reason named once."""
-    by = rows.groupby("reason", sort=False)["scenario"].apply(lambda x: ", ".join(sorted(x)))
-    return "; ".join(f"{scns}: {reason}" for reason, scns in by.items())
 
 
 def _pivots(stats: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -1,16 +1,8 @@
 """Where each config is safe (``safety``): three-valued, True only where measured seed noise says
-no degradation that matters is compatible with the seeds.
-
-A config is judged against its scenario's reference config (the first of
-``Rules.reference_configs`` with enough seeds, fp32_baseline where it ran), paired by seed
-(``contrasts.reference_contrasts``, computed with the evidence gates): the best of ~16 noisy
-means is biased upward, and 'worse than the best' finds gaps that are not there. Failure needs
-less evidence than safety: one diverged or stalled run makes a config unsafe from one seed, in a
-scenario that learned; a diverged run (or one that ran out of memory or broke) makes it
-``failed`` in any scenario. Nothing is safe in a scenario whose quality is not established (did not
-learn, or its configs cannot be told apart): there every other verdict is ``untestable``. Every role is
-judged (where a control breaks is evidence); only candidates are ever recommended
-(``recommend``).
+no degradation that matters is compatible with the seeds. A config is judged against its
+scenario's reference paired by seed (``contrasts``), not against the best of ~16 noisy means (a
+best biased upward finds gaps that are not there); failing needs less evidence than safety (one
+diverged or stalled run). Every role is judged; only candidates are ever recommended.
 """
 from __future__ import annotations
 

@@ -28,7 +28,6 @@ from typing import Any
 from benchlib.core.records import COMPLETED, json_safe
 from benchlib.core.runconfig import DistConfig, flatten
 
-REPO = Path(__file__).resolve().parents[2]
 BASELINE_ARM = "ddp_fp32"
 # Runs whose speed, memory and loss curves enter the tables: those that trained every step.
 # A short scaling run may well not beat its trivial baseline (stalled) or end above its best
@@ -67,9 +66,6 @@ def load_runs(root: str | Path):
 
 def _levers(rec: dict, run: dict) -> str:
     """The tuning levers a run set away from their defaults, as ``key=value,...``."""
-    old = (rec["run"].get("extra") or {}).get("dist")  # records of the environment-variable era
-    if isinstance(old, str):
-        return old
     default = DistConfig()
     return ",".join(f"{k}={run[f'dist.{k}']}" for k in LEVERS
                      if f"dist.{k}" in run and run[f"dist.{k}"] != getattr(default, k))
@@ -113,24 +109,20 @@ def losses(path: str | Path) -> list[float]:
 # Tables
 # =======================================================================================
 def throughput_table(windows) -> "pd.DataFrame":  # noqa: F821
-    """Per arm: training time per window and tokens/s, seed 003's way, pooled over seeds."""
-    import pandas as pd
-    rows = []
-    for arm, g in windows.groupby("arm", sort=False):
-        per = []
-        for seed, gs in g.groupby("seed"):
-            agg_rows = gs.to_dict("records")
-            by_w: dict[int, list] = {}
-            for r in agg_rows:
-                by_w.setdefault(r["window"], []).append(r)
-            ws = sorted(by_w)[1:] if len(by_w) >= 2 else sorted(by_w)
-            per += [{"time_s": statistics.fmean(r["time_s"] for r in by_w[w]), "step_ms": statistics.fmean(r["step_ms"] for r in by_w[w]),
-                     "tokens_per_s": sum(r["tokens_per_s"] for r in by_w[w])} for w in ws]
-        d = pd.DataFrame(per)
-        rows.append({"arm": arm, "nproc": int(g["nproc"].iloc[0]), "windows": len(d),
-                     **{k: d[k].mean() for k in ("time_s", "step_ms", "tokens_per_s")},
-                     **{f"{k}_std": d[k].std(ddof=1) if len(d) > 1 else 0.0 for k in ("time_s", "step_ms", "tokens_per_s")}})
-    return pd.DataFrame(rows)
+    """Per arm: training time per window and tokens/s, seed 003's way (per window, time averaged
+    and tokens/s summed over ranks; each run's first window left out where it has two or more),
+    mean and sample std over the windows of every seed."""
+    keys = ["arm", "seed", "window"]
+    w = windows.groupby(keys, sort=False).agg(nproc=("nproc", "first"), time_s=("time_s", "mean"),
+                                              step_ms=("step_ms", "mean"), tokens_per_s=("tokens_per_s", "sum"))
+    w = w.reset_index()
+    run = w.groupby(["arm", "seed"])["window"]
+    w = w[(w["window"] != run.transform("min")) | (run.transform("size") < 2)]
+    cols = ["time_s", "step_ms", "tokens_per_s"]
+    g = w.groupby("arm", sort=False)
+    out = g.agg(nproc=("nproc", "first"), windows=("window", "size"), **{k: (k, "mean") for k in cols})
+    out[[f"{k}_std" for k in cols]] = g[cols].std(ddof=1).fillna(0.0).to_numpy()
+    return out.reset_index().astype({"nproc": int})
 
 
 def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
@@ -161,35 +153,24 @@ def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
     agg["seeds"] = ok.groupby(keys + ["arm", "nproc"], dropna=False).size().values
     other = [k for k in keys if k != "strategy"]
     setup = [k for k in other if k != "dist"]
+    one = agg[agg["nproc"] == 1]
+    single = one[one["strategy"] == "single"]
 
-    def matching(row, on):  # equal, or missing in both, key by key
-        return ((agg[on] == row[on]) | (agg[on].isna() & row[on].isna())).all(axis=1)
-
-    def base_of(row):
-        one = agg[matching(row, other) & (agg["nproc"] == 1)]
-        own = one[one["strategy"] == row["strategy"]]
-        if len(own):
-            return own.iloc[0], row["strategy"]
-        single = one[one["strategy"] == "single"]
-        return (single.iloc[0], "single") if len(single) else (None, None)
-
-    out = []
-    for _, row in agg.iterrows():
-        base, against = base_of(row)
-        r = row.to_dict()
-        if base is not None and base["tokens_per_s"] > 0:
-            r["baseline"] = f"{against} x1"
-            r["speedup"] = row["tokens_per_s"] / base["tokens_per_s"]
-            r["efficiency_pct"] = 100 * r["speedup"] / row["nproc"]
-            r["step_time_ratio"] = row["step_ms"] / base["step_ms"]
-        single = agg[matching(row, setup) & (agg["strategy"] == "single") & (agg["nproc"] == 1)]
-        if len(single) and single["tokens_per_s"].iloc[0] > 0:
-            r["vs_single_pct"] = 100 * row["tokens_per_s"] / (row["nproc"] * single["tokens_per_s"].iloc[0])
-        out.append(r)
-    table = pd.DataFrame(out)
-    for c in ("baseline", "speedup", "efficiency_pct", "step_time_ratio", "vs_single_pct"):
-        if c not in table:
-            table[c] = None
+    def first(rows, on, name):  # each setup's first 1-device run (a missing key matches a missing key)
+        return rows.drop_duplicates(on)[on + ["tokens_per_s", "step_ms"]].assign(**{name: True}).rename(
+            columns={"tokens_per_s": f"{name}_tps", "step_ms": f"{name}_ms"})
+    t = (agg.merge(first(one, other + ["strategy"], "own"), on=other + ["strategy"], how="left")
+         .merge(first(single, other, "one"), on=other, how="left")
+         .merge(first(single, setup, "plain"), on=setup, how="left"))
+    own = t["own"].eq(True)
+    base_tps, base_ms = t["own_tps"].where(own, t["one_tps"]), t["own_ms"].where(own, t["one_ms"])
+    has = (own | t["one"].eq(True)) & (base_tps > 0)
+    t["baseline"] = (t["strategy"].where(own, "single") + " x1").where(has)
+    t["speedup"] = (t["tokens_per_s"] / base_tps).where(has)
+    t["efficiency_pct"] = 100 * t["speedup"] / t["nproc"]
+    t["step_time_ratio"] = (t["step_ms"] / base_ms).where(has)
+    t["vs_single_pct"] = (100 * t["tokens_per_s"] / (t["nproc"] * t["plain_tps"])).where(t["plain_tps"] > 0)
+    table = t[list(agg.columns) + ["baseline", "speedup", "efficiency_pct", "step_time_ratio", "vs_single_pct"]]
     return table.sort_values(["scenario", "config", "strategy", "nproc"]).reset_index(drop=True)
 
 
@@ -377,10 +358,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "analyze":
         argv = argv[1:]
-    if argv and argv[0] == "run":
-        print("dtype-bench scaling: error: multi-GPU runs are planned by the sweep now: "
-              "dtype-bench sweep params/scaling.yaml (its `arms:`)", file=sys.stderr)
-        return 2
     p = argparse.ArgumentParser(prog="dtype-bench scaling", description="Scaling analysis of multi-GPU runs "
                                 "(seeds 003, 004): tables, summary.json and charts from the records under a folder.")
     p.add_argument("root", help="e.g. executed/scaling")

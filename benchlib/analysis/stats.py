@@ -6,8 +6,8 @@ resamples, seeds needed, margins, evidence gates, minimum effects), the resampli
 
 Seeds are shared across configs (one seed = one data order and one initialisation), so a
 contrast between two configs on one scenario pairs their runs by seed: the resampling draws
-seeds, and both configs' values of a drawn seed come together. Cells whose seeds are not shared
-are compared unpaired, each resampled on its own, and the result says so.
+seeds, and both configs' values of a drawn seed come together (``piece``). Cells whose seeds are
+not shared are compared unpaired, each resampled on its own, and the result says so.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 from scipy import stats as sps
 
 REFERENCE_CONFIGS = ("fp32_baseline", "fp32_tf32_matmul", "amp_bf16")
@@ -160,6 +161,31 @@ def bootstrap(samples: Sequence[np.ndarray], statistic: Callable, rules: Rules, 
     return point, float(res.confidence_interval.low), float(res.confidence_interval.high), res.bootstrap_distribution
 
 
+@dataclass
+class Piece:
+    """One scenario's contribution to a unit: ``samples`` (per-seed Series) and ``value``, which
+    maps their means (arrays over resamples) to the piece's value."""
+    samples: list
+    value: Callable
+    paired: bool | None  # None: one config, nothing to pair
+
+
+def piece(cells: dict, s: str, x: str, ref: str | None, f: Callable, rules: Rules) -> Piece | None:
+    """Config ``x`` on scenario ``s``: without ``ref``, ``f(mean of x)``; with it, ``f(x, ref,
+    ref's values)`` on each shared seed where they share >= min_seeds seeds (paired), else on
+    the two means (unpaired). None where a cell has fewer than min_seeds values."""
+    a = cells.get((s, x), pd.Series(dtype=float))
+    if ref is None:
+        return Piece([a], lambda m: f(m), None) if len(a) >= rules.min_seeds else None
+    r = cells.get((s, ref), pd.Series(dtype=float))
+    shared = sorted(set(a.index) & set(r.index))
+    if len(shared) >= rules.min_seeds:
+        return Piece([f(a[shared].to_numpy(float), r[shared].to_numpy(float), r[shared])], lambda m: m, True)
+    if len(a) >= rules.min_seeds and len(r) >= rules.min_seeds:
+        return Piece([a, r], lambda ma, mr: f(ma, mr, r), False)
+    return None
+
+
 def boot_p(dist: np.ndarray, point: float) -> float:
     """Two-sided p-value of 'the effect is 0' from a bootstrap distribution: twice the share of
     resamples on the other side of 0 from the point estimate (at least 1 / (resamples + 1))."""
@@ -198,7 +224,7 @@ def adjust(pvalues: dict, rules: Rules) -> dict:
     return out
 
 
-def rank_reliability(values: "pd.DataFrame", min_configs: int = 4) -> tuple[float, int, int]:  # noqa: F821
+def rank_reliability(values: pd.DataFrame, min_configs: int = 4) -> tuple[float, int, int]:
     """(reliability, configs, seeds) of a config x seed table of one scenario's quality (higher
     is better): the mean over seeds of the Spearman correlation (scipy.stats.spearmanr) between
     that seed's ranking of the configs and the ranking by the mean of the other seeds. Seeds

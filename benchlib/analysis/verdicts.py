@@ -3,7 +3,7 @@ and the verdict a CI gives (``decide``). The seven rules themselves are in ``hyp
 
 An effect is a mean over *units* (a scenario, or a matched pair of scenarios), or the
 difference of two such means. A unit is made of *pieces*, one per scenario: the per-seed values
-of a config on it, or of a config against another paired by seed (``piece``). Pieces of
+of a config on it, or of a config against another paired by seed (``stats.piece``). Pieces of
 different scenarios are resampled independently (their runs are different runs); two configs of
 one scenario are paired by seed where they share ``Rules.min_seeds`` seeds, else resampled on
 their own and the evidence says ``unpaired``. Verdicts:
@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from benchlib.analysis.gates import by_reason
-from benchlib.analysis.stats import Rules, bootstrap
+from benchlib.analysis.stats import Rules, bootstrap, piece
 from benchlib.analysis.tables import gated, seed_series, why_not_established
 from benchlib.core.records import TRAINED
 from benchlib.core.scenarios import SCENARIOS
@@ -37,31 +36,6 @@ VERDICTS = ("supported", "rejected", "inconclusive", "untestable")
 SETTLE_MAX = 1000
 """Beyond this many seeds per (scenario, config), ``seeds_to_settle`` says the effect is too small
 against the noise to be worth settling."""
-
-
-@dataclass
-class Piece:
-    """One scenario's contribution to a unit: ``samples`` (per-seed Series) and ``value``, which
-    maps their means (arrays over resamples) to the piece's value."""
-    samples: list
-    value: Callable
-    paired: bool | None  # None: one config, nothing to pair
-
-
-def piece(cells: dict, s: str, x: str, ref: str | None, f: Callable, rules: Rules) -> Piece | None:
-    """Config ``x`` on scenario ``s``: without ``ref``, ``f(mean of x)``; with it, ``f(x, ref,
-    ref's values)`` on each shared seed where they share >= min_seeds seeds (paired), else on
-    the two means (unpaired). None where a cell has fewer than min_seeds values."""
-    a = cells.get((s, x), pd.Series(dtype=float))
-    if ref is None:
-        return Piece([a], lambda m: f(m), None) if len(a) >= rules.min_seeds else None
-    r = cells.get((s, ref), pd.Series(dtype=float))
-    shared = sorted(set(a.index) & set(r.index))
-    if len(shared) >= rules.min_seeds:
-        return Piece([f(a[shared].to_numpy(float), r[shared].to_numpy(float), r[shared])], lambda m: m, True)
-    if len(a) >= rules.min_seeds and len(r) >= rules.min_seeds:
-        return Piece([a, r], lambda ma, mr: f(ma, mr, r), False)
-    return None
 
 
 def short_cells(cells: dict, keys, rules: Rules, studied: set) -> list[str]:
@@ -215,13 +189,6 @@ def scenario_units(cells: dict, scenarios, x: str, ref: str | None, f: Callable,
 
 
 # ---- which scenarios a rule reads ------------------------------------------------------------
-def _noted(res: dict, key: str, value, scenarios, why: str) -> dict:
-    if scenarios:
-        res["evidence"] = {**(res["evidence"] or {}), key: value}
-        res["reason"] += f"; scenario(s) {', '.join(scenarios)} {why}"
-    return res
-
-
 def _gated(res: dict, skipped: dict, what: str) -> dict:
     """A verdict's reason and evidence naming the scenarios a rule left out (``skipped``: scenario
     -> why); a verdict that has no effect for want of them alone (no cell short of seeds in the
@@ -230,17 +197,11 @@ def _gated(res: dict, skipped: dict, what: str) -> dict:
         return res
     why = by_reason(skipped)
     res["evidence"] = {**(res["evidence"] or {}), "not_learned": skipped}
-    if res["verdict"] == "inconclusive" and res["effect"] is None and not _missing(res["evidence"]):
+    if res["verdict"] == "inconclusive" and res["effect"] is None and not _collect(res["evidence"], "missing"):
         res.update(verdict="untestable", reason=f"no scenario it needs gives evidence ({why})")
     else:
         res["reason"] += f"; scenario(s) {', '.join(skipped)} {what} ({why})"
     return res
-
-
-def _missing(ev) -> list:
-    if isinstance(ev, dict):
-        return [m for k, v in ev.items() for m in (v if k == "missing" and isinstance(v, list) else _missing(v))]
-    return []
 
 
 def quality_rule(fn: Callable) -> Callable:
@@ -254,9 +215,6 @@ def quality_rule(fn: Callable) -> Callable:
                    for s in sorted(df.loc[~df["quality_established"], "scenario"].unique())}
         return _gated(fn(df[df["quality_established"]], rules, **kw), skipped, "skipped: quality not established")
     return rule
-
-
-learned_only = quality_rule
 
 
 def stability_rule(fn: Callable) -> Callable:
@@ -285,8 +243,12 @@ def speed_rule(fn: Callable) -> Callable:
         speed_only = ~df["quality_established"]
         df.loc[speed_only & (df["health"] == "stalled"), "health"] = "ok"
         names = sorted(df.loc[speed_only, "scenario"].unique())
-        return _noted(fn(df, rules, **kw), "speed_only", names, names,
-                      "count for speed only (quality not established there, so a stalled run is not a failure)")
+        res = fn(df, rules, **kw)
+        if names:
+            res["evidence"] = {**(res["evidence"] or {}), "speed_only": names}
+            res["reason"] += (f"; scenario(s) {', '.join(names)} count for speed only (quality not established "
+                              f"there, so a stalled run is not a failure)")
+        return res
     return rule
 
 

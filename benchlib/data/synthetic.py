@@ -25,6 +25,7 @@ from typing import Optional
 
 import numpy as np
 import torch
+from scipy.special import entr, expit
 
 PAD_ID, BOS_ID, EOS_ID, MASK_ID = 0, 1, 2, 3
 FIRST_CONTENT_ID = 4
@@ -107,15 +108,10 @@ class MarkovChain:
             pi = new
         raise RuntimeError(f"stationary distribution did not converge in {max_iter} iterations")
 
-    def row_entropy(self) -> np.ndarray:
-        """H(P_i) in nats for every state."""
-        p = self.prob
-        return -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(1)
-
     def entropy_rate(self, pi: Optional[np.ndarray] = None) -> float:
         """sum_i pi_i H(P_i) (nats): the Bayes next-token loss of a stationary chain."""
         pi = self.stationary() if pi is None else pi
-        return float(pi @ self.row_entropy())
+        return float(pi @ entr(self.prob).sum(1))
 
     def log_prob(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """log P[a, b] elementwise (-inf where b is not a successor of a)."""
@@ -195,8 +191,7 @@ def make_lm_corpus(vocab_size: int, window: int, n_train_tokens: int, n_val: int
     dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
     train = (chain.sample(rows, row_len, train_rng, pi) + FIRST_CONTENT_ID).astype(dtype)
     val = chain.sample(n_val, window, val_rng, pi) + FIRST_CONTENT_ID
-    h_pi = float(-(pi[pi > 0] * np.log(pi[pi > 0])).sum())
-    return LMCorpus(chain, pi, chain.entropy_rate(pi), h_pi, train, val)
+    return LMCorpus(chain, pi, chain.entropy_rate(pi), float(entr(pi).sum()), train, val)
 
 
 # ---------------------------------------------------------------------------------------
@@ -369,11 +364,7 @@ class LabelSpace:
     def posterior(self, tokens: np.ndarray) -> np.ndarray:
         """[N, L] P(label j is among the document's labels | its tokens), exact."""
         z = self.log_odds(tokens)
-        return _sigmoid(z) / _p_nonempty(z)[:, None]
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return np.exp(-np.logaddexp(0.0, -z))
+        return expit(z) / _p_nonempty(z)[:, None]
 
 
 def _p_nonempty(z: np.ndarray) -> np.ndarray:
@@ -395,34 +386,15 @@ class LabelCorpus:
     val_labels: np.ndarray
     space: LabelSpace
 
-    @property
-    def signatures(self) -> np.ndarray:
-        return self.space.signatures
-
 
 def make_label_corpus(vocab_size: int, num_labels: int, max_len: int, n_train: int, n_val: int,
                       seed: int = DATA_SEED, chunk: int = 4096) -> LabelCorpus:
-    """EUR-Lex-like documents of at most ``max_len`` content tokens, with a known posterior.
-
-    EUR-Lex (seed 001: ~57k documents, ~4.3k EuroVoc labels) has thousands of labels with a long
-    tail of rare ones and about five labels per document, which its text supports to varying
-    degrees. The generator keeps those traits and makes the best attainable quality computable
-    (``LabelSpace``, ``bayes_multilabel``, ``bayes_singlelabel``), so that a run is judged by the
-    share of the gap it closed between the trivial predictor and that floor:
-
-    * labels: each carried independently with a Zipf prior (``LABEL_ZIPF_SHIFT``), about
-      ``MEAN_LABELS_PER_DOC`` per document, at least one;
-    * evidence: Poisson counts of each label's own signature tokens, ``RATE_PRESENT`` for a
-      carried label and ``NOISE_TOKENS`` / L for any other; a rare label's single token is then
-      more likely noise than evidence, so the Bayes-optimal P@1, P@5 and accuracy sit well below 1
-      and macro-F1 rests on how well the rare labels' few documents were learned;
-    * the rest of a document (length uniform in [max_len/4, max_len], longer if its signature
-      tokens need it) is background drawn Zipf-like from the tokens no label uses; signature
-      and background tokens are shuffled together.
-
-    Documents whose signature tokens would not fit ``max_len`` are drawn again: a rule on the
-    tokens alone, so the posterior given the tokens is unchanged. Vectorised per chunk of
-    documents; the same seed gives the same corpus.
+    """EUR-Lex-like documents of at most ``max_len`` content tokens whose label posterior is known
+    exactly (``LabelSpace``; the generator and its Bayes floors: docs/synthetic_labels.md): labels
+    carried independently with a Zipf prior (about ``MEAN_LABELS_PER_DOC``, at least one), Poisson
+    counts of each label's signature token (``RATE_PRESENT`` if carried, else ``NOISE_TOKENS`` / L),
+    the rest Zipf-like background, shuffled. Documents whose signature tokens would not fit are drawn
+    again (a rule on the tokens alone: the posterior is unchanged). The same seed gives the same corpus.
     """
     space = label_space(vocab_size, num_labels, max_len, np.random.default_rng(np.random.SeedSequence(seed + 1)))
     rng_train, rng_val = (np.random.default_rng(s) for s in np.random.SeedSequence(seed + 2).spawn(2))
@@ -544,7 +516,7 @@ def bayes_multilabel(space: LabelSpace, tokens: np.ndarray, chunk: int = 512) ->
         top = -np.sort(-q, axis=1)[:, :5]
         for k in (1, 3, 5):
             out[f"p_at_{k}"].append(top[:, :k].sum(1) / k)
-        out["val_loss"].append(_binary_entropy(q).mean(1))
+        out["val_loss"].append((entr(q) + entr(1 - q)).mean(1))  # the binary entropy of each label
     return {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
 
 
@@ -573,11 +545,6 @@ def bayes_singlelabel(space: LabelSpace, tokens: np.ndarray, train_counts: np.nd
     res = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
     res["p_at_1"] = res["accuracy"]
     return res
-
-
-def _binary_entropy(q: np.ndarray) -> np.ndarray:
-    q = np.clip(q, 1e-15, 1 - 1e-15)
-    return -(q * np.log(q) + (1 - q) * np.log1p(-q))
 
 
 def label_counts(labels: np.ndarray, num_labels: int) -> np.ndarray:

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from benchlib.core.memory import optimizer_state_bytes, tensor_bytes
+from benchlib.core.records import read_steps
 from benchlib.core.runconfig import RunConfig
 from benchlib.core.timing import aggregate_windows
 
@@ -68,13 +69,8 @@ def rank_report(strategy, rec: dict, out: Path, cfg: RunConfig, timer, losses: l
 
 
 def eval_losses(steps_file: Path) -> dict[int, float]:
-    evals = {}
-    if steps_file.exists():
-        for line in steps_file.read_text().splitlines():
-            row = json.loads(line)
-            if "eval" in row and row["eval"].get("val_loss") is not None:
-                evals[row["step"]] = row["eval"]["val_loss"]
-    return evals
+    rows = read_steps(steps_file) if steps_file.exists() else []
+    return {r["step"]: r["eval"]["val_loss"] for r in rows if (r.get("eval") or {}).get("val_loss") is not None}
 
 
 def window_rows(rank: int, cfg: RunConfig, timer, losses: list[float],

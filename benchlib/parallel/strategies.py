@@ -35,13 +35,6 @@ def mp_dtypes(dtype, settings: DistConfig) -> tuple[torch.dtype | None, torch.dt
     return None, None
 
 
-def _mp_info(strategy: ProcessGroupStrategy) -> dict:
-    """The mixed-precision dtypes of a sharded strategy, for the record."""
-    p, r = mp_dtypes(strategy.cfg.dtype, strategy.settings)
-    return {"param_dtype": str(p).replace("torch.", "") if p else None,
-            "reduce_dtype": str(r).replace("torch.", "") if r else None}
-
-
 def transformer_blocks(model: nn.Module) -> list[nn.Module]:
     """GPT-2's ``backbone.h[i]`` / RoBERTa's ``backbone.encoder.layer[i]``: the FSDP units. A
     backbone of another family (a fine-tuned BERT, GPT-Neo, ...): its longest ModuleList."""
@@ -97,11 +90,17 @@ class DDPStrategy(ProcessGroupStrategy):
     # grads are identical on every rank after the all-reduce: the local clip is the global one
 
 
-class FSDP2Strategy(ProcessGroupStrategy):
-    name = "fsdp2"
+class ShardedStrategy(ProcessGroupStrategy):
+    """A strategy that shards the weights: its record names the mixed-precision dtypes."""
 
     def extra_info(self):
-        return _mp_info(self)
+        p, r = mp_dtypes(self.cfg.dtype, self.settings)
+        return {"param_dtype": str(p).replace("torch.", "") if p else None,
+                "reduce_dtype": str(r).replace("torch.", "") if r else None}
+
+
+class FSDP2Strategy(ShardedStrategy):
+    name = "fsdp2"
 
     def wrap(self, model, compile=False):
         from torch.distributed.device_mesh import init_device_mesh
@@ -135,15 +134,16 @@ class FSDP2Strategy(ProcessGroupStrategy):
         self.root.set_requires_gradient_sync(sync)
 
     def clip_grad_norm_(self, params, max_norm):
-        # DTensor grads: the norm is reduced over every shard
-        return _full(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        # DTensor grads: the norm is reduced over every shard, and its global value returned
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
 
 
-class FSDP1Strategy(ProcessGroupStrategy):
+class FSDP1Strategy(ShardedStrategy):
     name = "fsdp1"
 
     def extra_info(self):
-        return {**_mp_info(self), "limit_all_gathers": self.cfg.dist.limit_all_gathers}
+        return {**super().extra_info(), "limit_all_gathers": self.cfg.dist.limit_all_gathers}
 
     def wrap(self, model, compile=False):
         from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
@@ -189,11 +189,8 @@ class FSDP1Strategy(ProcessGroupStrategy):
         return self.fsdp.clip_grad_norm_(max_norm)
 
 
-class ManualFSDPStrategy(ProcessGroupStrategy):
+class ManualFSDPStrategy(ShardedStrategy):
     name = "fsdp_manual"
-
-    def extra_info(self):
-        return _mp_info(self)
 
     def wrap(self, model, compile=False):
         from benchlib.parallel.fsdp_manual import shard_model
@@ -270,11 +267,6 @@ def _sharded_scaler(scaler, dtype, device):
         from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
         scaler.grad_scaler = ShardedGradScaler(device.type, init_scale=dtype.loss_scale)
     return scaler
-
-
-def _full(t: torch.Tensor) -> torch.Tensor:
-    """A DTensor's global value (a plain tensor is returned as is)."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 def setup(cfg: RunConfig, device: torch.device) -> Strategy:
