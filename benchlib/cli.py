@@ -18,7 +18,7 @@ from benchlib.core.scenarios import SCENARIOS, TASK_ALIASES
 
 # subcommand -> (module:function, one-line help)
 LAZY = {
-    "sweep": ("benchlib.study.sweep:main", "run a study file (params/*.yaml) through papermill"),
+    "sweep": ("benchlib.host.sweep:main", "run a study file (params/*.yaml) through papermill"),
     "analyze": ("benchlib.analysis.report:main_analyze", "per-experiment summary tables and charts"),
     "compare": ("benchlib.analysis.report:main_compare", "cross-experiment ranking flips and hypotheses"),
     "findings": ("benchlib.analysis.findings:main", "the README's Findings section from a study's comparison.json"),
@@ -31,10 +31,10 @@ LAZY = {
     "overhead": ("benchlib.analysis.overhead:main", "where a study's GPU time went: training steps against each run's overhead"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "compact": ("benchlib.study.compact:main", "a study folder as committed: one records table, thinned logs, each chart once"),
-    "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),
+    "backfill": ("benchlib.host.backfill:main", "add trivial baselines and re-judged statuses to old records"),
     "calibration": ("benchlib.study.calibration:main", "quality vs steps of calibration runs, against baselines and targets"),
-    "pack": ("benchlib.study.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),
-    "unpack": ("benchlib.study.pack:main_unpack", "put a pack archive's files in place (never over different ones)"),
+    "pack": ("benchlib.host.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),
+    "unpack": ("benchlib.host.pack:main_unpack", "put a pack archive's files in place (never over different ones)"),
 }
 
 # seed 002's flag names -> RunConfig keys

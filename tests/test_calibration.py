@@ -1,11 +1,11 @@
-"""Calibration tables and the backfill of old records (benchlib.study.calibration, benchlib.study.backfill)."""
+"""Calibration tables and the backfill of old records (benchlib.study.calibration, benchlib.host.backfill)."""
 import gzip
 import json
 import shutil
 
 import pytest
 
-from benchlib.study.backfill import backfill_record, main as backfill_main
+from benchlib.host.backfill import backfill_record, main as backfill_main
 from benchlib.study.calibration import calibration_table, main as calibration_main, meets_target, to_markdown
 from benchlib.training.loop import run
 

@@ -133,7 +133,7 @@ def test_phases_run_in_order_resume_and_a_rerun_phase_one_makes_the_rest_stale(t
     # resume: phase 1 again, then phase 2, then D; nothing finished runs again
     calls.clear()
     monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {}, calls, clock))
-    assert sweep.main(argv + ["--jobs", "4"]) == 0
+    assert sweep.main(argv) == 0
     assert calls == ["pretrain/roberta/phase1", "pretrain/roberta", "D/fp32_baseline/seed0"]
     p1 = read_record(root / "ft.pretrain/roberta.phase1/result.json")
     p2 = read_record(root / "ft.pretrain/roberta/result.json")

@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from conftest import COMPLETED, REPO
 
+from benchlib.host import slots
 from benchlib.study import runner, sweep
 from benchlib.core.dtypes import FULL_MATRIX, CORE_SIX, get_config
 from benchlib.study.notebook import read_notebook_record
@@ -239,12 +240,12 @@ def test_papermill_runs_without_building_the_iri_grammar():
 
 
 def test_cpu_runs_one_at_a_time_whatever_jobs_says():
-    assert sweep.slots_for(4, []) == [{}]
+    assert slots.slots_for(4, []) == [{}]
 
 
 def test_gpu_slots_pin_one_gpu_each():
-    assert sweep.slots_for(4, ["0", "1"]) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
-    assert sweep.slots_for(1, ["0", "1"]) == [{}]
+    assert slots.slots_for(4, ["0", "1"]) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    assert slots.slots_for(1, ["0", "1"]) == [{}]
 
 
 def test_runs_spread_over_fake_gpus_never_two_on_one():
@@ -261,7 +262,7 @@ def test_runs_spread_over_fake_gpus_never_two_on_one():
             del busy[gpu]
         return gpu
 
-    sweep.run_all(list(range(8)), sweep.slots_for(3, ["0", "1", "2"]), fn, on_done=lambda i, r: seen.append((i, r)))
+    slots.run_all(list(range(8)), slots.slots_for(3, ["0", "1", "2"]), fn, on_done=lambda i, r: seen.append((i, r)))
     assert sorted(i for i, _ in seen) == list(range(8))
     assert peak[0] == 3 and {r for _, r in seen} == {"0", "1", "2"}
 

@@ -245,7 +245,7 @@ def test_a_missing_study_file_is_one_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, parts", [
-    (["--jobs", "0"], ["--jobs: must be >= 1", "got 0"]),
+    (["--runs-per-gpu", "0"], ["--runs-per-gpu: must be >= 1", "got 0"]),
     (["--dry-ru"], ["unrecognized arguments: --dry-ru", "Did you mean '--dry-run'?"]),
 ])
 def test_bad_sweep_flags_are_one_line(study, capsys, argv, parts):

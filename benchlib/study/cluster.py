@@ -66,16 +66,18 @@ def cluster_dir(study: Study, root: Path) -> Path:
 
 
 # ---- one task: what runs on the node --------------------------------------------------
-def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int | None = None) -> str:
+def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int | None = None,
+             run_cell=None) -> str:
     """Execute one run of the study in a scheduler's task and return its record's status.
     The study is planned afresh from its file (the run's identity travels, not a pickled plan);
-    a time limit or preemption that stops the task leaves an ``error`` record saying so."""
+    a time limit or preemption that stops the task leaves an ``error`` record saying so.
+    ``run_cell``: the host's way to run a run without a notebook (``runner.execute_unit``)."""
     os.chdir(cwd)
     study = load_study(study_file)
     item = _find(plan(study, Path(out_root)), run_id)
     job = task_identity()
     try:
-        rec = execute_item(item, study.path, {}, timeout, {"job": job})
+        rec = execute_item(item, study.path, {}, timeout, {"job": job}, run_cell)
     except BaseException as e:
         _write_ended(item, job, _interruption(e))
         raise
@@ -285,13 +287,14 @@ class Submission:
     root: Path
     settings: ExecutorSettings
     timeout: int | None = None
+    run_cell: object = None
 
     @property
     def folder(self) -> Path:
         return cluster_dir(self.study, self.root) / "logs"
 
     def task_args(self, item: Item) -> tuple:
-        return (str(self.study.path), str(self.root), item.run_id, os.getcwd(), self.timeout)
+        return (str(self.study.path), str(self.root), item.run_id, os.getcwd(), self.timeout, self.run_cell)
 
     def pending(self, todo: list[Item]) -> tuple[list[Item], list[Item]]:
         """The runs to submit (``todo`` less those whose job is still queued or running), and

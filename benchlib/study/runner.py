@@ -478,17 +478,18 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
 
 
 def execute_item(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None) -> dict:
+                 sweep_extra: dict | None = None, run_cell=None) -> dict:
     """One item of the plan, as every executor runs it (``execute_unit`` of that item alone)."""
-    return execute_unit([item], study_file, slot, timeout, sweep_extra)[0][1]
+    return execute_unit([item], study_file, slot, timeout, sweep_extra, run_cell)[0][1]
 
 
 def execute_unit(unit: list[Item], study_file: Path, slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None) -> list[tuple[Item, dict]]:
+                 sweep_extra: dict | None = None, run_cell=None) -> list[tuple[Item, dict]]:
     """Items of the plan and their records: a pretrain run or a run with a notebook runs its
-    notebook (a unit of one); the runs without (``RunSpec.notebook``) of a ``cell`` run in one
-    process (``execute_cell``). A run that loads a pretrain checkpoint first checks it is there
-    (else a ``waiting`` record)."""
+    notebook (a unit of one); the runs without (``RunSpec.notebook``) of a ``cell`` go to
+    ``run_cell(items, slot, timeout, sweep_extra)`` (the host's: one process for the cell,
+    ``benchlib.host.cellrun.execute_cell``), or without one each through its notebook. A run
+    that loads a pretrain checkpoint first checks it is there (else a ``waiting`` record)."""
     extra, out, cell = dict(sweep_extra or {}), [], []
     for item in unit:
         if item.stage == "pretrain" and checkpoint_lost(item):  # the runs that loaded the lost one stay valid
@@ -498,25 +499,18 @@ def execute_unit(unit: list[Item], study_file: Path, slot: dict, timeout: int | 
         problem = pretrain_problem(item.needs) if item.needs is not None else None
         if problem:
             out.append((item, waiting_record(item, problem)))
-        elif item.in_notebook:
-            out.append((item, run_one(item, study_file, slot, timeout, {**_loaded(item), **extra})))
+        elif item.in_notebook or run_cell is None:
+            out.append((item, run_one(item, study_file, slot, timeout, {**loaded(item), **extra})))
         else:
             cell.append(item)
     if cell:
-        out += execute_cell(cell, slot, timeout, extra)
+        out += run_cell(cell, slot, timeout, extra)
     return out
 
 
-def _loaded(item: Item) -> dict:
+def loaded(item: Item) -> dict:
     """The record's ``sweep.pretrained`` of a run that loads a pretrain checkpoint."""
     return {"pretrained": pretrain_stamp(item.needs)} if item.needs is not None else {}
-
-
-def _readable(path: Path) -> dict | None:
-    try:
-        return read_record(path)
-    except CorruptRecord:
-        return None
 
 
 def cells(items: list[Item]) -> list[list[Item]]:
@@ -535,61 +529,6 @@ def cells(items: list[Item]) -> list[list[Item]]:
             units.append(by_cell[key])
         by_cell[key].append(item)
     return units
-
-
-CELL_LOG = "cell.log"
-RUN_LOG = "run.log"
-"""A run's own output (warnings, a traceback) when it runs in a cell's process (``cellrun``)."""
-STOP_AFTER_ERROR = 3
-"""A cell's process exits with this after a run that ended in error (its record written): a
-failed CUDA context would fail the runs after it, so they start in a new process."""
-
-
-def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None) -> list[tuple[Item, dict]]:
-    """Train ``items`` (runs without a notebook) one after another in one process
-    (``benchlib.study.cellrun``) and return their records. When that process ends early (a run
-    in error, a crash), the first run without a record gets an ``error`` record from the logs,
-    and the rest go on in a new process. ``timeout`` is per run."""
-    import json
-    import tempfile
-
-    done: list[tuple[Item, dict]] = []
-    pending = list(items)
-    while pending:
-        for item in pending:
-            for old in ("result.json", *STEPS_FILES):
-                (item.out_dir / old).unlink(missing_ok=True)
-        spec = {"runs": [{"params": {k: v for k, v in i.spec.params.items() if k != "out_dir"},
-                          "out_dir": str(i.out_dir), "sweep": {**_loaded(i), **(sweep_extra or {})}} for i in pending]}
-        log = pending[0].out_dir / CELL_LOG
-        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dtype-bench-cell-", delete=False) as f:
-            json.dump(spec, f)
-        t0 = time.perf_counter()
-        try:
-            rc = execute_argv([sys.executable, "-m", "benchlib.study.cellrun", f.name], kernel_env(slot), log,
-                              timeout * len(pending) if timeout else None)
-        finally:
-            Path(f.name).unlink(missing_ok=True)
-        ran = [i for i in pending if "sweep" in (_readable(i.result) or {})]  # finished or error, by cellrun
-        done += [(i, read_record(i.result)) for i in ran]
-        rest = [i for i in pending if i not in ran]
-        if rc == -signal.SIGINT:
-            raise KeyboardInterrupt
-        if not rest:
-            break
-        if rc == STOP_AFTER_ERROR and ran:  # a run ended in error, recorded: the rest in a fresh process
-            pending = rest
-            continue
-        failed, pending = rest[0], rest[1:]
-        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else f"exit {rc}"
-        rec = error_record(failed.spec, failed.out_dir, f"the cell's process ended ({how}) before this run finished:\n"
-                                                        f"{log_tail(failed.out_dir / RUN_LOG)}\n{log_tail(log, 8)}")
-        rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **_loaded(failed),
-                        **(sweep_extra or {})}
-        write_json_atomic(failed.result, rec)
-        done.append((failed, rec))
-    return done
 
 
 def sweep_timing(rec: dict, wall_s: float) -> dict:
