@@ -90,7 +90,7 @@ def test_a_process_that_dies_costs_its_run_an_error_record_and_the_rest_go_on(tm
             write_json_atomic(item.result, rec)
         return -11 if len(calls) == 1 else 0
 
-    monkeypatch.setattr(runner, "execute_argv", fake)
+    monkeypatch.setattr(cellrun, "execute_argv", fake)
     out = cellrun.execute_cell(items, {})
     assert [(i.run_id, r["status"]) for i, r in out] == [
         ("A/fp32_baseline/seed0", "ok"), ("A/fp32_baseline/seed1", "error"), ("A/fp32_baseline/seed2", "ok")]
@@ -115,7 +115,7 @@ def test_after_a_run_in_error_the_next_ones_start_in_a_new_process_unharmed(tmp_
                 return cellrun.STOP_AFTER_ERROR
         return 0
 
-    monkeypatch.setattr(runner, "execute_argv", fake)
+    monkeypatch.setattr(cellrun, "execute_argv", fake)
     out = cellrun.execute_cell(items, {})
     assert [r["status"] for _, r in out] == ["error", "ok", "ok"] and calls == [3, 2]
     assert out[0][1]["reason"] == "CUDA error"  # its own reason, not the process's

@@ -24,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib.core.records import STEPS_FILES, CorruptRecord, read_record, write_json_atomic
-from benchlib.study.runner import Item, error_record, execute_argv, kernel_env, loaded, log_tail, sweep_timing
+from benchlib.core.records import CorruptRecord, read_record
+from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, sweep_says,
+                                   sweep_timing)
 
 
 def run_cell(spec: dict) -> int:
@@ -46,8 +47,8 @@ def run_cell(spec: dict) -> int:
         if not rec.get("_path"):  # refused and a finished record kept: nothing ran
             continue
         rec = read_record(rec["_path"])
-        rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **job.get("sweep", {})}
-        write_json_atomic(out / "result.json", rec)
+        rec = sweep_says(out, rec, sweep={**sweep_timing(rec, time.perf_counter() - t0), "notebook": False,
+                                          **job.get("sweep", {})})
         print(f"{rec['run_id']}: {rec['status']} in {rec['sweep']['wall_s']:.1f} s", flush=True)
         if rec["status"] == "error":
             return STOP_AFTER_ERROR
@@ -74,8 +75,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
     pending = list(items)
     while pending:
         for item in pending:
-            for old in ("result.json", *STEPS_FILES):
-                (item.out_dir / old).unlink(missing_ok=True)
+            clear(item.out_dir)
         spec = {"runs": [{"params": {k: v for k, v in i.spec.params.items() if k != "out_dir"},
                           "out_dir": str(i.out_dir), "sweep": {**loaded(i), **(sweep_extra or {})}} for i in pending]}
         log = pending[0].out_dir / CELL_LOG
@@ -101,10 +101,8 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
         how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else f"exit {rc}"
         rec = error_record(failed.spec, failed.out_dir, f"the cell's process ended ({how}) before this run finished:\n"
                                                         f"{log_tail(failed.out_dir / RUN_LOG)}\n{log_tail(log, 8)}")
-        rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **loaded(failed),
-                        **(sweep_extra or {})}
-        write_json_atomic(failed.result, rec)
-        done.append((failed, rec))
+        sweep = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **loaded(failed), **(sweep_extra or {})}
+        done.append((failed, sweep_says(failed.out_dir, rec, False, sweep=sweep)))
     return done
 
 

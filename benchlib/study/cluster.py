@@ -30,7 +30,7 @@ from pathlib import Path
 from benchlib.core.records import CorruptRecord, read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.executor import ExecutorSettings
-from benchlib.study.runner import Item, _rel, error_record, execute_item, log_tail, plan, run_state
+from benchlib.study.runner import Item, _rel, error_record, execute_item, log_tail, plan, run_state, sweep_says
 from benchlib.study.studyfile import Study, load_study
 
 LEDGER = "jobs.json"
@@ -199,9 +199,8 @@ def _annotate(item: Item, job: dict, what: str) -> None:
     ran = (rec.get("sweep") or {}).get("job") or {}
     if ran.get("job_id") != job["job_id"] or ran.get("state"):
         return
-    rec["sweep"]["job"] = {**ran, "state": job["state"]}
-    rec["reason"] = f"{what}\n{rec.get('reason') or ''}"
-    write_json_atomic(item.result, rec)
+    sweep_says(item.out_dir, rec, sweep={**rec["sweep"], "job": {**ran, "state": job["state"]}},
+               reason=f"{what}\n{rec.get('reason') or ''}")
 
 
 def _log_tail(entry: dict) -> str:
@@ -213,16 +212,15 @@ def _log_tail(entry: dict) -> str:
 
 def _write_ended(item: Item, job: dict, reason: str) -> None:
     """An ``error`` record for a run its task could not finish (kept if the notebook wrote one)."""
+    sweep = {"wall_s": None, "fixed_s": None, "notebook_overhead_s": None, "job": job}
     try:
         rec = read_record(item.result)
         if "sweep" in rec:  # the notebook finished and the sweep recorded it: nothing was lost
             return
-        rec = {**rec, "status": "error", "reason": f"{reason}\n(the training itself had ended {rec['status']!r})"}
+        sweep_says(item.out_dir, rec, sweep=sweep, status="error",
+                   reason=f"{reason}\n(the training itself had ended {rec['status']!r})")
     except CorruptRecord:
-        rec = error_record(item.spec, item.out_dir, reason)
-    rec["sweep"] = {"wall_s": None, "fixed_s": None, "notebook_overhead_s": None, "job": job}
-    item.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(item.result, rec)
+        sweep_says(item.out_dir, error_record(item.spec, item.out_dir, reason), False, sweep=sweep)
 
 
 # ---- submitting ----------------------------------------------------------------------

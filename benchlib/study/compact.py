@@ -5,7 +5,8 @@ and executed notebook; the analysis notebooks with their charts beside the chart
 pages). Compacting keeps what the analysis reads and one copy of everything else:
 
 - the records: one table, ``records.jsonl.gz`` (``core.records.RECORDS_TABLE``: each line a
-  ``result.json`` as written, with where it was); ``load_records`` reads it as it reads the files;
+  record as ``read_record`` reads it, with where it was); ``load_records`` reads it as it reads
+  the files;
 - the step logs: one table, ``steps.parquet`` (``core.records.STEPS_TABLE``), each log thinned
   (``kept_rows``: every interval, evaluation and non-finite row, the last and the lowest
   loss, 500 evenly spaced plain rows); ``read_steps`` reads a run's rows from it as from its
@@ -38,8 +39,8 @@ from pathlib import Path
 
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.errors import UserError
-from benchlib.core.records import (FINISHED, RECORDS_TABLE, STEPS_FILES, find_records, load_records, read_table,
-                                   write_json_atomic, write_table)
+from benchlib.core.records import (FINISHED, RECORDS_TABLE, SIDECAR, STEPS_FILES, find_records, load_records, read_table,
+                                   write_record, write_table)
 
 CHART_SUFFIXES = (".svg", ".png", ".vl.json")
 """A chart's files, in the order one is kept: SVG (sharp, smallest for most charts), PNG, the
@@ -77,8 +78,9 @@ def compact(folder: Path, root: Path, examples: int = 1) -> Compacted:
     files = find_records(folder)
     if files:
         write_table(folder / RECORDS_TABLE, records)
-        for f in files:
+        for f in files:  # the table holds each record with its sidecar laid over it
             f.unlink()
+            f.with_name(SIDECAR).unlink(missing_ok=True)
     runs = {Path(r["_path"]).parent: r for r in records}
     done.counts["records in the table"] = len(records) if files else 0
     done.counts["step logs into the steps table"] = _steps_into_table(folder)
@@ -324,7 +326,7 @@ def expand(folder: Path) -> int:
     for rec in read_table(table, strict=True):
         path = Path(rec["_path"])
         if not path.exists():
-            write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+            write_record(path.parent, rec)
             n += 1
     table.unlink()
     return n

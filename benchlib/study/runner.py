@@ -38,7 +38,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.core.records import COMPLETED, FINISHED, STEPS_FILES, CorruptRecord, read_record, write_json_atomic
+from benchlib.core.records import (COMPLETED, FINISHED, RESULT, SIDECAR, STEPS_FILES, CorruptRecord, read_record,
+                                   write_record, write_sidecar)
 from benchlib.core.runconfig import RunConfig, flatten
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
@@ -231,16 +232,29 @@ def pretrain_warning(pre: Item) -> str | None:
             f"{rec['status']!r})")
 
 
+def clear(out_dir: Path) -> None:
+    """A run's files from before it runs again: its record, sidecar and step log."""
+    for old in (RESULT, SIDECAR, *STEPS_FILES):
+        (out_dir / old).unlink(missing_ok=True)
+
+
+def sweep_says(out_dir: Path, rec: dict, written: bool = True, **keys) -> dict:
+    """``rec`` with ``keys`` (``sweep``; ``status`` and ``reason`` where the notebook failed)
+    laid over it in its sidecar (``records.SIDECAR``); a record that training did not write (an
+    ``error_record``: ``written`` False) is written first."""
+    if not written:
+        write_record(out_dir, rec)
+    write_sidecar(out_dir, rec, **keys)
+    return {**rec, **keys}
+
+
 def waiting_record(item: Item, problem: str) -> dict:
     """A ``skipped`` record for a run whose checkpoint is missing; the next sweep retries it."""
-    for old in ("result.json", *STEPS_FILES):
-        (item.out_dir / old).unlink(missing_ok=True)
+    clear(item.out_dir)
     rec = error_record(item.spec, item.out_dir, f"{WAITING}: {problem}; the next sweep runs it once "
                                                 f"{_rel(item.needs.model_dir)} exists")
-    rec["status"] = "skipped"
-    rec["sweep"] = {"wall_s": 0.0, "fixed_s": None, "notebook_overhead_s": None, "waiting_for": item.needs.run_id}
-    write_json_atomic(item.result, rec)
-    return rec
+    return sweep_says(item.out_dir, {**rec, "status": "skipped"}, False, sweep={
+        "wall_s": 0.0, "fixed_s": None, "notebook_overhead_s": None, "waiting_for": item.needs.run_id})
 
 
 def is_waiting(rec: dict) -> bool:
@@ -293,10 +307,8 @@ def refresh_reading(items: list[Item]) -> list[tuple[Item, dict]]:
         had = {k: rec["run"].get(k, RunConfig.__dataclass_fields__[k].default) for k in READING_KEYS}
         changed = {k: (had[k], getattr(item.spec.cfg, k)) for k in READING_KEYS if had[k] != getattr(item.spec.cfg, k)}
         if changed:
-            rec.setdefault("run_reading_was", {}).update({k: old for k, (old, _) in changed.items()})
-            rec["run"].update({k: new for k, (_, new) in changed.items()})
-            rec.pop("_path", None)
-            write_json_atomic(item.result, rec)
+            sweep_says(item.out_dir, rec, run={**rec["run"], **{k: new for k, (_, new) in changed.items()}},
+                       run_reading_was={**rec.get("run_reading_was", {}), **{k: old for k, (old, _) in changed.items()}})
             done.append((item, changed))
     return done
 
@@ -440,9 +452,8 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
             sweep_extra: dict | None = None) -> dict:
     """Execute one run's notebook and return its record; a failed notebook becomes an
     ``error`` record holding the last lines of papermill's output. ``sweep_extra`` goes into
-    the record's ``sweep`` entry."""
-    for old in ("result.json", *STEPS_FILES):
-        (item.out_dir / old).unlink(missing_ok=True)
+    the record's ``sweep`` entry (in its sidecar, as every word of the sweep on a run)."""
+    clear(item.out_dir)
     log = item.out_dir / "papermill.log"
     t0 = time.perf_counter()
     try:
@@ -453,12 +464,13 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
     except OSError as e:
         rc = 1
         log.write_text(f"could not start papermill: {e}")
-    rec, unreadable = None, "it wrote no result.json"
+    rec, unreadable, over = None, "it wrote no result.json", {}
     try:
         rec = read_record(item.result)
     except CorruptRecord as e:
         if item.result.exists():
             unreadable = f"its result.json is unreadable: {e}"
+    written = rec is not None
     if rc != 0:
         if rc == -signal.SIGINT:
             _mark_interrupted(item)
@@ -466,15 +478,13 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
         how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else "failed"
         reason = f"notebook {how} (papermill exit {rc}):\n{log_tail(log)}"
         if rec is not None:
-            reason += f"\n(the training itself had ended with status {rec['status']!r})"
-            rec = {**rec, "status": "error", "reason": reason}
+            over = {"status": "error", "reason": reason + f"\n(the training itself had ended with status {rec['status']!r})"}
         else:
             rec = error_record(item.spec, item.out_dir, reason)
     elif rec is None:
         rec = error_record(item.spec, item.out_dir, f"the notebook ran but {unreadable}\n{log_tail(log)}")
-    rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), **(sweep_extra or {})}
-    write_json_atomic(item.result, rec)
-    return rec
+    sweep = {**sweep_timing(rec, time.perf_counter() - t0), **(sweep_extra or {})}
+    return sweep_says(item.out_dir, rec, written, sweep=sweep, **over)
 
 
 def execute_item(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
@@ -557,5 +567,5 @@ def _mark_interrupted(item: Item) -> None:
         rec = read_record(item.result)
     except CorruptRecord:
         return
-    write_json_atomic(item.result, {**rec, "status": "error",
-                                    "reason": f"interrupted before the notebook finished (training ended {rec['status']!r})"})
+    sweep_says(item.out_dir, rec, status="error",
+               reason=f"interrupted before the notebook finished (training ended {rec['status']!r})")

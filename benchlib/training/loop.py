@@ -33,7 +33,7 @@ from benchlib.training.fp8 import linear_shapes
 from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
 from benchlib.training import compile_cache, resume
-from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_json_atomic
+from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_record
 from benchlib.training.preflight import out_problem, refusal
 from benchlib.core.steplog import StepLog
 from benchlib.core.timing import WindowTimer
@@ -111,7 +111,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
             torch.cuda.empty_cache()
     rec["_path"] = str(out / "result.json")
     if dist.finish(rec):  # rank 0 writes the record (or the rank that failed first)
-        write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
+        write_record(out, rec)
         if cfg.state_every:  # the record holds what the state was for
             resume.clear(out)
     dist.close()
@@ -137,7 +137,7 @@ def _refused(cfg: RunConfig, out_dir, problem: str) -> dict:
     if kept:
         rec["_kept"] = str(path)
     else:
-        write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+        write_record(out_dir, rec)
         rec["_path"] = str(path)
     return rec
 
