@@ -13,13 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.core.records import json_safe
 from benchlib.core.runconfig import ConfigError, RunConfig
 from benchlib.analysis.charts import STATIC_CHARTS_ENV
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
 # The result record inside an executed notebook: a display output of this JSON mime type.
-RECORD_MIME = "application/vnd.dtype-bench.record+json"
 NOTEBOOK_FOR = {"lm": "01_train_lm.ipynb", "cls": "02_train_cls.ipynb"}
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
 _PARAM_TYPES = (str, int, float, bool, type(None), dict, list)
@@ -363,24 +361,3 @@ def compare_table(results: list[TrainResult]) -> pd.DataFrame:
             "step_ms", "stability/diverged_step"]
     df = records_frame([r.record for r in results])
     return df[[c for c in cols if c in df]].set_index("config")
-
-
-def store_result(result: TrainResult) -> None:
-    """Put the record into the notebook as machine-readable output (next to its sidecar
-    ``result.json``); ``read_notebook_record`` reads it back."""
-    from IPython.display import display
-    rec = json_safe({k: v for k, v in result.record.items() if not k.startswith("_")})
-    display({RECORD_MIME: rec, "text/plain": f"result record of {rec['run_id']} ({rec['status']}); "
-                                             f"sidecar: {result.path}"}, raw=True)
-
-
-def read_notebook_record(path: str | Path) -> dict | None:
-    """The result record stored inside an executed notebook, or None if it has none."""
-    import nbformat
-    nb = nbformat.read(str(path), as_version=4)
-    found = None
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            if RECORD_MIME in out.get("data", {}):
-                found = dict(out["data"][RECORD_MIME])
-    return found
