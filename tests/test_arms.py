@@ -27,9 +27,9 @@ def test_arms_plan_one_folder_each_with_their_settings_inline(tmp_path):
     assert [i.run_id for i in items] == ["single/A/fp32_baseline/seed0", "ddp_2/A/fp32_baseline/seed0"]
     ddp = items[1]
     assert ddp.out_dir == tmp_path / "executed" / "arms" / "runs" / "ddp_2" / "A" / "fp32_baseline" / "seed0"
-    cmd = sweep.papermill_command(ddp, path)
-    inline = cmd[cmd.index("-y") + 1]
-    assert "dist: {strategy: ddp, nproc: 2, bucket_cap_mb: 25}" in inline and "arm: ddp_2" in inline
+    given = runner.injected(sweep.papermill_command(ddp))
+    assert (given["dist"]["strategy"], given["dist"]["nproc"], given["dist"]["bucket_cap_mb"], given["extra"]["arm"]) \
+        == ("ddp", 2, 25, "ddp_2")
     assert ddp.spec.cfg.dist.bucket_cap_mb == 25.0 and ddp.spec.cfg.extra["arm"] == "ddp_2"
 
 

@@ -155,7 +155,7 @@ def test_a_run_killed_mid_way_leaves_no_record_that_looks_finished(tmp_path):
         from benchlib.study.studyfile import load_study
         items = {{i.out_dir.resolve(): i for i in runner.plan(load_study({str(path)!r}), Path({str(root)!r}))}}
         def execute(cmd, env, log, timeout=None):  # training finished and wrote its record; a later cell runs
-            out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+            out = Path(runner.injected(cmd)["out_dir"]).resolve()
             write_json_atomic(out / "result.json", {{**runner.error_record(items[out].spec, out, None), "status": "ok"}})
             time.sleep(600)
         runner.execute = execute

@@ -82,9 +82,9 @@ def test_a_process_that_dies_costs_its_run_an_error_record_and_the_rest_go_on(tm
 
     def fake(argv, env, log, timeout=None):
         runs = json.loads(open(argv[-1]).read())["runs"]
-        calls.append([r["out_dir"] for r in runs])
+        calls.append([r["run_config"]["out_dir"] for r in runs])
         for r in runs[:1] if len(calls) == 1 else runs:
-            item = next(i for i in items if str(i.out_dir) == r["out_dir"])
+            item = next(i for i in items if str(i.out_dir) == r["run_config"]["out_dir"])
             rec = runner.error_record(item.spec, item.out_dir, None)
             rec.update(status="ok", sweep={"wall_s": 1.0, "fixed_s": 0.5, "notebook": False})
             write_json_atomic(item.result, rec)
@@ -107,7 +107,7 @@ def test_after_a_run_in_error_the_next_ones_start_in_a_new_process_unharmed(tmp_
         runs = json.loads(open(argv[-1]).read())["runs"]
         calls.append(len(runs))
         for k, r in enumerate(runs):
-            item = next(i for i in items if str(i.out_dir) == r["out_dir"])
+            item = next(i for i in items if str(i.out_dir) == r["run_config"]["out_dir"])
             rec = runner.error_record(item.spec, item.out_dir, "CUDA error" if len(calls) == 1 else None)
             rec.update(status="error" if len(calls) == 1 else "ok", sweep={"wall_s": 1.0, "fixed_s": None})
             write_json_atomic(item.result, rec)

@@ -376,7 +376,7 @@ def test_ctrl_c_leaves_no_record_that_looks_finished(tmp_path, monkeypatch, caps
     study = _study(tmp_path, "scenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nsteps: 3\ndevice: cpu\n")
 
     def interrupted(cmd, env, log, timeout=None):  # training wrote its record, then Ctrl-C hit a later cell
-        out = Path(cmd[cmd.index("out_dir") + 1])
+        out = Path(runner.injected(cmd)["out_dir"])
         item = sweep.plan(load_study(study), tmp_path / "executed")[0]
         write_json_atomic(out / "result.json", {**runner.error_record(item.spec, out, None), "status": "ok"})
         raise KeyboardInterrupt
@@ -424,7 +424,7 @@ def test_the_sweep_leaves_the_record_as_training_wrote_it_and_says_its_part_in_t
 
     def training(cmd, env, log, timeout=None):  # training writes its record; the notebook then fails for seed 1
         fake(cmd, env, log, timeout)
-        out = Path(cmd[cmd.index("out_dir") + 1])
+        out = Path(runner.injected(cmd)["out_dir"])
         written[out.name] = (out / "result.json").read_bytes()
         return 0 if out.name == "seed0" else 1
 
@@ -438,3 +438,26 @@ def test_the_sweep_leaves_the_record_as_training_wrote_it_and_says_its_part_in_t
         assert read_record(folder / "result.json")["sweep"] == side["sweep"]  # readers see one record
     failed = read_record(root / "two/runs/A/fp32_baseline/seed1/result.json")
     assert failed["status"] == "error" and "papermill exit 1" in failed["reason"]
+
+
+def test_every_run_is_handed_its_resolved_configuration_in_one_shape(tmp_path):
+    """Plain, pretrain, checkpoint-loading runs: papermill injects one ``run_config`` mapping,
+    the run's resolved configuration with its folder; a cell's process gets the same mapping."""
+    import yaml
+
+    from benchlib.core.runconfig import ResolvedRun, RunConfig
+    study = tmp_path / "ft.yaml"
+    study.write_text("study: ft\nscenarios: [A, C]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 3\n"
+                     "device: cpu\npretrain:\n  gpt2: {config: amp_bf16, steps: 5}\n"
+                     "overrides:\n  cls: {model_name_or_path: pretrained}\n")
+    items = sweep.plan(load_study(study), tmp_path / "executed")
+    assert [i.stage for i in items] == ["pretrain", "run", "run"] and items[2].needs is items[0]
+    for item in items:
+        cmd = runner.papermill_command(item)
+        assert cmd[3] == "-y" and list(yaml.safe_load(cmd[4])) == ["run_config"] and len(cmd) == 5
+        given = runner.injected(cmd)
+        assert given == runner.run_config(item) and given["out_dir"] == runner._rel(item.out_dir)
+        cfg = RunConfig.from_dict(given)
+        assert cfg.batch_size is not None and cfg.seq_len is not None  # resolved: nothing left to fill
+        assert isinstance(runner.resolved(cfg), ResolvedRun)
+    assert runner.injected(runner.papermill_command(items[2]))["model_name_or_path"] == runner._rel(items[0].model_dir)

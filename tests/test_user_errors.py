@@ -306,7 +306,7 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
     by_out = {i.out_dir.resolve(): i for i in sweep.plan(sweep.load_study(path), root)}
 
     def execute(cmd, env, log, timeout=None):  # stands in for papermill: a run on a local file
-        out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+        out = Path(runner.injected(cmd)["out_dir"]).resolve()
         rec = {**runner.error_record(by_out[out].spec, out, None), "status": "ok"}
         rec["data"] = {"source": "/data/docs.jsonl", "split_rule": "one file: a random 10% of the documents (seed 1)"}
         runner.write_json_atomic(out / "result.json", rec)

@@ -3,8 +3,9 @@ the sweep one (arm, scenario, config) cell at a time in one Python process:
 
     python -m benchlib.host.cellrun CELL.json
 
-``CELL.json`` lists the cell's runs: each one's settings (``params``), its folder (``out_dir``)
-and what the sweep adds to its record's ``sweep`` entry. The process trains them one after
+``CELL.json`` lists the cell's runs: each one's ``run_config`` (``runner.run_config``, the
+mapping a notebook run is injected, its folder included) and what the sweep adds to its
+record's ``sweep`` entry. The process trains them one after
 another with the function a training notebook calls (``benchlib.training.loop.run``, which
 resets the compiler and the memory counters between runs), so each writes the record and the
 step log its notebook would have, while the interpreter start, the imports and the notebook
@@ -25,8 +26,8 @@ import time
 from pathlib import Path
 
 from benchlib.core.records import CorruptRecord, read_record
-from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, sweep_says,
-                                   sweep_timing)
+from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, run_config,
+                                   sweep_says, sweep_timing)
 
 
 def run_cell(spec: dict) -> int:
@@ -37,13 +38,13 @@ def run_cell(spec: dict) -> int:
 
     first = True
     for job in spec["runs"]:
-        out = Path(job["out_dir"])
+        out = Path(job["run_config"]["out_dir"])
         out.mkdir(parents=True, exist_ok=True)
         # the first run's wall time includes the interpreter's start and imports, as a notebook's does
         t0 = time.perf_counter() - ((envmod.process_age_s() or 0.0) if first else 0.0)
         first = False
         with open(out / RUN_LOG, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            rec = run(job["params"], out_dir=out, progress=False)  # a bar's redraws would fill the log
+            rec = run(job["run_config"], out_dir=out, progress=False)  # a bar's redraws would fill the log
         if not rec.get("_path"):  # refused and a finished record kept: nothing ran
             continue
         rec = read_record(rec["_path"])
@@ -76,8 +77,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
     while pending:
         for item in pending:
             clear(item.out_dir)
-        spec = {"runs": [{"params": {k: v for k, v in i.spec.params.items() if k != "out_dir"},
-                          "out_dir": str(i.out_dir), "sweep": {**loaded(i), **(sweep_extra or {})}} for i in pending]}
+        spec = {"runs": [{"run_config": run_config(i), "sweep": {**loaded(i), **(sweep_extra or {})}} for i in pending]}
         log = pending[0].out_dir / CELL_LOG
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dtype-bench-cell-", delete=False) as f:
             json.dump(spec, f)

@@ -77,7 +77,7 @@ def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int
     item = _find(plan(study, Path(out_root)), run_id)
     job = task_identity()
     try:
-        rec = execute_item(item, study.path, {}, timeout, {"job": job}, run_cell)
+        rec = execute_item(item, {}, timeout, {"job": job}, run_cell)
     except BaseException as e:
         _write_ended(item, job, _interruption(e))
         raise

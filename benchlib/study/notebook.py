@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.core.runconfig import ConfigError, RunConfig, resolved
 from benchlib.analysis.charts import STATIC_CHARTS_ENV
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
@@ -61,13 +61,18 @@ def notebook_params(namespace: dict) -> dict:
 
 
 def validate_params(namespace: dict, family: str | None = None) -> RunConfig:
-    """Turn the notebook's parameters into the typed ``RunConfig``; an unknown key or a bad
-    value fails here, naming it. A study file given with ``papermill -f params/X.yaml``
-    contributes its settings and its overrides for this notebook's scenario."""
+    """Turn the notebook's parameters into the typed, resolved configuration (``ResolvedRun``);
+    an unknown key or a bad value fails here, naming it. ``run_config`` (what a sweep injects:
+    the run's whole resolved configuration) stands for every other parameter; a study file
+    given with ``papermill -f params/X.yaml`` contributes its settings and its overrides for
+    this notebook's scenario."""
     params = notebook_params(namespace)
+    given = params.pop("run_config", None)
     meta = {k: params.pop(k) for k in STUDY_KEYS if k in params}
     where = "notebook parameters: "
-    if meta:
+    if given is not None:
+        d = given
+    elif meta:
         ident = {k: params.pop(k) for k in RUN_IDENTITY if k in params}
         study = parse_study({**meta, **params}, where=f"{where}(study file) ")
         try:
@@ -84,7 +89,7 @@ def validate_params(namespace: dict, family: str | None = None) -> RunConfig:
         other = next(f for f in GROUPS if f != family)
         raise ConfigError(f"{where}scenario={cfg.scenario!r}: this notebook trains scenarios "
                           f"{', '.join(GROUPS[family])}; use {NOTEBOOK_FOR[other]} for {', '.join(GROUPS[other])}")
-    return cfg
+    return resolved(cfg)
 
 
 SHOWN = ("scenario", "config", "seed", "size", "steps", "batch_size", "grad_accum", "seq_len", "lr", "data",
@@ -95,7 +100,6 @@ def show_config(cfg: RunConfig) -> pd.DataFrame:
     """The run's main settings (size defaults filled in) and any other setting that differs
     from its default, then the dtype configuration's fields that the training step reads.
     The record stored at the end holds every setting."""
-    from benchlib.core.runconfig import resolved
     r, defaults = resolved(cfg).to_dict(), RunConfig().to_dict()
     keys = list(SHOWN) + [k for k in r if k not in SHOWN and r[k] != defaults[k]]
     print(f"{cfg.run_id}: {cfg.dtype.description}")

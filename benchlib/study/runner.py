@@ -40,7 +40,7 @@ from pathlib import Path
 
 from benchlib.core.records import (COMPLETED, FINISHED, RESULT, SIDECAR, STEPS_FILES, CorruptRecord, read_record,
                                    write_record, write_sidecar)
-from benchlib.core.runconfig import RunConfig, flatten
+from benchlib.core.runconfig import RunConfig, flatten, resolved
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
 from benchlib.training.checkpoints import ARCHS, is_complete, model_dir, read_meta
@@ -330,21 +330,24 @@ def _inapplicable(key: str, asked, ran: dict) -> bool:
     return key == "cudagraphs" and asked is True and (ran.get("compile") == "off" or ran.get("device") != "cuda")
 
 # ---- executing one run ----------------------------------------------------------------
-def papermill_command(item: Item, study_file: Path) -> list[str]:
-    """The plain papermill command of one run: the study file supplies the settings, -p the
-    run's identity. Paths are relative to the current directory where possible. A pretrain
-    run, and a run that loads its checkpoint, get every setting inline instead (-y): their
-    settings are not the study file's for that scenario."""
-    c = item.spec.cfg
-    if item.stage == "pretrain" or item.needs is not None or item.spec.arm:
-        import yaml
-        params = {k: v for k, v in item.spec.params.items() if k != "out_dir"}
-        inline = yaml.safe_dump(params, default_flow_style=True, sort_keys=False, width=1 << 20).strip()
-        return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-y", inline,
-                "-p", "out_dir", _rel(item.out_dir)]
-    return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-f", _rel(study_file),
-            "-p", "scenario", c.scenario, "-p", "config", c.dtype.name, "-p", "seed", str(c.seed),
-            "-p", "out_dir", _rel(item.out_dir)]
+def run_config(item: Item) -> dict:
+    """What every run is handed, by notebook, cell or Slurm task alike: its resolved
+    configuration (``runconfig.ResolvedRun``) with its folder, as one mapping."""
+    return resolved(item.spec.cfg).replace(out_dir=_rel(item.out_dir)).to_dict()
+
+
+def papermill_command(item: Item) -> list[str]:
+    """The papermill command of one run: ``run_config`` injected as the notebook's one
+    parameter of that name. Paths are relative to the current directory where possible."""
+    import yaml
+    inline = yaml.safe_dump({"run_config": run_config(item)}, default_flow_style=True, sort_keys=False, width=1 << 20)
+    return ["papermill", _rel(source_notebook(item.spec.cfg.scenario)), _rel(item.notebook), "-y", inline.strip()]
+
+
+def injected(cmd: list[str]) -> dict:
+    """The ``run_config`` a ``papermill_command`` injects."""
+    import yaml
+    return yaml.safe_load(cmd[cmd.index("-y") + 1])["run_config"]
 
 
 def _rel(p: Path) -> str:
@@ -438,7 +441,6 @@ def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
     import torch
 
     from benchlib.core.env import pick_device
-    from benchlib.core.runconfig import resolved
     from benchlib.core.records import new_record
     try:
         device = pick_device(spec.cfg.device)
@@ -448,7 +450,7 @@ def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
     return {**new_record(cfg, device), "reason": reason}
 
 
-def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
+def run_one(item: Item, slot: dict, timeout: int | None = None,
             sweep_extra: dict | None = None) -> dict:
     """Execute one run's notebook and return its record; a failed notebook becomes an
     ``error`` record holding the last lines of papermill's output. ``sweep_extra`` goes into
@@ -457,7 +459,7 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
     log = item.out_dir / "papermill.log"
     t0 = time.perf_counter()
     try:
-        rc = execute(papermill_command(item, study_file), kernel_env(slot), log, timeout)
+        rc = execute(papermill_command(item), kernel_env(slot), log, timeout)
     except KeyboardInterrupt:
         _mark_interrupted(item)
         raise
@@ -487,13 +489,13 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
     return sweep_says(item.out_dir, rec, written, sweep=sweep, **over)
 
 
-def execute_item(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
+def execute_item(item: Item, slot: dict, timeout: int | None = None,
                  sweep_extra: dict | None = None, run_cell=None) -> dict:
     """One item of the plan, as every executor runs it (``execute_unit`` of that item alone)."""
-    return execute_unit([item], study_file, slot, timeout, sweep_extra, run_cell)[0][1]
+    return execute_unit([item], slot, timeout, sweep_extra, run_cell)[0][1]
 
 
-def execute_unit(unit: list[Item], study_file: Path, slot: dict, timeout: int | None = None,
+def execute_unit(unit: list[Item], slot: dict, timeout: int | None = None,
                  sweep_extra: dict | None = None, run_cell=None) -> list[tuple[Item, dict]]:
     """Items of the plan and their records: a pretrain run or a run with a notebook runs its
     notebook (a unit of one); the runs without (``RunSpec.notebook``) of a ``cell`` go to
@@ -510,7 +512,7 @@ def execute_unit(unit: list[Item], study_file: Path, slot: dict, timeout: int | 
         if problem:
             out.append((item, waiting_record(item, problem)))
         elif item.in_notebook or run_cell is None:
-            out.append((item, run_one(item, study_file, slot, timeout, {**loaded(item), **extra})))
+            out.append((item, run_one(item, slot, timeout, {**loaded(item), **extra})))
         else:
             cell.append(item)
     if cell:

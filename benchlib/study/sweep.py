@@ -515,7 +515,7 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
                               if i.needs is not None else "")
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
         if i.todo and i.in_notebook:
-            print(f"      {shlex.join(papermill_command(i, study.path))}")
+            print(f"      {shlex.join(papermill_command(i))}")
         elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
             print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.study.cellrun` "
                   f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
@@ -616,7 +616,7 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
 
     try:
         extra = host.sweep_fields(slots) or None
-        run = lambda unit, slot: execute_unit(unit, study.path, slot, timeout, extra, host.run_cell)  # noqa: E731
+        run = lambda unit, slot: execute_unit(unit, slot, timeout, extra, host.run_cell)  # noqa: E731
         order = Dependencies(todo, budget.admit if budget else (lambda unit: True))  # the pretrain stage first
         host.run_all(order.units, slots, run, on_start, order.done(on_done), order.admit, order.stop)
     finally:
