@@ -1,6 +1,6 @@
 """``dtype-bench sweep X.yaml --executor slurm | local``: the study's pending runs handed to a
 scheduler through submitit, each task executing exactly what the in-process sweep executes for
-that run (``sweep.execute_item``: its papermill command) and writing the same record.
+that run (``runner.execute_unit``: its papermill command) and writing the same record.
 
 - **slurm**: one job array per resource shape (GPUs per task: a study without multi-process
   arms has one; the pretrain stage is an array of its own, and the runs that load its
@@ -30,7 +30,7 @@ from pathlib import Path
 from benchlib.core.records import CorruptRecord, read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.executor import ExecutorSettings
-from benchlib.study.runner import Item, _rel, error_record, execute_item, log_tail, plan, run_state, sweep_says
+from benchlib.study.runner import Item, _rel, error_record, execute_unit, log_tail, plan, run_state, sweep_says
 from benchlib.study.studyfile import Study, load_study
 
 LEDGER = "jobs.json"
@@ -77,7 +77,7 @@ def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int
     item = _find(plan(study, Path(out_root)), run_id)
     job = task_identity()
     try:
-        rec = execute_item(item, {}, timeout, {"job": job}, run_cell)
+        rec = execute_unit([item], {}, timeout, {"job": job}, run_cell)[0][1]
     except BaseException as e:
         _write_ended(item, job, _interruption(e))
         raise

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.core.runconfig import ConfigError, RunConfig, resolved
+from benchlib.core.runconfig import ConfigError, ResolvedRun, RunConfig, resolved
 from benchlib.analysis.charts import STATIC_CHARTS_ENV
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
@@ -60,7 +60,7 @@ def notebook_params(namespace: dict) -> dict:
             if not k.startswith("_") and k not in _IPYTHON_NAMES and isinstance(v, _PARAM_TYPES)}
 
 
-def validate_params(namespace: dict, family: str | None = None) -> RunConfig:
+def validate_params(namespace: dict, family: str | None = None) -> ResolvedRun:
     """Turn the notebook's parameters into the typed, resolved configuration (``ResolvedRun``);
     an unknown key or a bad value fails here, naming it. ``run_config`` (what a sweep injects:
     the run's whole resolved configuration) stands for every other parameter; a study file
@@ -96,11 +96,11 @@ SHOWN = ("scenario", "config", "seed", "size", "steps", "batch_size", "grad_accu
          "device", "compile")
 
 
-def show_config(cfg: RunConfig) -> pd.DataFrame:
+def show_config(cfg: ResolvedRun) -> pd.DataFrame:
     """The run's main settings (size defaults filled in) and any other setting that differs
     from its default, then the dtype configuration's fields that the training step reads.
     The record stored at the end holds every setting."""
-    r, defaults = resolved(cfg).to_dict(), RunConfig().to_dict()
+    r, defaults = cfg.to_dict(), RunConfig().to_dict()
     keys = list(SHOWN) + [k for k in r if k not in SHOWN and r[k] != defaults[k]]
     print(f"{cfg.run_id}: {cfg.dtype.description}")
     rows = [("run", k, r[k]) for k in keys]

@@ -1,29 +1,20 @@
-"""One run of a study, as every executor runs it: the plan (``Item``: what to execute and
-where its files go, the pretrain items first), each run's state on resume, its papermill
-command, and its execution into a record, with an ``error`` record for a notebook that died
-before writing one. ``benchlib.study.sweep`` (the command) and ``benchlib.study.cluster``
-(Slurm and local jobs through submitit) both run runs through ``execute_item``.
+"""One run of a study as every executor runs it: the plan (``Item``: what executes and where its
+files go, the pretrain stage first), each run's state on resume, what it is handed
+(``run_config``) and its execution into a record, with an ``error`` record for a notebook that
+died before writing one; the sweep's word on a run goes into its sidecar (``sweep_says``).
 
-A study with a ``pretrain:`` stage (``benchlib.study.studyfile``) runs it first, as ordinary runs
-executed into ``executed/<study>.pretrain/<arch>.ipynb`` + ``<arch>/`` (beside the study's
-folder, so its records never enter the study's analysis), each saving its model to
-``<arch>/model``. Runs with ``model_name_or_path: pretrained`` get that directory in their
-configuration (and record), and run with every setting given inline (``papermill -y``).
-An architecture pretrained in phases (a list under ``pretrain.<arch>``) has one run per phase;
-phase k starts from phase k-1's checkpoint and loads it as a run loads the final one (its
-``needs``), and only the last phase keeps the paths above, the earlier ones running into
-``<arch>.phase<k>.ipynb`` + ``<arch>.phase<k>/`` (run id ``pretrain/<arch>/phase<k>``). A
-phase that runs again makes the phases after it, and the runs that load the last, stale.
-Where the checkpoint is missing (its pretrain run failed), they get a ``skipped`` record
-whose ``sweep.waiting_for`` names the pretrain run, and the next sweep tries them again. A
-pretrain run that ended degraded or stalled still hands its checkpoint on, with a warning;
-the runs that load it say so in ``pretrain.checkpoint.status`` of their records.
+A study's ``pretrain:`` stage (``studyfile``) runs first, into ``executed/<study>.pretrain/``
+(beside the study's folder: its records never enter the analysis), each run saving its model to
+``<arch>/model``, which the runs with ``model_name_or_path: pretrained`` load (``Item.needs``).
+An arch pretrained in phases has a run per phase (``pretrain/<arch>/phase<k>``), each starting
+from the one before; a phase that runs again makes the later ones, and the runs that load the
+last, stale. A run whose checkpoint is missing gets a ``skipped`` record (``sweep.waiting_for``)
+and the next sweep retries it; a degraded or stalled pretrain run still hands its checkpoint on,
+with a warning.
 
 Records carried from another machine (``dtype-bench pack`` / ``unpack``) resume as if made here:
-no absolute path decides a state (``stale_keys`` leaves out the checkpoint path of a run that
-loads the pretrain stage's, which ``checkpoint_changed`` tracks by its training's date). Their
-checkpoints are never carried: a pretrain item whose record is here but not its ``model/``, and
-which a run still to run loads, is trained again (state ``remake``, ``remake_lost``); its new
+no absolute path decides a state. Checkpoints are never carried: a pretrain item whose record is
+here but not its model, and which a run still to run loads, is trained again (``remake``); its
 record lists the lost checkpoint's date under ``sweep.lost_checkpoints``, so the runs that
 loaded the lost one stay finished.
 """
@@ -386,9 +377,8 @@ RUNNING: set = set()
 
 
 START_TIMEOUT_S = 300
-"""How long papermill waits for a run's kernel to answer (its default is 60 s): twelve runs
-starting together on a 16-core GPU host left one kernel silent for 60 s (the reference study,
-D/amp_bf16_fp8/seed0, 2026-11-24), and the run ended in error without training."""
+"""How long papermill waits for a run's kernel to answer (its default, 60 s, is not enough for
+twelve runs starting together on a 16-core GPU host)."""
 
 
 def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) -> int:
@@ -487,12 +477,6 @@ def run_one(item: Item, slot: dict, timeout: int | None = None,
         rec = error_record(item.spec, item.out_dir, f"the notebook ran but {unreadable}\n{log_tail(log)}")
     sweep = {**sweep_timing(rec, time.perf_counter() - t0), **(sweep_extra or {})}
     return sweep_says(item.out_dir, rec, written, sweep=sweep, **over)
-
-
-def execute_item(item: Item, slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None, run_cell=None) -> dict:
-    """One item of the plan, as every executor runs it (``execute_unit`` of that item alone)."""
-    return execute_unit([item], slot, timeout, sweep_extra, run_cell)[0][1]
 
 
 def execute_unit(unit: list[Item], slot: dict, timeout: int | None = None,

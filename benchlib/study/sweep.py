@@ -539,8 +539,7 @@ class Dependencies:
     """The order of one sweep's runs: every pretrain phase first, then the runs that load no
     checkpoint, then those that do (runs without a notebook as ``cells``). A run that loads a
     checkpoint this sweep makes waits for it before it starts, so the slots the pretrain stage
-    leaves free train runs of their own meanwhile (a fresh GPU host pretrained both
-    architectures for ~4 minutes with 10 of 12 slots idle)."""
+    leaves free train runs of their own meanwhile."""
 
     def __init__(self, todo: list[Item], admit) -> None:
         pre = sorted((i for i in todo if i.stage == "pretrain"), key=lambda i: i.phase)

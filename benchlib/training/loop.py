@@ -73,14 +73,12 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     global _last_end
     # kernel / interpreter start and imports before this call, or the time since the previous run
     startup_s = time.time() - _last_end if _last_end is not None else envmod.process_age_s()
-    if isinstance(cfg, dict):
-        cfg = RunConfig.from_dict(cfg)
+    cfg = resolved(RunConfig.from_dict(cfg) if isinstance(cfg, dict) else cfg)  # once: a ResolvedRun from here on
     problem = refusal(cfg) or (out_problem(out_dir) if out_dir else None)
     if problem:
         return _refused(cfg, out_dir, problem)
     if needs_launch(cfg):  # ddp / fsdp outside torchrun: run it under torchrun
         return launch(cfg, out_dir, progress=progress)
-    cfg = resolved(cfg)
     device = envmod.pick_device(cfg.device)
     compile_ = {"on": True, "off": False}.get(cfg.compile, cfg.dtype.compile and device.type == "cuda")
     cfg = cfg.replace(device=device.type, compile="on" if compile_ else "off", **{"dist.nproc": world_size(cfg)},
@@ -123,7 +121,6 @@ def _refused(cfg: RunConfig, out_dir, problem: str) -> dict:
     """The ``error`` record of a run refused before it started (``preflight``). Written to
     ``out_dir`` where it can be, but never over a finished record there: nothing ran, so
     nothing recorded is replaced."""
-    cfg = resolved(cfg)
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
     rec = {**new_record(cfg.replace(out_dir=str(out_dir) if out_dir else None), device),
            "status": "error", "reason": problem, "wall_s": 0.0, "_path": None}
