@@ -65,9 +65,8 @@ def test_a_cell_trains_its_seeds_in_one_process_and_a_rerun_skips_them(tmp_path,
 
 def test_a_run_in_error_ends_the_process_and_leaves_the_rest_for_a_new_one(tmp_path):
     _, items = _plan(tmp_path)
-    bad = {**items[0].spec.params, "model_name_or_path": str(tmp_path / "no-such-checkpoint")}
-    spec = {"runs": [{"params": bad, "out_dir": str(items[0].out_dir), "sweep": {}},
-                     {"params": items[1].spec.params, "out_dir": str(items[1].out_dir), "sweep": {}}]}
+    bad = {**runner.run_config(items[0]), "model_name_or_path": str(tmp_path / "no-such-checkpoint")}
+    spec = {"runs": [{"run_config": bad, "sweep": {}}, {"run_config": runner.run_config(items[1]), "sweep": {}}]}
     assert cellrun.run_cell(spec) == cellrun.STOP_AFTER_ERROR
     rec = read_record(items[0].result)
     assert rec["status"] == "error" and "no-such-checkpoint" in rec["reason"] and rec["sweep"]["notebook"] is False

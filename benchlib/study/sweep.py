@@ -87,6 +87,7 @@ class Host:
     def stop(self) -> None:
         """After the runs and the analysis."""
 
+
 def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
            seeds: list[int]) -> list[Item]:
     """The runs the filters pick, after the pretrain items they need (``pulled``). Pretrain
@@ -278,10 +279,10 @@ def executor_settings(ns: argparse.Namespace, study: Study) -> ExecutorSettings:
     changes = {}
     for pair in ns.executor_set:
         key, eq, value = pair.partition("=")
-        if not eq:
-            raise ConfigError(f"--set {pair!r}: KEY=VALUE is expected, e.g. --set time_min=90")
+        if not eq or key.strip() == "kind":
+            raise ConfigError(f"--set {pair!r}: KEY=VALUE is expected, e.g. --set time_min=90 (the kind: --executor)")
         changes[key.strip()] = yaml.safe_load(value)
-    ExecutorSettings.from_dict({k: v for k, v in changes.items() if k != "kind"}, "--set: ")  # names a bad key
+    ExecutorSettings.from_dict(changes, "--set: ")  # names a bad key
     return study.executor.replace(**changes, kind=ns.executor)
 
 
