@@ -17,7 +17,7 @@ from conftest import COMPLETED, REPO
 from benchlib.host import slots
 from benchlib.study import runner, sweep
 from benchlib.core.dtypes import FULL_MATRIX, CORE_SIX, get_config
-from benchlib.core.records import FINISHED, read_record, validate, write_json_atomic
+from benchlib.core.records import FINISHED, read_record, validate, write_json_atomic, write_sidecar
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.studyfile import load_study
 
@@ -140,7 +140,7 @@ def test_dry_run_prints_the_papermill_commands_and_executes_nothing(tmp_path, ca
     out = capsys.readouterr().out
     assert "done 0, to run 18 (new 18)" in out
     assert out.count("papermill ") == 18
-    assert "-f " in out and "-p scenario D -p config amp_bf16 -p seed 0" in out
+    assert "-f " not in out and "-y '{run_config: {scenario: D, config: amp_bf16, seed: 0, size: tiny," in out
     assert not any(tmp_path.iterdir())
 
 
@@ -203,7 +203,7 @@ def test_a_changed_reading_key_updates_finished_records_instead_of_training_agai
     assert runner.refresh_reading(items) == []  # once
     printed = sweep.summary(items)
     assert "quality not judged" in printed and "val_loss" not in printed  # 'stalled' explained, no quality column
-    write_json_atomic(item.result, {**after, "run": {**after["run"], "judge_quality": True}})
+    write_sidecar(item.out_dir, after, run={**after["run"], "judge_quality": True})
     assert "quality not judged" not in sweep.summary(items)
 
 
