@@ -1,5 +1,5 @@
 """Runs without a notebook (``notebook_seeds:``): a cell's seeds trained one after another in one
-process (``benchlib.study.cellrun``), each with the record and step log its notebook would write."""
+process (``benchlib.host.cellrun``), each with the record and step log its notebook would write."""
 import json
 
 import pytest

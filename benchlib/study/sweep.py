@@ -333,7 +333,7 @@ def run(ns: argparse.Namespace, host: Host) -> int:
         print(f"  {_n(n, 'finished record')} updated, not trained again: {what}")
     remade = [] if ns.analysis_only else remake_lost(items)  # checkpoints not carried with their records
     pending = [i for i in items if i.todo]
-    _print_plan(study, ns.study, every, items, pending, study_dir, commands=ns.dry_run)
+    _print_plan(study, ns.study, every, items, pending, study_dir, ns.dry_run, host.run_cell is not None)
     for p in remade:
         users = [i.run_id for i in items if i.todo and i.needs is p]
         print(f"  {p.run_id}: its record is here but not its checkpoint {_rel(p.model_dir)} (checkpoints are not "
@@ -495,7 +495,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
 
 
 def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
-                study_dir: Path, commands: bool) -> None:
+                study_dir: Path, commands: bool, cells: bool) -> None:
     shape = f"{_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
     if study.arms:
         shape = f"{_n(len(study.arms), 'arm')} x {_n(len(study.scenarios), 'scenario')} x {_n(len(study.seeds), 'seed')}"
@@ -515,10 +515,10 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         detail = i.detail or (f"{'starts from' if i.stage == 'pretrain' else 'loads'} {i.needs.run_id}'s checkpoint"
                               if i.needs is not None else "")
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
-        if i.todo and i.in_notebook:
+        if i.todo and (i.in_notebook or not cells):
             print(f"      {shlex.join(papermill_command(i))}")
         elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
-            print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.study.cellrun` "
+            print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.host.cellrun` "
                   f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
 
 
