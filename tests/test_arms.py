@@ -8,6 +8,7 @@ import pytest
 from conftest import COMPLETED
 
 from benchlib.core.records import read_record, validate
+from benchlib.host import slots
 from benchlib.study import runner, sweep
 from benchlib.study.studyfile import load_study
 
@@ -43,9 +44,9 @@ def test_a_changed_arm_setting_makes_its_record_stale_and_only_its_own(tmp_path)
 
 
 def test_multi_gpu_arms_get_as_many_gpus_per_slot_as_they_have_processes():
-    assert sweep.slots_for(2, ["0", "1", "2", "3"], per_run=2) == [{"CUDA_VISIBLE_DEVICES": "0,1"},
+    assert slots.slots_for(2, ["0", "1", "2", "3"], per_run=2) == [{"CUDA_VISIBLE_DEVICES": "0,1"},
                                                                    {"CUDA_VISIBLE_DEVICES": "2,3"}]
-    assert sweep.slots_for(2, ["0", "1"], per_run=2) == [{}]  # one run at a time, on both GPUs
+    assert slots.slots_for(2, ["0", "1"], per_run=2) == [{}]  # one run at a time, on both GPUs
 
 
 def test_arms_and_pretrain_do_not_mix(tmp_path):
