@@ -25,7 +25,7 @@ FAST = Rules(n_boot=200)
 def _notebook(path, record, svg=None):
     """An executed run notebook: its curves (an SVG) and its result shown."""
     nb = nbformat.v4.new_notebook()
-    outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"status: {record['status']}\n")]
+    outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{record['run_id']}: trained\n")]
     if svg:
         chart = {"image/svg+xml": svg, "text/plain": "<chart: x>"}
         outputs.insert(0, nbformat.v4.new_output("display_data", data=chart))

@@ -309,7 +309,7 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
         out = Path(runner.injected(cmd)["out_dir"]).resolve()
         rec = {**runner.error_record(by_out[out].spec, out, None), "status": "ok"}
         rec["data"] = {"source": "/data/docs.jsonl", "split_rule": "one file: a random 10% of the documents (seed 1)"}
-        runner.write_json_atomic(out / "result.json", rec)
+        runner.write_record(out, rec)
         return 0
     monkeypatch.setattr(runner, "execute", execute)
     assert main(["sweep", str(path), "--out", str(root), "--no-analysis", "--no-html"]) == 0

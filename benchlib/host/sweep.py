@@ -60,6 +60,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
 class GpuHost(sweep.Host):
     """The sweep's seams on a GPU host, from ``add_options``' flags."""
     run_cell = staticmethod(execute_cell)
+    run_all = staticmethod(run_all)  # side by side in the slots
 
     def __init__(self, ns: argparse.Namespace):
         self.ns = ns
@@ -105,9 +106,6 @@ class GpuHost(sweep.Host):
         if "OMP_NUM_THREADS" in slots[0] and len(slots) > 1:  # cpu_share's split, not the user's setting
             extra["cpu_threads"] = int(slots[0]["OMP_NUM_THREADS"])
         return extra
-
-    def run_all(self, units, slots, run, on_start, on_done, admit, stop) -> None:
-        run_all(units, slots, run, on_start, on_done, admit, stop)
 
     def start(self, study_dir: Path, every: list[Item]) -> None:
         if self.budget:
