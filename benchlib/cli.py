@@ -18,16 +18,16 @@ from benchlib.core.scenarios import SCENARIOS, TASK_ALIASES
 
 # subcommand -> (module:function, one-line help)
 LAZY = {
-    "sweep": ("benchlib.study.sweep:main", "run a study file (params/*.yaml) through papermill"),
+    "sweep": ("benchlib.host.sweep:main", "run a study file (params/*.yaml) through papermill"),
     "analyze": ("benchlib.analysis.report:main_analyze", "per-experiment summary tables and charts"),
     "compare": ("benchlib.analysis.report:main_compare", "cross-experiment ranking flips and hypotheses"),
     "arms": ("benchlib.analysis.arms:main", "what one setting (an arm) costs or gains against a baseline, paired run by run"),
     "findings": ("benchlib.analysis.findings:main", "the README's Findings section from a study's comparison.json"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "compact": ("benchlib.study.compact:main", "a study folder as committed: one records table, thinned logs, each chart once"),
-    "backfill": ("benchlib.study.backfill:main", "add trivial baselines and re-judged statuses to old records"),
-    "pack": ("benchlib.study.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),
-    "unpack": ("benchlib.study.pack:main_unpack", "put a pack archive's files in place (never over different ones)"),
+    "backfill": ("benchlib.host.backfill:main", "add trivial baselines and re-judged statuses to old records"),
+    "pack": ("benchlib.host.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),
+    "unpack": ("benchlib.host.pack:main_unpack", "put a pack archive's files in place (never over different ones)"),
 }
 
 # seed 002's flag names -> RunConfig keys

@@ -88,7 +88,7 @@ def fake_papermill(study_path, root, outcomes, calls, clock):
     by_out = {i.out_dir.resolve(): i for i in runner.plan(load_study(study_path), root)}
 
     def execute(cmd, env, log, timeout=None):
-        out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+        out = Path(runner.injected(cmd)["out_dir"]).resolve()
         item = by_out[out]
         calls.append(item.run_id)
         clock[0] += 1

@@ -8,6 +8,7 @@ import pytest
 from conftest import COMPLETED
 
 from benchlib.core.records import read_record, validate
+from benchlib.host import slots
 from benchlib.study import runner, sweep
 from benchlib.study.studyfile import load_study
 
@@ -27,9 +28,9 @@ def test_arms_plan_one_folder_each_with_their_settings_inline(tmp_path):
     assert [i.run_id for i in items] == ["single/A/fp32_baseline/seed0", "ddp_2/A/fp32_baseline/seed0"]
     ddp = items[1]
     assert ddp.out_dir == tmp_path / "executed" / "arms" / "runs" / "ddp_2" / "A" / "fp32_baseline" / "seed0"
-    cmd = sweep.papermill_command(ddp, path)
-    inline = cmd[cmd.index("-y") + 1]
-    assert "dist: {strategy: ddp, nproc: 2, bucket_cap_mb: 25}" in inline and "arm: ddp_2" in inline
+    given = runner.injected(sweep.papermill_command(ddp))
+    assert (given["dist"]["strategy"], given["dist"]["nproc"], given["dist"]["bucket_cap_mb"], given["extra"]["arm"]) \
+        == ("ddp", 2, 25, "ddp_2")
     assert ddp.spec.cfg.dist.bucket_cap_mb == 25.0 and ddp.spec.cfg.extra["arm"] == "ddp_2"
 
 
@@ -43,9 +44,9 @@ def test_a_changed_arm_setting_makes_its_record_stale_and_only_its_own(tmp_path)
 
 
 def test_multi_gpu_arms_get_as_many_gpus_per_slot_as_they_have_processes():
-    assert sweep.slots_for(2, ["0", "1", "2", "3"], per_run=2) == [{"CUDA_VISIBLE_DEVICES": "0,1"},
+    assert slots.slots_for(2, ["0", "1", "2", "3"], per_run=2) == [{"CUDA_VISIBLE_DEVICES": "0,1"},
                                                                    {"CUDA_VISIBLE_DEVICES": "2,3"}]
-    assert sweep.slots_for(2, ["0", "1"], per_run=2) == [{}]  # one run at a time, on both GPUs
+    assert slots.slots_for(2, ["0", "1"], per_run=2) == [{}]  # one run at a time, on both GPUs
 
 
 def test_arms_and_pretrain_do_not_mix(tmp_path):

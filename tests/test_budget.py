@@ -14,7 +14,9 @@ from conftest import REPO, fake_papermill
 from benchlib.core.errors import UserError
 from benchlib.core.records import read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
-from benchlib.study import budget, runner, sweep
+from benchlib.host import budget, slots
+from benchlib.host import sweep as host_sweep
+from benchlib.study import runner, sweep
 from benchlib.study.studyfile import load_study
 
 STUDY = "study: chunks\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1]\nsize: tiny\nsteps: 10\ndevice: cpu\n"
@@ -53,7 +55,7 @@ def test_a_bad_duration_is_one_line_naming_the_flag(text):
 
 def test_a_bad_duration_on_the_command_line_fails_before_anything_runs(chunked, capsys):
     with pytest.raises(SystemExit) as e:
-        sweep.main(chunked.argv + ["--time-budget", "9x"])
+        host_sweep.main(chunked.argv + ["--time-budget", "9x"])
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "argument --time-budget: '9x': expected a positive duration" in err and err.count("\n") == 1
@@ -62,7 +64,7 @@ def test_a_bad_duration_on_the_command_line_fails_before_anything_runs(chunked, 
 
 def test_a_budget_too_small_starts_nothing_and_exits_0_saying_so(chunked, capsys, monkeypatch):
     monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran with runs left"))
-    assert sweep.main(chunked.argv + ["--time-budget", "60"]) == 0  # the first run's estimate: 120 s
+    assert host_sweep.main(chunked.argv + ["--time-budget", "60"]) == 0  # the first run's estimate: 120 s
     out = capsys.readouterr().out
     assert chunked.calls == []
     assert out.splitlines()[-1] == "time budget: 4 of 4 runs left; run the same command again to resume"
@@ -73,7 +75,7 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
     monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran with runs left"))
     # run 1: estimate 120 s (nothing finished yet), 250 s left; run 2: estimate 1.1 x 100 + 10 = 120 s,
     # 150 s left; run 3: 50 s left
-    assert sweep.main(chunked.argv + ["--time-budget", "250s"]) == 0
+    assert host_sweep.main(chunked.argv + ["--time-budget", "250s"]) == 0
     out = capsys.readouterr().out
     assert chunked.calls == ["A/fp32_baseline/seed0", "A/amp_bf16/seed0"]  # seed-major: all of seed 0 first
     assert "time budget: 2 of 4 runs left; run the same command again to resume" in out
@@ -82,7 +84,7 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
     chunked.calls.clear()
     analysed = []
     monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, analyses=():  analysed.append(study_dir) or ([], []))
-    assert sweep.main(chunked.argv + ["--time-budget", "1h"]) == 0
+    assert host_sweep.main(chunked.argv + ["--time-budget", "1h"]) == 0
     out = capsys.readouterr().out
     assert chunked.calls == ["A/fp32_baseline/seed1", "A/amp_bf16/seed1"]
     assert "time budget:" not in out and analysed == [chunked.root / "chunks"]
@@ -90,7 +92,7 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
 
 def test_the_analysis_waits_when_the_time_left_cannot_cover_it(chunked, capsys, monkeypatch):
     monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran without the time for it"))
-    assert sweep.main(chunked.argv + ["--time-budget", "500"]) == 0  # 4 x 100 s, 100 s left < AFTER_RUNS_S
+    assert host_sweep.main(chunked.argv + ["--time-budget", "500"]) == 0  # 4 x 100 s, 100 s left < AFTER_RUNS_S
     out = capsys.readouterr().out
     assert len(chunked.calls) == 4
     assert (f"time budget: 100 s left, the analysis notebooks and the HTML export need up to "
@@ -122,7 +124,7 @@ def test_a_run_is_estimated_from_finished_runs_of_its_kind_scaled_to_its_steps(t
 def test_side_by_side_slots_start_only_what_fits(chunked):
     seen = []
     admit = lambda i: i < 3  # noqa: E731
-    sweep.run_all(list(range(6)), sweep.slots_for(2, ["0", "1"]), lambda i, s: i, admit=admit,
+    slots.run_all(list(range(6)), slots.slots_for(2, ["0", "1"]), lambda i, s: i, admit=admit,
                   on_done=lambda i, r: seen.append(i))
     assert sorted(seen) == [0, 1, 2]
 
@@ -153,7 +155,7 @@ def test_a_run_killed_mid_way_leaves_no_record_that_looks_finished(tmp_path):
         from benchlib.study.studyfile import load_study
         items = {{i.out_dir.resolve(): i for i in runner.plan(load_study({str(path)!r}), Path({str(root)!r}))}}
         def execute(cmd, env, log, timeout=None):  # training finished and wrote its record; a later cell runs
-            out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+            out = Path(runner.injected(cmd)["out_dir"]).resolve()
             write_json_atomic(out / "result.json", {{**runner.error_record(items[out].spec, out, None), "status": "ok"}})
             time.sleep(600)
         runner.execute = execute
@@ -213,7 +215,7 @@ def test_runs_still_going_when_the_budget_is_spent_are_interrupted_and_run_again
     monkeypatch.setattr(runner, "execute", execute)
     monkeypatch.setattr(budget.Budget, "estimate", lambda self, item: 0.0)  # every run looks short
     t0 = time.monotonic()
-    assert sweep.main([str(path), "--out", str(root), "--no-html", "--time-budget", "1.5"]) == 0
+    assert host_sweep.main([str(path), "--out", str(root), "--no-html", "--time-budget", "1.5"]) == 0
     assert time.monotonic() - t0 < 10
     out = capsys.readouterr().out
     assert calls == ["A/fp32_baseline/seed0", "hung"]
@@ -284,7 +286,8 @@ def test_pack_to_keeps_an_archive_of_the_finished_runs_while_the_sweep_goes(chun
 
     monkeypatch.setattr(runner, "execute", slow_second)
     monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: ([], []))
-    assert sweep.main(chunked.argv + ["--time-budget", "250s", "--pack-to", str(archive), "--pack-every", "0.05"]) == 0
+    monkeypatch.setattr(host_sweep, "PACK_EVERY_S", 0.05)
+    assert host_sweep.main(chunked.argv + ["--time-budget", "250s", "--pack-to", str(archive)]) == 0
     assert seen_during == ["executed/chunks/runs/A/fp32_baseline/seed0/result.json"]
     with tarfile.open(archive) as tar:
         names = tar.getnames()
@@ -296,4 +299,4 @@ def test_pack_to_keeps_an_archive_of_the_finished_runs_while_the_sweep_goes(chun
 
 def test_pack_to_is_refused_for_a_scheduler(chunked):
     with pytest.raises(ConfigError, match="^--pack-to is for runs executed here"):
-        sweep.main(chunked.argv + ["--pack-to", "x.tgz", "--executor", "slurm"])
+        host_sweep.main(chunked.argv + ["--pack-to", "x.tgz", "--executor", "slurm"])

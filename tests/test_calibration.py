@@ -1,10 +1,10 @@
-"""The backfill of old records (benchlib.study.backfill)."""
+"""The backfill of old records (benchlib.host.backfill)."""
 import json
 import shutil
 
 import pytest
 
-from benchlib.study.backfill import backfill_record, main as backfill_main
+from benchlib.host.backfill import backfill_record, main as backfill_main
 from benchlib.training.loop import run
 
 

@@ -1,12 +1,11 @@
 """Resuming from records made on another machine (a GPU host's chunk, packed, unpacked and
 committed here): other absolute paths inside, and no checkpoints. Papermill is faked."""
-import json
 import shutil
 
 import pytest
 from conftest import fake_papermill
 
-from benchlib.core.records import read_record
+from benchlib.core.records import SIDECAR, read_record, write_sidecar
 from benchlib.study import runner, sweep
 from benchlib.study.studyfile import load_study
 
@@ -37,7 +36,7 @@ def carried(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "execute", fake_papermill(path, there, {}, [], [0]))
     assert sweep.main([str(path), "--out", str(there), "--no-analysis", "--no-html"]) == 0
     shutil.copytree(there, here, ignore=shutil.ignore_patterns("model"))
-    for rec in here.rglob("result.json"):
+    for rec in [*here.rglob("result.json"), *here.rglob(SIDECAR)]:
         rec.write_text(rec.read_text().replace(str(there), FOREIGN))
     calls = []
     monkeypatch.setattr(runner, "execute", fake_papermill(path, here, {}, calls, [50]))
@@ -79,15 +78,16 @@ def test_runs_that_loaded_a_remade_checkpoint_stay_finished_when_the_old_record_
     of the reference study ran twice for this)."""
     path, here, calls = carried
     (here / "ft/runs/D/fp32_baseline/seed1/result.json").unlink()
-    committed = (here / "ft.pretrain/roberta/result.json").read_text()
+    committed = {f: (here / "ft.pretrain/roberta" / f).read_text() for f in ("result.json", SIDECAR)}
     assert sweep.main([str(path), "--out", str(here), "--no-analysis", "--no-html"]) == 0
     assert calls[-1] == "D/fp32_baseline/seed1"
-    (here / "ft.pretrain/roberta/result.json").write_text(committed)  # the next job's copy of the tree
+    for f, text in committed.items():  # the next job's copy of the tree
+        (here / "ft.pretrain/roberta" / f).write_text(text)
     items = {i.run_id: i for i in runner.plan(load_study(path), here)}
     assert items["D/fp32_baseline/seed1"].state == "done:ok" and items["D/fp32_baseline/seed0"].state == "done:ok"
     # a run that loaded a checkpoint neither the record nor the disk knows is stale
     rec = read_record(here / "ft/runs/D/fp32_baseline/seed1/result.json")
     rec["sweep"]["pretrained"]["date"] = "2030-02-02T00:00:00+00:00"
-    (here / "ft/runs/D/fp32_baseline/seed1/result.json").write_text(json.dumps(rec))
+    write_sidecar(here / "ft/runs/D/fp32_baseline/seed1", rec, sweep=rec["sweep"])
     items = {i.run_id: i for i in runner.plan(load_study(path), here)}
     assert items["D/fp32_baseline/seed1"].state == "stale" and "retrained" in items["D/fp32_baseline/seed1"].detail

@@ -1,12 +1,14 @@
 """Runs without a notebook (``notebook_seeds:``): a cell's seeds trained one after another in one
-process (``benchlib.study.cellrun``), each with the record and step log its notebook would write."""
+process (``benchlib.host.cellrun``), each with the record and step log its notebook would write."""
 import json
 
 import pytest
 
 from benchlib.core.records import TRAINED, read_record, steps_file, write_json_atomic
 from benchlib.core.runconfig import ConfigError
-from benchlib.study import budget, cellrun, runner, sweep
+from benchlib.host import budget, cellrun
+from benchlib.host import sweep as host_sweep
+from benchlib.study import runner, sweep
 from benchlib.study.studyfile import load_study, parse_study
 
 STUDY = ("study: cells\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0, 1]\nnotebook_seeds: []\n"
@@ -37,7 +39,7 @@ def test_a_cells_seeds_form_one_unit_and_notebook_runs_stay_alone(tmp_path):
 
 def test_the_dry_run_shows_a_papermill_command_only_for_runs_with_a_notebook(tmp_path, capsys):
     path, _ = _plan(tmp_path, STUDY.replace("notebook_seeds: []", "notebook_seeds: [0]"))
-    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--dry-run"]) == 0
+    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--dry-run"]) == 0
     out = capsys.readouterr().out.split("A/fp32_baseline/seed1")
     assert "papermill notebooks/01_train_lm.ipynb" in out[0]
     assert "papermill" not in out[1] and "a cell run without a notebook" in out[1]
@@ -45,28 +47,27 @@ def test_the_dry_run_shows_a_papermill_command_only_for_runs_with_a_notebook(tmp
 
 def test_a_cell_trains_its_seeds_in_one_process_and_a_rerun_skips_them(tmp_path, capsys):
     path, items = _plan(tmp_path)
-    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
+    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
     recs = [read_record(i.result) for i in items]
     assert all(r["status"] in TRAINED for r in recs)  # 3 steps: trained, if not far
     for item, rec in zip(items, recs):
         assert not item.notebook.exists() and steps_file(item.out_dir) is not None
         assert rec["sweep"]["notebook"] is False and rec["sweep"]["fixed_s"] is not None
-        assert (item.out_dir / runner.RUN_LOG).exists()  # its warnings and tracebacks, in its own log
+        assert (item.out_dir / cellrun.RUN_LOG).exists()  # its warnings and tracebacks, in its own log
     # one process: the second seed paid no interpreter start or imports, the first did
     assert recs[1]["metrics"]["time/startup_s"] < 0.5 * recs[0]["metrics"]["time/startup_s"]
-    cell_log = (items[0].out_dir / runner.CELL_LOG).read_text()
+    cell_log = (items[0].out_dir / cellrun.CELL_LOG).read_text()
     assert [line.split(":")[0] for line in cell_log.splitlines()] == ["A/fp32_baseline/seed0", "A/fp32_baseline/seed1"]
     capsys.readouterr()
-    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
+    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
     assert "done 2, to run 0" in capsys.readouterr().out
 
 
 def test_a_run_in_error_ends_the_process_and_leaves_the_rest_for_a_new_one(tmp_path):
     _, items = _plan(tmp_path)
-    bad = {**items[0].spec.params, "model_name_or_path": str(tmp_path / "no-such-checkpoint")}
-    spec = {"runs": [{"params": bad, "out_dir": str(items[0].out_dir), "sweep": {}},
-                     {"params": items[1].spec.params, "out_dir": str(items[1].out_dir), "sweep": {}}]}
-    assert cellrun.run_cell(spec) == runner.STOP_AFTER_ERROR
+    bad = {**runner.run_config(items[0]), "model_name_or_path": str(tmp_path / "no-such-checkpoint")}
+    spec = {"runs": [{"run_config": bad, "sweep": {}}, {"run_config": runner.run_config(items[1]), "sweep": {}}]}
+    assert cellrun.run_cell(spec) == cellrun.STOP_AFTER_ERROR
     rec = read_record(items[0].result)
     assert rec["status"] == "error" and "no-such-checkpoint" in rec["reason"] and rec["sweep"]["notebook"] is False
     assert not items[1].result.exists()
@@ -80,16 +81,16 @@ def test_a_process_that_dies_costs_its_run_an_error_record_and_the_rest_go_on(tm
 
     def fake(argv, env, log, timeout=None):
         runs = json.loads(open(argv[-1]).read())["runs"]
-        calls.append([r["out_dir"] for r in runs])
+        calls.append([r["run_config"]["out_dir"] for r in runs])
         for r in runs[:1] if len(calls) == 1 else runs:
-            item = next(i for i in items if str(i.out_dir) == r["out_dir"])
+            item = next(i for i in items if str(i.out_dir) == r["run_config"]["out_dir"])
             rec = runner.error_record(item.spec, item.out_dir, None)
             rec.update(status="ok", sweep={"wall_s": 1.0, "fixed_s": 0.5, "notebook": False})
             write_json_atomic(item.result, rec)
         return -11 if len(calls) == 1 else 0
 
-    monkeypatch.setattr(runner, "execute_argv", fake)
-    out = runner.execute_cell(items, {})
+    monkeypatch.setattr(cellrun, "execute_argv", fake)
+    out = cellrun.execute_cell(items, {})
     assert [(i.run_id, r["status"]) for i, r in out] == [
         ("A/fp32_baseline/seed0", "ok"), ("A/fp32_baseline/seed1", "error"), ("A/fp32_baseline/seed2", "ok")]
     assert "the cell's process ended (killed by SIGSEGV) before this run finished" in out[1][1]["reason"]
@@ -105,16 +106,16 @@ def test_after_a_run_in_error_the_next_ones_start_in_a_new_process_unharmed(tmp_
         runs = json.loads(open(argv[-1]).read())["runs"]
         calls.append(len(runs))
         for k, r in enumerate(runs):
-            item = next(i for i in items if str(i.out_dir) == r["out_dir"])
+            item = next(i for i in items if str(i.out_dir) == r["run_config"]["out_dir"])
             rec = runner.error_record(item.spec, item.out_dir, "CUDA error" if len(calls) == 1 else None)
             rec.update(status="error" if len(calls) == 1 else "ok", sweep={"wall_s": 1.0, "fixed_s": None})
             write_json_atomic(item.result, rec)
             if len(calls) == 1:
-                return runner.STOP_AFTER_ERROR
+                return cellrun.STOP_AFTER_ERROR
         return 0
 
-    monkeypatch.setattr(runner, "execute_argv", fake)
-    out = runner.execute_cell(items, {})
+    monkeypatch.setattr(cellrun, "execute_argv", fake)
+    out = cellrun.execute_cell(items, {})
     assert [r["status"] for _, r in out] == ["error", "ok", "ok"] and calls == [3, 2]
     assert out[0][1]["reason"] == "CUDA error"  # its own reason, not the process's
 

@@ -16,7 +16,7 @@ from benchlib.training.checkpoints import (META_FILE, CheckpointError, checkpoin
 from benchlib.core.dtypes import get_config
 from benchlib.training.models import ModelSpec, build_model
 from benchlib.core.records import read_record
-from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.core.runconfig import ConfigError, RunConfig, resolved
 from benchlib.study.studyfile import load_study
 
 FP32 = get_config("fp32_baseline")
@@ -226,14 +226,11 @@ def test_the_pretrain_stage_is_planned_first_and_pretrained_resolves_to_its_chec
     assert c_seed0.spec.cfg.lr == 2e-5 and not c_seed0.spec.cfg.save_model
     # the run's papermill command carries every setting inline, the resolved path included,
     # and the notebook turns them into the same configuration
-    cmd = sweep.papermill_command(c_seed0, path)
-    assert "-f" not in cmd
-    inline = yaml.safe_load(cmd[cmd.index("-y") + 1])
+    inline = runner.injected(sweep.papermill_command(c_seed0))
     assert inline["model_name_or_path"] == str(g.model_dir)
-    cfg = notebook.validate_params({"scenario": "D", "size": "tiny", **inline, "out_dir": "x"}, family="cls")
-    assert cfg == c_seed0.spec.cfg.replace(out_dir="x")
-    pre_cmd = sweep.papermill_command(g, path)
-    assert yaml.safe_load(pre_cmd[pre_cmd.index("-y") + 1])["save_model"] is True
+    cfg = notebook.validate_params({"run_config": {**inline, "out_dir": "x"}}, family="cls")
+    assert cfg == resolved(c_seed0.spec.cfg).replace(out_dir="x")
+    assert runner.injected(sweep.papermill_command(g))["save_model"] is True
 
 
 def test_a_study_file_with_a_pretrain_section_still_parameterises_the_notebooks(tmp_path):

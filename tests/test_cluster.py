@@ -56,9 +56,13 @@ def test_executor_section_is_validated_with_the_key_named(tmp_path):
 
 def test_flags_lay_over_the_study_files_executor_section(tmp_path):
     study = load_study(_write(tmp_path, MINI + "executor: {partition: gpu, account: lab, time_min: 30}\n"))
-    ns = sweep.parse_args([str(study.path), "--executor", "slurm", "--time-min", "90", "--gpus-per-task", "2"])
+    ns = sweep.parse_args([str(study.path), "--executor", "slurm", "--set", "time_min=90", "--set", "gpus_per_task=2"])
     s = sweep.executor_settings(ns, study)
     assert (s.kind, s.partition, s.account, s.time_min, s.gpus_per_task) == ("slurm", "gpu", "lab", 90, 2)
+    with pytest.raises(ConfigError, match="unknown key 'time_mins'"):
+        sweep.executor_settings(sweep.parse_args([str(study.path), "--set", "time_mins=90"]), study)
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        sweep.executor_settings(sweep.parse_args([str(study.path), "--set", "time_min"]), study)
 
 
 def test_the_training_notebook_ignores_the_executor_section(tmp_path):
@@ -128,7 +132,7 @@ def test_a_task_runs_exactly_the_sweeps_papermill_command(tmp_path, monkeypatch)
 
     def fake_execute(cmd, env, log, timeout=None):
         seen.append(cmd)
-        out = Path(cmd[cmd.index("out_dir") + 1])
+        out = Path(runner.injected(cmd)["out_dir"])
         item = next(i for i in items if i.run_id == "D/fp32_baseline/seed0")
         write_json_atomic(out / "result.json", {**runner.error_record(item.spec, out, None), "status": "ok"})
         return 0
@@ -136,7 +140,7 @@ def test_a_task_runs_exactly_the_sweeps_papermill_command(tmp_path, monkeypatch)
     monkeypatch.setattr(runner, "execute", fake_execute)
     assert cluster.run_task(str(path), str(root), "D/fp32_baseline/seed0", os.getcwd()) == "ok"
     item = next(i for i in items if i.run_id == "D/fp32_baseline/seed0")
-    assert seen == [sweep.papermill_command(item, path)]
+    assert seen == [sweep.papermill_command(item)]
     rec = read_record(item.result)
     assert rec["sweep"]["job"]["executor"] == "inprocess"  # not inside a submitit task here
 
@@ -354,7 +358,7 @@ def test_a_run_over_its_slurm_time_limit_is_recorded_as_such(tmp_path):
     root = tmp_path / "executed"
     # a one-minute limit: Slurm's warning (90 s before the end) comes at once
     path = _write(tmp_path, MINI.replace("scenarios: [A, D]", "scenarios: [A]").replace("steps: 4", "steps: 3000"))
-    assert sweep.main([str(path), "--out", str(root), "--executor", "slurm", "--time-min", "1", "--wait",
+    assert sweep.main([str(path), "--out", str(root), "--executor", "slurm", "--set", "time_min=1", "--wait",
                        "--no-analysis", "--no-html"]) == 1
     rec = _records(root / "mini")["A/fp32_baseline/seed0"]
     assert rec["status"] == "error" and "time limit" in rec["reason"]

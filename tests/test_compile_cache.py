@@ -4,7 +4,8 @@ import pytest
 
 from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.records import read_record
-from benchlib.study import sweep
+from benchlib.core.runconfig import ConfigError
+from benchlib.host import sweep as host_sweep
 
 # one compiled tiny run, in a process of its own (a cell run) so the second sweep's run starts
 # without the first one's graphs in memory: what it does not compile must come from the folder
@@ -19,7 +20,7 @@ def test_a_second_host_of_the_folder_loads_what_the_first_compiled(tmp_path, mon
     args = [str(study), "--out", str(out), "--no-html", "--no-analysis", "--compile-cache", str(cache)]
     result = out / "cached" / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json"
 
-    assert sweep.main(args) == 0
+    assert host_sweep.main(args) == 0
     first = read_record(result)
     assert first["run"]["compile"] == "on" and first["env"]["compile_cache_dir"] == str(cache.resolve())
     m = first["metrics"]
@@ -29,7 +30,7 @@ def test_a_second_host_of_the_folder_loads_what_the_first_compiled(tmp_path, mon
     assert "First step by torch.compile's cache" in printed and "miss 1 run(s), median" in printed
     assert f"Cache folder: {cache.resolve()}." in printed
 
-    assert sweep.main([*args, "--force"]) == 0
+    assert host_sweep.main([*args, "--force"]) == 0
     m = read_record(result)["metrics"]
     assert m["compile/cache"] == "hit", m
     assert m["compile/graph_cache_hits"] == first["metrics"]["compile/graph_cache_misses"]
@@ -49,5 +50,5 @@ def test_a_cache_folder_that_cannot_be_made_is_named(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("")
     study = tmp_path / "cached.yaml"
     study.write_text(STUDY)
-    with pytest.raises(sweep.ConfigError, match=r"--compile-cache .*file/inductor: cannot create it"):
-        sweep.main([str(study), "--out", str(tmp_path / "executed"), "--compile-cache", str(tmp_path / "file" / "inductor")])
+    with pytest.raises(ConfigError, match=r"--compile-cache .*file/inductor: cannot create it"):
+        host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--compile-cache", str(tmp_path / "file" / "inductor")])

@@ -5,7 +5,7 @@ import json
 import pytest
 from tornado import web
 
-from benchlib.study.lab import ExecutedReadOnly, read_only
+from benchlib.host.lab import ExecutedReadOnly, read_only
 
 NB = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 

@@ -7,7 +7,9 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "benchlib"
 # package -> floor; a package imports only packages on lower floors (and itself)
-FLOORS = {"core": 1, "data": 2, "parallel": 2, "training": 3, "analysis": 3, "study": 4, "": 5}
+FLOORS = {"core": 1, "data": 2, "parallel": 2, "training": 3, "analysis": 3, "study": 4, "host": 5, "": 6}
+# what serves one GPU host's limits (benchlib.host): only the command line and host itself import it
+HOST_IMPORTERS = {"host", ""}
 
 
 def module_name(path: Path) -> str:
@@ -61,6 +63,19 @@ def test_no_import_points_up_or_across_a_floor():
             if FLOORS[b] >= FLOORS[a]:
                 bad.append(f"{mod} -> {dep}")
     assert not bad, "imports that do not point down a floor:\n" + "\n".join(sorted(bad))
+
+
+def host_importers(g: dict[str, set[str]]) -> list[str]:
+    """Imports of benchlib.host from a package outside ``HOST_IMPORTERS``."""
+    return sorted(f"{m} -> {d}" for m, ds in g.items() for d in ds
+                  if package(d) == "host" and package(m) not in HOST_IMPORTERS)
+
+
+def test_the_core_never_imports_the_host_layer():
+    assert not host_importers(graph()), "imports of benchlib.host:\n" + "\n".join(host_importers(graph()))
+    # the rule catches such an import (and lets the command line's pass)
+    assert host_importers({"benchlib.study.sweep": {"benchlib.host.budget"}, "benchlib.cli": {"benchlib.host.sweep"}}) \
+        == ["benchlib.study.sweep -> benchlib.host.budget"]
 
 
 def find_cycle(g: dict[str, set[str]]) -> list[str] | None:

@@ -1,14 +1,12 @@
 """The source notebooks: committed clean, parameterised for papermill, and executable as-is
 (tiny model, synthetic data, CPU); a bad injected parameter stops at the validation cell."""
 import ast
-import json
 import math
 
 import nbformat
 import pytest
 from conftest import COMPLETED, REPO, papermill
 
-from benchlib.study.notebook import RECORD_MIME, read_notebook_record
 from benchlib.core.records import read_record
 from benchlib.core.runconfig import RunConfig
 
@@ -52,6 +50,7 @@ def test_parameters_cell_defaults_are_runconfigs_defaults(name):
     values = {t.targets[0].id: ast.literal_eval(t.value) for t in ast.parse(src).body}
     defaults = RunConfig().to_dict()
     assert values.pop("scenario") == TRAINING[name]
+    assert values.pop("run_config") is None  # what a sweep injects: the whole configuration
     assert values == {k: defaults[k] for k in values}
     assert values["size"] == "tiny" and values["data"] == "synthetic" and values["device"] == "auto"
 
@@ -63,7 +62,6 @@ def test_plain_papermill_run_shows_everything_and_writes_the_sidecar(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     sidecar = read_record(tmp_path / "result.json")  # next to the executed notebook
     assert sidecar["run_id"] == "A/amp_bf16/seed1" and sidecar["status"] in COMPLETED
-    assert read_notebook_record(out) == json.loads(json.dumps(sidecar))
     text = out.read_text()
     outputs = [o for c in nbformat.reads(text, as_version=4).cells for o in c.get("outputs", [])]
     assert any("GPU:" in o.get("text", "") and "torch" in o.get("text", "") for o in outputs)  # environment
@@ -78,7 +76,10 @@ def test_plain_papermill_run_shows_everything_and_writes_the_sidecar(tmp_path):
     assert f"val loss {m['quality/val_loss']:.4g}" in summary and f"vs unigram {m['baseline/val_loss']:.4g}" in summary
     assert ("did not clearly beat it" in summary) == (sidecar["status"] == "stalled")
     assert "forensics (mean over logged steps): grads exactly 0" in summary
-    assert sum(RECORD_MIME in o.get("data", {}) for o in outputs) == 1
+    # the record is shown, and not stored a second time in the notebook
+    kinds = {k for o in outputs for k in o.get("data", {})}
+    assert kinds <= {"text/plain", "text/html", "text/markdown", "image/png", "image/svg+xml",
+                     "application/vnd.vegalite.v5+json"}, kinds
 
 
 def test_study_file_as_papermill_parameters_applies_its_settings(tmp_path):
@@ -166,3 +167,27 @@ def test_a_long_run_is_charted_binned_with_its_spike_and_loss_scale_drop_kept():
     assert len(curves_chart(frame).to_dict()["vconcat"]) == 3  # no MaxRowsError
     short = curves_frame(steps.head(MAX_POINTS))
     assert sorted(short.loc[short["metric"] == "loss", "step"]) == [s for s in range(MAX_POINTS) if s != 10]  # not binned
+
+
+def test_a_sweep_run_is_injected_its_resolved_configuration_alone_and_papermill_knows_it(tmp_path):
+    """One tiny run through the sweep: the injected cell assigns ``run_config`` and nothing else,
+    papermill finds it among the notebook's parameters, and the record trained with it."""
+    from benchlib.core.records import SIDECAR
+    from benchlib.core.runconfig import resolved
+    from benchlib.study import sweep
+    study = tmp_path / "one.yaml"
+    study.write_text("study: one\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 3\n"
+                     "lr: 0.002\ndevice: cpu\n")
+    root = tmp_path / "executed"
+    assert sweep.main([str(study), "--out", str(root), "--no-analysis", "--no-html"]) == 0
+    run = root / "one/runs/A/fp32_baseline"
+    log = (run / "seed0/papermill.log").read_text()
+    assert "Executing" in log and "Passed unknown parameter" not in log
+    injected = [c for c in nbformat.read(str(run / "seed0.ipynb"), as_version=4).cells
+                if "injected-parameters" in c.metadata.get("tags", [])]
+    assigned = [t.targets[0].id for t in ast.parse(injected[0].source).body]
+    assert len(injected) == 1 and assigned == ["run_config"]
+    rec = read_record(run / "seed0/result.json")
+    assert rec["status"] in COMPLETED and rec["run"]["lr"] == 0.002
+    assert rec["run"]["batch_size"] == resolved(RunConfig(size="tiny")).batch_size  # resolved before it was injected
+    assert (run / "seed0/result.json").stat().st_mtime_ns <= (run / "seed0" / SIDECAR).stat().st_mtime_ns

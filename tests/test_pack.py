@@ -10,7 +10,7 @@ import pytest
 
 from benchlib.cli import main
 from benchlib.core.errors import UserError
-from benchlib.study import pack
+from benchlib.host import pack
 
 
 def _git(repo, *args):

@@ -64,7 +64,7 @@ def test_plan_puts_the_phases_in_order_each_starting_from_the_one_before(tmp_pat
     assert r1.spec.cfg.model_name_or_path is None and r2.spec.cfg.model_name_or_path == str(r1.model_dir)
     d = items[-1]
     assert d.needs is r2 and d.spec.cfg.model_name_or_path == str(r2.model_dir)
-    inline = yaml.safe_load((cmd := runner.papermill_command(r2, load_study(_study(tmp_path)).path))[cmd.index("-y") + 1])
+    inline = runner.injected(runner.papermill_command(r2))
     assert inline["model_name_or_path"] == str(r1.model_dir) and inline["seq_len"] == 32
 
 
@@ -133,7 +133,7 @@ def test_phases_run_in_order_resume_and_a_rerun_phase_one_makes_the_rest_stale(t
     # resume: phase 1 again, then phase 2, then D; nothing finished runs again
     calls.clear()
     monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {}, calls, clock))
-    assert sweep.main(argv + ["--jobs", "4"]) == 0
+    assert sweep.main(argv) == 0
     assert calls == ["pretrain/roberta/phase1", "pretrain/roberta", "D/fp32_baseline/seed0"]
     p1 = read_record(root / "ft.pretrain/roberta.phase1/result.json")
     p2 = read_record(root / "ft.pretrain/roberta/result.json")

@@ -141,3 +141,22 @@ def test_records_frame_carries_the_evidence_columns():
     assert list(df["quality/beats_baseline"]) == [True, False]
     assert all(math.isclose(v, 0.12) for v in df["baseline/p_at_1"])
     assert np.isfinite(df["forensics/grad_zero_frac_mean"]).all()
+
+
+def test_the_sidecar_lays_the_sweep_s_word_over_the_record_it_names_and_no_other(tmp_path):
+    rec = {**make_record("A", "amp_bf16"), "env": {"date": "2030-01-01T00:00:00+00:00"}}
+    path = records.write_record(tmp_path, {**rec, "_path": "not written"})
+    written = path.read_bytes()
+    assert "_path" not in records.read_record(path)
+    records.write_sidecar(tmp_path, rec, sweep={"wall_s": 3.0})
+    records.write_sidecar(tmp_path, rec, status="error", reason="notebook failed")  # over what it said before
+    merged = records.read_record(path)
+    assert (merged["sweep"], merged["status"], merged["reason"]) == ({"wall_s": 3.0}, "error", "notebook failed")
+    assert path.read_bytes() == written  # the record stays as written
+    assert [r["status"] for r in records.load_records(tmp_path)] == ["error"]
+    # a record written again (another run in the folder) is not the one the sidecar names
+    records.write_record(tmp_path, {**rec, "env": {"date": "2030-01-02T00:00:00+00:00"}})
+    assert "sweep" not in records.read_record(path) and records.read_record(path)["status"] == rec["status"]
+    (tmp_path / records.SIDECAR).write_text("{not json")
+    with pytest.raises(CorruptRecord, match="sweep.json"):
+        records.read_record(path)

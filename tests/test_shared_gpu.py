@@ -11,19 +11,22 @@ from test_gates import with_baseline
 
 from benchlib.analysis import tables
 from benchlib.core.records import read_record, records_frame
-from benchlib.study import runner, sweep
-from benchlib.study.slots import CPU_THREAD_VARS, cpu_share
+from benchlib.core.runconfig import ConfigError
+from benchlib.host import slots
+from benchlib.host import sweep as host_sweep
+from benchlib.study import runner
+from benchlib.host.slots import CPU_THREAD_VARS, cpu_share
 
 STUDY = "study: many\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1, 2, 3]\nsize: tiny\nsteps: 3\n"
 
 
 def test_two_runs_per_gpu_on_two_gpus_are_four_slots_spread_over_the_gpus():
-    slots = sweep.slots_for(8, ["0", "1"], runs_per_gpu=2)
-    assert slots == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "0", "1")]
-    assert sweep.gpu_sharing(slots) == 2
-    assert sweep.slots_for(3, ["0", "1"], runs_per_gpu=2) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "0")]
-    assert sweep.slots_for(8, ["0"], runs_per_gpu=3) == [{"CUDA_VISIBLE_DEVICES": "0"}] * 3
-    assert sweep.gpu_sharing(sweep.slots_for(2, ["0", "1"])) == 1  # one run per GPU shares nothing
+    four = slots.slots_for(8, ["0", "1"], runs_per_gpu=2)
+    assert four == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "0", "1")]
+    assert slots.gpu_sharing(four) == 2
+    assert slots.slots_for(3, ["0", "1"], runs_per_gpu=2) == [{"CUDA_VISIBLE_DEVICES": g} for g in ("0", "1", "0")]
+    assert slots.slots_for(8, ["0"], runs_per_gpu=3) == [{"CUDA_VISIBLE_DEVICES": "0"}] * 3
+    assert slots.gpu_sharing(slots.slots_for(2, ["0", "1"])) == 1  # one run per GPU shares nothing
 
 
 def test_side_by_side_runs_split_the_cores_unless_the_user_chose(monkeypatch):
@@ -37,8 +40,8 @@ def test_side_by_side_runs_split_the_cores_unless_the_user_chose(monkeypatch):
 
 
 def test_on_cpu_runs_per_gpu_still_runs_one_at_a_time():
-    assert sweep.slots_for(8, [], runs_per_gpu=4) == [{}]
-    assert sweep.gpu_sharing([{}]) == 1
+    assert slots.slots_for(8, [], runs_per_gpu=4) == [{}]
+    assert slots.gpu_sharing([{}]) == 1
 
 
 def test_a_cpu_sweep_with_runs_per_gpu_runs_one_at_a_time_and_marks_nothing(tmp_path, monkeypatch, capsys):
@@ -47,7 +50,7 @@ def test_a_cpu_sweep_with_runs_per_gpu_runs_one_at_a_time_and_marks_nothing(tmp_
     envs = []
     fake = fake_papermill(path, root, {}, [], [0])
     monkeypatch.setattr(runner, "execute", lambda cmd, env, log, timeout=None: envs.append(env) or fake(cmd, env, log))
-    assert sweep.main([str(path), "--out", str(root), "--runs-per-gpu", "2", "--no-analysis", "--no-html"]) == 0
+    assert host_sweep.main([str(path), "--out", str(root), "--runs-per-gpu", "2", "--no-analysis", "--no-html"]) == 0
     assert "--runs-per-gpu 2: CPU runs, one at a time" in capsys.readouterr().out
     assert len(envs) == 8 and not any("runs_per_gpu" in read_record(p)["sweep"]
                                       for p in (root / "many" / "runs").rglob("result.json"))
@@ -76,7 +79,7 @@ def test_a_sweep_with_two_runs_per_gpu_pins_them_and_marks_their_records(tmp_pat
     for var in CPU_THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 16)
-    assert sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--runs-per-gpu", "2", "--no-analysis",
+    assert host_sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--runs-per-gpu", "2", "--no-analysis",
                        "--no-html"]) == 0
     assert sorted(Counter(seen).items()) == [("0", 4), ("1", 4)] and max(peak.values()) <= 2
     # four runs side by side split the 16 cores: 4 CPU threads and 4 compile workers each
@@ -91,8 +94,8 @@ def test_runs_per_gpu_refuses_multi_process_arms(tmp_path, monkeypatch):
     path = tmp_path / "arms.yaml"
     path.write_text("study: arms\nscenarios: [A]\nconfigs: [amp_bf16]\nsize: tiny\nsteps: 3\ndevice: cuda\n"
                     "arms:\n  ddp2: {dist: {strategy: ddp, nproc: 2}}\n")
-    with pytest.raises(sweep.ConfigError, match="--runs-per-gpu 2: an arm on 2 processes"):
-        sweep.main([str(path), "--out", str(tmp_path / "x"), "--gpus", "0,1", "--runs-per-gpu", "2"])
+    with pytest.raises(ConfigError, match="--runs-per-gpu 2: an arm on 2 processes"):
+        host_sweep.main([str(path), "--out", str(tmp_path / "x"), "--gpus", "0,1", "--runs-per-gpu", "2"])
 
 
 def _shared(rec):

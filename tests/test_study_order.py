@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO
 
 from benchlib.core.runconfig import ConfigError
+from benchlib.host import slots
 from benchlib.study import sweep
 from benchlib.study.studyfile import load_study
 
@@ -91,7 +92,7 @@ def test_runs_that_load_no_checkpoint_use_the_slots_the_pretrain_stage_leaves_fr
             times[unit[0].run_id] = (start, time.monotonic())
         return [(unit[0], {})]
 
-    sweep.run_all(order.units, sweep.slots_for(3, ["0", "1", "2"]), fn, on_done=order.done(lambda u, r: None),
+    slots.run_all(order.units, slots.slots_for(3, ["0", "1", "2"]), fn, on_done=order.done(lambda u, r: None),
                   admit=order.admit, stop=order.stop)
     pre_end = times["pretrain/gpt2"][1]
     assert times["A/fp32_baseline/seed0"][0] < pre_end  # beside the pretrain run, not after it
@@ -102,7 +103,7 @@ def test_a_pretrain_left_for_later_or_interrupted_leaves_no_run_waiting_for_ever
     items = _ordered(tmp_path)
     ran = []
     order = sweep.Dependencies(items, admit=lambda unit: unit[0].stage != "pretrain")  # the budget refuses it
-    sweep.run_all(order.units, sweep.slots_for(2, ["0", "1"]), lambda u, s: ran.append(u[0].run_id) or [],
+    slots.run_all(order.units, slots.slots_for(2, ["0", "1"]), lambda u, s: ran.append(u[0].run_id) or [],
                   on_done=order.done(lambda u, r: None), admit=order.admit, stop=order.stop)
     assert "pretrain/gpt2" not in ran and "C/amp_bf16/seed0" in ran  # the real budget defers these too
 
@@ -114,6 +115,6 @@ def test_a_pretrain_left_for_later_or_interrupted_leaves_no_run_waiting_for_ever
 
     order = sweep.Dependencies(items, admit=lambda unit: True)
     with pytest.raises(KeyboardInterrupt):
-        sweep.run_all(order.units, sweep.slots_for(2, ["0", "1"]), interrupted, on_done=order.done(lambda u, r: None),
+        slots.run_all(order.units, slots.slots_for(2, ["0", "1"]), interrupted, on_done=order.done(lambda u, r: None),
                       admit=order.admit, stop=order.stop)
     assert order.stop.is_set()

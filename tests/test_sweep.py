@@ -1,5 +1,6 @@
 """Study files and ``dtype-bench sweep``: expansion, validation before anything runs,
 papermill execution with fault isolation, resume, scheduling over GPUs, HTML and summary."""
+import json
 import re
 import shutil
 from collections import Counter
@@ -13,10 +14,10 @@ import nbformat
 import pytest
 from conftest import COMPLETED, REPO
 
+from benchlib.host import slots
 from benchlib.study import runner, sweep
 from benchlib.core.dtypes import FULL_MATRIX, CORE_SIX, get_config
-from benchlib.study.notebook import read_notebook_record
-from benchlib.core.records import FINISHED, read_record, validate, write_json_atomic
+from benchlib.core.records import FINISHED, read_record, validate, write_json_atomic, write_sidecar
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.studyfile import load_study
 
@@ -139,7 +140,7 @@ def test_dry_run_prints_the_papermill_commands_and_executes_nothing(tmp_path, ca
     out = capsys.readouterr().out
     assert "done 0, to run 18 (new 18)" in out
     assert out.count("papermill ") == 18
-    assert "-f " in out and "-p scenario D -p config amp_bf16 -p seed 0" in out
+    assert "-f " not in out and "-y '{run_config: {scenario: D, config: amp_bf16, seed: 0, size: tiny," in out
     assert not any(tmp_path.iterdir())
 
 
@@ -202,7 +203,7 @@ def test_a_changed_reading_key_updates_finished_records_instead_of_training_agai
     assert runner.refresh_reading(items) == []  # once
     printed = sweep.summary(items)
     assert "quality not judged" in printed and "val_loss" not in printed  # 'stalled' explained, no quality column
-    write_json_atomic(item.result, {**after, "run": {**after["run"], "judge_quality": True}})
+    write_sidecar(item.out_dir, after, run={**after["run"], "judge_quality": True})
     assert "quality not judged" not in sweep.summary(items)
 
 
@@ -239,12 +240,12 @@ def test_papermill_runs_without_building_the_iri_grammar():
 
 
 def test_cpu_runs_one_at_a_time_whatever_jobs_says():
-    assert sweep.slots_for(4, []) == [{}]
+    assert slots.slots_for(4, []) == [{}]
 
 
 def test_gpu_slots_pin_one_gpu_each():
-    assert sweep.slots_for(4, ["0", "1"]) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
-    assert sweep.slots_for(1, ["0", "1"]) == [{}]
+    assert slots.slots_for(4, ["0", "1"]) == [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]
+    assert slots.slots_for(1, ["0", "1"]) == [{}]
 
 
 def test_runs_spread_over_fake_gpus_never_two_on_one():
@@ -261,7 +262,7 @@ def test_runs_spread_over_fake_gpus_never_two_on_one():
             del busy[gpu]
         return gpu
 
-    sweep.run_all(list(range(8)), sweep.slots_for(3, ["0", "1", "2"]), fn, on_done=lambda i, r: seen.append((i, r)))
+    slots.run_all(list(range(8)), slots.slots_for(3, ["0", "1", "2"]), fn, on_done=lambda i, r: seen.append((i, r)))
     assert sorted(i for i, _ in seen) == list(range(8))
     assert peak[0] == 3 and {r for _, r in seen} == {"0", "1", "2"}
 
@@ -291,7 +292,7 @@ def test_smoke_study_executes_every_notebook_with_its_record(smoke):
     assert all(r["status"] in FINISHED for r in records.values()), {k: r["reason"] for k, r in records.items()}
     for key, rec in records.items():
         notebook = root / "runs" / f"{key}.ipynb"
-        assert read_notebook_record(notebook)["run_id"] == rec["run_id"] == key
+        assert notebook.exists() and rec["run_id"] == key
     assert (root / "html/runs/A/amp_bf16/seed0.html").exists()
     index = (root / "html/index.html").read_text()
     assert index.count('href="runs/') == 18
@@ -375,7 +376,7 @@ def test_ctrl_c_leaves_no_record_that_looks_finished(tmp_path, monkeypatch, caps
     study = _study(tmp_path, "scenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nsteps: 3\ndevice: cpu\n")
 
     def interrupted(cmd, env, log, timeout=None):  # training wrote its record, then Ctrl-C hit a later cell
-        out = Path(cmd[cmd.index("out_dir") + 1])
+        out = Path(runner.injected(cmd)["out_dir"])
         item = sweep.plan(load_study(study), tmp_path / "executed")[0]
         write_json_atomic(out / "result.json", {**runner.error_record(item.spec, out, None), "status": "ok"})
         raise KeyboardInterrupt
@@ -409,3 +410,54 @@ def test_pages_with_one_table_or_three_share_one_style_sheet(tmp_path):
     [css] = list(tmp_path.glob("notebook-*.css"))
     assert f'href="{css.name}"' in one and f'href="{css.name}"' in three and "<style" not in one + three
     assert css.read_text().count(".dataframe th") == 1 and "<p>y</p>" in three
+
+
+def test_the_sweep_leaves_the_record_as_training_wrote_it_and_says_its_part_in_the_sidecar(tmp_path, monkeypatch):
+    from conftest import fake_papermill
+
+    from benchlib.core.records import SIDECAR
+    study = tmp_path / "two.yaml"
+    study.write_text("study: two\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0, 1]\nsize: tiny\nsteps: 3\n"
+                     "device: cpu\n")
+    root, written = tmp_path / "executed", {}
+    fake = fake_papermill(study, root, {"A/fp32_baseline/seed1": "error"}, [], [0])
+
+    def training(cmd, env, log, timeout=None):  # training writes its record; the notebook then fails for seed 1
+        fake(cmd, env, log, timeout)
+        out = Path(runner.injected(cmd)["out_dir"])
+        written[out.name] = (out / "result.json").read_bytes()
+        return 0 if out.name == "seed0" else 1
+
+    monkeypatch.setattr(runner, "execute", training)
+    assert sweep.main([str(study), "--out", str(root), "--no-analysis", "--no-html"]) == 1
+    for seed in ("seed0", "seed1"):
+        folder = root / "two/runs/A/fp32_baseline" / seed
+        assert (folder / "result.json").read_bytes() == written[seed]  # not one byte changed by the sweep
+        side = json.loads((folder / SIDECAR).read_text())
+        assert side["sweep"]["wall_s"] >= 0 and "notebook_overhead_s" in side["sweep"]
+        assert read_record(folder / "result.json")["sweep"] == side["sweep"]  # readers see one record
+    failed = read_record(root / "two/runs/A/fp32_baseline/seed1/result.json")
+    assert failed["status"] == "error" and "papermill exit 1" in failed["reason"]
+
+
+def test_every_run_is_handed_its_resolved_configuration_in_one_shape(tmp_path):
+    """Plain, pretrain, checkpoint-loading runs: papermill injects one ``run_config`` mapping,
+    the run's resolved configuration with its folder; a cell's process gets the same mapping."""
+    import yaml
+
+    from benchlib.core.runconfig import ResolvedRun, RunConfig
+    study = tmp_path / "ft.yaml"
+    study.write_text("study: ft\nscenarios: [A, C]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 3\n"
+                     "device: cpu\npretrain:\n  gpt2: {config: amp_bf16, steps: 5}\n"
+                     "overrides:\n  cls: {model_name_or_path: pretrained}\n")
+    items = sweep.plan(load_study(study), tmp_path / "executed")
+    assert [i.stage for i in items] == ["pretrain", "run", "run"] and items[2].needs is items[0]
+    for item in items:
+        cmd = runner.papermill_command(item)
+        assert cmd[3] == "-y" and list(yaml.safe_load(cmd[4])) == ["run_config"] and len(cmd) == 5
+        given = runner.injected(cmd)
+        assert given == runner.run_config(item) and given["out_dir"] == runner._rel(item.out_dir)
+        cfg = RunConfig.from_dict(given)
+        assert cfg.batch_size is not None and cfg.seq_len is not None  # resolved: nothing left to fill
+        assert isinstance(runner.resolved(cfg), ResolvedRun)
+    assert runner.injected(runner.papermill_command(items[2]))["model_name_or_path"] == runner._rel(items[0].model_dir)

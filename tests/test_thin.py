@@ -1,4 +1,4 @@
-"""``benchlib.study.thin``, what ``dtype-bench compact`` does to one file: a run notebook loses the
+"""``benchlib.study.compact``'s thinning, what ``dtype-bench compact`` does to one file: a run notebook loses the
 copies of its data (the chart's Vega-Lite spec and PNG become one SVG) and keeps everything else;
 a step log keeps what the charts read; a run log its end; once."""
 import re
@@ -8,8 +8,8 @@ import nbformat
 import pandas as pd
 
 from benchlib.analysis import charts
-from benchlib.study import html_export, thin
-from benchlib.study.notebook import RECORD_MIME, read_notebook_record
+from benchlib.study import compact, html_export
+RECORD_MIME = "application/vnd.dtype-bench.record+json"  # the record output of notebooks run before
 
 
 def _run_notebook(path):
@@ -37,18 +37,18 @@ def _run_notebook(path):
 def test_thin_rewrites_charts_as_svg_and_keeps_the_rest(tmp_path):
     nb_path = tmp_path / "study" / "runs" / "A" / "amp_bf16" / "seed0.ipynb"
     _run_notebook(nb_path)
-    before, after = thin.thin_notebook(nb_path)
+    before, after = compact.thin_notebook(nb_path)
     assert after < before / 2
     nb = nbformat.read(str(nb_path), as_version=4)
     chart = nb.cells[0].outputs[0]["data"]
     assert set(chart) == {"text/plain", "image/svg+xml"} and chart["text/plain"] == "<chart: A/amp_bf16/seed0 (ok)>"
     assert chart["image/svg+xml"].lstrip().startswith("<svg")
-    assert read_notebook_record(nb_path) == {"run_id": "A/amp_bf16/seed0"}
+    assert nb.cells[1].outputs[0]["data"][RECORD_MIME] == {"run_id": "A/amp_bf16/seed0"}
     assert nb.cells[1].outputs[1]["text"] == "status ok\n" and nb.cells[0].source == "nb.plot_curves(result)"
     assert [o["text"] for o in nb.cells[2].outputs] == ["A/amp_bf16/seed0: 100%|"]  # the bar's last state
     assert set(nb.cells[3].outputs[0]["data"]) == {"text/html"}  # a table's plain-text copy goes
     assert nb.cells[3].outputs[1]["data"] == {"text/plain": "12.5"}  # plain text alone stays
-    assert thin.thin_notebook(nb_path) == (after, after)  # a second pass changes nothing
+    assert compact.thin_notebook(nb_path) == (after, after)  # a second pass changes nothing
 
 
 def test_a_large_study_links_run_notebooks_instead_of_writing_a_page_per_run(tmp_path, monkeypatch):
@@ -85,33 +85,33 @@ def test_a_compacted_step_log_keeps_every_rich_row_an_even_subset_of_plain_ones_
         rows.append(row)
     rows[777]["loss"] = float("nan")
     rows.insert(1001, {"step": 1000, "eval": {"val_loss": 7.9}})
-    kept = thin.kept_rows(rows)
+    kept = compact.kept_rows(rows)
     rich = [r for r in rows if set(r) - {"step", "loss", "grad_norm"} or not math.isfinite(r["loss"])]
     assert all(any(k is r for k in kept) for r in rich)  # every interval row, the evaluation, the non-finite loss
     plain = [r for r in kept if set(r) == {"step", "loss", "grad_norm"} and math.isfinite(r["loss"])]
-    assert thin.KEEP_ROWS // 2 <= len(plain) <= thin.KEEP_ROWS + 2 and kept[-1] is rows[-1]
+    assert compact.KEEP_ROWS // 2 <= len(plain) <= compact.KEEP_ROWS + 2 and kept[-1] is rows[-1]
     assert any(r["step"] == 1333 for r in kept)  # the lowest loss (what the scaling analysis reads as best)
     evenly = [r for r in plain if r["step"] not in (1333, 1999)]
     assert len({b["step"] - a["step"] for a, b in zip(evenly, evenly[1:])}) <= 2  # evenly spaced
     assert [r["step"] for r in kept] == sorted(r["step"] for r in kept)  # in their order
-    assert thin.kept_rows(kept) == kept  # once
+    assert compact.kept_rows(kept) == kept  # once
     short = rows[:300]
-    assert thin.kept_rows(short) == short  # nothing to drop
+    assert compact.kept_rows(short) == short  # nothing to drop
 
 
 def test_thin_redraws_a_long_run_chart_binned():
     from benchlib.study.notebook import MAX_POINTS, curves_chart
     long = pd.DataFrame({"step": range(1000), "metric": "loss", "value": [9 - k / 200 for k in range(1000)], "run": ""})
     spec = curves_chart(long, title="A/amp_bf16/seed0 (ok)").to_dict()
-    redrawn = thin._binned(spec)
+    redrawn = compact._binned(spec)
     rows = [r for v in redrawn["datasets"].values() for r in v]
     assert len(rows) <= MAX_POINTS and redrawn["title"] == "A/amp_bf16/seed0 (ok)"
     short = curves_chart(long.head(50), title="x").to_dict()
-    assert thin._binned(short) is short
+    assert compact._binned(short) is short
 
 
 def test_a_run_log_keeps_each_bars_last_state_and_its_end(tmp_path):
-    from benchlib.study.thin import thin_log
+    from benchlib.study.compact import thin_log
     log = tmp_path / "run.log"
     bar = "\r".join(f"A/amp_bf16/seed1: {k}/400" for k in range(0, 401, 5))
     log.write_text("warning: first\n" + bar + "\n" + "\n".join(f"line {k}" for k in range(300)) + "\nTraceback: boom\n")

@@ -245,7 +245,7 @@ def test_a_missing_study_file_is_one_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, parts", [
-    (["--jobs", "0"], ["--jobs: must be >= 1", "got 0"]),
+    (["--runs-per-gpu", "0"], ["--runs-per-gpu: must be >= 1", "got 0"]),
     (["--dry-ru"], ["unrecognized arguments: --dry-ru", "Did you mean '--dry-run'?"]),
 ])
 def test_bad_sweep_flags_are_one_line(study, capsys, argv, parts):
@@ -306,10 +306,10 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
     by_out = {i.out_dir.resolve(): i for i in sweep.plan(sweep.load_study(path), root)}
 
     def execute(cmd, env, log, timeout=None):  # stands in for papermill: a run on a local file
-        out = Path(cmd[cmd.index("out_dir") + 1]).resolve()
+        out = Path(runner.injected(cmd)["out_dir"]).resolve()
         rec = {**runner.error_record(by_out[out].spec, out, None), "status": "ok"}
         rec["data"] = {"source": "/data/docs.jsonl", "split_rule": "one file: a random 10% of the documents (seed 1)"}
-        runner.write_json_atomic(out / "result.json", rec)
+        runner.write_record(out, rec)
         return 0
     monkeypatch.setattr(runner, "execute", execute)
     assert main(["sweep", str(path), "--out", str(root), "--no-analysis", "--no-html"]) == 0

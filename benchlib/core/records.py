@@ -21,7 +21,7 @@ a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-proces
 ``runs_per_gpu`` where ``--runs-per-gpu N`` ran up to N runs side by side on its GPU, and for a
 pretrain run made again because its checkpoint did not travel with its record,
 ``lost_checkpoints``: the dates of the records whose checkpoint it replaces),
-``backfill`` (``benchlib.study.backfill``: fields added to an old record, and its status before),
+``backfill`` (``benchlib.host.backfill``: fields added to an old record, and its status before),
 ``resumed`` (a run continued from its saved state: ``training.resume``) and ``serve`` (per
 inference mode of ``serve_modes``: the trained model's quality served in that precision, and its
 difference to the run's own evaluation: ``inference.serve_quality``).
@@ -303,13 +303,55 @@ def validate(rec: Any, where: str = "record") -> dict:
     return rec
 
 
+RESULT = "result.json"
+SIDECAR = "sweep.json"
+"""Beside a run's ``result.json``: what the sweep or a scheduler says of the run, which
+training's record cannot hold: the ``sweep`` entry (wall time, fixed cost, the job, the
+checkpoint the run loaded), and where the notebook around training failed, the ``status`` and
+``reason`` that say so (``run`` and ``run_reading_was`` where a reading key changed since).
+It names the record it belongs to (``of``: run id and date); ``read_record`` lays its keys
+over that record, so every reader sees one record while ``result.json`` stays as written."""
+
+
+def write_record(out_dir: str | os.PathLike, rec: dict) -> Path:
+    """The one writer of a run's ``result.json``: ``rec`` less its ``_`` keys, atomically."""
+    path = Path(out_dir) / RESULT
+    write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+    return path
+
+
+def _identity(rec: dict) -> list:
+    return [rec.get("run_id"), (rec.get("env") or {}).get("date")]
+
+
+def _sidecar(path: Path, rec: dict) -> dict:
+    """The sidecar beside ``path`` if it belongs to ``rec`` (a stale one is ignored), less ``of``."""
+    try:
+        side = json.loads((path.parent / SIDECAR).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, json.JSONDecodeError) as e:
+        raise CorruptRecord(f"{path.parent / SIDECAR}: {e}") from None
+    return {k: v for k, v in side.items() if k != "of"} if side.get("of") == _identity(rec) else {}
+
+
+def write_sidecar(out_dir: str | os.PathLike, rec: dict, **keys) -> None:
+    """Lay ``keys`` over the record ``rec`` of ``out_dir`` in its sidecar (``SIDECAR``), over
+    what the sidecar said of it before."""
+    path = Path(out_dir) / RESULT
+    old = _sidecar(path, rec) if path.exists() else {}
+    write_json_atomic(path.parent / SIDECAR, {"of": _identity(rec), **old, **keys})
+
+
 def read_record(path: str | os.PathLike) -> dict:
+    """A run's record: its ``result.json`` with its sidecar (``SIDECAR``) laid over it."""
     try:
         with open(path) as f:
             rec = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise CorruptRecord(f"{path}: {e}") from None
-    return validate(rec, str(path))
+    validate(rec, str(path))
+    return validate({**rec, **_sidecar(Path(path), rec)}, str(path))
 
 
 STEPS_FILES = ("steps.jsonl", "steps.jsonl.gz")

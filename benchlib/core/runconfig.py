@@ -483,11 +483,24 @@ CLS_BATCH = {"tiny": 8, "small": 16, "base": 8}  # seed 001: CLS bs 8
 CLS_SEQ = {"tiny": 64, "small": 256, "base": 512}
 
 
-def resolved(cfg: RunConfig) -> RunConfig:
-    """Fill size-dependent defaults (batch, accumulation, seq_len, vocab, labels, warmup).
+@dataclass
+class ResolvedRun(RunConfig):
+    """A ``RunConfig`` with its size-dependent defaults filled in, made only by ``resolved``: the
+    one configuration a run is handed (a notebook's ``run_config``, a cell's, a Slurm task's) and
+    trains with, so nothing below the entry resolves it again. ``replace`` keeps it resolved."""
+
+    def replace(self, **kw) -> "ResolvedRun":
+        return resolved(super().replace(**kw))
+
+
+def resolved(cfg: RunConfig) -> ResolvedRun:
+    """Fill size-dependent defaults (batch, accumulation, seq_len, vocab, labels, warmup); a
+    ``ResolvedRun`` as it is.
 
     medium, large and xl take base's data defaults and tokens per optimizer step; their
     micro-batch is the largest that ``core.sizes.micro_batch`` estimates to fit an 80 GB GPU."""
+    if isinstance(cfg, ResolvedRun):
+        return cfg
     data_size = "base" if cfg.size in LARGE_SIZES else cfg.size
     bs, T, V, L = SIZE_DEFAULTS[data_size]
     lm = cfg.scn.is_lm
@@ -508,4 +521,5 @@ def resolved(cfg: RunConfig) -> RunConfig:
         num_labels=cfg.num_labels or L,
         warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.steps // 10),
     )
-    return cfg.replace(**kw)
+    done = cfg.replace(**kw)
+    return ResolvedRun(**{f.name: getattr(done, f.name) for f in dataclasses.fields(done)})

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 
 from benchlib.core.env import pick_device
-from benchlib.core.records import new_record, read_record, write_json_atomic
+from benchlib.core.records import new_record, read_record, write_record
 from benchlib.core.runconfig import RunConfig, resolved
 from benchlib.parallel.group import unsupported_reason
 
@@ -78,7 +78,7 @@ def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, prog
     if why:  # known before any process starts
         rec = new_record(resolved(cfg).replace(out_dir=str(out)), pick_device(cfg.device))
         rec.update(status="skipped", reason=why, wall_s=0.0, dist={"strategy": cfg.dist.strategy, "world_size": cfg.dist.nproc})
-        write_json_atomic(out / "result.json", rec)
+        write_record(out, rec)
         return {**rec, "_path": str(out / "result.json")}
     cmd = torchrun_command(cfg, out, quiet=not progress)
     env = dict(os.environ)
@@ -141,7 +141,7 @@ def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, prog
                    wall_s=time.perf_counter() - t0)
     if cfg.extra and rec["run"].get("extra") != cfg.extra:
         rec["run"]["extra"] = dict(cfg.extra)  # not a CLI flag: carried over here
-    write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+    write_record(path.parent, rec)
     rec["_path"] = str(path)
     rec["_returncode"] = rc
     return rec

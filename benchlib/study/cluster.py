@@ -1,6 +1,6 @@
 """``dtype-bench sweep X.yaml --executor slurm | local``: the study's pending runs handed to a
 scheduler through submitit, each task executing exactly what the in-process sweep executes for
-that run (``sweep.execute_item``: its papermill command) and writing the same record.
+that run (``runner.execute_unit``: its papermill command) and writing the same record.
 
 - **slurm**: one job array per resource shape (GPUs per task: a study without multi-process
   arms has one; the pretrain stage is an array of its own, and the runs that load its
@@ -30,7 +30,7 @@ from pathlib import Path
 from benchlib.core.records import CorruptRecord, read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.executor import ExecutorSettings
-from benchlib.study.runner import Item, _rel, error_record, execute_item, log_tail, plan, run_state
+from benchlib.study.runner import Item, _rel, error_record, execute_unit, log_tail, plan, run_state, sweep_says
 from benchlib.study.studyfile import Study, load_study
 
 LEDGER = "jobs.json"
@@ -66,16 +66,18 @@ def cluster_dir(study: Study, root: Path) -> Path:
 
 
 # ---- one task: what runs on the node --------------------------------------------------
-def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int | None = None) -> str:
+def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int | None = None,
+             run_cell=None) -> str:
     """Execute one run of the study in a scheduler's task and return its record's status.
     The study is planned afresh from its file (the run's identity travels, not a pickled plan);
-    a time limit or preemption that stops the task leaves an ``error`` record saying so."""
+    a time limit or preemption that stops the task leaves an ``error`` record saying so.
+    ``run_cell``: the host's way to run a run without a notebook (``runner.execute_unit``)."""
     os.chdir(cwd)
     study = load_study(study_file)
     item = _find(plan(study, Path(out_root)), run_id)
     job = task_identity()
     try:
-        rec = execute_item(item, study.path, {}, timeout, {"job": job})
+        rec = execute_unit([item], {}, timeout, {"job": job}, run_cell)[0][1]
     except BaseException as e:
         _write_ended(item, job, _interruption(e))
         raise
@@ -197,9 +199,8 @@ def _annotate(item: Item, job: dict, what: str) -> None:
     ran = (rec.get("sweep") or {}).get("job") or {}
     if ran.get("job_id") != job["job_id"] or ran.get("state"):
         return
-    rec["sweep"]["job"] = {**ran, "state": job["state"]}
-    rec["reason"] = f"{what}\n{rec.get('reason') or ''}"
-    write_json_atomic(item.result, rec)
+    sweep_says(item.out_dir, rec, sweep={**rec["sweep"], "job": {**ran, "state": job["state"]}},
+               reason=f"{what}\n{rec.get('reason') or ''}")
 
 
 def _log_tail(entry: dict) -> str:
@@ -211,16 +212,15 @@ def _log_tail(entry: dict) -> str:
 
 def _write_ended(item: Item, job: dict, reason: str) -> None:
     """An ``error`` record for a run its task could not finish (kept if the notebook wrote one)."""
+    sweep = {"wall_s": None, "fixed_s": None, "notebook_overhead_s": None, "job": job}
     try:
         rec = read_record(item.result)
         if "sweep" in rec:  # the notebook finished and the sweep recorded it: nothing was lost
             return
-        rec = {**rec, "status": "error", "reason": f"{reason}\n(the training itself had ended {rec['status']!r})"}
+        sweep_says(item.out_dir, rec, sweep=sweep, status="error",
+                   reason=f"{reason}\n(the training itself had ended {rec['status']!r})")
     except CorruptRecord:
-        rec = error_record(item.spec, item.out_dir, reason)
-    rec["sweep"] = {"wall_s": None, "fixed_s": None, "notebook_overhead_s": None, "job": job}
-    item.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(item.result, rec)
+        sweep_says(item.out_dir, error_record(item.spec, item.out_dir, reason), False, sweep=sweep)
 
 
 # ---- submitting ----------------------------------------------------------------------
@@ -285,13 +285,14 @@ class Submission:
     root: Path
     settings: ExecutorSettings
     timeout: int | None = None
+    run_cell: object = None
 
     @property
     def folder(self) -> Path:
         return cluster_dir(self.study, self.root) / "logs"
 
     def task_args(self, item: Item) -> tuple:
-        return (str(self.study.path), str(self.root), item.run_id, os.getcwd(), self.timeout)
+        return (str(self.study.path), str(self.root), item.run_id, os.getcwd(), self.timeout, self.run_cell)
 
     def pending(self, todo: list[Item]) -> tuple[list[Item], list[Item]]:
         """The runs to submit (``todo`` less those whose job is still queued or running), and

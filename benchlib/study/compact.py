@@ -5,9 +5,10 @@ and executed notebook; the analysis notebooks with their charts beside the chart
 pages). Compacting keeps what the analysis reads and one copy of everything else:
 
 - the records: one table, ``records.jsonl.gz`` (``core.records.RECORDS_TABLE``: each line a
-  ``result.json`` as written, with where it was); ``load_records`` reads it as it reads the files;
+  record as ``read_record`` reads it, with where it was); ``load_records`` reads it as it reads
+  the files;
 - the step logs: one table, ``steps.parquet`` (``core.records.STEPS_TABLE``), each log thinned
-  (``thin.kept_rows``: every interval, evaluation and non-finite row, the last and the lowest
+  (``kept_rows``: every interval, evaluation and non-finite row, the last and the lowest
   loss, 500 evenly spaced plain rows); ``read_steps`` reads a run's rows from it as from its
   file. Rank logs stay in their run folders where the scaling analysis reads them (studies with
   arms); elsewhere their aggregates in the record stand for them;
@@ -38,8 +39,8 @@ from pathlib import Path
 
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.errors import UserError
-from benchlib.core.records import (FINISHED, RECORDS_TABLE, STEPS_FILES, find_records, load_records, read_table,
-                                   write_json_atomic, write_table)
+from benchlib.core.records import (FINISHED, RECORDS_TABLE, SIDECAR, STEPS_FILES, find_records, load_records, read_table,
+                                   write_record, write_table)
 
 CHART_SUFFIXES = (".svg", ".png", ".vl.json")
 """A chart's files, in the order one is kept: SVG (sharp, smallest for most charts), PNG, the
@@ -77,8 +78,9 @@ def compact(folder: Path, root: Path, examples: int = 1) -> Compacted:
     files = find_records(folder)
     if files:
         write_table(folder / RECORDS_TABLE, records)
-        for f in files:
+        for f in files:  # the table holds each record with its sidecar laid over it
             f.unlink()
+            f.with_name(SIDECAR).unlink(missing_ok=True)
     runs = {Path(r["_path"]).parent: r for r in records}
     done.counts["records in the table"] = len(records) if files else 0
     done.counts["step logs into the steps table"] = _steps_into_table(folder)
@@ -97,11 +99,10 @@ def compact(folder: Path, root: Path, examples: int = 1) -> Compacted:
 
 def _steps_into_table(folder: Path) -> int:
     """Move every run's step log below ``folder`` into its steps table (``records.STEPS_TABLE``),
-    thinned (``thin.kept_rows``); the files go. How many logs were moved."""
+    thinned (``kept_rows``); the files go. How many logs were moved."""
     import json
 
     from benchlib.core.records import STEPS_TABLE, read_steps, read_steps_table, write_steps_table
-    from benchlib.study.thin import kept_rows
     table = folder / STEPS_TABLE
     before = read_steps_table(table) if table.exists() else {}
     files = sorted(p for n in STEPS_FILES for p in folder.rglob(n) if "html" not in p.relative_to(folder).parts)
@@ -122,8 +123,7 @@ def _has_arms(folder: Path, runs: dict) -> bool:
 def _drop_logs(folder: Path, runs: dict) -> int:
     """Remove the papermill, run and cell logs of finished runs, their rank logs unless the
     study has arms, and the analysis notebooks' logs; a log of an unfinished run is thinned
-    (``thin.thin_log``)."""
-    from benchlib.study.thin import thin_log
+    (``thin_log``)."""
     arms = _has_arms(folder, runs)
     n = 0
     for run, rec in runs.items():
@@ -149,7 +149,6 @@ def _keep_examples(folder: Path, runs: dict, examples: int) -> int:
     the others. A run notebook is ``<run folder>.ipynb``."""
     from benchlib.core.dtypes import REGISTRY
     from benchlib.study.studyfile import GROUPS
-    from benchlib.study.thin import thin_notebook
     order = {c: i for i, c in enumerate(REGISTRY)}
     group = {s: g for g, members in GROUPS.items() for s in members}
     notebooks = {run.with_suffix(".ipynb"): rec for run, rec in runs.items() if run.with_suffix(".ipynb").exists()}
@@ -264,13 +263,12 @@ def _spec_digest(spec: dict) -> str:
 def _link_charts(notebook: Path, by_hash: dict[str, Path]) -> int:
     """Replace each chart output of an analysis notebook that is one of the study's chart files
     (SVG text, PNG bytes or Vega-Lite spec) by a link to the file kept; then drop the plain-text
-    copies of richer outputs (``thin.thin_notebook``). How many were linked."""
+    copies of richer outputs (``thin_notebook``). How many were linked."""
     import base64
 
     import nbformat
 
     from benchlib.study.html_export import CHART_TEXT, chart_link
-    from benchlib.study.thin import thin_notebook
     nb = nbformat.read(str(notebook), as_version=4)
     n = 0
     for cell in nb.cells:
@@ -328,7 +326,7 @@ def expand(folder: Path) -> int:
     for rec in read_table(table, strict=True):
         path = Path(rec["_path"])
         if not path.exists():
-            write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+            write_record(path.parent, rec)
             n += 1
     table.unlink()
     return n
@@ -369,3 +367,102 @@ def main(argv: list[str] | None = None) -> int:
     if ns.readme or is_generated(ns.root / "README.md"):
         print(f"{write_readme(ns.root)}: written from the studies there")
     return 0
+
+
+# ---- thinning one file (each function changes nothing the second time) ----------------------
+def _spec_key(data: dict) -> str | None:
+    return next((k for k in data if k.startswith("application/vnd.vegalite")), None)
+
+
+def _binned(spec: dict) -> dict:
+    """A run notebook's curves chart drawn again from at most ``notebook.MAX_POINTS`` binned
+    points per curve when its spec holds more (a run of thousands of steps); any other spec
+    as it is."""
+    import pandas as pd
+
+    from benchlib.study.notebook import MAX_POINTS, bin_curves, curves_chart
+    rows = [r for values in (spec.get("datasets") or {}).values() for r in values]
+    frame = pd.DataFrame(rows)
+    if not {"step", "metric", "value"} <= set(frame) or frame.groupby("metric").size().max() <= MAX_POINTS:
+        return spec
+    title = spec.get("title")
+    title = title.get("text", "") if isinstance(title, dict) else title or ""
+    frame = frame.assign(run=frame["run"] if "run" in frame else "")
+    return curves_chart(bin_curves(frame), title=title).to_dict(validate=False)
+
+
+RICHER = {"text/html", "text/markdown"}
+"""An output holding one of these drops its ``text/plain`` copy: JupyterLab, nbconvert's HTML
+and code-hosting sites show the richer form (a table's plain-text copy was ~2 MiB of the
+committed notebooks). A chart keeps its one-line text, ``<chart: title>``: the HTML export's
+alternative text for the image."""
+
+
+def thin_notebook(path: Path) -> tuple[int, int]:
+    """Rewrite one executed notebook's chart outputs as SVG, drop the plain-text copies of
+    richer outputs and collapse its progress-bar redraws; (bytes before, bytes after)."""
+    import nbformat
+
+    from benchlib.analysis.charts import render
+    from benchlib.study.html_export import CHART_LINK, coalesce_streams
+    before = path.stat().st_size
+    nb = nbformat.read(str(path), as_version=4)
+    changed = False
+    for cell in nb.cells:
+        if "outputs" in cell:  # a progress bar's redraws: what a terminal shows after them
+            merged = coalesce_streams([dict(o) for o in cell["outputs"]])
+            if [o.get("text") for o in merged] != [o.get("text") for o in cell["outputs"]]:
+                cell["outputs"], changed = [nbformat.from_dict(o) for o in merged], True
+        for out in cell.get("outputs", []):
+            data = out.get("data") or {}
+            if CHART_LINK in (out.get("metadata") or {}):  # a chart shown by its file: its text is its title
+                continue
+            if "text/plain" in data and RICHER & set(data):  # every reader shows the richer form
+                del data["text/plain"]
+                changed = True
+            key = _spec_key(data)
+            if key is None:
+                continue
+            svg = render(_binned(dict(data[key])), "svg").decode()
+            out["data"] = {"text/plain": data.get("text/plain", "<chart>"), "image/svg+xml": svg}
+            out.get("metadata", {}).pop("image/png", None)
+            changed = True
+    if changed:
+        nbformat.write(nb, str(path))
+    return before, path.stat().st_size
+
+
+KEEP_ROWS = 500
+"""A compacted step log keeps at most this many plain (step, loss, grad_norm) rows, evenly
+spaced, and every row that holds more (the interval rows with the forensic counters and the
+timing, evaluations, non-finite losses), the last step and the lowest loss (the analysis bins
+each scenario's curves to at most 120 points, ~4 of these rows a bin at 4,000 steps; the
+scaling analysis reads the final and the best loss)."""
+
+
+def kept_rows(rows: list[dict], keep: int = KEEP_ROWS) -> list[dict]:
+    """The rows ``KEEP_ROWS`` says a compacted step log keeps, in their order."""
+    import math
+    plain = [r for r in rows if set(r) <= {"step", "loss", "grad_norm"}
+             and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.values())]
+    every = max(1, math.ceil(len(plain) / keep))
+    best = min((r for r in plain if "loss" in r), key=lambda r: r["loss"], default=None)
+    drop = {id(r) for i, r in enumerate(plain) if i % every and r is not rows[-1] and r is not best}
+    return [r for r in rows if id(r) not in drop]
+
+
+KEEP_LOG_LINES = 200
+"""A run log's lines kept by ``thin_log``: the end, where a run's last state and any traceback are."""
+
+
+def thin_log(path: Path, keep: int = KEEP_LOG_LINES) -> tuple[int, int]:
+    """Each carriage-returned progress line reduced to its last state, the last ``keep`` lines
+    kept: (bytes before, after). Runs before 2026-11-24 logged every redraw of their bar (up to
+    250 KB a run)."""
+    text = path.read_bytes().decode(errors="replace")  # read_text would turn each \r into a line
+    lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]  # splitlines() would split at \r too
+    lines = [line for line in lines if line.strip()][-keep:]
+    out = "\n".join(lines) + ("\n" if lines else "")
+    if out != text:
+        path.write_bytes(out.encode())
+    return len(text.encode()), len(out.encode())

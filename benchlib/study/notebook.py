@@ -13,13 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.core.records import json_safe
-from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.core.runconfig import ConfigError, ResolvedRun, RunConfig, resolved
 from benchlib.analysis.charts import STATIC_CHARTS_ENV
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
 # The result record inside an executed notebook: a display output of this JSON mime type.
-RECORD_MIME = "application/vnd.dtype-bench.record+json"
 NOTEBOOK_FOR = {"lm": "01_train_lm.ipynb", "cls": "02_train_cls.ipynb"}
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
 _PARAM_TYPES = (str, int, float, bool, type(None), dict, list)
@@ -62,14 +60,19 @@ def notebook_params(namespace: dict) -> dict:
             if not k.startswith("_") and k not in _IPYTHON_NAMES and isinstance(v, _PARAM_TYPES)}
 
 
-def validate_params(namespace: dict, family: str | None = None) -> RunConfig:
-    """Turn the notebook's parameters into the typed ``RunConfig``; an unknown key or a bad
-    value fails here, naming it. A study file given with ``papermill -f params/X.yaml``
-    contributes its settings and its overrides for this notebook's scenario."""
+def validate_params(namespace: dict, family: str | None = None) -> ResolvedRun:
+    """Turn the notebook's parameters into the typed, resolved configuration (``ResolvedRun``);
+    an unknown key or a bad value fails here, naming it. ``run_config`` (what a sweep injects:
+    the run's whole resolved configuration) stands for every other parameter; a study file
+    given with ``papermill -f params/X.yaml`` contributes its settings and its overrides for
+    this notebook's scenario."""
     params = notebook_params(namespace)
+    given = params.pop("run_config", None)
     meta = {k: params.pop(k) for k in STUDY_KEYS if k in params}
     where = "notebook parameters: "
-    if meta:
+    if given is not None:
+        d = given
+    elif meta:
         ident = {k: params.pop(k) for k in RUN_IDENTITY if k in params}
         study = parse_study({**meta, **params}, where=f"{where}(study file) ")
         try:
@@ -86,19 +89,18 @@ def validate_params(namespace: dict, family: str | None = None) -> RunConfig:
         other = next(f for f in GROUPS if f != family)
         raise ConfigError(f"{where}scenario={cfg.scenario!r}: this notebook trains scenarios "
                           f"{', '.join(GROUPS[family])}; use {NOTEBOOK_FOR[other]} for {', '.join(GROUPS[other])}")
-    return cfg
+    return resolved(cfg)
 
 
 SHOWN = ("scenario", "config", "seed", "size", "steps", "batch_size", "grad_accum", "seq_len", "lr", "data",
          "device", "compile")
 
 
-def show_config(cfg: RunConfig) -> pd.DataFrame:
+def show_config(cfg: ResolvedRun) -> pd.DataFrame:
     """The run's main settings (size defaults filled in) and any other setting that differs
     from its default, then the dtype configuration's fields that the training step reads.
     The record stored at the end holds every setting."""
-    from benchlib.core.runconfig import resolved
-    r, defaults = resolved(cfg).to_dict(), RunConfig().to_dict()
+    r, defaults = cfg.to_dict(), RunConfig().to_dict()
     keys = list(SHOWN) + [k for k in r if k not in SHOWN and r[k] != defaults[k]]
     print(f"{cfg.run_id}: {cfg.dtype.description}")
     rows = [("run", k, r[k]) for k in keys]
@@ -363,24 +365,3 @@ def compare_table(results: list[TrainResult]) -> pd.DataFrame:
             "step_ms", "stability/diverged_step"]
     df = records_frame([r.record for r in results])
     return df[[c for c in cols if c in df]].set_index("config")
-
-
-def store_result(result: TrainResult) -> None:
-    """Put the record into the notebook as machine-readable output (next to its sidecar
-    ``result.json``); ``read_notebook_record`` reads it back."""
-    from IPython.display import display
-    rec = json_safe({k: v for k, v in result.record.items() if not k.startswith("_")})
-    display({RECORD_MIME: rec, "text/plain": f"result record of {rec['run_id']} ({rec['status']}); "
-                                             f"sidecar: {result.path}"}, raw=True)
-
-
-def read_notebook_record(path: str | Path) -> dict | None:
-    """The result record stored inside an executed notebook, or None if it has none."""
-    import nbformat
-    nb = nbformat.read(str(path), as_version=4)
-    found = None
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            if RECORD_MIME in out.get("data", {}):
-                found = dict(out["data"][RECORD_MIME])
-    return found

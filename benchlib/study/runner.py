@@ -1,29 +1,20 @@
-"""One run of a study, as every executor runs it: the plan (``Item``: what to execute and
-where its files go, the pretrain items first), each run's state on resume, its papermill
-command, and its execution into a record, with an ``error`` record for a notebook that died
-before writing one. ``benchlib.study.sweep`` (the command) and ``benchlib.study.cluster``
-(Slurm and local jobs through submitit) both run runs through ``execute_item``.
+"""One run of a study as every executor runs it: the plan (``Item``: what executes and where its
+files go, the pretrain stage first), each run's state on resume, what it is handed
+(``run_config``) and its execution into a record, with an ``error`` record for a notebook that
+died before writing one; the sweep's word on a run goes into its sidecar (``sweep_says``).
 
-A study with a ``pretrain:`` stage (``benchlib.study.studyfile``) runs it first, as ordinary runs
-executed into ``executed/<study>.pretrain/<arch>.ipynb`` + ``<arch>/`` (beside the study's
-folder, so its records never enter the study's analysis), each saving its model to
-``<arch>/model``. Runs with ``model_name_or_path: pretrained`` get that directory in their
-configuration (and record), and run with every setting given inline (``papermill -y``).
-An architecture pretrained in phases (a list under ``pretrain.<arch>``) has one run per phase;
-phase k starts from phase k-1's checkpoint and loads it as a run loads the final one (its
-``needs``), and only the last phase keeps the paths above, the earlier ones running into
-``<arch>.phase<k>.ipynb`` + ``<arch>.phase<k>/`` (run id ``pretrain/<arch>/phase<k>``). A
-phase that runs again makes the phases after it, and the runs that load the last, stale.
-Where the checkpoint is missing (its pretrain run failed), they get a ``skipped`` record
-whose ``sweep.waiting_for`` names the pretrain run, and the next sweep tries them again. A
-pretrain run that ended degraded or stalled still hands its checkpoint on, with a warning;
-the runs that load it say so in ``pretrain.checkpoint.status`` of their records.
+A study's ``pretrain:`` stage (``studyfile``) runs first, into ``executed/<study>.pretrain/``
+(beside the study's folder: its records never enter the analysis), each run saving its model to
+``<arch>/model``, which the runs with ``model_name_or_path: pretrained`` load (``Item.needs``).
+An arch pretrained in phases has a run per phase (``pretrain/<arch>/phase<k>``), each starting
+from the one before; a phase that runs again makes the later ones, and the runs that load the
+last, stale. A run whose checkpoint is missing gets a ``skipped`` record (``sweep.waiting_for``)
+and the next sweep retries it; a degraded or stalled pretrain run still hands its checkpoint on,
+with a warning.
 
 Records carried from another machine (``dtype-bench pack`` / ``unpack``) resume as if made here:
-no absolute path decides a state (``stale_keys`` leaves out the checkpoint path of a run that
-loads the pretrain stage's, which ``checkpoint_changed`` tracks by its training's date). Their
-checkpoints are never carried: a pretrain item whose record is here but not its ``model/``, and
-which a run still to run loads, is trained again (state ``remake``, ``remake_lost``); its new
+no absolute path decides a state. Checkpoints are never carried: a pretrain item whose record is
+here but not its model, and which a run still to run loads, is trained again (``remake``); its
 record lists the lost checkpoint's date under ``sweep.lost_checkpoints``, so the runs that
 loaded the lost one stay finished.
 """
@@ -38,8 +29,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.core.records import COMPLETED, FINISHED, STEPS_FILES, CorruptRecord, read_record, write_json_atomic
-from benchlib.core.runconfig import RunConfig, flatten
+from benchlib.core.records import (COMPLETED, FINISHED, RESULT, SIDECAR, STEPS_FILES, CorruptRecord, read_record,
+                                   write_record, write_sidecar)
+from benchlib.core.runconfig import RunConfig, flatten, resolved
 from benchlib.study.html_export import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
 from benchlib.training.checkpoints import ARCHS, is_complete, model_dir, read_meta
@@ -231,16 +223,29 @@ def pretrain_warning(pre: Item) -> str | None:
             f"{rec['status']!r})")
 
 
+def clear(out_dir: Path) -> None:
+    """A run's files from before it runs again: its record, sidecar and step log."""
+    for old in (RESULT, SIDECAR, *STEPS_FILES):
+        (out_dir / old).unlink(missing_ok=True)
+
+
+def sweep_says(out_dir: Path, rec: dict, written: bool = True, **keys) -> dict:
+    """``rec`` with ``keys`` (``sweep``; ``status`` and ``reason`` where the notebook failed)
+    laid over it in its sidecar (``records.SIDECAR``); a record that training did not write (an
+    ``error_record``: ``written`` False) is written first."""
+    if not written:
+        write_record(out_dir, rec)
+    write_sidecar(out_dir, rec, **keys)
+    return {**rec, **keys}
+
+
 def waiting_record(item: Item, problem: str) -> dict:
     """A ``skipped`` record for a run whose checkpoint is missing; the next sweep retries it."""
-    for old in ("result.json", *STEPS_FILES):
-        (item.out_dir / old).unlink(missing_ok=True)
+    clear(item.out_dir)
     rec = error_record(item.spec, item.out_dir, f"{WAITING}: {problem}; the next sweep runs it once "
                                                 f"{_rel(item.needs.model_dir)} exists")
-    rec["status"] = "skipped"
-    rec["sweep"] = {"wall_s": 0.0, "fixed_s": None, "notebook_overhead_s": None, "waiting_for": item.needs.run_id}
-    write_json_atomic(item.result, rec)
-    return rec
+    return sweep_says(item.out_dir, {**rec, "status": "skipped"}, False, sweep={
+        "wall_s": 0.0, "fixed_s": None, "notebook_overhead_s": None, "waiting_for": item.needs.run_id})
 
 
 def is_waiting(rec: dict) -> bool:
@@ -293,10 +298,8 @@ def refresh_reading(items: list[Item]) -> list[tuple[Item, dict]]:
         had = {k: rec["run"].get(k, RunConfig.__dataclass_fields__[k].default) for k in READING_KEYS}
         changed = {k: (had[k], getattr(item.spec.cfg, k)) for k in READING_KEYS if had[k] != getattr(item.spec.cfg, k)}
         if changed:
-            rec.setdefault("run_reading_was", {}).update({k: old for k, (old, _) in changed.items()})
-            rec["run"].update({k: new for k, (_, new) in changed.items()})
-            rec.pop("_path", None)
-            write_json_atomic(item.result, rec)
+            sweep_says(item.out_dir, rec, run={**rec["run"], **{k: new for k, (_, new) in changed.items()}},
+                       run_reading_was={**rec.get("run_reading_was", {}), **{k: old for k, (old, _) in changed.items()}})
             done.append((item, changed))
     return done
 
@@ -318,21 +321,24 @@ def _inapplicable(key: str, asked, ran: dict) -> bool:
     return key == "cudagraphs" and asked is True and (ran.get("compile") == "off" or ran.get("device") != "cuda")
 
 # ---- executing one run ----------------------------------------------------------------
-def papermill_command(item: Item, study_file: Path) -> list[str]:
-    """The plain papermill command of one run: the study file supplies the settings, -p the
-    run's identity. Paths are relative to the current directory where possible. A pretrain
-    run, and a run that loads its checkpoint, get every setting inline instead (-y): their
-    settings are not the study file's for that scenario."""
-    c = item.spec.cfg
-    if item.stage == "pretrain" or item.needs is not None or item.spec.arm:
-        import yaml
-        params = {k: v for k, v in item.spec.params.items() if k != "out_dir"}
-        inline = yaml.safe_dump(params, default_flow_style=True, sort_keys=False, width=1 << 20).strip()
-        return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-y", inline,
-                "-p", "out_dir", _rel(item.out_dir)]
-    return ["papermill", _rel(source_notebook(c.scenario)), _rel(item.notebook), "-f", _rel(study_file),
-            "-p", "scenario", c.scenario, "-p", "config", c.dtype.name, "-p", "seed", str(c.seed),
-            "-p", "out_dir", _rel(item.out_dir)]
+def run_config(item: Item) -> dict:
+    """What every run is handed, by notebook, cell or Slurm task alike: its resolved
+    configuration (``runconfig.ResolvedRun``) with its folder, as one mapping."""
+    return resolved(item.spec.cfg).replace(out_dir=_rel(item.out_dir)).to_dict()
+
+
+def papermill_command(item: Item) -> list[str]:
+    """The papermill command of one run: ``run_config`` injected as the notebook's one
+    parameter of that name. Paths are relative to the current directory where possible."""
+    import yaml
+    inline = yaml.safe_dump({"run_config": run_config(item)}, default_flow_style=True, sort_keys=False, width=1 << 20)
+    return ["papermill", _rel(source_notebook(item.spec.cfg.scenario)), _rel(item.notebook), "-y", inline.strip()]
+
+
+def injected(cmd: list[str]) -> dict:
+    """The ``run_config`` a ``papermill_command`` injects."""
+    import yaml
+    return yaml.safe_load(cmd[cmd.index("-y") + 1])["run_config"]
 
 
 def _rel(p: Path) -> str:
@@ -371,9 +377,8 @@ RUNNING: set = set()
 
 
 START_TIMEOUT_S = 300
-"""How long papermill waits for a run's kernel to answer (its default is 60 s): twelve runs
-starting together on a 16-core GPU host left one kernel silent for 60 s (the reference study,
-D/amp_bf16_fp8/seed0, 2026-11-24), and the run ended in error without training."""
+"""How long papermill waits for a run's kernel to answer (its default, 60 s, is not enough for
+twelve runs starting together on a 16-core GPU host)."""
 
 
 def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) -> int:
@@ -426,7 +431,6 @@ def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
     import torch
 
     from benchlib.core.env import pick_device
-    from benchlib.core.runconfig import resolved
     from benchlib.core.records import new_record
     try:
         device = pick_device(spec.cfg.device)
@@ -436,29 +440,29 @@ def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
     return {**new_record(cfg, device), "reason": reason}
 
 
-def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
+def run_one(item: Item, slot: dict, timeout: int | None = None,
             sweep_extra: dict | None = None) -> dict:
     """Execute one run's notebook and return its record; a failed notebook becomes an
     ``error`` record holding the last lines of papermill's output. ``sweep_extra`` goes into
-    the record's ``sweep`` entry."""
-    for old in ("result.json", *STEPS_FILES):
-        (item.out_dir / old).unlink(missing_ok=True)
+    the record's ``sweep`` entry (in its sidecar, as every word of the sweep on a run)."""
+    clear(item.out_dir)
     log = item.out_dir / "papermill.log"
     t0 = time.perf_counter()
     try:
-        rc = execute(papermill_command(item, study_file), kernel_env(slot), log, timeout)
+        rc = execute(papermill_command(item), kernel_env(slot), log, timeout)
     except KeyboardInterrupt:
         _mark_interrupted(item)
         raise
     except OSError as e:
         rc = 1
         log.write_text(f"could not start papermill: {e}")
-    rec, unreadable = None, "it wrote no result.json"
+    rec, unreadable, over = None, "it wrote no result.json", {}
     try:
         rec = read_record(item.result)
     except CorruptRecord as e:
         if item.result.exists():
             unreadable = f"its result.json is unreadable: {e}"
+    written = rec is not None
     if rc != 0:
         if rc == -signal.SIGINT:
             _mark_interrupted(item)
@@ -466,29 +470,22 @@ def run_one(item: Item, study_file: Path, slot: dict, timeout: int | None = None
         how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else "failed"
         reason = f"notebook {how} (papermill exit {rc}):\n{log_tail(log)}"
         if rec is not None:
-            reason += f"\n(the training itself had ended with status {rec['status']!r})"
-            rec = {**rec, "status": "error", "reason": reason}
+            over = {"status": "error", "reason": reason + f"\n(the training itself had ended with status {rec['status']!r})"}
         else:
             rec = error_record(item.spec, item.out_dir, reason)
     elif rec is None:
         rec = error_record(item.spec, item.out_dir, f"the notebook ran but {unreadable}\n{log_tail(log)}")
-    rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), **(sweep_extra or {})}
-    write_json_atomic(item.result, rec)
-    return rec
+    sweep = {**sweep_timing(rec, time.perf_counter() - t0), **(sweep_extra or {})}
+    return sweep_says(item.out_dir, rec, written, sweep=sweep, **over)
 
 
-def execute_item(item: Item, study_file: Path, slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None) -> dict:
-    """One item of the plan, as every executor runs it (``execute_unit`` of that item alone)."""
-    return execute_unit([item], study_file, slot, timeout, sweep_extra)[0][1]
-
-
-def execute_unit(unit: list[Item], study_file: Path, slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None) -> list[tuple[Item, dict]]:
+def execute_unit(unit: list[Item], slot: dict, timeout: int | None = None,
+                 sweep_extra: dict | None = None, run_cell=None) -> list[tuple[Item, dict]]:
     """Items of the plan and their records: a pretrain run or a run with a notebook runs its
-    notebook (a unit of one); the runs without (``RunSpec.notebook``) of a ``cell`` run in one
-    process (``execute_cell``). A run that loads a pretrain checkpoint first checks it is there
-    (else a ``waiting`` record)."""
+    notebook (a unit of one); the runs without (``RunSpec.notebook``) of a ``cell`` go to
+    ``run_cell(items, slot, timeout, sweep_extra)`` (the host's: one process for the cell,
+    ``benchlib.host.cellrun.execute_cell``), or without one each through its notebook. A run
+    that loads a pretrain checkpoint first checks it is there (else a ``waiting`` record)."""
     extra, out, cell = dict(sweep_extra or {}), [], []
     for item in unit:
         if item.stage == "pretrain" and checkpoint_lost(item):  # the runs that loaded the lost one stay valid
@@ -498,25 +495,18 @@ def execute_unit(unit: list[Item], study_file: Path, slot: dict, timeout: int | 
         problem = pretrain_problem(item.needs) if item.needs is not None else None
         if problem:
             out.append((item, waiting_record(item, problem)))
-        elif item.in_notebook:
-            out.append((item, run_one(item, study_file, slot, timeout, {**_loaded(item), **extra})))
+        elif item.in_notebook or run_cell is None:
+            out.append((item, run_one(item, slot, timeout, {**loaded(item), **extra})))
         else:
             cell.append(item)
     if cell:
-        out += execute_cell(cell, slot, timeout, extra)
+        out += run_cell(cell, slot, timeout, extra)
     return out
 
 
-def _loaded(item: Item) -> dict:
+def loaded(item: Item) -> dict:
     """The record's ``sweep.pretrained`` of a run that loads a pretrain checkpoint."""
     return {"pretrained": pretrain_stamp(item.needs)} if item.needs is not None else {}
-
-
-def _readable(path: Path) -> dict | None:
-    try:
-        return read_record(path)
-    except CorruptRecord:
-        return None
 
 
 def cells(items: list[Item]) -> list[list[Item]]:
@@ -535,61 +525,6 @@ def cells(items: list[Item]) -> list[list[Item]]:
             units.append(by_cell[key])
         by_cell[key].append(item)
     return units
-
-
-CELL_LOG = "cell.log"
-RUN_LOG = "run.log"
-"""A run's own output (warnings, a traceback) when it runs in a cell's process (``cellrun``)."""
-STOP_AFTER_ERROR = 3
-"""A cell's process exits with this after a run that ended in error (its record written): a
-failed CUDA context would fail the runs after it, so they start in a new process."""
-
-
-def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None) -> list[tuple[Item, dict]]:
-    """Train ``items`` (runs without a notebook) one after another in one process
-    (``benchlib.study.cellrun``) and return their records. When that process ends early (a run
-    in error, a crash), the first run without a record gets an ``error`` record from the logs,
-    and the rest go on in a new process. ``timeout`` is per run."""
-    import json
-    import tempfile
-
-    done: list[tuple[Item, dict]] = []
-    pending = list(items)
-    while pending:
-        for item in pending:
-            for old in ("result.json", *STEPS_FILES):
-                (item.out_dir / old).unlink(missing_ok=True)
-        spec = {"runs": [{"params": {k: v for k, v in i.spec.params.items() if k != "out_dir"},
-                          "out_dir": str(i.out_dir), "sweep": {**_loaded(i), **(sweep_extra or {})}} for i in pending]}
-        log = pending[0].out_dir / CELL_LOG
-        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dtype-bench-cell-", delete=False) as f:
-            json.dump(spec, f)
-        t0 = time.perf_counter()
-        try:
-            rc = execute_argv([sys.executable, "-m", "benchlib.study.cellrun", f.name], kernel_env(slot), log,
-                              timeout * len(pending) if timeout else None)
-        finally:
-            Path(f.name).unlink(missing_ok=True)
-        ran = [i for i in pending if "sweep" in (_readable(i.result) or {})]  # finished or error, by cellrun
-        done += [(i, read_record(i.result)) for i in ran]
-        rest = [i for i in pending if i not in ran]
-        if rc == -signal.SIGINT:
-            raise KeyboardInterrupt
-        if not rest:
-            break
-        if rc == STOP_AFTER_ERROR and ran:  # a run ended in error, recorded: the rest in a fresh process
-            pending = rest
-            continue
-        failed, pending = rest[0], rest[1:]
-        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else f"exit {rc}"
-        rec = error_record(failed.spec, failed.out_dir, f"the cell's process ended ({how}) before this run finished:\n"
-                                                        f"{log_tail(failed.out_dir / RUN_LOG)}\n{log_tail(log, 8)}")
-        rec["sweep"] = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **_loaded(failed),
-                        **(sweep_extra or {})}
-        write_json_atomic(failed.result, rec)
-        done.append((failed, rec))
-    return done
 
 
 def sweep_timing(rec: dict, wall_s: float) -> dict:
@@ -618,5 +553,5 @@ def _mark_interrupted(item: Item) -> None:
         rec = read_record(item.result)
     except CorruptRecord:
         return
-    write_json_atomic(item.result, {**rec, "status": "error",
-                                    "reason": f"interrupted before the notebook finished (training ended {rec['status']!r})"})
+    sweep_says(item.out_dir, rec, status="error",
+               reason=f"interrupted before the notebook finished (training ended {rec['status']!r})")

@@ -115,7 +115,7 @@ class RunSpec:
     """The study's arm (``arms:``) this run belongs to, None in a study without arms."""
     notebook: bool = True
     """Whether the run executes its notebook (its seed is one of the study's ``notebook_seeds``);
-    one without runs in a process with the other such seeds of its cell (``benchlib.study.cellrun``)."""
+    one without runs in a process with the other such seeds of its cell (``benchlib.host.cellrun``)."""
 
     @property
     def run_id(self) -> str:
@@ -154,7 +154,7 @@ class Study:
     """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed. The
     other seeds' runs write the same record and step log without a notebook, the seeds of one
     (arm, scenario, config) cell one after another in one process: no kernel start and no
-    imports per run (``benchlib.study.cellrun``)."""
+    imports per run (``benchlib.host.cellrun``)."""
 
     @property
     def analyses(self) -> list[str]:

@@ -7,13 +7,14 @@ in the sidecar folder ``seed<k>/`` (``result.json``, ``steps.jsonl``, ``papermil
 Re-running the same command resumes: finished records (ok / degraded / stalled / diverged /
 oom / skipped) are skipped, errors, corrupt or stale records are run again. ``--dry-run``
 previews the exact commands. What one run is and how it executes: ``benchlib.study.runner``
-(also the pretrain stage). Runs execute here, one per GPU slot, or through submitit on a
-Slurm cluster or this machine (``--executor``, ``benchlib.study.cluster``).
+(also the pretrain stage). Runs execute here, or through submitit on a Slurm cluster or this
+machine (``--executor``, ``benchlib.study.cluster``). What a host adds around this path (runs
+side by side, a time budget, packing records to carry, a cell's runs in one process) comes in
+through ``Host``; ``dtype-bench sweep`` is ``benchlib.host.sweep``, which fills it in.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import fnmatch
 import os
 import shlex
@@ -23,24 +24,20 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from benchlib.core.argparser import ArgumentParser, field_help
+from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
 from benchlib.core.env import COMPILE_CACHE_ENV
-from benchlib.core.errors import UserError
 from benchlib.core.records import TRAINED, CorruptRecord, compacted, read_record
 from benchlib.core.runconfig import ConfigError
 from benchlib.study import runner
-from benchlib.study.budget import Budget, parse_duration
 from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
-from benchlib.study.pack import Packer
 from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost,
                                    execute_unit, is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
                                    pretrain_root, pretrain_warning, refresh_reading, remake_lost, run_state, steps_share)
 from benchlib.core.timing import STEPS_SHARE_TARGET
-from benchlib.study.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
 from benchlib.study.studyfile import Study, load_study
 
 ANALYSIS_NOTEBOOKS = {
@@ -52,6 +49,44 @@ ANALYSIS_NOTEBOOKS = {
 }
 """The notebooks of each analysis a study names (``studyfile.ANALYSES``) and their parameters
 besides ``study_dir``."""
+
+
+class Host:
+    """The seams between the core path (plan -> execute -> record) and the host it runs on: the
+    sweep calls only these. The defaults run one run after another here, each in its notebook;
+    ``benchlib.host.sweep.GpuHost`` fills them in from ``dtype-bench sweep``'s host options."""
+    budget = None
+    """A time budget (``benchlib.host.budget.Budget``: ``admit`` and ``observe`` each unit,
+    ``watch`` the running processes, ``expired``, ``deferred``, ``why_no_analysis``,
+    ``left_line``), or None: no limit."""
+    run_cell = None
+    """``run_cell(items, slot, timeout, sweep_extra)``: how the runs of a cell without notebooks
+    execute (``runner.execute_unit``); None: each through its notebook."""
+
+    def check(self, kind: str) -> None:
+        """Refuse, before anything runs, an option that the executor ``kind`` cannot honour."""
+
+    def slots(self, todo: list[Item]) -> list[dict]:
+        """One environment per run that may go side by side here."""
+        return [{}]
+
+    def sweep_fields(self, slots: list[dict]) -> dict:
+        """What every record's ``sweep`` entry says of how its run shared the host."""
+        return {}
+
+    def run_all(self, units: list, slots: list[dict], run, on_start, on_done, admit, stop) -> None:
+        """``run(unit, slot)`` every unit that ``admit`` lets through, in order."""
+        for unit in units:
+            if admit(unit):
+                on_start(unit, slots[0])
+                on_done(unit, run(unit, slots[0]))
+
+    def start(self, study_dir: Path, every: list[Item]) -> None:
+        """Before the runs execute here."""
+
+    def stop(self) -> None:
+        """After the runs and the analysis."""
+
 
 def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
            seeds: list[int]) -> list[Item]:
@@ -194,20 +229,6 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def _at_least_one(text: str) -> int:
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (runs side by side), got {n}")
-    return n
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except UserError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--time-budget ")) from None
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
@@ -228,34 +249,11 @@ def build_parser() -> ArgumentParser:
     sel.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], metavar="N,...",
                      help="Seeds to select.")
     sel.add_argument("--force", action="store_true", help="Run the selected runs again even if finished.")
-    here = p.add_argument_group("running here")
-    here.add_argument("--jobs", type=_at_least_one, default=None, metavar="N",
-                      help="Runs side by side, one per GPU (default: 1; with --runs-per-gpu, every slot; "
-                           "CPU: always 1).")
-    here.add_argument("--runs-per-gpu", type=_at_least_one, default=1, metavar="N",
-                      help="N runs side by side on each GPU, for quality-only runs of small models: their "
-                           "records say so (sweep.runs_per_gpu) and the analysis blanks their speed (default: 1).")
-    here.add_argument("--gpus", type=_csv, default=None, metavar="ID,...",
-                      help="GPU ids to use (default: all visible).")
-    here.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
-                      help="Start no run that cannot finish within DURATION of the sweep's start (540, 540s, "
-                           "9m, 1.5h; estimated from the study's finished records), then exit 0 saying how many "
-                           "runs are left: the same command resumes (default: no limit).")
-    here.add_argument("--timeout", type=int, default=None, metavar="SECONDS",
-                      help="Seconds one notebook cell may run before the run fails (default: no limit).")
-    here.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
-                      help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
-                           "copied from another host of the same GPU, or shared by a cluster's nodes loads "
-                           "compiled graphs instead of compiling them; records say what hit (compile/cache).")
+    sel.add_argument("--timeout", type=int, default=None, metavar="SECONDS",
+                     help="Seconds one notebook cell may run before the run fails (default: no limit).")
     out = p.add_argument_group("results")
     out.add_argument("--out", type=Path, default=Path("executed"), metavar="DIR",
                      help="Root of executed studies (default: executed).")
-    out.add_argument("--pack-to", type=Path, default=None, metavar="FILE",
-                     help="Keep FILE an archive of the study's new records while the runs go (dtype-bench pack), "
-                          "and once more at the end: for a job with a hard limit whose output folder alone "
-                          "comes back.")
-    out.add_argument("--pack-every", type=_duration, default=60.0, metavar="DURATION",
-                     help="How often --pack-to rewrites the archive (default: 60s).")
     out.add_argument("--no-analysis", action="store_true", help="Skip the analysis notebooks at the end.")
     out.add_argument("--no-html", action="store_true", help="Skip the HTML export.")
     out.add_argument("--analysis-only", action="store_true",
@@ -268,36 +266,24 @@ def build_parser() -> ArgumentParser:
                         "else inprocess).")
     c.add_argument("--status", action="store_true", help="Each run's state from its record and the scheduler.")
     c.add_argument("--wait", action="store_true", help="Slurm: stay until the jobs end, then analyse here.")
-    for flag, typ in (("partition", str), ("account", str), ("qos", str), ("time_min", int), ("cpus_per_task", int),
-                      ("mem_gb", float), ("array_parallelism", int), ("gpus_per_task", _gpus_per_task)):
-        c.add_argument(f"--{flag.replace('_', '-')}", dest=flag, type=typ, default=None,
-                       metavar=flag.upper(), help=field_help(ExecutorSettings, flag, default=_study_default(flag)))
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="executor_set",
+                   help="One key of the study file's executor: section for this sweep (repeatable): "
+                        + ", ".join(k for k in ExecutorSettings.keys() if k != "kind")
+                        + "; e.g. --set partition=gpu --set time_min=90.")
     return p
 
 
-def _gpus_per_task(text: str) -> int | str:
-    return text if text == "auto" else int(text)
-
-
-def _study_default(flag: str) -> str:
-    """How an executor flag's default reads: the study file's value, else the field's."""
-    value = next(f.default for f in dataclasses.fields(ExecutorSettings) if f.name == flag)
-    return f"the study file's executor: {flag}, else {value}"
-
-
 def executor_settings(ns: argparse.Namespace, study: Study) -> ExecutorSettings:
-    """The study file's ``executor:`` section with the command line's flags over it."""
-    return study.executor.replace(**{k: getattr(ns, k) for k in ("partition", "account", "qos", "time_min",
-                                     "cpus_per_task", "mem_gb", "array_parallelism", "gpus_per_task")},
-                                  kind=ns.executor)
-
-
-def _use_compile_cache(folder: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"--compile-cache {folder}: cannot create it ({e.strerror})") from None
-    os.environ[COMPILE_CACHE_ENV] = str(folder.resolve())
+    """The study file's ``executor:`` section with the command line's ``--set`` over it."""
+    import yaml
+    changes = {}
+    for pair in ns.executor_set:
+        key, eq, value = pair.partition("=")
+        if not eq or key.strip() == "kind":
+            raise ConfigError(f"--set {pair!r}: KEY=VALUE is expected, e.g. --set time_min=90 (the kind: --executor)")
+        changes[key.strip()] = yaml.safe_load(value)
+    ExecutorSettings.from_dict(changes, "--set: ")  # names a bad key
+    return study.executor.replace(**changes, kind=ns.executor)
 
 
 def compile_cache_line(ran: list[Item]) -> str:
@@ -316,10 +302,13 @@ def compile_cache_line(ran: list[Item]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = parse_args(list(sys.argv[1:] if argv is None else argv))
-    budget = Budget(ns.time_budget) if ns.time_budget else None  # its clock starts now
-    if ns.compile_cache:  # the runs' kernels, cell processes and submitit jobs inherit it
-        _use_compile_cache(ns.compile_cache)
+    """The sweep with the default ``Host``: runs one after another here, each in its notebook."""
+    return run(parse_args(list(sys.argv[1:] if argv is None else argv)), Host())
+
+
+def run(ns: argparse.Namespace, host: Host) -> int:
+    """Plan the study, execute what is left (here through ``host``, or through a scheduler),
+    then analyse."""
     study = load_study(ns.study)  # validates every run before anything executes
     _refuse_compacted(ns, study)
     every = plan(study, ns.out)
@@ -328,12 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         if not i.todo and not i.pulled:
             i.state, i.detail = "rerun", "--force"
     settings = executor_settings(ns, study)
-    if ns.pack_to and settings.kind != "inprocess":
-        raise ConfigError(f"--pack-to is for runs executed here; --executor {settings.kind}'s jobs write their records "
-                          f"where this machine reads them")
-    if budget and settings.kind != "inprocess":
-        raise ConfigError(f"--time-budget is for runs executed here; a scheduler's task has its own limit "
-                          f"(executor.time_min), not --executor {settings.kind}")
+    host.check(settings.kind)
     if ns.status:
         from benchlib.study.cluster import print_status
         return print_status(study, items, ns.out)
@@ -349,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {_n(n, 'finished record')} updated, not trained again: {what}")
     remade = [] if ns.analysis_only else remake_lost(items)  # checkpoints not carried with their records
     pending = [i for i in items if i.todo]
-    _print_plan(study, ns.study, every, items, pending, study_dir, commands=ns.dry_run)
+    _print_plan(study, ns.study, every, items, pending, study_dir, ns.dry_run, host.run_cell is not None)
     for p in remade:
         users = [i.run_id for i in items if i.todo and i.needs is p]
         print(f"  {p.run_id}: its record is here but not its checkpoint {_rel(p.model_dir)} (checkpoints are not "
@@ -360,20 +344,17 @@ def main(argv: list[str] | None = None) -> int:
     if todo and not ns.dry_run:
         _check_writable(study_dir)
     if settings.kind != "inprocess" and todo:
-        return _submit(ns, study, settings, todo, lambda wall: _after_runs(ns, study, every, items, todo, [], wall))
+        return _submit(ns, study, settings, todo, host.run_cell,
+                       lambda wall: _after_runs(ns, study, every, items, todo, [], wall))
     if ns.dry_run:
         return 0
 
-    slots = _slots(ns, todo)
-    if budget:
-        budget.learn(every)
-    packer = Packer(study_dir, ns.pack_to, ns.pack_every).start() if ns.pack_to else None
+    slots = host.slots(todo)
+    host.start(study_dir, every)
     try:
-        code = _run_here(ns, study, every, items, todo, slots, budget)
+        return _run_here(ns, study, every, items, todo, slots, host)
     finally:
-        if packer:
-            print(f"--pack-to: {packer.stop()}")
-    return code
+        host.stop()
 
 
 def _refuse_compacted(ns: argparse.Namespace, study: Study) -> None:
@@ -390,13 +371,14 @@ def _refuse_compacted(ns: argparse.Namespace, study: Study) -> None:
 
 
 def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
-              slots: list, budget: Budget | None) -> int:
+              slots: list, host: Host) -> int:
     """Execute ``todo`` in this process's slots, then ``_after_runs``."""
     t0 = time.perf_counter()
     timings: list[dict] = []
+    budget = host.budget
     watch = budget.watch(RUNNING) if budget else None
     try:
-        _execute_all(todo, items, study, slots, ns.timeout, timings, budget)
+        _execute_all(todo, items, study, slots, ns.timeout, timings, host)
     except KeyboardInterrupt:
         if not (budget and budget.expired):
             print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
@@ -411,12 +393,13 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
     return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots), budget)
 
 
-def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, todo: list[Item], after) -> int:
+def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, todo: list[Item], run_cell,
+            after) -> int:
     """Hand ``todo`` to submitit (``benchlib.study.cluster``); analyse here once the local
     executor (or ``--wait``) is through."""
     from benchlib.study import cluster
     cluster.require_submitit()
-    sub = cluster.Submission(study, ns.out, settings, ns.timeout)
+    sub = cluster.Submission(study, ns.out, settings, ns.timeout, run_cell)
     todo, flying = sub.pending(todo)
     if flying:
         print(f"  in flight, not submitted again: {', '.join(i.run_id for i in flying[:8])}"
@@ -444,7 +427,7 @@ def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, to
 
 def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
                 timings: list[dict], wall: float, slot: dict | None = None, n_slots: int = 1,
-                budget: Budget | None = None) -> int:
+                budget=None) -> int:
     """The analysis notebooks, the HTML export and the summary, after the runs (with a time
     budget, the first two only once every run is done and there is time for them)."""
     study_dir = ns.out / study.name
@@ -514,7 +497,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
 
 
 def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
-                study_dir: Path, commands: bool) -> None:
+                study_dir: Path, commands: bool, cells: bool) -> None:
     shape = f"{_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
     if study.arms:
         shape = f"{_n(len(study.arms), 'arm')} x {_n(len(study.scenarios), 'scenario')} x {_n(len(study.seeds), 'seed')}"
@@ -534,10 +517,10 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         detail = i.detail or (f"{'starts from' if i.stage == 'pretrain' else 'loads'} {i.needs.run_id}'s checkpoint"
                               if i.needs is not None else "")
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
-        if i.todo and i.in_notebook:
-            print(f"      {shlex.join(papermill_command(i, study.path))}")
+        if i.todo and (i.in_notebook or not cells):
+            print(f"      {shlex.join(papermill_command(i))}")
         elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
-            print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.study.cellrun` "
+            print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.host.cellrun` "
                   f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
 
 
@@ -555,34 +538,11 @@ def _check_writable(folder: Path) -> None:
         raise ConfigError(problem)
 
 
-def _slots(ns: argparse.Namespace, todo: list[Item]) -> list[dict]:
-    gpus = ns.gpus if ns.gpus is not None else visible_gpus()
-    if todo and all(i.spec.cfg.device == "cpu" for i in todo):
-        gpus = []  # CPU runs side by side would only measure each other
-    if not gpus and any(i.spec.cfg.device == "cuda" for i in todo):
-        raise ConfigError(f"{_rel(ns.study)}: its runs ask for device: cuda and no GPU is visible here "
-                          "(smoke.yaml runs on the CPU)")
-    per_run = max((i.spec.cfg.dist.nproc for i in todo), default=1)
-    if gpus and per_run > len(gpus):
-        raise ConfigError(f"{_rel(ns.study)}: an arm runs on {per_run} processes and {len(gpus)} GPU(s) are visible here")
-    if ns.runs_per_gpu > 1 and per_run > 1:
-        raise ConfigError(f"--runs-per-gpu {ns.runs_per_gpu}: an arm on {per_run} processes measures its GPUs' "
-                          f"speed, and runs sharing them would measure each other; use it for single-process runs")
-    jobs = ns.jobs or (1 if ns.runs_per_gpu == 1 else len(gpus) * ns.runs_per_gpu)
-    slots = slots_for(jobs, gpus, per_run, ns.runs_per_gpu)
-    slots = [{**s, **cpu_share(len(slots))} for s in slots]  # side-by-side runs split the cores
-    if (jobs > 1 or ns.runs_per_gpu > 1) and len(slots) == 1:
-        print(f"  {f'--runs-per-gpu {ns.runs_per_gpu}' if ns.runs_per_gpu > 1 else f'--jobs {jobs}'}: "
-              f"{'CPU runs' if not gpus else 'one slot'}, one at a time")
-    return slots
-
-
 class Dependencies:
     """The order of one sweep's runs: every pretrain phase first, then the runs that load no
     checkpoint, then those that do (runs without a notebook as ``cells``). A run that loads a
     checkpoint this sweep makes waits for it before it starts, so the slots the pretrain stage
-    leaves free train runs of their own meanwhile (a fresh GPU host pretrained both
-    architectures for ~4 minutes with 10 of 12 slots idle)."""
+    leaves free train runs of their own meanwhile."""
 
     def __init__(self, todo: list[Item], admit) -> None:
         pre = sorted((i for i in todo if i.stage == "pretrain"), key=lambda i: i.phase)
@@ -620,10 +580,11 @@ class Dependencies:
 
 
 def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
-                 timings: list[dict], budget: Budget | None = None) -> None:
+                 timings: list[dict], host: Host) -> None:
     from tqdm import tqdm
 
     from benchlib.study.notebook import data_line
+    budget = host.budget
     bar = tqdm(total=len(items), initial=len(items) - len(todo), unit="run", dynamic_ncols=True)
     running: dict[str, str] = {}
     said: set[str] = set()
@@ -656,16 +617,10 @@ def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[
         bar.set_description(" ".join(running) or "done")
 
     try:
-        # the pretrain stage first: the runs after it load its checkpoints
-        shared = gpu_sharing(slots)  # runs side by side on one GPU time each other: their records say so
-        extra = {}
-        if shared > 1:
-            extra["runs_per_gpu"] = shared
-        if "OMP_NUM_THREADS" in slots[0] and len(slots) > 1:  # cpu_share's split, not the user's setting
-            extra["cpu_threads"] = int(slots[0]["OMP_NUM_THREADS"])
-        run = lambda unit, slot: execute_unit(unit, study.path, slot, timeout, extra or None)  # noqa: E731
-        order = Dependencies(todo, budget.admit if budget else (lambda unit: True))
-        run_all(order.units, slots, run, on_start, order.done(on_done), order.admit, order.stop)
+        extra = host.sweep_fields(slots) or None
+        run = lambda unit, slot: execute_unit(unit, slot, timeout, extra, host.run_cell)  # noqa: E731
+        order = Dependencies(todo, budget.admit if budget else (lambda unit: True))  # the pretrain stage first
+        host.run_all(order.units, slots, run, on_start, order.done(on_done), order.admit, order.stop)
     finally:
         bar.close()
 

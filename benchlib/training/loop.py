@@ -34,7 +34,7 @@ from benchlib.training.fp8 import linear_shapes
 from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
 from benchlib.training import compile_cache, resume
-from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_json_atomic
+from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_record
 from benchlib.training.preflight import out_problem, refusal
 from benchlib.core.steplog import StepLog
 from benchlib.core.timing import WindowTimer
@@ -56,7 +56,7 @@ def _weights_nonfinite(params: list[torch.Tensor], all_reduce_mean_) -> bool:
 _last_end: float | None = None
 """When this process's previous run ended (``time.time()``), if one did: a later run's startup
 is counted from there, not from the process start (a notebook comparing configs, the seeds of a
-cell in ``benchlib.study.cellrun``)."""
+cell in ``benchlib.host.cellrun``)."""
 
 
 def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progress: bool = True,
@@ -74,14 +74,12 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
     global _last_end
     # kernel / interpreter start and imports before this call, or the time since the previous run
     startup_s = time.time() - _last_end if _last_end is not None else envmod.process_age_s()
-    if isinstance(cfg, dict):
-        cfg = RunConfig.from_dict(cfg)
+    cfg = resolved(RunConfig.from_dict(cfg) if isinstance(cfg, dict) else cfg)  # once: a ResolvedRun from here on
     problem = refusal(cfg) or (out_problem(out_dir) if out_dir else None)
     if problem:
         return _refused(cfg, out_dir, problem)
     if needs_launch(cfg):  # ddp / fsdp outside torchrun: run it under torchrun
         return launch(cfg, out_dir, progress=progress)
-    cfg = resolved(cfg)
     device = envmod.pick_device(cfg.device)
     compile_ = {"on": True, "off": False}.get(cfg.compile, cfg.dtype.compile and device.type == "cuda")
     cfg = cfg.replace(device=device.type, compile="on" if compile_ else "off", **{"dist.nproc": world_size(cfg)},
@@ -112,7 +110,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
             torch.cuda.empty_cache()
     rec["_path"] = str(out / "result.json")
     if dist.finish(rec):  # rank 0 writes the record (or the rank that failed first)
-        write_json_atomic(out / "result.json", {k: v for k, v in rec.items() if not k.startswith("_")})
+        write_record(out, rec)
         if cfg.state_every:  # the record holds what the state was for
             resume.clear(out)
     dist.close()
@@ -124,7 +122,6 @@ def _refused(cfg: RunConfig, out_dir, problem: str) -> dict:
     """The ``error`` record of a run refused before it started (``preflight``). Written to
     ``out_dir`` where it can be, but never over a finished record there: nothing ran, so
     nothing recorded is replaced."""
-    cfg = resolved(cfg)
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
     rec = {**new_record(cfg.replace(out_dir=str(out_dir) if out_dir else None), device),
            "status": "error", "reason": problem, "wall_s": 0.0, "_path": None}
@@ -138,7 +135,7 @@ def _refused(cfg: RunConfig, out_dir, problem: str) -> dict:
     if kept:
         rec["_kept"] = str(path)
     else:
-        write_json_atomic(path, {k: v for k, v in rec.items() if not k.startswith("_")})
+        write_record(out_dir, rec)
         rec["_path"] = str(path)
     return rec
 

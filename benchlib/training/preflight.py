@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from benchlib.core.runconfig import RunConfig, resolved
+from benchlib.core.runconfig import RunConfig
 from benchlib.data.tasks import BadDataError, DataUnavailableError
 from benchlib.training.checkpoints import ARCH_NAME, CheckpointError, checkpoint_config, max_positions
 
@@ -27,8 +27,7 @@ tokens) no longer fit a benchmark; a checkpoint's limit is its own."""
 
 
 def refusal(cfg: RunConfig) -> str | None:
-    """Why ``cfg`` cannot start as asked (one line), or None."""
-    cfg = resolved(cfg)
+    """Why ``cfg`` (resolved) cannot start as asked (one line), or None."""
     if cfg.device == "cuda" and not torch.cuda.is_available():
         return "device='cuda' but no CUDA GPU is visible here: use device=cpu (or auto, which takes a GPU when there is one)"
     limit, whose = MAX_SCRATCH_POSITIONS, f"a {cfg.size} {ARCH_NAME[cfg.scn.arch]} trained from scratch"

@@ -119,12 +119,9 @@ class Budget:
         return self.seconds - (time.monotonic() - self.start)
 
     def estimate(self, item) -> float:
-        """Seconds ``item`` is expected to take. Its own config's runs first: fp32 took 432 s
-        of B's 6,000 steps where amp_bf16 took 252 s (twelve side by side on an H100), and the
-        scenario's longest left every B run out of a 440-s budget. A scenario nothing has
-        finished of is estimated from its siblings: from the costliest run of any kind (B's
-        8-bit Adam, 6,000 steps, ~420 s), F's 2,000-step fine-tunes were estimated above a
-        500-s budget and none started in three calls, where D's took at most ~190 s."""
+        """Seconds ``item`` is expected to take: from its own config's finished runs of its kind
+        (configs differ up to 2x), else its siblings' (a scenario's costliest run of any kind
+        would keep cheap fine-tunes out of a budget), else any run's (module docstring)."""
         cfg = item.spec.cfg
         own = self._costs(self.seen.get(_key(item), []), item)
         if own:

@@ -8,7 +8,7 @@ this contents manager reports every file under a folder named ``executed`` as re
 refuses to save there: a reader can run and change cells, and keeps the changes with
 "Save As" outside ``executed/``. The sweep writes those files itself, not through Jupyter.
 
-    jupyter lab --ServerApp.contents_manager_class=benchlib.study.lab.ExecutedReadOnly
+    jupyter lab --ServerApp.contents_manager_class=benchlib.host.lab.ExecutedReadOnly
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchlib.training.baselines import BASELINE_NAME, LEARNED_METRIC, LearnedRule, evaluate_baseline
 from benchlib.training.health import verdict
-from benchlib.core.records import TRAINED, read_steps, steps_file, write_json_atomic
+from benchlib.core.records import TRAINED, read_steps, steps_file, write_record
 from benchlib.core.runconfig import RunConfig, resolved
 
 
@@ -66,7 +66,7 @@ def backfill_record(path: Path, rule: LearnedRule = LearnedRule()) -> str:
                        "note": ("baseline scored on the run's own evaluation set; beats_baseline by the relative "
                                 f"margin alone ({rule.min_rel_gain:.0%} of the baseline): the record holds no "
                                 "per-example values for a standard error")}
-    write_json_atomic(path, rec)
+    write_record(path.parent, rec)
     return f"{name} {model_value:.4g} vs {m['baseline/name']} {base[name]:.4g}: {rec['status']} (was {was})"
 
 

@@ -1,0 +1,125 @@
+"""The runs of a study that keep no notebook (the seeds outside its ``notebook_seeds:``), run by
+the sweep one (arm, scenario, config) cell at a time in one Python process:
+
+    python -m benchlib.host.cellrun CELL.json
+
+``CELL.json`` lists the cell's runs: each one's ``run_config`` (``runner.run_config``, the
+mapping a notebook run is injected, its folder included) and what the sweep adds to its
+record's ``sweep`` entry. The process trains them one after
+another with the function a training notebook calls (``benchlib.training.loop.run``, which
+resets the compiler and the memory counters between runs), so each writes the record and the
+step log its notebook would have, while the interpreter start, the imports and the notebook
+kernel are paid once per cell instead of once per run. Each run's output (warnings, a
+traceback; no progress bar) goes to its ``run.log``; its record gets its ``sweep`` entry as
+soon as it ends, so a process stopped midway (a time budget's Ctrl-C, a crash) keeps the runs
+it finished. A run that ends in ``error`` ends the process (exit ``STOP_AFTER_ERROR``): a
+failed CUDA context would fail the runs after it, so the sweep starts the rest in a new
+process (``execute_cell``).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from benchlib.core.records import CorruptRecord, read_record
+from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, run_config,
+                                   sweep_says, sweep_timing)
+
+
+def run_cell(spec: dict) -> int:
+    """Train the runs of ``spec`` in order; 0 when all ran, ``STOP_AFTER_ERROR`` after one that
+    ended in error (the others stay for a new process)."""
+    from benchlib.core import env as envmod
+    from benchlib.training.loop import run
+
+    first = True
+    for job in spec["runs"]:
+        out = Path(job["run_config"]["out_dir"])
+        out.mkdir(parents=True, exist_ok=True)
+        # the first run's wall time includes the interpreter's start and imports, as a notebook's does
+        t0 = time.perf_counter() - ((envmod.process_age_s() or 0.0) if first else 0.0)
+        first = False
+        with open(out / RUN_LOG, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            rec = run(job["run_config"], out_dir=out, progress=False)  # a bar's redraws would fill the log
+        if not rec.get("_path"):  # refused and a finished record kept: nothing ran
+            continue
+        rec = read_record(rec["_path"])
+        rec = sweep_says(out, rec, sweep={**sweep_timing(rec, time.perf_counter() - t0), "notebook": False,
+                                          **job.get("sweep", {})})
+        print(f"{rec['run_id']}: {rec['status']} in {rec['sweep']['wall_s']:.1f} s", flush=True)
+        if rec["status"] == "error":
+            return STOP_AFTER_ERROR
+    return 0
+
+
+CELL_LOG = "cell.log"
+RUN_LOG = "run.log"
+"""A run's own output (warnings, a traceback) when it runs in a cell's process (``cellrun``)."""
+STOP_AFTER_ERROR = 3
+"""A cell's process exits with this after a run that ended in error (its record written): a
+failed CUDA context would fail the runs after it, so they start in a new process."""
+
+
+def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
+                 sweep_extra: dict | None = None) -> list[tuple[Item, dict]]:
+    """Train ``items`` (runs without a notebook) one after another in one process
+    (this module's ``main``) and return their records. When that process ends early (a run
+    in error, a crash), the first run without a record gets an ``error`` record from the logs,
+    and the rest go on in a new process. ``timeout`` is per run."""
+    import tempfile
+
+    done: list[tuple[Item, dict]] = []
+    pending = list(items)
+    while pending:
+        for item in pending:
+            clear(item.out_dir)
+        spec = {"runs": [{"run_config": run_config(i), "sweep": {**loaded(i), **(sweep_extra or {})}} for i in pending]}
+        log = pending[0].out_dir / CELL_LOG
+        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dtype-bench-cell-", delete=False) as f:
+            json.dump(spec, f)
+        t0 = time.perf_counter()
+        try:
+            rc = execute_argv([sys.executable, "-m", "benchlib.host.cellrun", f.name], kernel_env(slot), log,
+                              timeout * len(pending) if timeout else None)
+        finally:
+            Path(f.name).unlink(missing_ok=True)
+        ran = [i for i in pending if "sweep" in (_readable(i) or {})]  # finished or error, by cellrun
+        done += [(i, read_record(i.result)) for i in ran]
+        rest = [i for i in pending if i not in ran]
+        if rc == -signal.SIGINT:
+            raise KeyboardInterrupt
+        if not rest:
+            break
+        if rc == STOP_AFTER_ERROR and ran:  # a run ended in error, recorded: the rest in a fresh process
+            pending = rest
+            continue
+        failed, pending = rest[0], rest[1:]
+        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals() else f"exit {rc}"
+        rec = error_record(failed.spec, failed.out_dir, f"the cell's process ended ({how}) before this run finished:\n"
+                                                        f"{log_tail(failed.out_dir / RUN_LOG)}\n{log_tail(log, 8)}")
+        sweep = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **loaded(failed), **(sweep_extra or {})}
+        done.append((failed, sweep_says(failed.out_dir, rec, False, sweep=sweep)))
+    return done
+
+
+def _readable(item: Item) -> dict | None:
+    try:
+        return read_record(item.result)
+    except CorruptRecord:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m benchlib.host.cellrun CELL.json", file=sys.stderr)
+        return 2
+    return run_cell(json.loads(Path(args[0]).read_text()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

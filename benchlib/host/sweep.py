@@ -1,0 +1,139 @@
+"""``dtype-bench sweep``: the core sweep (``benchlib.study.sweep``) with what one GPU host adds,
+every option of it here (``add_options``) and each seam of the sweep filled in by ``GpuHost``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from benchlib.core.env import COMPILE_CACHE_ENV
+from benchlib.core.errors import UserError
+from benchlib.core.runconfig import ConfigError
+from benchlib.host.budget import Budget, parse_duration
+from benchlib.host.cellrun import execute_cell
+from benchlib.host.pack import Packer
+from benchlib.host.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
+from benchlib.study import sweep
+from benchlib.study.runner import Item, _rel
+
+PACK_EVERY_S = 60.0
+"""How often ``--pack-to`` rewrites its archive while the runs go."""
+
+
+def _at_least_one(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (runs side by side), got {n}")
+    return n
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--time-budget ")) from None
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    here = p.add_argument_group("this host (runs executed here)")
+    here.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
+                      metavar="ID,...", help="GPUs to use, a run on each at a time (default: the first visible "
+                                             "one; with --runs-per-gpu, all visible).")
+    here.add_argument("--runs-per-gpu", type=_at_least_one, default=1, metavar="N",
+                      help="N runs side by side on each GPU, for quality-only runs of small models: their "
+                           "records say so (sweep.runs_per_gpu) and the analysis blanks their speed (default: 1).")
+    here.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
+                      help="Start no run that cannot finish within DURATION of the sweep's start (540, 540s, "
+                           "9m, 1.5h; estimated from the study's finished records), then exit 0 saying how many "
+                           "runs are left: the same command resumes (default: no limit).")
+    here.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
+                      help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
+                           "copied from another host of the same GPU, or shared by a cluster's nodes loads "
+                           "compiled graphs instead of compiling them; records say what hit (compile/cache).")
+    here.add_argument("--pack-to", type=Path, default=None, metavar="FILE",
+                      help=f"Keep FILE an archive of the study's new records while the runs go (every "
+                           f"{PACK_EVERY_S:.0f} s, dtype-bench pack), and once more at the end: for a job with a "
+                           f"hard limit whose output folder alone comes back.")
+
+
+class GpuHost(sweep.Host):
+    """The sweep's seams on a GPU host, from ``add_options``' flags."""
+    run_cell = staticmethod(execute_cell)
+    run_all = staticmethod(run_all)  # side by side in the slots
+
+    def __init__(self, ns: argparse.Namespace):
+        self.ns = ns
+        self.budget = Budget(ns.time_budget) if ns.time_budget else None  # its clock starts now
+        self.packer = None
+
+    def check(self, kind: str) -> None:
+        if kind == "inprocess":
+            return
+        if self.ns.pack_to:
+            raise ConfigError(f"--pack-to is for runs executed here; --executor {kind}'s jobs write their records "
+                              f"where this machine reads them")
+        if self.budget:
+            raise ConfigError(f"--time-budget is for runs executed here; a scheduler's task has its own limit "
+                              f"(executor.time_min), not --executor {kind}")
+
+    def slots(self, todo: list[Item]) -> list[dict]:
+        ns, n = self.ns, self.ns.runs_per_gpu
+        gpus = ns.gpus if ns.gpus is not None else visible_gpus()
+        if todo and all(i.spec.cfg.device == "cpu" for i in todo):
+            gpus = []  # CPU runs side by side would only measure each other
+        if not gpus and any(i.spec.cfg.device == "cuda" for i in todo):
+            raise ConfigError(f"{_rel(ns.study)}: its runs ask for device: cuda and no GPU is visible here "
+                              "(smoke.yaml runs on the CPU)")
+        per_run = max((i.spec.cfg.dist.nproc for i in todo), default=1)
+        if gpus and per_run > len(gpus):
+            raise ConfigError(f"{_rel(ns.study)}: an arm runs on {per_run} processes and {len(gpus)} GPU(s) are visible here")
+        if n > 1 and per_run > 1:
+            raise ConfigError(f"--runs-per-gpu {n}: an arm on {per_run} processes measures its GPUs' "
+                              f"speed, and runs sharing them would measure each other; use it for single-process runs")
+        jobs = len(gpus) * n if (ns.gpus is not None or n > 1) else 1
+        slots = slots_for(jobs, gpus, per_run, n)
+        slots = [{**s, **cpu_share(len(slots))} for s in slots]  # side-by-side runs split the cores
+        if (jobs > 1 or n > 1) and len(slots) == 1:
+            print(f"  {f'--runs-per-gpu {n}' if n > 1 else '--gpus'}: {'CPU runs' if not gpus else 'one slot'}, "
+                  f"one at a time")
+        return slots
+
+    def sweep_fields(self, slots: list[dict]) -> dict:
+        extra = {}
+        if gpu_sharing(slots) > 1:  # runs side by side on one GPU time each other: their records say so
+            extra["runs_per_gpu"] = gpu_sharing(slots)
+        if "OMP_NUM_THREADS" in slots[0] and len(slots) > 1:  # cpu_share's split, not the user's setting
+            extra["cpu_threads"] = int(slots[0]["OMP_NUM_THREADS"])
+        return extra
+
+    def start(self, study_dir: Path, every: list[Item]) -> None:
+        if self.budget:
+            self.budget.learn(every)
+        if self.ns.pack_to:
+            self.packer = Packer(study_dir, self.ns.pack_to, PACK_EVERY_S).start()
+
+    def stop(self) -> None:
+        if self.packer:
+            print(f"--pack-to: {self.packer.stop()}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = sweep.build_parser()
+    add_options(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if ns.compile_cache:  # the runs' kernels, cell processes and submitit jobs inherit it
+        try:
+            ns.compile_cache.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--compile-cache {ns.compile_cache}: cannot create it ({e.strerror})") from None
+        os.environ[COMPILE_CACHE_ENV] = str(ns.compile_cache.resolve())
+    return sweep.run(ns, GpuHost(ns))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
