@@ -391,6 +391,11 @@ def test_every_chart_without_data_has_a_title_too(tmp_path, name):
 
 # ---- the overview ------------------------------------------------------------------------------
 def overview_inputs():
+    df = overview_frame()
+    return {s: tables.summarize(df, s) for s in "AC"}, tables.config_stats(df)
+
+
+def overview_frame():
     """A and C, three seeds: fp16_naive diverges once on A; bf16_pure degrades on C (quality 20%
     below fp32 on every seed); fp16_naive_noscale never beats the trivial predictor on C."""
     def value(s, c, k):
@@ -403,8 +408,7 @@ def overview_inputs():
         return v
     recs = [with_baseline(r, beats=not (r["scenario"] == "C" and r["config"] == "fp16_naive_noscale"))
             for r in grid("AC", CFGS, value=value)]
-    df = tables.study_frame(recs)
-    return {s: tables.summarize(df, s) for s in "AC"}, tables.config_stats(df)
+    return tables.study_frame(recs)
 
 
 def test_the_overview_is_three_titled_charts():
@@ -415,13 +419,18 @@ def test_the_overview_is_three_titled_charts():
 
 
 def test_the_overview_grid_shows_where_each_config_breaks():
+    from benchlib.analysis.safety import safety
     summaries, stats = overview_inputs()
-    spec = overview.overview_charts(summaries, stats, [])["where_configs_break"].to_dict()
+    verdicts = safety(overview_frame(), Rules(n_boot=200))
+    spec = overview.overview_charts(summaries, stats, [], verdicts=verdicts)["where_configs_break"].to_dict()
     cells = {(r["scenario"], r["config"]): (r["status"], r["label"]) for r in rows_of(spec, "status")}
-    assert cells["A", "fp16_naive"] == ("diverged", "1/3")
-    assert cells["C", "bf16_pure"] == ("degraded", "3/3")
-    assert cells["C", "fp16_naive_noscale"] == ("not learned", "3/3")
-    assert cells["A", "amp_bf16"] == ("ok", "3/3")
+    assert cells["A", "fp16_naive"] == ("failed(diverged)", "2/3")
+    assert cells["C", "bf16_pure"] == ("degraded", "0/3")
+    assert cells["C", "fp16_naive_noscale"] == ("failed(stalled)", "0/3")
+    assert cells["A", "amp_bf16"][1] == "3/3" and cells["A", "amp_bf16"][0] in ("safe", "inconclusive")
+    assert cells["A", "fp32_baseline"][0] == "reference"
+    # without a comparison there is no verdict to draw, and the chart says so rather than guess from run health
+    assert "no verdicts" in json.dumps(overview.status_grid(summaries, None).to_dict())
 
 
 def test_the_overview_rings_each_scenarios_recommended_config():

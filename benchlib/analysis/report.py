@@ -18,7 +18,7 @@ from benchlib.analysis import charts as ch
 from benchlib.analysis.charts import FORMATS
 from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
                        learned_scenarios, load_study, loss_curves, rank_correlations, resolve_study_dir,
-                       scenario_notes, summarize)
+                       scenario_notes, summarize, with_verdicts)
 from benchlib.analysis.flips import flip_entries, order_reversals, stability_flips
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.hypotheses import evaluate_all, verdict_table
@@ -47,9 +47,13 @@ def mean_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
-                       formats: Iterable[str] = FORMATS) -> Experiment:
-    """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``."""
+                       formats: Iterable[str] = FORMATS, verdicts: pd.DataFrame | None = None) -> Experiment:
+    """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``; with
+    ``verdicts`` (``safety.safety``: the comparison's), the summary carries each config's verdict
+    and its frontiers hold the configs safe on the scenario only (``tables.with_verdicts``)."""
     summary = summarize(df, scenario)
+    if verdicts is not None:
+        summary = with_verdicts(summary, verdicts[verdicts["scenario"] == scenario])
     curves, div = loss_curves(df[df["scenario"] == scenario])
     out = Path(output_dir) / scenario
     out.mkdir(parents=True, exist_ok=True)
@@ -61,11 +65,14 @@ def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
 
 def analyze_study(study_dir: str | Path, scenario: str | None = None, output_dir: str | Path | None = None,
                   formats: Iterable[str] = FORMATS, rules=None) -> dict[str, Experiment]:
-    """Stage 1 for one scenario or every scenario found; outputs beside the runs by default."""
+    """Stage 1 for one scenario or every scenario found, in the colours of the comparison's
+    verdicts; outputs beside the runs by default."""
+    from benchlib.analysis.safety import safety
     root = resolve_study_dir(study_dir)
     df = load_study(root, rules=rules)
+    verdicts = safety(df, rules or Rules())  # what the comparison (and the Findings) will say of each cell
     scns = [get_scenario(scenario).id] if scenario else sorted(df["scenario"].unique())
-    return {s: analyze_experiment(df, s, output_dir or root, formats) for s in scns}
+    return {s: analyze_experiment(df, s, output_dir or root, formats, verdicts) for s in scns}
 
 
 @dataclass

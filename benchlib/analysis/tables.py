@@ -214,6 +214,32 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
     return out[cols]
 
 
+SAFE = ("safe", "reference")
+"""The verdicts (``safety.safety``) under which a config may sit on a frontier."""
+
+
+def with_verdicts(summary: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` (one scenario's) with each config's verdict from the comparison's safety frame
+    (``Comparison.safety`` or ``comparison.json``'s ``recommendation_evidence``, the source of the
+    Findings): ``verdict`` and ``mark`` (``answer.mark``: a failure with its run outcomes) on every
+    row, and the Pareto flags recomputed over the candidate configs safe on the scenario only
+    (where quality is established; elsewhere they stay unset), so no chart or sentence puts an
+    unsafe config on a frontier."""
+    from benchlib.analysis.answer import mark
+    v = {r["config"]: (r["verdict"], mark(r["verdict"], str(r.get("reason") or "")))
+         for _, r in verdicts.iterrows()}
+    out = summary.assign(verdict=[v.get(c, ("not tested",))[0] for c in summary["config"]],
+                         mark=[v.get(c, (None, "not tested"))[1] for c in summary["config"]])
+    is_mean = out["seed"] == "mean"
+    safe = is_mean & out["verdict"].isin(SAFE) & out["role"].fillna("candidate").eq("candidate")
+    q = out.loc[safe, "quality"] * (1 if out["quality_higher_is_better"].iloc[0] else -1)
+    for col, x in (("pareto_throughput", out.loc[safe, "throughput"]), ("pareto_memory", -out.loc[safe, "memory"])):
+        if out[col].notna().any():
+            out.loc[is_mean, col] = False
+            out.loc[safe, col] = pareto_front(x, q)
+    return out
+
+
 def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
     p = steps_file(Path(path).parent) if path else None
     if p is None:
@@ -265,8 +291,9 @@ def loss_curves(df: pd.DataFrame, max_points: int = 120, cap_ratio: float = 3.0
 
 def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str:
     """Markdown sentences derived from a summary (no hand-written findings): what the evidence
-    gates say, the frontiers and the fastest config (candidates only, configs that failed left
-    out), the best quality where it is established, and what failed."""
+    gates say, the frontiers (over the configs safe here where the summary carries verdicts:
+    ``with_verdicts``) and the fastest config (candidates only, configs that failed left out),
+    the best quality where it is established with its own seed count, and what failed."""
     rules = _rules(rules)
     m = summary[summary["seed"] == "mean"]
     q = m["quality_name"].iloc[0] or "quality"
@@ -276,11 +303,12 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
     note = m["note"].iloc[0]
     if isinstance(note, str) and note:
         lines.append(f"- {note}.")
+    who = "config shown safe here" if "verdict" in m else "healthy config"
     for col, what in (("pareto_throughput", "throughput-quality"), ("pareto_memory", "memory-quality")):
         front = m.loc[m[col].fillna(False).astype(bool), "config"].tolist()
         lines.append(f"- {what} Pareto frontier: "
-                     + (", ".join(front) or "none (no healthy config)" if est else
-                        "none: quality not established on this scenario") + ".")
+                     + (", ".join(front) or f"none (no {who}{' with a measured speed' if col == 'pareto_throughput' else ''})"
+                        if est else "none: quality not established on this scenario") + ".")
     ok = m[~m["excluded"].fillna(False).astype(bool)]
     if "role" in ok:  # a control or ablation is never named the fastest or the best
         ok = ok[ok["role"].fillna("candidate").eq("candidate")]
@@ -294,14 +322,20 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
             continue
         top = r[r[f"rank_{metric}"] == r[f"rank_{metric}"].min()]
         rel = top[f"{metric}_rel"].iloc[0]
-        text = f"- {what}: {', '.join(top['config'])}" + (f" ({rel:.3g}x fp32_baseline)" if pd.notna(rel) else "")
-        if metric == "throughput" and not est:
+        if metric == "quality":  # a ratio of losses or F1s reads as "1x": the change in %
+            text = (f"- best quality: {', '.join(top['config'])} ({_seeds(int(top['n_healthy'].min()))}"
+                    + (f"; {(rel - 1) * 100:+.2f}% vs fp32_baseline" if pd.notna(rel) else "") + ")")
+            few = r[r["n_healthy"] < rules.min_seeds]
+            if len(few):
+                text += ("; too few seeds to tell whether these are within seed noise of it (needs >= "
+                         f"{rules.min_seeds}): " + ", ".join(f"{c} ({_seeds(int(n))})"
+                                                            for c, n in zip(few["config"], few["n_healthy"])))
+        elif not est:
             text = (f"- highest throughput measured: {', '.join(top['config'])}"
                     + (f" ({rel:.3g}x fp32_baseline)" if pd.notna(rel) else "")
                     + "; not named fastest: quality is not established, so whether it trains is unknown")
-        if metric == "quality" and r["n_healthy"].min() < rules.min_seeds:
-            text += (f"; {_seeds(int(r['n_healthy'].min()))}: cannot tell whether the others are within seed "
-                     f"noise of it (needs >= {rules.min_seeds} seeds per config)")
+        else:
+            text = f"- fastest: {', '.join(top['config'])}" + (f" ({rel:.3g}x fp32_baseline)" if pd.notna(rel) else "")
         lines.append(text + ".")
     out = m[m["excluded"].fillna(False).astype(bool)]
     for why, cfgs in out.groupby("excluded_reason", sort=False)["config"]:
