@@ -227,6 +227,47 @@ def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, 
     return {name: (ch.title_of(chart), ch.save(chart, out / name, formats)) for name, chart in charts.items()}
 
 
+def speed_source(study_dir: Path) -> Path | None:
+    """The study whose ``config_stats.csv`` gives a study's answer its speed and memory: the study
+    itself where its runs measured throughput; else the first study beside it (same folder, so the
+    same GPU kind) built for speed (every scenario ``not judged``), as ``dtype-bench findings``
+    pairs a quality study with a speed study; None if there is neither."""
+    from benchlib.analysis.findings import _speed_only
+    own = study_dir / "comparison" / "config_stats.csv"
+    if own.is_file():
+        st = pd.read_csv(own)
+        if st.loc[st["metric"] == "throughput", "mean"].notna().any():
+            return study_dir
+    for other in sorted(p for p in study_dir.parent.iterdir() if p != study_dir and p.is_dir()):
+        comp = other / "comparison" / "comparison.json"
+        if comp.is_file() and (other / "comparison" / "config_stats.csv").is_file() \
+                and _speed_only(json.loads(comp.read_text())):
+            return other
+    return None
+
+
+def answer_markdown(study_dir: Path) -> tuple[list[str], list[str], Path | None]:
+    """A study's answer as the README's Findings open with it (``answer``): the scope box, the
+    config x scenario answer table (this study's verdicts; speed and memory from ``speed_source``),
+    what a cell holds and where the controls break; then the absolute speed of every candidate
+    (Markdown lines each) and the speed study. Raises ValueError (``answer.verdicts``) for a
+    comparison without per-cell verdicts."""
+    from benchlib.analysis import answer
+    comparison = json.loads((study_dir / "comparison" / "comparison.json").read_text())
+    speed = speed_source(study_dir)
+    cells = answer.cells(comparison, pd.read_csv(speed / "comparison" / "config_stats.csv") if speed else None)
+    where = f"`{speed.name}`" + ("" if speed == study_dir else ", the speed study beside it") if speed else ""
+    out = answer.scope_box((study_dir.name, study_dir), (speed.name, speed) if speed else None)
+    out += ["", *answer.answer_table(cells), "",
+            "Cell: the comparison's verdict for (scenario, config)"
+            + (f"; throughput x fp32 / x TF32 and peak GiB ({where})" if speed else "")
+            + f"; quality change vs `{answer.BASELINE}` in % [95% CI]. " + answer.controls_line(comparison)]
+    absolute = ([f"Absolute speed ({where}, mean over seeds; MFU against the GPU's dense bf16 peak):", "",
+                 *answer.absolute_table(speed, config_order(cells["config"].unique()))] if speed else
+                ["No speed measured alone on a GPU for this study."])
+    return out, absolute, speed
+
+
 def main_analyze(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench analyze", description="Per-experiment summary.csv and charts "
                                 "(seed 000 stage 1) from every result.json under a folder.")
