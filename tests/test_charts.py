@@ -395,7 +395,7 @@ def overview_inputs():
     return {s: tables.summarize(df, s) for s in "AC"}, tables.config_stats(df)
 
 
-def overview_frame():
+def overview_frame(shared: bool = False):
     """A and C, three seeds: fp16_naive diverges once on A; bf16_pure degrades on C (quality 20%
     below fp32 on every seed); fp16_naive_noscale never beats the trivial predictor on C."""
     def value(s, c, k):
@@ -408,7 +408,7 @@ def overview_frame():
         return v
     recs = [with_baseline(r, beats=not (r["scenario"] == "C" and r["config"] == "fp16_naive_noscale"))
             for r in grid("AC", CFGS, value=value)]
-    return tables.study_frame(recs)
+    return tables.study_frame([{**r, "sweep": {"runs_per_gpu": 12}} for r in recs] if shared else recs)
 
 
 def test_the_overview_is_three_titled_charts():
@@ -515,3 +515,43 @@ def test_a_speed_study_draws_throughput_against_memory_not_quality():
         assert {c for c, p in points.items() if p == "frontier"} == {"bf16_naive", "bf16_pure"}
         assert points["amp_bf16"] == "dominated" and points["fp16_naive"] == "dominated"
         assert "fp16_naive_noscale" not in points or points["fp16_naive_noscale"] == "excluded (failed run)"
+
+
+# ---- one status vocabulary ---------------------------------------------------------------------
+def _verdict_rows(spec: dict) -> list[dict]:
+    return [r for rows in spec.get("datasets", {}).values() for r in rows if r.get("verdict") is not None]
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["timed", "shared GPU"])
+def test_every_charts_verdict_is_the_comparisons(shared):
+    """Each chart that draws a verdict (the grid, the quality strip, the frontier panels, the
+    speed-memory panel) carries in its data the comparison's own verdict and mark for that
+    (scenario, config), as the Findings print it; an unsafe config is never drawn grey, and no
+    config that is not safe on a scenario sits on its frontier."""
+    from benchlib.analysis.answer import mark
+    df = overview_frame(shared)  # shared: no speed, the quality strip instead of a frontier
+    comp = report.compare(df, Rules(n_boot=200))
+    saf = comp.safety
+    truth = {(r.scenario, r.config): (r.verdict, mark(r.verdict, str(r.reason or ""))) for r in saf.itertuples()}
+    assert {"failed", "degraded"} <= {v for v, _ in truth.values()}
+    checked = 0
+    for s in "AC":
+        summary = tables.with_verdicts(tables.summarize(df, s), saf[saf["scenario"] == s])
+        drawn = [charts.quality_scatter(summary), charts.pareto_chart(summary),
+                 charts.speed_memory_panel(summary.assign(note="not judged"), "t")]
+        drawn += list(overview.overview_charts({s: tables.summarize(df, s)}, comp.stats, [], verdicts=saf).values())
+        for chart in drawn:
+            spec = chart.to_dict()
+            for r in _verdict_rows(spec):
+                verdict, marked = truth[(r.get("scenario", s), r["config"])]
+                assert r["verdict"] == verdict and r.get("mark", r.get("status")) == marked, (s, r["config"])
+                if verdict not in tables.SAFE:
+                    assert r.get("point") != "frontier" and not r.get("frontier"), (s, r["config"])
+                checked += 1
+            for colour in ("color", "stroke"):  # where a verdict picks the colour, an unsafe one is never grey
+                for enc in [u.get("encoding", {}).get(colour, {}) for u in units(spec)]:
+                    sc = enc.get("scale", {})
+                    for m, c in zip(sc.get("domain", []), sc.get("range", [])):
+                        if str(m).split("(")[0] in ("failed", "degraded"):
+                            assert c == overview.VERDICT[str(m).split("(")[0]]
+    assert checked > 20

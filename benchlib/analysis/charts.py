@@ -179,8 +179,8 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     d.loc[rows, "ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
     d.loc[rows, "moved"] = [m for _, _, m, _ in spots]
     d.loc[rows, "ax"] = [to_x(a) for _, _, _, a in spots]
-    d = d.assign(verdict=d["mark"] if "mark" in d else None)[[
-        "config", x, "quality", "frontier", "point", "verdict", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
+    d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
+        "config", x, "quality", "frontier", "point", "verdict", "mark", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
         "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved", "ax"]]
     xt, yt = f"{x} ({_unit(summary, x)})", _quality_title(summary)
     xe = alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xt)
@@ -218,14 +218,14 @@ def _failed_points(base: alt.Chart, d: pd.DataFrame, shape, tip: list) -> alt.Ch
     """The hollow crosses of the configs with a failed run: outlined in their verdict's colour
     where the data carry verdicts (``tables.with_verdicts``: an unsafe config is never grey),
     else grey."""
-    marks = d.loc[d["excluded"].fillna(False).astype(bool), "verdict"].dropna()
+    marks = d.loc[d["excluded"].fillna(False).astype(bool), "mark"].dropna()
     pts = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, strokeWidth=2,
                                                              color=FAILED_GREY if marks.empty else alt.Undefined)
     if marks.empty:
-        return pts.encode(shape=shape, tooltip=[*tip, "verdict:N"])
+        return pts.encode(shape=shape, tooltip=tip)
     domain, colours = verdict_colours(marks)
-    return pts.encode(shape=shape, tooltip=[*tip, "verdict:N"], stroke=alt.Stroke(
-        "verdict:N", title="verdict", scale=alt.Scale(domain=domain, range=colours)))
+    return pts.encode(shape=shape, tooltip=[*tip, "mark:N"], stroke=alt.Stroke(
+        "mark:N", title="verdict", scale=alt.Scale(domain=domain, range=colours)))
 
 
 def _subtitle(summary: pd.DataFrame, notes: list[str] = ()) -> list[str] | alt.UndefinedType:
@@ -258,10 +258,10 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
     bold. The axis spans the healthy runs: a failed run beyond it sits at its edge as a triangle
     (a stalled F1 of 0 would squash every healthy config together)."""
     runs = summary[(summary["seed"] != "mean") & summary["quality"].notna()]
-    runs = runs.assign(failed=runs["health"].fillna("ok") != "ok",
-                       verdict=runs["mark"] if "mark" in runs else np.where(runs["health"].fillna("ok") != "ok",
-                                                                            "failed run", "healthy run"))
-    runs = runs[["config", "seed", "quality", "health", "failed", "verdict"]]
+    failed = runs["health"].fillna("ok") != "ok"
+    runs = runs.assign(failed=failed, **({} if "mark" in runs else {  # without verdicts: run health, said so
+        "verdict": None, "mark": np.where(failed, "failed run", "healthy run")}))
+    runs = runs[["config", "seed", "quality", "health", "failed", "verdict", "mark"]]
     means = _means(summary).dropna(subset=["quality"])[["config", "quality"]]
     order = [c for c in config_order(runs["config"]) if c in set(runs["config"])]
     lo, hi = padded_domain(runs.loc[~runs["failed"], "quality"] if (~runs["failed"]).any() else runs["quality"])
@@ -271,14 +271,14 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
               axis=alt.Axis(labelFontWeight=alt.ExprRef(f"datum.value == '{recommended}' ? 'bold' : 'normal'")))
     name = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
     x = alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi], clamp=True, zero=False), title=name)
-    tip = ["config:N", "seed:N", alt.Tooltip("quality:Q", format=".4g"), "verdict:N", "health:N"]
+    tip = ["config:N", "seed:N", alt.Tooltip("quality:Q", format=".4g"), "mark:N", "health:N"]
     if "mark" in summary:
-        domain, colours = verdict_colours(runs["verdict"])
+        domain, colours = verdict_colours(runs["mark"])
     else:
         domain, colours = ["failed run", "healthy run"], ["#e45756", "#999999"]
     dots = alt.Chart(runs).mark_point(filled=True, size=40).encode(
         x=x, y=y, tooltip=tip, shape=alt.Shape("shape:N", scale=None),
-        color=alt.Color("verdict:N", title="verdict" if "mark" in summary else None,
+        color=alt.Color("mark:N", title="verdict" if "mark" in summary else None,
                         scale=alt.Scale(domain=domain, range=colours)))
     tick = alt.Chart(means[(means["quality"] >= lo) & (means["quality"] <= hi)]).mark_tick(
         color="black", thickness=2, size=14).encode(x=x, y=y, tooltip=["config:N", alt.Tooltip(
@@ -322,8 +322,8 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
     d["ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
     d["moved"] = [m for _, _, m, _ in spots]
     d["ax"] = [xdom[0] + a / width * (xdom[1] - xdom[0]) for _, _, _, a in spots]
-    d = d.assign(verdict=d["mark"] if "mark" in d else None)[[
-        "config", "throughput", "memory", "point", "verdict", "excluded", "excluded_reason", "n_seeds", "lx", "ly",
+    d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
+        "config", "throughput", "memory", "point", "verdict", "mark", "excluded", "excluded_reason", "n_seeds", "lx", "ly",
         "moved", "ax"]]
     xe = alt.X("throughput:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False),
                title=f"throughput ({_unit(summary, 'throughput')})")
