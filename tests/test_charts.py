@@ -555,3 +555,36 @@ def test_every_charts_verdict_is_the_comparisons(shared):
                         if str(m).split("(")[0] in ("failed", "degraded"):
                             assert c == overview.VERDICT[str(m).split("(")[0]]
     assert checked > 20
+
+
+# ---- what notebook 10 says ---------------------------------------------------------------------
+def test_runs_that_shared_their_gpu_are_said_unmeasured_not_failed():
+    """Every run ok, all on a shared GPU: the speed charts and the sentences say the speed was not
+    measured because the GPU was shared, never that no run was ok."""
+    recs = [{**with_baseline(r), "sweep": {"runs_per_gpu": 12}}
+            for r in grid("A", CFGS[:3], value=lambda s, c, k: {"quality": 3.0 + 0.001 * k})]
+    summary = tables.summarize(tables.study_frame(recs), "A")
+    assert (summary.loc[summary["seed"] != "mean", "status"] == "ok").all()
+    for chart in (charts.throughput_bar(summary), charts.pareto_chart(summary)):
+        text = json.dumps(chart.to_dict())
+        assert charts.NO_SPEED in text and "no ok runs" not in text and "no run finished" not in text
+    said = tables.describe_experiment(summary, "A")
+    assert "- fastest: none named: the runs shared their GPU, so no speed was measured." in said.splitlines()
+    # the same charts of runs that did not finish say that instead
+    failed = tables.summarize(tables.study_frame([make_record("A", c, k, status="oom") for c in CFGS[:2]
+                                                  for k in (0, 1)]), "A")
+    assert "no run finished" in json.dumps(charts.throughput_bar(failed).to_dict())
+
+
+def test_the_best_quality_sentence_counts_the_best_configs_own_seeds():
+    """amp_bf16 is best over seven seeds; bf16_pure ran one: the sentence gives amp_bf16 its seven
+    and names bf16_pure as the config with too few seeds, not "one seed" for the best."""
+    def value(s, c, k):
+        return {"quality": {"fp32_baseline": 3.0, "amp_bf16": 2.9, "bf16_pure": 2.95}[c] + 0.001 * k}
+    recs = [with_baseline(r) for r in grid("A", ["fp32_baseline", "amp_bf16"], seeds=range(7), value=value)
+            + grid("A", ["bf16_pure"], seeds=(0,), value=value)]
+    said = tables.describe_experiment(tables.summarize(tables.study_frame(recs), "A"), "A")
+    best = next(ln for ln in said.splitlines() if ln.startswith("- best quality: "))
+    assert best.startswith("- best quality: amp_bf16 (7 seeds;")
+    assert best.endswith("too few seeds to tell whether these are within seed noise of it "
+                         f"(needs >= {Rules().min_seeds}): bf16_pure (one seed).")
