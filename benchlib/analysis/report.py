@@ -158,29 +158,6 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     return Comparison(stats, corr, rev, stab, saf, curves, div, json_safe(result), charts, [])
 
 
-def verdict_markdown_tables(result: dict) -> str:
-    """The verdicts of a ``comparison.json`` as three Markdown tables: per scenario whether it
-    learned and its configs can be told apart (and why), each hypothesis' verdict and reason,
-    and each config's safety verdict per scenario."""
-    rel = result.get("reliability", {})
-    out = ["| scenario | learned | gap closed | told apart | why |", "|---|---|---|---|---|"]
-    for s, v in result.get("learned", {}).items():
-        r = rel.get(s, {})
-        gap, to = v.get("gap_closed"), v.get("gap_to")
-        closed = "" if gap is None else f"{gap:.0%} (to the {to})"
-        out.append(f"| {s} | {v.get('learned')} | {closed} | {r.get('told_apart', '')} | "
-                   f"{v.get('reason') or ''}; {r.get('reason', '')} |")
-    out += ["", "| hypothesis | verdict | reason |", "|---|---|---|"]
-    out += [f"| {h} | {v['verdict']} | {str(v['reason']).replace('|', '/')} |" for h, v in result["hypotheses"].items()]
-    saf = pd.DataFrame(result.get("recommendation_evidence", []))
-    if len(saf):
-        t = saf.pivot(index="config", columns="scenario", values="verdict").fillna("")
-        roles = saf.groupby("config")["role"].first() if "role" in saf else pd.Series(dtype=str)
-        out += ["", "| config | role | " + " | ".join(t.columns) + " |", "|---|---|" + "---|" * len(t.columns)]
-        out += [f"| {c} | {roles.get(c, '')} | " + " | ".join(t.loc[c]) + " |" for c in t.index]
-    return "\n".join(out) + "\n"
-
-
 def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = FORMATS) -> list:
     """comparison.json, the tables as CSV (learned.csv: the evidence gate per scenario) and the
     charts under plots/."""

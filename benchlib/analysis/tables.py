@@ -381,9 +381,3 @@ def seed_series(df: pd.DataFrame, metric: str, oriented: bool = True, runs: pd.S
         if len(v):
             out[(s, c)] = v * (sign(df, metric, s) if oriented else 1)
     return out
-
-
-def seed_values(df: pd.DataFrame, metric: str, oriented: bool = True) -> dict[tuple[str, str], np.ndarray]:
-    """``seed_series`` as arrays (seed order)."""
-    return {k: v.to_numpy(float) for k, v in seed_series(df, metric, oriented).items()}
-

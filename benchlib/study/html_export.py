@@ -1,9 +1,10 @@
 """Static HTML of a study: every executed notebook as a page that reads offline inside the
 study folder (PNG charts inline, progress-bar redraws collapsed; an analysis page links the
-chart files of the study folder it shows rather than repeating them) and an ``index.html`` with
-the overview charts (linked) and every run's status and headline numbers. ``dtype-bench sweep``
-calls ``export_study_html`` after the runs; ``dtype-bench compact`` again on the compacted
-layout (records in ``records.jsonl.gz``, a few example run notebooks, no page per run).
+chart files of the study folder it shows rather than repeating them) and an ``index.html`` that
+reads as the reference reports do: the answer table first, then where each config breaks, speed
+and memory, and the detail (every run with its cell's verdict). ``dtype-bench sweep`` calls
+``export_study_html`` after the runs; ``dtype-bench compact`` again on the compacted layout
+(records in ``records.jsonl.gz``, a few example run notebooks, each with its page).
 """
 from __future__ import annotations
 
