@@ -548,7 +548,7 @@ def test_every_charts_verdict_is_the_comparisons(shared):
                 if verdict not in tables.SAFE:
                     assert r.get("point") != "frontier" and not r.get("frontier"), (s, r["config"])
                 checked += 1
-            for colour in ("color", "stroke"):  # where a verdict picks the colour, an unsafe one is never grey
+            for colour in ("color", "fill", "stroke"):  # where a verdict picks the colour, an unsafe one is never grey
                 for enc in [u.get("encoding", {}).get(colour, {}) for u in units(spec)]:
                     sc = enc.get("scale", {})
                     for m, c in zip(sc.get("domain", []), sc.get("range", [])):

@@ -35,10 +35,15 @@ FAILED_GREY = "#8c8c8c"
 """Configs with a failed run: drawn, but grey and hollow, so the eye goes to the healthy ones."""
 LETTER_PX = 10
 """Vertical distance between scenario letters in one row of the flip chart."""
-VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "inconclusive": "#fdae6b", "untestable": "#bcbddc",
+VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "inconclusive": "#fdae6b", "untestable": "#9e9ac8",
            "not tested": "#bdbdbd", "reference": "#a1d99b", "safe": "#31a354"}
 """The comparison's verdict of a (scenario, config) (``safety.safety``), worst first, and its colour:
 the vocabulary and source of the Findings' answer table (``answer.mark``). No unsafe verdict is grey."""
+
+
+def verdict_scale() -> alt.Scale:
+    """Every verdict in its colour (``VERDICT``): one fixed scale, so panels that share it agree."""
+    return alt.Scale(domain=list(VERDICT), range=list(VERDICT.values()))
 
 
 def verdict_colours(marks: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -218,14 +223,13 @@ def _failed_points(base: alt.Chart, d: pd.DataFrame, shape, tip: list) -> alt.Ch
     """The hollow crosses of the configs with a failed run: outlined in their verdict's colour
     where the data carry verdicts (``tables.with_verdicts``: an unsafe config is never grey),
     else grey."""
-    marks = d.loc[d["excluded"].fillna(False).astype(bool), "mark"].dropna()
+    known = d.loc[d["excluded"].fillna(False).astype(bool), "verdict"].notna().any()
     pts = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, strokeWidth=2,
-                                                             color=FAILED_GREY if marks.empty else alt.Undefined)
-    if marks.empty:
+                                                             color=alt.Undefined if known else FAILED_GREY)
+    if not known:
         return pts.encode(shape=shape, tooltip=tip)
-    domain, colours = verdict_colours(marks)
     return pts.encode(shape=shape, tooltip=[*tip, "mark:N"], stroke=alt.Stroke(
-        "mark:N", title="verdict", scale=alt.Scale(domain=domain, range=colours)))
+        "verdict:N", title="verdict", scale=verdict_scale()))
 
 
 def _subtitle(summary: pd.DataFrame, notes: list[str] = ()) -> list[str] | alt.UndefinedType:
@@ -272,14 +276,11 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
     name = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
     x = alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi], clamp=True, zero=False), title=name)
     tip = ["config:N", "seed:N", alt.Tooltip("quality:Q", format=".4g"), "mark:N", "health:N"]
-    if "mark" in summary:
-        domain, colours = verdict_colours(runs["mark"])
-    else:
-        domain, colours = ["failed run", "healthy run"], ["#e45756", "#999999"]
-    dots = alt.Chart(runs).mark_point(filled=True, size=40).encode(
-        x=x, y=y, tooltip=tip, shape=alt.Shape("shape:N", scale=None),
-        color=alt.Color("mark:N", title="verdict" if "mark" in summary else None,
-                        scale=alt.Scale(domain=domain, range=colours)))
+    fill = (alt.Fill("verdict:N", title="verdict", scale=verdict_scale()) if "mark" in summary else
+            alt.Fill("mark:N", title=None, scale=alt.Scale(domain=["failed run", "healthy run"],
+                                                           range=["#e45756", "#999999"])))
+    dots = alt.Chart(runs).mark_point(filled=True, size=40, strokeWidth=0).encode(
+        x=x, y=y, tooltip=tip, shape=alt.Shape("shape:N", scale=None), fill=fill)
     tick = alt.Chart(means[(means["quality"] >= lo) & (means["quality"] <= hi)]).mark_tick(
         color="black", thickness=2, size=14).encode(x=x, y=y, tooltip=["config:N", alt.Tooltip(
             "quality:Q", format=".4g", title="mean")])
@@ -288,9 +289,9 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
     if len(ref):
         layers.append(alt.Chart(pd.DataFrame({"quality": [float(ref.iloc[0])]})).mark_rule(
             strokeDash=[4, 3], color="#4c78a8").encode(x=alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi]))))
-    sub = [NO_SPEED, ("colour: the config's verdict here" if "mark" in summary else "grey: a healthy seed; red: a failed one")
-           + " (triangle: beyond the axis); black: mean; dashed: fp32_baseline"
-           + (f"; bold: recommended ({recommended})" if recommended else "")]
+    sub = [NO_SPEED, "colour: the config's verdict here" if "mark" in summary else "grey: a healthy seed; red: a failed one",
+           "triangle: beyond the axis; black: mean; dashed: fp32_baseline"]
+    sub += [f"bold: recommended ({recommended})"] if recommended else []
     return alt.layer(*layers).properties(width=260, height=max(12 * len(order), 120), title=alt.Title(
         title, subtitle=sub, anchor="start", fontSize=12))
 
