@@ -251,10 +251,11 @@ def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
     return np.array([r["step"] for r in rows]), loss
 
 
-def loss_curves(df: pd.DataFrame, max_points: int = 120, cap_ratio: float = 3.0
+def loss_curves(df: pd.DataFrame, max_points: int = 60, cap_ratio: float = 3.0
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Training loss from each run's ``steps.jsonl`` (finished and diverged runs), aggregated for
-    charting: steps binned to at most ``max_points`` per scenario, then per (scenario, config,
+    charting: steps binned to at most ``max_points`` per scenario (60: a point every ~3 px of a
+    ~190-px facet; the curves are the largest chart files of a committed study), then per (scenario, config,
     step) the mean, min and max over seeds (``loss``, ``loss_lo``, ``loss_hi``, ``n_runs``).
     Losses above ``cap_ratio`` x the scenario's median initial loss, and non-finite ones, are
     drawn at that cap so a divergence shows as a jump to the ceiling. Second frame: one row per
