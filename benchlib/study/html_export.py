@@ -33,10 +33,22 @@ def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts
     _relink_charts(nb, notebook, html)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     html.parent.mkdir(parents=True, exist_ok=True)
-    body = with_alt_text(body, _png_titles(nb))
+    body = with_alt_text(_without_mermaid(body), _png_titles(nb))
     if css_root is not None:
         body = _shared_css(body, css_root, html)
     html.write_text(body)
+
+
+MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded", async \(\) => \{'
+                     r'\s*const diagrams = document\.querySelectorAll\("\.jp-Mermaid.*?</script>\s*', re.S)
+"""nbconvert's loader of Mermaid diagrams (~12 kB in every page): it fetches a script only where a
+page has a diagram."""
+
+
+def _without_mermaid(body: str) -> str:
+    """The page without ``MERMAID`` where it has no Mermaid diagram (none of the study's notebooks has)."""
+    lean = MERMAID.sub("", body, count=1)
+    return body if re.search(r'class="[^"]*\bjp-Mermaid\b', lean) else lean
 
 
 def _shared_css(body: str, css_root: Path, html: Path) -> str:
