@@ -32,7 +32,8 @@ UNITS = {"memory": "GiB"}
 SHAPES = {"frontier": "diamond", "dominated": "circle", "not ranked": "circle", "excluded (failed run)": "cross"}
 """Point shapes on the frontier charts; "not ranked": the scenario's quality is not established."""
 FAILED_GREY = "#8c8c8c"
-"""Configs with a failed run: drawn, but grey and hollow, so the eye goes to the healthy ones."""
+"""Configs with a failed run where no verdict is known: drawn grey and hollow, so the eye goes to
+the healthy ones (with verdicts, ``_failed_points`` outlines them in their verdict's colour)."""
 LETTER_PX = 10
 """Vertical distance between scenario letters in one row of the flip chart."""
 VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "inconclusive": "#fdae6b", "untestable": "#9e9ac8",
@@ -153,8 +154,8 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     """One frontier plot (``x`` = throughput or memory against quality) and its notes (what is
     off the scale, and why). The quality axis spans the healthy configs only, so one failed run
     (a val loss of 9.4 beside 4.3) cannot squash the others into a line: failed configs inside
-    that range are drawn grey and hollow, those outside are left out and named in the notes;
-    the x axis spans what is drawn. Labels are placed so that they do not overlap
+    that range are drawn hollow (outlined in their verdict's colour, else grey), those outside
+    are left out and named in the notes; the x axis spans what is drawn. Labels are placed so that they do not overlap
     (``placement.place_labels``); the recommended config, if given, is ringed."""
     d = _means(summary).dropna(subset=[x, "quality"]).reset_index(drop=True)
     failed = d["excluded"].fillna(False).astype(bool)
@@ -345,10 +346,10 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
         x="lx:Q", y="ly:Q", text="config:N",
         color=alt.condition("datum.excluded", alt.value(FAILED_GREY), alt.value("#333333")))
     one = (d["n_seeds"] < 2).all()
-    sub = ["quality not judged here; diamonds: frontier (none faster and leaner" + (
-               ", of the configs shown safe here);" if "verdict" in summary else ");"),
-           "grey crosses: a failed run" + ("; one seed per config" if one else "")
-           + ("; no frontier: no config is shown safe here" if "verdict" in summary and not front.any() else "")]
+    safe = "verdict" in summary  # frontier of the configs shown safe here only
+    sub = ["quality not judged here; hollow crosses: a failed run" + ("; one seed per config" if one else ""),
+           "diamonds: frontier (none faster and leaner" + (", of the configs shown safe here)" if safe else ")"),
+           *(["no frontier: no config is shown safe here"] if safe and not front.any() else [])]
     return alt.layer(line, leaders, pts, bad, labels).properties(width=width, height=height, title=alt.Title(
         title, subtitle=sub, anchor="start", fontSize=12))
 
@@ -368,7 +369,7 @@ def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> al
     panel, notes = frontier_panel(summary, "throughput", True, recommended)
     ring = "; ring: recommended" if recommended else ""
     return panel.properties(title=chart_title(
-        f"Throughput vs quality (diamonds + dashed line: Pareto frontier; grey crosses: failed{ring})",
+        f"Throughput vs quality (diamonds + dashed line: Pareto frontier; hollow crosses: failed{ring})",
         subtitle=_subtitle(summary, notes)))
 
 
@@ -386,7 +387,7 @@ def pareto_chart(summary: pd.DataFrame, recommended: str | None = None) -> alt.C
                                                        fontSize=12)))
     return alt.hconcat(*panels).resolve_scale(color="shared", shape="shared").properties(
         title=chart_title("Pareto frontiers: throughput-quality (higher x better), memory-quality (lower x better); "
-                     "grey crosses: failed, never on one", _subtitle(summary)))
+                     "hollow crosses: failed, never on one", _subtitle(summary)))
 
 
 def _curve_layers(curves: pd.DataFrame, divergences: pd.DataFrame, legend: bool) -> alt.LayerChart:

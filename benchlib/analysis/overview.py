@@ -78,7 +78,7 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
              if all(ch.speed_unmeasured(sm) for sm in summaries.values()) else
              "Throughput vs peak memory per scenario (a speed study: quality not judged)"
              if all(ch.speed_only(sm) for sm in summaries.values()) else
-             "Quality vs throughput per scenario (ring: recommended; diamonds + dashed line: Pareto frontier; grey "
+             "Quality vs throughput per scenario (ring: recommended; diamonds + dashed line: Pareto frontier; hollow "
              "crosses: a failed run)")
     return alt.concat(*panels, columns=columns).resolve_scale(color="shared", shape="shared").properties(
         title=ch.chart_title(title))
