@@ -536,7 +536,7 @@ def test_every_charts_verdict_is_the_comparisons(shared):
     assert {"failed", "degraded"} <= {v for v, _ in truth.values()}
     checked = 0
     for s in "AC":
-        summary = tables.with_verdicts(tables.summarize(df, s), saf[saf["scenario"] == s])
+        summary = charts.with_verdicts(tables.summarize(df, s), saf[saf["scenario"] == s])
         drawn = [charts.quality_scatter(summary), charts.pareto_chart(summary),
                  charts.speed_memory_panel(summary.assign(note="not judged"), "t")]
         drawn += list(overview.overview_charts({s: tables.summarize(df, s)}, comp.stats, [], verdicts=saf).values())

@@ -55,6 +55,28 @@ def verdict_colours(marks: Iterable[str]) -> tuple[list[str], list[str]]:
     return present, [VERDICT.get(kind(m), "#bdbdbd") for m in present]
 
 
+def with_verdicts(summary: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` (one scenario's) with each config's verdict from the comparison's safety frame
+    (``Comparison.safety`` or ``comparison.json``'s ``recommendation_evidence``, the source of the
+    Findings): ``verdict`` and ``mark`` (``answer.mark``: a failure with its run outcomes) on every
+    row, and the Pareto flags recomputed over the candidate configs safe on the scenario only
+    (where quality is established; elsewhere they stay unset), so no chart or sentence puts an
+    unsafe config on a frontier."""
+    from benchlib.analysis.answer import mark  # answer -> recommend -> tables: not importable from tables
+    v = {r["config"]: (r["verdict"], mark(r["verdict"], str(r.get("reason") or "")))
+         for _, r in verdicts.iterrows()}
+    out = summary.assign(verdict=[v.get(c, ("not tested",))[0] for c in summary["config"]],
+                         mark=[v.get(c, (None, "not tested"))[1] for c in summary["config"]])
+    is_mean = out["seed"] == "mean"
+    safe = is_mean & out["verdict"].isin(SAFE) & out["role"].fillna("candidate").eq("candidate")
+    q = out.loc[safe, "quality"] * (1 if out["quality_higher_is_better"].iloc[0] else -1)
+    for col, x in (("pareto_throughput", out.loc[safe, "throughput"]), ("pareto_memory", -out.loc[safe, "memory"])):
+        if out[col].notna().any():
+            out.loc[is_mean, col] = False
+            out.loc[safe, col] = pareto_front(x, q)
+    return out
+
+
 def _color(configs: Iterable[str], legend: bool = True, channel=alt.Color):
     """One colour per config, domain in registry order (charts over the same configs share
     colours). tableau20 pairs light/dark hues of one colour, so it is used only past 10."""
@@ -222,7 +244,7 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
 
 def _failed_points(base: alt.Chart, d: pd.DataFrame, shape, tip: list) -> alt.Chart:
     """The hollow crosses of the configs with a failed run: outlined in their verdict's colour
-    where the data carry verdicts (``tables.with_verdicts``: an unsafe config is never grey),
+    where the data carry verdicts (``with_verdicts``: an unsafe config is never grey),
     else grey."""
     known = d.loc[d["excluded"].fillna(False).astype(bool), "verdict"].notna().any()
     pts = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, strokeWidth=2,
@@ -257,7 +279,7 @@ def speed_unmeasured(summary: pd.DataFrame) -> bool:
 
 def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = None) -> alt.Chart:
     """Quality per config where no speed was measured: each seed a dot in the colour of its
-    config's verdict on the scenario (``tables.with_verdicts``: safe, degraded, failed(...),
+    config's verdict on the scenario (``with_verdicts``: safe, degraded, failed(...),
     untestable, as the Findings say it; a summary without verdicts: red for a failed run, grey for
     a healthy one), the mean a black tick, fp32_baseline's mean a dashed line, ``recommended`` in
     bold. The axis spans the healthy runs: a failed run beyond it sits at its edge as a triangle
@@ -311,7 +333,7 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
     if d.empty:
         return no_data_chart("no finished runs: no throughput-memory points", title)
     failed = d["excluded"].fillna(False).astype(bool)
-    # where the summary carries verdicts (``tables.with_verdicts``), only candidates safe here may be on it
+    # where the summary carries verdicts (``with_verdicts``), only candidates safe here may be on it
     eligible = ~failed & (d["verdict"].isin(SAFE) & d["role"].fillna("candidate").eq("candidate")
                           if "verdict" in d else True)
     front = eligible.to_numpy() & pareto_front(d["throughput"].where(eligible), -d["memory"].where(eligible))

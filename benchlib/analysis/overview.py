@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from benchlib.analysis import charts as ch
-from benchlib.analysis.tables import config_order, label, with_verdicts
+from benchlib.analysis.tables import config_order, label
 
 VERDICT = ch.VERDICT
 
@@ -102,7 +102,7 @@ def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, 
       cell's verdict, as the Findings do.
     """
     if verdicts is not None:  # every panel in the verdicts' colours, frontiers of safe configs only
-        summaries = {s: with_verdicts(sm, verdicts[verdicts["scenario"] == s]) for s, sm in summaries.items()}
+        summaries = {s: ch.with_verdicts(sm, verdicts[verdicts["scenario"] == s]) for s, sm in summaries.items()}
     return {"quality_vs_throughput": quality_throughput_panels(summaries, recommended),
             "where_configs_break": status_grid(summaries, verdicts),
             "flips": ch.flip_chart(stats, flips)}

@@ -18,7 +18,7 @@ from benchlib.analysis import charts as ch
 from benchlib.analysis.charts import FORMATS
 from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
                        learned_scenarios, load_study, loss_curves, rank_correlations, resolve_study_dir,
-                       scenario_notes, summarize, with_verdicts)
+                       scenario_notes, summarize)
 from benchlib.analysis.flips import flip_entries, order_reversals, stability_flips
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.hypotheses import evaluate_all, verdict_table
@@ -50,10 +50,10 @@ def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
                        formats: Iterable[str] = FORMATS, verdicts: pd.DataFrame | None = None) -> Experiment:
     """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``; with
     ``verdicts`` (``safety.safety``: the comparison's), the summary carries each config's verdict
-    and its frontiers hold the configs safe on the scenario only (``tables.with_verdicts``)."""
+    and its frontiers hold the configs safe on the scenario only (``charts.with_verdicts``)."""
     summary = summarize(df, scenario)
     if verdicts is not None:
-        summary = with_verdicts(summary, verdicts[verdicts["scenario"] == scenario])
+        summary = ch.with_verdicts(summary, verdicts[verdicts["scenario"] == scenario])
     curves, div = loss_curves(df[df["scenario"] == scenario])
     out = Path(output_dir) / scenario
     out.mkdir(parents=True, exist_ok=True)

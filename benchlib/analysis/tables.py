@@ -218,28 +218,6 @@ SAFE = ("safe", "reference")
 """The verdicts (``safety.safety``) under which a config may sit on a frontier."""
 
 
-def with_verdicts(summary: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
-    """``summary`` (one scenario's) with each config's verdict from the comparison's safety frame
-    (``Comparison.safety`` or ``comparison.json``'s ``recommendation_evidence``, the source of the
-    Findings): ``verdict`` and ``mark`` (``answer.mark``: a failure with its run outcomes) on every
-    row, and the Pareto flags recomputed over the candidate configs safe on the scenario only
-    (where quality is established; elsewhere they stay unset), so no chart or sentence puts an
-    unsafe config on a frontier."""
-    from benchlib.analysis.answer import mark
-    v = {r["config"]: (r["verdict"], mark(r["verdict"], str(r.get("reason") or "")))
-         for _, r in verdicts.iterrows()}
-    out = summary.assign(verdict=[v.get(c, ("not tested",))[0] for c in summary["config"]],
-                         mark=[v.get(c, (None, "not tested"))[1] for c in summary["config"]])
-    is_mean = out["seed"] == "mean"
-    safe = is_mean & out["verdict"].isin(SAFE) & out["role"].fillna("candidate").eq("candidate")
-    q = out.loc[safe, "quality"] * (1 if out["quality_higher_is_better"].iloc[0] else -1)
-    for col, x in (("pareto_throughput", out.loc[safe, "throughput"]), ("pareto_memory", -out.loc[safe, "memory"])):
-        if out[col].notna().any():
-            out.loc[is_mean, col] = False
-            out.loc[safe, col] = pareto_front(x, q)
-    return out
-
-
 def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
     p = steps_file(Path(path).parent) if path else None
     if p is None:
@@ -293,7 +271,7 @@ def loss_curves(df: pd.DataFrame, max_points: int = 60, cap_ratio: float = 3.0
 def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str:
     """Markdown sentences derived from a summary (no hand-written findings): what the evidence
     gates say, the frontiers (over the configs safe here where the summary carries verdicts:
-    ``with_verdicts``) and the fastest config (candidates only, configs that failed left out),
+    ``charts.with_verdicts``) and the fastest config (candidates only, configs that failed left out),
     the best quality where it is established with its own seed count, and what failed."""
     rules = _rules(rules)
     m = summary[summary["seed"] == "mean"]
