@@ -1,5 +1,6 @@
-"""A study's HTML index in a real browser (headless Chromium through Playwright): the overview
-charts draw, carry their titles as alternative text, and the page logs no error. CI installs
+"""A study's HTML index in a real browser (headless Chromium through Playwright): the answer table
+comes before any other table or chart and is the README's, the overview charts draw with their
+titles as alternative text, run links open rendered pages, and the page logs no error. CI installs
 Debian's chromium (.ci/run); elsewhere the test is skipped unless DTYPE_BENCH_BROWSER=required."""
 import os
 import shutil
@@ -36,12 +37,61 @@ def test_the_overview_page_draws_every_chart_with_its_title_and_no_error(tmp_pat
         page.wait_for_load_state("load")
         figures = page.eval_on_selector_all(
             "figure", "els => els.map(f => [f.id, f.querySelector('img').alt, f.querySelector('img').naturalWidth])")
-        first_heading = page.eval_on_selector("h2", "e => e.textContent")
+        headings = page.eval_on_selector_all("h2", "els => els.map(e => e.textContent)")
         browser.close()
-    assert first_heading == "Overview"  # the first thing the index shows
-    assert [f[0] for f in figures] == ["quality_vs_throughput", "where_configs_break", "flips"]
+    assert headings == ["Answer", "Where each config breaks", "Speed and memory", "Detail"]
+    assert [f[0] for f in figures] == ["where_configs_break", "quality_vs_throughput", "flips"]
     assert all(width > 100 for _, _, width in figures), figures  # each image decoded and drawn
     assert all(alt and alt != "chart" for _, alt, _ in figures), figures
+    assert errors == []
+
+
+def _readme_answer() -> list[list[str]]:
+    """The README's answer table: a list of cells per row, header first."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("| config | A |"))
+    rows = lines[head:next(i for i in range(head, len(lines)) if not lines[i].startswith("|"))]
+    return [[c.strip().replace("**", "").replace("<br>", " ") for c in ln.strip("|").split("|")]
+            for k, ln in enumerate(rows) if k != 1]
+
+
+def test_the_reference_report_opens_with_the_readmes_answer_table_and_its_runs_open_as_pages(tmp_path):
+    """The committed reference study compacted again by this code (as `dtype-bench compact` does
+    before a commit): the first table or chart of its index is the answer table, cell for cell the
+    README's; then where each config breaks, speed and memory, the detail. No link opens a
+    notebook's raw JSON: each run link opens a rendered page."""
+    from benchlib.study import compact
+    for name in ("reference", "reference_speed"):  # the speed study beside it gives the answer its speed
+        shutil.copytree(REPO / "executed/h100" / name, tmp_path / "h100" / name)
+    compact.compact(tmp_path / "h100/reference", tmp_path)
+    index = tmp_path / "h100/reference/html/index.html"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(index.as_uri())
+        page.wait_for_load_state("load")
+        first = page.evaluate("() => { const e = document.querySelector('table, figure, img, svg, canvas');"
+                              " return e.tagName.toLowerCase() + '#' + e.id }")
+        order = page.evaluate("""() => [...document.querySelectorAll('h2, table#answer, figure')].map(
+            e => e.tagName === 'H2' ? e.textContent : e.id)""")
+        shown = page.eval_on_selector_all("table#answer tr", """rows => rows.map(r => [...r.children].map(
+            c => c.innerText.replace(/\s+/g, ' ').trim()))""")
+        hrefs = page.eval_on_selector_all("a", "els => els.map(a => a.getAttribute('href'))")
+        runs = page.eval_on_selector_all("table:last-of-type a", "els => els.map(a => a.href)")
+        pages = []
+        for href in runs:
+            page.goto(href)
+            pages.append((page.evaluate("() => document.contentType"), page.locator(".jp-Notebook").count()))
+        browser.close()
+    assert first == "table#answer"
+    assert order[:4] == ["Answer", "answer", "Where each config breaks", "where_configs_break"]
+    assert order.index("Speed and memory") < order.index("Detail")
+    assert shown == _readme_answer()
+    assert not [h for h in hrefs if h and h.endswith(".ipynb")]
+    assert runs and all(h.endswith(".html") for h in runs)  # the kept example notebooks, rendered
+    assert pages == [("text/html", 1)] * len(runs), pages
     assert errors == []
 
 

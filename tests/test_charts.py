@@ -391,6 +391,11 @@ def test_every_chart_without_data_has_a_title_too(tmp_path, name):
 
 # ---- the overview ------------------------------------------------------------------------------
 def overview_inputs():
+    df = overview_frame()
+    return {s: tables.summarize(df, s) for s in "AC"}, tables.config_stats(df)
+
+
+def overview_frame(shared: bool = False):
     """A and C, three seeds: fp16_naive diverges once on A; bf16_pure degrades on C (quality 20%
     below fp32 on every seed); fp16_naive_noscale never beats the trivial predictor on C."""
     def value(s, c, k):
@@ -403,8 +408,7 @@ def overview_inputs():
         return v
     recs = [with_baseline(r, beats=not (r["scenario"] == "C" and r["config"] == "fp16_naive_noscale"))
             for r in grid("AC", CFGS, value=value)]
-    df = tables.study_frame(recs)
-    return {s: tables.summarize(df, s) for s in "AC"}, tables.config_stats(df)
+    return tables.study_frame([{**r, "sweep": {"runs_per_gpu": 12}} for r in recs] if shared else recs)
 
 
 def test_the_overview_is_three_titled_charts():
@@ -415,13 +419,18 @@ def test_the_overview_is_three_titled_charts():
 
 
 def test_the_overview_grid_shows_where_each_config_breaks():
+    from benchlib.analysis.safety import safety
     summaries, stats = overview_inputs()
-    spec = overview.overview_charts(summaries, stats, [])["where_configs_break"].to_dict()
+    verdicts = safety(overview_frame(), Rules(n_boot=200))
+    spec = overview.overview_charts(summaries, stats, [], verdicts=verdicts)["where_configs_break"].to_dict()
     cells = {(r["scenario"], r["config"]): (r["status"], r["label"]) for r in rows_of(spec, "status")}
-    assert cells["A", "fp16_naive"] == ("diverged", "1/3")
-    assert cells["C", "bf16_pure"] == ("degraded", "3/3")
-    assert cells["C", "fp16_naive_noscale"] == ("not learned", "3/3")
-    assert cells["A", "amp_bf16"] == ("ok", "3/3")
+    assert cells["A", "fp16_naive"] == ("failed(diverged)", "2/3")
+    assert cells["C", "bf16_pure"] == ("degraded", "0/3")
+    assert cells["C", "fp16_naive_noscale"] == ("failed(stalled)", "0/3")
+    assert cells["A", "amp_bf16"][1] == "3/3" and cells["A", "amp_bf16"][0] in ("safe", "inconclusive")
+    assert cells["A", "fp32_baseline"][0] == "reference"
+    # without a comparison there is no verdict to draw, and the chart says so rather than guess from run health
+    assert "no verdicts" in json.dumps(overview.status_grid(summaries, None).to_dict())
 
 
 def test_the_overview_rings_each_scenarios_recommended_config():
@@ -506,3 +515,76 @@ def test_a_speed_study_draws_throughput_against_memory_not_quality():
         assert {c for c, p in points.items() if p == "frontier"} == {"bf16_naive", "bf16_pure"}
         assert points["amp_bf16"] == "dominated" and points["fp16_naive"] == "dominated"
         assert "fp16_naive_noscale" not in points or points["fp16_naive_noscale"] == "excluded (failed run)"
+
+
+# ---- one status vocabulary ---------------------------------------------------------------------
+def _verdict_rows(spec: dict) -> list[dict]:
+    return [r for rows in spec.get("datasets", {}).values() for r in rows if r.get("verdict") is not None]
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["timed", "shared GPU"])
+def test_every_charts_verdict_is_the_comparisons(shared):
+    """Each chart that draws a verdict (the grid, the quality strip, the frontier panels, the
+    speed-memory panel) carries in its data the comparison's own verdict and mark for that
+    (scenario, config), as the Findings print it; an unsafe config is never drawn grey, and no
+    config that is not safe on a scenario sits on its frontier."""
+    from benchlib.analysis.answer import mark
+    df = overview_frame(shared)  # shared: no speed, the quality strip instead of a frontier
+    comp = report.compare(df, Rules(n_boot=200))
+    saf = comp.safety
+    truth = {(r.scenario, r.config): (r.verdict, mark(r.verdict, str(r.reason or ""))) for r in saf.itertuples()}
+    assert {"failed", "degraded"} <= {v for v, _ in truth.values()}
+    checked = 0
+    for s in "AC":
+        summary = charts.with_verdicts(tables.summarize(df, s), saf[saf["scenario"] == s])
+        drawn = [charts.quality_scatter(summary), charts.pareto_chart(summary),
+                 charts.speed_memory_panel(summary.assign(note="not judged"), "t")]
+        drawn += list(overview.overview_charts({s: tables.summarize(df, s)}, comp.stats, [], verdicts=saf).values())
+        for chart in drawn:
+            spec = chart.to_dict()
+            for r in _verdict_rows(spec):
+                verdict, marked = truth[(r.get("scenario", s), r["config"])]
+                assert r["verdict"] == verdict and r.get("mark", r.get("status")) == marked, (s, r["config"])
+                if verdict not in tables.SAFE:
+                    assert r.get("point") != "frontier" and not r.get("frontier"), (s, r["config"])
+                checked += 1
+            for colour in ("color", "fill", "stroke"):  # where a verdict picks the colour, an unsafe one is never grey
+                for enc in [u.get("encoding", {}).get(colour, {}) for u in units(spec)]:
+                    sc = enc.get("scale", {})
+                    for m, c in zip(sc.get("domain", []), sc.get("range", [])):
+                        if str(m).split("(")[0] in ("failed", "degraded"):
+                            assert c == overview.VERDICT[str(m).split("(")[0]]
+    assert checked > 20
+
+
+# ---- what notebook 10 says ---------------------------------------------------------------------
+def test_runs_that_shared_their_gpu_are_said_unmeasured_not_failed():
+    """Every run ok, all on a shared GPU: the speed charts and the sentences say the speed was not
+    measured because the GPU was shared, never that no run was ok."""
+    recs = [{**with_baseline(r), "sweep": {"runs_per_gpu": 12}}
+            for r in grid("A", CFGS[:3], value=lambda s, c, k: {"quality": 3.0 + 0.001 * k})]
+    summary = tables.summarize(tables.study_frame(recs), "A")
+    assert (summary.loc[summary["seed"] != "mean", "status"] == "ok").all()
+    for chart in (charts.throughput_bar(summary), charts.pareto_chart(summary)):
+        text = json.dumps(chart.to_dict())
+        assert charts.NO_SPEED in text and "no ok runs" not in text and "no run finished" not in text
+    said = tables.describe_experiment(summary, "A")
+    assert "- fastest: none named: the runs shared their GPU, so no speed was measured." in said.splitlines()
+    # the same charts of runs that did not finish say that instead
+    failed = tables.summarize(tables.study_frame([make_record("A", c, k, status="oom") for c in CFGS[:2]
+                                                  for k in (0, 1)]), "A")
+    assert "no run finished" in json.dumps(charts.throughput_bar(failed).to_dict())
+
+
+def test_the_best_quality_sentence_counts_the_best_configs_own_seeds():
+    """amp_bf16 is best over seven seeds; bf16_pure ran one: the sentence gives amp_bf16 its seven
+    and names bf16_pure as the config with too few seeds, not "one seed" for the best."""
+    def value(s, c, k):
+        return {"quality": {"fp32_baseline": 3.0, "amp_bf16": 2.9, "bf16_pure": 2.95}[c] + 0.001 * k}
+    recs = [with_baseline(r) for r in grid("A", ["fp32_baseline", "amp_bf16"], seeds=range(7), value=value)
+            + grid("A", ["bf16_pure"], seeds=(0,), value=value)]
+    said = tables.describe_experiment(tables.summarize(tables.study_frame(recs), "A"), "A")
+    best = next(ln for ln in said.splitlines() if ln.startswith("- best quality: "))
+    assert best.startswith("- best quality: amp_bf16 (7 seeds;")
+    assert best.endswith("too few seeds to tell whether these are within seed noise of it "
+                         f"(needs >= {Rules().min_seeds}): bf16_pure (one seed).")

@@ -99,12 +99,14 @@ def test_a_compacted_study_reads_back_the_same_records_steps_and_comparison(tmp_
     assert not any("image/svg+xml" in o["data"] for o in links)
     page = (study / "html" / "analysis" / "10_analyze_experiment.html").read_text()
     assert 'src="../../A/plots/memory.svg"' in page and 'alt="memory"' in page
-    # one report: no page per run, the style sheet once in the root, every run in the index
-    assert not (study / "html" / "runs").exists() and not list(study.glob("html/*.css"))
+    # one report: a page per kept example notebook only, the style sheet once in the root, every run in the index
+    pages = sorted(p.relative_to(study / "html" / "runs").as_posix() for p in study.glob("html/runs/**/*.html"))
+    assert pages == [k.replace(".ipynb", ".html") for k in kept] and not list(study.glob("html/*.css"))
     [css] = root.glob("notebook-*.css")
     assert f'href="../../../../{css.name}"' in page
     index = (study / "html" / "index.html").read_text()
-    assert index.count("<tr><td>") == 13 and 'href="../runs/A/fp32_baseline/seed0.ipynb"' in index
+    assert index.count("<tr><td>") == 13 and 'href="runs/A/fp32_baseline/seed0.html"' in index
+    assert ".ipynb" not in index
     assert "records.jsonl.gz" in index and "boom" in index
 
     again = _files(study)

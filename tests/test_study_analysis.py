@@ -98,3 +98,13 @@ def test_the_fp8_notebook_reads_the_committed_h100_study(tmp_path):
     p = papermill(str(REPO / "notebooks/22_fp8_sizes.ipynb"), str(out), "-p", "study_dir", str(study))
     assert p.returncode == 0, p.stderr[-3000:]
     assert "amp_bf16_fp8: pays at none of the sizes measured (base, medium, large, xl)" in out.read_text()
+
+
+def test_a_page_drops_nbconverts_mermaid_loader_unless_it_draws_a_diagram():
+    from benchlib.study.html_export import _without_mermaid
+    loader = ('<script type="module">\n  document.addEventListener("DOMContentLoaded", async () => {\n'
+              '    const diagrams = document.querySelectorAll(".jp-Mermaid > pre.mermaid"); load()</script>\n')
+    css = "<style>.jp-Mermaid{overflow:auto}</style>"  # every page's style names it: not a diagram
+    assert _without_mermaid(css + loader + "<p>text</p>") == css + "<p>text</p>"
+    diagram = css + loader + '<div class="jp-Mermaid"><pre class="mermaid">graph TD; a-->b</pre></div>'
+    assert _without_mermaid(diagram) == diagram

@@ -51,9 +51,9 @@ def test_thin_rewrites_charts_as_svg_and_keeps_the_rest(tmp_path):
     assert compact.thin_notebook(nb_path) == (after, after)  # a second pass changes nothing
 
 
-def test_a_large_study_links_run_notebooks_instead_of_writing_a_page_per_run(tmp_path, monkeypatch):
+def test_a_large_study_writes_no_page_per_run_and_links_no_notebook_json(tmp_path, monkeypatch):
     """Above RUN_PAGES_MAX runs the HTML export writes no page per run (they would repeat the
-    notebooks in every GPU job's tree) and the index links each run's .ipynb; at or below it,
+    notebooks in every GPU job's tree) and its runs link nothing, never the .ipynb; at or below it,
     pages as before, and a page left from when the study was smaller is removed."""
     from types import SimpleNamespace
 
@@ -71,8 +71,8 @@ def test_a_large_study_links_run_notebooks_instead_of_writing_a_page_per_run(tmp
     assert page.exists() and 'href="runs/A/amp_bf16/seed0.html"' in index.read_text()
     monkeypatch.setattr(html_export, "RUN_PAGES_MAX", 1)
     text = html_export.export_study_html(study, items, [], overview=False).read_text()
-    assert not page.exists() and 'href="../runs/A/amp_bf16/seed0.ipynb"' in text
-    assert "more than 1 runs: each links its .ipynb" in text
+    assert not page.exists() and ".ipynb" not in text  # a run without a page links nothing, never raw JSON
+    assert "more than 1 runs: no page per run" in text
 
 
 def test_a_compacted_step_log_keeps_every_rich_row_an_even_subset_of_plain_ones_the_last_and_the_lowest():

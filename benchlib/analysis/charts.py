@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis.placement import padded_domain, place_labels
-from benchlib.analysis.tables import BASELINE, HEADLINE, NOT_JUDGED, config_order, label
+from benchlib.analysis.tables import BASELINE, HEADLINE, NOT_JUDGED, SAFE, config_order, label, pareto_front
 
 WIDTH = 360
 STABILITY_CONFIGS = ("fp16_naive", "fp16_naive_noscale", "fp16_fp16_states", "fp16_fp16_states_noscale", BASELINE)
@@ -32,9 +32,49 @@ UNITS = {"memory": "GiB"}
 SHAPES = {"frontier": "diamond", "dominated": "circle", "not ranked": "circle", "excluded (failed run)": "cross"}
 """Point shapes on the frontier charts; "not ranked": the scenario's quality is not established."""
 FAILED_GREY = "#8c8c8c"
+"""Configs with a failed run where no verdict is known: drawn grey and hollow, so the eye goes to
+the healthy ones (with verdicts, ``_failed_points`` outlines them in their verdict's colour)."""
 LETTER_PX = 10
 """Vertical distance between scenario letters in one row of the flip chart."""
-"""Configs with a failed run: drawn, but grey and hollow, so the eye goes to the healthy ones."""
+VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "inconclusive": "#fdae6b", "untestable": "#9e9ac8",
+           "not tested": "#bdbdbd", "reference": "#a1d99b", "safe": "#31a354"}
+"""The comparison's verdict of a (scenario, config) (``safety.safety``), worst first, and its colour:
+the vocabulary and source of the Findings' answer table (``answer.mark``). No unsafe verdict is grey."""
+
+
+def verdict_scale() -> alt.Scale:
+    """Every verdict in its colour (``VERDICT``): one fixed scale, so panels that share it agree."""
+    return alt.Scale(domain=list(VERDICT), range=list(VERDICT.values()))
+
+
+def verdict_colours(marks: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The marks present (``failed(diverged)``, ``safe``, ...), worst first, and their colours."""
+    def kind(m: str) -> str:
+        return m.split("(")[0]
+    present = sorted(set(marks), key=lambda m: (list(VERDICT).index(kind(m)) if kind(m) in VERDICT else len(VERDICT), m))
+    return present, [VERDICT.get(kind(m), "#bdbdbd") for m in present]
+
+
+def with_verdicts(summary: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` (one scenario's) with each config's verdict from the comparison's safety frame
+    (``Comparison.safety`` or ``comparison.json``'s ``recommendation_evidence``, the source of the
+    Findings): ``verdict`` and ``mark`` (``answer.mark``: a failure with its run outcomes) on every
+    row, and the Pareto flags recomputed over the candidate configs safe on the scenario only
+    (where quality is established; elsewhere they stay unset), so no chart or sentence puts an
+    unsafe config on a frontier."""
+    from benchlib.analysis.answer import mark  # answer -> recommend -> tables: not importable from tables
+    v = {r["config"]: (r["verdict"], mark(r["verdict"], str(r.get("reason") or "")))
+         for _, r in verdicts.iterrows()}
+    out = summary.assign(verdict=[v.get(c, ("not tested",))[0] for c in summary["config"]],
+                         mark=[v.get(c, (None, "not tested"))[1] for c in summary["config"]])
+    is_mean = out["seed"] == "mean"
+    safe = is_mean & out["verdict"].isin(SAFE) & out["role"].fillna("candidate").eq("candidate")
+    q = out.loc[safe, "quality"] * (1 if out["quality_higher_is_better"].iloc[0] else -1)
+    for col, x in (("pareto_throughput", out.loc[safe, "throughput"]), ("pareto_memory", -out.loc[safe, "memory"])):
+        if out[col].notna().any():
+            out.loc[is_mean, col] = False
+            out.loc[safe, col] = pareto_front(x, q)
+    return out
 
 
 def _color(configs: Iterable[str], legend: bool = True, channel=alt.Color):
@@ -80,7 +120,7 @@ def metric_bar(summary: pd.DataFrame, metric: str, title: str | None = None) -> 
     title = title or f"{metric}: mean +- std over seeds"
     d = _means(summary).dropna(subset=[metric])
     if d.empty:
-        return no_data_chart(f"no ok runs: no {metric}", title)
+        return no_data_chart(why_none(summary, f"no {metric}"), title)
     lo, hi = _seed_range(d, metric)
     kind = np.where(d["excluded"].fillna(False).astype(bool), "excluded (failed run)",
                     np.where(d["config"] == BASELINE, BASELINE, "config"))
@@ -136,8 +176,8 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     """One frontier plot (``x`` = throughput or memory against quality) and its notes (what is
     off the scale, and why). The quality axis spans the healthy configs only, so one failed run
     (a val loss of 9.4 beside 4.3) cannot squash the others into a line: failed configs inside
-    that range are drawn grey and hollow, those outside are left out and named in the notes;
-    the x axis spans what is drawn. Labels are placed so that they do not overlap
+    that range are drawn hollow (outlined in their verdict's colour, else grey), those outside
+    are left out and named in the notes; the x axis spans what is drawn. Labels are placed so that they do not overlap
     (``placement.place_labels``); the recommended config, if given, is ringed."""
     d = _means(summary).dropna(subset=[x, "quality"]).reset_index(drop=True)
     failed = d["excluded"].fillna(False).astype(bool)
@@ -167,8 +207,9 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     d.loc[rows, "ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
     d.loc[rows, "moved"] = [m for _, _, m, _ in spots]
     d.loc[rows, "ax"] = [to_x(a) for _, _, _, a in spots]
-    d = d[["config", x, "quality", "frontier", "point", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
-           "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved", "ax"]]
+    d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
+        "config", x, "quality", "frontier", "point", "verdict", "mark", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
+        "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved", "ax"]]
     xt, yt = f"{x} ({_unit(summary, x)})", _quality_title(summary)
     xe = alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xt)
     ye = alt.Y("quality:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title=yt)
@@ -179,8 +220,7 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
            "excluded_reason:N"]
     ok_pts = base.transform_filter("!datum.excluded").mark_point(filled=True, size=90).encode(
         color=_color(d["config"]), shape=shape, tooltip=tip)
-    bad_pts = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, color=FAILED_GREY,
-                                                                 strokeWidth=2).encode(shape=shape, tooltip=tip)
+    bad_pts = _failed_points(base, d, shape, tip)
     line = alt.Chart(d[d["frontier"] & d["shown"]].sort_values(x)).mark_line(color="black", strokeDash=[4, 3]).encode(
         x=xe, y=ye, order=alt.Order(f"{x}:Q"))
     leaders = base.transform_filter("datum.moved").mark_rule(color="#999999", strokeWidth=0.7).encode(
@@ -202,6 +242,19 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     return alt.layer(*layers).properties(width=width, height=height), notes
 
 
+def _failed_points(base: alt.Chart, d: pd.DataFrame, shape, tip: list) -> alt.Chart:
+    """The hollow crosses of the configs with a failed run: outlined in their verdict's colour
+    where the data carry verdicts (``with_verdicts``: an unsafe config is never grey),
+    else grey."""
+    known = d.loc[d["excluded"].fillna(False).astype(bool), "verdict"].notna().any()
+    pts = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, strokeWidth=2,
+                                                             color=alt.Undefined if known else FAILED_GREY)
+    if not known:
+        return pts.encode(shape=shape, tooltip=tip)
+    return pts.encode(shape=shape, tooltip=[*tip, "mark:N"], stroke=alt.Stroke(
+        "verdict:N", title="verdict", scale=verdict_scale()))
+
+
 def _subtitle(summary: pd.DataFrame, notes: list[str] = ()) -> list[str] | alt.UndefinedType:
     """Why there is no frontier, where quality is not established, then the panel's notes."""
     lines = ([] if _established(summary) else [f"no frontier: {summary['note'].iloc[0]}"]) + list(notes)
@@ -211,6 +264,13 @@ def _subtitle(summary: pd.DataFrame, notes: list[str] = ()) -> list[str] | alt.U
 NO_SPEED = "speed not measured: the runs shared a GPU (--runs-per-gpu)"
 
 
+def why_none(summary: pd.DataFrame, what: str) -> str:
+    """Why a speed chart has nothing to draw: its runs shared a GPU (so no speed was measured,
+    however healthy they were), else no run finished."""
+    shared = "shared_gpu" in summary and bool(summary["shared_gpu"].fillna(False).astype(bool).all())
+    return f"{what}: {NO_SPEED}" if shared else f"{what}: no run finished"
+
+
 def speed_unmeasured(summary: pd.DataFrame) -> bool:
     """No throughput anywhere because every run shared its GPU: quality is there to show."""
     return (summary["throughput"].isna().all() and "shared_gpu" in summary
@@ -218,12 +278,17 @@ def speed_unmeasured(summary: pd.DataFrame) -> bool:
 
 
 def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = None) -> alt.Chart:
-    """Quality per config where no speed was measured: each healthy seed a grey dot, a failed
-    one (diverged, degraded, stalled) red, the mean a black tick, fp32_baseline's mean a dashed
-    line, ``recommended`` in bold. The axis spans the healthy runs: a failed run beyond it sits
-    at its edge as a triangle (a stalled F1 of 0 would squash every healthy config together)."""
-    runs = summary[(summary["seed"] != "mean") & summary["quality"].notna()][["config", "seed", "quality", "health"]]
-    runs = runs.assign(failed=runs["health"].fillna("ok") != "ok")
+    """Quality per config where no speed was measured: each seed a dot in the colour of its
+    config's verdict on the scenario (``with_verdicts``: safe, degraded, failed(...),
+    untestable, as the Findings say it; a summary without verdicts: red for a failed run, grey for
+    a healthy one), the mean a black tick, fp32_baseline's mean a dashed line, ``recommended`` in
+    bold. The axis spans the healthy runs: a failed run beyond it sits at its edge as a triangle
+    (a stalled F1 of 0 would squash every healthy config together)."""
+    runs = summary[(summary["seed"] != "mean") & summary["quality"].notna()]
+    failed = runs["health"].fillna("ok") != "ok"
+    runs = runs.assign(failed=failed, **({} if "mark" in runs else {  # without verdicts: run health, said so
+        "verdict": None, "mark": np.where(failed, "failed run", "healthy run")}))
+    runs = runs[["config", "seed", "quality", "health", "failed", "verdict", "mark"]]
     means = _means(summary).dropna(subset=["quality"])[["config", "quality"]]
     order = [c for c in config_order(runs["config"]) if c in set(runs["config"])]
     lo, hi = padded_domain(runs.loc[~runs["failed"], "quality"] if (~runs["failed"]).any() else runs["quality"])
@@ -233,11 +298,12 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
               axis=alt.Axis(labelFontWeight=alt.ExprRef(f"datum.value == '{recommended}' ? 'bold' : 'normal'")))
     name = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
     x = alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi], clamp=True, zero=False), title=name)
-    tip = ["config:N", "seed:N", alt.Tooltip("quality:Q", format=".4g"), "health:N"]
-    dots = alt.Chart(runs).mark_point(filled=True, size=40).encode(
-        x=x, y=y, tooltip=tip,
-        color=alt.condition("datum.failed", alt.value("#e45756"), alt.value("#999999")),
-        shape=alt.Shape("shape:N", scale=None))
+    tip = ["config:N", "seed:N", alt.Tooltip("quality:Q", format=".4g"), "mark:N", "health:N"]
+    fill = (alt.Fill("verdict:N", title="verdict", scale=verdict_scale()) if "mark" in summary else
+            alt.Fill("mark:N", title=None, scale=alt.Scale(domain=["failed run", "healthy run"],
+                                                           range=["#e45756", "#999999"])))
+    dots = alt.Chart(runs).mark_point(filled=True, size=40, strokeWidth=0).encode(
+        x=x, y=y, tooltip=tip, shape=alt.Shape("shape:N", scale=None), fill=fill)
     tick = alt.Chart(means[(means["quality"] >= lo) & (means["quality"] <= hi)]).mark_tick(
         color="black", thickness=2, size=14).encode(x=x, y=y, tooltip=["config:N", alt.Tooltip(
             "quality:Q", format=".4g", title="mean")])
@@ -246,8 +312,9 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
     if len(ref):
         layers.append(alt.Chart(pd.DataFrame({"quality": [float(ref.iloc[0])]})).mark_rule(
             strokeDash=[4, 3], color="#4c78a8").encode(x=alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi]))))
-    sub = [NO_SPEED, "grey: a healthy seed; red: a failed one (triangle: beyond the axis); black: mean; "
-                     "dashed: fp32_baseline" + (f"; bold: recommended ({recommended})" if recommended else "")]
+    sub = [NO_SPEED, "colour: the config's verdict here" if "mark" in summary else "grey: a healthy seed; red: a failed one",
+           "triangle: beyond the axis; black: mean; dashed: fp32_baseline"]
+    sub += [f"bold: recommended ({recommended})"] if recommended else []
     return alt.layer(*layers).properties(width=260, height=max(12 * len(order), 120), title=alt.Title(
         title, subtitle=sub, anchor="start", fontSize=12))
 
@@ -266,10 +333,10 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
     if d.empty:
         return no_data_chart("no finished runs: no throughput-memory points", title)
     failed = d["excluded"].fillna(False).astype(bool)
-    ok = d[~failed]
-    front = [not failed[i] and not ((ok["throughput"] >= r.throughput) & (ok["memory"] <= r.memory)
-                                    & ((ok["throughput"] > r.throughput) | (ok["memory"] < r.memory))).any()
-             for i, r in d.iterrows()]
+    # where the summary carries verdicts (``with_verdicts``), only candidates safe here may be on it
+    eligible = ~failed & (d["verdict"].isin(SAFE) & d["role"].fillna("candidate").eq("candidate")
+                          if "verdict" in d else True)
+    front = eligible.to_numpy() & pareto_front(d["throughput"].where(eligible), -d["memory"].where(eligible))
     d["point"] = np.where(failed, "excluded (failed run)", np.where(front, "frontier", "dominated"))
     xdom, ydom = padded_domain(d["throughput"]), padded_domain(d["memory"])
     px = (d["throughput"] - xdom[0]) / (xdom[1] - xdom[0]) * width
@@ -279,8 +346,9 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
     d["ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
     d["moved"] = [m for _, _, m, _ in spots]
     d["ax"] = [xdom[0] + a / width * (xdom[1] - xdom[0]) for _, _, _, a in spots]
-    d = d[["config", "throughput", "memory", "point", "excluded", "excluded_reason", "n_seeds", "lx", "ly", "moved",
-           "ax"]]
+    d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
+        "config", "throughput", "memory", "point", "verdict", "mark", "excluded", "excluded_reason", "n_seeds", "lx", "ly",
+        "moved", "ax"]]
     xe = alt.X("throughput:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False),
                title=f"throughput ({_unit(summary, 'throughput')})")
     ye = alt.Y("memory:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title="peak memory (GiB, lower is better)")
@@ -291,8 +359,7 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
            "n_seeds:Q", "excluded_reason:N"]
     pts = base.transform_filter("!datum.excluded").mark_point(filled=True, size=90).encode(
         color=_color(d["config"]), shape=shape, tooltip=tip)
-    bad = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, color=FAILED_GREY,
-                                                             strokeWidth=2).encode(shape=shape, tooltip=tip)
+    bad = _failed_points(base, d, shape, tip)
     line = alt.Chart(d[d["point"] == "frontier"].sort_values("throughput")).mark_line(
         color="black", strokeDash=[4, 3]).encode(x=xe, y=ye)
     leaders = base.transform_filter("datum.moved").mark_rule(color="#999999", strokeWidth=0.7).encode(
@@ -301,8 +368,10 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
         x="lx:Q", y="ly:Q", text="config:N",
         color=alt.condition("datum.excluded", alt.value(FAILED_GREY), alt.value("#333333")))
     one = (d["n_seeds"] < 2).all()
-    sub = ["quality not judged (a speed study); diamonds: frontier (none faster and leaner);",
-           "grey crosses: a failed run" + ("; one seed per config" if one else "")]
+    safe = "verdict" in summary  # frontier of the configs shown safe here only
+    sub = ["quality not judged here; hollow crosses: a failed run" + ("; one seed per config" if one else ""),
+           "diamonds: frontier (none faster and leaner" + (", of the configs shown safe here)" if safe else ")"),
+           *(["no frontier: no config is shown safe here"] if safe and not front.any() else [])]
     return alt.layer(line, leaders, pts, bad, labels).properties(width=width, height=height, title=alt.Title(
         title, subtitle=sub, anchor="start", fontSize=12))
 
@@ -318,11 +387,11 @@ def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> al
     if speed_only(summary):
         return speed_memory_panel(summary, "Throughput vs peak memory")
     if _means(summary)[["throughput", "quality"]].dropna().empty:
-        return no_data_chart("no ok runs: no throughput-quality points", "Throughput vs quality")
+        return no_data_chart(why_none(summary, "no throughput-quality points"), "Throughput vs quality")
     panel, notes = frontier_panel(summary, "throughput", True, recommended)
     ring = "; ring: recommended" if recommended else ""
     return panel.properties(title=chart_title(
-        f"Throughput vs quality (diamonds + dashed line: Pareto frontier; grey crosses: failed{ring})",
+        f"Throughput vs quality (diamonds + dashed line: Pareto frontier; hollow crosses: failed{ring})",
         subtitle=_subtitle(summary, notes)))
 
 
@@ -332,7 +401,7 @@ def pareto_chart(summary: pd.DataFrame, recommended: str | None = None) -> alt.C
     if speed_only(summary):
         return speed_memory_panel(summary, "Pareto frontier: throughput vs peak memory")
     if _means(summary)[["throughput", "memory", "quality"]].dropna().empty:
-        return no_data_chart("no ok runs: no Pareto frontier", "Pareto frontiers")
+        return no_data_chart(why_none(summary, "no Pareto frontier"), "Pareto frontiers")
     panels = []
     for x in ("throughput", "memory"):
         panel, notes = frontier_panel(summary, x, False, recommended)
@@ -340,7 +409,7 @@ def pareto_chart(summary: pd.DataFrame, recommended: str | None = None) -> alt.C
                                                        fontSize=12)))
     return alt.hconcat(*panels).resolve_scale(color="shared", shape="shared").properties(
         title=chart_title("Pareto frontiers: throughput-quality (higher x better), memory-quality (lower x better); "
-                     "grey crosses: failed, never on one", _subtitle(summary)))
+                     "hollow crosses: failed, never on one", _subtitle(summary)))
 
 
 def _curve_layers(curves: pd.DataFrame, divergences: pd.DataFrame, legend: bool) -> alt.LayerChart:

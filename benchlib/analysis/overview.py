@@ -14,30 +14,7 @@ import pandas as pd
 from benchlib.analysis import charts as ch
 from benchlib.analysis.tables import config_order, label
 
-STATUS = {"diverged": "#d62728", "degraded": "#ff7f0e", "not learned": "#9467bd", "oom": "#525252",
-          "error": "#525252", "ok": "#a1d99b", "skipped": "#f0f0f0"}
-"""A cell's status, worst first (the first that any run of the cell has), and its colour;
-"not learned": the run did not beat the trivial predictor (health ``stalled``)."""
-HEALTH = {"stalled": "not learned"}
-
-
-def _cell(runs: pd.DataFrame) -> dict:
-    """The worst status among one (scenario, config)'s runs, how many runs have it and the
-    first such run's reason; skipped runs count only where every run was skipped."""
-    status = runs["health"].map(lambda h: HEALTH.get(h, h))
-    ran = status[status != "skipped"]
-    pool = ran if len(ran) else status
-    worst = next(s for s in STATUS if (pool == s).any()) if pool.isin(list(STATUS)).any() else str(pool.iloc[0])
-    hit = runs[status == worst]
-    reason = next((r for r in hit["health_reason"] if isinstance(r, str) and r), "")
-    return {"status": worst, "n": len(hit), "n_runs": len(pool), "reason": reason,
-            "label": f"{len(hit)}/{len(pool)}"}
-
-
-VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "inconclusive": "#fdae6b", "untestable": "#bcbddc",
-           "not tested": "#f0f0f0", "reference": "#a1d99b", "safe": "#31a354"}
-"""The comparison's verdict of a cell (``safety.safety``), worst first, and its colour: the same
-vocabulary and source as the Findings' answer table (``answer.mark``)."""
+VERDICT = ch.VERDICT
 
 
 def verdict_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -50,39 +27,24 @@ def verdict_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
                          for _, r in verdicts.iterrows()])
 
 
-def status_grid(summaries: Mapping[str, pd.DataFrame], verdicts: pd.DataFrame | None = None) -> alt.Chart:
-    """Config x scenario. With ``verdicts`` (the comparison's safety frame): each cell's verdict
-    (safe / degraded / failed(...) / untestable / inconclusive / not tested, as the Findings say
-    it) and its healthy runs / runs. Without: the worst run status of each cell (ok / degraded /
-    diverged / not learned / oom / error / skipped) and how many of its runs have it. A scenario
-    whose reference did not learn says so in the subtitle."""
-    title = ("Where each config breaks: the comparison's verdict per config and scenario (text: healthy runs / runs)"
-             if verdicts is not None else
-             "Where each config breaks: worst run status per config and scenario (text: runs with it / runs)")
-    rows, notes = [], []
-    for s, summary in sorted(summaries.items()):
-        runs = summary[summary["seed"] != "mean"]
-        rows += [{"scenario": s, "config": c, **_cell(g)} for c, g in runs.groupby("config")]
-        if summary["learned"].iloc[0] is not True:
-            notes += textwrap.wrap(f"{s}: {summary['note'].iloc[0].split(';')[0]}", 100)
-    if verdicts is not None:
-        rows = verdict_cells(verdicts).to_dict("records")
-    if not rows:
-        return ch.no_data_chart("no runs", title)
-    d = pd.DataFrame(rows)
-    colour = (dict(STATUS) if verdicts is None else
-              {st: VERDICT.get(v, "#bdbdbd") for st, v in zip(d["status"], d["verdict"])})
-    order = list(STATUS) if verdicts is None else sorted(colour, key=lambda st: list(VERDICT).index(st.split("(")[0])
-                                                         if st.split("(")[0] in VERDICT else len(VERDICT))
-    present = [s for s in order if s in set(d["status"])] + sorted(set(d["status"]) - set(order))
+def status_grid(summaries: Mapping[str, pd.DataFrame], verdicts: pd.DataFrame | None) -> alt.Chart:
+    """Config x scenario: each cell's verdict from the comparison's safety frame (safe / degraded /
+    failed(...) / untestable / inconclusive / not tested, as the Findings say it) and its healthy
+    runs / runs. A scenario whose reference did not learn says so in the subtitle."""
+    title = "Where each config breaks: the comparison's verdict per config and scenario (text: healthy runs / runs)"
+    notes = [line for s, summary in sorted(summaries.items()) if summary["learned"].iloc[0] is not True
+             for line in textwrap.wrap(f"{s}: {summary['note'].iloc[0].split(';')[0]}", 100)]
+    if verdicts is None or verdicts.empty:
+        return ch.no_data_chart("no verdicts: the study has no comparison", title)
+    d = verdict_cells(verdicts)
+    present, colours = ch.verdict_colours(d["status"])
     base = alt.Chart(d).encode(x=alt.X("scenario:O", title="scenario", axis=alt.Axis(labelAngle=0, orient="top")),
                                y=alt.Y("config:N", sort=config_order(d["config"]), title=None))
     rect = base.mark_rect(stroke="white").encode(
-        color=alt.Color("status:N", title="worst run" if verdicts is None else "verdict", sort=present,
-                        scale=alt.Scale(domain=present, range=[colour.get(s, "#bdbdbd") for s in present])),
+        color=alt.Color("status:N", title="verdict", sort=present, scale=alt.Scale(domain=present, range=colours)),
         tooltip=["config:N", "scenario:N", "status:N", "label:N", "reason:N"])
     text = base.mark_text(fontSize=10).encode(
-        text="label:N", color=alt.condition(alt.FieldOneOfPredicate("status", ["ok", "skipped", "not tested", "reference"]),
+        text="label:N", color=alt.condition(alt.FieldOneOfPredicate("verdict", ["not tested", "reference", "untestable"]),
                                             alt.value("#333333"), alt.value("white")))
     return (rect + text).properties(width=max(48 * d["scenario"].nunique(), 96), title=ch.chart_title(title, notes))
 
@@ -103,7 +65,7 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
             panels.append(ch.speed_memory_panel(summary, f"{s}: throughput vs peak memory", width=300, height=220))
             continue
         if summary.loc[summary["seed"] == "mean", ["throughput", "quality"]].dropna().empty:
-            panels.append(ch.no_data_chart("no ok runs: no throughput-quality points", f"{s}: {q} vs throughput"))
+            panels.append(ch.no_data_chart(ch.why_none(summary, "no throughput-quality points"), f"{s}: {q} vs throughput"))
             continue
         panel, notes = ch.frontier_panel(summary, "throughput", True, recommended.get(s), width=300, height=220)
         if not bool(summary["quality_established"].iloc[0]):
@@ -116,7 +78,7 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
              if all(ch.speed_unmeasured(sm) for sm in summaries.values()) else
              "Throughput vs peak memory per scenario (a speed study: quality not judged)"
              if all(ch.speed_only(sm) for sm in summaries.values()) else
-             "Quality vs throughput per scenario (ring: recommended; diamonds + dashed line: Pareto frontier; grey "
+             "Quality vs throughput per scenario (ring: recommended; diamonds + dashed line: Pareto frontier; hollow "
              "crosses: a failed run)")
     return alt.concat(*panels, columns=columns).resolve_scale(color="shared", shape="shared").properties(
         title=ch.chart_title(title))
@@ -126,8 +88,8 @@ def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, 
                     recommended: Mapping[str, str] | None = None,
                     verdicts: pd.DataFrame | None = None) -> dict[str, alt.TopLevelMixin]:
     """The overview of a study, by name: ``quality_vs_throughput`` (a panel per scenario, the
-    recommended config ringed), ``where_configs_break`` (config x scenario grid of the worst
-    run status) and ``flips`` (each config's rank across scenarios, flips beyond seed noise in
+    recommended config ringed), ``where_configs_break`` (config x scenario grid of the
+    comparison's verdicts) and ``flips`` (each config's rank across scenarios, flips beyond seed noise in
     red).
 
     - ``summaries``: scenario -> ``tables.summarize(df, scenario)`` (a row per run and a
@@ -136,9 +98,11 @@ def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, 
     - ``flips``: the ``flips`` entries of ``comparison.json`` (``Comparison.result["flips"]``);
     - ``recommended``: scenario -> config to mark, e.g.
       ``recommend.recommended_configs(comp.safety)``; None marks none;
-    - ``verdicts``: the comparison's safety frame (``Comparison.safety``): the grid then shows
-      each cell's verdict, as the Findings do; None shows the worst run status.
+    - ``verdicts``: the comparison's safety frame (``Comparison.safety``): the grid shows each
+      cell's verdict, as the Findings do.
     """
+    if verdicts is not None:  # every panel in the verdicts' colours, frontiers of safe configs only
+        summaries = {s: ch.with_verdicts(sm, verdicts[verdicts["scenario"] == s]) for s, sm in summaries.items()}
     return {"quality_vs_throughput": quality_throughput_panels(summaries, recommended),
             "where_configs_break": status_grid(summaries, verdicts),
             "flips": ch.flip_chart(stats, flips)}

@@ -47,9 +47,13 @@ def mean_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
-                       formats: Iterable[str] = FORMATS) -> Experiment:
-    """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``."""
+                       formats: Iterable[str] = FORMATS, verdicts: pd.DataFrame | None = None) -> Experiment:
+    """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``; with
+    ``verdicts`` (``safety.safety``: the comparison's), the summary carries each config's verdict
+    and its frontiers hold the configs safe on the scenario only (``charts.with_verdicts``)."""
     summary = summarize(df, scenario)
+    if verdicts is not None:
+        summary = ch.with_verdicts(summary, verdicts[verdicts["scenario"] == scenario])
     curves, div = loss_curves(df[df["scenario"] == scenario])
     out = Path(output_dir) / scenario
     out.mkdir(parents=True, exist_ok=True)
@@ -61,11 +65,14 @@ def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
 
 def analyze_study(study_dir: str | Path, scenario: str | None = None, output_dir: str | Path | None = None,
                   formats: Iterable[str] = FORMATS, rules=None) -> dict[str, Experiment]:
-    """Stage 1 for one scenario or every scenario found; outputs beside the runs by default."""
+    """Stage 1 for one scenario or every scenario found, in the colours of the comparison's
+    verdicts; outputs beside the runs by default."""
+    from benchlib.analysis.safety import safety
     root = resolve_study_dir(study_dir)
     df = load_study(root, rules=rules)
+    verdicts = safety(df, rules or Rules())  # what the comparison (and the Findings) will say of each cell
     scns = [get_scenario(scenario).id] if scenario else sorted(df["scenario"].unique())
-    return {s: analyze_experiment(df, s, output_dir or root, formats) for s in scns}
+    return {s: analyze_experiment(df, s, output_dir or root, formats, verdicts) for s in scns}
 
 
 @dataclass
@@ -151,29 +158,6 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     return Comparison(stats, corr, rev, stab, saf, curves, div, json_safe(result), charts, [])
 
 
-def verdict_markdown_tables(result: dict) -> str:
-    """The verdicts of a ``comparison.json`` as three Markdown tables: per scenario whether it
-    learned and its configs can be told apart (and why), each hypothesis' verdict and reason,
-    and each config's safety verdict per scenario."""
-    rel = result.get("reliability", {})
-    out = ["| scenario | learned | gap closed | told apart | why |", "|---|---|---|---|---|"]
-    for s, v in result.get("learned", {}).items():
-        r = rel.get(s, {})
-        gap, to = v.get("gap_closed"), v.get("gap_to")
-        closed = "" if gap is None else f"{gap:.0%} (to the {to})"
-        out.append(f"| {s} | {v.get('learned')} | {closed} | {r.get('told_apart', '')} | "
-                   f"{v.get('reason') or ''}; {r.get('reason', '')} |")
-    out += ["", "| hypothesis | verdict | reason |", "|---|---|---|"]
-    out += [f"| {h} | {v['verdict']} | {str(v['reason']).replace('|', '/')} |" for h, v in result["hypotheses"].items()]
-    saf = pd.DataFrame(result.get("recommendation_evidence", []))
-    if len(saf):
-        t = saf.pivot(index="config", columns="scenario", values="verdict").fillna("")
-        roles = saf.groupby("config")["role"].first() if "role" in saf else pd.Series(dtype=str)
-        out += ["", "| config | role | " + " | ".join(t.columns) + " |", "|---|---|" + "---|" * len(t.columns)]
-        out += [f"| {c} | {roles.get(c, '')} | " + " | ".join(t.loc[c]) + " |" for c in t.index]
-    return "\n".join(out) + "\n"
-
-
 def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = FORMATS) -> list:
     """comparison.json, the tables as CSV (learned.csv: the evidence gate per scenario) and the
     charts under plots/."""
@@ -218,6 +202,47 @@ def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, 
                              verdicts=comp.safety)
     out = Path(output_dir or root / "overview") / "plots"
     return {name: (ch.title_of(chart), ch.save(chart, out / name, formats)) for name, chart in charts.items()}
+
+
+def speed_source(study_dir: Path) -> Path | None:
+    """The study whose ``config_stats.csv`` gives a study's answer its speed and memory: the study
+    itself where its runs measured throughput; else the first study beside it (same folder, so the
+    same GPU kind) built for speed (every scenario ``not judged``), as ``dtype-bench findings``
+    pairs a quality study with a speed study; None if there is neither."""
+    from benchlib.analysis.findings import _speed_only
+    own = study_dir / "comparison" / "config_stats.csv"
+    if own.is_file():
+        st = pd.read_csv(own)
+        if st.loc[st["metric"] == "throughput", "mean"].notna().any():
+            return study_dir
+    for other in sorted(p for p in study_dir.parent.iterdir() if p != study_dir and p.is_dir()):
+        comp = other / "comparison" / "comparison.json"
+        if comp.is_file() and (other / "comparison" / "config_stats.csv").is_file() \
+                and _speed_only(json.loads(comp.read_text())):
+            return other
+    return None
+
+
+def answer_markdown(study_dir: Path) -> tuple[list[str], list[str], Path | None]:
+    """A study's answer as the README's Findings open with it (``answer``): the scope box, the
+    config x scenario answer table (this study's verdicts; speed and memory from ``speed_source``),
+    what a cell holds and where the controls break; then the absolute speed of every candidate
+    (Markdown lines each) and the speed study. Raises ValueError (``answer.verdicts``) for a
+    comparison without per-cell verdicts."""
+    from benchlib.analysis import answer
+    comparison = json.loads((study_dir / "comparison" / "comparison.json").read_text())
+    speed = speed_source(study_dir)
+    cells = answer.cells(comparison, pd.read_csv(speed / "comparison" / "config_stats.csv") if speed else None)
+    where = f"`{speed.name}`" + ("" if speed == study_dir else ", the speed study beside it") if speed else ""
+    out = answer.scope_box((study_dir.name, study_dir), (speed.name, speed) if speed else None)
+    out += ["", *answer.answer_table(cells), "",
+            "Cell: the comparison's verdict for (scenario, config)"
+            + (f"; throughput x fp32 / x TF32 and peak GiB ({where})" if speed else "")
+            + f"; quality change vs `{answer.BASELINE}` in % [95% CI]. " + answer.controls_line(comparison)]
+    absolute = ([f"Absolute speed ({where}, mean over seeds; MFU against the GPU's dense bf16 peak):", "",
+                 *answer.absolute_table(speed, config_order(cells["config"].unique()))] if speed else
+                ["No speed measured alone on a GPU for this study."])
+    return out, absolute, speed
 
 
 def main_analyze(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 resamples, seeds needed, margins, evidence gates, minimum effects), the resampling (scipy's
 ``bootstrap`` and ``permutation_test``), the multiplicity correction (statsmodels'
 ``multipletests``) and the rank reliability of a scenario. Per-seed values of a metric come from
-``tables.seed_values``; ``contrasts``, ``flips``, ``hypotheses`` and ``recommend`` use them here.
+``tables.seed_series``; ``contrasts``, ``flips``, ``hypotheses`` and ``recommend`` use them here.
 
 Seeds are shared across configs (one seed = one data order and one initialisation), so a
 contrast between two configs on one scenario pairs their runs by seed: the resampling draws

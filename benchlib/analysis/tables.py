@@ -214,6 +214,10 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
     return out[cols]
 
 
+SAFE = ("safe", "reference")
+"""The verdicts (``safety.safety``) under which a config may sit on a frontier."""
+
+
 def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
     p = steps_file(Path(path).parent) if path else None
     if p is None:
@@ -225,10 +229,11 @@ def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
     return np.array([r["step"] for r in rows]), loss
 
 
-def loss_curves(df: pd.DataFrame, max_points: int = 120, cap_ratio: float = 3.0
+def loss_curves(df: pd.DataFrame, max_points: int = 60, cap_ratio: float = 3.0
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Training loss from each run's ``steps.jsonl`` (finished and diverged runs), aggregated for
-    charting: steps binned to at most ``max_points`` per scenario, then per (scenario, config,
+    charting: steps binned to at most ``max_points`` per scenario (60: a point every ~3 px of a
+    ~190-px facet; the curves are the largest chart files of a committed study), then per (scenario, config,
     step) the mean, min and max over seeds (``loss``, ``loss_lo``, ``loss_hi``, ``n_runs``).
     Losses above ``cap_ratio`` x the scenario's median initial loss, and non-finite ones, are
     drawn at that cap so a divergence shows as a jump to the ceiling. Second frame: one row per
@@ -265,8 +270,9 @@ def loss_curves(df: pd.DataFrame, max_points: int = 120, cap_ratio: float = 3.0
 
 def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str:
     """Markdown sentences derived from a summary (no hand-written findings): what the evidence
-    gates say, the frontiers and the fastest config (candidates only, configs that failed left
-    out), the best quality where it is established, and what failed."""
+    gates say, the frontiers (over the configs safe here where the summary carries verdicts:
+    ``charts.with_verdicts``) and the fastest config (candidates only, configs that failed left out),
+    the best quality where it is established with its own seed count, and what failed."""
     rules = _rules(rules)
     m = summary[summary["seed"] == "mean"]
     q = m["quality_name"].iloc[0] or "quality"
@@ -276,11 +282,12 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
     note = m["note"].iloc[0]
     if isinstance(note, str) and note:
         lines.append(f"- {note}.")
+    who = "config shown safe here" if "verdict" in m else "healthy config"
     for col, what in (("pareto_throughput", "throughput-quality"), ("pareto_memory", "memory-quality")):
         front = m.loc[m[col].fillna(False).astype(bool), "config"].tolist()
         lines.append(f"- {what} Pareto frontier: "
-                     + (", ".join(front) or "none (no healthy config)" if est else
-                        "none: quality not established on this scenario") + ".")
+                     + (", ".join(front) or f"none (no {who}{' with a measured speed' if col == 'pareto_throughput' else ''})"
+                        if est else "none: quality not established on this scenario") + ".")
     ok = m[~m["excluded"].fillna(False).astype(bool)]
     if "role" in ok:  # a control or ablation is never named the fastest or the best
         ok = ok[ok["role"].fillna("candidate").eq("candidate")]
@@ -294,14 +301,20 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
             continue
         top = r[r[f"rank_{metric}"] == r[f"rank_{metric}"].min()]
         rel = top[f"{metric}_rel"].iloc[0]
-        text = f"- {what}: {', '.join(top['config'])}" + (f" ({rel:.3g}x fp32_baseline)" if pd.notna(rel) else "")
-        if metric == "throughput" and not est:
+        if metric == "quality":  # a ratio of losses or F1s reads as "1x": the change in %
+            text = (f"- best quality: {', '.join(top['config'])} ({_seeds(int(top['n_healthy'].min()))}"
+                    + (f"; {(rel - 1) * 100:+.2f}% vs fp32_baseline" if pd.notna(rel) else "") + ")")
+            few = r[r["n_healthy"] < rules.min_seeds]
+            if len(few):
+                text += ("; too few seeds to tell whether these are within seed noise of it (needs >= "
+                         f"{rules.min_seeds}): " + ", ".join(f"{c} ({_seeds(int(n))})"
+                                                            for c, n in zip(few["config"], few["n_healthy"])))
+        elif not est:
             text = (f"- highest throughput measured: {', '.join(top['config'])}"
                     + (f" ({rel:.3g}x fp32_baseline)" if pd.notna(rel) else "")
                     + "; not named fastest: quality is not established, so whether it trains is unknown")
-        if metric == "quality" and r["n_healthy"].min() < rules.min_seeds:
-            text += (f"; {_seeds(int(r['n_healthy'].min()))}: cannot tell whether the others are within seed "
-                     f"noise of it (needs >= {rules.min_seeds} seeds per config)")
+        else:
+            text = f"- fastest: {', '.join(top['config'])}" + (f" ({rel:.3g}x fp32_baseline)" if pd.notna(rel) else "")
         lines.append(text + ".")
     out = m[m["excluded"].fillna(False).astype(bool)]
     for why, cfgs in out.groupby("excluded_reason", sort=False)["config"]:
@@ -347,9 +360,3 @@ def seed_series(df: pd.DataFrame, metric: str, oriented: bool = True, runs: pd.S
         if len(v):
             out[(s, c)] = v * (sign(df, metric, s) if oriented else 1)
     return out
-
-
-def seed_values(df: pd.DataFrame, metric: str, oriented: bool = True) -> dict[tuple[str, str], np.ndarray]:
-    """``seed_series`` as arrays (seed order)."""
-    return {k: v.to_numpy(float) for k, v in seed_series(df, metric, oriented).items()}
-

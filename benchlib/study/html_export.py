@@ -1,9 +1,10 @@
 """Static HTML of a study: every executed notebook as a page that reads offline inside the
 study folder (PNG charts inline, progress-bar redraws collapsed; an analysis page links the
-chart files of the study folder it shows rather than repeating them) and an ``index.html`` with
-the overview charts (linked) and every run's status and headline numbers. ``dtype-bench sweep``
-calls ``export_study_html`` after the runs; ``dtype-bench compact`` again on the compacted
-layout (records in ``records.jsonl.gz``, a few example run notebooks, no page per run).
+chart files of the study folder it shows rather than repeating them) and an ``index.html`` that
+reads as the reference reports do: the answer table first, then where each config breaks, speed
+and memory, and the detail (every run with its cell's verdict). ``dtype-bench sweep`` calls
+``export_study_html`` after the runs; ``dtype-bench compact`` again on the compacted layout
+(records in ``records.jsonl.gz``, a few example run notebooks, each with its page).
 """
 from __future__ import annotations
 
@@ -32,10 +33,22 @@ def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts
     _relink_charts(nb, notebook, html)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     html.parent.mkdir(parents=True, exist_ok=True)
-    body = with_alt_text(body, _png_titles(nb))
+    body = with_alt_text(_without_mermaid(body), _png_titles(nb))
     if css_root is not None:
         body = _shared_css(body, css_root, html)
     html.write_text(body)
+
+
+MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded", async \(\) => \{'
+                     r'\s*const diagrams = document\.querySelectorAll\("\.jp-Mermaid.*?</script>\s*', re.S)
+"""nbconvert's loader of Mermaid diagrams (~12 kB in every page): it fetches a script only where a
+page has a diagram."""
+
+
+def _without_mermaid(body: str) -> str:
+    """The page without ``MERMAID`` where it has no Mermaid diagram (none of the study's notebooks has)."""
+    lean = MERMAID.sub("", body, count=1)
+    return body if re.search(r'class="[^"]*\bjp-Mermaid\b', lean) else lean
 
 
 def _shared_css(body: str, css_root: Path, html: Path) -> str:
@@ -193,54 +206,50 @@ def study_overview(study_dir: Path) -> tuple[dict, str]:
 
 
 RUN_PAGES_MAX = 20
-"""A study of more runs gets no HTML page per run: its index links each run's executed notebook
-(which code-hosting sites and JupyterLab render) instead. A page repeats its notebook (~110 kB
-each), and every tracked file travels with each GPU job under a 64 MiB limit: the 26 pages of
-`executed/h200/quick` alone were 2.9 MB. A user's own small sweep still reads page by page."""
+"""A fresh study of more runs gets no HTML page per run (a page repeats its notebook, ~110 kB, and
+every tracked file travels with each GPU job under a 64 MiB limit): its runs link nothing, never
+the notebook's raw JSON. A compacted study keeps a few example run notebooks: each gets its page."""
 
 
 def export_study_html(study_dir: Path, items: list | None = None, analysis: list[Path] | None = None,
                       overview: bool | dict = True, css_root: Path | None = None, run_pages: bool = True) -> Path:
-    """``<study>/html/``: every executed notebook as a page and ``index.html``, which opens
-    with the study's overview charts (``overview``: True draws them from the records, a dict
-    ``study_overview`` gives them as files, False: none, for a study of arms, whose reading is
-    the scaling notebook), then links the analysis and every run (its page; above
-    ``RUN_PAGES_MAX`` runs or without ``run_pages``, its notebook where there is one). ``items``
-    (each with ``run_id``, ``notebook``, ``result``): the sweep's runs, by default every record's
-    run; ``analysis``: by default the notebooks in ``<study>/analysis``; ``css_root``: where the
-    pages' shared style sheet goes (default ``html/``)."""
+    """``<study>/html/``: ``index.html``, read as the reference reports read, the answer first
+    (``report.answer_markdown``: scope box and config x scenario table), then where each config
+    breaks, speed and memory, and the detail (flips, the analysis pages, every run with its
+    cell's verdict); a page per analysis notebook and per run notebook (``overview``: True draws
+    the overview charts from the records, a dict ``study_overview`` gives them as files, False:
+    none). A run gets a page where its notebook exists and the study is compacted (its kept
+    examples) or has at most ``RUN_PAGES_MAX`` runs (and ``run_pages``); the others link nothing.
+    ``items`` (each with ``run_id``, ``notebook``, ``result``): by default every record's run;
+    ``analysis``: by default the notebooks in ``<study>/analysis``; ``css_root``: where the pages'
+    shared style sheet goes (default ``html/``)."""
     from benchlib.core.records import RECORDS_TABLE, load_records
     html_dir = study_dir / "html"
     css_root = css_root or html_dir
     records = {Path(r["_path"]).resolve(): r for r in load_records(study_dir)}
     items = record_items(study_dir, records.values()) if items is None else items
     analysis = sorted((study_dir / "analysis").glob("*.ipynb")) if analysis is None else analysis
+    compacted = (study_dir / RECORDS_TABLE).exists()
+    pages = compacted or (run_pages and len(items) <= RUN_PAGES_MAX)
     rows = []
-    pages = run_pages and len(items) <= RUN_PAGES_MAX
     for item in items:
-        rec = records.get(Path(item.result).resolve())
         target = html_dir / item.notebook.relative_to(study_dir).with_suffix(".html")
-        if not pages:
+        if not (pages and item.notebook.exists()):
             target.unlink(missing_ok=True)  # a page from when the study was smaller
-            # a run whose notebook was not kept: its record, where it is a file of its own
-            kept = item.notebook.exists() or not item.result.exists()
-            rows.append((item, rec, item.notebook if kept else item.result))
-            continue
-        if item.notebook.exists() and (not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime):
+        elif not target.exists() or target.stat().st_mtime < item.notebook.stat().st_mtime:
             try:
                 export_html(item.notebook, target, css_root)
             except Exception as e:  # an unreadable half-written notebook: say so, go on
                 print(f"  html export failed for {item.run_id}: {e}", file=sys.stderr)
-        rows.append((item, rec, target))
+        rows.append((item, records.get(Path(item.result).resolve()), target))
     saved = saved_charts(study_dir)
     for nb in analysis:
         export_html(nb, html_dir / "analysis" / nb.with_suffix(".html").name, css_root, saved)
     index = html_dir / "index.html"
     index.parent.mkdir(parents=True, exist_ok=True)
     charts, why = (overview, "") if isinstance(overview, dict) else study_overview(study_dir) if overview else ({}, "")
-    pages = [html_dir / "analysis" / nb.with_suffix(".html").name for nb in analysis]
-    index.write_text(_index_html(study_dir.name, rows, pages, html_dir, _overview_html(charts, why, html_dir),
-                                 compacted=(study_dir / RECORDS_TABLE).exists()))
+    links = [html_dir / "analysis" / nb.with_suffix(".html").name for nb in analysis]
+    index.write_text(_index_html(study_dir, rows, links, _figures(charts, why, html_dir), compacted))
     prune_css(css_root)
     return index
 
@@ -270,66 +279,125 @@ def prune_css(html_dir: Path) -> list[Path]:
     return gone
 
 
-def _overview_html(charts: dict, why: str, html_dir: Path) -> str:
-    """The overview section: each chart linked from its file (SVG where there is one), its title
-    as the image's alternative text."""
+def _figures(charts: dict, why: str, html_dir: Path) -> dict[str, str]:
+    """Each overview chart as a figure linked from its file (SVG where there is one), its title
+    as the image's alternative text, by name; ``_why``: why there are none."""
     from html import escape
     if not charts:
-        return f"<h2>Overview</h2><p>No overview: {escape(why)}</p>" if why else ""
-    figs = []
+        return {"_why": f"<p>No overview charts: {escape(why)}</p>" if why else ""}
+    figs = {}
     for name, (title, files) in charts.items():
         image = next((f for f in sorted(files, key=lambda f: f.suffix != ".svg") if f.suffix in (".svg", ".png")), None)
-        if image is None:
-            continue
-        href = escape(Path(os.path.relpath(image, html_dir)).as_posix())
-        figs.append(f'<figure id="{escape(name)}"><a href="{href}"><img alt="{escape(title)}" src="{href}"></a>'
-                    f"<figcaption>{escape(name.replace('_', ' '))}</figcaption></figure>")
-    return ("<h2>Overview</h2><p>Read these first: quality against throughput per scenario (the recommended "
-            "config ringed), where each configuration breaks, and what flips between tasks. The analysis "
-            "notebooks below have the detail and the evidence.</p>" + "".join(figs))
+        if image is not None:
+            href = escape(Path(os.path.relpath(image, html_dir)).as_posix())
+            figs[name] = (f'<figure id="{escape(name)}"><a href="{href}"><img alt="{escape(title)}" src="{href}"></a>'
+                          f"<figcaption>{escape(name.replace('_', ' '))}</figcaption></figure>")
+    return figs
 
 
-def _index_html(name: str, rows: list, analysis: list[Path], html_dir: Path, overview: str = "",
-                compacted: bool = False) -> str:
+def _markdown(lines: list[str]) -> str:
+    """Markdown as HTML (nbconvert's own renderer), each answer cell marked with its verdict's
+    colour."""
+    import mistune
+    body = mistune.create_markdown(escape=False, plugins=["table"])("\n".join(lines))
+    return re.sub(r"<td><strong>(\w[\w ]*)", lambda m: f'<td class="v-{m.group(1).replace(" ", "-")}"><strong>'
+                  f"{m.group(1)}", body)
+
+
+def _answer_html(study_dir: Path, figures: dict) -> tuple[str, str]:
+    """The answer section (``report.answer_markdown``: the answer table with id ``answer``) and
+    the speed-and-memory section (absolute speed, the study's speed chart or, where its speed
+    comes from the speed study beside it, a link to that study's report), or why there is none."""
     from html import escape
+
+    from benchlib.analysis.report import answer_markdown
+    try:
+        answer, absolute, speed = answer_markdown(study_dir)
+    except (FileNotFoundError, ValueError, KeyError) as e:  # no comparison, or one without per-cell verdicts
+        return f"<p>No answer table: {escape(str(e))}</p>", figures.get("quality_vs_throughput", "")
+    body = _markdown(answer).replace("<table>", '<table id="answer">', 1)
+    rest = _markdown(absolute)
+    if speed is not None and speed != study_dir:
+        report = Path(os.path.relpath(speed / "html" / "index.html", study_dir / "html")).as_posix()
+        rest += f'<p>Speed and memory of every run: <a href="{escape(report)}">the report of {escape(speed.name)}</a>.</p>'
+    else:
+        rest += figures.get("quality_vs_throughput", "")
+    return body, rest
+
+
+def _verdicts(study_dir: Path) -> tuple[dict, dict]:
+    """From the study's ``comparison.json`` (the Findings' source): (scenario, config) -> the
+    answer table's mark of its verdict, and run id -> (health, reason) of each run that is not
+    healthy; empty where there is no comparison."""
+    import json
+
+    from benchlib.analysis.answer import mark
+    path = study_dir / "comparison" / "comparison.json"
+    comp = json.loads(path.read_text()) if path.is_file() else {}
+    marks = {(r["scenario"], r["config"]): mark(r["verdict"], str(r.get("reason") or ""))
+             for r in comp.get("recommendation_evidence", []) if "verdict" in r}
+    health = {r["run_id"]: (r["health"], r.get("health_reason") or "") for r in comp.get("health", {}).get("not_ok", [])}
+    return marks, health
+
+
+def _style() -> str:
+    from benchlib.analysis.charts import VERDICT  # altair: only where an index is written
+    return ("body{font-family:sans-serif;margin:2em;max-width:110em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}th{background:#eee}"
+            "blockquote{border-left:4px solid #ccc;margin:1em 0;padding:0 1em}figure{margin:1em 0}"
+            "figure img{max-width:100%}figcaption{color:#555;font-size:90%}"
+            + "".join(f"td.v-{v.replace(' ', '-')}{{border-left:6px solid {c}}}" for v, c in VERDICT.items()))
+
+
+def _index_html(study_dir: Path, rows: list, analysis: list[Path], figures: dict, compacted: bool = False) -> str:
+    from html import escape
+    html_dir = study_dir / "html"
+    marks, health = _verdicts(study_dir)
     trs = []
     for item, rec, target in rows:
         if rec is not None:
             m = rec["metrics"]
             shared = shared_gpu(rec)  # timed against its neighbours on the GPU: no speed of its own
-            cells = [rec["status"], fmt(m.get("quality")), m.get("quality_name", ""), baseline_cell(m),
+            verdict = marks.get((rec.get("scenario"), rec.get("config")), "")
+            state, why = health.get(item.run_id, (rec["status"], rec.get("reason")))
+            cells = [state, fmt(m.get("quality")), m.get("quality_name", ""), baseline_cell(m),
                      fmt(None if shared else m.get("throughput")),
                      "(shared GPU)" if shared else m.get("throughput_unit", ""), fmt(m.get("memory")),
-                     last_line(rec.get("reason"))[:120]]
+                     last_line(why)[:120]]
         else:
-            cells = ["no record", "", "", "", "", "", "", ""]
+            verdict, cells = "", ["no record", "", "", "", "", "", "", ""]
         link = (f'<a href="{escape(os.path.relpath(target, html_dir))}">{escape(item.run_id)}</a>'
-                if target is not None and target.exists() else escape(item.run_id))
-        trs.append("<tr><td>" + link + "</td>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+                if target.exists() else escape(item.run_id))
+        kind = verdict.split("(")[0].replace(" ", "-")
+        trs.append("<tr><td>" + link + f'</td><td class="v-{kind}">{escape(verdict)}</td>'
+                   + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     links = "".join(f'<li><a href="{escape(str(a.relative_to(html_dir)))}">{escape(a.stem)}</a></li>'
                     for a in analysis if a.exists())
+    n_pages = sum(t.exists() for _, _, t in rows)
     if compacted:
         intro = ("The study as committed (<code>dtype-bench compact</code>): every run's record is a line of "
-                 "<code>records.jsonl.gz</code>, its step log rows of <code>steps.parquet</code>; a few runs keep "
-                 "their executed notebook as examples (linked below).")
+                 "<code>records.jsonl.gz</code>, its step log rows of <code>steps.parquet</code>; "
+                 f"{n_pages} example run(s) keep their executed notebook, linked below as a page.")
     else:
-        pages_note = ("" if all(t.suffix == ".html" for _, _, t in rows) else
-                      f" (more than {RUN_PAGES_MAX} runs: each links its .ipynb, which code-hosting sites and "
-                      f"JupyterLab render, rather than an HTML page of its own"
-                      + ("; a run whose notebook was not kept links its record"
-                         if any(t.suffix == ".json" for _, _, t in rows) else "") + ")")
-        intro = (f"Every run's executed notebook{pages_note}; records in "
-                 "<code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>.")
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(name)}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}th{{background:#eee}}
-figure{{margin:1em 0}}figure img{{max-width:100%}}figcaption{{color:#555;font-size:90%}}</style></head><body>
-<h1>Study {escape(name)}</h1><p>{intro}</p>
-{overview}
-{'<h2>Analysis</h2><ul>' + links + '</ul>' if links else ''}
-<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>quality</th><th>metric</th><th>trivial baseline</th>
-<th>throughput</th><th>unit</th>
-<th>memory GiB</th><th>reason</th></tr>{''.join(trs)}</table></body></html>"""
+        intro = ("Every run's executed notebook is linked as a page" if n_pages == len(rows) else
+                 f"{n_pages} of {len(rows)} runs have a page (more than {RUN_PAGES_MAX} runs: no page per run)") + \
+                "; records in <code>runs/&lt;scenario&gt;/&lt;config&gt;/seed&lt;k&gt;/result.json</code>."
+    answer, speed = _answer_html(study_dir, figures)
+    where = figures.get("where_configs_break", "")
+    if "quality_vs_throughput" in figures and figures["quality_vs_throughput"] not in speed:
+        where += figures["quality_vs_throughput"]  # quality per config, where the runs timed nothing
+    rest = "".join(f for n, f in figures.items() if n not in ("where_configs_break", "quality_vs_throughput"))
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>dtype-bench: {escape(study_dir.name)}</title>
+<style>{_style()}</style></head><body>
+<h1>Study {escape(study_dir.name)}</h1>
+<h2>Answer</h2>{answer}
+<h2>Where each config breaks</h2>{where or "<p>No chart.</p>"}
+<h2>Speed and memory</h2>{speed or "<p>No chart.</p>"}
+<h2>Detail</h2><p>{intro}</p>{rest}
+{'<h3>Analysis</h3><ul>' + links + '</ul>' if links else ''}
+<h3>Runs</h3><p>verdict: the comparison's for the run's (scenario, config), as in the answer; health: the run's own.</p>
+<table><tr><th>run</th><th>verdict</th><th>health</th><th>quality</th><th>metric</th><th>trivial baseline</th>
+<th>throughput</th><th>unit</th><th>memory GiB</th><th>reason</th></tr>{''.join(trs)}</table></body></html>"""
 
 
 def baseline_cell(m: dict) -> str:
