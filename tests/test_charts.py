@@ -588,3 +588,17 @@ def test_the_best_quality_sentence_counts_the_best_configs_own_seeds():
     assert best.startswith("- best quality: amp_bf16 (7 seeds;")
     assert best.endswith("too few seeds to tell whether these are within seed noise of it "
                          f"(needs >= {Rules().min_seeds}): bf16_pure (one seed).")
+
+
+def test_svg_geometry_is_kept_to_a_tenth_of_a_pixel_and_text_untouched():
+    import xml.etree.ElementTree as ET
+    from benchlib.analysis.charts import compact_svg
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg"><g transform="translate(10.2571,3.5)">'
+           '<path d="M12.3456,-7.891L3,4.55Z"/><text x="10.126" y="2">0.00251</text></g></svg>')
+    out = compact_svg(svg)
+    root = ET.fromstring(out)  # still well-formed
+    ns = "{http://www.w3.org/2000/svg}"
+    assert root.find(f"{ns}g").get("transform") == "translate(10.2,3.5)"
+    assert root.find(f"{ns}g/{ns}path").get("d") == "M12.3,-7.8L3,4.5Z"
+    text = root.find(f"{ns}g/{ns}text")
+    assert text.text == "0.00251" and text.get("x") == "10.1"
