@@ -30,7 +30,7 @@ OPTIMIZER_MARKS_PER_WINDOW = 256
 
 STEPS_SHARE_TARGET = 0.7
 """The reference study's efficiency target: at least 70% of its GPU time in training steps
-(the sweep's print, ``dtype-bench overhead``)."""
+(the sweep's print, ``benchlib.analysis.overhead``)."""
 
 from benchlib.core.env import EnergyMeter
 
