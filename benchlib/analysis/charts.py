@@ -199,15 +199,10 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     text = [c + (" (recommended)" if rec else "") for c, rec in zip(shown["config"], shown["recommended"])]
     px = (shown[x] - xdom[0]) / (xdom[1] - xdom[0]) * width
     py = (ydom[1] - shown["quality"]) / (ydom[1] - ydom[0]) * height
-    spots = place_labels(px.tolist(), py.tolist(), text, width, height)
     d["label"], d["lx"], d["ly"], d["moved"], d["ax"] = "", np.nan, np.nan, False, np.nan
     rows = d.index[d["shown"]]
     d.loc[rows, "label"] = text
-    def to_x(v): return xdom[0] + v / width * (xdom[1] - xdom[0])
-    d.loc[rows, "lx"] = [to_x(sx) for sx, _, _, _ in spots]
-    d.loc[rows, "ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
-    d.loc[rows, "moved"] = [m for _, _, m, _ in spots]
-    d.loc[rows, "ax"] = [to_x(a) for _, _, _, a in spots]
+    d.loc[rows, ["lx", "ly", "moved", "ax"]] = _label_spots(px, py, text, xdom, ydom, width, height)
     d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
         "config", x, "quality", "frontier", "point", "verdict", "mark", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
         "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved", "ax"]]
@@ -215,23 +210,13 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     xe = alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xt)
     ye = alt.Y("quality:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title=yt)
     base = alt.Chart(d).transform_filter("datum.shown").encode(x=xe, y=ye)
-    kinds = [k for k in SHAPES if k in set(point)]
-    shape = alt.Shape("point:N", title=None, scale=alt.Scale(domain=kinds, range=[SHAPES[k] for k in kinds]))
     tip = ["config:N", alt.Tooltip(f"{x}:Q", format=".4g"), alt.Tooltip("quality:Q", format=".4g"), "n_seeds:Q",
            "excluded_reason:N"]
-    ok_pts = base.transform_filter("!datum.excluded").mark_point(filled=True, size=90).encode(
-        color=_color(d["config"]), shape=shape, tooltip=tip)
-    bad_pts = _failed_points(base, d, shape, tip)
     line = alt.Chart(d[d["frontier"] & d["shown"]].sort_values(x)).mark_line(color="black", strokeDash=[4, 3]).encode(
         x=xe, y=ye, order=alt.Order(f"{x}:Q"))
-    leaders = base.transform_filter("datum.moved").mark_rule(color="#999999", strokeWidth=0.7).encode(
-        x2="ax:Q", y2="ly:Q")
-    labels = base.mark_text(align="left", baseline="middle", fontSize=10).encode(
-        x="lx:Q", y="ly:Q", text="label:N",
-        color=alt.condition("datum.excluded", alt.value(FAILED_GREY), alt.value("#333333")))
     ring = base.transform_filter("datum.recommended").mark_point(size=380, filled=False, color="black",
                                                                  strokeWidth=2)
-    layers = [line, leaders, ok_pts, bad_pts, labels, ring]
+    layers = [*_point_layers(base, d, line, tip, "label:N"), ring]
     if errors and (d["n_seeds"] >= 2).any():
         bars = base.transform_filter("datum.n_seeds >= 2")
         layers += [bars.mark_errorbar().encode(x=alt.X("xlo:Q", title=xt), x2="xhi:Q"),
@@ -241,6 +226,29 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     if recommended and not d["recommended"].any():
         notes.append(f"recommended config {recommended} has no point here")
     return alt.layer(*layers).properties(width=width, height=height), notes
+
+
+def _label_spots(px: pd.Series, py: pd.Series, text: list, xdom, ydom, width: int, height: int) -> list[tuple]:
+    """(label x, label y, moved, leader x) in data units per point, placed apart in pixels
+    (``placement.place_labels``) from the points' pixel positions ``px``, ``py``."""
+    def to_x(v): return xdom[0] + v / width * (xdom[1] - xdom[0])
+    return [(to_x(sx), ydom[1] - sy / height * (ydom[1] - ydom[0]), m, to_x(a))
+            for sx, sy, m, a in place_labels(px.tolist(), py.tolist(), list(text), width, height)]
+
+
+def _point_layers(base: alt.Chart, d: pd.DataFrame, line: alt.Chart, tip: list, text: str) -> list:
+    """A frontier panel's frontier ``line``, label leaders, healthy points (shape: ``d["point"]``),
+    failed points and labels (field ``text``), in drawing order."""
+    kinds = [k for k in SHAPES if k in set(d["point"])]
+    shape = alt.Shape("point:N", title=None, scale=alt.Scale(domain=kinds, range=[SHAPES[k] for k in kinds]))
+    pts = base.transform_filter("!datum.excluded").mark_point(filled=True, size=90).encode(
+        color=_color(d["config"]), shape=shape, tooltip=tip)
+    leaders = base.transform_filter("datum.moved").mark_rule(color="#999999", strokeWidth=0.7).encode(
+        x2="ax:Q", y2="ly:Q")
+    labels = base.mark_text(align="left", baseline="middle", fontSize=10).encode(
+        x="lx:Q", y="ly:Q", text=text,
+        color=alt.condition("datum.excluded", alt.value(FAILED_GREY), alt.value("#333333")))
+    return [line, leaders, pts, _failed_points(base, d, shape, tip), labels]
 
 
 def _failed_points(base: alt.Chart, d: pd.DataFrame, shape, tip: list) -> alt.Chart:
@@ -342,11 +350,7 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
     xdom, ydom = padded_domain(d["throughput"]), padded_domain(d["memory"])
     px = (d["throughput"] - xdom[0]) / (xdom[1] - xdom[0]) * width
     py = (ydom[1] - d["memory"]) / (ydom[1] - ydom[0]) * height
-    spots = place_labels(px.tolist(), py.tolist(), d["config"].tolist(), width, height)
-    d["lx"] = [xdom[0] + sx / width * (xdom[1] - xdom[0]) for sx, _, _, _ in spots]
-    d["ly"] = [ydom[1] - sy / height * (ydom[1] - ydom[0]) for _, sy, _, _ in spots]
-    d["moved"] = [m for _, _, m, _ in spots]
-    d["ax"] = [xdom[0] + a / width * (xdom[1] - xdom[0]) for _, _, _, a in spots]
+    d["lx"], d["ly"], d["moved"], d["ax"] = zip(*_label_spots(px, py, d["config"], xdom, ydom, width, height))
     d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
         "config", "throughput", "memory", "point", "verdict", "mark", "excluded", "excluded_reason", "n_seeds", "lx", "ly",
         "moved", "ax"]]
@@ -354,26 +358,16 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
                title=f"throughput ({_unit(summary, 'throughput')})")
     ye = alt.Y("memory:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title="peak memory (GiB, lower is better)")
     base = alt.Chart(d).encode(x=xe, y=ye)
-    kinds = [k for k in SHAPES if k in set(d["point"])]
-    shape = alt.Shape("point:N", title=None, scale=alt.Scale(domain=kinds, range=[SHAPES[k] for k in kinds]))
     tip = ["config:N", alt.Tooltip("throughput:Q", format=",.0f"), alt.Tooltip("memory:Q", format=".3g"),
            "n_seeds:Q", "excluded_reason:N"]
-    pts = base.transform_filter("!datum.excluded").mark_point(filled=True, size=90).encode(
-        color=_color(d["config"]), shape=shape, tooltip=tip)
-    bad = _failed_points(base, d, shape, tip)
     line = alt.Chart(d[d["point"] == "frontier"].sort_values("throughput")).mark_line(
         color="black", strokeDash=[4, 3]).encode(x=xe, y=ye)
-    leaders = base.transform_filter("datum.moved").mark_rule(color="#999999", strokeWidth=0.7).encode(
-        x2="ax:Q", y2="ly:Q")
-    labels = base.mark_text(align="left", baseline="middle", fontSize=10).encode(
-        x="lx:Q", y="ly:Q", text="config:N",
-        color=alt.condition("datum.excluded", alt.value(FAILED_GREY), alt.value("#333333")))
     one = (d["n_seeds"] < 2).all()
     safe = "verdict" in summary  # frontier of the configs shown safe here only
     sub = ["quality not judged here; hollow crosses: a failed run" + ("; one seed per config" if one else ""),
            "diamonds: frontier (none faster and leaner" + (", of the configs shown safe here)" if safe else ")"),
            *(["no frontier: no config is shown safe here"] if safe and not front.any() else [])]
-    return alt.layer(line, leaders, pts, bad, labels).properties(width=width, height=height, title=alt.Title(
+    return alt.layer(*_point_layers(base, d, line, tip, "config:N")).properties(width=width, height=height, title=alt.Title(
         title, subtitle=sub, anchor="start", fontSize=12))
 
 
