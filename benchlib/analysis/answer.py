@@ -1,13 +1,9 @@
 """The answer a practitioner reads first: a config x scenario table of verdict, speed, memory and
-quality (``answer_table``), the scope it holds for (``scope_box``) and the absolute speed of the
-configs it is measured against (``absolute_table``), built from a quality study's
-``comparison.json`` and a speed study's ``config_stats.csv`` and records; ``study_answer``: the
-same for one study that is both, as the sweep prints it last.
-
-One status vocabulary: a cell's mark is the comparison's own verdict for that (scenario, config)
-(``safety.safety``, stored as ``recommendation_evidence``), the same source the Findings and the
-report's charts take it from (``verdicts``). Only candidate configs are rows; controls and
-ablations are judged but never offered as an answer (``controls_line`` says where they break).
+quality (``answer_table``), its scope (``scope_box``) and the absolute speed behind it
+(``absolute_table``), from a quality study's ``comparison.json`` and a speed study's
+``config_stats.csv``; ``study_answer``: the same for one study, as the sweep prints it last. A
+cell's mark is the comparison's own verdict (``safety.safety``); only candidate configs are rows
+(``controls_line`` says where the controls and ablations break).
 """
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""Altair charts of the analysis tables (seed 000's visualisations).
-
-One chart per function; each takes a tidy, already aggregated frame from ``analysis`` (a
-summary, ``loss_curves``, ``config_stats``) and returns a chart. ``save`` writes PNG/SVG through
-vl-convert (no network); ``show`` displays a chart that is interactive in JupyterLab and falls
-back to the PNG in GitHub, nbconvert HTML and other viewers without JavaScript.
-
-The charts follow the evidence gates of ``analysis``: configs with an unhealthy run (diverged,
-degraded, stalled) are drawn apart and are never on a frontier, and where a scenario's quality
-is not established no frontier is drawn and the title says so.
+"""Altair charts of the analysis tables (seed 000's visualisations): one function per chart, each
+taking a tidy, aggregated frame (a summary, ``loss_curves``, ``config_stats``). ``save`` writes
+SVG/PNG through vl-convert (offline); ``show`` displays a chart interactively in JupyterLab with a
+static image for viewers without JavaScript. Configs with an unhealthy run are drawn apart and
+never on a frontier; where a scenario's quality is not established no frontier is drawn and the
+title says so.
 """
 from __future__ import annotations
 

@@ -1,29 +1,13 @@
 """Evidence gates (``apply_gates``, run by ``tables.study_frame``), so that the analysis does not
-speak where the evidence cannot discriminate:
-
-- *Effective quality* (``quality_metrics``): where a multi-label scenario's micro-F1 is
-  degenerate (0 in every run, or equal for every config) ``quality`` is P@1 (else val loss)
-  for every downstream use; the record's own headline stays in ``quality_record``.
-- *Learned* per run (``run_learning``): the share of the gap between the trivial baseline and
-  the learned metric's floor that the run closed (``quality/gap_closed``, or from
-  ``baseline/<metric>`` and ``quality/floor`` / ``quality/loss_floor`` for older records);
-  where no floor is known, the share of the gap to the metric's ideal value. A run learned when
-  it beat the baseline (``quality/beats_baseline``) and closed ``Rules.min_gap_closed`` (with a
-  floor) or ``Rules.min_gain_without_floor`` (without); an ok run that did not is ``stalled``.
-- *Learned* per scenario (``learned_scenarios``): every finished run of its reference config
-  (``Rules.reference_configs``) learned. Not learned, or unknown (records without a trivial
-  baseline), its quality enters no rank, flip, verdict, safety label or recommendation, and no
-  divergence verdict reads it; its throughput and memory are still reported.
-- *Told apart* (``reliability``): the rank reliability of the scenario's candidate configs across
-  seeds (``stats.rank_reliability``) reaches ``Rules.min_rank_reliability``; below it the
-  scenario's quality enters no rank, flip, verdict or recommendation either.
-- *Degraded against the reference* (``contrasts.reference_contrasts``): in a scenario whose
-  quality is established, a config whose paired gap to the reference is beyond seed noise and
-  the minimum effect; its runs' ``health`` is ``degraded`` (never safe, fastest or on a frontier;
-  their quality still counts for ranks: the gap is what they measure).
-
-``health`` / ``health_reason`` per run: the record's status, ``stalled`` as above, ``degraded``
-as above. Which runs count: ``speed_runs``, ``quality_runs``, ``healthy_runs``.
+speak where the evidence cannot discriminate. Per scenario: its effective quality
+(``quality_metrics``: P@1, else val loss, where a multi-label micro-F1 is degenerate), whether it
+learned (``learned_scenarios``: every finished reference run learned, ``run_learning``), and
+whether its configs can be told apart (``reliability``); a scenario failing either enters no
+quality rank, flip, verdict, safety label or recommendation, and its throughput and memory are
+still reported. Per run: ``health`` / ``health_reason`` (the record's status, ``stalled`` where
+it did not learn, ``degraded`` against the reference by ``contrasts.reference_contrasts``: never
+safe, fastest or on a frontier, its quality still counted). Which runs count: ``speed_runs``,
+``quality_runs``, ``healthy_runs``.
 """
 from __future__ import annotations
 

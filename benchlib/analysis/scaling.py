@@ -2,17 +2,10 @@
 
     dtype-bench scaling executed/scaling [--baseline ddp_fp32] [--out DIR]
 
-The runs come from a study file with ``arms:`` (``params/scaling.yaml``, ``fsdp.yaml``),
-run by ``dtype-bench sweep`` like any study. This module reads every ``result.json`` and its
-``rank{r}.jsonl`` under a folder:
-
-* seed 003: per timed window, time averaged over ranks and tokens/s **summed** over ranks;
-  the first window excluded; mean +- std over windows (``aggregate_windows``);
-* speed-up and efficiency of N devices against 1 device of the same strategy (else against
-  ``single``), memory per device (``scaling_table``);
-* seed 004's summary: median tokens/s, final and best training loss, speed-up and loss
-  difference against the ``ddp_fp32`` arm (``baseline_summary`` -> ``summary.json``);
-* bar charts with error bars (``charts``), written as SVG (``charts.FORMATS``).
+Reads every ``result.json`` and its ``rank{r}.jsonl`` under a folder (a study with ``arms:``,
+e.g. ``params/scaling.yaml``): seed 003's per-window throughput (``throughput_table``), speed-up
+and efficiency of N devices against 1 (``scaling_table``), seed 004's summary against the
+``ddp_fp32`` arm (``baseline_summary`` -> ``summary.json``) and bar charts (``charts``).
 """
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
 """A study's result records -> tables (seed 000's analysis plan).
 
-Stage 1, per experiment (scenario): ``summarize`` (the summary CSV: a row per seed and a
-``mean`` row per config, relative to ``fp32_baseline``, ranks, Pareto frontiers) and
-``loss_curves``. Stage 2, across experiments: ``config_stats`` (one tidy table of means, ranks
-and gains vs fp32), ``rank_correlations`` (Spearman, scipy) and ``group_ranks``, assembled
-with the flips (``flips``), verdicts (``hypotheses``) and recommendations (``recommend``) into
-``comparison.json`` by ``report.compare``. Charts are in ``charts``; the decision rules and the
-resampling in ``stats``.
-
-Loading (``study_frame``) names every run by its configuration's numeric definition
-(``identity``) and applies the evidence gates (``gates``: learned by gap closed, configs told
-apart, degraded against the reference, health per run). Which runs count (``speed_runs``,
-``quality_runs``, ``healthy_runs``): throughput and memory from every run that finished
-(``ok``, ``degraded``, ``stalled``); quality from ok runs of established scenarios that did not
-stall, degraded-vs-reference ones included (their gap is what ranks, flips and verdicts
-measure); safety, "fastest" and Pareto frontiers only from candidate configs whose every run is
-healthy. ``diverged`` runs count for stability and are marked on curves; other statuses are
-counted. Writing the files and the CLI (``dtype-bench analyze`` / ``compare``) are in ``report``.
+Stage 1, per experiment (scenario): ``summarize`` (a row per seed and a ``mean`` row per config,
+relative to ``fp32_baseline``, ranks, Pareto frontiers) and ``loss_curves``. Stage 2:
+``config_stats``, ``rank_correlations`` and ``group_ranks`` (``ranks``), assembled into
+``comparison.json`` by ``report.compare``. Loading (``study_frame``) names every run by its
+numeric definition (``identity``) and applies the evidence gates (``gates``, which also says
+which runs count for speed, quality and safety).
 """
 from __future__ import annotations
 
