@@ -651,10 +651,8 @@ def compact_svg(svg: str) -> str:
 
 
 FORMATS = ("svg",)
-"""The chart files an analysis writes by default. SVG only: on the reference study's charts
-an SVG was 2-10x smaller than the PNG at scale 1 (1.6 MB of PNG against 0.7 MB of SVG for
-three scenarios), it stays sharp at any zoom, and code-hosting sites, browsers and JupyterLab
-show it. ``--formats png,svg`` writes PNGs too (slides, tools without SVG)."""
+"""The chart files an analysis writes by default: SVG only (2-10x smaller than PNG on the
+reference study's charts, sharp at any zoom); ``--formats png,svg`` writes PNGs too."""
 
 
 def save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = FORMATS,
@@ -720,11 +718,9 @@ class Shown:
 
 
 STATIC_CHARTS_ENV = "DTYPE_BENCH_STATIC_CHARTS"
-"""Set to 1 by ``dtype-bench sweep`` for every notebook it executes (runs and analysis): their
-charts are then the static image only. A study commits hundreds of run notebooks, and each
-spec copies its data (a run's steps.jsonl; the reference study's analysis notebook held 1.7 MB
-of specs beside 1.2 MB of the same charts as SVG). A notebook run by hand or by plain papermill
-keeps the interactive chart."""
+"""Set to 1 by ``dtype-bench sweep`` for every notebook it executes: their charts are then the
+static image only (each spec copies its data, and a study commits hundreds of notebooks). A
+notebook run by hand or by plain papermill keeps the interactive chart."""
 
 
 def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None, static: str = "png",

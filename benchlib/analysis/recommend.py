@@ -11,6 +11,8 @@ scenario whose quality is established (``gates``).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -63,13 +65,8 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     mine = saf[saf["config"].isin(cand)]
     safe = {c: set(g.loc[g["safe"].eq(True), "scenario"]) for c, g in mine.groupby("config")}
     unsafe = {c: set(g.loc[g["safe"].eq(False), "scenario"]) for c, g in mine.groupby("config")}
-
-    def speed_order(cs, on=None):
-        return _speed_order(piv, cs, on, alias)
-
-    def numbers(c, on):
-        return _numbers(piv, c, on)
-
+    speed_order = functools.partial(_speed_order, piv, alias=alias)  # (configs, on=None): fastest first
+    numbers = functools.partial(_numbers, piv)  # (config, on): speed and memory vs fp32 in words
     untested = mine[mine["safe"].isna() & mine["scenario"].isin(est)]
     short = (f"{len(untested)} of {int(mine['scenario'].isin(est).sum())} (scenario, candidate) cells are not shown "
              f"safe ({', '.join(f'{n} {v}' for v, n in untested['verdict'].value_counts().items())}: too few seeds, or "
