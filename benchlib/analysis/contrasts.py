@@ -90,11 +90,9 @@ def _verdict(r: pd.Series, rules: Rules) -> tuple[str, str]:
     how = (f"paired over {int(r['n_paired'])} seeds" if r["paired"] else
            f"unpaired: {int(r['n_config'])} and {int(r['n_reference'])} seeds, {int(r['n_paired'])} shared")
     side = "worse than" if gap >= 0 else "better than"
+    exact = f", exact sign-flip p {r['p_exact']:.2g}" if r["paired"] else ""
     text = (f"{abs(gap):.2f}% {side} the reference {r['reference']} (CI of the gap [{lo:.2f}, {hi:.2f}]%, {how}; "
-            f"{rules.multitest} p {r['p_adj']:.2g}, exact sign-flip p {r['p_exact']:.2g})"
-            if r["paired"] else
-            f"{abs(gap):.2f}% {side} the reference {r['reference']} (CI of the gap [{lo:.2f}, {hi:.2f}]%, {how}; "
-            f"{rules.multitest} p {r['p_adj']:.2g})")
+            f"{rules.multitest} p {r['p_adj']:.2g}{exact})")
     beyond = r["p_adj"] < 1 - rules.conf
     if beyond and gap > m:
         return "degraded", f"{text}: beyond seed noise and the {m:g}% minimum effect"
