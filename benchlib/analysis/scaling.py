@@ -34,9 +34,7 @@ RUN_KEYS = ["scenario", "config", "strategy", "activation_checkpointing", "limit
 levers that differ from their defaults, "" for none)."""
 LEVERS = ("bucket_cap_mb", "static_graph", "reshard", "prefetch", "mp", "compile_unit", "optimize_ddp")
 
-# =======================================================================================
-# Loading records and per-rank windows
-# =======================================================================================
+# ---- Loading records and per-rank windows ----------------------------------------------------
 def load_runs(root: str | Path):
     """One row per record under ``root`` with its arm, strategy, world size and dist/ metrics."""
     from benchlib.core.records import load_records, records_frame
@@ -98,9 +96,7 @@ def losses(path: str | Path) -> list[float]:
     return [r["loss"] for r in read_steps(f) if "loss" in r] if f else []
 
 
-# =======================================================================================
-# Tables
-# =======================================================================================
+# ---- Tables ----------------------------------------------------------------------------------
 def throughput_table(windows) -> "pd.DataFrame":  # noqa: F821
     """Per arm: training time per window and tokens/s, seed 003's way (per window, time averaged
     and tokens/s summed over ranks; each run's first window left out where it has two or more),
@@ -208,9 +204,7 @@ def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
     return {"baseline": base_name, "experiments": out}
 
 
-# =======================================================================================
-# Charts (Altair; saved as PNG and SVG through vl-convert)
-# =======================================================================================
+# ---- Charts (Altair; written through charts.save) --------------------------------------------
 def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str = "arm",
               color: str = "strategy", rules: list[float] = ()):
     """One bar per row of a tidy table, +-1 std error bars, an optional target line."""
@@ -264,9 +258,7 @@ def charts(seed003, scaling, summary: dict) -> dict:
     return out
 
 
-# =======================================================================================
-# The whole analysis
-# =======================================================================================
+# ---- The whole analysis ----------------------------------------------------------------------
 @dataclass
 class Scaling:
     runs: Any
