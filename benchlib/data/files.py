@@ -17,19 +17,13 @@ Real-data rules (all deterministic):
       vocabulary exceeds 65536) memmap cached under ``cache_dir/tokens``; validation is the
       validation files, else the last 5% of the tokens (at least one window, at most 4M
       tokens); its pool holds up to 1024 windows drawn at random from all of it.
-    * Classification: the data set's validation split (else test), a ``split`` field
-      (train / validation|val|valid|dev / test), split-named files in a folder, or else a
-      seeded random 10% of the documents (``SPLIT_SEED``). The validation pool is in a seeded
-      random order, so an evaluation of its first k documents is a uniform sample of the
-      split. Files are checked line by line first (``checks``). String labels get ids
-      from the sorted training label vocabulary (validation labels unseen in training are
-      dropped and counted); int labels
-      are used as ids. Single-label target = the document's label most frequent in the
-      training set, ties -> lowest id (the same rule as the synthetic corpus).
-    * Tokenizer: ``run.tokenizer`` or ``run.model_name_or_path`` if given, else GPT-2's /
-      RoBERTa's for hub data and, for local data, a byte-level BPE trained on the corpus and
-      cached under ``cache_dir/tokenizers`` keyed by the corpus hash (also the fallback when a
-      given tokenizer cannot be loaded offline for a local corpus).
+    * Classification: the split rule is ``_cls_splits``'s, labels get ids by
+      ``_label_vocabulary`` (validation labels unseen in training are dropped and counted), and
+      the validation pool is in a seeded random order (its first k documents are a uniform
+      sample). Single-label target = the document's label most frequent in the training set,
+      ties -> lowest id (the synthetic corpus's rule).
+    * Tokenizer: as ``_resolve_tokenizer`` says; a trained BPE is cached under
+      ``cache_dir/tokenizers`` keyed by the corpus hash.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Data for the six scenarios: embedded synthetic data (default, no network), the real
 data sets by hub id (OpenWebText, EUR-Lex 57k) and local files of the same schema.
 
-Contract used by train.py:
+Contract used by the training loop:
 
     data = load_task_data(run)          # run: resolved RunConfig
     data.vocab_size, data.num_labels, data.pad_id, data.bos_id, data.mask_id, data.loss_floor
@@ -18,20 +18,9 @@ Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence wi
     multilabel:  {"input_ids", "attention_mask": LongTensor[B,T], "labels": FloatTensor[B,L] multi-hot}
     singlelabel: {"input_ids", "attention_mask", "labels": LongTensor[B]}
 
-``data`` selects the source:
-    "synthetic"  embedded generators (``benchlib.data.synthetic``), seeded by a fixed data seed
-                 so every run of a study sees the same corpus; the LM corpora have an exact
-                 loss floor, the classification corpora exact Bayes floors of P@k, accuracy
-                 and val loss (``TaskData.floors``).
-    "hub"        Skylion007/openwebtext (A, B) or NLP-AUEB/eurlex "eurlex57k" (C-F) through
-                 ``datasets``; no hub access -> one ``DataUnavailableError``.
-    a name       openwebtext, eurlex, ag_news (fancyzhx/ag_news) or imdb (stanfordnlp/imdb):
-                 that hub data set (``files.HUB``); the last two single-label (E, F) only.
-    <path>       A/B: a .txt file (documents = blank-line separated paragraphs), a folder of
-                 .txt files, or .jsonl/.json/.parquet with a ``text`` field. C-F: .jsonl/.json/
-                 .parquet with ``text`` + ``labels`` (strings or ints) or ``label`` (AG News' and
-                 IMDB's schema: one int), or EUR-Lex's own schema
-                 (``title``, ``text``, ``eurovoc_concepts``).
+``data`` selects the source (``RunConfig.data``): "synthetic" (``benchlib.data.synthetic``:
+a fixed data seed, exact loss and metric floors), "hub", a hub data set by name, or a local path
+(``benchlib.data.files``; no hub access -> one ``DataUnavailableError``).
 
 This module holds the contract (``TaskData``, the batch formats, MLM masking), the entry
 point and the synthetic data; the hub and local-file loaders, tokenizers and their caches
