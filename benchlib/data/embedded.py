@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import pickle
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
+from benchlib.core.records import atomic_file
 from benchlib.core.runconfig import RunConfig
 from benchlib.data import synthetic as syn
 from benchlib.data.tasks import (Batch, EVAL_MAX_SEQUENCES, LM_VAL_POOL, MLMMasker, MLM_FLOOR_CPU_BUDGET, MLM_FLOOR_MAX_SEQUENCES, SYNTH_CLS_DOCS, SYNTH_LM_TRAIN_TOKENS, TaskData, VAL_MASK_SEED, assemble, cls_arrays, cls_pool, label_stats, lm_window)
@@ -57,11 +57,8 @@ def _on_disk(name: str, build: Callable[[], Any], *key: Any) -> Any:
             pass
     obj = build()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
+        with atomic_file(path) as tmp, open(tmp, "wb") as f:
             pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache is not an error
     return obj

@@ -50,6 +50,7 @@ from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, data_suff
 from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, VAL_MASK_SEED, BadDataError, DataPathNotFoundError,
                                  DataUnavailableError, TaskData, assemble, cls_arrays, cls_pool, label_stats,
                                  lm_window, MLMMasker)
+from benchlib.core.records import atomic_file
 from benchlib.core.runconfig import RunConfig
 
 OWT_ID = "Skylion007/openwebtext"
@@ -234,7 +235,8 @@ def _bpe_tokenizer(texts: Callable[[], Iterator[list[str]]], corpus_hash: str, v
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                       show_progress=False)
         tok.train_from_iterator(texts(), trainer)
-        _atomic_write(path, tok.to_str().encode())
+        with atomic_file(path) as tmp:
+            tmp.write_bytes(tok.to_str().encode())
     pad, bos, eos, mask = (tok.token_to_id(s) for s in BPE_SPECIALS)
 
     def encode(batch: list[str], max_len: Optional[int] = None) -> list[list[int]]:
@@ -274,13 +276,6 @@ def _cache_dir(run: RunConfig) -> Path:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
@@ -495,23 +490,20 @@ def _token_stream(ds, tok: _Tok, cache_dir: Path, key: str) -> tuple[np.memmap, 
         info = json.loads(info_path.read_text())
         if info["dtype"] == np.dtype(dtype).name and bin_path.stat().st_size == info["n_tokens"] * np.dtype(dtype).itemsize:
             return np.memmap(bin_path, dtype=dtype, mode="r"), {**info, "token_cache": "hit"}
-    bin_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = bin_path.with_name(bin_path.name + f".tmp{os.getpid()}")
     n_tokens = n_docs = 0
     t0 = time.perf_counter()
-    with open(tmp, "wb") as fh:
+    with atomic_file(bin_path) as tmp, open(tmp, "wb") as fh:
         # fast tokenizers encode a batch on all cores, so no worker processes are needed
         for texts in _iter_texts(ds, batch=8192):
             flat = _join_with_eos(tok.encode(texts, None), tok.eos_id, dtype)
             fh.write(flat.tobytes())
             n_tokens, n_docs = n_tokens + len(flat), n_docs + len(texts)
-    if n_tokens == 0:
-        tmp.unlink()
-        raise BadDataError(f"{key}: the corpus holds no text")
-    os.replace(tmp, bin_path)
+        if n_tokens == 0:
+            raise BadDataError(f"{key}: the corpus holds no text")
     info = {"n_tokens": n_tokens, "n_docs": n_docs, "dtype": np.dtype(dtype).name,
             "tokenize_s": round(time.perf_counter() - t0, 2), "token_cache_path": str(bin_path)}
-    _atomic_write(info_path, json.dumps(info).encode())
+    with atomic_file(info_path) as tmp:
+        tmp.write_text(json.dumps(info))
     return np.memmap(bin_path, dtype=dtype, mode="r"), {**info, "token_cache": "built"}
 
 
@@ -682,8 +674,6 @@ def _cached_encoding(path: Path, tok: _Tok, keep: int, T: int, arch: str,
             tokens[i, :len(x)] = x
         out[f"{name}_ids"], out[f"{name}_len"] = assemble(tokens, lengths, T, arch, tok.bos_id,
                                                            tok.eos_id, tok.pad_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
-    np.savez(tmp, **out)
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **out)
     return out, {"token_cache": "built"}
