@@ -47,9 +47,9 @@ import torch
 
 from benchlib.data import synthetic as syn
 from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, data_suffix, label_problem, split_of
-from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, VAL_MASK_SEED, BadDataError, DataPathNotFoundError,
+from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, BadDataError, DataPathNotFoundError,
                                  DataUnavailableError, TaskData, assemble, cls_arrays, cls_pool, label_stats,
-                                 lm_window, MLMMasker)
+                                 lm_pool, lm_window)
 from benchlib.core.records import atomic_file
 from benchlib.core.runconfig import RunConfig
 
@@ -466,12 +466,7 @@ def load_lm(run: RunConfig) -> TaskData:
     n_pool = min(LM_VAL_POOL, n_windows)
     starts = np.random.default_rng(EVAL_SAMPLE_SEED).permutation(n_windows)[:n_pool] * W
     windows = torch.from_numpy(np.asarray(val, dtype=np.int64)[starts[:, None] + np.arange(W)])
-    if task == "clm":
-        pool = {"input_ids": windows[:, :-1].contiguous(), "labels": windows[:, 1:].contiguous()}
-    else:
-        masker = MLMMasker.build(tok.vocab_size, tok.special_ids, tok.mask_id, "cpu")
-        pool = masker(torch.cat([torch.full_like(windows[:, :1], tok.bos_id), windows], 1),
-                      torch.Generator().manual_seed(VAL_MASK_SEED))
+    pool = lm_pool(windows, task, tok.vocab_size, tok.special_ids, tok.mask_id, tok.bos_id)
     meta = {**_data_facts(content_hash, path if local else None), **stream_meta, **_tok_meta(tok), "n_train_tokens": len(train_part), "n_val_tokens": len(val),
             "n_val_sequences": n_pool, "val_rule": val_rule,
             "val_pool": f"{n_pool} of {n_windows} validation windows, drawn at random (seed {EVAL_SAMPLE_SEED})"}

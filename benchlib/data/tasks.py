@@ -162,7 +162,7 @@ class TaskData:
         n_offsets = row_len - W + 1
         gen = torch.Generator(device=device)  # window draws (when resident) and MLM masks
         gen.manual_seed(seed)
-        masker = self._masker(device) if self.task == "mlm" else None
+        masker = MLMMasker.build(self.vocab_size, self.special_ids, self.mask_id, device) if self.task == "mlm" else None
 
         if nbytes_int32(self.train) < DEVICE_RESIDENT_MAX_BYTES:
             store = torch.from_numpy(np.ascontiguousarray(self.train).astype(np.int32)).to(device)
@@ -201,9 +201,6 @@ class TaskData:
             return batch if resident else {k: to_device(v, device) for k, v in batch.items()}
         return next_batch
 
-    def _masker(self, device: torch.device) -> "MLMMasker":
-        return MLMMasker.build(self.vocab_size, self.special_ids, self.mask_id, device)
-
 
 class EvalBatches(list):
     """The evaluation batches (a list) and ``pool_index``: the validation-pool examples they hold,
@@ -235,6 +232,13 @@ def lm_batch(w: torch.Tensor, task: str, bos_id: int, masker, gen) -> Batch:
         return {"input_ids": w[:, :-1].contiguous(), "labels": w[:, 1:].contiguous()}
     x = torch.cat([torch.full_like(w[:, :1], bos_id), w], dim=1)
     return masker(x, gen)
+
+
+def lm_pool(windows: torch.Tensor, task: str, vocab_size: int, special_ids, mask_id, bos_id: int) -> Batch:
+    """The validation pool of LM ``windows`` (``lm_window`` tokens each) in batch format; MLM
+    masks drawn once with ``VAL_MASK_SEED``."""
+    masker = MLMMasker.build(vocab_size, special_ids, mask_id, "cpu") if task == "mlm" else None
+    return lm_batch(windows, task, bos_id, masker, torch.Generator().manual_seed(VAL_MASK_SEED))
 
 
 @dataclass
