@@ -322,8 +322,8 @@ def _other_family(arch: str, task: str, path: str):
     return backbone, head, None, info
 
 
-def autocast_context(device_type: str, dtype: DtypeConfig):
-    """torch.autocast for AMP configs, a null context otherwise (nanoGPT's pattern)."""
-    if dtype.autocast_dtype is None:
+def autocast_context(device_type: str, autocast: str | None):
+    """torch.autocast in ``autocast`` ("bf16" / "fp16"), a null context for None (nanoGPT's pattern)."""
+    if autocast is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type, dtype=TORCH_DTYPES[dtype.autocast_dtype])
+    return torch.autocast(device_type, dtype=TORCH_DTYPES[autocast])
