@@ -17,11 +17,8 @@ Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source, its split 
 labels and where its weights came from), ``pretrained`` (what a run loaded with
 ``model_name_or_path``: ``checkpoints.check_loaded``, with the share of the model loaded), ``checkpoint`` (where
 a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
-``sweep`` (what the sweep added: its timing of the run, the pretrain checkpoint it loaded,
-``runs_per_gpu`` where ``--runs-per-gpu N`` ran up to N runs side by side on its GPU, and for a
-pretrain run made again because its checkpoint did not travel with its record,
-``lost_checkpoints``: the dates of the records whose checkpoint it replaces),
-``backfill`` (``benchlib.host.backfill``: fields added to an old record, and its status before),
+``sweep`` (what the sweep added, from the sidecar: ``SIDECAR``), ``backfill``
+(``benchlib.host.backfill``: fields added to an old record, and its status before),
 ``resumed`` (a run continued from its saved state: ``training.resume``) and ``serve`` (per
 inference mode of ``serve_modes``: the trained model's quality served in that precision, and its
 difference to the run's own evaluation: ``inference.serve_quality``).
@@ -313,7 +310,8 @@ RESULT = "result.json"
 SIDECAR = "sweep.json"
 """Beside a run's ``result.json``: what the sweep or a scheduler says of the run, which
 training's record cannot hold: the ``sweep`` entry (wall time, fixed cost, the job, the
-checkpoint the run loaded), and where the notebook around training failed, the ``status`` and
+checkpoint the run loaded, ``runs_per_gpu`` where runs shared its GPU, and ``lost_checkpoints``
+for a pretrain run made again: the dates of the records whose checkpoint it replaces), and where the notebook around training failed, the ``status`` and
 ``reason`` that say so (``run`` and ``run_reading_was`` where a reading key changed since).
 It names the record it belongs to (``of``: run id and date); ``read_record`` lays its keys
 over that record, so every reader sees one record while ``result.json`` stays as written."""
