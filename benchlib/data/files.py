@@ -105,16 +105,13 @@ PROVENANCE = "provenance.yaml"
 def _offline() -> bool:
     """HF offline mode, read now (datasets reads the variables only at import)."""
     true = {"1", "ON", "YES", "TRUE"}
-    env = any(os.environ.get(k, "").upper() in true for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-    return env or _library_offline()
-
-
-def _library_offline() -> bool:
+    if any(os.environ.get(k, "").upper() in true for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return True
     try:
         import datasets.config
-        return bool(datasets.config.HF_HUB_OFFLINE)
     except ImportError:
         return False
+    return bool(datasets.config.HF_HUB_OFFLINE)
 
 
 @functools.lru_cache(maxsize=1)
