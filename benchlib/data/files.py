@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from benchlib.data import synthetic as syn
-from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, data_suffix, label_problem, split_of
+from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, data_suffix, json_rows, label_problem, split_of
 from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, BadDataError, DataPathNotFoundError,
                                  DataUnavailableError, TaskData, assemble, cls_arrays, cls_pool, label_stats,
                                  lm_pool, lm_window)
@@ -379,16 +379,6 @@ class _JsonRows:
             yield {c: [r.get(c) for r in self.rows[i:i + batch_size]] for c in self.column_names}
 
 
-def _read_json_rows(files: list[str]) -> _JsonRows:
-    import gzip
-    rows = []
-    for f in files:
-        with (gzip.open if str(f).endswith(".gz") else open)(f, "rt", encoding="utf-8") as fh:
-            text = fh.read()
-        rows += json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
-    return _JsonRows(rows)
-
-
 def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConfig):
     """Read local files through ``datasets`` (the same code path as hub data); JSON lines
     without it where it is not installed (``_JsonRows``). Plain text is read one document per
@@ -399,7 +389,8 @@ def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConf
         if builder != "json":
             raise DataUnavailableError(f"cannot read {path}: {builder} files need the datasets package "
                                        f"(pip install datasets), JSON lines do not") from None
-        return {split: _read_json_rows(files) for split, files in data_files.items()}
+        return {split: _JsonRows([row for f in files for _, row in json_rows(Path(f))])
+                for split, files in data_files.items()}
     extra = {"sample_by": "paragraph"} if builder == "text" else {}
     try:
         with _hub_offline(True):  # local files never need the network
