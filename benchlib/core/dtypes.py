@@ -165,8 +165,7 @@ def hash_definition(definition: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def _c(**kw) -> DtypeConfig:
-    return DtypeConfig(**kw)
+_c = DtypeConfig  # a short name for the table below
 
 
 _CONFIGS = [
@@ -181,16 +180,8 @@ _CONFIGS = [
        param_dtype="bf16", update_rounding="stochastic"),
     _c(name="bf16_naive", description="bf16 weights and compute, round-to-nearest update (small updates lost)",
        param_dtype="bf16"),
-    # The fp16-weight family. Each isolates one question (seed 002 defines fp16_naive by its
-    # static scale 1024; seed 001's fp16_naive test is unscaled):
-    #   fp16_naive          fp16 weights, fp32 Adam moments, scale 1024: does loss scaling keep
-    #                       fp16 weights training? (the seeds' question)
-    #   fp16_naive_noscale  the same unscaled: the stability test.
-    #   fp16_fp16_states    what model.half() with torch AdamW does: both moments in fp16 too.
-    #                       Squared gradients under ~6e-8 are stored as 0 and the step is then
-    #                       bounded by eps alone: it fails of second-moment underflow.
-    #   fp16_fp16_states_eps1e4  eps 1e-4 bounds that step: a control for the mechanism.
-    #   fp16_fp16_states_noscale the same unscaled (what fp16_naive_noscale ran before 2026-11-25).
+    # The fp16-weight family, each isolating one question (seed 002 defines fp16_naive by its
+    # static scale 1024; seed 001's fp16_naive test is unscaled); their descriptions say which.
     _c(name="fp16_naive", description="fp16 weights and compute, fp32 Adam moments, static loss scale 1024",
        param_dtype="fp16", exp_avg_dtype="fp32", exp_avg_sq_dtype="fp32", loss_scaling="static",
        loss_scale=1024.0),

@@ -22,16 +22,12 @@ from benchlib.core.dtypes import DtypeConfig, capability_problem
 
 
 def pick_device(choice: str = "auto") -> torch.device:
-    if choice == "auto":
-        if torch.cuda.is_available():
-            # under torchrun each process takes its local rank's GPU
-            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        return torch.device("cpu")
+    """The run's device; under torchrun each process takes its local rank's GPU."""
     if choice == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device='cuda' but no CUDA GPU is visible")
-    if choice == "cuda":
+    if choice in ("auto", "cuda") and torch.cuda.is_available():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    return torch.device(choice)
+    return torch.device("cpu" if choice == "auto" else choice)
 
 
 def device_name(device: torch.device) -> str:

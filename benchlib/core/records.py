@@ -17,11 +17,8 @@ Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source, its split 
 labels and where its weights came from), ``pretrained`` (what a run loaded with
 ``model_name_or_path``: ``checkpoints.check_loaded``, with the share of the model loaded), ``checkpoint`` (where
 a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
-``sweep`` (what the sweep added: its timing of the run, the pretrain checkpoint it loaded,
-``runs_per_gpu`` where ``--runs-per-gpu N`` ran up to N runs side by side on its GPU, and for a
-pretrain run made again because its checkpoint did not travel with its record,
-``lost_checkpoints``: the dates of the records whose checkpoint it replaces),
-``backfill`` (``benchlib.host.backfill``: fields added to an old record, and its status before),
+``sweep`` (what the sweep added, from the sidecar: ``SIDECAR``), ``backfill``
+(``benchlib.host.backfill``: fields added to an old record, and its status before),
 ``resumed`` (a run continued from its saved state: ``training.resume``) and ``serve`` (per
 inference mode of ``serve_modes``: the trained model's quality served in that precision, and its
 difference to the run's own evaluation: ``inference.serve_quality``).
@@ -31,13 +28,14 @@ quality is a measurement, its speed (``SPEED_METRICS``) is not, and ``records_fr
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
-import tempfile
+import uuid
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from benchlib.core import env as envmod
 
@@ -239,22 +237,27 @@ class CorruptRecord(ValueError):
     pass
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write to a temp file in the same folder, then rename: a crash or Ctrl-C never
-    leaves a half-written file that looks finished."""
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``path`` (its folder made), renamed to ``path`` when the block
+    completes and removed when it fails: a crash never leaves a half-written file that looks
+    finished, and concurrent writers leave the last complete file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1, default=_json_default, allow_nan=True)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """``obj`` as JSON at ``path``, atomically (``atomic_file``) and synced to disk."""
+    with atomic_file(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, default=_json_default, allow_nan=True)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def json_safe(o: Any) -> Any:
@@ -307,7 +310,8 @@ RESULT = "result.json"
 SIDECAR = "sweep.json"
 """Beside a run's ``result.json``: what the sweep or a scheduler says of the run, which
 training's record cannot hold: the ``sweep`` entry (wall time, fixed cost, the job, the
-checkpoint the run loaded), and where the notebook around training failed, the ``status`` and
+checkpoint the run loaded, ``runs_per_gpu`` where runs shared its GPU, and ``lost_checkpoints``
+for a pretrain run made again: the dates of the records whose checkpoint it replaces), and where the notebook around training failed, the ``status`` and
 ``reason`` that say so (``run`` and ``run_reading_was`` where a reading key changed since).
 It names the record it belongs to (``of``: run id and date); ``read_record`` lays its keys
 over that record, so every reader sees one record while ``result.json`` stays as written."""
@@ -455,13 +459,12 @@ def write_steps_table(path: str | os.PathLike, logs: dict[str, list[dict]]) -> N
         columns[k] = pa.array([r.get(k, 0) for _, r in rows], t, mask=absent)
     extra = [{k: v for k, v in r.items() if k not in typed} for _, r in rows]
     columns["json"] = pa.array([json.dumps(e, allow_nan=True) if e else None for e in extra], pa.string())
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
     floats = [k for k, t in typed.items() if pa.types.is_floating(t)]
     # numbers in plain encoding, their bytes split by significance (the exponents compress
     # together): half the size of dictionary-encoded floats, which never repeat
-    pq.write_table(pa.table(columns), tmp, compression="zstd", compression_level=19, use_dictionary=["run"],
-                   use_byte_stream_split=floats or False)
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp:
+        pq.write_table(pa.table(columns), tmp, compression="zstd", compression_level=19, use_dictionary=["run"],
+                       use_byte_stream_split=floats or False)
 
 
 RECORDS_TABLE = "records.jsonl.gz"
@@ -526,10 +529,9 @@ def write_table(path: str | os.PathLike, records: Iterable[dict]) -> None:
         file = Path(rec["_path"]).resolve().relative_to(path.parent.resolve()).as_posix()
         lines.append((file, json.dumps({"_file": file, **{k: v for k, v in rec.items() if not k.startswith("_")}},
                                        default=_json_default, allow_nan=True)))
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0) as z:
+    with atomic_file(path) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0) as z:
         z.write("".join(line + "\n" for _, line in sorted(lines)).encode())
-    os.replace(tmp, path)
 
 
 def load_records(root: str | os.PathLike, strict: bool = False) -> list[dict]:

@@ -78,7 +78,7 @@ def _check_text(path: Path) -> None:
     raise BadDataError(f"{path} is empty: no text to train on (documents are blank-line separated paragraphs)")
 
 
-def _rows(path: Path) -> Iterator[tuple[str, Any]]:
+def json_rows(path: Path) -> Iterator[tuple[str, Any]]:
     """(where, parsed value) per document: JSON lines, or the items of one JSON array."""
     with open_text(path) as fh:
         head = fh.read(1 << 16).lstrip()
@@ -104,7 +104,7 @@ def _rows(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _check_json(path: Path, task: str) -> None:
     seen, kinds = 0, {}
-    for where, row in _rows(path):
+    for where, row in json_rows(path):
         seen += 1
         if not isinstance(row, dict):
             raise BadDataError(f"{where}: expected a JSON object like {{\"text\": ...}}, got {_show(row)}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import pickle
 import time
 from pathlib import Path
@@ -13,9 +12,14 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
+from benchlib.core.records import atomic_file
 from benchlib.core.runconfig import RunConfig
 from benchlib.data import synthetic as syn
-from benchlib.data.tasks import (Batch, EVAL_MAX_SEQUENCES, LM_VAL_POOL, MLMMasker, MLM_FLOOR_CPU_BUDGET, MLM_FLOOR_MAX_SEQUENCES, SYNTH_CLS_DOCS, SYNTH_LM_TRAIN_TOKENS, TaskData, VAL_MASK_SEED, assemble, cls_arrays, cls_pool, label_stats, lm_window)
+from benchlib.data.tasks import (Batch, EVAL_MAX_SEQUENCES, LM_VAL_POOL, MLM_FLOOR_CPU_BUDGET, MLM_FLOOR_MAX_SEQUENCES,
+                                 SYNTH_CLS_DOCS, SYNTH_LM_TRAIN_TOKENS, TaskData, assemble, cls_arrays, cls_pool,
+                                 label_stats, lm_pool, lm_window)
+
+SPECIALS = (syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID)
 
 
 def _eval_sequences(run: RunConfig) -> int:
@@ -57,11 +61,8 @@ def _on_disk(name: str, build: Callable[[], Any], *key: Any) -> Any:
             pass
     obj = build()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
+        with atomic_file(path) as tmp, open(tmp, "wb") as f:
             pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache is not an error
     return obj
@@ -86,7 +87,6 @@ def _synthetic_lm(run: RunConfig) -> TaskData:
     t0 = time.perf_counter()
 
     corpus = _lm_corpus(V, W, SYNTH_LM_TRAIN_TOKENS[run.size])
-    specials = (syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID)
     meta = {
         "data_seed": syn.DATA_SEED, "generate_s": round(time.perf_counter() - t0, 3),
         "n_train_tokens": int(corpus.train.size), "train_rows": int(corpus.train.shape[0]),
@@ -98,8 +98,7 @@ def _synthetic_lm(run: RunConfig) -> TaskData:
     }
     n_eval = min(_eval_sequences(run), LM_VAL_POOL)
     if task == "clm":
-        val = torch.from_numpy(corpus.val)
-        pool = {"input_ids": val[:, :-1].contiguous(), "labels": val[:, 1:].contiguous()}
+        pool = lm_pool(torch.from_numpy(corpus.val), task, V, SPECIALS, syn.MASK_ID, syn.BOS_ID)
         floor = corpus.entropy_rate
         lp = corpus.chain.log_prob(corpus.val[:n_eval, :-1] - syn.FIRST_CONTENT_ID,
                                    corpus.val[:n_eval, 1:] - syn.FIRST_CONTENT_ID)
@@ -117,7 +116,7 @@ def _synthetic_lm(run: RunConfig) -> TaskData:
     return TaskData(task=task, vocab_size=V, seq_len=T, num_labels=None, pad_id=syn.PAD_ID,
                     bos_id=syn.BOS_ID, mask_id=syn.MASK_ID if task == "mlm" else None,
                     loss_floor=floor, source="synthetic", meta=meta, train=corpus.train,
-                    val_pool=pool, special_ids=specials, corpus=corpus)
+                    val_pool=pool, special_ids=SPECIALS, corpus=corpus)
 
 
 @functools.lru_cache(maxsize=2)
@@ -126,10 +125,7 @@ def _synthetic_mlm_val(V: int, W: int, n_train_tokens: int, n_eval: int, device:
     is the slow part of building MLM data)."""
     def build():
         corpus = _lm_corpus(V, W, n_train_tokens)
-        val = torch.from_numpy(corpus.val)
-        masker = MLMMasker.build(V, (syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID), syn.MASK_ID, "cpu")
-        pool = masker(torch.cat([torch.full_like(val[:, :1], syn.BOS_ID), val], 1),
-                      torch.Generator().manual_seed(VAL_MASK_SEED))
+        pool = lm_pool(torch.from_numpy(corpus.val), "mlm", V, SPECIALS, syn.MASK_ID, syn.BOS_ID)
         return (pool, *_mlm_floor(corpus, pool, n_eval, device))
     return _on_disk("mlmval", build, V, W, n_train_tokens, n_eval, device)
 
@@ -191,7 +187,7 @@ def _synthetic_cls(run: RunConfig) -> TaskData:
     return TaskData(task=task, vocab_size=V, seq_len=T, num_labels=L, pad_id=syn.PAD_ID,
                     bos_id=syn.BOS_ID, mask_id=None, loss_floor=None, source="synthetic", meta=meta,
                     train=train, val_pool=cls_pool(val, task, L),
-                    special_ids=(syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID), corpus=c,
+                    special_ids=SPECIALS, corpus=c,
                     floor_values=bayes)
 
 

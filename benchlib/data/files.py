@@ -17,19 +17,13 @@ Real-data rules (all deterministic):
       vocabulary exceeds 65536) memmap cached under ``cache_dir/tokens``; validation is the
       validation files, else the last 5% of the tokens (at least one window, at most 4M
       tokens); its pool holds up to 1024 windows drawn at random from all of it.
-    * Classification: the data set's validation split (else test), a ``split`` field
-      (train / validation|val|valid|dev / test), split-named files in a folder, or else a
-      seeded random 10% of the documents (``SPLIT_SEED``). The validation pool is in a seeded
-      random order, so an evaluation of its first k documents is a uniform sample of the
-      split. Files are checked line by line first (``checks``). String labels get ids
-      from the sorted training label vocabulary (validation labels unseen in training are
-      dropped and counted); int labels
-      are used as ids. Single-label target = the document's label most frequent in the
-      training set, ties -> lowest id (the same rule as the synthetic corpus).
-    * Tokenizer: ``run.tokenizer`` or ``run.model_name_or_path`` if given, else GPT-2's /
-      RoBERTa's for hub data and, for local data, a byte-level BPE trained on the corpus and
-      cached under ``cache_dir/tokenizers`` keyed by the corpus hash (also the fallback when a
-      given tokenizer cannot be loaded offline for a local corpus).
+    * Classification: the split rule is ``_cls_splits``'s, labels get ids by
+      ``_label_vocabulary`` (validation labels unseen in training are dropped and counted), and
+      the validation pool is in a seeded random order (its first k documents are a uniform
+      sample). Single-label target = the document's label most frequent in the training set,
+      ties -> lowest id (the synthetic corpus's rule).
+    * Tokenizer: as ``_resolve_tokenizer`` says; a trained BPE is cached under
+      ``cache_dir/tokenizers`` keyed by the corpus hash.
 """
 from __future__ import annotations
 
@@ -52,10 +46,11 @@ import numpy as np
 import torch
 
 from benchlib.data import synthetic as syn
-from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, data_suffix, label_problem, split_of
-from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, VAL_MASK_SEED, BadDataError, DataPathNotFoundError,
+from benchlib.data.checks import LABEL_KEYS, SPLIT_NAMES, check_files, data_suffix, json_rows, label_problem, split_of
+from benchlib.data.tasks import (EVAL_SAMPLE_SEED, LM_VAL_POOL, BadDataError, DataPathNotFoundError,
                                  DataUnavailableError, TaskData, assemble, cls_arrays, cls_pool, label_stats,
-                                 lm_window, MLMMasker)
+                                 lm_pool, lm_window)
+from benchlib.core.records import atomic_file
 from benchlib.core.runconfig import RunConfig
 
 OWT_ID = "Skylion007/openwebtext"
@@ -110,16 +105,13 @@ PROVENANCE = "provenance.yaml"
 def _offline() -> bool:
     """HF offline mode, read now (datasets reads the variables only at import)."""
     true = {"1", "ON", "YES", "TRUE"}
-    env = any(os.environ.get(k, "").upper() in true for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-    return env or _library_offline()
-
-
-def _library_offline() -> bool:
+    if any(os.environ.get(k, "").upper() in true for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return True
     try:
         import datasets.config
-        return bool(datasets.config.HF_HUB_OFFLINE)
     except ImportError:
         return False
+    return bool(datasets.config.HF_HUB_OFFLINE)
 
 
 @functools.lru_cache(maxsize=1)
@@ -240,7 +232,8 @@ def _bpe_tokenizer(texts: Callable[[], Iterator[list[str]]], corpus_hash: str, v
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                       show_progress=False)
         tok.train_from_iterator(texts(), trainer)
-        _atomic_write(path, tok.to_str().encode())
+        with atomic_file(path) as tmp:
+            tmp.write_bytes(tok.to_str().encode())
     pad, bos, eos, mask = (tok.token_to_id(s) for s in BPE_SPECIALS)
 
     def encode(batch: list[str], max_len: Optional[int] = None) -> list[list[int]]:
@@ -280,13 +273,6 @@ def _cache_dir(run: RunConfig) -> Path:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
@@ -393,16 +379,6 @@ class _JsonRows:
             yield {c: [r.get(c) for r in self.rows[i:i + batch_size]] for c in self.column_names}
 
 
-def _read_json_rows(files: list[str]) -> _JsonRows:
-    import gzip
-    rows = []
-    for f in files:
-        with (gzip.open if str(f).endswith(".gz") else open)(f, "rt", encoding="utf-8") as fh:
-            text = fh.read()
-        rows += json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
-    return _JsonRows(rows)
-
-
 def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConfig):
     """Read local files through ``datasets`` (the same code path as hub data); JSON lines
     without it where it is not installed (``_JsonRows``). Plain text is read one document per
@@ -413,7 +389,8 @@ def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConf
         if builder != "json":
             raise DataUnavailableError(f"cannot read {path}: {builder} files need the datasets package "
                                        f"(pip install datasets), JSON lines do not") from None
-        return {split: _read_json_rows(files) for split, files in data_files.items()}
+        return {split: _JsonRows([row for f in files for _, row in json_rows(Path(f))])
+                for split, files in data_files.items()}
     extra = {"sample_by": "paragraph"} if builder == "text" else {}
     try:
         with _hub_offline(True):  # local files never need the network
@@ -477,12 +454,7 @@ def load_lm(run: RunConfig) -> TaskData:
     n_pool = min(LM_VAL_POOL, n_windows)
     starts = np.random.default_rng(EVAL_SAMPLE_SEED).permutation(n_windows)[:n_pool] * W
     windows = torch.from_numpy(np.asarray(val, dtype=np.int64)[starts[:, None] + np.arange(W)])
-    if task == "clm":
-        pool = {"input_ids": windows[:, :-1].contiguous(), "labels": windows[:, 1:].contiguous()}
-    else:
-        masker = MLMMasker.build(tok.vocab_size, tok.special_ids, tok.mask_id, "cpu")
-        pool = masker(torch.cat([torch.full_like(windows[:, :1], tok.bos_id), windows], 1),
-                      torch.Generator().manual_seed(VAL_MASK_SEED))
+    pool = lm_pool(windows, task, tok.vocab_size, tok.special_ids, tok.mask_id, tok.bos_id)
     meta = {**_data_facts(content_hash, path if local else None), **stream_meta, **_tok_meta(tok), "n_train_tokens": len(train_part), "n_val_tokens": len(val),
             "n_val_sequences": n_pool, "val_rule": val_rule,
             "val_pool": f"{n_pool} of {n_windows} validation windows, drawn at random (seed {EVAL_SAMPLE_SEED})"}
@@ -501,23 +473,20 @@ def _token_stream(ds, tok: _Tok, cache_dir: Path, key: str) -> tuple[np.memmap, 
         info = json.loads(info_path.read_text())
         if info["dtype"] == np.dtype(dtype).name and bin_path.stat().st_size == info["n_tokens"] * np.dtype(dtype).itemsize:
             return np.memmap(bin_path, dtype=dtype, mode="r"), {**info, "token_cache": "hit"}
-    bin_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = bin_path.with_name(bin_path.name + f".tmp{os.getpid()}")
     n_tokens = n_docs = 0
     t0 = time.perf_counter()
-    with open(tmp, "wb") as fh:
+    with atomic_file(bin_path) as tmp, open(tmp, "wb") as fh:
         # fast tokenizers encode a batch on all cores, so no worker processes are needed
         for texts in _iter_texts(ds, batch=8192):
             flat = _join_with_eos(tok.encode(texts, None), tok.eos_id, dtype)
             fh.write(flat.tobytes())
             n_tokens, n_docs = n_tokens + len(flat), n_docs + len(texts)
-    if n_tokens == 0:
-        tmp.unlink()
-        raise BadDataError(f"{key}: the corpus holds no text")
-    os.replace(tmp, bin_path)
+        if n_tokens == 0:
+            raise BadDataError(f"{key}: the corpus holds no text")
     info = {"n_tokens": n_tokens, "n_docs": n_docs, "dtype": np.dtype(dtype).name,
             "tokenize_s": round(time.perf_counter() - t0, 2), "token_cache_path": str(bin_path)}
-    _atomic_write(info_path, json.dumps(info).encode())
+    with atomic_file(info_path) as tmp:
+        tmp.write_text(json.dumps(info))
     return np.memmap(bin_path, dtype=dtype, mode="r"), {**info, "token_cache": "built"}
 
 
@@ -688,8 +657,6 @@ def _cached_encoding(path: Path, tok: _Tok, keep: int, T: int, arch: str,
             tokens[i, :len(x)] = x
         out[f"{name}_ids"], out[f"{name}_len"] = assemble(tokens, lengths, T, arch, tok.bos_id,
                                                            tok.eos_id, tok.pad_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npz")
-    np.savez(tmp, **out)
-    os.replace(tmp, path)
+    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **out)
     return out, {"token_cache": "built"}

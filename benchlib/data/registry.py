@@ -26,7 +26,6 @@ import hashlib
 import io
 import json
 import lzma
-import os
 import re
 import sys
 from collections import Counter
@@ -35,6 +34,7 @@ from typing import Iterable, Iterator
 
 import yaml
 
+from benchlib.core.records import atomic_file
 from benchlib.data.files import BPE_SPECIALS, PROVENANCE, _bpe_tokenizer, _hash_files, read_provenance
 from benchlib.data.tasks import BadDataError
 
@@ -64,12 +64,12 @@ def split_of_key(key: str, percents: dict[str, int]) -> str:
 
 def _write_jsonl_gz(path: Path, rows: Iterable[dict]) -> int:
     """JSON lines, gzip with no name or mtime in the header: the same rows give the same bytes."""
-    n, tmp = 0, path.with_name(path.name + ".tmp")  # renamed when complete: never read half-written
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+    n = 0
+    with atomic_file(path) as tmp, open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
+                                                                          mtime=0) as gz:
         for row in rows:
             gz.write((json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n").encode())
             n += 1
-    os.replace(tmp, path)
     return n
 
 

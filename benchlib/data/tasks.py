@@ -1,7 +1,7 @@
 """Data for the six scenarios: embedded synthetic data (default, no network), the real
 data sets by hub id (OpenWebText, EUR-Lex 57k) and local files of the same schema.
 
-Contract used by train.py:
+Contract used by the training loop:
 
     data = load_task_data(run)          # run: resolved RunConfig
     data.vocab_size, data.num_labels, data.pad_id, data.bos_id, data.mask_id, data.loss_floor
@@ -18,20 +18,9 @@ Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence wi
     multilabel:  {"input_ids", "attention_mask": LongTensor[B,T], "labels": FloatTensor[B,L] multi-hot}
     singlelabel: {"input_ids", "attention_mask", "labels": LongTensor[B]}
 
-``data`` selects the source:
-    "synthetic"  embedded generators (``benchlib.data.synthetic``), seeded by a fixed data seed
-                 so every run of a study sees the same corpus; the LM corpora have an exact
-                 loss floor, the classification corpora exact Bayes floors of P@k, accuracy
-                 and val loss (``TaskData.floors``).
-    "hub"        Skylion007/openwebtext (A, B) or NLP-AUEB/eurlex "eurlex57k" (C-F) through
-                 ``datasets``; no hub access -> one ``DataUnavailableError``.
-    a name       openwebtext, eurlex, ag_news (fancyzhx/ag_news) or imdb (stanfordnlp/imdb):
-                 that hub data set (``files.HUB``); the last two single-label (E, F) only.
-    <path>       A/B: a .txt file (documents = blank-line separated paragraphs), a folder of
-                 .txt files, or .jsonl/.json/.parquet with a ``text`` field. C-F: .jsonl/.json/
-                 .parquet with ``text`` + ``labels`` (strings or ints) or ``label`` (AG News' and
-                 IMDB's schema: one int), or EUR-Lex's own schema
-                 (``title``, ``text``, ``eurovoc_concepts``).
+``data`` selects the source (``RunConfig.data``): "synthetic" (``benchlib.data.synthetic``:
+a fixed data seed, exact loss and metric floors), "hub", a hub data set by name, or a local path
+(``benchlib.data.files``; no hub access -> one ``DataUnavailableError``).
 
 This module holds the contract (``TaskData``, the batch formats, MLM masking), the entry
 point and the synthetic data; the hub and local-file loaders, tokenizers and their caches
@@ -173,7 +162,7 @@ class TaskData:
         n_offsets = row_len - W + 1
         gen = torch.Generator(device=device)  # window draws (when resident) and MLM masks
         gen.manual_seed(seed)
-        masker = self._masker(device) if self.task == "mlm" else None
+        masker = MLMMasker.build(self.vocab_size, self.special_ids, self.mask_id, device) if self.task == "mlm" else None
 
         if nbytes_int32(self.train) < DEVICE_RESIDENT_MAX_BYTES:
             store = torch.from_numpy(np.ascontiguousarray(self.train).astype(np.int32)).to(device)
@@ -212,9 +201,6 @@ class TaskData:
             return batch if resident else {k: to_device(v, device) for k, v in batch.items()}
         return next_batch
 
-    def _masker(self, device: torch.device) -> "MLMMasker":
-        return MLMMasker.build(self.vocab_size, self.special_ids, self.mask_id, device)
-
 
 class EvalBatches(list):
     """The evaluation batches (a list) and ``pool_index``: the validation-pool examples they hold,
@@ -246,6 +232,13 @@ def lm_batch(w: torch.Tensor, task: str, bos_id: int, masker, gen) -> Batch:
         return {"input_ids": w[:, :-1].contiguous(), "labels": w[:, 1:].contiguous()}
     x = torch.cat([torch.full_like(w[:, :1], bos_id), w], dim=1)
     return masker(x, gen)
+
+
+def lm_pool(windows: torch.Tensor, task: str, vocab_size: int, special_ids, mask_id, bos_id: int) -> Batch:
+    """The validation pool of LM ``windows`` (``lm_window`` tokens each) in batch format; MLM
+    masks drawn once with ``VAL_MASK_SEED``."""
+    masker = MLMMasker.build(vocab_size, special_ids, mask_id, "cpu") if task == "mlm" else None
+    return lm_batch(windows, task, bos_id, masker, torch.Generator().manual_seed(VAL_MASK_SEED))
 
 
 @dataclass

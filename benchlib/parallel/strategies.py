@@ -139,6 +139,15 @@ class FSDP2Strategy(ShardedStrategy):
         return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
 
 
+def _sharded_scaler(strategy: ProcessGroupStrategy, scaler):
+    """``loss_scaler`` of FSDP1 and manual FSDP: dynamic loss scaling over sharded gradients
+    (ShardedGradScaler all-reduces the inf check, so every rank skips or takes the same step)."""
+    if scaler.grad_scaler is not None:
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+        scaler.grad_scaler = ShardedGradScaler(strategy.device.type, init_scale=strategy.cfg.dtype.loss_scale)
+    return scaler
+
+
 class FSDP1Strategy(ShardedStrategy):
     name = "fsdp1"
 
@@ -179,8 +188,7 @@ class FSDP1Strategy(ShardedStrategy):
             wd[0]["params"] += moving
         return opt
 
-    def loss_scaler(self, scaler):
-        return _sharded_scaler(scaler, self.cfg.dtype, self.device)
+    loss_scaler = _sharded_scaler
 
     def set_grad_sync(self, step_model, sync):
         self._no_sync.set(sync)
@@ -201,8 +209,7 @@ class ManualFSDPStrategy(ShardedStrategy):
         self.step_model = model
         return model
 
-    def loss_scaler(self, scaler):
-        return _sharded_scaler(scaler, self.cfg.dtype, self.device)
+    loss_scaler = _sharded_scaler
 
     def clip_grad_norm_(self, params, max_norm):
         from benchlib.parallel.fsdp_manual import clip_grad_norm_
@@ -258,15 +265,6 @@ def _route_method(wrapper: Callable, module: nn.Module, name: str) -> None:
             del module.forward
 
     setattr(module, name, routed)
-
-
-def _sharded_scaler(scaler, dtype, device):
-    """Dynamic loss scaling over sharded gradients: ShardedGradScaler all-reduces the inf
-    check, so every rank skips (or takes) the same step and keeps the same scale."""
-    if scaler.grad_scaler is not None:
-        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-        scaler.grad_scaler = ShardedGradScaler(device.type, init_scale=dtype.loss_scale)
-    return scaler
 
 
 def setup(cfg: RunConfig, device: torch.device) -> Strategy:

@@ -10,24 +10,18 @@ is rounded stochastically (``bf16_pure``). This optimizer does exactly what thos
   and the weight is written back exactly (fp32), by round-to-nearest (bf16, fp16) or by
   stochastic rounding (bf16). One group may hold weights of several dtypes (an fp32 head among
   bf16 weights is updated exactly);
-* the update, each operation rounded to fp32 on its own (no fused multiply-add)::
-
-      m <- m*b1 + g*(1-b1);   v <- v*b2 + (g*g)*(1-b2)
-      c1 = fp32(1 - b1^step);  c2 = sqrt(fp32(1 - b2^step))        (the powers in fp64)
-      p <- p*(1 - lr*wd) - (m / (sqrt(v)/c2 + eps)) * (lr/c1)
-
-  the moments used for the update are the fp32 values before they are stored;
+* the update is ``adamw_reference.reference_update``'s: each operation rounded to fp32 on its
+  own (no fused multiply-add), the powers of the bias corrections in fp64, and the moments used
+  for the update the fp32 values before they are stored;
 * the state has torch's names, so forensics and resume read it as torch's: per parameter
   ``exp_avg``, ``exp_avg_sq`` and ``step`` (a 0-dim fp32 tensor on the weight's device); per
   group ``lr`` (a 0-dim fp32 tensor on the device, filled in place by the schedule, so a changing
   learning rate never recompiles nor syncs), ``betas``, ``eps``, ``weight_decay``, and this
   optimizer's ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` (None = the weight's dtype), ``rounding``
   and ``seed``;
-* stochastic rounding adds 16 random bits below bf16's last place and truncates, so a weight
-  rounds up with probability equal to the dropped fraction and its expectation is the exact
-  result. The bits are a counter-based hash of (group seed, the parameter's step, the element's
-  index in its group): no random state to save, a resumed run draws what it would have drawn,
-  data-parallel replicas round alike, and the GPU kernel draws them in registers.
+* stochastic rounding (``adamw_reference.stochastic_round_to_bf16``) draws its bits from a
+  counter-based hash of (group seed, the parameter's step, the element's index in its group): no
+  random state to save, a resumed run draws what it would have drawn, and replicas round alike.
 
 Two implementations compute the same function: ``adamw_reference`` in plain torch (the CPU
 path and the tests' ground truth) and, on CUDA, one Triton kernel per group and dtype mix

@@ -3,11 +3,8 @@
 A quality number means something only beside what a model that learned nothing scores on the
 same evaluation set. Each task has one input-blind predictor, fitted on the training split:
 
-* causal / masked LM: the **unigram** distribution of the training tokens (add-one smoothed
-  over the ids the task scores: every id for causal LM, where a document's EOS is a target of
-  real text; the non-special ids for masked LM, which never masks a special): the best a model
-  can do without reading its context. It is fitted on whatever the run trains on (synthetic
-  chains, a user's text files, a hub corpus), so every LM run has one;
+* causal / masked LM: the **unigram** distribution of the training tokens (``unigram_of``):
+  the best a model can do without reading its context, fitted on whatever the run trains on;
 * multi-label: the **label frequency** predictor: every document gets each label's training
   frequency as its probability (so it ranks the same labels first everywhere);
 * single-label: the **majority class** (with the class prior as its probabilities).

@@ -4,14 +4,8 @@ Seed 001 fine-tunes pretrained GPT-2 / RoBERTa-base for the classification scena
 a hub that is ``model_name_or_path: gpt2`` / ``roberta-base``; without one, a study's
 ``pretrain:`` stage trains the language-model scenario of each architecture (A for GPT-2,
 B for RoBERTa) and saves it here as an ordinary Hugging Face model directory, which the
-classification runs then load through the same key.
-
-    save_pretrained(model, path, meta)       BenchModel (clm / mlm) -> HF model directory, fp32
-    checkpoint_config(arch, path, ...)       before anything is built: the scenario's own family
-                                             (native), another family of the right role, or refused
-    load_pretrained(cls, arch, path, **kw)   native: from_pretrained + the checks below -> (model, info)
-    load_other_family(arch, task, path)      another encoder (D, F) or decoder (A, C, E) via Auto classes
-    check_loaded(arch, path, info, model)    after loading: no backbone weight missing -> a record
+classification runs then load through the same key (``save_pretrained``, ``load_pretrained``,
+``load_other_family``; ``checkpoint_config`` and ``check_loaded`` refuse what cannot be used).
 
 A checkpoint of another family is built as the class its ``config.json`` declares, never
 poured into GPT-2's or RoBERTa's: a BERT's weights in a RoBERTa would load with RoBERTa's

@@ -1,44 +1,22 @@
 """Where a precision breaks, measured at the logged steps: what the gradients look like to
-fp16, what the optimizer stored, and how much of the update the weights received.
+fp16, what the optimizer stored, and how much of the update the weights received. Each counter's
+definition is its entry in ``records.METRICS`` (``forensics/*``); notes that the names hide:
 
-* ``grad_zero_frac``: gradient elements exactly 0 (underflowed, or never touched: embedding
-  rows of tokens absent from the batch are 0 in every precision);
-* ``grad_fp16_subnormal_frac``: 0 < |g| < 6.1e-5, fp16's smallest normal: in fp16 these keep
-  fewer than 10 bits of mantissa (a value on its way to underflow);
-* ``grad_fp16_flush_frac``: 0 < |g| < 2^-25, half fp16's smallest subnormal: values that become
-  0 once stored in fp16 (0 by construction where the gradients are fp16 already: read it as the
-  what-if for fp32 and bf16 gradients);
-* ``grad_nonfinite_frac``: inf / nan elements;
-* ``exp_avg_sq_zero_frac``: Adam second-moment entries (``optimizer.state[p]["exp_avg_sq"]``)
-  stored as exactly 0 after the step, among those whose gradient was finite and non-zero. In
-  exact arithmetic v >= (1 - beta2) g^2 > 0 there, so a stored 0 is underflow (fp16 moments:
-  (1 - 0.95) * (1e-4)^2 lies below fp16's smallest subnormal). The second moment then keeps
-  no history: where a later gradient is small or 0 and the first moment is not, only eps bounds
-  the step. Not defined where the states are not floats (bitsandbytes' 8-bit).
-* ``update_unchanged_frac``: weights the optimizer step left bit-identical. An update smaller
-  than half a unit in the last place of its weight rounds away (bf16 weights with
-  round-to-nearest at fine-tuning learning rates); with fp32 weights it is ~0. Stochastic
-  rounding leaves as many weights unchanged, so this counter cannot tell the two apart:
-* ``update_lost_frac`` (and per parameter group, ``update_lost_frac_decay`` /
-  ``update_lost_frac_no_decay``): the share of the intended update's mass that the weights did
-  not receive, sum((intended - applied) * sign(intended)) / sum(|intended|). ``intended`` is
-  what AdamW's fp32 arithmetic asks for from the stored states before the step, the gradient
-  and the group's lr / betas / eps / weight_decay / step count; ``applied`` is the weight after
-  minus the weight before, in fp32. ~1 where small updates round away (round-to-nearest), ~0
-  with fp32 weights and, in expectation, with stochastic rounding (its errors are unbiased and
-  cancel in the signed sum); below 0 where the weights moved further than asked (a kernel that
-  divided by an underflowed second moment). Not defined for optimizers whose states are not
-  AdamW's float moments (8-bit), or that use amsgrad / maximize.
+* ``grad_zero_frac`` also counts gradients never touched (embedding rows of tokens absent from
+  the batch are 0 in every precision); ``grad_fp16_flush_frac`` is 0 by construction where the
+  gradients are fp16 already (read it as the what-if for fp32 and bf16 gradients);
+* a stored ``exp_avg_sq`` of 0 leaves the second moment no history: where a later gradient is
+  small and the first moment is not, only eps bounds the step;
+* stochastic rounding leaves as many weights unchanged as round-to-nearest, so
+  ``update_unchanged_frac`` cannot tell them apart; ``update_lost_frac`` can (its signed sum of
+  unbiased errors cancels). Neither is defined for 8-bit states, amsgrad or maximize.
 
-The update counters are NaN on a step the optimizer did not take (a dynamic loss scaler skips
-steps with inf/nan gradients: nothing was lost to rounding); the summary ignores NaN.
-Gradients in the ``grad_*`` counters are read *as backward produced them*, before unscaling:
-with a loss scale they are the scaled values, which is what fp16 had to represent; the update
-counters read them after unscaling and clipping, as the step does. All fractions are over a
-fixed strided sample of every tensor's elements (at most ``MAX_SAMPLE`` in all), gathered with
-one ``cat`` per parameter group, so a logged step costs a few kernels and a few fp32 copies of
-the sample (about 100 MB at the cap, for GPT-2 124M and larger; freed before the next forward),
-not a pass over every tensor, and unlogged steps cost nothing.
+The update counters are NaN on a step the optimizer skipped; the summary ignores NaN. The
+``grad_*`` counters read gradients as backward produced them (scaled, which is what fp16 had to
+represent); the update counters read them after unscaling and clipping, as the step does. All
+fractions are over a fixed strided sample of every tensor's elements (at most ``MAX_SAMPLE``),
+gathered with one ``cat`` per parameter group: a logged step costs a few kernels and fp32 copies
+of the sample (about 100 MB at the cap), and unlogged steps cost nothing.
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ mode serves a cast copy, so every mode starts from the same weights.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import statistics
@@ -29,16 +28,10 @@ from benchlib.core import env as envmod
 from benchlib.core.dtypes import INFER_MODES, TORCH_DTYPES, InferMode, get_config, get_mode
 from benchlib.core.runconfig import RunConfig, resolved
 from benchlib.training.baselines import evaluate_predictor
-from benchlib.training.models import BenchModel, ModelSpec, build_model
+from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
 
 
 MODES = INFER_MODES  # the inference precisions, data in core.dtypes
-
-
-def _context(mode: InferMode, device: torch.device):
-    if mode.autocast is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=TORCH_DTYPES[mode.autocast])
 
 
 def serve_copy(model: BenchModel, mode: InferMode) -> BenchModel:
@@ -81,7 +74,7 @@ def forward_throughput(model: BenchModel, batch: dict, mode: InferMode, device: 
     two, which the median leaves out."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    with _context(mode, device):
+    with autocast_context(device.type, mode.autocast):
         ms = _timed(lambda: model.logits(batch), device, iters, warmup)
     ids = batch["input_ids"]
     units = ids.numel() if model.task in ("clm", "mlm") else ids.shape[0]
@@ -132,7 +125,7 @@ def decode(model: BenchModel, prompt: torch.Tensor, new_tokens: int, mode: Infer
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     prefills, steps = [], []
-    with _context(mode, device):
+    with autocast_context(device.type, mode.autocast):
         for i in range(1 + repeats):
             ids, prefill_ms, step_ms = _generate(model.backbone, model._head, prompt, new_tokens, device)
             if i:
@@ -152,7 +145,7 @@ def decode(model: BenchModel, prompt: torch.Tensor, new_tokens: int, mode: Infer
 def quality(model: BenchModel, val: list[dict], mode: InferMode, device: torch.device) -> dict:
     """Validation quality of ``model`` served in ``mode`` (``baselines.evaluate_predictor``:
     val loss for LM, micro-F1 / P@k or accuracy for classification; reduced in fp32)."""
-    with _context(mode, device):
+    with autocast_context(device.type, mode.autocast):
         metrics, _ = evaluate_predictor(model.logits, val, model.task)
     return {f"quality/{k}": v for k, v in metrics.items()}
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn as nn
+
+from benchlib.core.records import atomic_file
 
 MAX_BYTES = 24 << 30
 """Entries beyond this many bytes in all, least recently used first, are deleted (GPT-2 124M:
@@ -54,17 +55,12 @@ def initialised(make: Callable[[], nn.Module], what: str, cache: str | os.PathLi
             pass
     seen["cached"] = False
     module = make()
-    tmp = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"module": module, "rng_after": torch.get_rng_state(), "what": what}, f)
-        os.replace(tmp, path)  # runs building the same entry at once: the last complete one stays
+        with atomic_file(path) as tmp:  # runs building the same entry at once: the last complete one stays
+            torch.save({"module": module, "rng_after": torch.get_rng_state(), "what": what}, tmp)
         prune(folder)
     except OSError:  # a full or read-only disk costs the next run the build, nothing else
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
+        pass
     return module
 
 

@@ -227,7 +227,7 @@ def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Str
     val = data.val_batches(cfg.batch_size * (1 if cfg.scn.is_lm else 4), cfg.eval_batches, device)
     forensics = Forensics(params, opt) if cfg.forensics else None
     run = _Run(data, model, step_model, params, opt, scaler, next_batch, val, forensics,
-               autocast_context(device.type, dtype), fpt, compiled_before, data_s, model_s, to_device_s)
+               autocast_context(device.type, dtype.autocast_dtype), fpt, compiled_before, data_s, model_s, to_device_s)
     saved, why = resume.load(out, cfg) if cfg.state_every else (None, None)
     if saved is not None:  # continue a run stopped part-way: the state after step saved["step"]
         resume.restore(saved, model, opt, scaler)

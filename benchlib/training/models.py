@@ -242,28 +242,23 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         raise ValueError(f"unknown arch {arch!r}: gpt2 or roberta")
     if not native:
         backbone, head, transform, loaded = _other_family(arch, task, model_name_or_path)
-    elif arch == "gpt2":
-        if lm:
-            full = (pretrained(GPT2LMHeadModel) if model_name_or_path
-                    else scratch(GPT2LMHeadModel, _gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
-            backbone, head, transform = full.transformer, full.lm_head, None
-        else:
-            backbone = (pretrained(GPT2Model) if model_name_or_path
-                        else scratch(GPT2Model, _gpt2_config(shape(arch, size), vocab, seq_len, pad_id)))
-        _conv1d_to_linear(backbone)
     else:
-        if lm:
-            full = (pretrained(RobertaForMaskedLM) if model_name_or_path
-                    else scratch(RobertaForMaskedLM, _roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id)))
-            backbone = full.roberta
-            lmh = full.lm_head
-            transform = nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
-            head = lmh.decoder
+        cls = {"gpt2": (GPT2Model, GPT2LMHeadModel), "roberta": (RobertaModel, RobertaForMaskedLM)}[arch][lm]
+        more = {"add_pooling_layer": False} if cls is RobertaModel else {}
+        if model_name_or_path:
+            backbone = pretrained(cls, **more)
         else:
-            backbone = (pretrained(RobertaModel, add_pooling_layer=False)
-                        if model_name_or_path else
-                        scratch(RobertaModel, _roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id),
-                                add_pooling_layer=False))
+            config = (_gpt2_config(shape(arch, size), vocab, seq_len, pad_id) if arch == "gpt2"
+                      else _roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id))
+            backbone = scratch(cls, config, **more)
+        head = transform = None
+        if arch == "gpt2":
+            if lm:
+                backbone, head = backbone.transformer, backbone.lm_head
+            _conv1d_to_linear(backbone)
+        elif lm:
+            backbone, lmh = backbone.roberta, backbone.lm_head
+            head, transform = lmh.decoder, nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
     # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
     # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
     # cache state until dynamo gives up and runs them eagerly (seen on 2xH200).
@@ -272,7 +267,6 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         backbone.resize_token_embeddings(padded_vocab(vocab_size))
     if not lm:
         head = nn.Linear(backbone.config.hidden_size, num_labels)
-        transform = None
     model = BenchModel(backbone, head, task, arch, transform,
                        head_dtype=TORCH_DTYPES[dtype.head_dtype] if dtype.head_dtype else None)
     return _ready(model, spec, dtype, loaded, seen)
@@ -328,8 +322,8 @@ def _other_family(arch: str, task: str, path: str):
     return backbone, head, None, info
 
 
-def autocast_context(device_type: str, dtype: DtypeConfig):
-    """torch.autocast for AMP configs, a null context otherwise (nanoGPT's pattern)."""
-    if dtype.autocast_dtype is None:
+def autocast_context(device_type: str, autocast: str | None):
+    """torch.autocast in ``autocast`` ("bf16" / "fp16"), a null context for None (nanoGPT's pattern)."""
+    if autocast is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type, dtype=TORCH_DTYPES[dtype.autocast_dtype])
+    return torch.autocast(device_type, dtype=TORCH_DTYPES[autocast])

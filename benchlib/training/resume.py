@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 
+from benchlib.core.records import atomic_file
 from benchlib.core.runconfig import RunConfig
 
 STATE_FILE = "state.pt"
@@ -50,9 +50,8 @@ def save(out: Path, cfg: RunConfig, step: int, model: torch.nn.Module, opt, scal
              "rng": {"cpu": torch.get_rng_state(),
                      "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
              "log": log_state, "rows": rows, "loop": loop}
-    tmp = out / (STATE_FILE + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, out / STATE_FILE)
+    with atomic_file(out / STATE_FILE) as tmp:
+        torch.save(state, tmp)
     return time.perf_counter() - t0
 
 
@@ -83,5 +82,6 @@ def restore(state: dict, model: torch.nn.Module, opt, scaler) -> None:
 
 
 def clear(out: Path) -> None:
-    for name in (STATE_FILE, STATE_FILE + ".tmp"):
-        (out / name).unlink(missing_ok=True)
+    """The state and any write of it a kill interrupted (``records.atomic_file``'s temporary)."""
+    for path in (out / STATE_FILE, *out.glob(f".{STATE_FILE}.*.tmp")):
+        path.unlink(missing_ok=True)
