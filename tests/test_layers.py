@@ -1,6 +1,8 @@
 """benchlib's layers: every import (module-level or inside a function) points down or sideways
 within its own package, and no set of modules imports itself in a loop."""
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,13 @@ def test_no_import_cycle_inside_benchlib():
                                        ({"a": {"b"}, "b": {"c"}, "c": set()}, False)])
 def test_the_cycle_finder_finds_a_constructed_cycle(g, cyclic):
     assert (find_cycle(g) is not None) == cyclic
+
+
+def test_a_run_and_its_summary_need_no_chart_library():
+    """The offline GPU host has no altair: ``dtype-bench run`` trains, writes its record and prints
+    its summary without importing it (only analysis draws charts)."""
+    code = ("import sys; sys.modules['altair'] = None\n"
+            "import benchlib.cli, benchlib.training.loop\n"
+            "from benchlib.study.notebook import result_summary\n"
+            "assert 'benchlib.analysis.charts' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

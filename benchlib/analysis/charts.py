@@ -20,6 +20,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from benchlib.core.env import STATIC_CHARTS_ENV
 from benchlib.analysis.placement import padded_domain, place_labels
 from benchlib.analysis.tables import BASELINE, HEADLINE, NOT_JUDGED, SAFE, config_order, label, pareto_front
 
@@ -715,12 +716,6 @@ class Shown:
         if self.svg is not None:
             bundle["image/svg+xml"] = self.svg
         return bundle
-
-
-STATIC_CHARTS_ENV = "DTYPE_BENCH_STATIC_CHARTS"
-"""Set to 1 by ``dtype-bench sweep`` for every notebook it executes: their charts are then the
-static image only (each spec copies its data, and a study commits hundreds of notebooks). A
-notebook run by hand or by plain papermill keeps the interactive chart."""
 
 
 def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None, static: str = "png",

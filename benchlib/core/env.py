@@ -99,6 +99,11 @@ def git_commit(code_only: bool = False) -> str | None:
         return None
 
 
+STATIC_CHARTS_ENV = "DTYPE_BENCH_STATIC_CHARTS"
+"""Set to 1 by ``dtype-bench sweep`` for every notebook it executes: their charts are then the
+static image only (each spec copies its data, and a study commits hundreds of notebooks). A
+notebook run by hand or by plain papermill keeps the interactive chart."""
+
 COMPILE_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 """The variable torch.compile reads for its cache folder (``dtype-bench sweep --compile-cache``)."""
 

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from benchlib.core.runconfig import ConfigError, ResolvedRun, RunConfig, resolved
-from benchlib.analysis.charts import STATIC_CHARTS_ENV
+from benchlib.core.env import STATIC_CHARTS_ENV
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
 # The result record inside an executed notebook: a display output of this JSON mime type.

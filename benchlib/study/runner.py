@@ -353,7 +353,7 @@ def _rel(p: Path) -> str:
 def kernel_env(slot: dict) -> dict:
     """The run's environment: this benchlib importable from the kernel, the slot's GPU, charts
     of runs and analysis as static images (``charts.STATIC_CHARTS_ENV``)."""
-    from benchlib.analysis.charts import STATIC_CHARTS_ENV
+    from benchlib.core.env import STATIC_CHARTS_ENV
     env = dict(os.environ, **slot, PYTHONUNBUFFERED="1", **{STATIC_CHARTS_ENV: "1"})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
