@@ -21,7 +21,7 @@ a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-proces
 ``runs_per_gpu`` where ``--runs-per-gpu N`` ran up to N runs side by side on its GPU, and for a
 pretrain run made again because its checkpoint did not travel with its record,
 ``lost_checkpoints``: the dates of the records whose checkpoint it replaces),
-``backfill`` (``benchlib.host.backfill``: fields added to an old record, and its status before),
+``backfill`` (older records: the baseline fields added later, and the status before),
 ``resumed`` (a run continued from its saved state: ``training.resume``) and ``serve`` (per
 inference mode of ``serve_modes``: the trained model's quality served in that precision, and its
 difference to the run's own evaluation: ``inference.serve_quality``).
