@@ -140,16 +140,6 @@ def _set_state(item: Item) -> None:
             item.state, item.detail = "stale", changed
 
 
-def pretrain_stamp(pre: Item) -> dict | None:
-    """Which training made the pretrain item's checkpoint (kept in the records of the runs
-    that loaded it): its run, record date and model directory."""
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
-        return None
-    return {"run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"), "model": _rel(pre.model_dir)}
-
-
 def checkpoint_changed(item: Item) -> str:
     """Why a finished run that loads a pretrain checkpoint must run again, or ''. A checkpoint
     made again because it was lost (``remake``) is the same training: it changes nothing."""
@@ -505,8 +495,17 @@ def execute_unit(unit: list[Item], slot: dict, timeout: int | None = None,
 
 
 def loaded(item: Item) -> dict:
-    """The record's ``sweep.pretrained`` of a run that loads a pretrain checkpoint."""
-    return {"pretrained": pretrain_stamp(item.needs)} if item.needs is not None else {}
+    """The record's ``sweep.pretrained`` of a run that loads a pretrain checkpoint: which training
+    made it (its run, record date and model directory)."""
+    pre = item.needs
+    if pre is None:
+        return {}
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return {"pretrained": None}
+    return {"pretrained": {"run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"),
+                           "model": _rel(pre.model_dir)}}
 
 
 def cells(items: list[Item]) -> list[list[Item]]:
