@@ -239,8 +239,7 @@ def waiting_record(item: Item, problem: str) -> dict:
 
 
 def is_waiting(rec: dict) -> bool:
-    return rec.get("status") == "skipped" and bool((rec.get("sweep") or {}).get("waiting_for")
-                                                   or str(rec.get("reason") or "").startswith(WAITING))
+    return rec.get("status") == "skipped" and bool((rec.get("sweep") or {}).get("waiting_for"))
 
 
 def run_state(item: Item) -> tuple[str, str]:
@@ -349,13 +348,9 @@ def kernel_env(slot: dict) -> dict:
     return env
 
 
-# papermill's own command line, minus a second of import time: jsonschema (under nbformat
-# and altair) imports rfc3987_syntax when installed (JupyterLab's environment has it) only to
-# check "iri" string formats, which no notebook or chart schema uses; building its grammar
-# takes ~1.4 s in every process (benchlib/__init__.py does the same inside the kernel).
-# SIGUSR2 is ignored (and so by the kernel papermill starts): a scheduler's warning before a time
-# limit or preemption (Slurm's --signal, which submitit asks for) is for the task around
-# papermill, which writes the record; its default action would kill papermill without one.
+# papermill's own command line, without rfc3987_syntax (jsonschema builds its grammar, ~1.4 s,
+# for "iri" formats no schema here uses) and with SIGUSR2 ignored (inherited by the kernel): a
+# scheduler's warning before a time limit is for the task around papermill, which writes the record.
 PAPERMILL_MAIN = ("import sys, signal; sys.modules.setdefault('rfc3987_syntax', None); "
                   "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
                   "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
