@@ -33,11 +33,11 @@ AFTER_RUNS_S = 240.0
 UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 
-def parse_duration(text: str, flag: str = "--time-budget") -> float:
+def parse_duration(text: str) -> float:
     """Seconds from ``540``, ``540s``, ``9m``, ``1.5h``."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
     if not m or m.group(2) not in UNITS or float(m.group(1)) <= 0:
-        raise UserError(f"{flag} {text!r}: expected a positive duration such as 540, 540s, 9m or 1.5h")
+        raise UserError(f"--time-budget {text!r}: expected a positive duration such as 540, 540s, 9m or 1.5h")
     return float(m.group(1)) * UNITS[m.group(2)]
 
 

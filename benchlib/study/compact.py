@@ -381,10 +381,8 @@ def _binned(spec: dict) -> dict:
 
 
 RICHER = {"text/html", "text/markdown"}
-"""An output holding one of these drops its ``text/plain`` copy: JupyterLab, nbconvert's HTML
-and code-hosting sites show the richer form (a table's plain-text copy was ~2 MiB of the
-committed notebooks). A chart keeps its one-line text, ``<chart: title>``: the HTML export's
-alternative text for the image."""
+"""An output holding one of these drops its ``text/plain`` copy: every reader shows the richer
+form. A chart keeps its one-line text, ``<chart: title>``: the HTML export's alternative text."""
 
 
 def thin_notebook(path: Path) -> tuple[int, int]:
@@ -423,10 +421,8 @@ def thin_notebook(path: Path) -> tuple[int, int]:
 
 KEEP_ROWS = 500
 """A compacted step log keeps at most this many plain (step, loss, grad_norm) rows, evenly
-spaced, and every row that holds more (the interval rows with the forensic counters and the
-timing, evaluations, non-finite losses), the last step and the lowest loss (the analysis bins
-each scenario's curves to at most 120 points, ~4 of these rows a bin at 4,000 steps; the
-scaling analysis reads the final and the best loss)."""
+spaced, and every row that holds more (interval rows, evaluations, non-finite losses), the last
+step and the lowest loss: what the binned curves and the scaling analysis read."""
 
 
 def kept_rows(rows: list[dict], keep: int = KEEP_ROWS) -> list[dict]:

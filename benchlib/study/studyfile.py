@@ -148,10 +148,8 @@ class Study:
     (``analyses``)."""
 
     notebook_seeds: list | None = None
-    """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed. The
-    other seeds' runs write the same record and step log without a notebook, the seeds of one
-    (arm, scenario, config) cell one after another in one process: no kernel start and no
-    imports per run (``benchlib.host.cellrun``)."""
+    """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed (the
+    others: ``RunSpec.notebook``)."""
 
     @property
     def analyses(self) -> list[str]:
