@@ -25,7 +25,6 @@ LAZY = {
     "findings": ("benchlib.analysis.findings:main", "the README's Findings section from a study's comparison.json"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "compact": ("benchlib.study.compact:main", "a study folder as committed: one records table, thinned logs, each chart once"),
-    "backfill": ("benchlib.host.backfill:main", "add trivial baselines and re-judged statuses to old records"),
     "pack": ("benchlib.host.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),
     "unpack": ("benchlib.host.pack:main_unpack", "put a pack archive's files in place (never over different ones)"),
 }

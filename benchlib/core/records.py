@@ -17,8 +17,8 @@ Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source, its split 
 labels and where its weights came from), ``pretrained`` (what a run loaded with
 ``model_name_or_path``: ``checkpoints.check_loaded``, with the share of the model loaded), ``checkpoint`` (where
 a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
-``sweep`` (what the sweep added, from the sidecar: ``SIDECAR``), ``backfill``
-(``benchlib.host.backfill``: fields added to an old record, and its status before),
+``sweep`` (what the sweep added, from the sidecar: ``SIDECAR``), ``backfill`` (older records:
+the baseline fields added later, and the status before),
 ``resumed`` (a run continued from its saved state: ``training.resume``) and ``serve`` (per
 inference mode of ``serve_modes``: the trained model's quality served in that precision, and its
 difference to the run's own evaluation: ``inference.serve_quality``).

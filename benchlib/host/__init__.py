@@ -8,6 +8,5 @@ imported by it: the core sweep takes it through its seams (``benchlib.study.swee
   a cell's runs without notebooks in one process (``cellrun``). Slurm and submitit's local
   executor are the core sweep's (``--executor``, ``--set``, ``benchlib.study.cluster``).
 - ``pack``: ``dtype-bench pack`` / ``unpack``, records carried between machines.
-- ``backfill``: ``dtype-bench backfill``, fields added to old records.
 - ``lab``: JupyterLab over the executed notebooks, read-only.
 """

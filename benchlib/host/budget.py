@@ -4,14 +4,7 @@ the time left, in the study's order, and exits 0 saying how many are left; the n
 this machine or another, with the records carried over) resumes from the records.
 
 A run's duration is estimated from the records already finished in this study, the ones this
-call finishes included: the longest ``sweep.wall_s`` of a completed run of the same stage,
-scenario, arm, size and dtype config (of any config when none of its own has finished), its
-step part scaled to this run's steps where the record has its fixed cost (``sweep.fixed_s``),
-plus ``MARGIN``. With nothing of its scenario finished, ``UNSEEN_FACTOR`` x the costliest
-finished run of a sibling (same stage, arm, size, model and kind of task, LM or classification:
-D for F), its own config's first; with no sibling either, of any kind; scaled the same way, and
-never below ``DEFAULT_RUN_S``.
-The analysis notebooks and the HTML export run only once every run is done and ``AFTER_RUNS_S``
+call finishes included (``Budget.estimate``). The analysis notebooks and the HTML export run only once every run is done and ``AFTER_RUNS_S``
 is left; otherwise a later call with ``--analysis-only`` does them. At the end of the budget,
 runs still going are interrupted (``Budget.watch``): an estimate that was too short costs those
 runs, not the whole job.
@@ -29,27 +22,22 @@ from benchlib.core.records import COMPLETED, CorruptRecord, read_record
 from benchlib.core.scenarios import SCENARIOS
 
 DEFAULT_RUN_S = 120.0
-"""A run's estimate when no comparable run has finished: six times a run's fixed cost through
-papermill on an H200 (19 s: kernel start, imports, data, model, compilation, evaluation)."""
+"""A run's estimate when no comparable run has finished (about six times a run's fixed cost)."""
 UNSEEN_FACTOR = 1.5
-"""A run of a kind nothing has finished of: 1.5 x the costliest finished run of any kind, scaled
-to its steps (never below ``DEFAULT_RUN_S``). On an H100 with eight `small` runs side by side, B
-(6,000 steps, batch 64) took 183 s where A's 4,000 steps took at most 150 s; the 120-s default
-let it start too late and the job ran past its limit."""
+"""A run of a kind nothing has finished of: this x the costliest finished run (scenarios of one
+study differ in cost: an estimate too short carries the job past its limit)."""
 MARGIN = (1.1, 10.0)
 """An estimate is the longest comparable run x 1.1 + 10 s: timing noise, a slower first kernel."""
 AFTER_RUNS_S = 240.0
-"""What the analysis notebooks and the HTML export may take: the committed quick study's (26
-runs) took 66 s on a 2-core CPU with its run pages exported already; a run's page takes about
-0.6 s more, so 240 s covers a study of a couple of hundred runs."""
+"""What the analysis notebooks and the HTML export may take, for a study of a few hundred runs."""
 UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 
-def parse_duration(text: str, flag: str = "--time-budget") -> float:
+def parse_duration(text: str) -> float:
     """Seconds from ``540``, ``540s``, ``9m``, ``1.5h``."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
     if not m or m.group(2) not in UNITS or float(m.group(1)) <= 0:
-        raise UserError(f"{flag} {text!r}: expected a positive duration such as 540, 540s, 9m or 1.5h")
+        raise UserError(f"--time-budget {text!r}: expected a positive duration such as 540, 540s, 9m or 1.5h")
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
@@ -119,9 +107,11 @@ class Budget:
         return self.seconds - (time.monotonic() - self.start)
 
     def estimate(self, item) -> float:
-        """Seconds ``item`` is expected to take: from its own config's finished runs of its kind
-        (configs differ up to 2x), else its siblings' (a scenario's costliest run of any kind
-        would keep cheap fine-tunes out of a budget), else any run's (module docstring)."""
+        """Seconds ``item`` is expected to take: the longest ``run_cost`` of a finished run of its
+        stage, scenario, arm and size (its own config's if any: configs differ up to 2x), x 1.1 +
+        10 s (``MARGIN``); with none, ``UNSEEN_FACTOR`` x the costliest of a sibling (same model and
+        kind of task: D for F; a scenario's costliest of any kind would keep cheap fine-tunes out),
+        else of any run, never below ``DEFAULT_RUN_S``."""
         cfg = item.spec.cfg
         own = self._costs(self.seen.get(_key(item), []), item)
         if own:

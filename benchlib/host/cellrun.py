@@ -3,18 +3,13 @@ the sweep one (arm, scenario, config) cell at a time in one Python process:
 
     python -m benchlib.host.cellrun CELL.json
 
-``CELL.json`` lists the cell's runs: each one's ``run_config`` (``runner.run_config``, the
-mapping a notebook run is injected, its folder included) and what the sweep adds to its
-record's ``sweep`` entry. The process trains them one after
-another with the function a training notebook calls (``benchlib.training.loop.run``, which
-resets the compiler and the memory counters between runs), so each writes the record and the
-step log its notebook would have, while the interpreter start, the imports and the notebook
-kernel are paid once per cell instead of once per run. Each run's output (warnings, a
-traceback; no progress bar) goes to its ``run.log``; its record gets its ``sweep`` entry as
-soon as it ends, so a process stopped midway (a time budget's Ctrl-C, a crash) keeps the runs
-it finished. A run that ends in ``error`` ends the process (exit ``STOP_AFTER_ERROR``): a
-failed CUDA context would fail the runs after it, so the sweep starts the rest in a new
-process (``execute_cell``).
+``CELL.json`` lists the cell's runs: each one's ``run_config`` (``runner.run_config``) and what
+the sweep adds to its ``sweep`` entry. The process trains them one after another with the
+function a training notebook calls (``benchlib.training.loop.run``), so each writes the record
+and step log its notebook would have, while the interpreter start and imports are paid once per
+cell. Each run's output goes to its ``run.log``; its record gets its ``sweep`` entry as soon as
+it ends, so a process stopped midway keeps the runs it finished. A run that ends in ``error``
+ends the process (``STOP_AFTER_ERROR``); the sweep starts the rest in a new one.
 """
 from __future__ import annotations
 

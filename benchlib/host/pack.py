@@ -126,10 +126,8 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
 def _beside_a_standing_record(files: list[Path], dirs: list[Path], started: float | None = None) -> set[Path]:
     """Files of a pretrain stage's run folder (``<study>.pretrain/<arch>/``) whose record is not
     among ``files``, or (with ``started``) was not written since the sweep started: a checkpoint
-    trained again on this host (they never travel) while the record that stands is the one the
-    repository has (each job's fresh copy of the tracked tree restores it). Its new step log
-    would otherwise come back over the committed one. (A warm GPU host keeps its own git state
-    between jobs, so git alone may list the restored record as changed.)"""
+    trained again on this host while the record that stands is the repository's; its new step
+    log would otherwise come back over the committed one."""
     changed = set(files)
     out = set()
     for f in files:

@@ -40,9 +40,7 @@ def slots_for(jobs: int, gpus: list[str], per_run: int = 1, runs_per_gpu: int = 
 
 CPU_THREAD_VARS = ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
 """What ``cpu_share`` sets: torch's CPU threads and Inductor's compile workers. Unset, each of
-N runs side by side may take every core for both (by Inductor's default, twelve runs on a
-16-core GPU host could start up to 192 compile workers), and kernel start, model building and
-compilation, most of a `small` run's fixed cost, wait on each other. The gain is not measured yet."""
+N runs side by side may take every core for both, and their fixed costs wait on each other."""
 
 
 def cpu_share(n_slots: int, cpus: int | None = None) -> dict:

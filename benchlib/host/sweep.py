@@ -1,5 +1,5 @@
 """``dtype-bench sweep``: the core sweep (``benchlib.study.sweep``) with what one GPU host adds,
-every option of it here (``add_options``) and each seam of the sweep filled in by ``GpuHost``."""
+every option of it here (``build_parser``) and each seam of the sweep filled in by ``GpuHost``."""
 from __future__ import annotations
 
 import argparse
@@ -35,7 +35,8 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--time-budget ")) from None
 
 
-def add_options(p: argparse.ArgumentParser) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    p = sweep.build_parser()
     here = p.add_argument_group("this host (runs executed here)")
     here.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
                       metavar="ID,...", help="GPUs to use, a run on each at a time (default: the first visible "
@@ -55,10 +56,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
                       help=f"Keep FILE an archive of the study's new records while the runs go (every "
                            f"{PACK_EVERY_S:.0f} s, dtype-bench pack), and once more at the end: for a job with a "
                            f"hard limit whose output folder alone comes back.")
+    return p
 
 
 class GpuHost(sweep.Host):
-    """The sweep's seams on a GPU host, from ``add_options``' flags."""
+    """The sweep's seams on a GPU host, from ``build_parser``'s flags."""
     run_cell = staticmethod(execute_cell)
     run_all = staticmethod(run_all)  # side by side in the slots
 
@@ -116,12 +118,6 @@ class GpuHost(sweep.Host):
     def stop(self) -> None:
         if self.packer:
             print(f"--pack-to: {self.packer.stop()}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = sweep.build_parser()
-    add_options(p)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

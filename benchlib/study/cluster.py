@@ -249,8 +249,7 @@ def sbatch_script(settings: ExecutorSettings, gpus: int, n_tasks: int, folder: P
 def arrays(items: list[Item], settings: ExecutorSettings) -> list[tuple[str, int, list[Item]]]:
     """The submission's arrays: (stage, GPUs per task, runs), the pretrain stage first, one
     array per phase (stage ``pretrain``, or ``pretrain.phase<k>`` where an arch pretrains in
-    phases); the runs that load its checkpoints in arrays of their own, which wait for it
-    (``waits``)."""
+    phases); the runs that load its checkpoints in arrays of their own, which wait for it."""
     pre = [i for i in items if i.stage == "pretrain"]
     phased = any(i.phase > 1 or i.label != f"pretrain/{i.arch}" for i in pre)
     stages = [(f"pretrain.phase{k}" if phased else "pretrain", [i for i in pre if i.phase == k])
@@ -269,14 +268,10 @@ def arrays(items: list[Item], settings: ExecutorSettings) -> list[tuple[str, int
 def _before(runs: list[Item], phase_ids: dict[int, list[str]]) -> list[str]:
     """The pretrain job ids an array waits for: a later phase's, the phases before it; the
     runs that load a checkpoint, every phase's."""
-    if not waits(runs):
+    if all(i.needs is None for i in runs):
         return []
     last = runs[0].phase if runs[0].stage == "pretrain" else float("inf")
     return list(dict.fromkeys(j for k, ids in sorted(phase_ids.items()) if k < last for j in ids))
-
-
-def waits(runs: list[Item]) -> bool:
-    return any(i.needs is not None for i in runs)
 
 
 @dataclasses.dataclass

@@ -4,22 +4,15 @@ A sweep writes the full layout (every run's ``result.json``, step log, rank logs
 and executed notebook; the analysis notebooks with their charts beside the chart files; HTML
 pages). Compacting keeps what the analysis reads and one copy of everything else:
 
-- the records: one table, ``records.jsonl.gz`` (``core.records.RECORDS_TABLE``: each line a
-  record as ``read_record`` reads it, with where it was); ``load_records`` reads it as it reads
-  the files;
-- the step logs: one table, ``steps.parquet`` (``core.records.STEPS_TABLE``), each log thinned
-  (``kept_rows``: every interval, evaluation and non-finite row, the last and the lowest
-  loss, 500 evenly spaced plain rows); ``read_steps`` reads a run's rows from it as from its
-  file. Rank logs stay in their run folders where the scaling analysis reads them (studies with
-  arms); elsewhere their aggregates in the record stand for them;
-- one example run notebook per training notebook (``--examples``: the LM one, the classification
-  one), and every notebook of a run without a finished record; the papermill, run and cell logs
-  of finished runs go (a failure's reason is in its record), and so do the analysis notebooks' logs;
-- each chart once, as a file (SVG where there is one, without the attributes that draw nothing:
-  ``lean_svg``; else PNG; the Vega-Lite copy goes, and a file identical to another goes): an
-  analysis notebook shows it by a link (``html_export.chart_link``);
-- one HTML report: ``html/index.html`` (overview charts, the runs, links to the examples) and a
-  page per analysis notebook, their style sheet once for all studies, in ``--root``.
+- the records: one table, ``records.jsonl.gz`` (``load_records`` reads it as it reads the files);
+- the step logs: one table, ``steps.parquet``, each log thinned (``kept_rows``; ``read_steps``
+  reads a run's rows from it as from its file); rank logs only in studies with arms (the scaling
+  analysis reads them);
+- one example run notebook per training notebook (``--examples``), and every notebook of a run
+  without a finished record; the logs of finished runs and of the analysis notebooks go;
+- each chart once, as a file (``CHART_SUFFIXES``): an analysis notebook shows it by a link;
+- one HTML report: ``html/index.html`` and a page per analysis notebook, their style sheet once
+  for all studies, in ``--root``.
 
 Then ``<root>/README.md`` is written again from the studies present (``readme.readme_text``) where
 this command wrote it before (or with ``--readme``; without folders, ``--readme`` writes it
@@ -370,10 +363,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ---- thinning one file (each function changes nothing the second time) ----------------------
-def _spec_key(data: dict) -> str | None:
-    return next((k for k in data if k.startswith("application/vnd.vegalite")), None)
-
-
 def _binned(spec: dict) -> dict:
     """A run notebook's curves chart drawn again from at most ``notebook.MAX_POINTS`` binned
     points per curve when its spec holds more (a run of thousands of steps); any other spec
@@ -392,10 +381,8 @@ def _binned(spec: dict) -> dict:
 
 
 RICHER = {"text/html", "text/markdown"}
-"""An output holding one of these drops its ``text/plain`` copy: JupyterLab, nbconvert's HTML
-and code-hosting sites show the richer form (a table's plain-text copy was ~2 MiB of the
-committed notebooks). A chart keeps its one-line text, ``<chart: title>``: the HTML export's
-alternative text for the image."""
+"""An output holding one of these drops its ``text/plain`` copy: every reader shows the richer
+form. A chart keeps its one-line text, ``<chart: title>``: the HTML export's alternative text."""
 
 
 def thin_notebook(path: Path) -> tuple[int, int]:
@@ -420,7 +407,7 @@ def thin_notebook(path: Path) -> tuple[int, int]:
             if "text/plain" in data and RICHER & set(data):  # every reader shows the richer form
                 del data["text/plain"]
                 changed = True
-            key = _spec_key(data)
+            key = next((k for k in data if k.startswith("application/vnd.vegalite")), None)
             if key is None:
                 continue
             svg = render(_binned(dict(data[key])), "svg").decode()
@@ -434,10 +421,8 @@ def thin_notebook(path: Path) -> tuple[int, int]:
 
 KEEP_ROWS = 500
 """A compacted step log keeps at most this many plain (step, loss, grad_norm) rows, evenly
-spaced, and every row that holds more (the interval rows with the forensic counters and the
-timing, evaluations, non-finite losses), the last step and the lowest loss (the analysis bins
-each scenario's curves to at most 120 points, ~4 of these rows a bin at 4,000 steps; the
-scaling analysis reads the final and the best loss)."""
+spaced, and every row that holds more (interval rows, evaluations, non-finite losses), the last
+step and the lowest loss: what the binned curves and the scaling analysis read."""
 
 
 def kept_rows(rows: list[dict], keep: int = KEEP_ROWS) -> list[dict]:
@@ -457,8 +442,7 @@ KEEP_LOG_LINES = 200
 
 def thin_log(path: Path, keep: int = KEEP_LOG_LINES) -> tuple[int, int]:
     """Each carriage-returned progress line reduced to its last state, the last ``keep`` lines
-    kept: (bytes before, after). Runs before 2026-11-24 logged every redraw of their bar (up to
-    250 KB a run)."""
+    kept: (bytes before, after)."""
     text = path.read_bytes().decode(errors="replace")  # read_text would turn each \r into a line
     lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]  # splitlines() would split at \r too
     lines = [line for line in lines if line.strip()][-keep:]

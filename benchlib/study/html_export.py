@@ -88,7 +88,7 @@ def saved_charts(study_dir: Path) -> dict[str, Path]:
 def _link_saved_charts(nb, html: Path, charts: dict[str, Path]) -> int:
     """Each SVG output of ``nb`` that is a file of ``charts`` becomes an ``<img>`` linking that
     file, relative to the page ``html``, with the chart's title as its alternative text; how
-    many. The SVG of a study's analysis pages was ~1.6 MB of the reference study's 2.2-MB page."""
+    many."""
     import hashlib
     from html import escape
     n = 0
@@ -206,9 +206,8 @@ def study_overview(study_dir: Path) -> tuple[dict, str]:
 
 
 RUN_PAGES_MAX = 20
-"""A fresh study of more runs gets no HTML page per run (a page repeats its notebook, ~110 kB, and
-every tracked file travels with each GPU job under a 64 MiB limit): its runs link nothing, never
-the notebook's raw JSON. A compacted study keeps a few example run notebooks: each gets its page."""
+"""A fresh study of more runs gets no HTML page per run (a page repeats its notebook, ~110 kB): its
+runs link nothing. A compacted study keeps a few example run notebooks: each gets its page."""
 
 
 def export_study_html(study_dir: Path, items: list | None = None, analysis: list[Path] | None = None,

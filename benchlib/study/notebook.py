@@ -9,12 +9,12 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from benchlib.core.runconfig import ConfigError, ResolvedRun, RunConfig, resolved
 from benchlib.core.env import STATIC_CHARTS_ENV
+from benchlib.study.html_export import fmt
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
 # The result record inside an executed notebook: a display output of this JSON mime type.
@@ -170,9 +170,7 @@ CURVES = {"loss": "training loss", "grad_norm": "gradient L2 norm (pre-clip)", "
 
 MAX_POINTS = 120
 """A curve's points at most, as in the analysis notebooks' loss curves: longer logs are binned by
-step (``curves_frame``). Every step is logged, and a 6,000-step run would otherwise pass
-Altair's 5,000-row limit and put 6,000 points into each executed notebook's chart (a study
-commits hundreds of them: at 120 points a run's SVG was 29-56 KB on the reference study)."""
+step (``curves_frame``), under Altair's 5,000-row limit and small in every executed notebook."""
 BIN_AGG = {"loss": "mean", "grad_norm": "max", "loss_scale": "min"}
 """How a bin summarises its steps: the mean loss, the largest gradient norm (a spike stays
 visible) and the smallest loss scale (a back-off stays visible)."""
@@ -263,12 +261,6 @@ FORENSIC_LABEL = {"grad_zero_frac": "grads exactly 0", "grad_fp16_subnormal_frac
                   "update_unchanged_frac": "weights an update left unchanged"}
 
 
-def _num(v: Any) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
 def _versus(m: dict, name: str) -> str | None:
     """'P@1 0.84 ± 0.01 vs label-frequency 0.12', or None when the record lacks either side."""
     v, b = m.get(f"quality/{name}"), m.get(f"baseline/{name}")
@@ -276,7 +268,7 @@ def _versus(m: dict, name: str) -> str | None:
         return None
     se = m.get(f"quality/{name}_se")
     base = str(m.get("baseline/name") or "trivial baseline").replace("_", "-")
-    return f"{METRIC_LABEL.get(name, name)} {_num(v)}{f' ± {se:.2g}' if isinstance(se, float) else ''} vs {base} {_num(b)}"
+    return f"{METRIC_LABEL.get(name, name)} {fmt(v)}{f' ± {se:.2g}' if isinstance(se, float) else ''} vs {base} {fmt(b)}"
 
 
 def data_line(rec: dict, evaluated: bool = True) -> str:
@@ -307,17 +299,17 @@ def result_summary(result: TrainResult | dict) -> str:
         beats = m.get("quality/beats_baseline")
         verdict = {True: "beat it", False: "did not clearly beat it"}.get(beats, "not decided")
         if beats is not None and m.get("quality/baseline_gain") is not None:
-            verdict += (f" (gain {_num(m['quality/baseline_gain'])} on {METRIC_LABEL.get(learned, learned)}, "
-                        f"needed > {_num(m.get('quality/baseline_gain_needed'))}")
+            verdict += (f" (gain {fmt(m['quality/baseline_gain'])} on {METRIC_LABEL.get(learned, learned)}, "
+                        f"needed > {fmt(m.get('quality/baseline_gain_needed'))}")
             verdict += f", {m['quality/n_eval']} examples)" if m.get("quality/n_eval") else ")"
         lines.append("quality: " + "; ".join(_versus(m, n) for n in shown) + f": {verdict}")
     elif m.get("quality") is not None:
-        lines.append(f"quality: {METRIC_LABEL.get(headline, headline)} {_num(m['quality'])} (no trivial baseline recorded)")
+        lines.append(f"quality: {METRIC_LABEL.get(headline, headline)} {fmt(m['quality'])} (no trivial baseline recorded)")
     forensic = [f"{label} {100 * m[f'forensics/{k}_mean']:.3g}%" for k, label in FORENSIC_LABEL.items()
                 if m.get(f"forensics/{k}_mean") is not None]
     if forensic:
         lines.append("forensics (mean over logged steps): " + ", ".join(forensic))
-    served = [f"{mode} " + (f"{_num(s['metrics'].get(headline))} ({s['minus_trained'].get(headline, 0):+.3g})"
+    served = [f"{mode} " + (f"{fmt(s['metrics'].get(headline))} ({s['minus_trained'].get(headline, 0):+.3g})"
                             if s.get("status") == "ok" else s.get("status", "?"))
               for mode, s in (rec.get("serve") or {}).items()]
     if served:

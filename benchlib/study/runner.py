@@ -140,16 +140,6 @@ def _set_state(item: Item) -> None:
             item.state, item.detail = "stale", changed
 
 
-def pretrain_stamp(pre: Item) -> dict | None:
-    """Which training made the pretrain item's checkpoint (kept in the records of the runs
-    that loaded it): its run, record date and model directory."""
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
-        return None
-    return {"run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"), "model": _rel(pre.model_dir)}
-
-
 def checkpoint_changed(item: Item) -> str:
     """Why a finished run that loads a pretrain checkpoint must run again, or ''. A checkpoint
     made again because it was lost (``remake``) is the same training: it changes nothing."""
@@ -249,8 +239,7 @@ def waiting_record(item: Item, problem: str) -> dict:
 
 
 def is_waiting(rec: dict) -> bool:
-    return rec.get("status") == "skipped" and bool((rec.get("sweep") or {}).get("waiting_for")
-                                                   or str(rec.get("reason") or "").startswith(WAITING))
+    return rec.get("status") == "skipped" and bool((rec.get("sweep") or {}).get("waiting_for"))
 
 
 def run_state(item: Item) -> tuple[str, str]:
@@ -359,13 +348,9 @@ def kernel_env(slot: dict) -> dict:
     return env
 
 
-# papermill's own command line, minus a second of import time: jsonschema (under nbformat
-# and altair) imports rfc3987_syntax when installed (JupyterLab's environment has it) only to
-# check "iri" string formats, which no notebook or chart schema uses; building its grammar
-# takes ~1.4 s in every process (benchlib/__init__.py does the same inside the kernel).
-# SIGUSR2 is ignored (and so by the kernel papermill starts): a scheduler's warning before a time
-# limit or preemption (Slurm's --signal, which submitit asks for) is for the task around
-# papermill, which writes the record; its default action would kill papermill without one.
+# papermill's own command line, without rfc3987_syntax (jsonschema builds its grammar, ~1.4 s,
+# for "iri" formats no schema here uses) and with SIGUSR2 ignored (inherited by the kernel): a
+# scheduler's warning before a time limit is for the task around papermill, which writes the record.
 PAPERMILL_MAIN = ("import sys, signal; sys.modules.setdefault('rfc3987_syntax', None); "
                   "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
                   "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
@@ -505,8 +490,17 @@ def execute_unit(unit: list[Item], slot: dict, timeout: int | None = None,
 
 
 def loaded(item: Item) -> dict:
-    """The record's ``sweep.pretrained`` of a run that loads a pretrain checkpoint."""
-    return {"pretrained": pretrain_stamp(item.needs)} if item.needs is not None else {}
+    """The record's ``sweep.pretrained`` of a run that loads a pretrain checkpoint: which training
+    made it (its run, record date and model directory)."""
+    pre = item.needs
+    if pre is None:
+        return {}
+    try:
+        rec = read_record(pre.result)
+    except CorruptRecord:
+        return {"pretrained": None}
+    return {"pretrained": {"run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"),
+                           "model": _rel(pre.model_dir)}}
 
 
 def cells(items: list[Item]) -> list[list[Item]]:

@@ -90,12 +90,9 @@ checkpointing), ``fp8-sizes`` (22: float8's speed-up per model size), ``serving`
 in one precision, served in another)."""
 ORDERS = ("seeds", "cells")
 """``order:`` of a study's runs. ``seeds`` (the default): every scenario and config of the first
-seed before any of the next, so a study cut short (a time budget, a lost machine) still holds
-whole seeds. ``cells``: each (scenario, config)'s seeds back to back (and its arms', arm by
-arm, in a study with ``arms:``, so a study cut short holds whole pairs), so the later seeds find
-the first one's compiled graphs in the machine's compile cache: a speed study of short runs on
-hosts lent one at a time, whose seeds run on another host cold otherwise (H100, GPT-2 base,
-100 steps: a seed-1 run ~30 s on the host of its seed 0, ~65 s on a fresh one)."""
+seed before any of the next, so a study cut short still holds whole seeds. ``cells``: each
+(scenario, config)'s seeds back to back (with ``arms:``, its arms' too, so a study cut short
+holds whole pairs), so the later seeds find the first one's graphs in the compile cache."""
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
 CONFIG_SETS = {"full_matrix": FULL_MATRIX, "core_six": CORE_SIX, "all": list(REGISTRY)}
@@ -151,10 +148,8 @@ class Study:
     (``analyses``)."""
 
     notebook_seeds: list | None = None
-    """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed. The
-    other seeds' runs write the same record and step log without a notebook, the seeds of one
-    (arm, scenario, config) cell one after another in one process: no kernel start and no
-    imports per run (``benchlib.host.cellrun``)."""
+    """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed (the
+    others: ``RunSpec.notebook``)."""
 
     @property
     def analyses(self) -> list[str]:
@@ -498,9 +493,6 @@ def _pretrain(v: Any, where: str) -> dict:
     example = "e.g. pretrain: {gpt2: {scenario: A, config: amp_bf16, steps: 2000}}"
     if not isinstance(v, dict):
         raise ConfigError(f"{where}pretrain: expected a mapping of architecture (gpt2, roberta) to run settings, {example}")
-    if "save_model" not in RunConfig.keys():
-        raise ConfigError(f"{where}pretrain: this benchlib's RunConfig has no save_model key, so no run can save "
-                          f"the checkpoint the stage makes")
     out = {}
     for key, spec in v.items():
         arch = str(key).lower()

@@ -342,7 +342,9 @@ def run(ns: argparse.Namespace, host: Host) -> int:
     if ns.analysis_only and pending:
         print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
     if todo and not ns.dry_run:
-        _check_writable(study_dir)
+        from benchlib.training.preflight import out_problem  # --out must take the study, said before any run
+        if problem := out_problem(study_dir, "--out"):
+            raise ConfigError(problem)
     if settings.kind != "inprocess" and todo:
         return _submit(ns, study, settings, todo, host.run_cell,
                        lambda wall: _after_runs(ns, study, every, items, todo, [], wall))
@@ -378,7 +380,7 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
     budget = host.budget
     watch = budget.watch(RUNNING) if budget else None
     try:
-        _execute_all(todo, items, study, slots, ns.timeout, timings, host)
+        _execute_all(todo, items, slots, ns.timeout, timings, host)
     except KeyboardInterrupt:
         if not (budget and budget.expired):
             print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
@@ -507,10 +509,10 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
     print(f"study {study.name} ({_rel(path)}): {len(runs)} runs ({shape}{selected}) -> {_rel(study_dir)}")
     if pre:
         root = pre[0].out_dir.parent
-        phases = max(p.phase for p in every if p.stage == "pretrain")
-        print(f"  pretrain stage first{f' in {phases} phases' if phases > 1 else ''}, its checkpoints under {_rel(root)}: "
-              + ", ".join(f"{p.run_id} ({_phase_of(p, every)}{p.spec.run_id}, {p.spec.cfg.steps} steps): {p.state}"
-                          for p in pre))
+        n = Counter(i.arch for i in every if i.stage == "pretrain")  # phases per arch
+        print(f"  pretrain stage first{f' in {max(n.values())} phases' if max(n.values()) > 1 else ''}, its checkpoints "
+              f"under {_rel(root)}: " + ", ".join(f"{p.run_id} ({f'phase {p.phase} of {n[p.arch]}, ' if n[p.arch] > 1 else ''}"
+                                                  f"{p.spec.run_id}, {p.spec.cfg.steps} steps): {p.state}" for p in pre))
     why = ", ".join(f"{s} {sum(i.state == s for i in todo)}" for s in dict.fromkeys(i.state for i in todo))
     print(f"  done {len(items) - len(todo)}, to run {len(todo)}" + (f" ({why})" if todo else ""))
     for i in items if commands else []:
@@ -522,20 +524,6 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
             print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.host.cellrun` "
                   f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
-
-
-def _phase_of(p: Item, every: list[Item]) -> str:
-    """``phase 2 of 2, `` for a phase of an arch pretrained in phases, else ''."""
-    n = sum(i.stage == "pretrain" and i.arch == p.arch for i in every)
-    return f"phase {p.phase} of {n}, " if n > 1 else ""
-
-
-def _check_writable(folder: Path) -> None:
-    """--out must take the study's folder: said before any run starts, not as a failed log."""
-    from benchlib.training.preflight import out_problem
-    problem = out_problem(folder, "--out")
-    if problem:
-        raise ConfigError(problem)
 
 
 class Dependencies:
@@ -579,8 +567,8 @@ class Dependencies:
                 self.settled[id(item)].set()
 
 
-def _execute_all(todo: list[Item], items: list[Item], study: Study, slots: list[dict], timeout: int | None,
-                 timings: list[dict], host: Host) -> None:
+def _execute_all(todo: list[Item], items: list[Item], slots: list[dict], timeout: int | None, timings: list[dict],
+                 host: Host) -> None:
     from tqdm import tqdm
 
     from benchlib.study.notebook import data_line
