@@ -214,9 +214,7 @@ def test_runs_still_going_when_the_budget_is_spent_are_interrupted_and_run_again
 
     monkeypatch.setattr(runner, "execute", execute)
     monkeypatch.setattr(budget.Budget, "estimate", lambda self, item: 0.0)  # every run looks short
-    t0 = time.monotonic()
     assert host_sweep.main([str(path), "--out", str(root), "--no-html", "--time-budget", "1.5"]) == 0
-    assert time.monotonic() - t0 < 10
     out = capsys.readouterr().out
     assert calls == ["A/fp32_baseline/seed0", "hung"]
     assert "time budget: spent while runs were going; they were stopped and run again with the same command" in out
@@ -233,9 +231,9 @@ def test_a_run_the_deadline_interrupts_counts_as_interrupted_whatever_its_exit_c
     child = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(1)); time.sleep(30)"
     b = budget.Budget(0.5)
     timer = b.watch(runner.RUNNING)
-    t0 = time.monotonic()
+    # the child sleeps 30 s and exits 0 unless Ctrl-C reaches it: -SIGINT says the deadline stopped it
     assert runner.execute_argv([sys.executable, "-c", child], dict(os.environ), tmp_path / "a.log") == -signal.SIGINT
-    assert time.monotonic() - t0 < 20 and b.expired
+    assert b.expired
     timer.cancel()
     # the same exit without the deadline is a failure
     assert runner.execute_argv([sys.executable, "-c", "import sys; sys.exit(1)"], dict(os.environ), tmp_path / "b.log") == 1
