@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import line_with
 from fixtures.records import make_record
 
 from benchlib.study import html_export
@@ -96,7 +97,7 @@ def test_result_summary_shows_status_reason_baseline_verdict_and_forensics():
     lines = text.splitlines()
     assert lines[0] == "status: ok"
     assert "P@1 0.84 ± 0.012 vs label-frequency 0.12" in lines[1] and "micro-F1 0.5" in lines[1]
-    assert ": beat it (gain 0.72 on P@1, needed > 0.06, 512 examples)" in lines[1]
+    assert line_with(lines[1], "beat", "0.72", "0.06", "512")  # the verdict, its gain, the margin, the sample
     assert lines[2].startswith("forensics (mean over logged steps): grads exactly 0 1%")
     assert "weights an update left unchanged 5%" in lines[2]
 
