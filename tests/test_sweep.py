@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import COMPLETED, REPO
+from conftest import COMPLETED, REPO, line_with
 
 from benchlib.host import slots
 from benchlib.study import runner, sweep
@@ -196,7 +196,7 @@ def test_a_changed_reading_key_updates_finished_records_instead_of_training_agai
     assert "judge_quality" not in read_record(item.result)["run"]  # a dry run changes nothing
     assert sweep.main([str(study), "--out", str(tmp_path / "out"), "--analysis-only", "--no-html",
                        "--no-analysis"]) == 0
-    assert "1 finished record updated, not trained again: judge_quality True -> False" in capsys.readouterr().out
+    assert line_with(capsys.readouterr().out, "1 finished record", "judge_quality", "True -> False")
     after = read_record(item.result)
     assert after["run"]["judge_quality"] is False and after["run_reading_was"] == {"judge_quality": True}
     assert sweep.run_state(item) == ("done:stalled", "")
