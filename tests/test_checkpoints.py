@@ -243,7 +243,7 @@ def test_dry_run_shows_the_pretrain_stage(tmp_path, capsys):
     assert sweep.main([str(_study(tmp_path)), "--dry-run", "--out", str(tmp_path / "executed")]) == 0
     out = capsys.readouterr().out
     assert "ft (" in out and "6 runs" in out
-    assert "pretrain stage first" in out and "pretrain/gpt2 (A/amp_bf16/seed0, 5 steps): new" in out
+    assert "pretrain stage first" in out and line_with(out, "pretrain/gpt2 ", "A/amp_bf16/seed0", "5 steps", "new")
     assert "done 0, to run 8 (new 8)" in out
     assert out.index("pretrain/roberta") < out.index("C/fp32_baseline/seed0")
     assert "loads pretrain/gpt2's checkpoint" in out and "save_model: true" in out
