@@ -273,7 +273,7 @@ def test_pack_to_keeps_an_archive_of_the_finished_runs_while_the_sweep_goes(chun
 
     def slow_second(cmd, env, log, timeout=None):
         if len(chunked.calls) == 1:  # the second run starts: wait (real time) for the packer
-            for _ in range(200):
+            for _ in range(3000):  # up to a minute; it leaves as soon as the packer wrote
                 if archive.exists():
                     with tarfile.open(archive) as tar:
                         seen_during[:] = [n for n in tar.getnames() if n.endswith("result.json")]

@@ -250,6 +250,7 @@ def test_gpu_slots_pin_one_gpu_each():
 
 def test_runs_spread_over_fake_gpus_never_two_on_one():
     busy, peak, seen, lock = {}, [0], [], threading.Lock()
+    first_three = threading.Barrier(3, timeout=60)  # broken (the test fails) unless 3 runs are going at once
 
     def fn(item, slot):
         gpu = slot["CUDA_VISIBLE_DEVICES"]
@@ -257,7 +258,8 @@ def test_runs_spread_over_fake_gpus_never_two_on_one():
             assert gpu not in busy, "two runs on one GPU"
             busy[gpu] = item
             peak[0] = max(peak[0], len(busy))
-        time.sleep(0.05)
+        if item < 3:
+            first_three.wait()
         with lock:
             del busy[gpu]
         return gpu
