@@ -284,7 +284,7 @@ def test_h2_gives_the_divergence_step_per_task_or_that_it_did_not_diverge():
     assert h["verdict"] == "supported" and h["effect"]["estimate"] == 1.0
     rows = {(r["config"], r["scenario"]): r for r in h["evidence"]["divergence"]}
     assert rows["fp16_naive_noscale", "A"]["diverged_steps"] == [40, 41, 42]
-    assert rows["fp16_naive_noscale", "C"]["summary"] == "did not diverge in 3 run(s) of 100 steps"
+    assert line_with(rows["fp16_naive_noscale", "C"]["summary"], "not diverge", "3 run(s)", "100 steps")
     assert rows["fp16_naive", "A"]["diverged"] == 0
 
 
