@@ -37,6 +37,14 @@ def pytest_collection_modifyitems(config, items):
 COMPLETED = ("ok", "degraded", "stalled")
 
 
+def line_with(text: str, *facts: str) -> str:
+    """The first line of ``text`` that holds every fact (a key, a number, a path, a verdict word),
+    in whatever wording and order: tests check what a message says, not its prose."""
+    lines = [line for line in text.splitlines() if all(f in line for f in facts)]
+    assert lines, f"no one line holds all of {facts}:\n{text[-3000:]}"
+    return lines[0]
+
+
 def papermill(*args: str, cwd: Path | str = REPO) -> subprocess.CompletedProcess:
     """The plain ``papermill`` command, as a user types it; benchlib importable from any cwd."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))

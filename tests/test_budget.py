@@ -9,7 +9,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from conftest import REPO, fake_papermill
+from conftest import REPO, fake_papermill, line_with
 
 from benchlib.core.errors import UserError
 from benchlib.core.records import read_record, write_json_atomic
@@ -58,7 +58,7 @@ def test_a_bad_duration_on_the_command_line_fails_before_anything_runs(chunked, 
         host_sweep.main(chunked.argv + ["--time-budget", "9x"])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "argument --time-budget: '9x': expected a positive duration" in err and err.count("\n") == 1
+    assert line_with(err, "--time-budget", "'9x'") and err.count("\n") == 1  # one line naming the flag and value
     assert chunked.calls == []
 
 
@@ -67,7 +67,7 @@ def test_a_budget_too_small_starts_nothing_and_exits_0_saying_so(chunked, capsys
     assert host_sweep.main(chunked.argv + ["--time-budget", "60"]) == 0  # the first run's estimate: 120 s
     out = capsys.readouterr().out
     assert chunked.calls == []
-    assert out.splitlines()[-1] == "time budget: 4 of 4 runs left; run the same command again to resume"
+    assert line_with(out.splitlines()[-1], "time budget", "4 of 4", "same command")  # nothing ran; how to resume
     assert not (chunked.root / "chunks" / "runs").exists()
 
 
@@ -78,8 +78,8 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
     assert host_sweep.main(chunked.argv + ["--time-budget", "250s"]) == 0
     out = capsys.readouterr().out
     assert chunked.calls == ["A/fp32_baseline/seed0", "A/amp_bf16/seed0"]  # seed-major: all of seed 0 first
-    assert "time budget: 2 of 4 runs left; run the same command again to resume" in out
-    assert "the analysis notebooks and the HTML export wait for the call that finishes the last run" in out
+    assert line_with(out, "time budget", "2 of 4", "same command")  # what is left, and how to resume
+    assert line_with(out, "analysis", "HTML", "last run")  # why no analysis ran
     # the same command again resumes: the next two, estimated from the records now there
     chunked.calls.clear()
     analysed = []
@@ -214,13 +214,11 @@ def test_runs_still_going_when_the_budget_is_spent_are_interrupted_and_run_again
 
     monkeypatch.setattr(runner, "execute", execute)
     monkeypatch.setattr(budget.Budget, "estimate", lambda self, item: 0.0)  # every run looks short
-    t0 = time.monotonic()
     assert host_sweep.main([str(path), "--out", str(root), "--no-html", "--time-budget", "1.5"]) == 0
-    assert time.monotonic() - t0 < 10
     out = capsys.readouterr().out
     assert calls == ["A/fp32_baseline/seed0", "hung"]
-    assert "time budget: spent while runs were going; they were stopped and run again with the same command" in out
-    assert "time budget: 3 of 4 runs left; run the same command again to resume" in out
+    assert line_with(out, "time budget", "stopped", "same command")
+    assert line_with(out, "time budget", "3 of 4", "same command")
     done = [p.parent.name for p in (root / "chunks" / "runs").rglob("result.json")
             if read_record(p)["status"] == "ok" and "sweep" in read_record(p)]
     assert done == ["seed0"]  # only the run that finished: the interrupted one runs again
@@ -233,9 +231,9 @@ def test_a_run_the_deadline_interrupts_counts_as_interrupted_whatever_its_exit_c
     child = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(1)); time.sleep(30)"
     b = budget.Budget(0.5)
     timer = b.watch(runner.RUNNING)
-    t0 = time.monotonic()
+    # the child sleeps 30 s and exits 0 unless Ctrl-C reaches it: -SIGINT says the deadline stopped it
     assert runner.execute_argv([sys.executable, "-c", child], dict(os.environ), tmp_path / "a.log") == -signal.SIGINT
-    assert time.monotonic() - t0 < 20 and b.expired
+    assert b.expired
     timer.cancel()
     # the same exit without the deadline is a failure
     assert runner.execute_argv([sys.executable, "-c", "import sys; sys.exit(1)"], dict(os.environ), tmp_path / "b.log") == 1
@@ -275,7 +273,7 @@ def test_pack_to_keeps_an_archive_of_the_finished_runs_while_the_sweep_goes(chun
 
     def slow_second(cmd, env, log, timeout=None):
         if len(chunked.calls) == 1:  # the second run starts: wait (real time) for the packer
-            for _ in range(200):
+            for _ in range(3000):  # up to a minute; it leaves as soon as the packer wrote
                 if archive.exists():
                     with tarfile.open(archive) as tar:
                         seen_during[:] = [n for n in tar.getnames() if n.endswith("result.json")]

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 import yaml
-from conftest import fake_papermill
+from conftest import fake_papermill, line_with
 from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
 
 from benchlib.study import notebook
@@ -243,7 +243,7 @@ def test_dry_run_shows_the_pretrain_stage(tmp_path, capsys):
     assert sweep.main([str(_study(tmp_path)), "--dry-run", "--out", str(tmp_path / "executed")]) == 0
     out = capsys.readouterr().out
     assert "ft (" in out and "6 runs" in out
-    assert "pretrain stage first" in out and "pretrain/gpt2 (A/amp_bf16/seed0, 5 steps): new" in out
+    assert "pretrain stage first" in out and line_with(out, "pretrain/gpt2 ", "A/amp_bf16/seed0", "5 steps", "new")
     assert "done 0, to run 8 (new 8)" in out
     assert out.index("pretrain/roberta") < out.index("C/fp32_baseline/seed0")
     assert "loads pretrain/gpt2's checkpoint" in out and "save_model: true" in out
@@ -297,7 +297,7 @@ def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path,
     d0 = read_record(root / "ft/runs/D/fp32_baseline/seed0/result.json")
     assert d0["status"] == "ok" and d0["sweep"]["pretrained"]["run"] == "pretrain/roberta"
     assert d0["run"]["model_name_or_path"] == str(root / "ft.pretrain/roberta/model")  # findable from the record
-    assert "2 run(s) skipped, waiting for the pretrained checkpoint" in capsys.readouterr().err
+    assert line_with(capsys.readouterr().err, "2 run(s)", "skipped", "pretrain")
 
     # resume: the failed pretrain and its waiting runs run again, nothing else
     assert sweep.main(argv + ["--dry-run"]) == 0
@@ -343,6 +343,6 @@ def test_a_stalled_pretrain_hands_on_its_checkpoint_with_a_warning_and_a_diverge
     assert "D/fp32_baseline/seed0" not in calls and (root / "ft.pretrain/roberta/model").is_dir()
     d0 = read_record(root / "ft/runs/D/fp32_baseline/seed0/result.json")
     assert d0["status"] == "skipped" and d0["sweep"]["waiting_for"] == "pretrain/roberta"
-    assert "pretrain/roberta (B/fp32_baseline/seed1) ended diverged: loss non-finite" in d0["reason"]
+    assert line_with(d0["reason"], "pretrain/roberta", "B/fp32_baseline/seed1", "diverged", "non-finite")
     assert sweep.pretrain_problem(sweep.plan(load_study(path), root)[0]) is None
     assert sweep.pretrain_warning(sweep.plan(load_study(path), root)[1]) is None  # unusable: a problem, not a warning

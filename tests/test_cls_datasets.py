@@ -2,7 +2,6 @@
 loaders as EUR-Lex. Local files of the hub schema ({text, label}, split files named as the hub
 exports them) stand in for the hub: no network here."""
 import json
-import time
 
 import numpy as np
 import pytest
@@ -115,10 +114,25 @@ def test_offline_with_an_empty_cache_is_one_clear_error(monkeypatch, tmp_path, s
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "datasets"))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    t0 = time.perf_counter()
+    calls = _spy_on_load_dataset(monkeypatch)
     with pytest.raises(DataUnavailableError) as e:
         load_task_data(resolved(RunConfig(scenario=scenario, data=name)))
     msg = str(e.value)
     assert files.HUB[name].id in msg and "(offline)" in msg and "data='synthetic'" in msg and "\n" not in msg
     assert files.HUB[name].schema in msg
-    assert time.perf_counter() - t0 < 20  # no retry loop
+    # no retry loop: one attempt, asked for no retries, with the libraries in offline mode
+    assert calls == [(files.HUB[name].id, 0, True)]
+
+
+def _spy_on_load_dataset(monkeypatch) -> list:
+    """Wrap ``datasets.load_dataset``: each call's (dataset, max_retries, offline mode then)."""
+    import datasets
+    from huggingface_hub import constants
+    real, calls = datasets.load_dataset, []
+
+    def load_dataset(path, *args, **kwargs):
+        dc = kwargs.get("download_config")
+        calls.append((path, dc.max_retries if dc else None, bool(datasets.config.HF_HUB_OFFLINE and constants.HF_HUB_OFFLINE)))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return calls

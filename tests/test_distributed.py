@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -130,10 +129,9 @@ SPECS = {
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("two_ranks")
-    t0 = time.perf_counter()
-    proc = _torchrun(tmp, SPECS)
+    proc = _torchrun(tmp, SPECS)  # fails the tests that use it if torchrun hangs
     assert proc.returncode == 0, proc.stdout[-4000:]
-    return tmp / "runs", time.perf_counter() - t0
+    return tmp / "runs"
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +150,7 @@ def references(tmp_path_factory):
 
 @pytest.mark.parametrize("name", list(SPECS))
 def test_two_ranks_match_one_process_over_the_same_global_batch(two_ranks, references, name):
-    root, _ = two_ranks
+    root = two_ranks
     rec = validate(read_record(root / name / "result.json"))
     assert rec["status"] in COMPLETED, rec["reason"]
     ref = references[SPECS[name].get("grad_accum", 1)]
@@ -165,7 +163,7 @@ def test_two_ranks_match_one_process_over_the_same_global_batch(two_ranks, refer
 
 
 def test_every_rank_writes_its_windows_and_rank_0_the_record(two_ranks):
-    root, _ = two_ranks
+    root = two_ranks
     for name in SPECS:
         files = sorted(p.name for p in (root / name).iterdir())
         assert files == ["rank0.jsonl", "rank1.jsonl", "result.json", "steps.jsonl"], files
@@ -181,7 +179,7 @@ def test_every_rank_writes_its_windows_and_rank_0_the_record(two_ranks):
 
 
 def test_sharded_strategies_hold_half_the_parameters_and_optimizer_state_per_rank(two_ranks, references):
-    root, _ = two_ranks
+    root = two_ranks
     full = references[1]["metrics"]
     for name in ("fsdp2", "fsdp1", "fsdp_manual"):
         m = read_record(root / name / "result.json")["metrics"]
@@ -190,9 +188,10 @@ def test_sharded_strategies_hold_half_the_parameters_and_optimizer_state_per_ran
         assert m["dist/optimizer_state_bytes_max"] == pytest.approx(full["memory/optimizer_state_bytes"] / 2, rel=0.02)
 
 
-def test_the_sharded_strategies_run_in_well_under_two_minutes(two_ranks):
-    _, seconds = two_ranks
-    assert seconds < 150, f"{len(SPECS)} two-rank runs took {seconds:.0f} s"
+def test_every_two_rank_run_trains_its_step_budget_and_no_more(two_ranks):
+    for name, spec in SPECS.items():
+        evals = [r["step"] for r in read_steps(two_ranks / name / "steps.jsonl") if "eval" in r]
+        assert evals[-1] == spec["steps"] - 1, name  # the final evaluation, after the last step
 
 
 # ---- torchrun launched by run(): the path a notebook or the sweep takes -------------------
@@ -211,23 +210,27 @@ def test_run_launches_ddp_under_torchrun_and_matches_one_process(tmp_path, refer
 
 
 def test_a_failing_rank_ends_the_run_as_error_with_its_message_not_a_hang(tmp_path):
-    t0 = time.perf_counter()
-    proc = _torchrun(tmp_path, {"run": {**TINY, "dist": {"timeout_s": 60, "strategy": "ddp"}, "steps": 6}}, timeout=150,
+    # the collective timeout (1 h) is far past torchrun's limit here (5 min): the run must end
+    # because the failure aborts its peer, never by waiting the peer's collective out
+    proc = _torchrun(tmp_path, {"run": {**TINY, "dist": {"timeout_s": 3600, "strategy": "ddp"}, "steps": 6}}, timeout=300,
                      DTYPE_BENCH_TEST_FAIL="1:3")
     assert proc.returncode != 0
     rec = validate(read_record(tmp_path / "runs" / "run" / "result.json"))
     assert rec["status"] == "error"
     assert rec["reason"].startswith("rank 1 ") and "injected failure on rank 1" in rec["reason"]
-    assert time.perf_counter() - t0 < 100
 
 
-def test_a_config_a_strategy_cannot_run_is_skipped_without_starting_processes(tmp_path):
-    t0 = time.perf_counter()
+def test_a_config_a_strategy_cannot_run_is_skipped_without_starting_processes(tmp_path, monkeypatch):
+    real = subprocess.Popen
+
+    def popen(args, *a, **k):  # `uname` or `git` for the record's environment may run; a rank may not
+        assert sys.executable not in args and "torch.distributed.run" not in args, f"a process was started: {args}"
+        return real(args, *a, **k)
+    monkeypatch.setattr(launch.subprocess, "Popen", popen)
     rec = run({**TINY, "config": "amp_bf16_8bit_adam", "dist": {"strategy": "fsdp2", "nproc": 2}}, out_dir=tmp_path,
               progress=False)
     assert rec["status"] == "skipped" and "DTensor" in rec["reason"]
     assert read_record(tmp_path / "result.json")["status"] == "skipped"
-    assert time.perf_counter() - t0 < 10
 
 
 @pytest.mark.parametrize("strategy,config,scenario,skipped", [
@@ -347,7 +350,7 @@ def test_seed003_aggregation_averages_time_sums_throughput_and_drops_the_first_w
 
 def test_scaling_analysis_gives_speedup_efficiency_summary_and_charts(two_ranks, references, tmp_path):
     import shutil
-    root, _ = two_ranks
+    root = two_ranks
     study = tmp_path / "study"
     for src, arm in ((root / "fsdp2", "fsdp2_2"), (Path(references["plain"]["_path"]).parent, "single")):
         shutil.copytree(src, study / arm)
@@ -415,7 +418,7 @@ def test_scaling_notebook_analyses_existing_records_under_papermill(two_ranks, r
     import shutil
 
     from conftest import papermill
-    root, _ = two_ranks
+    root = two_ranks
     study = tmp_path / "executed" / "demo" / "runs"
     shutil.copytree(root / "fsdp2", study / "fsdp2_2")
     shutil.copytree(Path(references["plain"]["_path"]).parent, study / "single")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import line_with
 
 from benchlib.analysis import tables
 from benchlib.analysis import report
@@ -110,7 +111,7 @@ def test_records_without_a_trivial_baseline_leave_learned_unknown():
     df = tables.study_frame(grid("A", ["fp32_baseline", "amp_bf16"]))  # records from before baselines
     lt = tables.learned_scenarios(df)
     assert lt["learned"].tolist() == [None]
-    assert lt["reason"].iloc[0] == "unknown: records carry no trivial baseline; quality enters no ranking"
+    assert lt["reason"].iloc[0].startswith("unknown") and "no trivial baseline" in lt["reason"].iloc[0]  # the verdict, and why
     rec, saf = recommend.recommendations(df, tables.config_stats(df), FAST)
     assert saf["safe"].isna().all() and rec["per_task"]["A"][0].startswith("A: no recommendation")
     assert "unknown: records carry no trivial baseline" in tables.summarize(df, "A")["note"].iloc[0]
@@ -133,7 +134,7 @@ def test_with_one_seed_no_config_is_safe_and_no_default_is_named():
     lines = rec["universal"] + [line for ls in rec["per_task"].values() for line in ls]
     assert not any(line.startswith("default:") or "fastest safe" in line for line in lines)
     assert rec["universal"][0].startswith("no default:")
-    assert rec["per_task"]["A"][0].startswith("A: no candidate config is shown safe")
+    assert line_with(rec["per_task"]["A"][0], "A", "no candidate", "safe")
     text = tables.describe_experiment(tables.summarize(df, "A"), "A")
     best = next(ln for ln in text.splitlines() if ln.startswith("- best quality: "))
     assert "(one seed;" in best and "too few seeds to tell" in best  # the best's own seeds, then the others'
@@ -204,7 +205,8 @@ def test_failed_configs_are_excluded_from_fastest_and_the_pareto_front():
     assert "stalled 3/3" in m.loc["fp16_naive", "excluded_reason"]
     assert "degraded 3/3" in m.loc["bf16_pure", "excluded_reason"]
     text = tables.describe_experiment(tables.summarize(df, "A"), "A")
-    assert "- fastest: amp_bf16 " in text and "excluded from fastest and the frontiers: fp16_naive:" in text
+    assert "amp_bf16" in line_with(text, "fastest:") and "fp16_naive" not in line_with(text, "fastest:")
+    assert line_with(text, "excluded", "fastest", "frontier", "fp16_naive")  # measured, yet not a candidate
     chart = charts.quality_scatter(tables.summarize(df, "A")).to_dict()
     rows = [r for rows in chart["datasets"].values() for r in rows if "point" in r]
     assert {r["config"] for r in rows if r["frontier"]} == {"amp_bf16"}

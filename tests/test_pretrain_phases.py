@@ -4,7 +4,7 @@ resume and the scheduler's arrays keep that order."""
 
 import pytest
 import yaml
-from conftest import fake_papermill
+from conftest import fake_papermill, line_with
 
 from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError
@@ -163,9 +163,10 @@ def test_dry_run_and_status_list_the_phases(tmp_path, capsys):
     assert sweep.main([str(path), "--dry-run", "--out", str(root)]) == 0
     out = capsys.readouterr().out
     assert "pretrain stage first in 2 phases" in out
-    assert "pretrain/roberta/phase1 (phase 1 of 2, B/fp32_baseline/seed1, 3 steps): new" in out
-    assert "pretrain/roberta (phase 2 of 2, B/fp32_baseline/seed1, 2 steps): new" in out
-    assert "pretrain/gpt2 (A/amp_bf16/seed0, 5 steps): new" in out
+    # each phase on its own line: its phase, the run whose settings it takes, its steps, its state
+    assert line_with(out, "pretrain/roberta/phase1 ", "1 of 2", "B/fp32_baseline/seed1", "3 steps", "new")
+    assert line_with(out, "pretrain/roberta ", "2 of 2", "B/fp32_baseline/seed1", "2 steps", "new")
+    assert line_with(out, "pretrain/gpt2 ", "A/amp_bf16/seed0", "5 steps", "new")
     assert "starts from pretrain/roberta/phase1's checkpoint" in out
     assert out.index("pretrain/roberta/phase1") < out.index("  new           pretrain/roberta  ")
     pytest.importorskip("submitit")
