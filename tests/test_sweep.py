@@ -146,8 +146,8 @@ def test_dry_run_prints_the_papermill_commands_and_executes_nothing(tmp_path, ca
 
 def test_filters_select_runs_and_unknown_values_are_named(tmp_path):
     items = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)
-    picked = sweep.select(items, ["A/*", "*/fp16_naive/*"], [], [], [])
-    assert len(picked) == 3 + 5
+    picked = sweep.select(items, ["A/*", "*/fp16_fp16_states/*"], [], [], [])
+    assert len(picked) == 3 + 5  # A's three configs, and the config on the five other scenarios
     assert [i.run_id for i in sweep.select(items, [], ["D"], ["amp_bf16"], [0])] == ["D/amp_bf16/seed0"]
     with pytest.raises(ConfigError, match="--config 'amp_fp16' is not in this study. Valid: amp_bf16"):
         sweep.select(items, [], [], ["amp_fp16"], [])
@@ -164,7 +164,7 @@ def test_changed_study_settings_make_a_record_stale(tmp_path):
     item = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)[0]
     rec = runner.error_record(item.spec, item.out_dir, "")
     write_json_atomic(item.result, {**rec, "status": "ok", "run": {**rec["run"], "steps": 99}})
-    assert sweep.run_state(item) == ("stale", "parameters changed: steps 99 -> 30")
+    assert sweep.run_state(item) == ("stale", "parameters changed: steps 99 -> 150")  # A runs 150 steps in smoke
 
 
 def test_cuda_graphs_asked_of_an_uncompiled_run_is_not_a_change(tmp_path):
