@@ -22,7 +22,8 @@ def test_a_second_host_of_the_folder_loads_what_the_first_compiled(tmp_path, mon
 
     assert host_sweep.main(args) == 0
     first = read_record(result)
-    assert first["run"]["compile"] == "on" and first["env"]["compile_cache_dir"] == str(cache.resolve())
+    # fp32_baseline has no autocast: its graphs go to the folder's autocast-off subfolder
+    assert first["run"]["compile"] == "on" and first["env"]["compile_cache_dir"] == str(cache.resolve() / "autocast-off")
     m = first["metrics"]
     assert m["compile/cache"] == "miss" and m["compile/graph_cache_misses"] > 0 and m["compile/graph_cache_hits"] == 0
     assert any(cache.iterdir())
@@ -36,6 +37,19 @@ def test_a_second_host_of_the_folder_loads_what_the_first_compiled(tmp_path, mon
     assert m["compile/graph_cache_hits"] == first["metrics"]["compile/graph_cache_misses"]
     assert m["compile/graph_cache_misses"] == 0 and m["compile/autograd_cache_hits"] > 0
     assert "hit 1 run(s), median" in capsys.readouterr().out
+
+
+def test_each_autocast_dtype_compiles_into_a_folder_of_its_own(tmp_path, monkeypatch):
+    # torch 2.11's AOTAutograd cache key ignores the autocast dtype: one shared folder let an
+    # amp_bf16 run load an amp_fp16 run's joint graph. A second run in the same process keys
+    # from the shared folder again, not from the first run's subfolder.
+    from benchlib.training.compile_cache import by_autocast
+    monkeypatch.setenv(COMPILE_CACHE_ENV, str(tmp_path))
+    folders = [by_autocast(a) for a in ("bf16", "fp16", None, "bf16")]
+    assert folders == [str(tmp_path / "autocast-bf16"), str(tmp_path / "autocast-fp16"),
+                       str(tmp_path / "autocast-off"), str(tmp_path / "autocast-bf16")]
+    import os
+    assert os.environ[COMPILE_CACHE_ENV] == folders[-1]
 
 
 def test_an_eager_run_records_no_compile_cache(tmp_path):

@@ -10,8 +10,19 @@ the runs there (``dtype-bench sweep --compile-cache DIR`` points every run at on
     before = counters()           # before the first compiled call
     ...                           # the run
     metrics(before)               # {"compile/graph_cache_hits": 4, ...}
+
+Each run compiles into a subfolder of that folder per autocast dtype (``by_autocast``): torch's
+AOTAutograd cache key says whether autocast is on but not in which dtype (pytorch/pytorch
+PR 181564; torch 2.11 has the hole, 2.13 does not), so an ``amp_bf16`` run could load the joint
+graph an ``amp_fp16`` run compiled and compute in fp16, unscaled. Measured on an H100 (torch
+2.11): two such runs' gradients were 30% exact zeros at step 0 (0% in their own graph), and
+both failed.
 """
 from __future__ import annotations
+
+import os
+
+from benchlib.core.env import COMPILE_CACHE_ENV
 
 _KEYS = {  # record metric -> (dynamo counter group, counter)
     "compile/graph_cache_hits": ("inductor", "fxgraph_cache_hit"),
@@ -19,6 +30,19 @@ _KEYS = {  # record metric -> (dynamo counter group, counter)
     "compile/autograd_cache_hits": ("aot_autograd", "autograd_cache_hit"),
     "compile/autograd_cache_misses": ("aot_autograd", "autograd_cache_miss"),
 }
+
+
+def by_autocast(autocast: str | None) -> str:
+    """Point torch.compile's caches (``TORCHINDUCTOR_CACHE_DIR``) at ``<folder>/autocast-<dtype>``
+    (``autocast-off`` without autocast) for the rest of this process, and return that folder.
+    ``<folder>`` is the one set (the sweep's ``--compile-cache``, else torch's default); a second
+    run in the process keys from it again, not from the first run's subfolder."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    now = os.path.abspath(os.environ.get(COMPILE_CACHE_ENV) or default_cache_dir())
+    base = os.path.dirname(now) if os.path.basename(now).startswith("autocast-") else now
+    folder = os.path.join(base, f"autocast-{autocast or 'off'}")
+    os.environ[COMPILE_CACHE_ENV] = folder
+    return folder
 
 
 def counters() -> dict[str, int]:

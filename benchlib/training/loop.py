@@ -214,6 +214,8 @@ def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Str
         # each run compiles afresh: several runs in one process (a notebook, `bench`) would
         # otherwise pile up recompilations until dynamo silently falls back to eager
         torch._dynamo.reset()
+    if cfg.compile == "on" or cfg.cudagraphs:
+        rec["env"]["compile_cache_dir"] = compile_cache.by_autocast(dtype.autocast_dtype)
     compiled_before = compile_cache.counters()
     step_model: Callable = dist.wrap(model, compile=cfg.compile == "on" and not cfg.cudagraphs)
     if cfg.cudagraphs:  # single process only (RunConfig checks)
