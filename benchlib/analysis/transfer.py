@@ -1,0 +1,209 @@
+"""Does a synthetic study's answer hold on real data? (``transfer_table``, ``dtype-bench transfer``)
+
+Each (scenario, config) of the synthetic arm sits next to the same cell of the real arm (a study
+whose records carry real data). An arm's effect is ``safety``'s: the quality gap to the scenario's
+reference in % of the reference, positive = worse, paired by seed, with its bootstrap CI
+(``contrasts``), and its verdict (failed, degraded, safe, inconclusive, ...). A cell with fewer
+than ``Rules.min_seeds`` counted seeds gets the same gap as a point estimate only (``contrast``
+at one seed, its CI left blank), against the first reference config it has.
+
+Whether a cell **transfers** (``match``: True, False or None = not checked), in this order:
+
+1. a failure (one run that diverged, stalled, degraded in training, ran out of memory: safety's
+   ``failed``, which one run decides) on one arm and not the other: False; on both: True;
+2. either arm without a CI (short of seeds, quality not established, not run): None;
+3. both CIs inside +-``Rules.min_effect_pct`` (no effect that matters on either arm): True;
+4. both CIs contain 0 (neither arm shows an effect; a ratio of noise means nothing): True;
+5. otherwise the ratio real / synthetic of the point gaps: True inside [1/FACTOR, FACTOR]
+   (same sign, within a factor of 1.5), else False.
+
+Where each cell's **verdict comes from** (``source``):
+
+- ``real``: the real arm gives a verdict by the study's rules (>= min_seeds counted seeds, or a
+  failed run, or its reference);
+- ``synthetic (transfers: ...)``: the real arm has the scenario but no verdict for this cell, and
+  every cell of the scenario checked on both arms (at least one) transfers;
+- ``synthetic (does not transfer: ...)``: some checked cell of the scenario does not transfer;
+  the cells named;
+- ``synthetic (unverified: ...)``: the real arm has the scenario but no cell can be checked (too
+  few seeds): one seed never decides a transfer, nor is it a verdict;
+- ``synthetic (no real arm: unverified)``: no real run of the scenario.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from benchlib.analysis.contrasts import contrast
+from benchlib.analysis.safety import safety
+from benchlib.analysis.stats import Rules
+from benchlib.analysis.tables import gated, resolve_study_dir, seed_series, study_frame
+from benchlib.core.records import load_records
+
+FACTOR = 1.5
+"""A synthetic effect transfers when the real one is within this factor of it (issue: real data)."""
+ARM_COLS = ["n", "reference", "gap_pct", "ci_low", "ci_high", "verdict", "reason"]
+HAS_VERDICT = ("reference", "safe", "degraded", "inconclusive", "failed")
+
+
+def arm_effects(df: pd.DataFrame, rules: Rules, prefer: dict | None = None) -> pd.DataFrame:
+    """Per (scenario, config) of one arm: ``n`` runs, the reference, the gap and its CI and the
+    verdict (``safety``); where the contrast was not tested, the point gap against the
+    scenario's reference (``prefer[scenario]`` where this arm ran it) with the CI blank."""
+    df = gated(df, rules)
+    out = safety(df, rules).rename(columns={"runs": "n"})
+    q = seed_series(df, "quality", oriented=False)
+    one = replace(rules, min_seeds=1)
+    for i, r in out[out["gap_pct"].isna() & (out["verdict"] != "failed")].iterrows():
+        s, c = r["scenario"], r["config"]
+        refs = [x for x in ((prefer or {}).get(s), *rules.reference_configs) if x and len(q.get((s, x), ()))]
+        if (s, c) not in q or not refs or refs[0] == c:
+            continue
+        sign = df.attrs["q_sign"].get(s, 1)
+        out.loc[i, ["reference", "gap_pct"]] = refs[0], contrast(q[s, c], q[s, refs[0]], sign, one)["gap_pct"]
+    return out[["scenario", "config", *ARM_COLS]]
+
+
+def match(s: pd.Series, r: pd.Series, rules: Rules) -> tuple[bool | None, str]:
+    """Whether a synthetic cell ``s`` transfers to its real cell ``r`` (module docstring), and why."""
+    fs, fr = s["verdict"] == "failed", r["verdict"] == "failed"
+    if fs or fr:
+        if fs and fr:
+            return True, "fails on both arms"
+        bad, ok, why = ("real", "synthetic", r["reason"]) if fr else ("synthetic", "real", s["reason"])
+        return False, f"failed on the {bad} arm ({why}), not on the {ok} one"
+    ci = [(a["ci_low"], a["ci_high"]) for a in (s, r)]
+    if not all(pd.notna(x) for pair in ci for x in pair):
+        short = [f"{name} {a['n']:.0f} of {rules.min_seeds} seeds" for name, a in (("synthetic", s), ("real", r))
+                 if pd.notna(a["gap_pct"]) and pd.isna(a["ci_low"])]
+        return None, "not checked: " + ("; ".join(short) + ", no CI" if short else "no effect with a CI on both arms")
+    m = rules.min_effect_pct(None if pd.isna(s["metric"]) else s["metric"])
+    if all(-m <= lo and hi <= m for lo, hi in ci):
+        return True, f"no effect of {m:g}% or more on either arm"
+    if all(lo <= 0 <= hi for lo, hi in ci):
+        return True, "neither arm's CI excludes 0"
+    ratio = r["gap_pct"] / s["gap_pct"] if s["gap_pct"] else math.inf
+    ok = 1 / FACTOR <= ratio <= FACTOR
+    return ok, f"real/synthetic {ratio:.2g}: {'within' if ok else 'outside'} a factor of {FACTOR:g}"
+
+
+def transfer_table(synthetic_df: pd.DataFrame, real_df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
+    """Per (scenario, config) of either arm: each arm's effect (``syn_*`` / ``real_*``:
+    ``ARM_COLS``), ``ratio`` real / synthetic gap, ``transfers`` (``match``), ``transfer`` (why)
+    and ``source`` (module docstring). Rows are in the synthetic table's order, real-only cells
+    last."""
+    syn = arm_effects(synthetic_df, rules)
+    prefer = syn.dropna(subset=["reference"]).groupby("scenario")["reference"].first().to_dict()
+    real = arm_effects(real_df, rules, prefer)
+    t = syn.rename(columns={c: f"syn_{c}" for c in ARM_COLS}).merge(
+        real.rename(columns={c: f"real_{c}" for c in ARM_COLS}), on=["scenario", "config"], how="outer", sort=False)
+    t["metric"] = [synthetic_df.attrs.get("quality_metric", {}).get(s, {}).get("name") for s in t["scenario"]]
+    t["ratio"] = t["real_gap_pct"] / t["syn_gap_pct"].where(t["syn_gap_pct"] != 0)
+    checks = [_check(row, rules) for _, row in t.iterrows()]
+    t["transfers"], t["transfer"] = [c[0] for c in checks], [c[1] for c in checks]
+    real_scenarios = set(real["scenario"])
+    t["source"] = [_source(row, t, real_scenarios, rules) for _, row in t.iterrows()]
+    return t.drop(columns="metric")
+
+
+def _arm(row: pd.Series, prefix: str) -> pd.Series:
+    return pd.Series({c: row[f"{prefix}_{c}"] for c in ARM_COLS} | {"metric": row["metric"]})
+
+
+def _check(row: pd.Series, rules: Rules) -> tuple[bool | None, str]:
+    if pd.isna(row["syn_verdict"]) or pd.isna(row["real_verdict"]):
+        return None, f"not checked: no {'synthetic' if pd.isna(row['syn_verdict']) else 'real'} arm"
+    if "reference" in (row["syn_verdict"], row["real_verdict"]) or row["config"] in (row["syn_reference"],
+                                                                                    row["real_reference"]):
+        return None, "the reference"
+    return match(_arm(row, "syn"), _arm(row, "real"), rules)
+
+
+def _source(row: pd.Series, t: pd.DataFrame, real_scenarios: set, rules: Rules) -> str:
+    if row["real_verdict"] in HAS_VERDICT:
+        return "real"
+    s = row["scenario"]
+    if pd.isna(row["syn_verdict"]):
+        return f"none (no synthetic arm; the real arm has {row['real_n']:.0f} of {rules.min_seeds} seeds)"
+    if s not in real_scenarios:
+        return "synthetic (no real arm: unverified)"
+    checked = t[(t["scenario"] == s) & t["transfers"].notna()]
+    bad = checked.loc[checked["transfers"] == False, "config"].tolist()  # noqa: E712 (object column)
+    if bad:
+        return f"synthetic (does not transfer: {', '.join(bad)} on {s})"
+    if len(checked):
+        return f"synthetic (transfers: {len(checked)} of {len(checked)} checked cells of {s} match)"
+    return (f"synthetic (unverified: no cell of {s} checked on both arms; the real arm has "
+            f"{t.loc[t['scenario'] == s, 'real_n'].max():.0f} seeds at most, {rules.min_seeds} needed)")
+
+
+# ---- the verb ------------------------------------------------------------------------------------
+def real_data(rec: dict) -> bool:
+    """A record trained on real data: its ``data.source`` is a path, or it records provenance."""
+    data = rec.get("data") or {}
+    return "/" in str(data.get("source") or "") or any(k.startswith("provenance_") for k in data)
+
+
+def _load(path: str, rules: Rules, real: bool) -> tuple[Path, pd.DataFrame]:
+    root = resolve_study_dir(path)
+    recs = load_records(root)
+    if not recs:
+        raise FileNotFoundError(f"no result records under study folder {path!r}")
+    if real and not any(real_data(r) for r in recs):
+        raise ValueError(f"{path}: no record carries real data (data.source a path, or data.provenance_*)")
+    return root, study_frame(recs, rules)
+
+
+def kind(source: pd.Series) -> pd.Series:
+    """A source without its details: 'real', 'synthetic (transfers)', 'synthetic (unverified)', ..."""
+    return source.str.replace(r":.*\)$", ")", regex=True)
+
+
+def _effect(row: pd.Series, p: str) -> str:
+    if pd.isna(row[f"{p}_verdict"]):
+        return "not run"
+    g, lo, hi, n = (row[f"{p}_{c}"] for c in ("gap_pct", "ci_low", "ci_high", "n"))
+    eff = "" if pd.isna(g) else f"{g:+.2f}%" + (f" [{lo:+.2f}, {hi:+.2f}]" if pd.notna(lo) else " (no CI)")
+    return f"{eff} {row[f'{p}_verdict']} (n={n:.0f})".strip()
+
+
+def to_markdown(t: pd.DataFrame, syn: Path, real: Path, rules: Rules) -> str:
+    """transfer.md: what was compared, the rule, the count of cells per source and the table."""
+    from benchlib.analysis.findings import provenance
+    kinds = kind(t["source"])
+    lines = [f"# Transfer: `{syn.name}` (synthetic) against `{real.name}` (real data)", "",
+             f"- synthetic: {provenance(syn)}", f"- real: {provenance(real)}", "",
+             f"Effect: quality gap to the scenario's reference, % of the reference, positive = worse, paired by "
+             f"seed, {rules.conf:.0%} CI (blank below {rules.min_seeds} seeds). A cell transfers when both arms fail, "
+             f"both CIs lie inside the minimum effect or both contain 0, or real/synthetic is within a factor of "
+             f"{FACTOR:g}; a failure on one arm only does not transfer. Verdict source: "
+             + "; ".join(f"{k}: {n}" for k, n in kinds.value_counts().items()) + ".",
+             "", "| scenario | config | synthetic | real | real/synthetic | transfer | verdict from |",
+             "|---|---|---|---|---|---|---|"]
+    for _, r in t.iterrows():
+        ratio = "" if pd.isna(r["ratio"]) else f"{r['ratio']:.2g}"
+        lines.append(f"| {r['scenario']} | {r['config']} | {_effect(r, 'syn')} | {_effect(r, 'real')} | {ratio} | "
+                     f"{str(r['transfer']).replace('|', '/')} | {r['source']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="dtype-bench transfer", description=__doc__.splitlines()[0])
+    p.add_argument("synthetic", metavar="SYNTH_STUDY_DIR", help="the synthetic study (e.g. executed/h100/reference)")
+    p.add_argument("real", metavar="REAL_STUDY_DIR", help="the study whose records carry real data")
+    p.add_argument("--out", metavar="DIR", help="where transfer.csv and transfer.md go (default REAL_STUDY_DIR/transfer)")
+    ns = p.parse_args(argv)
+    rules = Rules()
+    (sdir, sdf), (rdir, rdf) = _load(ns.synthetic, rules, False), _load(ns.real, rules, True)
+    t = transfer_table(sdf, rdf, rules)
+    out = Path(ns.out) if ns.out else rdir / "transfer"
+    out.mkdir(parents=True, exist_ok=True)
+    t.assign(synthetic_study=sdir.name, real_study=rdir.name).to_csv(out / "transfer.csv", index=False)
+    (out / "transfer.md").write_text(to_markdown(t, sdir, rdir, rules))
+    print(f"{out / 'transfer.csv'}, {out / 'transfer.md'}: {len(t)} cells; "
+          + ", ".join(f"{k}: {n}" for k, n in kind(t["source"]).value_counts().items()))
+    return 0
