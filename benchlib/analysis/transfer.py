@@ -88,7 +88,7 @@ def match(s: pd.Series, r: pd.Series, rules: Rules) -> tuple[bool | None, str]:
         return True, "neither arm's CI excludes 0"
     ratio = r["gap_pct"] / s["gap_pct"] if s["gap_pct"] else math.inf
     ok = 1 / FACTOR <= ratio <= FACTOR
-    return ok, f"real/synthetic {ratio:.2g}: {'within' if ok else 'outside'} a factor of {FACTOR:g}"
+    return ok, f"real/synthetic {ratio:.2f}: {'within' if ok else 'outside'} a factor of {FACTOR:g}"
 
 
 def transfer_table(synthetic_df: pd.DataFrame, real_df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
@@ -160,7 +160,7 @@ def _load(path: str, rules: Rules, real: bool) -> tuple[Path, pd.DataFrame]:
 
 def kind(source: pd.Series) -> pd.Series:
     """A source without its details: 'real', 'synthetic (transfers)', 'synthetic (unverified)', ..."""
-    return source.str.replace(r":.*\)$", ")", regex=True)
+    return source.str.replace(r"[:;].*\)$", ")", regex=True)
 
 
 def _effect(row: pd.Series, p: str) -> str:
