@@ -88,12 +88,23 @@ def test_a_scenario_without_a_real_arm_is_unverified():
     assert set(t.loc[t["scenario"] == "A", "source"]) == {"synthetic (no real arm: unverified)"}
 
 
+def test_the_findings_line_names_the_configs_that_do_not_transfer(tmp_path):
+    syn = write_study(tmp_path / "syn", arm(3.0, SYN))
+    real = write_study(tmp_path / "real", arm(4.0, {**SYN, "bf16_pure": 5.0}, diverged=("amp_bf16",), real=True))
+    assert cli.main(["transfer", str(syn), str(real), "--out", str(tmp_path / "out")]) == 0
+    line = transfer.findings_line(tmp_path / "out")[0]
+    assert "A: does not transfer (amp_bf16, bf16_pure)" in line and "`real` (real data)" in line
+    with pytest.raises(FileNotFoundError, match="nosuch"):
+        transfer.findings_line(tmp_path / "nosuch")
+
+
 def test_the_verb_writes_the_table_and_names_an_unknown_study(tmp_path, capsys):
     syn, real = write_study(tmp_path / "syn", arm(3.0, SYN)), write_study(tmp_path / "real", arm(4.0, SYN, real=True))
     assert cli.main(["transfer", str(syn), str(real), "--out", str(tmp_path / "out")]) == 0
     csv = pd.read_csv(tmp_path / "out" / "transfer.csv")
     assert set(csv["real_study"]) == {"real"} and (csv["source"] == "real").any()
     assert "| A | bf16_pure |" in (tmp_path / "out" / "transfer.md").read_text()
+    assert "A: transfers (3 of 3 checked cells)" in transfer.findings_line(tmp_path / "out")[0]
     capsys.readouterr()
     assert cli.main(["transfer", str(tmp_path / "nosuch"), str(real)]) == 2
     err = capsys.readouterr().err.strip()

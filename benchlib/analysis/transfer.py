@@ -207,3 +207,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{out / 'transfer.csv'}, {out / 'transfer.md'}: {len(t)} cells; "
           + ", ".join(f"{k}: {n}" for k, n in kind(t["source"]).value_counts().items()))
     return 0
+
+
+def findings_line(folder: Path) -> list[str]:
+    """One line of the README's Findings from ``folder/transfer.csv`` (written by the verb): how
+    many verdicts come from the real arm, and per scenario whether the synthetic arm transfers."""
+    path = Path(folder) / "transfer.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"no {path}: run `dtype-bench transfer SYNTH_STUDY_DIR REAL_STUDY_DIR --out {folder}`")
+    t = pd.read_csv(path)
+    per = []
+    for s, g in t.groupby("scenario"):
+        checked = g["transfers"].dropna().astype(str)
+        bad = g.loc[checked.index[checked == "False"], "config"].tolist()
+        per.append(f"{s}: " + (f"does not transfer ({', '.join(bad)})" if bad else
+                               f"transfers ({len(checked)} of {len(checked)} checked cells)" if len(checked) else
+                               "no real arm" if g["real_verdict"].isna().all() else "unverified (too few real seeds)"))
+    return [f"`{t['real_study'].iloc[0]}` (real data) against `{t['synthetic_study'].iloc[0]}` (synthetic): "
+            f"{int((t['source'] == 'real').sum())} of {len(t)} (scenario, config) verdicts from the real arm; the "
+            f"synthetic arm, within a factor of {FACTOR:g}: " + "; ".join(per) + f" (`{path.parent}/transfer.md`)."]
