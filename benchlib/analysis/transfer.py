@@ -42,7 +42,7 @@ from benchlib.analysis.contrasts import contrast
 from benchlib.analysis.safety import safety
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import gated, resolve_study_dir, seed_series, study_frame
-from benchlib.core.records import load_records
+from benchlib.core.records import describe_environment, load_records
 
 FACTOR = 1.5
 """A synthetic effect transfers when the real one is within this factor of it (issue: real data)."""
@@ -81,7 +81,7 @@ def match(s: pd.Series, r: pd.Series, rules: Rules) -> tuple[bool | None, str]:
         short = [f"{name} {a['n']:.0f} of {rules.min_seeds} seeds" for name, a in (("synthetic", s), ("real", r))
                  if pd.notna(a["gap_pct"]) and pd.isna(a["ci_low"])]
         return None, "not checked: " + ("; ".join(short) + ", no CI" if short else "no effect with a CI on both arms")
-    m = rules.min_effect_pct(None if pd.isna(s["metric"]) else s["metric"])
+    m = rules.min_effect_pct(s["metric"])
     if all(-m <= lo and hi <= m for lo, hi in ci):
         return True, f"no effect of {m:g}% or more on either arm"
     if all(lo <= 0 <= hi for lo, hi in ci):
@@ -101,26 +101,29 @@ def transfer_table(synthetic_df: pd.DataFrame, real_df: pd.DataFrame, rules: Rul
     real = arm_effects(real_df, rules, prefer)
     t = syn.rename(columns={c: f"syn_{c}" for c in ARM_COLS}).merge(
         real.rename(columns={c: f"real_{c}" for c in ARM_COLS}), on=["scenario", "config"], how="outer", sort=False)
-    t["metric"] = [synthetic_df.attrs.get("quality_metric", {}).get(s, {}).get("name") for s in t["scenario"]]
+    for p, df in (("syn", synthetic_df), ("real", real_df)):
+        t[f"{p}_metric"] = [gated(df, rules).attrs["quality_metric"].get(s, {}).get("name") for s in t["scenario"]]
     t["ratio"] = t["real_gap_pct"] / t["syn_gap_pct"].where(t["syn_gap_pct"] != 0)
     checks = [_check(row, rules) for _, row in t.iterrows()]
     t["transfers"], t["transfer"] = [c[0] for c in checks], [c[1] for c in checks]
     real_scenarios = set(real["scenario"])
     t["source"] = [_source(row, t, real_scenarios, rules) for _, row in t.iterrows()]
-    return t.drop(columns="metric")
-
-
-def _arm(row: pd.Series, prefix: str) -> pd.Series:
-    return pd.Series({c: row[f"{prefix}_{c}"] for c in ARM_COLS} | {"metric": row["metric"]})
+    return t
 
 
 def _check(row: pd.Series, rules: Rules) -> tuple[bool | None, str]:
-    if pd.isna(row["syn_verdict"]) or pd.isna(row["real_verdict"]):
-        return None, f"not checked: no {'synthetic' if pd.isna(row['syn_verdict']) else 'real'} arm"
-    if "reference" in (row["syn_verdict"], row["real_verdict"]) or row["config"] in (row["syn_reference"],
-                                                                                    row["real_reference"]):
-        return None, "the reference"
-    return match(_arm(row, "syn"), _arm(row, "real"), rules)
+    """``match`` where the two cells measure the same thing: both arms ran the config, neither
+    is its reference, both judged quality, with one metric, against one reference config."""
+    arm = {p: pd.Series({c: row[f"{p}_{c}"] for c in [*ARM_COLS, "metric"]}) for p in ("syn", "real")}
+    v, ref, met = ({p: a[k] for p, a in arm.items()} for k in ("verdict", "reference", "metric"))
+    why = ("no synthetic arm" if pd.isna(v["syn"]) else "no real arm" if pd.isna(v["real"]) else
+           "the reference" if "reference" in v.values() or row["config"] in ref.values() else
+           "quality not established on the " + " and ".join(p for p in v if v[p] == "untestable")
+           if "untestable" in v.values() and "failed" not in v.values() else
+           f"the arms measure {met['syn']} and {met['real']}" if met["syn"] != met["real"] else
+           f"the arms' references differ ({ref['syn']}, {ref['real']})"
+           if ref["syn"] != ref["real"] and pd.notna(ref["syn"]) and pd.notna(ref["real"]) else "")
+    return (None, f"not checked: {why}") if why else match(arm["syn"], arm["real"], rules)
 
 
 def _source(row: pd.Series, t: pd.DataFrame, real_scenarios: set, rules: Rules) -> str:
@@ -148,14 +151,14 @@ def real_data(rec: dict) -> bool:
     return "/" in str(data.get("source") or "") or any(k.startswith("provenance_") for k in data)
 
 
-def _load(path: str, rules: Rules, real: bool) -> tuple[Path, pd.DataFrame]:
+def _load(path: str, rules: Rules, real: bool) -> tuple[Path, str, pd.DataFrame]:
     root = resolve_study_dir(path)
     recs = load_records(root)
     if not recs:
         raise FileNotFoundError(f"no result records under study folder {path!r}")
     if real and not any(real_data(r) for r in recs):
         raise ValueError(f"{path}: no record carries real data (data.source a path, or data.provenance_*)")
-    return root, study_frame(recs, rules)
+    return root, f"{len(recs)} runs; {describe_environment(recs)}", study_frame(recs, rules)
 
 
 def kind(source: pd.Series) -> pd.Series:
@@ -171,12 +174,12 @@ def _effect(row: pd.Series, p: str) -> str:
     return f"{eff} {row[f'{p}_verdict']} (n={n:.0f})".strip()
 
 
-def to_markdown(t: pd.DataFrame, syn: Path, real: Path, rules: Rules) -> str:
-    """transfer.md: what was compared, the rule, the count of cells per source and the table."""
-    from benchlib.analysis.findings import provenance
+def to_markdown(t: pd.DataFrame, syn: tuple[Path, str], real: tuple[Path, str], rules: Rules) -> str:
+    """transfer.md: what was compared ((folder, provenance) of each arm), the rule, the count of
+    cells per source and the table."""
     kinds = kind(t["source"])
-    lines = [f"# Transfer: `{syn.name}` (synthetic) against `{real.name}` (real data)", "",
-             f"- synthetic: {provenance(syn)}", f"- real: {provenance(real)}", "",
+    lines = [f"# Transfer: `{syn[0].name}` (synthetic) against `{real[0].name}` (real data)", "",
+             f"- synthetic: {syn[1]}", f"- real: {real[1]}", "",
              f"Effect: quality gap to the scenario's reference, % of the reference, positive = worse, paired by "
              f"seed, {rules.conf:.0%} CI (blank below {rules.min_seeds} seeds). A cell transfers when both arms fail, "
              f"both CIs lie inside the minimum effect or both contain 0, or real/synthetic is within a factor of "
@@ -198,12 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", metavar="DIR", help="where transfer.csv and transfer.md go (default REAL_STUDY_DIR/transfer)")
     ns = p.parse_args(argv)
     rules = Rules()
-    (sdir, sdf), (rdir, rdf) = _load(ns.synthetic, rules, False), _load(ns.real, rules, True)
+    (sdir, sprov, sdf), (rdir, rprov, rdf) = _load(ns.synthetic, rules, False), _load(ns.real, rules, True)
     t = transfer_table(sdf, rdf, rules)
     out = Path(ns.out) if ns.out else rdir / "transfer"
     out.mkdir(parents=True, exist_ok=True)
     t.assign(synthetic_study=sdir.name, real_study=rdir.name).to_csv(out / "transfer.csv", index=False)
-    (out / "transfer.md").write_text(to_markdown(t, sdir, rdir, rules))
+    (out / "transfer.md").write_text(to_markdown(t, (sdir, sprov), (rdir, rprov), rules)
+                                     + f"\n<sub>dtype-bench transfer {ns.synthetic} {ns.real}</sub>\n")
     print(f"{out / 'transfer.csv'}, {out / 'transfer.md'}: {len(t)} cells; "
           + ", ".join(f"{k}: {n}" for k, n in kind(t["source"]).value_counts().items()))
     return 0
