@@ -113,3 +113,11 @@ def test_the_verb_writes_the_table_and_names_an_unknown_study(tmp_path, capsys):
     assert cli.main(["transfer", str(syn), str(syn)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and str(syn) in err and "real data" in err
+
+
+def test_effects_against_different_references_are_not_compared():
+    # the real arm has no fp32_baseline: its gaps are against amp_bf16, the synthetic's against fp32
+    real = [r for r in arm(4.0, {"bf16_pure": 4.0, "amp_bf16": 2.0}, real=True) if r["config"] != "fp32_baseline"]
+    t = table(arm(3.0, SYN), real)
+    assert t.loc["bf16_pure", "real_reference"] == "amp_bf16" and t.loc["bf16_pure", "syn_reference"] == "fp32_baseline"
+    assert t.loc["bf16_pure", "transfers"] is None and "references differ" in t.loc["bf16_pure", "transfer"]

@@ -1,33 +1,33 @@
 """Does a synthetic study's answer hold on real data? (``transfer_table``, ``dtype-bench transfer``)
 
 Each (scenario, config) of the synthetic arm sits next to the same cell of the real arm (a study
-whose records carry real data). An arm's effect is ``safety``'s: the quality gap to the scenario's
-reference in % of the reference, positive = worse, paired by seed, with its bootstrap CI
-(``contrasts``), and its verdict (failed, degraded, safe, inconclusive, ...). A cell with fewer
-than ``Rules.min_seeds`` counted seeds gets the same gap as a point estimate only (``contrast``
-at one seed, its CI left blank), against the first reference config it has.
+whose records carry real data). An arm's effect and verdict are ``safety``'s: the quality gap to
+the scenario's reference in % of it, positive = worse, paired by seed, with its bootstrap CI
+(``contrasts``). A cell short of ``Rules.min_seeds`` counted seeds shows its gap as a point
+estimate (``contrast`` at one seed) against the synthetic arm's reference, the CI blank.
 
-Whether a cell **transfers** (``match``: True, False or None = not checked), in this order:
+Whether a cell **transfers** (``transfers``: True, False, None = not checked), in this order:
 
-1. a failure (one run that diverged, stalled, degraded in training, ran out of memory: safety's
-   ``failed``, which one run decides) on one arm and not the other: False; on both: True;
-2. either arm without a CI (short of seeds, quality not established, not run): None;
+0. not checked where an arm did not run the config, either arm's quality is not established
+   (and neither failed), it is the reference, or the arms differ in metric or reference config;
+1. a failure (safety's ``failed``: a run diverged, stalled, degraded in training or ran out of
+   memory; one run suffices, as for safety) on one arm only: False; on both: True;
+2. either arm without a CI (short of seeds): None, whatever its point estimate;
 3. both CIs inside +-``Rules.min_effect_pct`` (no effect that matters on either arm): True;
 4. both CIs contain 0 (neither arm shows an effect; a ratio of noise means nothing): True;
-5. otherwise the ratio real / synthetic of the point gaps: True inside [1/FACTOR, FACTOR]
-   (same sign, within a factor of 1.5), else False.
+5. else the ratio real / synthetic of the point gaps: True inside [1/FACTOR, FACTOR] (same sign).
 
 Where each cell's **verdict comes from** (``source``):
 
-- ``real``: the real arm gives a verdict by the study's rules (>= min_seeds counted seeds, or a
-  failed run, or its reference);
-- ``synthetic (transfers: ...)``: the real arm has the scenario but no verdict for this cell, and
-  every cell of the scenario checked on both arms (at least one) transfers;
-- ``synthetic (does not transfer: ...)``: some checked cell of the scenario does not transfer;
-  the cells named;
-- ``synthetic (unverified: ...)``: the real arm has the scenario but no cell can be checked (too
-  few seeds): one seed never decides a transfer, nor is it a verdict;
-- ``synthetic (no real arm: unverified)``: no real run of the scenario.
+- ``real``: the real arm gives a verdict by the study's rules (safe, degraded, inconclusive with
+  >= min_seeds seeds; failed; the reference);
+- ``synthetic (transfers: ...)``: no real verdict for this cell, and every cell of the scenario
+  checked on both arms (at least one) transfers;
+- ``synthetic (does not transfer: ...)``: some checked cell of the scenario does not (named);
+- ``synthetic (unverified: ...)``: the real arm has the scenario but no cell could be checked
+  (too few seeds: one seed decides neither a transfer nor a verdict);
+- ``synthetic (no real arm: unverified)``: no real run of the scenario;
+- ``none (...)``: only a real arm, without a verdict.
 """
 from __future__ import annotations
 
