@@ -99,11 +99,15 @@ def test_the_findings_line_names_the_configs_that_do_not_transfer(tmp_path):
 
 
 def test_the_verb_writes_the_table_and_names_an_unknown_study(tmp_path, capsys):
-    syn, real = write_study(tmp_path / "syn", arm(3.0, SYN)), write_study(tmp_path / "real", arm(4.0, SYN, real=True))
+    syn = write_study(tmp_path / "syn", arm(3.0, SYN))
+    # the real study's runs on synthetic data (here: of C) are no real arm
+    real = write_study(tmp_path / "real", arm(4.0, SYN, real=True) + [learned(make_record("C", "amp_bf16", 0))])
     assert cli.main(["transfer", str(syn), str(real), "--out", str(tmp_path / "out")]) == 0
     csv = pd.read_csv(tmp_path / "out" / "transfer.csv")
     assert set(csv["real_study"]) == {"real"} and (csv["source"] == "real").any()
-    assert "| A | bf16_pure |" in (tmp_path / "out" / "transfer.md").read_text()
+    md = (tmp_path / "out" / "transfer.md").read_text()
+    assert "C" not in set(csv["scenario"]) and "1 runs on synthetic data left out" in md
+    assert "| A | bf16_pure |" in md
     assert "A: transfers (3 of 3 checked cells)" in transfer.findings_line(tmp_path / "out")[0]
     capsys.readouterr()
     assert cli.main(["transfer", str(tmp_path / "nosuch"), str(real)]) == 2

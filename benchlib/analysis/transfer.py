@@ -46,7 +46,7 @@ from benchlib.core.records import describe_environment, load_records
 
 FACTOR = 1.5
 """A synthetic effect transfers when the real one is within this factor of it (issue: real data)."""
-ARM_COLS = ["n", "reference", "gap_pct", "ci_low", "ci_high", "verdict", "reason"]
+ARM_COLS = ["n", "metric", "reference", "gap_pct", "ci_low", "ci_high", "verdict", "reason"]
 HAS_VERDICT = ("reference", "safe", "degraded", "inconclusive", "failed")
 
 
@@ -56,6 +56,7 @@ def arm_effects(df: pd.DataFrame, rules: Rules, prefer: dict | None = None) -> p
     scenario's reference (``prefer[scenario]`` where this arm ran it) with the CI blank."""
     df = gated(df, rules)
     out = safety(df, rules).rename(columns={"runs": "n"})
+    out["metric"] = [df.attrs["quality_metric"].get(s, {}).get("name") for s in out["scenario"]]
     q = seed_series(df, "quality", oriented=False)
     one = replace(rules, min_seeds=1)
     for i, r in out[out["gap_pct"].isna() & (out["verdict"] != "failed")].iterrows():
@@ -101,8 +102,6 @@ def transfer_table(synthetic_df: pd.DataFrame, real_df: pd.DataFrame, rules: Rul
     real = arm_effects(real_df, rules, prefer)
     t = syn.rename(columns={c: f"syn_{c}" for c in ARM_COLS}).merge(
         real.rename(columns={c: f"real_{c}" for c in ARM_COLS}), on=["scenario", "config"], how="outer", sort=False)
-    for p, df in (("syn", synthetic_df), ("real", real_df)):
-        t[f"{p}_metric"] = [gated(df, rules).attrs["quality_metric"].get(s, {}).get("name") for s in t["scenario"]]
     t["ratio"] = t["real_gap_pct"] / t["syn_gap_pct"].where(t["syn_gap_pct"] != 0)
     checks = [_check(row, rules) for _, row in t.iterrows()]
     t["transfers"], t["transfer"] = [c[0] for c in checks], [c[1] for c in checks]
@@ -114,7 +113,7 @@ def transfer_table(synthetic_df: pd.DataFrame, real_df: pd.DataFrame, rules: Rul
 def _check(row: pd.Series, rules: Rules) -> tuple[bool | None, str]:
     """``match`` where the two cells measure the same thing: both arms ran the config, neither
     is its reference, both judged quality, with one metric, against one reference config."""
-    arm = {p: pd.Series({c: row[f"{p}_{c}"] for c in [*ARM_COLS, "metric"]}) for p in ("syn", "real")}
+    arm = {p: pd.Series({c: row[f"{p}_{c}"] for c in ARM_COLS}) for p in ("syn", "real")}
     v, ref, met = ({p: a[k] for p, a in arm.items()} for k in ("verdict", "reference", "metric"))
     why = ("no synthetic arm" if pd.isna(v["syn"]) else "no real arm" if pd.isna(v["real"]) else
            "the reference" if "reference" in v.values() or row["config"] in ref.values() else
@@ -156,9 +155,11 @@ def _load(path: str, rules: Rules, real: bool) -> tuple[Path, str, pd.DataFrame]
     recs = load_records(root)
     if not recs:
         raise FileNotFoundError(f"no result records under study folder {path!r}")
-    if real and not any(real_data(r) for r in recs):
+    kept = [r for r in recs if real_data(r)] if real else recs
+    if not kept:
         raise ValueError(f"{path}: no record carries real data (data.source a path, or data.provenance_*)")
-    return root, f"{len(recs)} runs; {describe_environment(recs)}", study_frame(recs, rules)
+    left = f" ({len(recs) - len(kept)} runs on synthetic data left out)" if len(kept) < len(recs) else ""
+    return root, f"{len(kept)} runs{left}; {describe_environment(kept)}", study_frame(kept, rules)
 
 
 def kind(source: pd.Series) -> pd.Series:
@@ -195,7 +196,8 @@ def to_markdown(t: pd.DataFrame, syn: tuple[Path, str], real: tuple[Path, str], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dtype-bench transfer", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="dtype-bench transfer", description="A synthetic study's effects next to "
+                                "a real-data study's, and where each verdict comes from")
     p.add_argument("synthetic", metavar="SYNTH_STUDY_DIR", help="the synthetic study (e.g. executed/h100/reference)")
     p.add_argument("real", metavar="REAL_STUDY_DIR", help="the study whose records carry real data")
     p.add_argument("--out", metavar="DIR", help="where transfer.csv and transfer.md go (default REAL_STUDY_DIR/transfer)")
