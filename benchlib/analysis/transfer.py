@@ -182,14 +182,15 @@ def to_markdown(t: pd.DataFrame, syn: tuple[Path, str], real: tuple[Path, str], 
     lines = [f"# Transfer: `{syn[0].name}` (synthetic) against `{real[0].name}` (real data)", "",
              f"- synthetic: {syn[1]}", f"- real: {real[1]}", "",
              f"Effect: quality gap to the scenario's reference, % of the reference, positive = worse, paired by "
-             f"seed, {rules.conf:.0%} CI (blank below {rules.min_seeds} seeds). A cell transfers when both arms fail, "
-             f"both CIs lie inside the minimum effect or both contain 0, or real/synthetic is within a factor of "
-             f"{FACTOR:g}; a failure on one arm only does not transfer. Verdict source: "
+             f"seed, {rules.conf:.0%} CI (none below {rules.min_seeds} seeds, and then no real/synthetic either: "
+             f"transfer.csv has the point ratio). A cell transfers when both arms fail, both CIs lie inside the "
+             f"minimum effect or both contain 0, or real/synthetic is within a factor of {FACTOR:g}; a failure on "
+             f"one arm only does not transfer. Verdict source: "
              + "; ".join(f"{k}: {n}" for k, n in kinds.value_counts().items()) + ".",
              "", "| scenario | config | synthetic | real | real/synthetic | transfer | verdict from |",
              "|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
-        ratio = "" if pd.isna(r["ratio"]) else f"{r['ratio']:.2g}"
+        ratio = "" if pd.isna(r[["ratio", "syn_ci_low", "real_ci_low"]]).any() else f"{r['ratio']:.2g}"
         lines.append(f"| {r['scenario']} | {r['config']} | {_effect(r, 'syn')} | {_effect(r, 'real')} | {ratio} | "
                      f"{str(r['transfer']).replace('|', '/')} | {r['source']} |")
     return "\n".join(lines) + "\n"
