@@ -22,6 +22,7 @@ LAZY = {
     "analyze": ("benchlib.analysis.report:main_analyze", "per-experiment summary tables and charts"),
     "compare": ("benchlib.analysis.report:main_compare", "cross-experiment ranking flips and hypotheses"),
     "arms": ("benchlib.analysis.arms:main", "what one setting (an arm) costs or gains against a baseline, paired run by run"),
+    "transfer": ("benchlib.analysis.transfer:main", "a synthetic study's effects next to a real-data study's: where each verdict comes from"),
     "findings": ("benchlib.analysis.findings:main", "the README's Findings section from a study's comparison.json"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "compact": ("benchlib.study.compact:main", "a study folder as committed: one records table, thinned logs, each chart once"),

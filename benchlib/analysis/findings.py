@@ -8,7 +8,7 @@ findings``), never written by hand, and short enough to read in a minute (<= ~60
 The first study is the answer (its quality verdicts; ``answer``); the first later one built for
 speed (``judge_quality: false``) gives its throughput and memory; each hypothesis comes from the
 study that decides it; every other study is a supporting line, as are ``--fp8-sizes`` and
-``--arm-cost`` (recomputed through ``arms.compare``). The default is the rules' default where they
+``--arm-cost`` (recomputed through ``arms.compare``) and ``--transfer`` (``transfer.findings_line``). The default is the rules' default where they
 name one, else a provisional one (``_default``). With ``--readme`` the text replaces the block
 between ``<!-- findings:start -->`` and ``<!-- findings:end -->`` (appended when absent), so a
 second run at the same results rewrites nothing.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib.analysis import answer, arms
+from benchlib.analysis import answer, arms, transfer
 from benchlib.analysis.recommend import _numbers, _pivots, _speed_order, _ties, default_across
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import config_order
@@ -345,6 +345,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fp8-sizes", metavar="STUDY", help="also where FP8 pays, from this fp8_sizes study's records")
     p.add_argument("--arm-cost", metavar="STUDY", help="also what this study's arms cost against its plain arm "
                    "(e.g. executed/h100/checkpointing)")
+    p.add_argument("--transfer", metavar="DIR", help="also where verdicts come from: DIR/transfer.csv (dtype-bench transfer)")
     p.add_argument("--readme", help="rewrite this file's findings block instead of printing")
     return p
 
@@ -352,7 +353,8 @@ def _parser() -> argparse.ArgumentParser:
 def generate(ns: argparse.Namespace) -> str:
     """The section for parsed arguments (``_parser``): the comparisons, then the extra studies."""
     extra, sources = [], list(ns.comparison)
-    for flag, folder, section in (("--fp8-sizes", ns.fp8_sizes, fp8_section), ("--arm-cost", ns.arm_cost, arm_cost_section)):
+    for flag, folder, section in (("--fp8-sizes", ns.fp8_sizes, fp8_section), ("--arm-cost", ns.arm_cost, arm_cost_section),
+                                  ("--transfer", ns.transfer, transfer.findings_line)):
         if folder:
             try:
                 extra += section(Path(folder))
