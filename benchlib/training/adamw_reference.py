@@ -7,7 +7,11 @@ same bits, stochastic rounding included.
 """
 from __future__ import annotations
 
+from itertools import accumulate
+
 import torch
+
+from benchlib.core.memory import local_tensor as local
 
 _M32 = 0xFFFFFFFF
 # multipliers of the 32-bit integer hash "lowbias32" (C. Wellons, hash-prospector): each
@@ -15,8 +19,11 @@ _M32 = 0xFFFFFFFF
 HASH_MUL = (0x7FEB352D, 0x846CA68B)
 
 
-def local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t  # DTensor (FSDP2): this rank's shard
+def group_offsets(group: dict) -> dict[int, int]:
+    """id(parameter) -> the index of its first element in its group (this rank's shards): the
+    stochastic rounding's counter."""
+    starts = accumulate((local(p).numel() for p in group["params"]), initial=0)
+    return {id(p): start for p, start in zip(group["params"], starts)}
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
