@@ -1,21 +1,14 @@
 """Pretrained checkpoints made by dtype-bench itself: the fine-tuning regime offline.
 
-Seed 001 fine-tunes pretrained GPT-2 / RoBERTa-base for the classification scenarios. With
-a hub that is ``model_name_or_path: gpt2`` / ``roberta-base``; without one, a study's
-``pretrain:`` stage trains the language-model scenario of each architecture (A for GPT-2,
-B for RoBERTa) and saves it here as an ordinary Hugging Face model directory, which the
-classification runs then load through the same key (``save_pretrained``, ``load_pretrained``,
-``load_other_family``; ``checkpoint_config`` and ``check_loaded`` refuse what cannot be used).
+Seed 001 fine-tunes pretrained GPT-2 / RoBERTa-base for the classification scenarios. Without a
+hub, a study's ``pretrain:`` stage trains each architecture's LM scenario (A: GPT-2, B: RoBERTa)
+and saves it as an ordinary Hugging Face model directory (``config.json``, fp32
+``model.safetensors``, and ``META_FILE``: what made it), which loads with plain transformers and
+which the classification runs load through ``model_name_or_path``.
 
-A checkpoint of another family is built as the class its ``config.json`` declares, never
-poured into GPT-2's or RoBERTa's: a BERT's weights in a RoBERTa would load with RoBERTa's
-position numbering (offset by the padding index), every position shifted. The masked-LM
-scenario B continues RoBERTa's own head and takes RoBERTa checkpoints only.
-
-A saved directory holds ``config.json``, ``model.safetensors`` (fp32 whatever the run
-trained in) and ``dtype_bench_checkpoint.json`` (what made it: run, config, steps, val loss,
-commit, date), and loads with plain transformers (``GPT2LMHeadModel.from_pretrained``,
-``GPT2Model``, ``RobertaForMaskedLM``, ``RobertaModel(add_pooling_layer=False)``).
+A checkpoint of another family is built as the class its ``config.json`` declares, never poured
+into GPT-2's or RoBERTa's (a BERT in a RoBERTa would have every position shifted by RoBERTa's
+padding offset). The masked-LM scenario B continues RoBERTa's own head: RoBERTa checkpoints only.
 """
 from __future__ import annotations
 
@@ -39,8 +32,7 @@ MODEL_DIR = "model"  # a run with save_model writes its checkpoint to <out_dir>/
 PRETRAINED = "pretrained"  # study-file value: the study's own pretrain checkpoint for the run's arch
 FORMAT = 1
 
-ARCHS = ("gpt2", "roberta")
-MODEL_TYPE = {"gpt2": "gpt2", "roberta": "roberta"}  # config.json's model_type per arch
+ARCHS = ("gpt2", "roberta")  # each arch is its config.json's model_type
 ARCH_NAME = {"gpt2": "GPT-2", "roberta": "RoBERTa"}
 LM_TASK = {"gpt2": "clm", "roberta": "mlm"}
 LM_SCENARIO = {a: next(s.id for s in SCENARIOS.values() if s.arch == a and s.is_lm) for a in ARCHS}
@@ -65,13 +57,10 @@ def which_scenarios() -> str:
 
 # ---- saving -----------------------------------------------------------------------------
 def save_pretrained(model: nn.Module, path: str | os.PathLike, meta: dict | None = None) -> Path:
-    """Save a language-model ``BenchModel`` (GPT-2 clm: scenario A, RoBERTa mlm: B) as a
-    Hugging Face model directory at ``path``, weights in fp32, plus ``META_FILE`` with
-    ``meta`` (the caller's: run id, scenario, config, steps, val loss, commit, date).
-
-    The directory appears complete or not at all (written beside it, then renamed); an
-    existing one is replaced. Refuses a classification model (its head is over labels, not
-    the vocabulary) and a sharded (FSDP) model. Call it on one process only (rank 0)."""
+    """Save a language-model ``BenchModel`` (A: GPT-2 clm, B: RoBERTa mlm) as a Hugging Face model
+    directory at ``path`` (fp32 weights) with ``META_FILE`` holding ``meta``, complete or not at all
+    (written beside it, then renamed; an existing one is replaced). Refuses a classification or a
+    sharded (FSDP) model. Call it on one process only."""
     if not all(hasattr(model, a) for a in ("backbone", "head", "task", "arch")):  # a BenchModel (models.py)
         raise CheckpointError(f"save_pretrained takes a benchlib BenchModel, got {type(model).__name__}")
     if model.task not in ("clm", "mlm"):
@@ -104,9 +93,8 @@ def save_pretrained(model: nn.Module, path: str | os.PathLike, meta: dict | None
 
 
 def to_hf(model: nn.Module) -> nn.Module:
-    """The plain transformers model (``GPT2LMHeadModel`` / ``RobertaForMaskedLM``, fp32, CPU)
-    that computes what the LM ``BenchModel`` does: the same config, the same weights, GPT-2's
-    Linear layers transposed back to Conv1D, loaded strictly."""
+    """The plain transformers LM (fp32, CPU) that computes what the LM ``BenchModel`` does: its config
+    and weights, GPT-2's Linear layers transposed back to Conv1D, loaded strictly."""
     import transformers
     from transformers.pytorch_utils import Conv1D
 
@@ -156,10 +144,7 @@ def to_hf(model: nn.Module) -> nn.Module:
 
 
 def _refuse_sharded(model: nn.Module) -> None:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # torch without distributed tensors
-        return
+    from torch.distributed.tensor import DTensor
     sharded = [n for n, p in model.named_parameters() if isinstance(p, DTensor)]
     if sharded:
         raise CheckpointError(f"save_pretrained: the model is sharded (FSDP DTensor parameters, e.g. {sharded[0]}); "
@@ -267,7 +252,7 @@ def checkpoint_config(arch: str, path: str | os.PathLike, scenario: str | None =
     config = _local_config(path)
     if config is None:
         return None, True
-    if config.get("model_type") == MODEL_TYPE[arch]:
+    if config.get("model_type") == arch:
         return config, True
     if role_of(config) != ROLE[arch] or task == "mlm":
         _refuse(arch, path, config, scenario, task)
@@ -283,7 +268,7 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     modules the run drops (a pooler it never reads) are neither loaded nor missed."""
     path = str(path)
     config = _local_config(path) if Path(path).expanduser().is_dir() else _cached_config(path)
-    if config is not None and config.get("model_type") != MODEL_TYPE[arch] and role_of(config) != ROLE[arch]:
+    if config is not None and config.get("model_type") != arch and role_of(config) != ROLE[arch]:
         _refuse(arch, path, config, scenario, None)
     held = getattr(type(model.config), "model_type", None)  # the class's family (the instance copies the file's)
     if config is not None and config.get("model_type") not in (None, held):  # e.g. a hub BERT in RobertaModel
@@ -320,7 +305,7 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     out: dict[str, Any] = {
         "path": path,
         "architecture": cfg_arch[0] if cfg_arch else None,
-        "model_type": (config or {}).get("model_type", getattr(model.config, "model_type", MODEL_TYPE[arch])),
+        "model_type": (config or {}).get("model_type", getattr(model.config, "model_type", arch)),
         "model_class": type(backbone).__name__,
         "backbone_parameters": total,
         "loaded_fraction": 1.0,  # of the backbone: anything less was refused above
@@ -356,7 +341,7 @@ def load_pretrained(hf_class: type, arch: str, path: str | os.PathLike, scenario
     config, native = checkpoint_config(arch, path, scenario)
     if not native:  # a GPT-2 / RoBERTa class would load another family's weights under the wrong names
         raise CheckpointError(f"checkpoint {str(path)!r} is a {config.get('model_type')!r} model: "
-                              f"{hf_class.__name__} holds model_type {MODEL_TYPE[arch]!r} only "
+                              f"{hf_class.__name__} holds model_type {arch!r} only "
                               f"(load_other_family builds the class the checkpoint declares)")
     with _quiet_loading():
         model, loading = hf_class.from_pretrained(str(path), output_loading_info=True, **kwargs)
