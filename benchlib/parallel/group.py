@@ -1,8 +1,6 @@
 """The process-group side of a multi-process run: the ``Strategy`` interface the training loop
-drives, its one-process implementation (every hook the plain single-device operation, so the
-single-device path is the plain loop) and the implementation over a process group joined from
-torchrun's environment (collectives, failures, teardown). How each strategy wraps the model is
-in ``strategies``; the end-of-run per-rank report in ``report``; the torchrun launch in ``launch``.
+drives, its one-process implementation (every hook the plain single-device operation) and the one
+over a process group joined from torchrun's environment (collectives, failures, teardown).
 
     dist = setup(cfg, device)                        # strategies.setup
     step_model = dist.wrap(model, compile)           # before the optimizer is built

@@ -125,18 +125,15 @@ def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, prog
     finally:
         if watchdog:
             watchdog.cancel()
-    timed_out = timed_out.is_set()
     path = out / "result.json"
-    rec = None
-    if path.exists():
-        try:
-            rec = read_record(path)
-        except Exception:
-            rec = None
+    try:
+        rec = read_record(path)
+    except Exception:  # noqa: BLE001 - no rank wrote one, or it is torn: the error record below
+        rec = None
     if rec is None:
         rec = new_record(cfg, torch.device("cpu"))
         lines = "".join(tail).splitlines()
-        why = f"torchrun exited with code {rc}" + (f" after the {timeout_s:.0f} s limit" if timed_out else "")
+        why = f"torchrun exited with code {rc}" + (f" after the {timeout_s:.0f} s limit" if timed_out.is_set() else "")
         rec.update(status="error", reason=why + " before any rank wrote a record:\n" + "\n".join(lines[-15:]),
                    wall_s=time.perf_counter() - t0)
     if cfg.extra and rec["run"].get("extra") != cfg.extra:

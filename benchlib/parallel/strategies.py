@@ -1,8 +1,7 @@
-"""How each multi-process strategy wraps the model and adapts the training step's hooks:
-DDP, FSDP2 (``fully_shard``), FSDP1 (``FullyShardedDataParallel``) and seed 004's manual
-FSDP, with the mixed-precision policy they derive from the dtype config (``mp_dtypes``).
-The ``Strategy`` interface these classes implement and the process group are in ``group``;
-``setup`` (the strategy object for this process) is at the end.
+"""How each multi-process strategy wraps the model and adapts the training step's hooks: DDP,
+FSDP2 (``fully_shard``), FSDP1 and seed 004's manual FSDP, with the mixed-precision policy derived
+from the dtype config (``mp_dtypes``). The ``Strategy`` interface and the process group are in
+``group``; ``setup`` gives this process its strategy object.
 """
 from __future__ import annotations
 
@@ -17,17 +16,11 @@ from benchlib.core.runconfig import ConfigError, DistConfig, RunConfig
 from benchlib.parallel.group import ProcessGroupStrategy, Strategy
 
 
-# =======================================================================================
-# Mixed precision and the FSDP units
-# =======================================================================================
+# ---- mixed precision and the FSDP units -------------------------------------------------
 def mp_dtypes(dtype, settings: DistConfig) -> tuple[torch.dtype | None, torch.dtype | None]:
-    """(param_dtype, reduce_dtype) for FSDP mixed precision, from the dtype config.
-
-    AMP configs (fp32 weights, autocast) gather the weights in the autocast dtype and reduce
-    gradients in fp32: the optimizer still steps fp32 shards. Configs with an fp32 head keep
-    fp32 weights (one dtype per group: the head must not be rounded), as does ``mp=autocast``.
-    Pure low-precision and fp32 configs gather and reduce in their storage dtype, as DDP does.
-    """
+    """(param_dtype, reduce_dtype) for FSDP mixed precision: AMP configs gather in the autocast
+    dtype and reduce in fp32 (the optimizer steps fp32 shards); an fp32 head (one dtype per group)
+    or ``mp=autocast`` keeps fp32; other configs (None, None) gather and reduce in storage dtype."""
     from benchlib.core.dtypes import TORCH_DTYPES
     if (dtype.autocast_dtype and dtype.param_dtype == "fp32" and not dtype.head_dtype
             and settings.mp == "policy"):
@@ -55,9 +48,7 @@ def compile_blocks(model: nn.Module) -> None:
     model.loss = torch.compile(model.loss)
 
 
-# =======================================================================================
-# Strategies
-# =======================================================================================
+# ---- strategies ----------------------------------------------------------------------
 class DDPStrategy(ProcessGroupStrategy):
     name = "ddp"
 
@@ -220,9 +211,7 @@ STRATEGY_CLASSES = {"ddp": DDPStrategy, "fsdp2": FSDP2Strategy, "fsdp1": FSDP1St
                     "fsdp_manual": ManualFSDPStrategy}
 
 
-# =======================================================================================
-# Helpers
-# =======================================================================================
+# ---- helpers -------------------------------------------------------------------------
 class _PersistentNoSync:
     """A DDP / FSDP1 ``no_sync()`` context held open across forward *and* backward of the
     micro-batches that accumulate, and closed before the last one's forward."""
