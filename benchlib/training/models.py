@@ -211,47 +211,25 @@ class ModelSpec:
 def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     """Build on CPU in fp32 (so a seed gives the same initial weights on every device),
     then cast to the config's parameter dtype; the head gets ``dtype.head_dtype``."""
-    arch, task, size, vocab_size, seq_len = spec.arch, spec.task, spec.size, spec.vocab_size, spec.seq_len
-    pad_id, bos_id, num_labels, model_name_or_path = spec.pad_id, spec.bos_id, spec.num_labels, spec.model_name_or_path
+    arch, task, path = spec.arch, spec.task, spec.model_name_or_path
     t0 = time.perf_counter()
     from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
     from benchlib.training.checkpoints import checkpoint_config, load_pretrained
     seen = {"import_s": time.perf_counter() - t0, "cached": None}  # for the record: where model_s goes
     lm = task in ("clm", "mlm")
-    vocab = padded_vocab(vocab_size)
-    kw = dict(attn_implementation=_attn_implementation())
     loaded: dict | None = None
-    native = not model_name_or_path or checkpoint_config(arch, model_name_or_path, task=task)[1]
-
-    def scratch(cls, config, **more):  # built once per (configuration, random state): init_cache
-        def make():
-            m = cls(config, **more)
-            if arch == "gpt2":
-                _conv1d_to_linear(m)  # its fresh Linear layers draw from the random state too
-            return m
-        t = time.perf_counter()
-        m = initialised(make, f"{cls.__name__} {more} {config.to_json_string()}", spec.init_cache, seen)
-        seen["init_s"] = time.perf_counter() - t
-        return m
-
-    def pretrained(cls, **more):
-        nonlocal loaded
-        m, loaded = load_pretrained(cls, arch, model_name_or_path, **kw, **more)
-        return m
-    if arch not in ("gpt2", "roberta"):
+    head = transform = None
+    if path and not checkpoint_config(arch, path, task=task)[1]:
+        backbone, head, transform, loaded = _other_family(arch, task, path)
+    elif arch not in ("gpt2", "roberta"):
         raise ValueError(f"unknown arch {arch!r}: gpt2 or roberta")
-    if not native:
-        backbone, head, transform, loaded = _other_family(arch, task, model_name_or_path)
     else:
         cls = {"gpt2": (GPT2Model, GPT2LMHeadModel), "roberta": (RobertaModel, RobertaForMaskedLM)}[arch][lm]
         more = {"add_pooling_layer": False} if cls is RobertaModel else {}
-        if model_name_or_path:
-            backbone = pretrained(cls, **more)
+        if path:
+            backbone, loaded = load_pretrained(cls, arch, path, attn_implementation=_attn_implementation(), **more)
         else:
-            config = (_gpt2_config(shape(arch, size), vocab, seq_len, pad_id) if arch == "gpt2"
-                      else _roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id))
-            backbone = scratch(cls, config, **more)
-        head = transform = None
+            backbone = _scratch(spec, cls, more, seen)
         if arch == "gpt2":
             if lm:
                 backbone, head = backbone.transformer, backbone.lm_head
@@ -263,13 +241,31 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
     # cache state until dynamo gives up and runs them eagerly (seen on 2xH200).
     backbone.config.use_cache = False
-    if backbone.get_input_embeddings().weight.shape[0] < vocab_size:
-        backbone.resize_token_embeddings(padded_vocab(vocab_size))
+    if backbone.get_input_embeddings().weight.shape[0] < spec.vocab_size:
+        backbone.resize_token_embeddings(padded_vocab(spec.vocab_size))
     if not lm:
-        head = nn.Linear(backbone.config.hidden_size, num_labels)
+        head = nn.Linear(backbone.config.hidden_size, spec.num_labels)
     model = BenchModel(backbone, head, task, arch, transform,
                        head_dtype=TORCH_DTYPES[dtype.head_dtype] if dtype.head_dtype else None)
     return _ready(model, spec, dtype, loaded, seen)
+
+
+def _scratch(spec: ModelSpec, cls: type, more: dict, seen: dict) -> nn.Module:
+    """A from-scratch backbone (with its LM head), built once per (configuration, random state):
+    ``init_cache``."""
+    vocab, shp = padded_vocab(spec.vocab_size), shape(spec.arch, spec.size)
+    config = (_gpt2_config(shp, vocab, spec.seq_len, spec.pad_id) if spec.arch == "gpt2"
+              else _roberta_config(shp, vocab, spec.seq_len, spec.pad_id, spec.bos_id))
+
+    def make():
+        m = cls(config, **more)
+        if spec.arch == "gpt2":
+            _conv1d_to_linear(m)  # its fresh Linear layers draw from the random state too
+        return m
+    t = time.perf_counter()
+    m = initialised(make, f"{cls.__name__} {more} {config.to_json_string()}", spec.init_cache, seen)
+    seen["init_s"] = time.perf_counter() - t
+    return m
 
 
 def _ready(model: BenchModel, spec: ModelSpec, dtype: DtypeConfig, loaded: dict | None, seen: dict
