@@ -1,10 +1,7 @@
-"""Launching a multi-process run: ``torchrun --standalone --nproc_per_node=N -m benchlib run``
-in a subprocess of its own process group, its output streamed, a time limit enforced, and the
-record rank 0 (or the first failing rank) wrote returned, or an ``error`` record with the tail
-of torchrun's output when no rank could write one.
-
-``training.loop.run`` calls ``launch`` for a run with ``dist.strategy != single`` started outside
-torchrun (a notebook, the sweep, a plain ``run(cfg)``).
+"""Launching a multi-process run: ``torchrun --standalone --nproc_per_node=N -m benchlib run`` in a
+subprocess of its own process group, output streamed, a time limit enforced; returns the record
+rank 0 (or the first failing rank) wrote, or an ``error`` record with torchrun's last output.
+``loop.run`` calls it for ``dist.strategy != single`` outside torchrun.
 """
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""Did a run's compilation come from torch.compile's on-disk caches? Counted per run, so the
-fixed cost of a study can be split into runs that compiled and runs that loaded.
-
-torch.compile keeps compiled graphs (Inductor's FX graph cache, AOTAutograd's joint graphs,
-Triton kernels, autotuning results) under ``TORCHINDUCTOR_CACHE_DIR`` (default
-``/tmp/torchinductor_<user>``). The keys hold the torch and Triton versions and the GPU, not the
-host, so a folder copied to another host of the same kind, or shared across a cluster, serves
-the runs there (``dtype-bench sweep --compile-cache DIR`` points every run at one folder).
-
-    before = counters()           # before the first compiled call
-    ...                           # the run
-    metrics(before)               # {"compile/graph_cache_hits": 4, ...}
+"""Did a run's compilation come from torch.compile's on-disk caches (``TORCHINDUCTOR_CACHE_DIR``)?
+Counted per run (``counters`` before, ``metrics(before)`` after), so a study's fixed cost splits
+into runs that compiled and runs that loaded. The cache keys hold the torch and Triton versions
+and the GPU, not the host: ``dtype-bench sweep --compile-cache DIR`` shares one folder.
 """
 from __future__ import annotations
 

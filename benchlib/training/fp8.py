@@ -1,9 +1,6 @@
-"""FP8 training through torchao's float8 Linear (seed 001's extension "FP8 on H100").
-
-Only the body's Linear layers whose dimensions are multiples of 16 are converted (the
-float8 matmul needs them); the output head keeps the config's head precision.
-``linear_shapes`` lists the body's matmuls (in, out features and how many layers have them),
-which every run records: whether float8 pays is decided per matmul shape.
+"""FP8 training through torchao's float8 Linear (seed 001's extension "FP8 on H100"): the body's
+Linear layers whose dimensions are multiples of 16 are converted; the head keeps the config's
+head precision. ``linear_shapes`` lists the body's matmuls for every run's record.
 """
 from __future__ import annotations
 

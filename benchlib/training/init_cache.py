@@ -1,11 +1,9 @@
-"""Initial weights built once: a from-scratch model's initial weights depend only on its
-configuration and on the CPU random state before it is built (``models.build_model`` builds on
-the CPU in fp32 so that a seed gives the same weights on every device). Initialising GPT-2 124M
-takes ~12 s of a GPU host's CPU per run (``time/model_s`` of the reference speed study, H100
-host), loading the same module from disk ~1 s; a study builds each (shape, seed) once per
-config, 17 times. ``initialised`` keeps each built module under the run's ``cache_dir`` with the
-random state after building, and restores both, so a run draws the same numbers after either
-way. The cache keeps the most recently used entries up to ``MAX_BYTES``.
+"""Initial weights built once. A from-scratch model's initial weights depend only on its
+configuration and the CPU random state before it is built (``models.build_model`` builds on the
+CPU in fp32); initialising GPT-2 124M takes ~12 s of a GPU host's CPU, loading it ~1 s.
+``initialised`` keeps each built module under the run's ``cache_dir`` with the random state after
+building and restores both, so a run draws the same numbers either way; the most recently used
+entries are kept up to ``MAX_BYTES``.
 """
 from __future__ import annotations
 
