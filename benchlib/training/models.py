@@ -1,11 +1,7 @@
-"""GPT-2 and RoBERTa through transformers, wrapped so that the output head's precision
-is the dtype config's to decide.
-
-``BenchModel`` = backbone (GPT2Model / RobertaModel; from a checkpoint of another family,
-the class it declares: any decoder for A/C/E, any encoder for D/F) -> [MLM transform] ->
-head -> loss.
-The head is the last projection to the output space: the (tied) vocabulary projection for
-LM scenarios, a linear layer over the labels for classification.
+"""GPT-2 and RoBERTa through transformers, wrapped so that the output head's precision is the
+dtype config's to decide. ``BenchModel`` = backbone (GPT2Model / RobertaModel, or the class a
+checkpoint of another family declares) -> [MLM transform] -> head (the tied vocabulary projection,
+or a linear layer over the labels) -> loss.
 """
 from __future__ import annotations
 
@@ -128,15 +124,9 @@ ATTN = "bench_sdpa"
 
 
 def _attn_implementation() -> str:
-    """SDPA attention whose mask is None whenever the batch has no padding mask.
-
-    transformers builds an explicit causal mask while torch.compile traces (its
-    ``torch.compiler.is_exporting()`` check reads True under dynamo in torch < 2.14), which
-    keeps SDPA off its flash kernel. With no padding there is nothing to mask but causality,
-    which SDPA's ``is_causal`` (set by causal modules) expresses without a mask. Batches with
-    padding still get transformers' own mask. Falls back to plain "sdpa" on transformers
-    versions without the attention/mask registries.
-    """
+    """SDPA attention whose mask is None whenever the batch has no padding mask: under dynamo
+    (torch < 2.14) transformers builds an explicit causal mask, which keeps SDPA off its flash
+    kernel, where ``is_causal`` says the same. Plain "sdpa" on transformers without the registries."""
     try:
         from transformers import AttentionInterface
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -182,23 +172,17 @@ class ModelSpec:
     """What model a run trains: the architecture and task (its scenario), the shapes, the
     tokenizer's special ids, and where its weights come from."""
 
-    arch: str
-    """gpt2 | roberta"""
-    task: str
-    """clm | mlm | multilabel | singlelabel"""
-    size: str
-    """tiny | small | base | medium | large | xl (``core.sizes.SHAPES``; RoBERTa: up to large)"""
+    arch: str  # gpt2 | roberta
+    task: str  # clm | mlm | multilabel | singlelabel
+    size: str  # core.sizes.SHAPES (RoBERTa: up to large)
     vocab_size: int
     seq_len: int
     pad_id: int = 0
     bos_id: int = 1
-    num_labels: int | None = None
-    """Classification only: width of the task head."""
-    model_name_or_path: str | None = None
-    """Pretrained weights (hub id or directory); None = from scratch."""
+    num_labels: int | None = None  # classification: the task head's width
+    model_name_or_path: str | None = None  # pretrained weights (hub id or directory); None: from scratch
     activation_checkpointing: bool = False
-    init_cache: str | None = None
-    """Folder of built initial models (``init_cache``), None = build every time."""
+    init_cache: str | None = None  # folder of built initial models (``init_cache``); None: build every time
 
     @classmethod
     def for_run(cls, cfg, data) -> "ModelSpec":
@@ -295,10 +279,9 @@ def _ready(model: BenchModel, spec: ModelSpec, dtype: DtypeConfig, loaded: dict 
 
 def _other_family(arch: str, task: str, path: str):
     """Backbone, head and MLM transform (None) of a checkpoint of another family
-    (``checkpoints.load_other_family``). A decoder for scenario A keeps its own output
-    projection as the head, after checking on a few tokens that the projection of the
-    backbone's last hidden state is what the model itself computes (no final scaling,
-    soft-capping or bias outside the projection that the split would lose)."""
+    (``checkpoints.load_other_family``). A decoder for A keeps its output projection as the head,
+    once a few tokens show that it alone maps the last hidden state to the logits (no scaling or
+    soft-capping outside it that the split would lose)."""
     from benchlib.training.checkpoints import CheckpointError, load_other_family
     model, info = load_other_family(arch, task, path)
     if task != "clm":
