@@ -98,20 +98,17 @@ class FSDP2Strategy(ShardedStrategy):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         s = self.settings
         mesh = init_device_mesh(self.device.type, (self.world,))
-        param_dtype, reduce_dtype = mp_dtypes(self.cfg.dtype, s)
+        mp = dict(zip(("param_dtype", "reduce_dtype"), mp_dtypes(self.cfg.dtype, s)))
         blocks = transformer_blocks(model)
         if compile and s.compile_unit == "blocks":
             compile_blocks(model)
         for i, b in enumerate(blocks):
             reshard = s.reshard == "all" or (s.reshard == "all_but_last" and i < len(blocks) - 1)
-            fully_shard(b, mesh=mesh, reshard_after_forward=reshard,
-                        mp_policy=MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype))
+            fully_shard(b, mesh=mesh, reshard_after_forward=reshard, mp_policy=MixedPrecisionPolicy(**mp))
         # the root holds embeddings, the (tied) head and final norm: used first in forward and
-        # last in backward, so it never reshards in between; the batch (with float labels)
-        # is not cast
+        # last in backward, so it never reshards in between; the batch (float labels) is not cast
         fully_shard(model, mesh=mesh, reshard_after_forward=False,
-                    mp_policy=MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype,
-                                                   cast_forward_inputs=False))
+                    mp_policy=MixedPrecisionPolicy(**mp, cast_forward_inputs=False))
         if s.prefetch > 0:
             for i, b in enumerate(blocks):
                 b.set_modules_to_forward_prefetch(blocks[i + 1:i + 1 + s.prefetch])
@@ -167,16 +164,11 @@ class FSDP1Strategy(ShardedStrategy):
 
     def regroup(self, opt):
         """Move the (now 1-D) shards of matrices back into the weight-decay group."""
-        groups = opt.param_groups
-        wd = [g for g in groups if g.get("weight_decay", 0) > 0]
-        if not wd:
-            return opt
-        for g in groups:
-            if g is wd[0]:
-                continue
-            moving = [p for p in g["params"] if id(p) in self._decay]
-            g["params"] = [p for p in g["params"] if id(p) not in self._decay]
-            wd[0]["params"] += moving
+        wd = next((g for g in opt.param_groups if g.get("weight_decay", 0) > 0), None)
+        for g in opt.param_groups:
+            if wd is not None and g is not wd:
+                wd["params"] += [p for p in g["params"] if id(p) in self._decay]
+                g["params"] = [p for p in g["params"] if id(p) not in self._decay]
         return opt
 
     loss_scaler = _sharded_scaler

@@ -128,6 +128,10 @@ def intended_update(group: dict, params: list, state, stride: int, weights: torc
     return weights.to(torch.float32, copy=True).mul_(-(lr * float(group["weight_decay"]))).sub_(step)
 
 
+def _ratio(pairs: list[tuple]) -> torch.Tensor:
+    return sum(a for a, _ in pairs) / sum(b for _, b in pairs)
+
+
 @dataclass
 class _Taken:
     """One parameter group's sample before the step."""
@@ -192,31 +196,25 @@ class Forensics:
         if not self._taken:
             return {}
         state = self.optimizer.state if self.optimizer is not None else {}
-        same = n = zeros = live = None
-        lost: dict[str, list] = {}
+        same, zeros, lost = [], [], {}  # (numerator, denominator) pairs, per group
         for t in self._taken:
             after = sample(t.params, self.stride)
             taken = _changed(t.count, _step_count(t.group, t.params[0], state) if self.optimizer is not None else None)
-            s = _when((after == t.weights).sum().float(), taken)
-            same, n = (s, after.numel()) if same is None else (same + s, n + after.numel())
+            same.append((_when((after == t.weights).sum().float(), taken), after.numel()))
             if t.intended is not None and _float_moments(t.params, state):
                 applied = after.float() - t.weights.float()
                 num = _when(((t.intended - applied) * t.intended.sign()).sum(), taken)
-                den = t.intended.abs().sum()
-                lost.setdefault(t.label, []).append((num, den))
+                lost.setdefault(t.label, []).append((num, t.intended.abs().sum()))
             v = _state_sample(t.params, state, "exp_avg_sq", self.stride) if self.optimizer is not None else None
             if v is not None:
-                z, lv = _when(((v == 0) & t.live).sum().float(), taken), t.live.sum()
-                zeros, live = (z, lv) if zeros is None else (zeros + z, live + lv)
+                zeros.append((_when(((v == 0) & t.live).sum().float(), taken), t.live.sum()))
         self._taken = None
-        out = {"update_unchanged_frac": same / n}
-        if zeros is not None:
-            out["exp_avg_sq_zero_frac"] = zeros / live
+        out = {"update_unchanged_frac": _ratio(same)}
+        if zeros:
+            out["exp_avg_sq_zero_frac"] = _ratio(zeros)
         if lost:
-            pairs = [p for ps in lost.values() for p in ps]
-            out["update_lost_frac"] = sum(a for a, _ in pairs) / sum(b for _, b in pairs)
-            for label, ps in lost.items():
-                out[f"update_lost_frac_{label}"] = sum(a for a, _ in ps) / sum(b for _, b in ps)
+            out["update_lost_frac"] = _ratio([p for ps in lost.values() for p in ps])
+            out.update({f"update_lost_frac_{label}": _ratio(ps) for label, ps in lost.items()})
         return out
 
     @classmethod
