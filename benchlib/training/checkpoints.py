@@ -191,8 +191,8 @@ def _cached_config(path: str) -> dict | None:
 
 
 def role_of(config: dict) -> str | None:
-    """``encoder`` (a masked-LM family), ``decoder`` (causal LM only) or None (encoder-decoder,
-    or a family with neither head), from transformers' own registry of model types."""
+    """``encoder`` (a masked-LM family), ``decoder`` (causal LM only) or None, from transformers'
+    registry of model types."""
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
                                                         MODEL_FOR_MASKED_LM_MAPPING_NAMES)
     mt = config.get("model_type")
@@ -231,11 +231,10 @@ def _refuse(arch: str, path: str, config: dict, scenario: str | None, task: str 
 
 def checkpoint_config(arch: str, path: str | os.PathLike, scenario: str | None = None,
                       task: str | None = None) -> tuple[dict | None, bool]:
-    """Before anything is built: (config.json, native). ``native``: the checkpoint is the
-    scenario's own family (GPT-2 / RoBERTa classes); else it is another family of the role
-    the scenario needs, loaded through transformers' Auto classes. Refuses (one line) a
-    missing local directory, a checkpoint of the other role, and any non-RoBERTa checkpoint
-    for the masked-LM scenario B. Hub ids are checked after loading (``check_loaded``)."""
+    """Before anything is built: (config.json, native: the scenario's own family, else another
+    family of the role it needs, loaded through the Auto classes). Refuses (one line) a missing
+    local directory, the other role, and a non-RoBERTa checkpoint for B. Hub ids are checked
+    after loading (``check_loaded``)."""
     if arch not in ARCHS:
         raise CheckpointError(f"unknown arch {arch!r}: gpt2 or roberta")
     path = str(path)
@@ -261,11 +260,10 @@ def checkpoint_config(arch: str, path: str | os.PathLike, scenario: str | None =
 
 def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: nn.Module,
                  scenario: str | None = None) -> dict:
-    """After ``from_pretrained(path, output_loading_info=True)``: raise (one line) when a
-    backbone weight is missing or mismatched, or the checkpoint is another architecture;
-    else return what the record keeps. A missing task head (a classification head, an MLM
-    head on a backbone-only checkpoint) is expected: it is trained from scratch. Weights of
-    modules the run drops (a pooler it never reads) are neither loaded nor missed."""
+    """After ``from_pretrained(path, output_loading_info=True)``: raise (one line) when a backbone
+    weight is missing or mismatched or the checkpoint is another architecture; else what the
+    record keeps. A missing task head is expected (trained from scratch); weights of modules the
+    run drops (a pooler) are neither loaded nor missed."""
     path = str(path)
     config = _local_config(path) if Path(path).expanduser().is_dir() else _cached_config(path)
     if config is not None and config.get("model_type") != arch and role_of(config) != ROLE[arch]:
@@ -287,10 +285,8 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     present = set(model.state_dict())
     all_missing = [k for k in (loading_info.get("missing_keys") or ()) if k in present]
     missing = sorted(k for k in all_missing if in_backbone(k))
-    mismatched = sorted({(m[0] if isinstance(m, (tuple, list)) else m)
-                         for m in (loading_info.get("mismatched_keys") or ())})
-    mismatched = [k for k in mismatched if in_backbone(k) and k in present]
-    bad = missing + [k for k in mismatched if k not in missing]
+    mismatched = {(m[0] if isinstance(m, (tuple, list)) else m) for m in (loading_info.get("mismatched_keys") or ())}
+    bad = missing + sorted(k for k in mismatched - set(missing) if in_backbone(k) and k in present)
     if bad:
         lost = sum(names[k].numel() for k in bad if k in names)
         archs = ", ".join((config or {}).get("architectures") or []) or "unknown architecture"
@@ -350,9 +346,8 @@ def load_pretrained(hf_class: type, arch: str, path: str | os.PathLike, scenario
 
 def load_other_family(arch: str, task: str, path: str | os.PathLike, scenario: str | None = None
                       ) -> tuple[nn.Module, dict]:
-    """A checkpoint of another encoder (D, F) or decoder family (A, C, E) through transformers'
-    Auto classes: the backbone it declares (``AutoModel``; ``AutoModelForCausalLM`` for A,
-    whose output projection becomes the run's head), pooler dropped (the run pools itself)."""
+    """A checkpoint of another encoder (D, F) or decoder family (A, C, E): ``AutoModel``
+    (``AutoModelForCausalLM`` for A, whose output projection becomes the head), pooler dropped."""
     from transformers import AutoModel, AutoModelForCausalLM
     checkpoint_config(arch, path, scenario, task)
     cls = AutoModelForCausalLM if task == "clm" else AutoModel
