@@ -34,7 +34,6 @@ FORMAT = 1
 
 ARCHS = ("gpt2", "roberta")  # each arch is its config.json's model_type
 ARCH_NAME = {"gpt2": "GPT-2", "roberta": "RoBERTa"}
-LM_TASK = {"gpt2": "clm", "roberta": "mlm"}
 LM_SCENARIO = {a: next(s.id for s in SCENARIOS.values() if s.arch == a and s.is_lm) for a in ARCHS}
 ARCH_SCENARIOS = {a: tuple(s.id for s in SCENARIOS.values() if s.arch == a) for a in ARCHS}
 HF_LM_CLASS = {"gpt2": "GPT2LMHeadModel", "roberta": "RobertaForMaskedLM"}
@@ -67,9 +66,6 @@ def save_pretrained(model: nn.Module, path: str | os.PathLike, meta: dict | None
         raise CheckpointError(
             f"save_pretrained: a {model.arch} {model.task} model has a task head over labels, not a language-model "
             f"head; only the LM scenarios (A: GPT-2 causal LM, B: RoBERTa masked LM) are saved as pretrained checkpoints")
-    if model.arch not in ARCHS or LM_TASK[model.arch] != model.task:
-        raise CheckpointError(f"save_pretrained: arch {model.arch!r} with task {model.task!r} is not an LM scenario "
-                              f"(gpt2/clm or roberta/mlm)")
     _refuse_sharded(model)
     hf = to_hf(model)
     trained_dtype = next(model.backbone.parameters()).dtype
@@ -109,11 +105,7 @@ def to_hf(model: nn.Module) -> nn.Module:
     if arch == "gpt2":
         pairs.append(("lm_head", model.head))
     else:
-        t = model.transform
-        if not (isinstance(t, nn.Sequential) and len(t) == 3 and isinstance(t[0], nn.Linear)
-                and isinstance(t[2], nn.LayerNorm)):
-            raise CheckpointError("save_pretrained: a RoBERTa MLM BenchModel's transform is expected to be "
-                                  "Sequential(lm_head.dense, GELU, lm_head.layer_norm)")
+        t = model.transform  # models.build_model: Sequential(lm_head.dense, GELU, lm_head.layer_norm)
         pairs += [("lm_head.dense", t[0]), ("lm_head.layer_norm", t[2]), ("lm_head.decoder", model.head)]
     conv = {name for name, m in hf.named_modules() if isinstance(m, Conv1D)}
     target = hf.state_dict()
