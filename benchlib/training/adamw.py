@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch
 
-from benchlib.training.adamw_reference import group_offsets, local, reference_update
+from benchlib.training.adamw_reference import group_offsets, reference_update
 
 STORAGE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 ROUNDING = ("nearest", "stochastic")
@@ -110,8 +110,7 @@ class AdamW(torch.optim.Optimizer):
                 continue
             bases = group_offsets(group)
             for p, st in zip(params, states):
-                reference_update(local(p), local(p.grad), local(st["exp_avg"]), local(st["exp_avg_sq"]),
-                                 st["step"], group["lr"], group, bases[id(p)])
+                reference_update(p, st, group, bases[id(p)])
         return loss
 
     def load_state_dict(self, state_dict: dict) -> None:

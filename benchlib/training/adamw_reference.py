@@ -94,10 +94,11 @@ def _sqrt(x: torch.Tensor) -> torch.Tensor:
     return x.double().sqrt().float()
 
 
-def reference_update(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: torch.Tensor,
-                     lr: torch.Tensor, group: dict, base: int) -> None:
-    """One tensor's update in place (``step`` already counts this step); ``base`` is the index of
-    its first element in its group (the stochastic rounding's counter)."""
+def reference_update(param: torch.Tensor, state: dict, group: dict, base: int) -> None:
+    """One parameter's update in place (this rank's shard; ``state["step"]`` already counts this
+    step); ``base`` is the index of its first element in its group (``group_offsets``)."""
+    p, g, m, v = (local(t) for t in (param, param.grad, state["exp_avg"], state["exp_avg_sq"]))
+    step, lr = state["step"], group["lr"]
     b1, b2 = group["betas"]
     g32, m32, v32, p32 = g.float(), m.float(), v.float(), p.float()
     m32 = m32 * b1 + g32 * (1 - b1)

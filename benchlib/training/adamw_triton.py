@@ -213,5 +213,4 @@ class Launcher:
                 STOCHASTIC=group["rounding"] == "stochastic" and P == torch.bfloat16, ALIGNED=aligned,
                 BLOCK=BLOCK, num_warps=NUM_WARPS, enable_fp_fusion=False)
         for p, st, base in slow:  # odd dtypes, strides or devices: the reference, per tensor
-            reference_update(local(p), local(p.grad), local(st["exp_avg"]), local(st["exp_avg_sq"]),
-                             st["step"], group["lr"], group, base)
+            reference_update(p, st, group, base)
