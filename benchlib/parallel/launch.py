@@ -60,11 +60,8 @@ def _flag(v: Any) -> str:
 
 def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progress: bool = True,
            timeout_s: float | None = None, echo: Callable[[str], None] | None = None) -> dict:
-    """Run ``cfg`` under torchrun in a subprocess, stream its output, return its record.
-
-    The record is the one rank 0 (or the first failing rank) wrote; if torchrun died before
-    any rank could write one, an ``error`` record with the tail of its output is written.
-    """
+    """Run ``cfg`` under torchrun in a subprocess, stream its output, return the record a rank
+    wrote (or, where none could, an ``error`` record with the tail of torchrun's output)."""
     if isinstance(cfg, dict):
         cfg = RunConfig.from_dict(cfg)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="dtype-bench-"))

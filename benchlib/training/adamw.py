@@ -30,12 +30,10 @@ ROUNDING = ("nearest", "stochastic")
 
 
 class AdamW(torch.optim.Optimizer):
-    """AdamW with ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` ("fp32", "bf16", "fp16" or None for the
-    weight's dtype) and ``rounding`` ("nearest" or "stochastic", bf16 weights only).
-
-    ``impl``: "auto" (the Triton kernel on CUDA where Triton imports, else the reference),
-    "reference" or "triton". ``seed``: the stochastic rounding's base seed (default: the seed
-    ``torch.manual_seed`` set); each group gets its own."""
+    """AdamW with ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` ("fp32", "bf16", "fp16"; None: the weight's
+    dtype), ``rounding`` ("nearest", or "stochastic" for bf16 weights), ``impl`` ("auto": Triton on
+    CUDA where it imports; "reference"; "triton") and ``seed`` (stochastic rounding's base seed,
+    default the one ``torch.manual_seed`` set; each group gets its own)."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, exp_avg_dtype: Optional[str] = None,

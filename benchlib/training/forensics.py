@@ -145,10 +145,9 @@ class _Taken:
 
 
 class Forensics:
-    """Counters for one run's parameters (and, for the update counters, its optimizer); every
-    method returns device tensors (no host sync) for ``StepLog.flush`` to copy with the rest
-    of a logged step. Call ``before_step`` after unscaling and clipping, ``after_step`` right
-    after the optimizer step, both before the gradients are zeroed."""
+    """Counters for one run's parameters (the update counters: and its optimizer), as device tensors
+    (no host sync). ``before_step`` after unscaling and clipping, ``after_step`` right after the
+    optimizer step, both before the gradients are zeroed."""
 
     KEYS = ("grad_zero_frac", "grad_fp16_subnormal_frac", "grad_fp16_flush_frac", "grad_nonfinite_frac",
             "update_unchanged_frac", "exp_avg_sq_zero_frac", "update_lost_frac",

@@ -62,10 +62,9 @@ def memory_metrics(device: torch.device, opt: torch.optim.Optimizer) -> dict:
 
 def quality_metrics(cfg: RunConfig, quality: dict, per_example, base_quality: dict, base_per,
                     floors: dict | float | None) -> dict:
-    """The final evaluation under ``quality/``, the trivial predictor's under ``baseline/``, the
-    evidence that the run beat it and, where the data knows its floors (``TaskData.floors``:
-    metric -> best attainable value), the learned metric's floor and the share of the gap to it
-    closed, and the distance to the val-loss floor. A bare number is a val-loss floor."""
+    """The final evaluation under ``quality/``, the baseline's under ``baseline/``, the evidence that
+    the run beat it, and with ``floors`` (metric -> best attainable value; a bare number: val loss)
+    the gap to the floor closed and the excess loss."""
     m: dict = {}
     scn = cfg.scn
     floors = {"val_loss": floors} if isinstance(floors, (int, float)) else dict(floors or {})

@@ -90,9 +90,7 @@ def uses_torch_adamw(model: torch.nn.Module, dtype: DtypeConfig) -> bool:
 def build_optimizer(model: torch.nn.Module, dtype: DtypeConfig, lr: float, weight_decay: float,
                     beta2: float, device: torch.device) -> torch.optim.Optimizer:
     """The optimizer a configuration names: bitsandbytes' 8-bit AdamW; torch's fused AdamW where it
-    does what the configuration says (``uses_torch_adamw``); else ``adamw.AdamW``, which stores each
-    moment as configured and rounds the weights as configured (fp16 weights with fp32 moments,
-    stochastic rounding of bf16 weights), its arithmetic fp32 like fused AdamW's."""
+    does what the configuration says (``uses_torch_adamw``); else ``adamw.AdamW``."""
     groups = param_groups(model, weight_decay)
     betas = (0.9, beta2)
     if dtype.optimizer == "adamw8bit":
