@@ -115,10 +115,8 @@ def to_hf(model: nn.Module) -> nn.Module:
             key = f"{prefix}.{k}"
             mod_name, _, leaf = key.rpartition(".")
             v = v.detach()
-            if mod_name in conv and leaf == "weight":
-                owner = sub.get_submodule(k.rpartition(".")[0]) if "." in k else sub
-                if isinstance(owner, nn.Linear):  # models._conv1d_to_linear stored it (out, in)
-                    v = v.t()
+            if mod_name in conv and leaf == "weight":  # models._conv1d_to_linear stored it (out, in)
+                v = v.t()
             sd[key] = v.to("cpu", torch.float32) if v.is_floating_point() else v.to("cpu")
     if "lm_head.bias" in target and "lm_head.decoder.bias" in sd:
         sd["lm_head.bias"] = sd["lm_head.decoder.bias"]  # RoBERTa's lm_head.bias is the decoder's
