@@ -350,9 +350,7 @@ def _micro_batches(cfg: RunConfig, run: _Run, dist: Strategy) -> tuple[torch.Ten
             # micro-batches below are copies
             torch.compiler.cudagraph_mark_step_begin()
         with run.amp:
-            # the max |logit| (of one sequence: models.BenchModel.forward) on every step
-            # keeps one compiled graph: a log-steps-only variant compiled a second graph
-            # at step 1 of every run
+            # the max |logit| on every step keeps one compiled graph (logged steps only: a second)
             loss, lm = run.step_model(batch, logit_stats=True)
         logit_max = lm.clone() if logit_max is None else torch.maximum(logit_max, lm)
         if cfg.grad_accum > 1:
@@ -434,10 +432,8 @@ def _time_metrics(m: dict, cfg: RunConfig, run: _Run, lp: _Loop, eval_s: float) 
     """Where the run's wall time went (``time/*``), and what compiled during it."""
     m.update({"time/setup_s": run.setup_s, "time/data_s": run.data_s, "time/model_s": run.model_s,
               "time/first_step_s": lp.first_step_s, "time/train_s": lp.train_s, "time/eval_s": eval_s})
-    # the part of the run that scales with steps: the loop's wall after the first step, less its
-    # evaluations and saved states (compilation and the first step, evaluation stay in the fixed
-    # cost). Not the median timed window x the steps, which undercounts a loop on a shared GPU
-    # (docs/performance.md)
+    # the part that scales with steps: the loop's wall after the first step, less evaluations and saved
+    # states (not median window x steps, which undercounts a loop on a shared GPU: docs/performance.md)
     m["time/steps_s"] = max(0.0, lp.train_s - (lp.first_step_s or 0.0) - lp.eval_s - lp.state_s)
     if cfg.state_every:
         m["time/state_s"] = lp.state_s

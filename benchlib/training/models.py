@@ -96,9 +96,7 @@ class BenchModel(nn.Module):
         logits = self.logits(batch)
         loss = self.loss(logits, batch)
         if logit_stats:
-            # the largest |logit| of the batch's first sequence: a monitor of logit growth at
-            # 1/batch of the cost of the whole batch's (which measured ~0.7 ms of a 27 ms
-            # GPT-2 124M step on an H200, computed on every step)
+            # the batch's first sequence: 1/batch of the whole batch's cost (~0.7 ms of a 27 ms GPT-2 step, H200)
             return loss, logits[0].detach().abs().amax().float()
         return loss, None
 
@@ -221,9 +219,8 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         elif lm:
             backbone, lmh = backbone.roberta, backbone.lm_head
             head, transform = lmh.decoder, nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
-    # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
-    # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
-    # cache state until dynamo gives up and runs them eagerly (seen on 2xH200).
+    # no KV cache in training: compiled blocks (FSDP2) recompiled on each layer's cache state until
+    # dynamo ran them eagerly (2xH200)
     backbone.config.use_cache = False
     if backbone.get_input_embeddings().weight.shape[0] < spec.vocab_size:
         backbone.resize_token_embeddings(padded_vocab(spec.vocab_size))
@@ -271,9 +268,8 @@ def _ready(model: BenchModel, spec: ModelSpec, dtype: DtypeConfig, loaded: dict 
             enable({"use_reentrant": False})
         else:
             model.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    # from_pretrained returns its model in eval mode; transformers checkpoints blocks (and a
-    # checkpoint's dropout applies) only in train mode, which must hold from the first step,
-    # not from the first evaluation (which leaves the model in train mode)
+    # from_pretrained gives eval mode; block checkpointing (and a checkpoint's dropout) needs train
+    # mode from the first step
     return model.train()
 
 
