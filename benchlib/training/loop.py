@@ -422,10 +422,8 @@ def _finalise(cfg: RunConfig, device: torch.device, out: Path, rec: dict, run: _
                                                   "quality": quality, "commit": rec["env"].get("git_commit"),
                                                   "date": rec["env"].get("date")})
         rec["checkpoint"] = str(out / "model")
-    # clean up any non-finite metric values for JSON readers that reject NaN
-    for k, v in list(m.items()):
-        if isinstance(v, float) and not math.isfinite(v):
-            m[k] = None
+    # non-finite values as None: JSON readers reject NaN
+    m.update({k: None for k, v in m.items() if isinstance(v, float) and not math.isfinite(v)})
 
 
 def _time_metrics(m: dict, cfg: RunConfig, run: _Run, lp: _Loop, eval_s: float) -> None:
