@@ -7,6 +7,7 @@ entries are kept up to ``MAX_BYTES``.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -42,23 +43,18 @@ def initialised(make: Callable[[], nn.Module], what: str, cache: str | os.PathLi
         return make()
     folder = Path(cache).expanduser()
     path = folder / f"{key(what)}.pt"
-    if path.exists():
-        try:
-            saved = torch.load(path, weights_only=False)
-            torch.set_rng_state(saved["rng_after"])
-            os.utime(path)  # recently used
-            seen["cached"] = True
-            return saved["module"]
-        except Exception:  # noqa: BLE001 - a torn or foreign file: build again
-            pass
+    with contextlib.suppress(Exception):  # none yet, or a torn or foreign file: build again
+        saved = torch.load(path, weights_only=False)
+        torch.set_rng_state(saved["rng_after"])
+        os.utime(path)  # recently used
+        seen["cached"] = True
+        return saved["module"]
     seen["cached"] = False
     module = make()
-    try:
+    with contextlib.suppress(OSError):  # a full or read-only disk costs the next run the build, nothing else
         with atomic_file(path) as tmp:  # runs building the same entry at once: the last complete one stays
             torch.save({"module": module, "rng_after": torch.get_rng_state(), "what": what}, tmp)
         prune(folder)
-    except OSError:  # a full or read-only disk costs the next run the build, nothing else
-        pass
     return module
 
 
