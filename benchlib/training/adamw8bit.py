@@ -12,6 +12,8 @@ step is bitsandbytes' own. Step count and lr reach the kernels as host values: n
 """
 from __future__ import annotations
 
+import ctypes as ct
+
 import bitsandbytes as bnb
 import torch
 
@@ -54,7 +56,6 @@ class AdamW8bit(bnb.optim.AdamW8bit):
         return loss
 
     def _direct_step(self) -> None:
-        import ctypes as ct
         for gindex, group in enumerate(self.param_groups):
             for pindex, p in enumerate(group["params"]):
                 if p.grad is None:
@@ -78,8 +79,6 @@ class AdamW8bit(bnb.optim.AdamW8bit):
 
     def _prepare(self, group: dict, p: torch.Tensor, gindex: int, pindex: int) -> tuple:
         """The launcher and its fixed ctypes arguments, as bitsandbytes' CUDA operators build them."""
-        import ctypes as ct
-
         from bitsandbytes.backends.cuda.ops import str2optimizer8bit_blockwise, str2optimizer32bit
         config = self._configs.get((gindex, pindex)) or self.get_config(gindex, pindex, group)
         self._configs[(gindex, pindex)] = config
