@@ -1,8 +1,6 @@
 """The process-group side of a multi-process run: the ``Strategy`` interface the training loop
-drives, its one-process implementation (every hook the plain single-device operation, so the
-single-device path is the plain loop) and the implementation over a process group joined from
-torchrun's environment (collectives, failures, teardown). How each strategy wraps the model is
-in ``strategies``; the end-of-run per-rank report in ``report``; the torchrun launch in ``launch``.
+drives, its one-process implementation (every hook the plain single-device operation) and the one
+over a process group joined from torchrun's environment (collectives, failures, teardown).
 
     dist = setup(cfg, device)                        # strategies.setup
     step_model = dist.wrap(model, compile)           # before the optimizer is built
@@ -60,11 +58,8 @@ def unsupported_reason(cfg: RunConfig) -> str | None:
 
 
 class Strategy:
-    """One process, no process group: every hook is the plain single-device operation.
-
-    Also stands for a run that never set up its process group (skipped, or failed in setup):
-    its rank then comes from torchrun's environment so only rank 0 writes the record.
-    """
+    """One process, no process group: every hook is the plain single-device operation. Also stands
+    for a run that never joined its group (its rank from torchrun's environment: rank 0 writes)."""
 
     name = "single"
 
@@ -188,14 +183,9 @@ class ProcessGroupStrategy(Strategy):
 
     # ---- failures ----------------------------------------------------------------
     def finish(self, rec: dict) -> bool:
-        """A failed run on several ranks becomes one record with the first failure's message.
-
-        The rank that fails first publishes its record's status and reason in the process
-        group's store (reachable even while collectives hang) and writes ``result.json``
-        itself, so the record exists even if torchrun then kills the other ranks. A rank that
-        fails because of it (its peer vanished mid-collective, or a timeout) takes that
-        message over; rank 0 writes the record as usual.
-        """
+        """A failed run on several ranks becomes one record with the first failure's message: that
+        rank publishes it in the store (reachable while collectives hang) and writes the record
+        itself (torchrun may kill the others); a rank failing because of it takes the message over."""
         rec.setdefault("dist", self.info())
         if rec["status"] not in ("error", "oom"):
             return self.is_main

@@ -1,10 +1,7 @@
-"""Launching a multi-process run: ``torchrun --standalone --nproc_per_node=N -m benchlib run``
-in a subprocess of its own process group, its output streamed, a time limit enforced, and the
-record rank 0 (or the first failing rank) wrote returned, or an ``error`` record with the tail
-of torchrun's output when no rank could write one.
-
-``training.loop.run`` calls ``launch`` for a run with ``dist.strategy != single`` started outside
-torchrun (a notebook, the sweep, a plain ``run(cfg)``).
+"""Launching a multi-process run: ``torchrun --standalone --nproc_per_node=N -m benchlib run`` in a
+subprocess of its own process group, output streamed, a time limit enforced; returns the record
+rank 0 (or the first failing rank) wrote, or an ``error`` record with torchrun's last output.
+``loop.run`` calls it for ``dist.strategy != single`` outside torchrun.
 """
 from __future__ import annotations
 
@@ -63,11 +60,8 @@ def _flag(v: Any) -> str:
 
 def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progress: bool = True,
            timeout_s: float | None = None, echo: Callable[[str], None] | None = None) -> dict:
-    """Run ``cfg`` under torchrun in a subprocess, stream its output, return its record.
-
-    The record is the one rank 0 (or the first failing rank) wrote; if torchrun died before
-    any rank could write one, an ``error`` record with the tail of its output is written.
-    """
+    """Run ``cfg`` under torchrun in a subprocess, stream its output, return the record a rank
+    wrote (or, where none could, an ``error`` record with the tail of torchrun's output)."""
     if isinstance(cfg, dict):
         cfg = RunConfig.from_dict(cfg)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="dtype-bench-"))
@@ -125,18 +119,15 @@ def launch(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, prog
     finally:
         if watchdog:
             watchdog.cancel()
-    timed_out = timed_out.is_set()
     path = out / "result.json"
-    rec = None
-    if path.exists():
-        try:
-            rec = read_record(path)
-        except Exception:
-            rec = None
+    try:
+        rec = read_record(path)
+    except Exception:  # noqa: BLE001 - no rank wrote one, or it is torn: the error record below
+        rec = None
     if rec is None:
         rec = new_record(cfg, torch.device("cpu"))
         lines = "".join(tail).splitlines()
-        why = f"torchrun exited with code {rc}" + (f" after the {timeout_s:.0f} s limit" if timed_out else "")
+        why = f"torchrun exited with code {rc}" + (f" after the {timeout_s:.0f} s limit" if timed_out.is_set() else "")
         rec.update(status="error", reason=why + " before any rank wrote a record:\n" + "\n".join(lines[-15:]),
                    wall_s=time.perf_counter() - t0)
     if cfg.extra and rec["run"].get("extra") != cfg.extra:

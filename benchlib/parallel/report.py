@@ -26,9 +26,7 @@ def rank_report(strategy, rec: dict, out: Path, cfg: RunConfig, timer, losses: l
     rows = window_rows(strategy.rank, cfg, timer, losses, evals)
     summary = {"rank": strategy.rank, "summary": True, "host": socket.gethostname(),
                "device": rec["env"].get("device_name"),
-               "peak_allocated_gib": m.get("memory/peak_allocated_gib"),
-               "peak_reserved_gib": m.get("memory/peak_reserved_gib"),
-               "peak_rss_gib": m.get("memory/peak_rss_gib"),
+               **{k: m.get(f"memory/{k}") for k in ("peak_allocated_gib", "peak_reserved_gib", "peak_rss_gib")},
                "param_bytes": tensor_bytes(p for g in opt.param_groups for p in g["params"]),
                "optimizer_state_bytes": optimizer_state_bytes(opt),
                "val_loss": m.get("quality/val_loss"),

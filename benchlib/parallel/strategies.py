@@ -1,8 +1,7 @@
-"""How each multi-process strategy wraps the model and adapts the training step's hooks:
-DDP, FSDP2 (``fully_shard``), FSDP1 (``FullyShardedDataParallel``) and seed 004's manual
-FSDP, with the mixed-precision policy they derive from the dtype config (``mp_dtypes``).
-The ``Strategy`` interface these classes implement and the process group are in ``group``;
-``setup`` (the strategy object for this process) is at the end.
+"""How each multi-process strategy wraps the model and adapts the training step's hooks: DDP,
+FSDP2 (``fully_shard``), FSDP1 and seed 004's manual FSDP, with the mixed-precision policy derived
+from the dtype config (``mp_dtypes``). The ``Strategy`` interface and the process group are in
+``group``; ``setup`` gives this process its strategy object.
 """
 from __future__ import annotations
 
@@ -17,17 +16,11 @@ from benchlib.core.runconfig import ConfigError, DistConfig, RunConfig
 from benchlib.parallel.group import ProcessGroupStrategy, Strategy
 
 
-# =======================================================================================
-# Mixed precision and the FSDP units
-# =======================================================================================
+# ---- mixed precision and the FSDP units -------------------------------------------------
 def mp_dtypes(dtype, settings: DistConfig) -> tuple[torch.dtype | None, torch.dtype | None]:
-    """(param_dtype, reduce_dtype) for FSDP mixed precision, from the dtype config.
-
-    AMP configs (fp32 weights, autocast) gather the weights in the autocast dtype and reduce
-    gradients in fp32: the optimizer still steps fp32 shards. Configs with an fp32 head keep
-    fp32 weights (one dtype per group: the head must not be rounded), as does ``mp=autocast``.
-    Pure low-precision and fp32 configs gather and reduce in their storage dtype, as DDP does.
-    """
+    """(param_dtype, reduce_dtype) for FSDP mixed precision: AMP configs gather in the autocast
+    dtype and reduce in fp32 (the optimizer steps fp32 shards); an fp32 head (one dtype per group)
+    or ``mp=autocast`` keeps fp32; other configs (None, None) gather and reduce in storage dtype."""
     from benchlib.core.dtypes import TORCH_DTYPES
     if (dtype.autocast_dtype and dtype.param_dtype == "fp32" and not dtype.head_dtype
             and settings.mp == "policy"):
@@ -55,9 +48,7 @@ def compile_blocks(model: nn.Module) -> None:
     model.loss = torch.compile(model.loss)
 
 
-# =======================================================================================
-# Strategies
-# =======================================================================================
+# ---- strategies ----------------------------------------------------------------------
 class DDPStrategy(ProcessGroupStrategy):
     name = "ddp"
 
@@ -107,20 +98,17 @@ class FSDP2Strategy(ShardedStrategy):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         s = self.settings
         mesh = init_device_mesh(self.device.type, (self.world,))
-        param_dtype, reduce_dtype = mp_dtypes(self.cfg.dtype, s)
+        mp = dict(zip(("param_dtype", "reduce_dtype"), mp_dtypes(self.cfg.dtype, s)))
         blocks = transformer_blocks(model)
         if compile and s.compile_unit == "blocks":
             compile_blocks(model)
         for i, b in enumerate(blocks):
             reshard = s.reshard == "all" or (s.reshard == "all_but_last" and i < len(blocks) - 1)
-            fully_shard(b, mesh=mesh, reshard_after_forward=reshard,
-                        mp_policy=MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype))
+            fully_shard(b, mesh=mesh, reshard_after_forward=reshard, mp_policy=MixedPrecisionPolicy(**mp))
         # the root holds embeddings, the (tied) head and final norm: used first in forward and
-        # last in backward, so it never reshards in between; the batch (with float labels)
-        # is not cast
+        # last in backward, so it never reshards in between; the batch (float labels) is not cast
         fully_shard(model, mesh=mesh, reshard_after_forward=False,
-                    mp_policy=MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype,
-                                                   cast_forward_inputs=False))
+                    mp_policy=MixedPrecisionPolicy(**mp, cast_forward_inputs=False))
         if s.prefetch > 0:
             for i, b in enumerate(blocks):
                 b.set_modules_to_forward_prefetch(blocks[i + 1:i + 1 + s.prefetch])
@@ -176,16 +164,11 @@ class FSDP1Strategy(ShardedStrategy):
 
     def regroup(self, opt):
         """Move the (now 1-D) shards of matrices back into the weight-decay group."""
-        groups = opt.param_groups
-        wd = [g for g in groups if g.get("weight_decay", 0) > 0]
-        if not wd:
-            return opt
-        for g in groups:
-            if g is wd[0]:
-                continue
-            moving = [p for p in g["params"] if id(p) in self._decay]
-            g["params"] = [p for p in g["params"] if id(p) not in self._decay]
-            wd[0]["params"] += moving
+        wd = next((g for g in opt.param_groups if g.get("weight_decay", 0) > 0), None)
+        for g in opt.param_groups:
+            if wd is not None and g is not wd:
+                wd["params"] += [p for p in g["params"] if id(p) in self._decay]
+                g["params"] = [p for p in g["params"] if id(p) not in self._decay]
         return opt
 
     loss_scaler = _sharded_scaler
@@ -220,9 +203,7 @@ STRATEGY_CLASSES = {"ddp": DDPStrategy, "fsdp2": FSDP2Strategy, "fsdp1": FSDP1St
                     "fsdp_manual": ManualFSDPStrategy}
 
 
-# =======================================================================================
-# Helpers
-# =======================================================================================
+# ---- helpers -------------------------------------------------------------------------
 class _PersistentNoSync:
     """A DDP / FSDP1 ``no_sync()`` context held open across forward *and* backward of the
     micro-batches that accumulate, and closed before the last one's forward."""

@@ -1,33 +1,20 @@
-"""AdamW whose moments' storage and whose weights' rounding are settings, as a DtypeConfig says.
+"""AdamW whose moments' storage and whose weights' rounding are settings, as a DtypeConfig says
+(``exp_avg_dtype``, ``exp_avg_sq_dtype``, ``update_rounding``): fp16 weights with fp32 moments
+(``fp16_naive``), bf16 weights rounded stochastically (``bf16_pure``); torch's AdamW keeps the
+moments in each weight's dtype and rounds to nearest.
 
-torch's AdamW keeps both moments in each weight's dtype and writes the weights back by
-round-to-nearest. A configuration may ask otherwise (``exp_avg_dtype``, ``exp_avg_sq_dtype``,
-``update_rounding``): fp16 weights with fp32 moments (``fp16_naive``), bf16 weights whose update
-is rounded stochastically (``bf16_pure``). This optimizer does exactly what those fields say:
+* the arithmetic is fp32 whatever is stored (``adamw_reference.reference_update``: each operation
+  rounded on its own, no fused multiply-add, the bias corrections' powers in fp64); the moments
+  are rounded to nearest into their storage, the weight written exactly (fp32), to nearest or
+  stochastically (bf16). One group may hold weights of several dtypes;
+* the state has torch's names (``exp_avg``, ``exp_avg_sq``, ``step`` per parameter; ``lr`` a 0-dim
+  device tensor filled in place by the schedule, so a changing lr never recompiles nor syncs), so
+  forensics and resume read it as torch's;
+* stochastic rounding draws its bits from a counter-based hash of (group seed, step, element
+  index): no random state to save, a resumed run draws what it would have, replicas round alike.
 
-* the arithmetic is fp32 whatever is stored: weight, gradient and moments are read and upcast,
-  the update is computed in fp32, the moments are rounded to nearest into their storage dtype,
-  and the weight is written back exactly (fp32), by round-to-nearest (bf16, fp16) or by
-  stochastic rounding (bf16). One group may hold weights of several dtypes (an fp32 head among
-  bf16 weights is updated exactly);
-* the update is ``adamw_reference.reference_update``'s: each operation rounded to fp32 on its
-  own (no fused multiply-add), the powers of the bias corrections in fp64, and the moments used
-  for the update the fp32 values before they are stored;
-* the state has torch's names, so forensics and resume read it as torch's: per parameter
-  ``exp_avg``, ``exp_avg_sq`` and ``step`` (a 0-dim fp32 tensor on the weight's device); per
-  group ``lr`` (a 0-dim fp32 tensor on the device, filled in place by the schedule, so a changing
-  learning rate never recompiles nor syncs), ``betas``, ``eps``, ``weight_decay``, and this
-  optimizer's ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` (None = the weight's dtype), ``rounding``
-  and ``seed``;
-* stochastic rounding (``adamw_reference.stochastic_round_to_bf16``) draws its bits from a
-  counter-based hash of (group seed, the parameter's step, the element's index in its group): no
-  random state to save, a resumed run draws what it would have drawn, and replicas round alike.
-
-Two implementations compute the same function: ``adamw_reference`` in plain torch (the CPU
-path and the tests' ground truth) and, on CUDA, one Triton kernel per group and dtype mix
-(``adamw_triton``), which reads p, g, m, v once and writes p, m, v once. Where both run IEEE
-fp32 arithmetic they agree to the bit, stochastic rounding included. Without Triton, CUDA falls
-back to the reference (per tensor, slow) and says so once.
+On CUDA one Triton kernel per group and dtype mix (``adamw_triton``) computes the same function as
+the plain-torch reference, to the bit; without Triton CUDA falls back to the reference (slow).
 """
 from __future__ import annotations
 
@@ -36,27 +23,17 @@ from typing import Optional
 
 import torch
 
-from benchlib.training.adamw_reference import local, reference_update
+from benchlib.training.adamw_reference import group_offsets, reference_update
 
 STORAGE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 ROUNDING = ("nearest", "stochastic")
 
 
-def _triton_or_none():
-    try:
-        from benchlib.training import adamw_triton
-    except ImportError:  # triton not installed
-        return None
-    return adamw_triton
-
-
 class AdamW(torch.optim.Optimizer):
-    """AdamW with ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` ("fp32", "bf16", "fp16" or None for the
-    weight's dtype) and ``rounding`` ("nearest" or "stochastic", bf16 weights only).
-
-    ``impl``: "auto" (the Triton kernel on CUDA where Triton imports, else the reference),
-    "reference" or "triton". ``seed``: the stochastic rounding's base seed (default: the seed
-    ``torch.manual_seed`` set); each group gets its own."""
+    """AdamW with ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` ("fp32", "bf16", "fp16"; None: the weight's
+    dtype), ``rounding`` ("nearest", or "stochastic" for bf16 weights), ``impl`` ("auto": Triton on
+    CUDA where it imports; "reference"; "triton") and ``seed`` (stochastic rounding's base seed,
+    default the one ``torch.manual_seed`` set; each group gets its own)."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, exp_avg_dtype: Optional[str] = None,
@@ -87,14 +64,14 @@ class AdamW(torch.optim.Optimizer):
             g["seed"] = (base_seed + 7919 * i) % (2**31 - 1)
         self._kernel = None
         if impl == "triton" or (impl == "auto" and device.type == "cuda"):
-            mod = _triton_or_none()
-            if mod is None and impl == "triton":
-                raise ImportError("AdamW(impl='triton') needs the triton package")
-            if mod is None:
+            try:
+                from benchlib.training.adamw_triton import Launcher
+                self._kernel = Launcher()
+            except ImportError:  # triton not installed
+                if impl == "triton":
+                    raise ImportError("AdamW(impl='triton') needs the triton package") from None
                 warnings.warn("triton is not installed: AdamW runs its plain-torch reference on CUDA, one "
                               "tensor at a time (correct, slow)", stacklevel=2)
-            else:
-                self._kernel = mod.Launcher()
 
     @property
     def impl(self) -> str:
@@ -129,14 +106,9 @@ class AdamW(torch.optim.Optimizer):
             if self._kernel is not None:
                 self._kernel.step(gi, group, params, states)
                 continue
-            base = 0
-            bases = {}
-            for p in group["params"]:
-                bases[id(p)] = base
-                base += local(p).numel()
+            bases = group_offsets(group)
             for p, st in zip(params, states):
-                reference_update(local(p), local(p.grad), local(st["exp_avg"]), local(st["exp_avg_sq"]),
-                                 st["step"], group["lr"], group, bases[id(p)])
+                reference_update(p, st, group, bases[id(p)])
         return loss
 
     def load_state_dict(self, state_dict: dict) -> None:

@@ -1,25 +1,18 @@
 """bitsandbytes' 8-bit AdamW (block-wise quantised moments), stepped without its per-parameter waits.
 
-bitsandbytes' ``Optimizer8bit.step`` calls ``torch.cuda.synchronize()`` after every parameter
-(its paged state, in managed memory, needs the wait; ordinary device state does not), and
-rebuilds each parameter's settings from its groups every step. For GPT-2's ~150 tensors that
-is ~150 host waits per step. ``AdamW8bit`` here is bitsandbytes' own optimizer: the same state,
-the same kernels with the same arguments, so the same numbers; only how the step is driven
-differs (``step_mode``):
-
-* ``"bnb"``: bitsandbytes' step as released;
-* ``"direct"``: the CUDA launcher functions bitsandbytes' operators call, with the same
-  arguments, each parameter's prepared once (its ``ctypes`` arguments but the gradient's address,
-  the step count and the learning rate): per parameter a few microseconds of host time instead
-  of the ~45 of the operator path (docs/bench/optimizer_step_2026-11-25).
-
-The waits are skipped only where they are not needed: state not paged, on a CUDA device, and the
-work issued on the CUDA default stream, where bitsandbytes launches its kernels (ordered after the
-gradients' producers and before their consumers). Elsewhere (the CPU included) the step is
-bitsandbytes' own. The step count and the learning rate reach bitsandbytes' kernels as host
-values, so its step cannot be captured in a CUDA graph that is replayed on later steps.
+bitsandbytes' ``Optimizer8bit.step`` calls ``torch.cuda.synchronize()`` after every parameter (its
+paged state needs it; device state does not): ~150 host waits per GPT-2 step. ``AdamW8bit`` is
+bitsandbytes' own optimizer (same state, same kernels, same arguments, so the same numbers); only
+how the step is driven differs (``step_mode``): ``"bnb"``, bitsandbytes' step as released, or
+``"direct"``, the CUDA launchers bitsandbytes' operators call, each parameter's ``ctypes``
+arguments prepared once (a few microseconds of host time per parameter instead of ~45;
+docs/bench/optimizer_step_2026-11-25). The waits are skipped only where unneeded: state not
+paged, on CUDA, work issued on the default stream (where bitsandbytes launches); elsewhere the
+step is bitsandbytes' own. Step count and lr reach the kernels as host values: no CUDA graph.
 """
 from __future__ import annotations
+
+import ctypes as ct
 
 import bitsandbytes as bnb
 import torch
@@ -63,7 +56,6 @@ class AdamW8bit(bnb.optim.AdamW8bit):
         return loss
 
     def _direct_step(self) -> None:
-        import ctypes as ct
         for gindex, group in enumerate(self.param_groups):
             for pindex, p in enumerate(group["params"]):
                 if p.grad is None:
@@ -87,8 +79,6 @@ class AdamW8bit(bnb.optim.AdamW8bit):
 
     def _prepare(self, group: dict, p: torch.Tensor, gindex: int, pindex: int) -> tuple:
         """The launcher and its fixed ctypes arguments, as bitsandbytes' CUDA operators build them."""
-        import ctypes as ct
-
         from bitsandbytes.backends.cuda.ops import str2optimizer8bit_blockwise, str2optimizer32bit
         config = self._configs.get((gindex, pindex)) or self.get_config(gindex, pindex, group)
         self._configs[(gindex, pindex)] = config

@@ -7,7 +7,11 @@ same bits, stochastic rounding included.
 """
 from __future__ import annotations
 
+from itertools import accumulate
+
 import torch
+
+from benchlib.core.memory import local_tensor as local
 
 _M32 = 0xFFFFFFFF
 # multipliers of the 32-bit integer hash "lowbias32" (C. Wellons, hash-prospector): each
@@ -15,8 +19,11 @@ _M32 = 0xFFFFFFFF
 HASH_MUL = (0x7FEB352D, 0x846CA68B)
 
 
-def local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t  # DTensor (FSDP2): this rank's shard
+def group_offsets(group: dict) -> dict[int, int]:
+    """id(parameter) -> the index of its first element in its group (this rank's shards): the
+    stochastic rounding's counter."""
+    starts = accumulate((local(p).numel() for p in group["params"]), initial=0)
+    return {id(p): start for p, start in zip(group["params"], starts)}
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
@@ -87,10 +94,11 @@ def _sqrt(x: torch.Tensor) -> torch.Tensor:
     return x.double().sqrt().float()
 
 
-def reference_update(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: torch.Tensor,
-                     lr: torch.Tensor, group: dict, base: int) -> None:
-    """One tensor's update in place (``step`` already counts this step); ``base`` is the index of
-    its first element in its group (the stochastic rounding's counter)."""
+def reference_update(param: torch.Tensor, state: dict, group: dict, base: int) -> None:
+    """One parameter's update in place (this rank's shard; ``state["step"]`` already counts this
+    step); ``base`` is the index of its first element in its group (``group_offsets``)."""
+    p, g, m, v = (local(t) for t in (param, param.grad, state["exp_avg"], state["exp_avg_sq"]))
+    step, lr = state["step"], group["lr"]
     b1, b2 = group["betas"]
     g32, m32, v32, p32 = g.float(), m.float(), v.float(), p.float()
     m32 = m32 * b1 + g32 * (1 - b1)

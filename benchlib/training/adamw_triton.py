@@ -1,16 +1,12 @@
 """The GPU path of ``adamw.AdamW``: one Triton kernel launch per parameter group and dtype mix.
 
-The launch reads a table with one row per tensor (the addresses of its weight, moments and step,
-its length, the index of its first element in the group) and a list of blocks (tensor row, first
-element), so one launch covers every tensor of the group, whatever their sizes. Each element's
-weight, gradient and moments are read once and the weight and moments written once: the memory
-traffic is the floor of an AdamW step. The gradients' addresses, which change whenever autograd
-allocates new ones, sit in a separate column re-sent only when they change; every upload goes
-through pinned memory without waiting on the device.
-
-The arithmetic is ``adamw_reference.reference_update``'s operation for operation, compiled without fused
-multiply-adds and with IEEE division and square root, so the two agree to the bit. Importing this
-module needs the triton package (``adamw`` falls back to the reference without it).
+A launch reads a table with one row per tensor (addresses of weight, moments and step, length,
+index of its first element in the group) and a list of blocks (tensor row, first element), so it
+covers every tensor of the group; each element's weight, gradient and moments are read once and
+written once (the memory-traffic floor of an AdamW step). The gradients' addresses sit in their
+own column, re-sent only when autograd allocates new ones; uploads go through pinned memory
+without waiting on the device. The arithmetic is ``adamw_reference.reference_update``'s, compiled
+without fused multiply-adds and with IEEE division and square root: the two agree to the bit.
 """
 from __future__ import annotations
 
@@ -20,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from benchlib.training.adamw_reference import HASH_MUL, local, reference_update
+from benchlib.training.adamw_reference import HASH_MUL, group_offsets, local, reference_update
 
 BLOCK = 2048
 NUM_WARPS = 4
@@ -128,7 +124,6 @@ class _Bucket:
 
     def __init__(self, key, params, states, bases, device):
         self.key, self.params = key, params
-        self.sharded = any(hasattr(p, "to_local") for p in params)
         rows = [[_ptr(p), _ptr(st["exp_avg"]), _ptr(st["exp_avg_sq"]), st["step"].data_ptr(), local(p).numel(), b]
                 for p, st, b in zip(params, states, bases)]
         table = torch.tensor(rows, dtype=torch.int64).reshape(-1)
@@ -144,9 +139,7 @@ class _Bucket:
         self.grad_ptrs: list[int] = []
 
     def grad_addresses(self) -> list[int]:
-        if self.sharded:
-            return [local(p.grad).data_ptr() for p in self.params]
-        return [p.grad.data_ptr() for p in self.params]
+        return [local(p.grad).data_ptr() for p in self.params]
 
     def set_grads(self, ptrs: list[int]) -> None:
         if ptrs != self.grad_ptrs:
@@ -181,10 +174,7 @@ class Launcher:
         self._groups.clear()
 
     def _build(self, group, params, states) -> list[_Bucket]:
-        bases, base = {}, 0
-        for p in group["params"]:
-            bases[id(p)] = base
-            base += local(p).numel()
+        bases = group_offsets(group)
         by_key: dict = {}
         slow = []
         for p, st in zip(params, states):
@@ -223,5 +213,4 @@ class Launcher:
                 STOCHASTIC=group["rounding"] == "stochastic" and P == torch.bfloat16, ALIGNED=aligned,
                 BLOCK=BLOCK, num_warps=NUM_WARPS, enable_fp_fusion=False)
         for p, st, base in slow:  # odd dtypes, strides or devices: the reference, per tensor
-            reference_update(local(p), local(p.grad), local(st["exp_avg"]), local(st["exp_avg_sq"]),
-                             st["step"], group["lr"], group, base)
+            reference_update(p, st, group, base)

@@ -1,22 +1,15 @@
 """Trivial predictors, and whether a run clearly beat its one.
 
-A quality number means something only beside what a model that learned nothing scores on the
-same evaluation set. Each task has one input-blind predictor, fitted on the training split:
+A quality number means something only beside what an input-blind predictor, fitted on the
+training split, scores on the same evaluation set: the **unigram** of the training tokens (causal
+and masked LM), the **label frequency** (multi-label: each label's training frequency as its
+probability everywhere), the **majority class** with the class prior (single-label).
 
-* causal / masked LM: the **unigram** distribution of the training tokens (``unigram_of``):
-  the best a model can do without reading its context, fitted on whatever the run trains on;
-* multi-label: the **label frequency** predictor: every document gets each label's training
-  frequency as its probability (so it ranks the same labels first everywhere);
-* single-label: the **majority class** (with the class prior as its probabilities).
-
-``evaluate_predictor`` scores any predictor into the record's quality metrics plus per-example
-values (one per sequence or document). ``evidence`` compares a run with its baseline on those
-per-example values, paired, and gives standard errors: a run *beat* its baseline when the
-task's threshold-free metric (val loss for LM, P@1 for multi-label, accuracy for single-label)
-is better by at least ``LearnedRule.min_rel_gain`` of the baseline's value and by
-``LearnedRule.z`` standard errors of the paired difference. Where the data's best attainable
-value of that metric is known (``TaskData.floors``: the synthetic generators' Bayes floors),
-``evidence`` also records it and the share of the baseline-to-floor gap the run closed.
+``evaluate_predictor`` scores any predictor into the record's quality metrics and per-example
+values. ``evidence`` compares a run with its baseline on those values, paired: a run *beat* it when
+the task's threshold-free metric (``LEARNED_METRIC``) is better by ``LearnedRule.min_rel_gain`` of
+the baseline's value and by ``LearnedRule.z`` standard errors of the paired difference; where the
+metric's floor is known (``TaskData.floors``) it also records the share of the gap closed.
 """
 from __future__ import annotations
 
@@ -48,8 +41,7 @@ class LearnedRule:
 
 # ---- the trivial predictors --------------------------------------------------------------
 def unigram_log_probs(train: np.ndarray, vocab_size: int, special_ids=()) -> torch.Tensor:
-    """log p(token) from training-token counts, add-one smoothed over the ids not in
-    ``special_ids`` (which get probability 0: pass only ids the task never scores)."""
+    """log p(token) from training-token counts, add-one smoothed; ``special_ids`` get probability 0."""
     flat = np.asarray(train).reshape(-1)[:UNIGRAM_MAX_TOKENS]
     counts = np.bincount(flat.astype(np.int64), minlength=vocab_size)[:vocab_size].astype(np.float64) + 1.0
     counts[[i for i in special_ids if 0 <= i < vocab_size]] = 0.0  # never a target: log p = -inf
@@ -58,8 +50,7 @@ def unigram_log_probs(train: np.ndarray, vocab_size: int, special_ids=()) -> tor
 
 
 def label_log_odds(train_labels: np.ndarray, num_labels: int, n_docs: int) -> torch.Tensor:
-    """log(f / (1 - f)) of each label's training frequency f (half a document added to every
-    count and to the complement, so unseen labels get a finite logit)."""
+    """log(f / (1 - f)) of each label's training frequency f (add-half smoothed: finite for unseen labels)."""
     counts = np.bincount(train_labels[train_labels >= 0].astype(np.int64), minlength=num_labels)[:num_labels]
     return torch.from_numpy(np.log((counts + 0.5) / (n_docs - counts + 0.5)))
 
@@ -72,8 +63,7 @@ def class_log_prior(primary: np.ndarray, num_labels: int) -> torch.Tensor:
 
 
 def head_bias(data) -> torch.Tensor | None:
-    """The trivial predictor's logits as an output-head bias (classification): training then
-    starts from the baseline instead of spending its first steps learning label frequencies."""
+    """The trivial predictor's logits as a classification head's bias (training starts at the baseline)."""
     if data.task == "multilabel":
         return label_log_odds(data.train["labels"], data.num_labels, len(data.train["ids"])).float()
     if data.task == "singlelabel":
@@ -82,51 +72,33 @@ def head_bias(data) -> torch.Tensor | None:
 
 
 def unigram_of(data) -> torch.Tensor:
-    """The LM task's unigram log-probabilities: fitted on ``data.train``, smoothed over the ids
-    the task scores. Causal LM scores every token of the stream, the EOS after each document of
-    real text included (excluding specials there made that EOS cost infinity, so a run on real
-    text had no finite baseline); masked LM never scores a special."""
+    """The LM task's unigram log-probabilities over the ids it scores: causal LM scores every token,
+    a real document's EOS included (else its cost is infinite); masked LM never scores a special."""
     never_scored = data.special_ids if data.task == "mlm" else ()
     return unigram_log_probs(data.train, data.vocab_size, never_scored)
 
 
 def evaluate_baseline(data, val: list[dict]) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """``evaluate_predictor`` for ``data``'s trivial predictor on the evaluation batches. LM
-    losses are read off the unigram table directly (no [B, T, V] logits)."""
+    """``evaluate_predictor`` for ``data``'s trivial predictor (LM: read off the unigram table, no logits)."""
     if data.task in ("clm", "mlm"):
         lp = unigram_of(data)
-        losses, tokens = [], []
-        for b in val:
-            y = b["labels"].cpu()
-            scored = y != -100
-            nll = torch.where(scored, -lp[y.clamp_min(0)], 0.0)
-            n = scored.sum(1)
-            losses.append(nll.sum(1) / n.clamp_min(1))
-            tokens.append(n)
-        return _lm_result(losses, tokens)
+        return _lm_eval(lambda b, y: torch.where(y != -100, -lp[y.cpu().clamp_min(0)], 0.0), val)
     bias = head_bias(data)
     return evaluate_predictor(lambda b: bias.expand(len(b["labels"]), -1), val, data.task)
 
 
 # ---- scoring -----------------------------------------------------------------------------
 def evaluate_predictor(logits_fn, val: list[dict], task: str) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """Quality metrics of ``logits_fn`` over the evaluation batches, and per-example values:
-    LM ``loss`` (mean over each sequence's scored tokens) and ``tokens``; classification
-    ``hit1``, ``hit3``, ``hit5`` (true labels among the top k, / k), ``y`` and ``pred`` (what
-    macro-F1 counts) and the loss (``bce`` / ``ce``); multi-label also ``tp``, ``fp``, ``fn``
-    per document, single-label ``correct``. Single-label P@k is the same top-k count over k
-    (P@1 = accuracy). Losses are reduced in fp32 whatever the model's precision."""
+    """Quality metrics of ``logits_fn`` over the evaluation batches (losses reduced in fp32), and
+    per-example values: LM ``loss`` (per sequence) and ``tokens``; classification ``hit1/3/5`` (true
+    labels among the top k, / k), ``y``, ``pred``, the loss (``bce`` / ``ce``), multi-label ``tp``,
+    ``fp``, ``fn``, single-label ``correct``."""
     if task in ("clm", "mlm"):
-        losses, tokens = [], []
-        for b in val:
+        def nll(b, y):
             lg = logits_fn(b).float()
-            y = b["labels"]
-            nll = F.cross_entropy(lg.reshape(-1, lg.shape[-1]), y.reshape(-1), ignore_index=-100,
-                                  reduction="none").reshape(y.shape)
-            n = (y != -100).sum(1)
-            losses.append((nll.sum(1) / n.clamp_min(1)).cpu())
-            tokens.append(n.cpu())
-        return _lm_result(losses, tokens)
+            return F.cross_entropy(lg.reshape(-1, lg.shape[-1]), y.reshape(-1), ignore_index=-100,
+                                   reduction="none").reshape(y.shape)
+        return _lm_eval(nll, val)
     L = torch.cat([logits_fn(b).float().cpu() for b in val])
     Y = torch.cat([b["labels"].cpu() for b in val])
     hot = Y.float() if task == "multilabel" else F.one_hot(Y, L.shape[1]).float()
@@ -150,8 +122,16 @@ def evaluate_predictor(logits_fn, val: list[dict], task: str) -> tuple[dict[str,
     return out, per
 
 
-def _lm_result(losses: list[torch.Tensor], tokens: list[torch.Tensor]) -> tuple[dict, dict]:
-    """Token-weighted val loss and perplexity from per-sequence mean losses and token counts."""
+def _lm_eval(nll_fn, val: list[dict]) -> tuple[dict, dict]:
+    """Token-weighted val loss and perplexity, and per-sequence ``loss`` and ``tokens``, from
+    ``nll_fn(batch, labels)``: each token's loss, 0 where unscored (label -100)."""
+    losses, tokens = [], []
+    for b in val:
+        y = b["labels"]
+        nll = nll_fn(b, y)
+        n = (y != -100).sum(1).to(nll.device)
+        losses.append((nll.sum(1) / n.clamp_min(1)).cpu())
+        tokens.append(n.cpu())
     loss, n = torch.cat(losses).double().numpy(), torch.cat(tokens).numpy()
     vl = float((loss * n).sum() / max(1, n.sum()))
     return {"val_loss": vl, "perplexity": math.exp(vl) if vl < 50 else float("inf")}, {"loss": loss, "tokens": n}
@@ -162,9 +142,8 @@ def _se(x: np.ndarray) -> float:
 
 
 def standard_errors(per: dict[str, np.ndarray], task: str) -> dict[str, float]:
-    """Standard errors of the recorded quality metrics over the evaluation examples: LM val loss
-    (token-weighted mean of per-sequence losses); P@k, accuracy and val loss (means over
-    documents); micro-F1 (scipy's bootstrap over documents) and macro-F1 (``macro_f1_se``)."""
+    """Standard errors of the quality metrics over the evaluation examples (micro-F1: scipy's
+    bootstrap; macro-F1: ``macro_f1_se``)."""
     if task in ("clm", "mlm"):
         w = per["tokens"] / per["tokens"].mean()
         return {"val_loss": _se(per["loss"] * w)}
@@ -192,12 +171,9 @@ MACRO_F1_RESAMPLES = 200
 
 
 def macro_f1_se(y: np.ndarray, pred: np.ndarray, n_resamples: int = MACRO_F1_RESAMPLES, seed: int = 0) -> float:
-    """Bootstrap standard error of macro-F1 over documents (the labels present in the targets or
-    the predictions of a resample, as ``metrics`` averages). ``y`` / ``pred``: multi-hot [N, L]
-    (multi-label) or class ids [N] (single-label). Each resample is a vector of document counts
-    (multinomial), so per-label tp / fp / fn are one sparse product for all resamples:
-    ``scipy.stats.bootstrap`` would materialise every resample's [documents, labels] arrays
-    (6,000 x 4,271 at base)."""
+    """Bootstrap standard error of macro-F1 over documents; ``y`` / ``pred`` multi-hot [N, L] or class
+    ids [N]. Resamples are multinomial document counts, so per-label tp / fp / fn are one sparse
+    product (``scipy.stats.bootstrap`` would materialise [documents, labels] per resample)."""
     from scipy import sparse
     n = len(y)
     if n < 2:
@@ -228,10 +204,9 @@ def _per_example(per: dict[str, np.ndarray], task: str) -> np.ndarray:
 
 def evidence(quality: dict, per: dict, base: dict, base_per: dict, task: str,
              rule: LearnedRule = LearnedRule(), floor: float | None = None) -> dict:
-    """Record fields comparing a run with its trivial baseline on the same examples:
-    ``baseline/*`` metrics, standard errors, the paired gap on the learned metric and
-    ``quality/beats_baseline``; with the learned metric's ``floor`` (its best attainable value
-    on these examples), ``quality/floor`` and ``quality/gap_closed``."""
+    """Record fields comparing a run with its trivial baseline on the same examples: ``baseline/*``,
+    standard errors, the paired gain and ``quality/beats_baseline``; with ``floor``, ``quality/floor``
+    and ``quality/gap_closed``."""
     name, higher = LEARNED_METRIC[task]
     out: dict = {"baseline/name": BASELINE_NAME[task], "quality/learned_metric": name}
     out.update({f"baseline/{k}": v for k, v in base.items()})
@@ -251,11 +226,9 @@ def evidence(quality: dict, per: dict, base: dict, base_per: dict, task: str,
 
 
 def gap_closed(value: float | None, baseline: float | None, floor: float) -> float | None:
-    """(value - baseline) / (floor - baseline): 0 at the trivial baseline, 1 at the floor, < 0
-    when worse than the baseline (either direction of metric). None where a value is missing or
-    non-finite, or the baseline already sits at the floor."""
-    if value is None or baseline is None or not all(map(math.isfinite, (value, baseline, floor))):
-        return None
-    if floor == baseline:
+    """(value - baseline) / (floor - baseline): 0 at the baseline, 1 at the floor; None where a value
+    is missing or non-finite, or the baseline sits at the floor."""
+    if value is None or baseline is None or not all(map(math.isfinite, (value, baseline, floor))) \
+            or floor == baseline:
         return None
     return (value - baseline) / (floor - baseline)

@@ -1,21 +1,14 @@
 """Pretrained checkpoints made by dtype-bench itself: the fine-tuning regime offline.
 
-Seed 001 fine-tunes pretrained GPT-2 / RoBERTa-base for the classification scenarios. With
-a hub that is ``model_name_or_path: gpt2`` / ``roberta-base``; without one, a study's
-``pretrain:`` stage trains the language-model scenario of each architecture (A for GPT-2,
-B for RoBERTa) and saves it here as an ordinary Hugging Face model directory, which the
-classification runs then load through the same key (``save_pretrained``, ``load_pretrained``,
-``load_other_family``; ``checkpoint_config`` and ``check_loaded`` refuse what cannot be used).
+Seed 001 fine-tunes pretrained GPT-2 / RoBERTa-base for the classification scenarios. Without a
+hub, a study's ``pretrain:`` stage trains each architecture's LM scenario (A: GPT-2, B: RoBERTa)
+and saves it as an ordinary Hugging Face model directory (``config.json``, fp32
+``model.safetensors``, and ``META_FILE``: what made it), which loads with plain transformers and
+which the classification runs load through ``model_name_or_path``.
 
-A checkpoint of another family is built as the class its ``config.json`` declares, never
-poured into GPT-2's or RoBERTa's: a BERT's weights in a RoBERTa would load with RoBERTa's
-position numbering (offset by the padding index), every position shifted. The masked-LM
-scenario B continues RoBERTa's own head and takes RoBERTa checkpoints only.
-
-A saved directory holds ``config.json``, ``model.safetensors`` (fp32 whatever the run
-trained in) and ``dtype_bench_checkpoint.json`` (what made it: run, config, steps, val loss,
-commit, date), and loads with plain transformers (``GPT2LMHeadModel.from_pretrained``,
-``GPT2Model``, ``RobertaForMaskedLM``, ``RobertaModel(add_pooling_layer=False)``).
+A checkpoint of another family is built as the class its ``config.json`` declares, never poured
+into GPT-2's or RoBERTa's (a BERT in a RoBERTa would have every position shifted by RoBERTa's
+padding offset). The masked-LM scenario B continues RoBERTa's own head: RoBERTa checkpoints only.
 """
 from __future__ import annotations
 
@@ -39,10 +32,8 @@ MODEL_DIR = "model"  # a run with save_model writes its checkpoint to <out_dir>/
 PRETRAINED = "pretrained"  # study-file value: the study's own pretrain checkpoint for the run's arch
 FORMAT = 1
 
-ARCHS = ("gpt2", "roberta")
-MODEL_TYPE = {"gpt2": "gpt2", "roberta": "roberta"}  # config.json's model_type per arch
+ARCHS = ("gpt2", "roberta")  # each arch is its config.json's model_type
 ARCH_NAME = {"gpt2": "GPT-2", "roberta": "RoBERTa"}
-LM_TASK = {"gpt2": "clm", "roberta": "mlm"}
 LM_SCENARIO = {a: next(s.id for s in SCENARIOS.values() if s.arch == a and s.is_lm) for a in ARCHS}
 ARCH_SCENARIOS = {a: tuple(s.id for s in SCENARIOS.values() if s.arch == a) for a in ARCHS}
 HF_LM_CLASS = {"gpt2": "GPT2LMHeadModel", "roberta": "RobertaForMaskedLM"}
@@ -65,22 +56,16 @@ def which_scenarios() -> str:
 
 # ---- saving -----------------------------------------------------------------------------
 def save_pretrained(model: nn.Module, path: str | os.PathLike, meta: dict | None = None) -> Path:
-    """Save a language-model ``BenchModel`` (GPT-2 clm: scenario A, RoBERTa mlm: B) as a
-    Hugging Face model directory at ``path``, weights in fp32, plus ``META_FILE`` with
-    ``meta`` (the caller's: run id, scenario, config, steps, val loss, commit, date).
-
-    The directory appears complete or not at all (written beside it, then renamed); an
-    existing one is replaced. Refuses a classification model (its head is over labels, not
-    the vocabulary) and a sharded (FSDP) model. Call it on one process only (rank 0)."""
+    """Save a language-model ``BenchModel`` (A: GPT-2 clm, B: RoBERTa mlm) as a Hugging Face model
+    directory at ``path`` (fp32 weights) with ``META_FILE`` holding ``meta``, complete or not at all
+    (written beside it, then renamed; an existing one is replaced). Refuses a classification or a
+    sharded (FSDP) model. Call it on one process only."""
     if not all(hasattr(model, a) for a in ("backbone", "head", "task", "arch")):  # a BenchModel (models.py)
         raise CheckpointError(f"save_pretrained takes a benchlib BenchModel, got {type(model).__name__}")
     if model.task not in ("clm", "mlm"):
         raise CheckpointError(
             f"save_pretrained: a {model.arch} {model.task} model has a task head over labels, not a language-model "
             f"head; only the LM scenarios (A: GPT-2 causal LM, B: RoBERTa masked LM) are saved as pretrained checkpoints")
-    if model.arch not in ARCHS or LM_TASK[model.arch] != model.task:
-        raise CheckpointError(f"save_pretrained: arch {model.arch!r} with task {model.task!r} is not an LM scenario "
-                              f"(gpt2/clm or roberta/mlm)")
     _refuse_sharded(model)
     hf = to_hf(model)
     trained_dtype = next(model.backbone.parameters()).dtype
@@ -104,9 +89,8 @@ def save_pretrained(model: nn.Module, path: str | os.PathLike, meta: dict | None
 
 
 def to_hf(model: nn.Module) -> nn.Module:
-    """The plain transformers model (``GPT2LMHeadModel`` / ``RobertaForMaskedLM``, fp32, CPU)
-    that computes what the LM ``BenchModel`` does: the same config, the same weights, GPT-2's
-    Linear layers transposed back to Conv1D, loaded strictly."""
+    """The plain transformers LM (fp32, CPU) that computes what the LM ``BenchModel`` does: its config
+    and weights, GPT-2's Linear layers transposed back to Conv1D, loaded strictly."""
     import transformers
     from transformers.pytorch_utils import Conv1D
 
@@ -121,11 +105,7 @@ def to_hf(model: nn.Module) -> nn.Module:
     if arch == "gpt2":
         pairs.append(("lm_head", model.head))
     else:
-        t = model.transform
-        if not (isinstance(t, nn.Sequential) and len(t) == 3 and isinstance(t[0], nn.Linear)
-                and isinstance(t[2], nn.LayerNorm)):
-            raise CheckpointError("save_pretrained: a RoBERTa MLM BenchModel's transform is expected to be "
-                                  "Sequential(lm_head.dense, GELU, lm_head.layer_norm)")
+        t = model.transform  # models.build_model: Sequential(lm_head.dense, GELU, lm_head.layer_norm)
         pairs += [("lm_head.dense", t[0]), ("lm_head.layer_norm", t[2]), ("lm_head.decoder", model.head)]
     conv = {name for name, m in hf.named_modules() if isinstance(m, Conv1D)}
     target = hf.state_dict()
@@ -135,10 +115,8 @@ def to_hf(model: nn.Module) -> nn.Module:
             key = f"{prefix}.{k}"
             mod_name, _, leaf = key.rpartition(".")
             v = v.detach()
-            if mod_name in conv and leaf == "weight":
-                owner = sub.get_submodule(k.rpartition(".")[0]) if "." in k else sub
-                if isinstance(owner, nn.Linear):  # models._conv1d_to_linear stored it (out, in)
-                    v = v.t()
+            if mod_name in conv and leaf == "weight":  # models._conv1d_to_linear stored it (out, in)
+                v = v.t()
             sd[key] = v.to("cpu", torch.float32) if v.is_floating_point() else v.to("cpu")
     if "lm_head.bias" in target and "lm_head.decoder.bias" in sd:
         sd["lm_head.bias"] = sd["lm_head.decoder.bias"]  # RoBERTa's lm_head.bias is the decoder's
@@ -156,10 +134,7 @@ def to_hf(model: nn.Module) -> nn.Module:
 
 
 def _refuse_sharded(model: nn.Module) -> None:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # torch without distributed tensors
-        return
+    from torch.distributed.tensor import DTensor
     sharded = [n for n, p in model.named_parameters() if isinstance(p, DTensor)]
     if sharded:
         raise CheckpointError(f"save_pretrained: the model is sharded (FSDP DTensor parameters, e.g. {sharded[0]}); "
@@ -206,8 +181,8 @@ def _cached_config(path: str) -> dict | None:
 
 
 def role_of(config: dict) -> str | None:
-    """``encoder`` (a masked-LM family), ``decoder`` (causal LM only) or None (encoder-decoder,
-    or a family with neither head), from transformers' own registry of model types."""
+    """``encoder`` (a masked-LM family), ``decoder`` (causal LM only) or None, from transformers'
+    registry of model types."""
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
                                                         MODEL_FOR_MASKED_LM_MAPPING_NAMES)
     mt = config.get("model_type")
@@ -246,11 +221,10 @@ def _refuse(arch: str, path: str, config: dict, scenario: str | None, task: str 
 
 def checkpoint_config(arch: str, path: str | os.PathLike, scenario: str | None = None,
                       task: str | None = None) -> tuple[dict | None, bool]:
-    """Before anything is built: (config.json, native). ``native``: the checkpoint is the
-    scenario's own family (GPT-2 / RoBERTa classes); else it is another family of the role
-    the scenario needs, loaded through transformers' Auto classes. Refuses (one line) a
-    missing local directory, a checkpoint of the other role, and any non-RoBERTa checkpoint
-    for the masked-LM scenario B. Hub ids are checked after loading (``check_loaded``)."""
+    """Before anything is built: (config.json, native: the scenario's own family, else another
+    family of the role it needs, loaded through the Auto classes). Refuses (one line) a missing
+    local directory, the other role, and a non-RoBERTa checkpoint for B. Hub ids are checked
+    after loading (``check_loaded``)."""
     if arch not in ARCHS:
         raise CheckpointError(f"unknown arch {arch!r}: gpt2 or roberta")
     path = str(path)
@@ -267,7 +241,7 @@ def checkpoint_config(arch: str, path: str | os.PathLike, scenario: str | None =
     config = _local_config(path)
     if config is None:
         return None, True
-    if config.get("model_type") == MODEL_TYPE[arch]:
+    if config.get("model_type") == arch:
         return config, True
     if role_of(config) != ROLE[arch] or task == "mlm":
         _refuse(arch, path, config, scenario, task)
@@ -276,14 +250,13 @@ def checkpoint_config(arch: str, path: str | os.PathLike, scenario: str | None =
 
 def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: nn.Module,
                  scenario: str | None = None) -> dict:
-    """After ``from_pretrained(path, output_loading_info=True)``: raise (one line) when a
-    backbone weight is missing or mismatched, or the checkpoint is another architecture;
-    else return what the record keeps. A missing task head (a classification head, an MLM
-    head on a backbone-only checkpoint) is expected: it is trained from scratch. Weights of
-    modules the run drops (a pooler it never reads) are neither loaded nor missed."""
+    """After ``from_pretrained(path, output_loading_info=True)``: raise (one line) when a backbone
+    weight is missing or mismatched or the checkpoint is another architecture; else what the
+    record keeps. A missing task head is expected (trained from scratch); weights of modules the
+    run drops (a pooler) are neither loaded nor missed."""
     path = str(path)
     config = _local_config(path) if Path(path).expanduser().is_dir() else _cached_config(path)
-    if config is not None and config.get("model_type") != MODEL_TYPE[arch] and role_of(config) != ROLE[arch]:
+    if config is not None and config.get("model_type") != arch and role_of(config) != ROLE[arch]:
         _refuse(arch, path, config, scenario, None)
     held = getattr(type(model.config), "model_type", None)  # the class's family (the instance copies the file's)
     if config is not None and config.get("model_type") not in (None, held):  # e.g. a hub BERT in RobertaModel
@@ -302,10 +275,8 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     present = set(model.state_dict())
     all_missing = [k for k in (loading_info.get("missing_keys") or ()) if k in present]
     missing = sorted(k for k in all_missing if in_backbone(k))
-    mismatched = sorted({(m[0] if isinstance(m, (tuple, list)) else m)
-                         for m in (loading_info.get("mismatched_keys") or ())})
-    mismatched = [k for k in mismatched if in_backbone(k) and k in present]
-    bad = missing + [k for k in mismatched if k not in missing]
+    mismatched = {(m[0] if isinstance(m, (tuple, list)) else m) for m in (loading_info.get("mismatched_keys") or ())}
+    bad = missing + sorted(k for k in mismatched - set(missing) if in_backbone(k) and k in present)
     if bad:
         lost = sum(names[k].numel() for k in bad if k in names)
         archs = ", ".join((config or {}).get("architectures") or []) or "unknown architecture"
@@ -320,7 +291,7 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
     out: dict[str, Any] = {
         "path": path,
         "architecture": cfg_arch[0] if cfg_arch else None,
-        "model_type": (config or {}).get("model_type", getattr(model.config, "model_type", MODEL_TYPE[arch])),
+        "model_type": (config or {}).get("model_type", getattr(model.config, "model_type", arch)),
         "model_class": type(backbone).__name__,
         "backbone_parameters": total,
         "loaded_fraction": 1.0,  # of the backbone: anything less was refused above
@@ -356,7 +327,7 @@ def load_pretrained(hf_class: type, arch: str, path: str | os.PathLike, scenario
     config, native = checkpoint_config(arch, path, scenario)
     if not native:  # a GPT-2 / RoBERTa class would load another family's weights under the wrong names
         raise CheckpointError(f"checkpoint {str(path)!r} is a {config.get('model_type')!r} model: "
-                              f"{hf_class.__name__} holds model_type {MODEL_TYPE[arch]!r} only "
+                              f"{hf_class.__name__} holds model_type {arch!r} only "
                               f"(load_other_family builds the class the checkpoint declares)")
     with _quiet_loading():
         model, loading = hf_class.from_pretrained(str(path), output_loading_info=True, **kwargs)
@@ -365,9 +336,8 @@ def load_pretrained(hf_class: type, arch: str, path: str | os.PathLike, scenario
 
 def load_other_family(arch: str, task: str, path: str | os.PathLike, scenario: str | None = None
                       ) -> tuple[nn.Module, dict]:
-    """A checkpoint of another encoder (D, F) or decoder family (A, C, E) through transformers'
-    Auto classes: the backbone it declares (``AutoModel``; ``AutoModelForCausalLM`` for A,
-    whose output projection becomes the run's head), pooler dropped (the run pools itself)."""
+    """A checkpoint of another encoder (D, F) or decoder family (A, C, E): ``AutoModel``
+    (``AutoModelForCausalLM`` for A, whose output projection becomes the head), pooler dropped."""
     from transformers import AutoModel, AutoModelForCausalLM
     checkpoint_config(arch, path, scenario, task)
     cls = AutoModelForCausalLM if task == "clm" else AutoModel

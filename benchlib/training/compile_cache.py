@@ -1,22 +1,12 @@
-"""Did a run's compilation come from torch.compile's on-disk caches? Counted per run, so the
-fixed cost of a study can be split into runs that compiled and runs that loaded.
+"""Did a run's compilation come from torch.compile's on-disk caches (``TORCHINDUCTOR_CACHE_DIR``)?
+Counted per run (``counters`` before, ``metrics(before)`` after), so a study's fixed cost splits
+into runs that compiled and runs that loaded. The cache keys hold the torch and Triton versions
+and the GPU, not the host: ``dtype-bench sweep --compile-cache DIR`` shares one folder.
 
-torch.compile keeps compiled graphs (Inductor's FX graph cache, AOTAutograd's joint graphs,
-Triton kernels, autotuning results) under ``TORCHINDUCTOR_CACHE_DIR`` (default
-``/tmp/torchinductor_<user>``). The keys hold the torch and Triton versions and the GPU, not the
-host, so a folder copied to another host of the same kind, or shared across a cluster, serves
-the runs there (``dtype-bench sweep --compile-cache DIR`` points every run at one folder).
-
-    before = counters()           # before the first compiled call
-    ...                           # the run
-    metrics(before)               # {"compile/graph_cache_hits": 4, ...}
-
-Each run compiles into a subfolder of that folder per autocast dtype (``by_autocast``): torch's
-AOTAutograd cache key says whether autocast is on but not in which dtype (pytorch/pytorch
-PR 181564; torch 2.11 has the hole, 2.13 does not), so an ``amp_bf16`` run could load the joint
-graph an ``amp_fp16`` run compiled and compute in fp16, unscaled. Measured on an H100 (torch
-2.11): two such runs' gradients were 30% exact zeros at step 0 (0% in their own graph), and
-both failed.
+Each run compiles into a subfolder per autocast dtype (``by_autocast``): torch 2.11's AOTAutograd
+cache key says whether autocast is on, not in which dtype (pytorch/pytorch PR 181564; 2.13 keys
+it), so an ``amp_bf16`` run could load the joint graph an ``amp_fp16`` run compiled and compute in
+fp16, unscaled (seen on an H100: 30% of its gradients exactly zero at step 0, and the run failed).
 """
 from __future__ import annotations
 

@@ -1,22 +1,17 @@
-"""Where a precision breaks, measured at the logged steps: what the gradients look like to
-fp16, what the optimizer stored, and how much of the update the weights received. Each counter's
-definition is its entry in ``records.METRICS`` (``forensics/*``); notes that the names hide:
+"""Where a precision breaks, measured at the logged steps: what the gradients look like to fp16,
+what the optimizer stored, and how much of the update the weights received. Each counter's
+definition is its ``records.METRICS`` entry (``forensics/*``); what the names hide:
 
-* ``grad_zero_frac`` also counts gradients never touched (embedding rows of tokens absent from
-  the batch are 0 in every precision); ``grad_fp16_flush_frac`` is 0 by construction where the
-  gradients are fp16 already (read it as the what-if for fp32 and bf16 gradients);
-* a stored ``exp_avg_sq`` of 0 leaves the second moment no history: where a later gradient is
-  small and the first moment is not, only eps bounds the step;
+* ``grad_zero_frac`` counts gradients never touched too (rows of absent tokens);
+  ``grad_fp16_flush_frac`` is 0 by construction where the gradients are fp16 already;
+* a stored ``exp_avg_sq`` of 0 leaves the second moment no history: only eps bounds the step;
 * stochastic rounding leaves as many weights unchanged as round-to-nearest, so
-  ``update_unchanged_frac`` cannot tell them apart; ``update_lost_frac`` can (its signed sum of
-  unbiased errors cancels). Neither is defined for 8-bit states, amsgrad or maximize.
+  ``update_unchanged_frac`` cannot tell them apart; ``update_lost_frac`` can. Neither is defined
+  for 8-bit states, amsgrad or maximize; both are NaN on a step the optimizer skipped.
 
-The update counters are NaN on a step the optimizer skipped; the summary ignores NaN. The
-``grad_*`` counters read gradients as backward produced them (scaled, which is what fp16 had to
-represent); the update counters read them after unscaling and clipping, as the step does. All
-fractions are over a fixed strided sample of every tensor's elements (at most ``MAX_SAMPLE``),
-gathered with one ``cat`` per parameter group: a logged step costs a few kernels and fp32 copies
-of the sample (about 100 MB at the cap), and unlogged steps cost nothing.
+``grad_*`` read the gradients as backward made them (scaled); the update counters read them
+unscaled and clipped, as the step does. Fractions are over a fixed strided sample of each tensor
+(at most ``MAX_SAMPLE`` elements): a logged step costs a few kernels, other steps nothing.
 """
 from __future__ import annotations
 
@@ -24,6 +19,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+
+from benchlib.core.memory import local_tensor as _local
 
 FP16_TINY = float(torch.finfo(torch.float16).tiny)  # 2^-14: smallest normal
 FP16_FLUSH = 2.0 ** -25                               # half the smallest subnormal 2^-24
@@ -34,10 +31,6 @@ every row."""
 GROUP_LABELS = ("decay", "no_decay")
 """A parameter group is ``decay`` when its weight_decay > 0 (matrices: ``precision.param_groups``),
 else ``no_decay`` (biases, norms); groups that share a label are pooled."""
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t  # DTensor shards (FSDP2): this rank's part
 
 
 def pick_stride(numel: int, max_sample: int = MAX_SAMPLE) -> int:
@@ -73,10 +66,8 @@ def _state_sample(params: list, state, key: str, stride: int) -> torch.Tensor | 
 def _float_moments(params: list, state) -> bool:
     """Whether the optimizer keeps AdamW's moments under torch's names, as floats, for every
     parameter (checked after a step: before the first one there is no state to tell)."""
-    def ok(st, key):
-        t = st.get(key)
-        return torch.is_tensor(t) and t.is_floating_point()
-    return all(p in state and ok(state[p], "exp_avg") and ok(state[p], "exp_avg_sq") for p in params)
+    return all(p in state and all(torch.is_tensor(t := state[p].get(k)) and t.is_floating_point()
+                                  for k in ("exp_avg", "exp_avg_sq")) for p in params)
 
 
 def _step_count(group: dict, p, state):
@@ -137,6 +128,10 @@ def intended_update(group: dict, params: list, state, stride: int, weights: torc
     return weights.to(torch.float32, copy=True).mul_(-(lr * float(group["weight_decay"]))).sub_(step)
 
 
+def _ratio(pairs: list[tuple]) -> torch.Tensor:
+    return sum(a for a, _ in pairs) / sum(b for _, b in pairs)
+
+
 @dataclass
 class _Taken:
     """One parameter group's sample before the step."""
@@ -150,10 +145,9 @@ class _Taken:
 
 
 class Forensics:
-    """Counters for one run's parameters (and, for the update counters, its optimizer); every
-    method returns device tensors (no host sync) for ``StepLog.flush`` to copy with the rest
-    of a logged step. Call ``before_step`` after unscaling and clipping, ``after_step`` right
-    after the optimizer step, both before the gradients are zeroed."""
+    """Counters for one run's parameters (the update counters: and its optimizer), as device tensors
+    (no host sync). ``before_step`` after unscaling and clipping, ``after_step`` right after the
+    optimizer step, both before the gradients are zeroed."""
 
     KEYS = ("grad_zero_frac", "grad_fp16_subnormal_frac", "grad_fp16_flush_frac", "grad_nonfinite_frac",
             "update_unchanged_frac", "exp_avg_sq_zero_frac", "update_lost_frac",
@@ -201,31 +195,25 @@ class Forensics:
         if not self._taken:
             return {}
         state = self.optimizer.state if self.optimizer is not None else {}
-        same = n = zeros = live = None
-        lost: dict[str, list] = {}
+        same, zeros, lost = [], [], {}  # (numerator, denominator) pairs, per group
         for t in self._taken:
             after = sample(t.params, self.stride)
             taken = _changed(t.count, _step_count(t.group, t.params[0], state) if self.optimizer is not None else None)
-            s = _when((after == t.weights).sum().float(), taken)
-            same, n = (s, after.numel()) if same is None else (same + s, n + after.numel())
+            same.append((_when((after == t.weights).sum().float(), taken), after.numel()))
             if t.intended is not None and _float_moments(t.params, state):
                 applied = after.float() - t.weights.float()
                 num = _when(((t.intended - applied) * t.intended.sign()).sum(), taken)
-                den = t.intended.abs().sum()
-                lost.setdefault(t.label, []).append((num, den))
+                lost.setdefault(t.label, []).append((num, t.intended.abs().sum()))
             v = _state_sample(t.params, state, "exp_avg_sq", self.stride) if self.optimizer is not None else None
             if v is not None:
-                z, lv = _when(((v == 0) & t.live).sum().float(), taken), t.live.sum()
-                zeros, live = (z, lv) if zeros is None else (zeros + z, live + lv)
+                zeros.append((_when(((v == 0) & t.live).sum().float(), taken), t.live.sum()))
         self._taken = None
-        out = {"update_unchanged_frac": same / n}
-        if zeros is not None:
-            out["exp_avg_sq_zero_frac"] = zeros / live
+        out = {"update_unchanged_frac": _ratio(same)}
+        if zeros:
+            out["exp_avg_sq_zero_frac"] = _ratio(zeros)
         if lost:
-            pairs = [p for ps in lost.values() for p in ps]
-            out["update_lost_frac"] = sum(a for a, _ in pairs) / sum(b for _, b in pairs)
-            for label, ps in lost.items():
-                out[f"update_lost_frac_{label}"] = sum(a for a, _ in ps) / sum(b for _, b in ps)
+            out["update_lost_frac"] = _ratio([p for ps in lost.values() for p in ps])
+            out.update({f"update_lost_frac_{label}": _ratio(ps) for label, ps in lost.items()})
         return out
 
     @classmethod

@@ -1,9 +1,6 @@
-"""FP8 training through torchao's float8 Linear (seed 001's extension "FP8 on H100").
-
-Only the body's Linear layers whose dimensions are multiples of 16 are converted (the
-float8 matmul needs them); the output head keeps the config's head precision.
-``linear_shapes`` lists the body's matmuls (in, out features and how many layers have them),
-which every run records: whether float8 pays is decided per matmul shape.
+"""FP8 training through torchao's float8 Linear (seed 001's extension "FP8 on H100"): the body's
+Linear layers whose dimensions are multiples of 16 are converted; the head keeps the config's
+head precision. ``linear_shapes`` lists the body's matmuls for every run's record.
 """
 from __future__ import annotations
 
@@ -13,25 +10,16 @@ from collections import Counter
 import torch.nn as nn
 
 
-def fp8_eligible(mod: nn.Module) -> bool:
-    return isinstance(mod, nn.Linear) and mod.in_features % 16 == 0 and mod.out_features % 16 == 0
+def _eligible(in_features: int, out_features: int) -> bool:
+    return in_features % 16 == 0 and out_features % 16 == 0  # what the float8 matmul needs
 
 
-def convert_fp8(model: nn.Module, recipe: str) -> int:
-    """Swap eligible Linear layers of ``model.backbone`` for float8 training; returns how many."""
+def convert_fp8(model: nn.Module, recipe: str) -> None:
+    """Swap the eligible Linear layers of ``model.backbone`` for float8 training."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-
-    config = Float8LinearConfig.from_recipe_name(recipe)
-    converted = []
-
-    def eligible(mod: nn.Module, fqn: str) -> bool:
-        ok = fp8_eligible(mod)
-        if ok:
-            converted.append(fqn)
-        return ok
-
-    convert_to_float8_training(model.backbone, config=config, module_filter_fn=eligible)
-    return len(converted)
+    convert_to_float8_training(model.backbone, config=Float8LinearConfig.from_recipe_name(recipe),
+                               module_filter_fn=lambda mod, fqn: isinstance(mod, nn.Linear)
+                               and _eligible(mod.in_features, mod.out_features))
 
 
 def linear_shapes(backbone: nn.Module) -> list[dict]:
@@ -46,4 +34,4 @@ def linear_shapes(backbone: nn.Module) -> list[dict]:
             groups.setdefault(key, re.sub(r"\.\d+\.", ".*.", fqn))
             counts[key] += 1
     return [{"name": groups[k], "in": k[0], "out": k[1], "count": counts[k],
-             "fp8": k[0] % 16 == 0 and k[1] % 16 == 0} for k in groups]
+             "fp8": _eligible(*k)} for k in groups]

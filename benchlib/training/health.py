@@ -1,19 +1,13 @@
-"""Failures that are not crashes: a run's own training curve says whether it degraded, and its
-evaluation against the trivial baseline (``baselines.evidence``) whether it stalled.
+"""Failures that are not crashes, judged from a run's per-step losses (pure functions, tested
+on constructed curves):
 
-* **diverged** (``steplog.first_divergence``): a non-finite loss, or one above
-  ``diverge_ratio`` x the initial loss. Fast failures.
-* **degraded**: the smoothed training loss rises above its own running minimum by
-  ``HealthRules.rise`` (a fraction of that minimum) and stays there to the end of the run for a
-  sustained stretch (``sustain`` of the run, at least ``min_sustain_steps``): the slow failure
-  of fp16 without loss scaling (A, 300 steps: loss bottoms at 7.9 at step 49, then climbs to
-  9.2). Spikes and excursions that recover before the end are not degradation.
-* **stalled**: the run did not clearly beat its trivial baseline; the step where it stalled is
-  where its smoothed training loss first came within ``plateau`` of its lowest value, i.e.
-  from where it stopped improving.
-
-Everything here is a pure function of a list of per-step losses, so it is tested on
-constructed curves.
+* **diverged** (``steplog.first_divergence``): a non-finite loss, or one above ``diverge_ratio`` x
+  the initial loss;
+* **degraded**: the smoothed loss rises ``HealthRules.rise`` above its running minimum and stays
+  there to the end for a sustained stretch: fp16 without loss scaling (A, 300 steps: loss bottoms
+  at 7.9 at step 49, then climbs to 9.2). Excursions that recover before the end are not;
+* **stalled**: the run did not clearly beat its trivial baseline (``baselines.evidence``); it
+  stalled where its smoothed loss first came within ``plateau`` of its lowest value.
 """
 from __future__ import annotations
 
@@ -48,10 +42,9 @@ def smoothed(losses: list[float] | np.ndarray, rules: HealthRules = HealthRules(
 
 
 def degradation(losses: list[float] | np.ndarray, rules: HealthRules = HealthRules()) -> tuple[int, int] | None:
-    """(start, crossed) when the run *ends* degraded: its smoothed loss has stayed more than
-    ``rules.rise`` above its running minimum for the last sustained stretch of steps (a rise that
-    recovered before the end was a transient, not a degradation). ``start`` is the step of the
-    minimum the loss rose from, ``crossed`` the first step of that final stretch. Else None."""
+    """(start, crossed) when the run *ends* degraded (smoothed loss above its running minimum by
+    ``rules.rise`` for the last sustained stretch): the step of the minimum it rose from and the
+    first step of that stretch. Else None."""
     s = smoothed(losses, rules)
     if len(s) == 0 or not np.isfinite(s).any():
         return None
@@ -73,8 +66,7 @@ def degraded_step(losses: list[float] | np.ndarray, rules: HealthRules = HealthR
 
 
 def plateau_step(losses: list[float] | np.ndarray, rules: HealthRules = HealthRules()) -> int | None:
-    """First step whose smoothed loss is within ``rules.plateau`` of the run's lowest smoothed
-    loss: where the curve stopped improving."""
+    """First step whose smoothed loss is within ``rules.plateau`` of the run's lowest."""
     s = smoothed(losses, rules)
     if len(s) == 0 or not np.isfinite(s).any():
         return None
@@ -84,9 +76,8 @@ def plateau_step(losses: list[float] | np.ndarray, rules: HealthRules = HealthRu
 
 def verdict(losses: list[float], diverged_at: int | None, beats_baseline: bool | None,
             rules: HealthRules = HealthRules()) -> tuple[str, str | None, dict]:
-    """(status, reason, metrics) of a finished run. Diverged first, then stalled (never beat
-    the trivial predictor: nothing was learned to degrade), then degraded, else ok.
-    ``beats_baseline`` None (no baseline known) never makes a run stalled."""
+    """(status, reason, metrics) of a finished run: diverged, else stalled (nothing learned to
+    degrade; never for ``beats_baseline`` None), else degraded, else ok."""
     deg = degradation(losses, rules)
     stall = plateau_step(losses, rules) if beats_baseline is False else None
     m = {"stability/degraded_step": deg[0] if deg else None, "stability/stalled_step": stall}

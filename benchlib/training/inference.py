@@ -1,16 +1,8 @@
-"""Inference, measured per precision: how fast a model serves, and how good it stays when it is
-served in another precision than the one it was trained in.
-
-    forward_throughput   forward-only samples/s (classification) or tokens/s (LM), peak memory
-    decode               GPT-2: prefill of a prompt, then greedy decoding one token at a time
-                         with the KV cache (per-token latency)
-    quality              the validation quality of one model under an inference precision
-    serve_quality        a just-trained model's quality in each inference precision (``serve_modes``)
-    infer                a run configuration -> the inference record (``dtype-bench infer``)
-
-An inference precision (``MODES``) is data, as a dtype configuration is: the dtype the weights
-are cast to and the autocast dtype around the forward. The model is built at fp32 and each
-mode serves a cast copy, so every mode starts from the same weights.
+"""Inference, measured per precision: how fast a model serves (``forward_throughput``; GPT-2's
+``decode``: prefill, then greedy decoding with the KV cache), and how good it stays served in
+another precision than it was trained in (``quality``, ``serve_quality``); ``infer`` is
+``dtype-bench infer``. An inference precision (``MODES``) is data: the weights' dtype and the
+autocast dtype; each mode serves a cast copy of one fp32 model, so every mode starts alike.
 """
 from __future__ import annotations
 
@@ -67,11 +59,9 @@ def _peak_gib(device: torch.device) -> Optional[float]:
 @torch.inference_mode()
 def forward_throughput(model: BenchModel, batch: dict, mode: InferMode, device: torch.device,
                        iters: int = 10, warmup: int = 3) -> dict:
-    """Forward passes only (no loss): ms per batch, and samples/s (classification) or tokens/s
-    (LM: every position of the batch), from the median of ``iters`` timed passes; the mean,
-    standard deviation and every pass's ms stand beside it. On an H100 the mean of ten put
-    GPT-2's bf16 forward at 18.4 ms (std 11.6) beside fp16's 13.8 (std 0.06): a slow pass or
-    two, which the median leaves out."""
+    """Forward passes only: ms per batch and samples/s (classification) or tokens/s (LM) from the
+    median of ``iters`` timed passes (a slow pass or two moved the mean of ten by a third on an
+    H100), with the mean, standard deviation and every pass's ms."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     with autocast_context(device.type, mode.autocast):
@@ -111,12 +101,9 @@ def _generate(bb, head, prompt: torch.Tensor, new_tokens: int, device: torch.dev
 @torch.inference_mode()
 def decode(model: BenchModel, prompt: torch.Tensor, new_tokens: int, mode: InferMode,
            device: torch.device, repeats: int = 3) -> tuple[torch.Tensor, dict]:
-    """Greedy continuation of ``prompt`` [B, P] by a causal LM with the KV cache: one prefill
-    forward over the prompt, then one forward of one token per step over the cache. One
-    untimed continuation first (every shape of the timed ones has then run once: kernel
-    selection, caches), then ``repeats`` timed ones. Returns the generated ids
-    [B, new_tokens] and the latencies: prefill and per-token medians (robust to the odd slow
-    step), the per-token mean, standard deviation and 90th percentile."""
+    """Greedy continuation of ``prompt`` [B, P] by a causal LM with the KV cache, once untimed, then
+    ``repeats`` times timed: the ids [B, new_tokens] and the latencies (prefill and per-token
+    medians, the per-token mean, standard deviation and 90th percentile)."""
     if model.task != "clm":
         raise ValueError(f"decoding needs a causal LM (scenario A), not a {model.task} model")
     limit = model.backbone.config.max_position_embeddings
@@ -143,8 +130,7 @@ def decode(model: BenchModel, prompt: torch.Tensor, new_tokens: int, mode: Infer
 
 @torch.inference_mode()
 def quality(model: BenchModel, val: list[dict], mode: InferMode, device: torch.device) -> dict:
-    """Validation quality of ``model`` served in ``mode`` (``baselines.evaluate_predictor``:
-    val loss for LM, micro-F1 / P@k or accuracy for classification; reduced in fp32)."""
+    """Validation quality of ``model`` served in ``mode`` (``baselines.evaluate_predictor``)."""
     with autocast_context(device.type, mode.autocast):
         metrics, _ = evaluate_predictor(model.logits, val, model.task)
     return {f"quality/{k}": v for k, v in metrics.items()}
@@ -152,34 +138,41 @@ def quality(model: BenchModel, val: list[dict], mode: InferMode, device: torch.d
 
 def serve_quality(model: BenchModel, val: list[dict], modes: list[str], device: torch.device,
                   trained: dict[str, float]) -> dict:
-    """The quality of a just-trained ``model`` served in each of ``modes``, on the run's
-    validation batches, and each metric's difference to ``trained`` (the run's own evaluation,
-    in its training precision). A mode that fails (no kernel for a dtype, a layer that cannot
-    be cast, out of memory) gets its status and reason instead."""
+    """The quality of a just-trained ``model`` served in each of ``modes`` on the run's validation
+    batches, and each metric's difference to ``trained`` (its evaluation in the training
+    precision). A mode that fails gets its status and reason instead."""
     out = {}
     for name in modes:
-        mode, row = get_mode(name), {}
-        try:
+        mode = get_mode(name)
+
+        def served():
             q = {k.removeprefix("quality/"): v for k, v in quality(serve_copy(model, mode), val, mode, device).items()}
-            row = {"status": "ok", "metrics": q,
-                   "minus_trained": {k: v - trained[k] for k, v in q.items() if k in trained}}
-        except torch.cuda.OutOfMemoryError as e:
-            row = {"status": "oom", "reason": str(e).splitlines()[0][:300]}
-        except Exception as e:  # noqa: BLE001 - serving is measured after the run: it must never cost the record
-            row = {"status": "skipped", "reason": f"{type(e).__name__}: " + " ".join(str(e).split())[:300]}
-        finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        out[name] = {"weights": mode.weights, "autocast": mode.autocast, **row}
+            return {"metrics": q, "minus_trained": {k: v - trained[k] for k, v in q.items() if k in trained}}
+        # serving is measured after the run: no failure of it may cost the record
+        out[name] = {"weights": mode.weights, "autocast": mode.autocast,
+                     **_guarded(device, served, Exception, named=True)}
     return out
+
+
+def _guarded(device: torch.device, fn: Callable[[], dict], skip=(RuntimeError, TypeError), named=False) -> dict:
+    """``{"status": "ok", **fn()}``, or ``oom`` / ``skipped`` (an exception in ``skip``: a dtype
+    without a kernel, a layer that cannot be cast) with the reason."""
+    try:
+        return {"status": "ok", **fn()}
+    except torch.cuda.OutOfMemoryError as e:
+        return {"status": "oom", "reason": str(e).splitlines()[0][:300]}
+    except skip as e:
+        return {"status": "skipped", "reason": (f"{type(e).__name__}: " if named else "") + " ".join(str(e).split())[:300]}
+    finally:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
 def infer(cfg: RunConfig | dict, modes: list[str], out_dir: str | Path | None = None, iters: int = 10,
           prompt_len: int = 128, new_tokens: int = 32) -> dict:
-    """Build the run configuration's model (``model_name_or_path``: a trained checkpoint, e.g. an
-    LM run's ``save_model`` directory) and data, then measure every mode: forward throughput,
-    peak memory, validation quality and, for GPT-2 causal LM, prefill and per-token decode. A
-    mode this device cannot run, or that runs out of memory, gets a row saying so."""
+    """Build the run configuration's model (``model_name_or_path``: e.g. an LM run's ``save_model``
+    directory) and data, then measure every mode: forward throughput, peak memory, quality and
+    (causal LM) decode; a mode this device cannot run gets a row saying so."""
     cfg = resolved(RunConfig.from_dict(cfg) if isinstance(cfg, dict) else cfg)
     for name in modes:
         get_mode(name)
@@ -193,20 +186,15 @@ def infer(cfg: RunConfig | dict, modes: list[str], out_dir: str | Path | None = 
     rows = []
     for name in modes:
         mode, row = MODES[name], {"mode": name, **asdict(MODES[name])}
-        try:
+
+        def measure():  # into row: what a mode measured before it failed stays
             m = serve_copy(base, mode).to(device)
             row.update(forward_throughput(m, batch, mode, device, iters=iters))
             row.update(quality(m, val, mode, device))
             if m.task == "clm":
                 row.update(decode(m, prompt, new_tokens, mode, device)[1])
-            row["status"] = "ok"
-        except torch.cuda.OutOfMemoryError as e:
-            row.update(status="oom", reason=str(e).splitlines()[0][:300])
-        except (RuntimeError, TypeError) as e:  # e.g. a dtype this device has no kernel for
-            row.update(status="skipped", reason=" ".join(str(e).split())[:300])
-        finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            return {}
+        row.update(_guarded(device, measure))
         rows.append(row)
     rec = {"kind": "inference", "run": cfg.to_dict(), "env": envmod.environment(device),
            "weights": cfg.model_name_or_path or "initialised (from scratch)",

@@ -1,14 +1,13 @@
-"""Initial weights built once: a from-scratch model's initial weights depend only on its
-configuration and on the CPU random state before it is built (``models.build_model`` builds on
-the CPU in fp32 so that a seed gives the same weights on every device). Initialising GPT-2 124M
-takes ~12 s of a GPU host's CPU per run (``time/model_s`` of the reference speed study, H100
-host), loading the same module from disk ~1 s; a study builds each (shape, seed) once per
-config, 17 times. ``initialised`` keeps each built module under the run's ``cache_dir`` with the
-random state after building, and restores both, so a run draws the same numbers after either
-way. The cache keeps the most recently used entries up to ``MAX_BYTES``.
+"""Initial weights built once. A from-scratch model's initial weights depend only on its
+configuration and the CPU random state before it is built (``models.build_model`` builds on the
+CPU in fp32); initialising GPT-2 124M takes ~12 s of a GPU host's CPU, loading it ~1 s.
+``initialised`` keeps each built module under the run's ``cache_dir`` with the random state after
+building and restores both, so a run draws the same numbers either way; the most recently used
+entries are kept up to ``MAX_BYTES``.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -44,23 +43,18 @@ def initialised(make: Callable[[], nn.Module], what: str, cache: str | os.PathLi
         return make()
     folder = Path(cache).expanduser()
     path = folder / f"{key(what)}.pt"
-    if path.exists():
-        try:
-            saved = torch.load(path, weights_only=False)
-            torch.set_rng_state(saved["rng_after"])
-            os.utime(path)  # recently used
-            seen["cached"] = True
-            return saved["module"]
-        except Exception:  # noqa: BLE001 - a torn or foreign file: build again
-            pass
+    with contextlib.suppress(Exception):  # none yet, or a torn or foreign file: build again
+        saved = torch.load(path, weights_only=False)
+        torch.set_rng_state(saved["rng_after"])
+        os.utime(path)  # recently used
+        seen["cached"] = True
+        return saved["module"]
     seen["cached"] = False
     module = make()
-    try:
+    with contextlib.suppress(OSError):  # a full or read-only disk costs the next run the build, nothing else
         with atomic_file(path) as tmp:  # runs building the same entry at once: the last complete one stays
             torch.save({"module": module, "rng_after": torch.get_rng_state(), "what": what}, tmp)
         prune(folder)
-    except OSError:  # a full or read-only disk costs the next run the build, nothing else
-        pass
     return module
 
 

@@ -19,6 +19,7 @@ from typing import IO, Any, Callable
 import torch
 
 from benchlib.core import env as envmod
+from benchlib.core.memory import local_tensor
 from benchlib.training.baselines import evaluate_baseline, evaluate_predictor, head_bias
 from benchlib.training.checkpoints import CheckpointError
 from benchlib.core.dtypes import DtypeConfig
@@ -46,10 +47,9 @@ class Diverged(Exception):
 
 
 def _weights_nonfinite(params: list[torch.Tensor], all_reduce_mean_) -> bool:
-    """Whether any weight (on any rank) holds inf/nan: from there no step can recover, so a run
-    that continues after its divergence (``on_divergence: continue``) stops."""
-    local = [p.detach().to_local() if hasattr(p, "to_local") else p.detach() for p in params]  # FSDP2: the shard
-    bad = torch.stack([(~torch.isfinite(t)).any() for t in local]).any().float()
+    """Whether any weight (on any rank) holds inf/nan: no step recovers from there, so a run that
+    continues after its divergence stops."""
+    bad = torch.stack([(~torch.isfinite(local_tensor(p.detach()))).any() for p in params]).any().float()
     return bool(all_reduce_mean_(bad.reshape(1)).item() > 0)
 
 
@@ -63,13 +63,10 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
         progress_desc: str | None = None) -> dict:
     """Train one configuration and return its record; never raises for a failed run.
 
-    The record's status is ``ok``, ``diverged``, ``oom``, ``error`` (with the traceback's last
-    lines in ``reason``) or ``skipped`` (the hardware or installed packages cannot run the
-    config, with the reason). With ``out_dir``, ``result.json`` and ``steps.jsonl`` are
-    written there (the record atomically, last). A run refused before it starts (``preflight``:
-    no GPU for device cuda, a checkpoint it cannot use, seq_len beyond the positions, an
-    unwritable out_dir) is an ``error`` record whose reason is that one line; it is not
-    written over a finished record (the record's ``_kept`` then names it).
+    Status ``ok``, ``diverged``, ``oom``, ``error`` (the traceback's last lines in ``reason``) or
+    ``skipped`` (hardware or packages cannot run it). With ``out_dir``, ``steps.jsonl`` and then
+    ``result.json`` (atomically) are written there. A run refused before it starts (``preflight``)
+    is an ``error`` record with that one line, never written over a finished record (``_kept``).
     """
     global _last_end
     # kernel / interpreter start and imports before this call, or the time since the previous run
@@ -119,9 +116,8 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
 
 
 def _refused(cfg: RunConfig, out_dir, problem: str) -> dict:
-    """The ``error`` record of a run refused before it started (``preflight``). Written to
-    ``out_dir`` where it can be, but never over a finished record there: nothing ran, so
-    nothing recorded is replaced."""
+    """The ``error`` record of a run refused before it started, written to ``out_dir`` where it can
+    be but never over a finished record (nothing ran, so nothing recorded is replaced)."""
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
     rec = {**new_record(cfg.replace(out_dir=str(out_dir) if out_dir else None), device),
            "status": "error", "reason": problem, "wall_s": 0.0, "_path": None}
@@ -141,11 +137,8 @@ def _refused(cfg: RunConfig, out_dir, problem: str) -> dict:
 
 
 def _auto_warmup(cfg: RunConfig, device: torch.device) -> int:
-    if cfg.timing_warmup is not None:
-        return min(cfg.timing_warmup, cfg.steps - 1)
-    if device.type == "cpu":
-        return min(2, cfg.steps - 1)
-    return min(max(5, cfg.steps // 10), 50, cfg.steps - 1)
+    auto = 2 if device.type == "cpu" else min(max(5, cfg.steps // 10), 50)
+    return min(auto if cfg.timing_warmup is None else cfg.timing_warmup, cfg.steps - 1)
 
 
 @dataclass
@@ -244,8 +237,7 @@ def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Str
 
 
 def _build(cfg: RunConfig, device: torch.device, rec: dict, data: TaskData) -> tuple[BenchModel, float, float]:
-    """The model on ``device`` (FP8 converted where the config says), described in ``rec``;
-    with the seconds it took to build and to move."""
+    """The model on ``device`` (FP8 where asked), described in ``rec``; seconds to build and to move."""
     torch.manual_seed(cfg.seed)
     t_model = time.perf_counter()
     model = build_model(ModelSpec.for_run(cfg, data), cfg.dtype)
@@ -278,8 +270,8 @@ def _is_log_step(cfg: RunConfig, s: int) -> bool:
 
 def _loop(cfg: RunConfig, device: torch.device, out: Path, run: _Run, dist: Strategy, progress: bool,
           progress_desc: str | None) -> _Loop:
-    """The steps this process runs (all, or those after a resumed state); stops early at a
-    divergence (``on_divergence``). The timed windows span these steps."""
+    """The steps this process runs (all, or those after a resumed state; the timed windows span
+    them); stops early at a divergence (``on_divergence``)."""
     steps, start, saved = cfg.steps, run.start, run.saved
     timer = WindowTimer(device, min(_auto_warmup(cfg, device), steps - start - 1), steps - start, cfg.timing_windows)
     rows_f = open(out / "steps.jsonl" if dist.is_main else os.devnull, "w")
@@ -360,9 +352,7 @@ def _micro_batches(cfg: RunConfig, run: _Run, dist: Strategy) -> tuple[torch.Ten
             # micro-batches below are copies
             torch.compiler.cudagraph_mark_step_begin()
         with run.amp:
-            # the max |logit| (of one sequence: models.BenchModel.forward) on every step
-            # keeps one compiled graph: a log-steps-only variant compiled a second graph
-            # at step 1 of every run
+            # the max |logit| on every step keeps one compiled graph (logged steps only: a second)
             loss, lm = run.step_model(batch, logit_stats=True)
         logit_max = lm.clone() if logit_max is None else torch.maximum(logit_max, lm)
         if cfg.grad_accum > 1:
@@ -434,20 +424,16 @@ def _finalise(cfg: RunConfig, device: torch.device, out: Path, rec: dict, run: _
                                                   "quality": quality, "commit": rec["env"].get("git_commit"),
                                                   "date": rec["env"].get("date")})
         rec["checkpoint"] = str(out / "model")
-    # clean up any non-finite metric values for JSON readers that reject NaN
-    for k, v in list(m.items()):
-        if isinstance(v, float) and not math.isfinite(v):
-            m[k] = None
+    # non-finite values as None: JSON readers reject NaN
+    m.update({k: None for k, v in m.items() if isinstance(v, float) and not math.isfinite(v)})
 
 
 def _time_metrics(m: dict, cfg: RunConfig, run: _Run, lp: _Loop, eval_s: float) -> None:
     """Where the run's wall time went (``time/*``), and what compiled during it."""
     m.update({"time/setup_s": run.setup_s, "time/data_s": run.data_s, "time/model_s": run.model_s,
               "time/first_step_s": lp.first_step_s, "time/train_s": lp.train_s, "time/eval_s": eval_s})
-    # the part of the run that scales with steps: the loop's wall after the first step, less its
-    # evaluations and saved states (compilation and the first step, evaluation stay in the fixed
-    # cost). Not the median timed window x the steps, which undercounts a loop on a shared GPU
-    # (docs/performance.md)
+    # the part that scales with steps: the loop's wall after the first step, less evaluations and saved
+    # states (not median window x steps, which undercounts a loop on a shared GPU: docs/performance.md)
     m["time/steps_s"] = max(0.0, lp.train_s - (lp.first_step_s or 0.0) - lp.eval_s - lp.state_s)
     if cfg.state_every:
         m["time/state_s"] = lp.state_s
@@ -469,11 +455,9 @@ def _diverged_reason(cfg: RunConfig, broken: bool, diverged_step: int, steps_don
 
 def _optimizer_step(opt: torch.optim.Optimizer, scaler: LossScaler, params: list, dist: Strategy, grad_clip: float,
                     timer: WindowTimer, forensics: Forensics | None, log_now: bool) -> tuple[torch.Tensor, dict]:
-    """From the gradients being ready to the weights updated: unscale, clip, step (and the loss
-    scaler's update); returns the pre-clip gradient norm and a logged step's extras. Timed
-    (``WindowTimer.optimizer``) on the steps that log nothing: a logged step also reads the
-    largest gradient and the forensic samples (``forensics``: the gradients as backward made
-    them, then the update), which no other step pays for."""
+    """Unscale, clip, step (and the scaler's update): the pre-clip gradient norm and a logged step's
+    extras (the largest gradient, ``forensics``' samples). Timed (``WindowTimer.optimizer``) on the
+    steps that log nothing, as no other step pays for those extras."""
     extras = {}
     if forensics is not None:
         extras.update(forensics.gradients())  # as backward made them: scaled, in their dtype
@@ -491,10 +475,8 @@ def _optimizer_step(opt: torch.optim.Optimizer, scaler: LossScaler, params: list
 
 
 def _describe_trained(rec: dict, cfg: RunConfig, data, model: BenchModel) -> None:
-    """The record says what was trained, not what the size's synthetic defaults would have
-    been: ``run.vocab_size`` / ``run.num_labels`` are the data's (the tokenizer's vocabulary,
-    the labels found; None for a language model), what was asked is kept in ``data.asked``,
-    and ``model`` names the class, its parameters and where its weights came from."""
+    """The record says what was trained: ``run.vocab_size`` / ``num_labels`` are the data's (what
+    was asked goes to ``data.asked``); ``model`` names the class, its parameters and weights."""
     asked = {k: getattr(cfg, k) for k in ("vocab_size", "num_labels")}
     trained = {"vocab_size": data.vocab_size, "num_labels": data.num_labels}
     rec["run"].update(trained)
@@ -519,8 +501,7 @@ def _set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
 
 @torch.no_grad()
 def evaluate(model: BenchModel, val: list[dict], task: str, amp) -> tuple[dict[str, float], dict]:
-    """Validation quality and its per-example values (``baselines.evaluate_predictor``); losses
-    reduced in fp32 whatever the training precision."""
+    """Validation quality and its per-example values (``baselines.evaluate_predictor``)."""
     was_training = model.training
     model.eval()
     try:

@@ -26,30 +26,24 @@ def speed_metrics(cfg: RunConfig, timer: WindowTimer, device: torch.device, devi
     scn, dtype, fpt = cfg.scn, cfg.dtype, flops_per_token
     units_per_step = cfg.batch_size * cfg.grad_accum
     tokens_per_step = units_per_step * cfg.seq_len
+    unit = tokens_per_step if scn.is_lm else units_per_step
     if timer.done:
-        rates = [n / s for n, s in timer.done]
+        steps = sum(n for n, _ in timer.done)
+        sps = steps / sum(s for _, s in timer.done)
         step_ms = [1000 * s / n for n, s in timer.done]
-        sps = sum(n for n, _ in timer.done) / sum(s for _, s in timer.done)
-        m["samples_per_s"] = sps * units_per_step
-        m["tokens_per_s"] = sps * tokens_per_step
-        unit = tokens_per_step if scn.is_lm else units_per_step
-        m["throughput"] = sps * unit
-        m["throughput_std"] = _std([r * unit for r in rates])
-        m["step_ms"] = statistics.median(step_ms)
-        m["step_ms_std"] = _std(step_ms)
-        m["timed_steps"] = sum(n for n, _ in timer.done)
-        m.update(timer.optimizer_metrics())
+        m.update({"samples_per_s": sps * units_per_step, "tokens_per_s": sps * tokens_per_step,
+                  "throughput": sps * unit, "throughput_std": _std([n / s * unit for n, s in timer.done]),
+                  "step_ms": statistics.median(step_ms), "step_ms_std": _std(step_ms), "timed_steps": steps,
+                  **timer.optimizer_metrics()})
     m["throughput_unit"] = f"{scn.unit}/s"
     m["flops_per_token"] = fpt
     if device.type == "cuda" and "tokens_per_s" in m:
-        name = device_name
-        m["peak_tflops_bf16"] = peak_tflops(name, "bf16")
+        m["peak_tflops_bf16"] = peak_tflops(device_name, "bf16")
         m["mfu_pct"] = mfu_pct(m["tokens_per_s"], fpt, m["peak_tflops_bf16"])
-        m["mfu_matched_pct"] = mfu_pct(m["tokens_per_s"], fpt, peak_tflops(name, dtype.compute_dtype))
+        m["mfu_matched_pct"] = mfu_pct(m["tokens_per_s"], fpt, peak_tflops(device_name, dtype.compute_dtype))
     if timer.joules and timer.done:
         m["energy/joules"] = timer.joules
-        timed_units = sum(n for n, _ in timer.done) * (tokens_per_step if scn.is_lm else units_per_step)
-        m["energy/j_per_unit"] = timer.joules / timed_units
+        m["energy/j_per_unit"] = timer.joules / (m["timed_steps"] * unit)
     return m
 
 
@@ -68,10 +62,9 @@ def memory_metrics(device: torch.device, opt: torch.optim.Optimizer) -> dict:
 
 def quality_metrics(cfg: RunConfig, quality: dict, per_example, base_quality: dict, base_per,
                     floors: dict | float | None) -> dict:
-    """The final evaluation under ``quality/``, the trivial predictor's under ``baseline/``, the
-    evidence that the run beat it and, where the data knows its floors (``TaskData.floors``:
-    metric -> best attainable value), the learned metric's floor and the share of the gap to it
-    closed, and the distance to the val-loss floor. A bare number is a val-loss floor."""
+    """The final evaluation under ``quality/``, the baseline's under ``baseline/``, the evidence that
+    the run beat it, and with ``floors`` (metric -> best attainable value; a bare number: val loss)
+    the gap to the floor closed and the excess loss."""
     m: dict = {}
     scn = cfg.scn
     floors = {"val_loss": floors} if isinstance(floors, (int, float)) else dict(floors or {})
@@ -94,19 +87,15 @@ def quality_metrics(cfg: RunConfig, quality: dict, per_example, base_quality: di
 def stability_metrics(log: StepLog, diverged_step: int | None, scaler: LossScaler) -> dict:
     """Loss trajectory, non-finite and skipped steps, the loss scale, gradient and logit maxima,
     and the forensic counters' summary."""
-    m: dict = {}
-    finite_losses = [v for v in log.losses if math.isfinite(v)]
-    m["stability/initial_loss"] = log.initial_loss
-    m["stability/final_train_loss"] = (sum(finite_losses[-5:]) / len(finite_losses[-5:])) if finite_losses else None
-    m["stability/diverged_step"] = diverged_step
+    finite_losses = [v for v in log.losses if math.isfinite(v)][-5:]
     nf = log.nonfinite_steps
-    m["stability/nonfinite_steps"] = nf
-    m["stability/skipped_steps"] = nf if scaler.mode == "dynamic" else 0
-    m["stability/final_loss_scale"] = float(scaler.current_scale())
-    m["stability/max_grad_norm"] = log.max_grad
-    m["stability/max_logit"] = log.max_logit
-    m.update(Forensics.summary(log.extra_rows))
-    return m
+    return {"stability/initial_loss": log.initial_loss,
+            "stability/final_train_loss": sum(finite_losses) / len(finite_losses) if finite_losses else None,
+            "stability/diverged_step": diverged_step, "stability/nonfinite_steps": nf,
+            "stability/skipped_steps": nf if scaler.mode == "dynamic" else 0,
+            "stability/final_loss_scale": float(scaler.current_scale()),
+            "stability/max_grad_norm": log.max_grad, "stability/max_logit": log.max_logit,
+            **Forensics.summary(log.extra_rows)}
 
 
 def _std(xs: list[float]) -> float:

@@ -8,41 +8,32 @@ import torch
 # ---- quality -----------------------------------------------------------------------
 
 def multilabel_metrics(logits: torch.Tensor, targets: torch.Tensor, threshold: float = 0.0) -> dict[str, float]:
-    """micro-F1, macro-F1 and P@1/3/5 for multi-hot ``targets``.
-
-    A label is predicted when its logit > ``threshold`` (0 = probability 0.5). Macro-F1
-    averages over labels that occur in the targets or the predictions (a label absent from
-    both has no defined F1). P@k = fraction of the top-k scored labels that are true.
-    """
+    """micro-F1, macro-F1 and P@1/3/5 for multi-hot ``targets``; a label is predicted where its
+    logit > ``threshold``. P@k = share of the top-k scored labels that are true."""
     logits, targets = logits.float().cpu(), targets.float().cpu()
-    pred = (logits > threshold).float()
-    tp = (pred * targets).sum(0)
-    fp = (pred * (1 - targets)).sum(0)
-    fn = ((1 - pred) * targets).sum(0)
-    micro = _f1(tp.sum().item(), fp.sum().item(), fn.sum().item())
-    present = (tp + fp + fn) > 0
-    per_label = 2 * tp / (2 * tp + fp + fn).clamp_min(1e-12)
-    macro = per_label[present].mean().item() if present.any() else 0.0
-    out = {"micro_f1": micro, "macro_f1": macro}
+    out = _f1s((logits > threshold).float(), targets)
     for k in (1, 3, 5):
-        kk = min(k, logits.shape[1])
-        top = logits.topk(kk, dim=1).indices
+        top = logits.topk(min(k, logits.shape[1]), dim=1).indices
         out[f"p_at_{k}"] = targets.gather(1, top).sum(1).div(k).mean().item()
     return out
 
 
 def singlelabel_metrics(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
-    """Accuracy and macro-F1 over the classes that occur in targets or predictions."""
-    pred = logits.float().argmax(-1).cpu()
-    y = targets.cpu()
-    classes = torch.unique(torch.cat([pred, y]))
-    f1s = []
-    for c in classes.tolist():
-        tp = ((pred == c) & (y == c)).sum().item()
-        fp = ((pred == c) & (y != c)).sum().item()
-        fn = ((pred != c) & (y == c)).sum().item()
-        f1s.append(_f1(tp, fp, fn))
-    return {"accuracy": (pred == y).float().mean().item(), "macro_f1": sum(f1s) / max(1, len(f1s))}
+    """Accuracy and macro-F1."""
+    pred, y = logits.float().argmax(-1).cpu(), targets.cpu()
+    n = int(max(pred.max(), y.max())) + 1
+    hot = lambda t: torch.nn.functional.one_hot(t, n).double()  # noqa: E731
+    return {"accuracy": (pred == y).float().mean().item(), "macro_f1": _f1s(hot(pred), hot(y))["macro_f1"]}
+
+
+def _f1s(pred: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+    """micro-F1, and macro-F1 over the labels that occur in the targets or the predictions (a label
+    absent from both has no F1), of multi-hot [N, L] predictions and targets."""
+    tp, fp, fn = (pred * targets).sum(0), (pred * (1 - targets)).sum(0), ((1 - pred) * targets).sum(0)
+    micro = _f1(tp.sum().item(), fp.sum().item(), fn.sum().item())
+    present = (tp + fp + fn) > 0
+    per_label = 2 * tp / (2 * tp + fp + fn).clamp_min(1e-12)
+    return {"micro_f1": micro, "macro_f1": per_label[present].mean().item() if present.any() else 0.0}
 
 
 def _f1(tp: float, fp: float, fn: float) -> float:

@@ -1,11 +1,7 @@
-"""GPT-2 and RoBERTa through transformers, wrapped so that the output head's precision
-is the dtype config's to decide.
-
-``BenchModel`` = backbone (GPT2Model / RobertaModel; from a checkpoint of another family,
-the class it declares: any decoder for A/C/E, any encoder for D/F) -> [MLM transform] ->
-head -> loss.
-The head is the last projection to the output space: the (tied) vocabulary projection for
-LM scenarios, a linear layer over the labels for classification.
+"""GPT-2 and RoBERTa through transformers, wrapped so that the output head's precision is the
+dtype config's to decide. ``BenchModel`` = backbone (GPT2Model / RobertaModel, or the class a
+checkpoint of another family declares) -> [MLM transform] -> head (the tied vocabulary projection,
+or a linear layer over the labels) -> loss.
 """
 from __future__ import annotations
 
@@ -100,9 +96,7 @@ class BenchModel(nn.Module):
         logits = self.logits(batch)
         loss = self.loss(logits, batch)
         if logit_stats:
-            # the largest |logit| of the batch's first sequence: a monitor of logit growth at
-            # 1/batch of the cost of the whole batch's (which measured ~0.7 ms of a 27 ms
-            # GPT-2 124M step on an H200, computed on every step)
+            # the batch's first sequence: 1/batch of the whole batch's cost (~0.7 ms of a 27 ms GPT-2 step, H200)
             return loss, logits[0].detach().abs().amax().float()
         return loss, None
 
@@ -128,15 +122,9 @@ ATTN = "bench_sdpa"
 
 
 def _attn_implementation() -> str:
-    """SDPA attention whose mask is None whenever the batch has no padding mask.
-
-    transformers builds an explicit causal mask while torch.compile traces (its
-    ``torch.compiler.is_exporting()`` check reads True under dynamo in torch < 2.14), which
-    keeps SDPA off its flash kernel. With no padding there is nothing to mask but causality,
-    which SDPA's ``is_causal`` (set by causal modules) expresses without a mask. Batches with
-    padding still get transformers' own mask. Falls back to plain "sdpa" on transformers
-    versions without the attention/mask registries.
-    """
+    """SDPA attention whose mask is None whenever the batch has no padding mask: under dynamo
+    (torch < 2.14) transformers builds an explicit causal mask, which keeps SDPA off its flash
+    kernel, where ``is_causal`` says the same. Plain "sdpa" on transformers without the registries."""
     try:
         from transformers import AttentionInterface
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -182,23 +170,17 @@ class ModelSpec:
     """What model a run trains: the architecture and task (its scenario), the shapes, the
     tokenizer's special ids, and where its weights come from."""
 
-    arch: str
-    """gpt2 | roberta"""
-    task: str
-    """clm | mlm | multilabel | singlelabel"""
-    size: str
-    """tiny | small | base | medium | large | xl (``core.sizes.SHAPES``; RoBERTa: up to large)"""
+    arch: str  # gpt2 | roberta
+    task: str  # clm | mlm | multilabel | singlelabel
+    size: str  # core.sizes.SHAPES (RoBERTa: up to large)
     vocab_size: int
     seq_len: int
     pad_id: int = 0
     bos_id: int = 1
-    num_labels: int | None = None
-    """Classification only: width of the task head."""
-    model_name_or_path: str | None = None
-    """Pretrained weights (hub id or directory); None = from scratch."""
+    num_labels: int | None = None  # classification: the task head's width
+    model_name_or_path: str | None = None  # pretrained weights (hub id or directory); None: from scratch
     activation_checkpointing: bool = False
-    init_cache: str | None = None
-    """Folder of built initial models (``init_cache``), None = build every time."""
+    init_cache: str | None = None  # folder of built initial models (``init_cache``); None: build every time
 
     @classmethod
     def for_run(cls, cfg, data) -> "ModelSpec":
@@ -211,47 +193,25 @@ class ModelSpec:
 def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
     """Build on CPU in fp32 (so a seed gives the same initial weights on every device),
     then cast to the config's parameter dtype; the head gets ``dtype.head_dtype``."""
-    arch, task, size, vocab_size, seq_len = spec.arch, spec.task, spec.size, spec.vocab_size, spec.seq_len
-    pad_id, bos_id, num_labels, model_name_or_path = spec.pad_id, spec.bos_id, spec.num_labels, spec.model_name_or_path
+    arch, task, path = spec.arch, spec.task, spec.model_name_or_path
     t0 = time.perf_counter()
     from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
     from benchlib.training.checkpoints import checkpoint_config, load_pretrained
     seen = {"import_s": time.perf_counter() - t0, "cached": None}  # for the record: where model_s goes
     lm = task in ("clm", "mlm")
-    vocab = padded_vocab(vocab_size)
-    kw = dict(attn_implementation=_attn_implementation())
     loaded: dict | None = None
-    native = not model_name_or_path or checkpoint_config(arch, model_name_or_path, task=task)[1]
-
-    def scratch(cls, config, **more):  # built once per (configuration, random state): init_cache
-        def make():
-            m = cls(config, **more)
-            if arch == "gpt2":
-                _conv1d_to_linear(m)  # its fresh Linear layers draw from the random state too
-            return m
-        t = time.perf_counter()
-        m = initialised(make, f"{cls.__name__} {more} {config.to_json_string()}", spec.init_cache, seen)
-        seen["init_s"] = time.perf_counter() - t
-        return m
-
-    def pretrained(cls, **more):
-        nonlocal loaded
-        m, loaded = load_pretrained(cls, arch, model_name_or_path, **kw, **more)
-        return m
-    if arch not in ("gpt2", "roberta"):
+    head = transform = None
+    if path and not checkpoint_config(arch, path, task=task)[1]:
+        backbone, head, transform, loaded = _other_family(arch, task, path)
+    elif arch not in ("gpt2", "roberta"):
         raise ValueError(f"unknown arch {arch!r}: gpt2 or roberta")
-    if not native:
-        backbone, head, transform, loaded = _other_family(arch, task, model_name_or_path)
     else:
         cls = {"gpt2": (GPT2Model, GPT2LMHeadModel), "roberta": (RobertaModel, RobertaForMaskedLM)}[arch][lm]
         more = {"add_pooling_layer": False} if cls is RobertaModel else {}
-        if model_name_or_path:
-            backbone = pretrained(cls, **more)
+        if path:
+            backbone, loaded = load_pretrained(cls, arch, path, attn_implementation=_attn_implementation(), **more)
         else:
-            config = (_gpt2_config(shape(arch, size), vocab, seq_len, pad_id) if arch == "gpt2"
-                      else _roberta_config(shape(arch, size), vocab, seq_len, pad_id, bos_id))
-            backbone = scratch(cls, config, **more)
-        head = transform = None
+            backbone = _scratch(spec, cls, more, seen)
         if arch == "gpt2":
             if lm:
                 backbone, head = backbone.transformer, backbone.lm_head
@@ -259,17 +219,34 @@ def build_model(spec: ModelSpec, dtype: DtypeConfig) -> BenchModel:
         elif lm:
             backbone, lmh = backbone.roberta, backbone.lm_head
             head, transform = lmh.decoder, nn.Sequential(lmh.dense, nn.GELU(), lmh.layer_norm)
-    # Training never reuses keys/values: without this, GPT-2 builds a KV cache in every
-    # forward, and compiled blocks (FSDP2 compiles per block) recompile on each layer's
-    # cache state until dynamo gives up and runs them eagerly (seen on 2xH200).
+    # no KV cache in training: compiled blocks (FSDP2) recompiled on each layer's cache state until
+    # dynamo ran them eagerly (2xH200)
     backbone.config.use_cache = False
-    if backbone.get_input_embeddings().weight.shape[0] < vocab_size:
-        backbone.resize_token_embeddings(padded_vocab(vocab_size))
+    if backbone.get_input_embeddings().weight.shape[0] < spec.vocab_size:
+        backbone.resize_token_embeddings(padded_vocab(spec.vocab_size))
     if not lm:
-        head = nn.Linear(backbone.config.hidden_size, num_labels)
+        head = nn.Linear(backbone.config.hidden_size, spec.num_labels)
     model = BenchModel(backbone, head, task, arch, transform,
                        head_dtype=TORCH_DTYPES[dtype.head_dtype] if dtype.head_dtype else None)
     return _ready(model, spec, dtype, loaded, seen)
+
+
+def _scratch(spec: ModelSpec, cls: type, more: dict, seen: dict) -> nn.Module:
+    """A from-scratch backbone (with its LM head), built once per (configuration, random state):
+    ``init_cache``."""
+    vocab, shp = padded_vocab(spec.vocab_size), shape(spec.arch, spec.size)
+    config = (_gpt2_config(shp, vocab, spec.seq_len, spec.pad_id) if spec.arch == "gpt2"
+              else _roberta_config(shp, vocab, spec.seq_len, spec.pad_id, spec.bos_id))
+
+    def make():
+        m = cls(config, **more)
+        if spec.arch == "gpt2":
+            _conv1d_to_linear(m)  # its fresh Linear layers draw from the random state too
+        return m
+    t = time.perf_counter()
+    m = initialised(make, f"{cls.__name__} {more} {config.to_json_string()}", spec.init_cache, seen)
+    seen["init_s"] = time.perf_counter() - t
+    return m
 
 
 def _ready(model: BenchModel, spec: ModelSpec, dtype: DtypeConfig, loaded: dict | None, seen: dict
@@ -291,18 +268,16 @@ def _ready(model: BenchModel, spec: ModelSpec, dtype: DtypeConfig, loaded: dict 
             enable({"use_reentrant": False})
         else:
             model.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    # from_pretrained returns its model in eval mode; transformers checkpoints blocks (and a
-    # checkpoint's dropout applies) only in train mode, which must hold from the first step,
-    # not from the first evaluation (which leaves the model in train mode)
+    # from_pretrained gives eval mode; block checkpointing (and a checkpoint's dropout) needs train
+    # mode from the first step
     return model.train()
 
 
 def _other_family(arch: str, task: str, path: str):
     """Backbone, head and MLM transform (None) of a checkpoint of another family
-    (``checkpoints.load_other_family``). A decoder for scenario A keeps its own output
-    projection as the head, after checking on a few tokens that the projection of the
-    backbone's last hidden state is what the model itself computes (no final scaling,
-    soft-capping or bias outside the projection that the split would lose)."""
+    (``checkpoints.load_other_family``). A decoder for A keeps its output projection as the head,
+    once a few tokens show that it alone maps the last hidden state to the logits (no scaling or
+    soft-capping outside it that the split would lose)."""
     from benchlib.training.checkpoints import CheckpointError, load_other_family
     model, info = load_other_family(arch, task, path)
     if task != "clm":

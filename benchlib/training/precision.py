@@ -3,6 +3,8 @@ global TF32 flags, loss scaling, and the optimizer (torch's fused AdamW, ``adamw
 moments or rounding torch's cannot express, bitsandbytes' 8-bit AdamW)."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from benchlib.core.dtypes import TORCH_DTYPES, DtypeConfig
@@ -16,13 +18,9 @@ def set_matmul_flags(dtype: DtypeConfig) -> None:
 
 
 class LossScaler:
-    """One interface over the three loss-scaling modes.
-
-    none:    loss unchanged, every step applied.
-    static:  loss x S before backward, grads / S after; the step is applied even when the
-             grads overflowed (seed 002's fp16_naive: nothing protects it but the scale).
-    dynamic: torch.amp.GradScaler: grows the scale, halves it and skips the step on overflow.
-    """
+    """One interface over the loss-scaling modes: none; static (loss x S before backward, grads / S
+    after, the step applied even when they overflowed: seed 002's fp16_naive); dynamic
+    (torch.amp.GradScaler: grows the scale, halves it and skips the step on overflow)."""
 
     def __init__(self, dtype: DtypeConfig, device: torch.device):
         self.mode = dtype.loss_scaling
@@ -67,12 +65,10 @@ class LossScaler:
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Decay matrices, not biases, norms or embeddings' position rows (nanoGPT's rule: dim >= 2)."""
-    decay, no_decay = [], []
-    for p in model.parameters():
-        if p.requires_grad:
-            (decay if p.dim() >= 2 else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    """Decay matrices, not biases or norms (nanoGPT's rule: dim >= 2)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
 ADAMW8BIT_STEP = "direct"
@@ -94,9 +90,7 @@ def uses_torch_adamw(model: torch.nn.Module, dtype: DtypeConfig) -> bool:
 def build_optimizer(model: torch.nn.Module, dtype: DtypeConfig, lr: float, weight_decay: float,
                     beta2: float, device: torch.device) -> torch.optim.Optimizer:
     """The optimizer a configuration names: bitsandbytes' 8-bit AdamW; torch's fused AdamW where it
-    does what the configuration says (``uses_torch_adamw``); else ``adamw.AdamW``, which stores each
-    moment as configured and rounds the weights as configured (fp16 weights with fp32 moments,
-    stochastic rounding of bf16 weights), its arithmetic fp32 like fused AdamW's."""
+    does what the configuration says (``uses_torch_adamw``); else ``adamw.AdamW``."""
     groups = param_groups(model, weight_decay)
     betas = (0.9, beta2)
     if dtype.optimizer == "adamw8bit":
@@ -114,7 +108,6 @@ def build_optimizer(model: torch.nn.Module, dtype: DtypeConfig, lr: float, weigh
 
 def lr_at(step: int, base_lr: float, warmup: int, total: int, min_ratio: float) -> float:
     """Linear warm-up to ``base_lr`` then cosine decay to ``min_ratio * base_lr``."""
-    import math
     if step < warmup:
         return base_lr * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))

@@ -1,12 +1,6 @@
-"""What is checked before a run builds anything: the refusals a user can act on at once,
-each one line naming the problem and what to do.
-
-    refusal(cfg)        the device, the checkpoint (its path, family and positions), seq_len,
-                        local data files (empty, malformed, labels of the wrong shape)
-    out_problem(path)   the output folder: not a file, writable
-
-A refused run costs nothing: no data is read, no model built (a sequence length beyond the
-positions would otherwise fail in the first step, or at 100k tokens sit there for minutes).
+"""What is checked before a run builds anything: refusals a user can act on at once, each one
+line naming the problem and what to do (``refusal``: device, checkpoint, seq_len, local data
+files; ``out_problem``: the output folder). A refused run reads no data and builds no model.
 """
 from __future__ import annotations
 

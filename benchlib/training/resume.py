@@ -1,18 +1,12 @@
 """A run's training state on disk, so that a run stopped part-way continues where it was.
 
-With ``state_every`` N > 0, a single-process run writes ``<out_dir>/state.pt`` after every
-N-th step (atomically: a kill during the write leaves the previous state): the model's and
-the optimizer's state, the loss scaler's, the random generators', the step log so far (the
-lines of ``steps.jsonl`` included, which a sweep deletes before running a run again) and the
-loop's clocks. A job that reaches its time limit, is preempted or crashes loses at most N
-steps: started again with the same settings and ``out_dir`` (a sweep's resume does exactly
-that), the run loads the state, draws past the batches it had used and goes on from the next
-step, and its record says so under ``resumed``. A state written under other settings is not
-loaded (the record says why) and is replaced by the run's own. The file is removed once the
-run's record is written.
-
-The speed of a resumed run is measured over the steps after the resumption (its first step
-compiles again); the step log and the quality cover the whole run.
+With ``state_every`` N > 0, a single-process run writes ``<out_dir>/state.pt`` atomically after
+every N-th step: model, optimizer, loss scaler, random generators, the step log (``steps.jsonl``'s
+lines included) and the loop's clocks. Started again with the same settings and ``out_dir`` (a
+sweep's resume), the run loads it, draws past the batches it used and goes on from the next step;
+its record says so under ``resumed``. A state saved under other settings is not loaded (the record
+says why). The file is removed once the record is written. Speed is measured over the steps after
+the resumption; the step log and the quality cover the whole run.
 """
 from __future__ import annotations
 
