@@ -34,9 +34,7 @@ def _floor_device(run: RunConfig) -> str:
     return "cuda" if want_cuda and torch.cuda.is_available() else "cpu"
 
 
-# =======================================================================================
-# Synthetic data
-# =======================================================================================
+# ---- Synthetic data ----------------------------------------------
 # Synthetic corpora are cached in-process (a notebook running a study builds each once) and
 # on disk under <cache_dir>/synthetic (every run of a sweep is a fresh kernel: without it each
 # base-size run would spend seconds regenerating the same corpus). Bump on any change to the

@@ -89,9 +89,7 @@ def _write_provenance(out: Path, facts: dict) -> None:
     (out / PROVENANCE).write_text(yaml.safe_dump(facts, sort_keys=False, width=100))
 
 
-# =======================================================================================
-# LM text from a documentation package
-# =======================================================================================
+# ---- LM text from a documentation package ------------------------
 def clean_rst(text: str) -> str:
     """reStructuredText as prose: markup-only lines dropped, runs of blank lines made one."""
     kept = [line.rstrip() for line in text.splitlines() if not _RST_DROP.match(line)]
@@ -174,9 +172,7 @@ def build_tokenizer(text: Path, out: Path, vocab_size: int) -> dict:
     return facts
 
 
-# =======================================================================================
-# Labelled descriptions from the archive's indices
-# =======================================================================================
+# ---- Labelled descriptions from the archive's indices ------------
 def _open_text(path: Path) -> io.TextIOBase:
     """Plain, .gz or .xz index files (apt keeps lz4 ones: ``/usr/lib/apt/apt-helper cat-file``
     turns them into plain text)."""

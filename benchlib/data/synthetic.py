@@ -38,9 +38,7 @@ MLM_SELECT_P = 0.15
 MLM_MASK_P, MLM_RANDOM_P = 0.8, 0.1
 
 
-# ---------------------------------------------------------------------------------------
-# Markov chain
-# ---------------------------------------------------------------------------------------
+# ---- Markov chain ------------------------------------------------
 @dataclass
 class MarkovChain:
     """A sparse first-order Markov chain over ``n`` states.
@@ -158,9 +156,7 @@ def _merge_duplicate_successors(succ: np.ndarray, w: np.ndarray) -> tuple[np.nda
     return succ_out, w_out
 
 
-# ---------------------------------------------------------------------------------------
-# LM corpus
-# ---------------------------------------------------------------------------------------
+# ---- LM corpus ---------------------------------------------------
 @dataclass
 class LMCorpus:
     """Markov-chain token corpus. ``train`` rows are independent chains (a window never
@@ -194,9 +190,7 @@ def make_lm_corpus(vocab_size: int, window: int, n_train_tokens: int, n_val: int
     return LMCorpus(chain, pi, chain.entropy_rate(pi), float(entr(pi).sum()), train, val)
 
 
-# ---------------------------------------------------------------------------------------
-# Masked-LM Bayes loss: forward-backward over the chain
-# ---------------------------------------------------------------------------------------
+# ---- Masked-LM Bayes loss: forward-backward over the chain -------
 def mlm_bayes_nll(chain: MarkovChain, pi: np.ndarray, observed: np.ndarray, labels: np.ndarray,
                   device: str | torch.device = "cpu", group: Optional[int] = None) -> np.ndarray:
     """-log p(x_t | observed sequence, t selected) at every scored position (row-major
@@ -294,9 +288,7 @@ def _forward_backward(fwd, bwd, pi, o, lab, c, d, c_sel, d_sel) -> np.ndarray:
     return nll.T[scored].cpu().numpy()
 
 
-# ---------------------------------------------------------------------------------------
-# EUR-Lex-like multi-label corpus with a known posterior
-# ---------------------------------------------------------------------------------------
+# ---- EUR-Lex-like multi-label corpus with a known posterior ------
 MEAN_LABELS_PER_DOC = 5.0
 """Expected labels per document before conditioning on at least one (EUR-Lex 57k: about 5)."""
 LABEL_ZIPF_SHIFT = 5
@@ -501,9 +493,7 @@ def zipf_ranks(rng, n: int, shape, shift: int = 1) -> np.ndarray:
     return r.clip(0, n - 1)
 
 
-# ---------------------------------------------------------------------------------------
-# Bayes-optimal classification quality
-# ---------------------------------------------------------------------------------------
+# ---- Bayes-optimal classification quality ------------------------
 def bayes_multilabel(space: LabelSpace, tokens: np.ndarray, chunk: int = 512) -> dict[str, np.ndarray]:
     """Per document, the expected quality of the Bayes-optimal multi-label predictor (it scores
     each label by its posterior): ``p_at_k`` = (sum of the k largest posteriors) / k, the expected

@@ -82,9 +82,7 @@ class BadDataError(UserError):
     naming the file, the line where there is one, and what was expected."""
 
 
-# =======================================================================================
-# TaskData: what training sees
-# =======================================================================================
+# ---- TaskData: what training sees --------------------------------
 @dataclass
 class TaskData:
     task: str
