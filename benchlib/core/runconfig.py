@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import json
 import os
 import re
 import textwrap
@@ -274,20 +275,15 @@ class RunConfig:
             get_config(self.config)
         except UnknownNameError as e:
             raise ConfigError(f"config: {e}") from None
-        for k in ("steps", "log_every", "timing_windows"):
-            if getattr(self, k) < 1:
-                raise ConfigError(f"{k} must be >= 1, got {getattr(self, k)}")
+        for low, keys in ((1, ("steps", "log_every", "timing_windows", "batch_size", "grad_accum", "seq_len",
+                               "vocab_size", "num_labels", "eval_batches")),
+                          (0, ("warmup_steps", "timing_warmup", "eval_every", "state_every"))):
+            for k in keys:
+                if getattr(self, k) is not None and getattr(self, k) < low:
+                    raise ConfigError(f"{k} must be >= {low}, got {getattr(self, k)}")
         if self.size not in SHAPES[self.scn.arch]:
             raise ConfigError(f"size={self.size!r} does not exist for {self.scn.arch} (scenario {self.scenario}): "
                               f"use one of {', '.join(SHAPES[self.scn.arch])}")
-        for k in ("batch_size", "grad_accum", "seq_len", "vocab_size", "num_labels", "eval_batches"):
-            v = getattr(self, k)
-            if v is not None and v < 1:
-                raise ConfigError(f"{k} must be >= 1, got {v}")
-        for k in ("warmup_steps", "timing_warmup", "eval_every"):
-            v = getattr(self, k)
-            if v is not None and v < 0:
-                raise ConfigError(f"{k} must be >= 0, got {v}")
         if self.data in DATASETS:
             problem = dataset_problem(self.data, self.scn)
             if problem:
@@ -295,14 +291,6 @@ class RunConfig:
         elif self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
             raise ConfigError(f"data={self.data!r}: no such file or directory (use 'synthetic', 'hub', "
                               f"{', '.join(map(repr, DATASETS))} or the path of a local corpus)")
-        if self.cudagraphs and self.dist.strategy != "single":
-            raise ConfigError(f"cudagraphs=True works with dist.strategy='single' only, got {self.dist.strategy!r} "
-                              f"(DDP and FSDP communicate between the graphs' kernels)")
-        if self.state_every < 0:
-            raise ConfigError(f"state_every must be >= 0, got {self.state_every}")
-        if self.state_every and self.dist.strategy != "single":
-            raise ConfigError(f"state_every works with dist.strategy='single' only, got {self.dist.strategy!r} "
-                              f"(each rank would need its own shard of the state)")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
         for mode in self.serve_list:
@@ -310,8 +298,11 @@ class RunConfig:
                 get_mode(mode)
             except UnknownNameError as e:
                 raise ConfigError(f"serve_modes: {e}") from None
-        if self.serve_list and self.dist.strategy != "single":
-            raise ConfigError(f"serve_modes works with dist.strategy='single' only, got {self.dist.strategy!r}")
+        for k, on, why in (("cudagraphs=True", self.cudagraphs, " (DDP and FSDP communicate between the graphs' kernels)"),
+                           ("state_every", self.state_every, " (each rank would need its own shard of the state)"),
+                           ("serve_modes", self.serve_list, "")):
+            if on and self.dist.strategy != "single":
+                raise ConfigError(f"{k} works with dist.strategy='single' only, got {self.dist.strategy!r}{why}")
 
     @property
     def serve_list(self) -> list[str]:
@@ -382,19 +373,13 @@ class RunConfig:
         base = next((a for a in args if a is not type(None)), tp) if args and typing.get_origin(tp) is not Literal else tp
         try:
             if base is bool:
-                if text.lower() in ("1", "true", "yes", "on"):
-                    return True
-                if text.lower() in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError
-            if base is int:
-                return int(text)
-            if base is float:
-                return float(text)
+                return {"1": True, "true": True, "yes": True, "on": True,
+                        "0": False, "false": False, "no": False, "off": False}[text.lower()]
+            if base in (int, float):
+                return base(text)
             if base is dict:
-                import json
                 return json.loads(text)
-        except ValueError:
+        except (ValueError, KeyError):
             raise ConfigError(f"--{key}: cannot read {text!r} as {getattr(base, '__name__', base)}") from None
         return text
 
