@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gzip
 import json
 import math
 import os
@@ -58,7 +59,7 @@ OPTIONAL_KEYS = {"data": dict, "model": dict, "pretrained": dict, "checkpoint": 
 # Every metric a record may carry, with its meaning. Analysis reads only these names. Values
 # are numbers, except the strings (`throughput_unit`, `quality_name`, `quality/learned_metric`,
 # `baseline/name`) and booleans (`quality_higher_is_better`, `quality/beats_baseline`); any may
-# be None (not measured, or non-finite).
+# be None (not measured, or non-finite). Each forensic `*_mean` is followed by its `*_max`.
 METRICS = {
     "throughput": "tokens/s (LM) or samples/s (classification), mean over timed windows",
     "throughput_std": "std of throughput over timed windows",
@@ -145,24 +146,17 @@ METRICS = {
     # forensics (train.forensics): over a strided sample of elements, at the logged steps;
     # gradients as backward made them (scaled, in their dtype)
     "forensics/grad_zero_frac_mean": "fraction of gradient elements exactly 0, mean over logged steps",
-    "forensics/grad_zero_frac_max": "fraction of gradient elements exactly 0, max over logged steps",
     "forensics/grad_fp16_subnormal_frac_mean": "fraction of gradient elements with 0 < |g| < 6.1e-5 "
                                                "(below fp16's smallest normal), mean over logged steps",
-    "forensics/grad_fp16_subnormal_frac_max": "as grad_fp16_subnormal_frac_mean, max over logged steps",
     "forensics/grad_fp16_flush_frac_mean": "fraction of gradient elements with 0 < |g| < 2^-25 (0 once "
                                            "stored in fp16), mean over logged steps",
-    "forensics/grad_fp16_flush_frac_max": "as grad_fp16_flush_frac_mean, max over logged steps",
     "forensics/grad_nonfinite_frac_mean": "fraction of gradient elements inf/nan, mean over logged steps",
-    "forensics/grad_nonfinite_frac_max": "fraction of gradient elements inf/nan, max over logged steps",
     "forensics/exp_avg_sq_zero_frac_mean": "fraction of Adam second-moment entries stored as exactly 0 after the "
                                            "step where the gradient was finite and non-zero (underflow: in exact "
                                            "arithmetic v >= (1-beta2) g^2 > 0), mean over logged steps; None "
                                            "where the states are not floats (8-bit)",
-    "forensics/exp_avg_sq_zero_frac_max": "as exp_avg_sq_zero_frac_mean, max over logged steps",
     "forensics/update_unchanged_frac_mean": "fraction of weights an optimizer step left bit-identical, "
                                             "mean over logged steps (skipped steps left out)",
-    "forensics/update_unchanged_frac_max": "fraction of weights an optimizer step left bit-identical, "
-                                           "max over logged steps",
     "forensics/update_lost_frac_mean": "share of the intended update's mass the weights did not receive: "
                                        "sum((intended - applied) * sign(intended)) / sum(|intended|), intended = "
                                        "AdamW in fp32 from the stored states, gradient and hyper-parameters, "
@@ -170,13 +164,10 @@ METRICS = {
                                        "for fp32 weights and (in expectation) stochastic rounding, < 0 where the "
                                        "weights moved further than asked; mean over logged steps (skipped steps "
                                        "left out); None for optimizers other than AdamW on float states",
-    "forensics/update_lost_frac_max": "as update_lost_frac_mean, max over logged steps",
     "forensics/update_lost_frac_decay_mean": "update_lost_frac over the parameter groups with weight decay "
                                              "(matrices), mean over logged steps",
-    "forensics/update_lost_frac_decay_max": "as update_lost_frac_decay_mean, max over logged steps",
     "forensics/update_lost_frac_no_decay_mean": "update_lost_frac over the parameter groups without weight "
                                                 "decay (biases, norms), mean over logged steps",
-    "forensics/update_lost_frac_no_decay_max": "as update_lost_frac_no_decay_mean, max over logged steps",
     "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
     "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
     "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",
@@ -220,6 +211,8 @@ METRICS = {
     "dist/param_bytes_max": "parameter bytes held by one rank (its shards under FSDP), largest over ranks",
     "dist/optimizer_state_bytes_max": "optimizer-state bytes held by one rank, largest over ranks",
 }
+METRICS = {k2: v2 for k, v in METRICS.items() for k2, v2 in [(k, v)] + (
+    [(k[:-5] + "_max", f"as {k[10:]}, max over logged steps")] if k.startswith("forensics/") and k.endswith("_mean") else [])}
 
 
 SPEED_METRICS = ("throughput", "throughput_std", "tokens_per_s", "samples_per_s", "step_ms", "step_ms_std",
@@ -384,7 +377,6 @@ def steps_file(folder: str | os.PathLike) -> Path | None:
 def read_steps(path: str | os.PathLike) -> list[dict]:
     """A step log's rows as training logged them: from its file, or (a path ``steps_file`` gave
     for a compacted run) from the steps table above it."""
-    import gzip
     path = Path(path)
     if not path.exists():
         table = _steps_table_of(path.parent)
@@ -392,13 +384,8 @@ def read_steps(path: str | os.PathLike) -> list[dict]:
         if rows is None:
             raise FileNotFoundError(f"{path}: no such step log, nor its run in a {STEPS_TABLE} above it")
         return [dict(r) for r in rows]
-    rows = []
     with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
-    return rows
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def _steps_table_of(folder: Path) -> tuple[Path, str] | None:
@@ -494,7 +481,6 @@ def read_table(path: str | os.PathLike, strict: bool = False) -> list[dict]:
     """The records of one records table, each with ``_path``: where its ``result.json`` was
     (it need not exist), so that the run's step log and rank logs are found beside it as in a
     fresh study. A line that is no valid record is skipped (or raises with ``strict``)."""
-    import gzip
     path = Path(path)
     out = []
     try:
@@ -522,7 +508,6 @@ def write_table(path: str | os.PathLike, records: Iterable[dict]) -> None:
     """Write ``records`` (each with ``_path`` below the table's folder) as a records table,
     sorted by where they were, atomically; the same records give the same bytes (no name and
     no time in the gzip header)."""
-    import gzip
     path = Path(path)
     lines = []
     for rec in records:
