@@ -494,20 +494,28 @@ def zipf_ranks(rng, n: int, shape, shift: int = 1) -> np.ndarray:
 
 
 # ---- Bayes-optimal classification quality ------------------------
+def _per_document(tokens: np.ndarray, chunk: int, quality) -> dict[str, np.ndarray]:
+    """``quality`` (documents -> metric -> value per document) over ``tokens`` in chunks."""
+    parts = [quality(tokens[i:i + chunk]) for i in range(0, max(1, len(tokens)), chunk)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _top_k(p: np.ndarray) -> dict[int, np.ndarray]:
+    """k -> (sum of the k largest of each row) / k, for k = 1, 3, 5: the expected P@k of ranking by ``p``."""
+    top = -np.sort(-p, axis=1)[:, :5]
+    return {k: top[:, :k].sum(1) / k for k in (1, 3, 5)}
+
+
 def bayes_multilabel(space: LabelSpace, tokens: np.ndarray, chunk: int = 512) -> dict[str, np.ndarray]:
     """Per document, the expected quality of the Bayes-optimal multi-label predictor (it scores
     each label by its posterior): ``p_at_k`` = (sum of the k largest posteriors) / k, the expected
     P@k, and ``val_loss`` = the mean over labels of the posterior's binary entropy, the expected
     BCE of predicting the posterior (BCE is separable over labels, so the marginals are optimal).
     No predictor has a higher expected P@k, or a lower expected BCE, on these documents."""
-    out: dict[str, list] = {"p_at_1": [], "p_at_3": [], "p_at_5": [], "val_loss": []}
-    for i in range(0, len(tokens), chunk):
-        q = space.posterior(tokens[i:i + chunk])
-        top = -np.sort(-q, axis=1)[:, :5]
-        for k in (1, 3, 5):
-            out[f"p_at_{k}"].append(top[:, :k].sum(1) / k)
-        out["val_loss"].append((entr(q) + entr(1 - q)).mean(1))  # the binary entropy of each label
-    return {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
+    def quality(t):
+        q = space.posterior(t)
+        return {**{f"p_at_{k}": v for k, v in _top_k(q).items()}, "val_loss": (entr(q) + entr(1 - q)).mean(1)}
+    return _per_document(tokens, chunk, quality)
 
 
 def bayes_singlelabel(space: LabelSpace, tokens: np.ndarray, train_counts: np.ndarray,
@@ -520,21 +528,17 @@ def bayes_singlelabel(space: LabelSpace, tokens: np.ndarray, train_counts: np.nd
     of predicting it)."""
     L = space.num_labels
     order = np.lexsort((np.arange(L), -np.asarray(train_counts)[:L]))  # the primary rule's ranking
-    out: dict[str, list] = {"accuracy": [], "p_at_3": [], "p_at_5": [], "val_loss": []}
-    for i in range(0, len(tokens), chunk):
-        z = space.log_odds(tokens[i:i + chunk])[:, order]
+
+    def quality(t):
+        z = space.log_odds(t)[:, order]
         log_q, log_not = -np.logaddexp(0.0, -z), -np.logaddexp(0.0, z)
         before = np.cumsum(log_not, axis=1) - log_not  # labels ranked before each one: none carried
         log_p = log_q + before - np.log(_p_nonempty(z))[:, None]
         p = np.exp(log_p)
-        top = -np.sort(-p, axis=1)[:, :5]
-        out["accuracy"].append(top[:, 0])
-        out["p_at_3"].append(top[:, :3].sum(1) / 3)
-        out["p_at_5"].append(top.sum(1) / 5)
-        out["val_loss"].append(-(p * np.where(p > 0, log_p, 0.0)).sum(1))
-    res = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
-    res["p_at_1"] = res["accuracy"]
-    return res
+        top = _top_k(p)
+        return {"accuracy": top[1], "p_at_3": top[3], "p_at_5": top[5],
+                "val_loss": -(p * np.where(p > 0, log_p, 0.0)).sum(1), "p_at_1": top[1]}
+    return _per_document(tokens, chunk, quality)
 
 
 def label_counts(labels: np.ndarray, num_labels: int) -> np.ndarray:
