@@ -1,9 +1,5 @@
-"""Dtype configurations as data.
-
-Each configuration is a frozen dataclass in ``REGISTRY``; the training step reads
-its fields and never branches on a configuration's *name*.  Names follow seed 001
-(the 12-row table) and seed 002 (``fp32_true``, static loss scaling for
-``fp16_naive``); ``fp16_naive_noscale`` is seed 001's unscaled stability test.
+"""Dtype configurations as data: frozen dataclasses in ``REGISTRY``, whose fields the training
+step reads (it never branches on a configuration's *name*; names follow seeds 001 and 002).
 
 A configuration's *identity* is its numeric definition (``definition``): every field that
 changes what is computed, with defaults resolved, and nothing that only names or describes
@@ -75,9 +71,7 @@ class DtypeConfig:
     switched off (compile), measured for what that feature buys. Not part of the definition."""
 
     def __post_init__(self) -> None:
-        # eps is applied in fp32 arithmetic by every optimizer here (fused AdamW's opmath, the
-        # stochastic-rounding AdamW, bitsandbytes), so 1e-8 is valid for fp16 weights too. What
-        # fp16 weights do lose is their fp16 second-moment state: g^2 under ~6e-8 is stored as 0.
+        # eps is applied in fp32 arithmetic by every optimizer here, so 1e-8 is valid for fp16 weights too
         if not self.adam_eps > 0:
             raise ValueError(f"{self.name}: adam_eps must be > 0, got {self.adam_eps}")
         if self.loss_scaling == "dynamic" and self.param_dtype != "fp32":
@@ -117,14 +111,10 @@ class DtypeConfig:
         return self.param_dtype
 
     def requirements(self) -> list[str]:
-        req = []
-        if "bf16" in (self.param_dtype, self.autocast_dtype, self.head_dtype):
-            req.append("bf16")
-        if self.optimizer == "adamw8bit":
-            req.append("bitsandbytes")
-        if self.fp8 != "none":
-            req.append("fp8")
-        return req
+        """The keys of ``REQUIREMENTS`` this configuration needs of the machine."""
+        return [r for r, needed in (("bf16", "bf16" in (self.param_dtype, self.autocast_dtype, self.head_dtype)),
+                                    ("bitsandbytes", self.optimizer == "adamw8bit"), ("fp8", self.fp8 != "none"))
+                if needed]
 
     def to_dict(self) -> dict:
         """The record's ``dtype`` entry: every field, plus ``definition_hash``."""

@@ -1,5 +1,4 @@
-"""Data for the six scenarios: embedded synthetic data (default, no network), the real
-data sets by hub id (OpenWebText, EUR-Lex 57k) and local files of the same schema.
+"""What training sees of the data: ``TaskData`` and its batches.
 
 Contract used by the training loop:
 
@@ -18,14 +17,8 @@ Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence wi
     multilabel:  {"input_ids", "attention_mask": LongTensor[B,T], "labels": FloatTensor[B,L] multi-hot}
     singlelabel: {"input_ids", "attention_mask", "labels": LongTensor[B]}
 
-``data`` selects the source (``RunConfig.data``): "synthetic" (``benchlib.data.synthetic``:
-a fixed data seed, exact loss and metric floors), "hub", a hub data set by name, or a local path
-(``benchlib.data.files``; no hub access -> one ``DataUnavailableError``).
-
-This module holds the contract (``TaskData``, the batch formats, MLM masking), the entry
-point and the synthetic data; the hub and local-file loaders, tokenizers and their caches
-(real-data rules included) are in ``benchlib.data.files``, imported only when a run asks for
-real data.
+This module holds the contract (``TaskData``, the batch formats, MLM masking); ``load`` picks
+the source (``RunConfig.data``): ``embedded`` (synthetic, exact floors) or ``files`` (hub and local).
 """
 from __future__ import annotations
 
