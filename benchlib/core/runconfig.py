@@ -325,21 +325,15 @@ class RunConfig:
         (``{"dist": {"strategy": "ddp"}}``), dotted keys (``"dist.strategy"``) or the flat keys
         of older records (``strategy``, ``nproc``). Unknown keys fail, naming the closest."""
         flat, sections = {}, {name: {} for name in SECTIONS}
-        for k, v in d.items():
-            k = LEGACY_KEYS.get(k, k)
+        for k, v in flatten(d).items():
             section, dot, sub = k.partition(".")
             if section in SECTIONS and not dot:
-                if not isinstance(v, dict):
-                    raise ConfigError(f"{where}{section}: expected a mapping of "
-                                      f"{', '.join(f.name for f in dataclasses.fields(SECTIONS[section]))}, got {v!r}")
-                for kk, vv in v.items():
-                    _check_key(f"{section}.{kk}", cls.keys(), where)
-                    sections[section][kk] = vv
-            elif section in SECTIONS:
-                _check_key(k, cls.keys(), where)
+                raise ConfigError(f"{where}{section}: expected a mapping of "
+                                  f"{', '.join(f.name for f in dataclasses.fields(SECTIONS[section]))}, got {v!r}")
+            _check_key(k, cls.keys(), where)
+            if section in SECTIONS:
                 sections[section][sub] = v
             else:
-                _check_key(k, cls.keys(), where)
                 flat[k] = v
         try:
             built = {name: SECTIONS[name](**kw) for name, kw in sections.items()}
@@ -386,15 +380,7 @@ class RunConfig:
     def replace(self, **kw) -> "RunConfig":
         """A copy with ``kw`` laid over; a sub-configuration's mapping (or dotted keys, passed as
         ``**{"dist.nproc": 2}``) is merged into its current values."""
-        d = self.to_dict()
-        for k, v in kw.items():
-            k = LEGACY_KEYS.get(k, k)
-            section, dot, sub = k.partition(".")
-            if section in SECTIONS and (dot or isinstance(v, dict)):
-                d[section] = {**d[section], **({sub: v} if dot else v)}
-            else:
-                d[k] = v
-        return RunConfig.from_dict(d)
+        return RunConfig.from_dict({**self.flat(), **flatten(kw)})
 
     @property
     def dtype(self):
@@ -498,13 +484,7 @@ def resolved(cfg: RunConfig) -> ResolvedRun:
         if cfg.size in LARGE_SIZES:
             batch, per_step = micro_batch(shape(cfg.scn.arch, cfg.size), cfg.vocab_size or V, batch, seq_len, lm)
             accum = cfg.grad_accum or per_step
-    kw = dict(
-        batch_size=batch,
-        grad_accum=accum,
-        seq_len=seq_len,
-        vocab_size=cfg.vocab_size or V,
-        num_labels=cfg.num_labels or L,
-        warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.steps // 10),
-    )
-    done = cfg.replace(**kw)
+    done = cfg.replace(batch_size=batch, grad_accum=accum, seq_len=seq_len, vocab_size=cfg.vocab_size or V,
+                       num_labels=cfg.num_labels or L,
+                       warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.steps // 10))
     return ResolvedRun(**{f.name: getattr(done, f.name) for f in dataclasses.fields(done)})
