@@ -2,29 +2,21 @@
 
 One run writes ``result.json`` (this schema) and ``steps.jsonl`` (one row per logged step).
 Metric keys are flat and namespaced (``quality/val_loss``, ``memory/peak_allocated_gib``);
-the three headline columns of seed 000's summary CSV are ``throughput``, ``memory`` and
-``quality``.
+seed 000's headline columns are ``throughput``, ``memory`` and ``quality``.
 
 Statuses: ``ok``; ``degraded`` (the training loss rose from its minimum and stayed up:
 ``health``); ``stalled`` (did not clearly beat the trivial baseline: ``baselines.evidence``);
 ``diverged`` (non-finite loss, or one far above the initial loss); ``oom``; ``error``;
 ``skipped`` (this hardware or installation cannot run the config). Degraded and stalled runs
-trained every step and carry every metric: they are finished, and measured.
+trained every step and carry every metric.
 
-Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source, its split rule, and under
-``asked`` the ``vocab_size`` / ``num_labels`` a run asked for where the data decided otherwise:
-``run`` holds what was trained), ``model`` (the class trained, its parameters, embedding rows,
-labels and where its weights came from), ``pretrained`` (what a run loaded with
-``model_name_or_path``: ``checkpoints.check_loaded``, with the share of the model loaded), ``checkpoint`` (where
-a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
-``sweep`` (what the sweep added, from the sidecar: ``SIDECAR``), ``backfill`` (older records:
-the baseline fields added later, and the status before),
-``resumed`` (a run continued from its saved state: ``training.resume``) and ``serve`` (per
-inference mode of ``serve_modes``: the trained model's quality served in that precision, and its
-difference to the run's own evaluation: ``inference.serve_quality``).
-
-A run that shared its GPU (``sweep.runs_per_gpu`` > 1) was timed against its neighbours: its
-quality is a measurement, its speed (``SPEED_METRICS``) is not, and ``records_frame`` blanks it.
+Optional sections (``OPTIONAL_KEYS``): ``data`` (source, split rule, and under ``asked`` what a
+run asked for where the data decided otherwise), ``model`` (class, parameters, where its weights
+came from), ``pretrained`` (``checkpoints.check_loaded``), ``checkpoint`` (``save_model``'s
+folder), ``dist`` and ``ranks`` (multi-process runs), ``sweep`` (from the sidecar: ``SIDECAR``),
+``backfill`` (older records), ``resumed`` (``training.resume``) and ``serve``
+(``inference.serve_quality``). A run that shared its GPU (``sweep.runs_per_gpu`` > 1) has a
+quality but no speed: ``records_frame`` blanks its ``SPEED_METRICS``.
 """
 from __future__ import annotations
 
@@ -301,13 +293,11 @@ def validate(rec: Any, where: str = "record") -> dict:
 
 RESULT = "result.json"
 SIDECAR = "sweep.json"
-"""Beside a run's ``result.json``: what the sweep or a scheduler says of the run, which
-training's record cannot hold: the ``sweep`` entry (wall time, fixed cost, the job, the
-checkpoint the run loaded, ``runs_per_gpu`` where runs shared its GPU, and ``lost_checkpoints``
-for a pretrain run made again: the dates of the records whose checkpoint it replaces), and where the notebook around training failed, the ``status`` and
-``reason`` that say so (``run`` and ``run_reading_was`` where a reading key changed since).
-It names the record it belongs to (``of``: run id and date); ``read_record`` lays its keys
-over that record, so every reader sees one record while ``result.json`` stays as written."""
+"""Beside a run's ``result.json``: what the sweep or a scheduler says of the run that training's
+record cannot hold (the ``sweep`` entry: wall time, fixed cost, job, loaded checkpoint,
+``runs_per_gpu``, ``lost_checkpoints``; a failed notebook's ``status`` and ``reason``; ``run`` and
+``run_reading_was`` where a reading key changed). It names its record (``of``: run id and date);
+``read_record`` lays its keys over that record while ``result.json`` stays as written."""
 
 
 def write_record(out_dir: str | os.PathLike, rec: dict) -> Path:
@@ -355,12 +345,9 @@ STEPS_FILES = ("steps.jsonl", "steps.jsonl.gz")
 """A run's step log as training writes it (older committed studies: gzipped and thinned)."""
 
 STEPS_TABLE = "steps.parquet"
-"""A compacted folder's step logs (``dtype-bench compact``): one row per logged step, the column
-``run`` naming the run's folder (relative to the folder holding the table), a typed column per
-number it logged (float32 where every value is one, as the losses and forensic fractions a GPU
-computes are; absent where the row did not log it) and ``json`` for anything else (an
-evaluation's dict). Each value comes back as it was logged (``read_steps``), in a third less
-space than the gzipped JSON lines it replaces."""
+"""A compacted folder's step logs (``dtype-bench compact``): one row per logged step, ``run`` (the
+run's folder relative to the table's), a typed column per number logged and ``json`` for anything
+else; each value comes back as it was logged (``read_steps``)."""
 
 
 def steps_file(folder: str | os.PathLike) -> Path | None:
@@ -456,10 +443,8 @@ def write_steps_table(path: str | os.PathLike, logs: dict[str, list[dict]]) -> N
 
 RECORDS_TABLE = "records.jsonl.gz"
 """A compacted folder's records (``dtype-bench compact``): one JSON object a line, each a
-``result.json`` as it was written, plus ``_file``, where that file was (relative to the folder
-holding the table). JSON lines keep every record exactly, nested sections (``ranks``, ``sweep``,
-``dist``) and keys of older record versions included, where a columnar table would need one
-schema for all."""
+``result.json`` as written plus ``_file`` (where it was, relative to the table's folder). JSON
+lines keep every record exactly, older versions' keys included, where a columnar table would not."""
 
 
 def compacted(*folders: str | os.PathLike) -> list[Path]:
