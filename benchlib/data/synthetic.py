@@ -4,17 +4,14 @@ Token ids follow one convention for every synthetic corpus (and for the byte-lev
 trained on local files): 0 = ``<pad>``, 1 = ``<s>`` (BOS / CLS), 2 = ``</s>`` (EOS),
 3 = ``<mask>``; content tokens are ids 4..V-1.
 
-* **Language modelling (scenarios A, B)**: a first-order Markov chain over the content
-  tokens with a sparse random transition matrix (8-32 successors per token, Dirichlet(0.5)
-  probabilities, successors drawn from a half-Zipf, half-uniform mixture so a few "hub"
-  tokens are frequent, as in text). Every chain starts in the stationary distribution, so
-  the corpus is stationary and the Bayes-optimal next-token loss of every position that has
-  at least one token of context is exactly the entropy rate ``sum_i pi_i H(P_i)``.
-  The masked-LM optimum is computed by forward-backward (``mlm_bayes_nll``).
-* **Classification (scenarios C-F)**: EUR-Lex-like documents; see ``make_label_corpus``.
+* **Language modelling (A, B)**: a first-order Markov chain over the content tokens with a
+  sparse random transition matrix (``MarkovChain.random``), every chain started in the stationary
+  distribution, so the Bayes-optimal next-token loss of every position with at least one token
+  of context is exactly the entropy rate ``sum_i pi_i H(P_i)``; the masked-LM optimum is
+  computed by forward-backward (``mlm_bayes_nll``).
+* **Classification (C-F)**: EUR-Lex-like documents (``make_label_corpus``).
 
-Everything here is numpy (and torch for the forward-backward), vectorised across chains or
-documents; a fixed data seed makes every run of a study see the same corpus.
+A fixed data seed makes every run of a study see the same corpus.
 """
 from __future__ import annotations
 
@@ -41,13 +38,10 @@ MLM_MASK_P, MLM_RANDOM_P = 0.8, 0.1
 # ---- Markov chain ------------------------------------------------
 @dataclass
 class MarkovChain:
-    """A sparse first-order Markov chain over ``n`` states.
-
-    ``succ[i, j]`` is the j-th successor slot of state i and ``prob[i, j]`` its probability.
-    Rows sum to 1; a successor appears at most once with non-zero probability per row, and
-    unused slots hold probability 0 and (so rounding can never step off the support) a copy
-    of a real successor of that row.
-    """
+    """A sparse first-order Markov chain: ``succ[i, j]`` is the j-th successor slot of state i
+    and ``prob[i, j]`` its probability. Rows sum to 1; a successor appears at most once with
+    non-zero probability per row; unused slots hold probability 0 and (so rounding can never step
+    off the support) a copy of a real successor of that row."""
 
     succ: np.ndarray  # [n, k] int64
     prob: np.ndarray  # [n, k] float64
@@ -159,9 +153,8 @@ def _merge_duplicate_successors(succ: np.ndarray, w: np.ndarray) -> tuple[np.nda
 # ---- LM corpus ---------------------------------------------------
 @dataclass
 class LMCorpus:
-    """Markov-chain token corpus. ``train`` rows are independent chains (a window never
-    crosses a row, so every transition inside a window is a true chain transition);
-    ``val`` rows are one validation window each. Both hold token ids (state + 4)."""
+    """``train`` rows are independent chains (a window never crosses a row); ``val`` rows are one
+    validation window each. Both hold token ids (state + 4)."""
 
     chain: MarkovChain
     pi: np.ndarray
@@ -316,15 +309,12 @@ documents scale both rates down in proportion so the signature tokens still fit.
 
 @dataclass
 class LabelSpace:
-    """What the generator knows about the labels, hence about their posterior.
-
-    Every label j has a prior ``freq[j]`` and its own signature token ``signatures[j]`` (a
-    keyword: no other label uses it).
-    A document carries each label independently with probability ``freq[j]`` (conditioned on
-    carrying at least one); the count of label j's signature tokens in it is Poisson(``rate_present``)
-    if it carries j, else Poisson(``rate_absent``), independently of everything else; every other
-    token is background, which says nothing about the labels. So the counts are sufficient and
-    the posterior factorises over labels before the conditioning (``log_odds``, ``posterior``)."""
+    """What the generator knows about the labels, hence about their posterior. Label j has a
+    prior ``freq[j]`` and its own signature token ``signatures[j]``. A document carries each label
+    independently with probability ``freq[j]`` (conditioned on at least one); its count of j's
+    signature tokens is Poisson(``rate_present``) if it carries j, else Poisson(``rate_absent``);
+    every other token is background. So the counts are sufficient and the posterior factorises
+    over labels before the conditioning (``log_odds``, ``posterior``)."""
 
     freq: np.ndarray          # [L] float64
     signatures: np.ndarray    # [L] int64 token ids, one per label, all distinct
@@ -366,9 +356,8 @@ def _p_nonempty(z: np.ndarray) -> np.ndarray:
 
 @dataclass
 class LabelCorpus:
-    """Documents as content tokens (PAD-padded on the right) with label sets.
-
-    ``*_labels`` is [N, K] int64 of label ids, ascending, padded with -1."""
+    """Documents as content tokens (PAD-padded on the right); ``*_labels`` is [N, K] int64 of label
+    ids, ascending, padded with -1."""
 
     train_tokens: np.ndarray
     train_len: np.ndarray
