@@ -2,15 +2,10 @@
 local-file schema ``files`` reads, plus a ``provenance.yaml`` that ``files`` copies into every
 record. ``docs/data/README.md`` says what was built from which package and how to rebuild it.
 
-    python -m benchlib.data.registry text PACKAGE.deb OUT     LM text (A, B): one document per
-        file of the package whose path matches ``--include`` (default: the reStructuredText
-        sources of the Linux kernel documentation in ``linux-doc-*``), directive and underline
-        lines dropped
-    python -m benchlib.data.registry tokenizer TEXT OUT [--vocab N]   a byte-level BPE trained on
-        built text, for every run of a study (``build_tokenizer``)
-    python -m benchlib.data.registry labels OUT --packages P.. --translations T.. [--release R]
-        OUT/debtags (C, D: text = a package's description, labels = its debtags ``Tag:``) and
-        OUT/debsection (E, F: label = its ``Section:``)
+Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose path matches
+``--include``, by default the kernel documentation's reStructuredText, markup lines dropped),
+``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``) and ``labels``
+(``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section).
 
 Both are deterministic: documents are written in sorted order into gzip files with no
 timestamp, and a document's split is a hash of its key (the file's path in the package; the
