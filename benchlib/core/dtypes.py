@@ -262,16 +262,11 @@ def get_mode(name: str) -> InferMode:
 @dataclass(frozen=True)
 class Requirement:
     """What one of ``DtypeConfig.requirements()`` asks of the machine."""
-    needs: str
-    """The feature, as a refusal names it."""
-    min_capability: Optional[tuple[int, int]]
-    """Lowest CUDA compute capability that has it; None = any CUDA GPU."""
-    generation: str
-    """The GPU generation that first has it."""
-    examples: str
-    """Example cards that have it."""
-    cpu: bool = True
-    """Whether a CPU runs it (the CPU is for tests: its numbers are never a benchmark)."""
+    needs: str  # the feature, as a refusal names it
+    min_capability: Optional[tuple[int, int]]  # the lowest CUDA compute capability that has it; None = any GPU
+    generation: str  # the GPU generation that first has it
+    examples: str  # example cards that have it
+    cpu: bool = True  # whether a CPU runs it (the CPU is for tests: its numbers are never a benchmark)
 
 
 REQUIREMENTS: dict[str, Requirement] = {

@@ -1,9 +1,6 @@
-"""Real data for the six scenarios: OpenWebText and EUR-Lex 57k from the Hugging Face hub
-(``data="hub"``), AG News and IMDB by name (``data="ag_news"`` / ``"imdb"``, single-label), or
-local files of the same schema (``data=<path>``). Holds hub access,
-tokenizers (pretrained, or a byte-level BPE trained on a local corpus), reading local files
-and the builders of real LM and classification ``TaskData``, ``load_lm`` and ``load_cls``,
-which ``data.load_task_data`` calls; the batch contract is ``benchlib.data.tasks``'s.
+"""Real data: OpenWebText and EUR-Lex 57k from the Hugging Face hub (``data="hub"``), AG News
+and IMDB by name (single-label), or local files of the same schema (``data=<path>``), as
+``TaskData`` (``load_lm``, ``load_cls``), with the tokenizers and caches they need.
 
 Real-data rules (all deterministic):
     * Local files may be gzip-compressed (``train.jsonl.gz``). A ``provenance.yaml`` beside
@@ -401,9 +398,8 @@ class _JsonRows:
 
 
 def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConfig):
-    """Read local files through ``datasets`` (the same code path as hub data); JSON lines
-    without it where it is not installed (``_JsonRows``). Plain text is read one document per
-    blank-line separated paragraph."""
+    """Read local files through ``datasets`` (as hub data), JSON lines without it where it is not
+    installed (``_JsonRows``); plain text is one document per blank-line separated paragraph."""
     try:
         from datasets import load_dataset
     except ImportError:
