@@ -32,8 +32,7 @@ class DtypeConfig:
     name: str
     description: str
     param_dtype: DtypeName = "fp32"
-    """dtype the model's weights are stored in (and Adam's moments, unless the two fields
-    below say otherwise)."""
+    """dtype the model's weights (and, by default, Adam's moments) are stored in."""
     autocast_dtype: Optional[DtypeName] = None
     """torch.autocast dtype for the forward pass, or None for no autocast."""
     loss_scaling: Literal["none", "dynamic", "static"] = "none"
@@ -44,13 +43,11 @@ class DtypeConfig:
     """adamw = AdamW with its moments stored as ``exp_avg_dtype`` / ``exp_avg_sq_dtype``;
     adamw8bit = bitsandbytes AdamW8bit (both moments block-wise 8-bit)."""
     exp_avg_dtype: Optional[StateDtype] = None
-    """Storage dtype of Adam's first moment (Megatron's precision-aware optimizer names it
-    the same way). None = each weight's own dtype, which is what torch's AdamW does: ``model.half()``
-    then keeps both moments in fp16. The arithmetic of the update is fp32 whatever is stored."""
+    """Storage dtype of Adam's first moment; None = each weight's own dtype, as torch's AdamW
+    (``model.half()`` keeps both moments in fp16). The update's arithmetic is fp32 whatever is stored."""
     exp_avg_sq_dtype: Optional[StateDtype] = None
     """Storage dtype of Adam's second moment; None = each weight's own dtype. In fp16 a squared
-    gradient below ~6e-8 (|g| below ~2.4e-4) is stored as 0, and then nothing but eps bounds
-    the step."""
+    gradient below ~6e-8 is stored as 0, and then nothing but eps bounds the step."""
     update_rounding: Literal["nearest", "stochastic"] = "nearest"
     """How low-precision weights absorb an update: round-to-nearest loses updates smaller
     than half the dtype's spacing; stochastic rounding keeps them in expectation (training/adamw.py)."""
@@ -61,14 +58,12 @@ class DtypeConfig:
     tf32: bool = True
     """allow TF32 tensor cores for fp32 matmuls and cuDNN convolutions."""
     adam_eps: float = 1e-8
-    """Adam's epsilon. One value for every config by default, so that configs differ only in
-    precision; a config that changes it says so in its name (``amp_bf16_eps1e4``) and is a control."""
+    """Adam's epsilon: one value for every candidate; a config that changes it is a control."""
     fp8: Literal["none", "tensorwise", "rowwise"] = "none"
     """torchao float8 training of the body's Linear layers (Hopper and newer)."""
     role: Role = "candidate"
-    """candidate: a setup a practitioner might choose; control: isolates one mechanism (Adam's
-    eps, no loss scaling) and is never recommended; ablation: a candidate with one feature
-    switched off (compile), measured for what that feature buys. Not part of the definition."""
+    """candidate: a setup a practitioner might choose; control: isolates one mechanism, never
+    recommended; ablation: a candidate with one feature off. Not part of the definition."""
 
     def __post_init__(self) -> None:
         # eps is applied in fp32 arithmetic by every optimizer here, so 1e-8 is valid for fp16 weights too
