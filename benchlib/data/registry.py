@@ -258,26 +258,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchlib.data.registry", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
     t = sub.add_parser("text", help="LM text from a documentation .deb")
+    t.set_defaults(build=lambda a: build_text(a.deb, a.out, a.include))
     t.add_argument("deb", type=Path)
     t.add_argument("out", type=Path)
     t.add_argument("--include", default=DEFAULT_INCLUDE, help="regex on the file's path in the package")
     tk = sub.add_parser("tokenizer", help="a BPE tokenizer directory trained on built text")
+    tk.set_defaults(build=lambda a: build_tokenizer(a.text, a.out, a.vocab))
     tk.add_argument("text", type=Path)
     tk.add_argument("out", type=Path)
     tk.add_argument("--vocab", type=int, default=50304)
     lab = sub.add_parser("labels", help="labelled descriptions from Packages + Translation-en")
+    lab.set_defaults(build=lambda a: build_labels(a.packages, a.translations, a.out, a.release))
     lab.add_argument("out", type=Path)
     lab.add_argument("--packages", type=Path, nargs="+", required=True, help="Packages index file(s)")
     lab.add_argument("--translations", type=Path, nargs="+", required=True, help="Translation-en file(s)")
     lab.add_argument("--release", type=Path, help="the archive's InRelease / Release file (recorded)")
     args = ap.parse_args(argv)
     try:
-        if args.verb == "text":
-            facts = build_text(args.deb, args.out, args.include)
-        elif args.verb == "tokenizer":
-            facts = build_tokenizer(args.text, args.out, args.vocab)
-        else:
-            facts = build_labels(args.packages, args.translations, args.out, args.release)
+        facts = args.build(args)
     except BadDataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
