@@ -22,10 +22,8 @@ from benchlib.data.tasks import (Batch, EVAL_MAX_SEQUENCES, LM_VAL_POOL, MLM_FLO
 SPECIALS = (syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID)
 
 
-# Synthetic corpora are cached in-process (a notebook running a study builds each once) and
-# on disk under <cache_dir>/synthetic (every run of a sweep is a fresh kernel: without it each
-# base-size run would spend seconds regenerating the same corpus). Bump on any change to the
-# generators so stale files are never read.
+# Corpora are cached in-process and on disk under <cache_dir>/synthetic (every run of a sweep is a
+# fresh kernel). Bump the versions on any change to the generators so stale files are never read.
 SYNTH_CACHE_VERSION = 1
 LABEL_CACHE_VERSION = 2
 """The label generator's own version (in its cache files' names): a change to it leaves the LM

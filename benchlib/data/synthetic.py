@@ -286,19 +286,16 @@ MEAN_LABELS_PER_DOC = 5.0
 """Expected labels per document before conditioning on at least one (EUR-Lex 57k: about 5)."""
 LABEL_ZIPF_SHIFT = 5
 """Label prior f_r = c / (r + 5.5) over a random ranking r of the label ids, c set so the priors
-sum to ``MEAN_LABELS_PER_DOC``: a Zipf-Mandelbrot long tail. At base (4,271 labels) the most
-frequent label is in ~13% of the documents and the rarest in ~1 in 5,800 (~8 of 45,000
-training documents), as EUR-Lex has few-shot and zero-shot labels."""
+sum to ``MEAN_LABELS_PER_DOC``: a Zipf-Mandelbrot long tail (base: ~13% of documents for the most
+frequent label, ~8 of 45,000 for the rarest, as EUR-Lex has few-shot labels)."""
 MAX_LABEL_FREQ = 0.5
 """Cap on a label's prior (only binds when there are few labels)."""
 RATE_PRESENT = 1.0
 """Expected signature tokens (Poisson) of each label a document carries: a carried label leaves
 no token in e^-1 = 37% of its documents, so the text never settles every label."""
 NOISE_TOKENS = 16.0
-"""Expected signature tokens (Poisson) per document of labels it does not carry, spread
-uniformly over the labels: the false evidence that makes a single token of a rare label more
-likely noise than evidence (base: P(carried | one token) ~ 2% for the rarest label, 94% for the
-most frequent)."""
+"""Expected signature tokens (Poisson) per document of labels it does not carry, spread uniformly
+over the labels: a single token of a rare label is then more likely noise than evidence."""
 MAX_NOISE_RATIO = 0.125
 """An absent label emits at most this fraction of ``RATE_PRESENT`` (binds below 128 labels),
 so a signature token is always evidence for its label."""
