@@ -60,10 +60,8 @@ METRICS = {
     "samples_per_s": "sequences per second (all scenarios)",
     "step_ms": "median optimizer-step time in the timed windows (ms)",
     "step_ms_std": "std of per-window mean step time (ms)",
-    "time/optimizer_ms": "the optimizer step (gradients ready to weights updated: unscale, clip, step, the loss "
-                         "scaler's update), mean per unlogged step of a timed window, median over windows (ms); "
-                         "CUDA events on the GPU, measured under cudagraphs too (the graph holds forward and "
-                         "backward only); None where every timed step logged",
+    "time/optimizer_ms": "the optimizer step (gradients ready to weights updated: unscale, clip, step, scaler "
+                         "update), mean per unlogged step of a timed window, median over windows (ms; ``timing``)",
     "time/optimizer_share": "time/optimizer_ms over the window's mean step time, median over windows: the "
                             "share of a step a larger batch would amortise",
     "timed_steps": "steps inside the timed windows",
