@@ -1,9 +1,5 @@
-"""Dtype configurations as data.
-
-Each configuration is a frozen dataclass in ``REGISTRY``; the training step reads
-its fields and never branches on a configuration's *name*.  Names follow seed 001
-(the 12-row table) and seed 002 (``fp32_true``, static loss scaling for
-``fp16_naive``); ``fp16_naive_noscale`` is seed 001's unscaled stability test.
+"""Dtype configurations as data: frozen dataclasses in ``REGISTRY``, whose fields the training
+step reads (it never branches on a configuration's *name*; names follow seeds 001 and 002).
 
 A configuration's *identity* is its numeric definition (``definition``): every field that
 changes what is computed, with defaults resolved, and nothing that only names or describes
@@ -36,8 +32,7 @@ class DtypeConfig:
     name: str
     description: str
     param_dtype: DtypeName = "fp32"
-    """dtype the model's weights are stored in (and Adam's moments, unless the two fields
-    below say otherwise)."""
+    """dtype the model's weights (and, by default, Adam's moments) are stored in."""
     autocast_dtype: Optional[DtypeName] = None
     """torch.autocast dtype for the forward pass, or None for no autocast."""
     loss_scaling: Literal["none", "dynamic", "static"] = "none"
@@ -48,13 +43,11 @@ class DtypeConfig:
     """adamw = AdamW with its moments stored as ``exp_avg_dtype`` / ``exp_avg_sq_dtype``;
     adamw8bit = bitsandbytes AdamW8bit (both moments block-wise 8-bit)."""
     exp_avg_dtype: Optional[StateDtype] = None
-    """Storage dtype of Adam's first moment (Megatron's precision-aware optimizer names it
-    the same way). None = each weight's own dtype, which is what torch's AdamW does: ``model.half()``
-    then keeps both moments in fp16. The arithmetic of the update is fp32 whatever is stored."""
+    """Storage dtype of Adam's first moment; None = each weight's own dtype, as torch's AdamW
+    (``model.half()`` keeps both moments in fp16). The update's arithmetic is fp32 whatever is stored."""
     exp_avg_sq_dtype: Optional[StateDtype] = None
     """Storage dtype of Adam's second moment; None = each weight's own dtype. In fp16 a squared
-    gradient below ~6e-8 (|g| below ~2.4e-4) is stored as 0, and then nothing but eps bounds
-    the step."""
+    gradient below ~6e-8 is stored as 0, and then nothing but eps bounds the step."""
     update_rounding: Literal["nearest", "stochastic"] = "nearest"
     """How low-precision weights absorb an update: round-to-nearest loses updates smaller
     than half the dtype's spacing; stochastic rounding keeps them in expectation (training/adamw.py)."""
@@ -65,19 +58,15 @@ class DtypeConfig:
     tf32: bool = True
     """allow TF32 tensor cores for fp32 matmuls and cuDNN convolutions."""
     adam_eps: float = 1e-8
-    """Adam's epsilon. One value for every config by default, so that configs differ only in
-    precision; a config that changes it says so in its name (``amp_bf16_eps1e4``) and is a control."""
+    """Adam's epsilon: one value for every candidate; a config that changes it is a control."""
     fp8: Literal["none", "tensorwise", "rowwise"] = "none"
     """torchao float8 training of the body's Linear layers (Hopper and newer)."""
     role: Role = "candidate"
-    """candidate: a setup a practitioner might choose; control: isolates one mechanism (Adam's
-    eps, no loss scaling) and is never recommended; ablation: a candidate with one feature
-    switched off (compile), measured for what that feature buys. Not part of the definition."""
+    """candidate: a setup a practitioner might choose; control: isolates one mechanism, never
+    recommended; ablation: a candidate with one feature off. Not part of the definition."""
 
     def __post_init__(self) -> None:
-        # eps is applied in fp32 arithmetic by every optimizer here (fused AdamW's opmath, the
-        # stochastic-rounding AdamW, bitsandbytes), so 1e-8 is valid for fp16 weights too. What
-        # fp16 weights do lose is their fp16 second-moment state: g^2 under ~6e-8 is stored as 0.
+        # eps is applied in fp32 arithmetic by every optimizer here, so 1e-8 is valid for fp16 weights too
         if not self.adam_eps > 0:
             raise ValueError(f"{self.name}: adam_eps must be > 0, got {self.adam_eps}")
         if self.loss_scaling == "dynamic" and self.param_dtype != "fp32":
@@ -117,14 +106,10 @@ class DtypeConfig:
         return self.param_dtype
 
     def requirements(self) -> list[str]:
-        req = []
-        if "bf16" in (self.param_dtype, self.autocast_dtype, self.head_dtype):
-            req.append("bf16")
-        if self.optimizer == "adamw8bit":
-            req.append("bitsandbytes")
-        if self.fp8 != "none":
-            req.append("fp8")
-        return req
+        """The keys of ``REQUIREMENTS`` this configuration needs of the machine."""
+        return [r for r, needed in (("bf16", "bf16" in (self.param_dtype, self.autocast_dtype, self.head_dtype)),
+                                    ("bitsandbytes", self.optimizer == "adamw8bit"), ("fp8", self.fp8 != "none"))
+                if needed]
 
     def to_dict(self) -> dict:
         """The record's ``dtype`` entry: every field, plus ``definition_hash``."""
@@ -272,16 +257,11 @@ def get_mode(name: str) -> InferMode:
 @dataclass(frozen=True)
 class Requirement:
     """What one of ``DtypeConfig.requirements()`` asks of the machine."""
-    needs: str
-    """The feature, as a refusal names it."""
-    min_capability: Optional[tuple[int, int]]
-    """Lowest CUDA compute capability that has it; None = any CUDA GPU."""
-    generation: str
-    """The GPU generation that first has it."""
-    examples: str
-    """Example cards that have it."""
-    cpu: bool = True
-    """Whether a CPU runs it (the CPU is for tests: its numbers are never a benchmark)."""
+    needs: str  # the feature, as a refusal names it
+    min_capability: Optional[tuple[int, int]]  # the lowest CUDA compute capability that has it; None = any GPU
+    generation: str  # the GPU generation that first has it
+    examples: str  # example cards that have it
+    cpu: bool = True  # whether a CPU runs it (the CPU is for tests: its numbers are never a benchmark)
 
 
 REQUIREMENTS: dict[str, Requirement] = {

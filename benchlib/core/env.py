@@ -100,9 +100,8 @@ def git_commit(code_only: bool = False) -> str | None:
 
 
 STATIC_CHARTS_ENV = "DTYPE_BENCH_STATIC_CHARTS"
-"""Set to 1 by ``dtype-bench sweep`` for every notebook it executes: their charts are then the
-static image only (each spec copies its data, and a study commits hundreds of notebooks). A
-notebook run by hand or by plain papermill keeps the interactive chart."""
+"""Set to 1 by ``dtype-bench sweep`` for the notebooks it executes: their charts are then the static
+image only (each spec copies its data); a notebook run by hand keeps the interactive chart."""
 
 COMPILE_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 """The variable torch.compile reads for its cache folder (``dtype-bench sweep --compile-cache``)."""
@@ -115,9 +114,7 @@ def environment(device: torch.device) -> dict:
         "device_count": torch.cuda.device_count() if device.type == "cuda" else 0,
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
-        "transformers": _version("transformers"),
-        "bitsandbytes": _version("bitsandbytes"),
-        "torchao": _version("torchao"),
+        **{pkg: _version(pkg) for pkg in ("transformers", "bitsandbytes", "torchao")},
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
@@ -140,9 +137,8 @@ BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
 def host_identity(device: torch.device) -> dict:
-    """Which machine and which GPU ran: hosts lent one at a time share a hostname ("vm"), and a
-    speed gap between two configs is believable only if it holds on one host (the same runs on
-    two H100s differed by a median 0.45% and up to 26%, docs/performance.md).
+    """Which machine and GPU ran (hostnames repeat; the same runs on two H100s differed by up to
+    26%, docs/performance.md):
 
     * ``gpu_uuid``: the physical GPU (torch's device properties), None on the CPU;
     * ``boot_id``: the running Linux kernel's random id, new at every boot: two records with one

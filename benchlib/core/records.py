@@ -2,34 +2,27 @@
 
 One run writes ``result.json`` (this schema) and ``steps.jsonl`` (one row per logged step).
 Metric keys are flat and namespaced (``quality/val_loss``, ``memory/peak_allocated_gib``);
-the three headline columns of seed 000's summary CSV are ``throughput``, ``memory`` and
-``quality``.
+seed 000's headline columns are ``throughput``, ``memory`` and ``quality``.
 
 Statuses: ``ok``; ``degraded`` (the training loss rose from its minimum and stayed up:
 ``health``); ``stalled`` (did not clearly beat the trivial baseline: ``baselines.evidence``);
 ``diverged`` (non-finite loss, or one far above the initial loss); ``oom``; ``error``;
 ``skipped`` (this hardware or installation cannot run the config). Degraded and stalled runs
-trained every step and carry every metric: they are finished, and measured.
+trained every step and carry every metric.
 
-Besides ``RECORD_KEYS`` a record may carry ``data`` (the data source, its split rule, and under
-``asked`` the ``vocab_size`` / ``num_labels`` a run asked for where the data decided otherwise:
-``run`` holds what was trained), ``model`` (the class trained, its parameters, embedding rows,
-labels and where its weights came from), ``pretrained`` (what a run loaded with
-``model_name_or_path``: ``checkpoints.check_loaded``, with the share of the model loaded), ``checkpoint`` (where
-a run with ``save_model`` saved its model), ``dist`` and ``ranks`` (multi-process runs),
-``sweep`` (what the sweep added, from the sidecar: ``SIDECAR``), ``backfill`` (older records:
-the baseline fields added later, and the status before),
-``resumed`` (a run continued from its saved state: ``training.resume``) and ``serve`` (per
-inference mode of ``serve_modes``: the trained model's quality served in that precision, and its
-difference to the run's own evaluation: ``inference.serve_quality``).
-
-A run that shared its GPU (``sweep.runs_per_gpu`` > 1) was timed against its neighbours: its
-quality is a measurement, its speed (``SPEED_METRICS``) is not, and ``records_frame`` blanks it.
+Optional sections (``OPTIONAL_KEYS``): ``data`` (source, split rule, and under ``asked`` what a
+run asked for where the data decided otherwise), ``model`` (class, parameters, where its weights
+came from), ``pretrained`` (``checkpoints.check_loaded``), ``checkpoint`` (``save_model``'s
+folder), ``dist`` and ``ranks`` (multi-process runs), ``sweep`` (from the sidecar: ``SIDECAR``),
+``backfill`` (older records), ``resumed`` (``training.resume``) and ``serve``
+(``inference.serve_quality``). A run that shared its GPU (``sweep.runs_per_gpu`` > 1) has a
+quality but no speed: ``records_frame`` blanks its ``SPEED_METRICS``.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import gzip
 import json
 import math
 import os
@@ -58,7 +51,7 @@ OPTIONAL_KEYS = {"data": dict, "model": dict, "pretrained": dict, "checkpoint": 
 # Every metric a record may carry, with its meaning. Analysis reads only these names. Values
 # are numbers, except the strings (`throughput_unit`, `quality_name`, `quality/learned_metric`,
 # `baseline/name`) and booleans (`quality_higher_is_better`, `quality/beats_baseline`); any may
-# be None (not measured, or non-finite).
+# be None (not measured, or non-finite). Each forensic `*_mean` is followed by its `*_max`.
 METRICS = {
     "throughput": "tokens/s (LM) or samples/s (classification), mean over timed windows",
     "throughput_std": "std of throughput over timed windows",
@@ -67,10 +60,8 @@ METRICS = {
     "samples_per_s": "sequences per second (all scenarios)",
     "step_ms": "median optimizer-step time in the timed windows (ms)",
     "step_ms_std": "std of per-window mean step time (ms)",
-    "time/optimizer_ms": "the optimizer step (gradients ready to weights updated: unscale, clip, step, the loss "
-                         "scaler's update), mean per unlogged step of a timed window, median over windows (ms); "
-                         "CUDA events on the GPU, measured under cudagraphs too (the graph holds forward and "
-                         "backward only); None where every timed step logged",
+    "time/optimizer_ms": "the optimizer step (gradients ready to weights updated: unscale, clip, step, scaler "
+                         "update), mean per unlogged step of a timed window, median over windows (ms; ``timing``)",
     "time/optimizer_share": "time/optimizer_ms over the window's mean step time, median over windows: the "
                             "share of a step a larger batch would amortise",
     "timed_steps": "steps inside the timed windows",
@@ -145,24 +136,17 @@ METRICS = {
     # forensics (train.forensics): over a strided sample of elements, at the logged steps;
     # gradients as backward made them (scaled, in their dtype)
     "forensics/grad_zero_frac_mean": "fraction of gradient elements exactly 0, mean over logged steps",
-    "forensics/grad_zero_frac_max": "fraction of gradient elements exactly 0, max over logged steps",
     "forensics/grad_fp16_subnormal_frac_mean": "fraction of gradient elements with 0 < |g| < 6.1e-5 "
                                                "(below fp16's smallest normal), mean over logged steps",
-    "forensics/grad_fp16_subnormal_frac_max": "as grad_fp16_subnormal_frac_mean, max over logged steps",
     "forensics/grad_fp16_flush_frac_mean": "fraction of gradient elements with 0 < |g| < 2^-25 (0 once "
                                            "stored in fp16), mean over logged steps",
-    "forensics/grad_fp16_flush_frac_max": "as grad_fp16_flush_frac_mean, max over logged steps",
     "forensics/grad_nonfinite_frac_mean": "fraction of gradient elements inf/nan, mean over logged steps",
-    "forensics/grad_nonfinite_frac_max": "fraction of gradient elements inf/nan, max over logged steps",
     "forensics/exp_avg_sq_zero_frac_mean": "fraction of Adam second-moment entries stored as exactly 0 after the "
                                            "step where the gradient was finite and non-zero (underflow: in exact "
                                            "arithmetic v >= (1-beta2) g^2 > 0), mean over logged steps; None "
                                            "where the states are not floats (8-bit)",
-    "forensics/exp_avg_sq_zero_frac_max": "as exp_avg_sq_zero_frac_mean, max over logged steps",
     "forensics/update_unchanged_frac_mean": "fraction of weights an optimizer step left bit-identical, "
                                             "mean over logged steps (skipped steps left out)",
-    "forensics/update_unchanged_frac_max": "fraction of weights an optimizer step left bit-identical, "
-                                           "max over logged steps",
     "forensics/update_lost_frac_mean": "share of the intended update's mass the weights did not receive: "
                                        "sum((intended - applied) * sign(intended)) / sum(|intended|), intended = "
                                        "AdamW in fp32 from the stored states, gradient and hyper-parameters, "
@@ -170,13 +154,10 @@ METRICS = {
                                        "for fp32 weights and (in expectation) stochastic rounding, < 0 where the "
                                        "weights moved further than asked; mean over logged steps (skipped steps "
                                        "left out); None for optimizers other than AdamW on float states",
-    "forensics/update_lost_frac_max": "as update_lost_frac_mean, max over logged steps",
     "forensics/update_lost_frac_decay_mean": "update_lost_frac over the parameter groups with weight decay "
                                              "(matrices), mean over logged steps",
-    "forensics/update_lost_frac_decay_max": "as update_lost_frac_decay_mean, max over logged steps",
     "forensics/update_lost_frac_no_decay_mean": "update_lost_frac over the parameter groups without weight "
                                                 "decay (biases, norms), mean over logged steps",
-    "forensics/update_lost_frac_no_decay_max": "as update_lost_frac_no_decay_mean, max over logged steps",
     "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
     "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
     "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",
@@ -220,6 +201,8 @@ METRICS = {
     "dist/param_bytes_max": "parameter bytes held by one rank (its shards under FSDP), largest over ranks",
     "dist/optimizer_state_bytes_max": "optimizer-state bytes held by one rank, largest over ranks",
 }
+METRICS = {k2: v2 for k, v in METRICS.items() for k2, v2 in [(k, v)] + (
+    [(k[:-5] + "_max", f"as {k[10:]}, max over logged steps")] if k.startswith("forensics/") and k.endswith("_mean") else [])}
 
 
 SPEED_METRICS = ("throughput", "throughput_std", "tokens_per_s", "samples_per_s", "step_ms", "step_ms_std",
@@ -308,13 +291,11 @@ def validate(rec: Any, where: str = "record") -> dict:
 
 RESULT = "result.json"
 SIDECAR = "sweep.json"
-"""Beside a run's ``result.json``: what the sweep or a scheduler says of the run, which
-training's record cannot hold: the ``sweep`` entry (wall time, fixed cost, the job, the
-checkpoint the run loaded, ``runs_per_gpu`` where runs shared its GPU, and ``lost_checkpoints``
-for a pretrain run made again: the dates of the records whose checkpoint it replaces), and where the notebook around training failed, the ``status`` and
-``reason`` that say so (``run`` and ``run_reading_was`` where a reading key changed since).
-It names the record it belongs to (``of``: run id and date); ``read_record`` lays its keys
-over that record, so every reader sees one record while ``result.json`` stays as written."""
+"""Beside a run's ``result.json``: what the sweep or a scheduler says of the run that training's
+record cannot hold (the ``sweep`` entry: wall time, fixed cost, job, loaded checkpoint,
+``runs_per_gpu``, ``lost_checkpoints``; a failed notebook's ``status`` and ``reason``; ``run`` and
+``run_reading_was`` where a reading key changed). It names its record (``of``: run id and date);
+``read_record`` lays its keys over that record while ``result.json`` stays as written."""
 
 
 def write_record(out_dir: str | os.PathLike, rec: dict) -> Path:
@@ -362,12 +343,9 @@ STEPS_FILES = ("steps.jsonl", "steps.jsonl.gz")
 """A run's step log as training writes it (older committed studies: gzipped and thinned)."""
 
 STEPS_TABLE = "steps.parquet"
-"""A compacted folder's step logs (``dtype-bench compact``): one row per logged step, the column
-``run`` naming the run's folder (relative to the folder holding the table), a typed column per
-number it logged (float32 where every value is one, as the losses and forensic fractions a GPU
-computes are; absent where the row did not log it) and ``json`` for anything else (an
-evaluation's dict). Each value comes back as it was logged (``read_steps``), in a third less
-space than the gzipped JSON lines it replaces."""
+"""A compacted folder's step logs (``dtype-bench compact``): one row per logged step, ``run`` (the
+run's folder relative to the table's), a typed column per number logged and ``json`` for anything
+else; each value comes back as it was logged (``read_steps``)."""
 
 
 def steps_file(folder: str | os.PathLike) -> Path | None:
@@ -384,7 +362,6 @@ def steps_file(folder: str | os.PathLike) -> Path | None:
 def read_steps(path: str | os.PathLike) -> list[dict]:
     """A step log's rows as training logged them: from its file, or (a path ``steps_file`` gave
     for a compacted run) from the steps table above it."""
-    import gzip
     path = Path(path)
     if not path.exists():
         table = _steps_table_of(path.parent)
@@ -392,13 +369,8 @@ def read_steps(path: str | os.PathLike) -> list[dict]:
         if rows is None:
             raise FileNotFoundError(f"{path}: no such step log, nor its run in a {STEPS_TABLE} above it")
         return [dict(r) for r in rows]
-    rows = []
     with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
-    return rows
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def _steps_table_of(folder: Path) -> tuple[Path, str] | None:
@@ -469,10 +441,8 @@ def write_steps_table(path: str | os.PathLike, logs: dict[str, list[dict]]) -> N
 
 RECORDS_TABLE = "records.jsonl.gz"
 """A compacted folder's records (``dtype-bench compact``): one JSON object a line, each a
-``result.json`` as it was written, plus ``_file``, where that file was (relative to the folder
-holding the table). JSON lines keep every record exactly, nested sections (``ranks``, ``sweep``,
-``dist``) and keys of older record versions included, where a columnar table would need one
-schema for all."""
+``result.json`` as written plus ``_file`` (where it was, relative to the table's folder). JSON
+lines keep every record exactly, older versions' keys included, where a columnar table would not."""
 
 
 def compacted(*folders: str | os.PathLike) -> list[Path]:
@@ -494,7 +464,6 @@ def read_table(path: str | os.PathLike, strict: bool = False) -> list[dict]:
     """The records of one records table, each with ``_path``: where its ``result.json`` was
     (it need not exist), so that the run's step log and rank logs are found beside it as in a
     fresh study. A line that is no valid record is skipped (or raises with ``strict``)."""
-    import gzip
     path = Path(path)
     out = []
     try:
@@ -522,7 +491,6 @@ def write_table(path: str | os.PathLike, records: Iterable[dict]) -> None:
     """Write ``records`` (each with ``_path`` below the table's folder) as a records table,
     sorted by where they were, atomically; the same records give the same bytes (no name and
     no time in the gzip header)."""
-    import gzip
     path = Path(path)
     lines = []
     for rec in records:

@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import json
 import os
 import re
 import textwrap
@@ -30,9 +31,8 @@ Strategy = Literal["single", "ddp", "fsdp2", "fsdp1", "fsdp_manual"]
 
 @dataclass
 class DistConfig:
-    """How one run spreads over processes (seeds 003 and 004). ``strategy`` and ``nproc`` say
-    what runs; the other fields are performance levers, recorded with every run so each number
-    carries them (docs/multi_gpu.md measured them on 2x H200)."""
+    """How one run spreads over processes (seeds 003 and 004): ``strategy`` and ``nproc``, then
+    performance levers, recorded with every run (docs/multi_gpu.md measured them on 2x H200)."""
 
     strategy: Strategy = "single"
     """How the processes share the model: single (one process), ddp, fsdp2 (fully_shard), fsdp1
@@ -52,10 +52,8 @@ class DistConfig:
     Only without gradient accumulation: DDP's static graph does not support no_sync."""
     reshard: Literal["all", "all_but_last", "none"] = "all_but_last"
     """FSDP2: which blocks free their gathered weights after forward (all, all_but_last or
-    none; ``reshard_after_forward``). all = every block (least memory, one more all-gather in
-    backward); all_but_last = all but the last block (its backward follows at once); none = no
-    block (DDP-like memory for parameters, fewest collectives). The root never reshards after
-    forward."""
+    none; ``reshard_after_forward``): all = least memory, one more all-gather in backward; none =
+    DDP-like parameter memory, fewest collectives. The root never reshards after forward."""
     prefetch: int = 1
     """FSDP2: explicit forward/backward prefetch of the next N blocks (0 = FSDP's implicit
     prefetch only); FSDP1: forward_prefetch on when > 0."""
@@ -88,8 +86,7 @@ class DistConfig:
 @functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """Each field of the dataclass ``cls`` that has an attribute docstring (the string right
-    below the field in the class body) -> that docstring, indentation removed. Read once from
-    the source, so the CLI's help and the fields' documentation are the same text."""
+    below it) -> that docstring: the CLI's help and the fields' documentation are one text."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__).body
     docs = {}
@@ -148,8 +145,7 @@ class RunConfig:
     over several seeds to separate a config's effect from run-to-run noise."""
     size: Size = "tiny"
     """Model size: tiny (CPU seconds), small, base, medium, large or xl (``core.sizes``).
-    base is GPT-2 124M / RoBERTa-base; medium, large and xl are GPT-2 355M / 774M / 1.5B
-    (RoBERTa has large, 355M). tiny is the default so that a bare command finishes on a CPU."""
+    tiny is the default so that a bare command finishes on a CPU."""
     steps: int = 50
     """Optimizer steps (each of ``grad_accum`` micro-batches)."""
     batch_size: Optional[int] = None
@@ -161,9 +157,8 @@ class RunConfig:
     seq_len: Optional[int] = None
     """Tokens per sequence; None = the size's default."""
     lr: float = 6e-4
-    """Peak learning rate of AdamW, reached after the warm-up. 6e-4 is GPT-3's value for its
-    125M model (Brown et al. 2020, table 2.1), the size of GPT-2 124M; one value for every
-    config, so that configs differ only in precision."""
+    """Peak learning rate of AdamW, reached after the warm-up: GPT-3's for its 125M model (Brown
+    et al. 2020, table 2.1), one value for every config so that configs differ only in precision."""
     min_lr_ratio: float = 0.1
     """Where the cosine decay ends, as a fraction of ``lr`` (1.0 = constant after warm-up);
     0.1 follows GPT-3's schedule (decay to 10% of the peak)."""
@@ -198,10 +193,9 @@ class RunConfig:
     eval_every: int = 0
     """Evaluate every N steps (0 = only at the end)."""
     eval_batches: Optional[int] = None
-    """Evaluation batches; None = the whole validation split. A batch is the training
-    micro-batch for LM, 4 micro-batches for classification; a split larger than
-    ``data.EVAL_MAX_SEQUENCES`` is a fixed random sample of it. The record states the size and
-    standard errors."""
+    """Evaluation batches; None = the whole validation split (a fixed random sample of
+    ``data.EVAL_MAX_SEQUENCES`` when larger). A batch is the training micro-batch for LM, 4
+    micro-batches for classification."""
     log_every: int = 10
     """Host sync for logging/divergence checks every N steps; per-step values still recorded."""
     forensics: bool = True
@@ -209,11 +203,9 @@ class RunConfig:
     the share of weights an optimizer step left unchanged. Sampled, off the hot path
     (``forensics``)."""
     judge_quality: bool = True
-    """Judge the run's quality; False = speed and memory only (a speed study's short runs,
-    which learn little). The analysis then judges no quality from its scenario: no quality
-    ranking, verdict or safety label, and a run that stalled keeps its place among the speed
-    results. Training is the same either way, so a study that changes it updates its finished
-    records instead of training them again (``study.runner.refresh_reading``)."""
+    """Judge the run's quality; False = speed and memory only (a speed study's short runs): no
+    quality ranking, verdict or safety label, and a stalled run keeps its place among the speed
+    results. Training is the same either way (``study.runner.refresh_reading``)."""
     head_init: Literal["prior", "default"] = "prior"
     """Classification head bias: prior = the trivial predictor's logits (label log-odds, class
     log-prior), so training starts from the baseline; default = the layer's own init."""
@@ -221,10 +213,9 @@ class RunConfig:
     """Save the trained model as a Hugging Face directory ``<out_dir>/model`` (LM scenarios: the
     checkpoint that classification runs fine-tune, through ``model_name_or_path``)."""
     state_every: int = 0
-    """Save the training state to ``<out_dir>/state.pt`` every N steps (0 = never). A
-    run stopped part-way (time limit, preemption, crash) and started again with the same settings
-    and out_dir continues from its last save (``training.resume``). Single-process runs only.
-    Costs one write of the model and optimizer state per save (``time/state_s``)."""
+    """Save the training state to ``<out_dir>/state.pt`` every N steps (0 = never). A run
+    stopped part-way and started again with the same settings and out_dir continues from its last
+    save (``training.resume``). Single-process runs only; each save is timed (``time/state_s``)."""
     timing_warmup: Optional[int] = None
     """Steps excluded from speed measurement (compile, first steps); None = automatic."""
     timing_windows: int = 5
@@ -249,16 +240,11 @@ class RunConfig:
     activation_checkpointing: bool = False
     """Gradient (activation) checkpointing: keep only each transformer block's input in forward
     and recompute the block in backward, trading about one more forward for the activations'
-    memory. Every strategy reads this one field: single-process runs, DDP, FSDP1 and FSDP2
-    through transformers' per-block checkpointing, fsdp_manual around its own weight gathers.
-    Its memory and speed cost is the record's usual ``memory/*`` and speed metrics, next to
-    ``run.activation_checkpointing``. Also accepted as ``gradient_checkpointing``."""
+    memory. Every strategy reads this field. Also accepted as ``gradient_checkpointing``."""
     serve_modes: str = ""
     """Inference precisions the trained model is also evaluated in (comma-separated, e.g.
-    ``fp16,bf16``: ``dtype-bench infer``'s modes). The evaluation is after training, on the
-    run's own validation batches: trained in this config, served in another. The record's
-    ``serve`` section holds each mode's quality and its difference to the run's own evaluation.
-    Single-process runs only."""
+    ``fp16,bf16``: ``dtype-bench infer``'s modes), after training on the run's own validation
+    batches; the record's ``serve`` section holds each. Single-process runs only."""
     dist: DistConfig = field(default_factory=lambda: DistConfig())
     """How the run spreads over processes (``dist.strategy``, ``dist.nproc``, tuning levers)."""
     out_dir: Optional[str] = None
@@ -274,20 +260,15 @@ class RunConfig:
             get_config(self.config)
         except UnknownNameError as e:
             raise ConfigError(f"config: {e}") from None
-        for k in ("steps", "log_every", "timing_windows"):
-            if getattr(self, k) < 1:
-                raise ConfigError(f"{k} must be >= 1, got {getattr(self, k)}")
+        for low, keys in ((1, ("steps", "log_every", "timing_windows", "batch_size", "grad_accum", "seq_len",
+                               "vocab_size", "num_labels", "eval_batches")),
+                          (0, ("warmup_steps", "timing_warmup", "eval_every", "state_every"))):
+            for k in keys:
+                if getattr(self, k) is not None and getattr(self, k) < low:
+                    raise ConfigError(f"{k} must be >= {low}, got {getattr(self, k)}")
         if self.size not in SHAPES[self.scn.arch]:
             raise ConfigError(f"size={self.size!r} does not exist for {self.scn.arch} (scenario {self.scenario}): "
                               f"use one of {', '.join(SHAPES[self.scn.arch])}")
-        for k in ("batch_size", "grad_accum", "seq_len", "vocab_size", "num_labels", "eval_batches"):
-            v = getattr(self, k)
-            if v is not None and v < 1:
-                raise ConfigError(f"{k} must be >= 1, got {v}")
-        for k in ("warmup_steps", "timing_warmup", "eval_every"):
-            v = getattr(self, k)
-            if v is not None and v < 0:
-                raise ConfigError(f"{k} must be >= 0, got {v}")
         if self.data in DATASETS:
             problem = dataset_problem(self.data, self.scn)
             if problem:
@@ -295,14 +276,6 @@ class RunConfig:
         elif self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
             raise ConfigError(f"data={self.data!r}: no such file or directory (use 'synthetic', 'hub', "
                               f"{', '.join(map(repr, DATASETS))} or the path of a local corpus)")
-        if self.cudagraphs and self.dist.strategy != "single":
-            raise ConfigError(f"cudagraphs=True works with dist.strategy='single' only, got {self.dist.strategy!r} "
-                              f"(DDP and FSDP communicate between the graphs' kernels)")
-        if self.state_every < 0:
-            raise ConfigError(f"state_every must be >= 0, got {self.state_every}")
-        if self.state_every and self.dist.strategy != "single":
-            raise ConfigError(f"state_every works with dist.strategy='single' only, got {self.dist.strategy!r} "
-                              f"(each rank would need its own shard of the state)")
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
         for mode in self.serve_list:
@@ -310,8 +283,11 @@ class RunConfig:
                 get_mode(mode)
             except UnknownNameError as e:
                 raise ConfigError(f"serve_modes: {e}") from None
-        if self.serve_list and self.dist.strategy != "single":
-            raise ConfigError(f"serve_modes works with dist.strategy='single' only, got {self.dist.strategy!r}")
+        for k, on, why in (("cudagraphs=True", self.cudagraphs, " (DDP and FSDP communicate between the graphs' kernels)"),
+                           ("state_every", self.state_every, " (each rank would need its own shard of the state)"),
+                           ("serve_modes", self.serve_list, "")):
+            if on and self.dist.strategy != "single":
+                raise ConfigError(f"{k} works with dist.strategy='single' only, got {self.dist.strategy!r}{why}")
 
     @property
     def serve_list(self) -> list[str]:
@@ -334,21 +310,15 @@ class RunConfig:
         (``{"dist": {"strategy": "ddp"}}``), dotted keys (``"dist.strategy"``) or the flat keys
         of older records (``strategy``, ``nproc``). Unknown keys fail, naming the closest."""
         flat, sections = {}, {name: {} for name in SECTIONS}
-        for k, v in d.items():
-            k = LEGACY_KEYS.get(k, k)
+        for k, v in flatten(d).items():
             section, dot, sub = k.partition(".")
             if section in SECTIONS and not dot:
-                if not isinstance(v, dict):
-                    raise ConfigError(f"{where}{section}: expected a mapping of "
-                                      f"{', '.join(f.name for f in dataclasses.fields(SECTIONS[section]))}, got {v!r}")
-                for kk, vv in v.items():
-                    _check_key(f"{section}.{kk}", cls.keys(), where)
-                    sections[section][kk] = vv
-            elif section in SECTIONS:
-                _check_key(k, cls.keys(), where)
+                raise ConfigError(f"{where}{section}: expected a mapping of "
+                                  f"{', '.join(f.name for f in dataclasses.fields(SECTIONS[section]))}, got {v!r}")
+            _check_key(k, cls.keys(), where)
+            if section in SECTIONS:
                 sections[section][sub] = v
             else:
-                _check_key(k, cls.keys(), where)
                 flat[k] = v
         try:
             built = {name: SECTIONS[name](**kw) for name, kw in sections.items()}
@@ -382,34 +352,20 @@ class RunConfig:
         base = next((a for a in args if a is not type(None)), tp) if args and typing.get_origin(tp) is not Literal else tp
         try:
             if base is bool:
-                if text.lower() in ("1", "true", "yes", "on"):
-                    return True
-                if text.lower() in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError
-            if base is int:
-                return int(text)
-            if base is float:
-                return float(text)
+                return {"1": True, "true": True, "yes": True, "on": True,
+                        "0": False, "false": False, "no": False, "off": False}[text.lower()]
+            if base in (int, float):
+                return base(text)
             if base is dict:
-                import json
                 return json.loads(text)
-        except ValueError:
+        except (ValueError, KeyError):
             raise ConfigError(f"--{key}: cannot read {text!r} as {getattr(base, '__name__', base)}") from None
         return text
 
     def replace(self, **kw) -> "RunConfig":
         """A copy with ``kw`` laid over; a sub-configuration's mapping (or dotted keys, passed as
         ``**{"dist.nproc": 2}``) is merged into its current values."""
-        d = self.to_dict()
-        for k, v in kw.items():
-            k = LEGACY_KEYS.get(k, k)
-            section, dot, sub = k.partition(".")
-            if section in SECTIONS and (dot or isinstance(v, dict)):
-                d[section] = {**d[section], **({sub: v} if dot else v)}
-            else:
-                d[k] = v
-        return RunConfig.from_dict(d)
+        return RunConfig.from_dict({**self.flat(), **flatten(kw)})
 
     @property
     def dtype(self):
@@ -513,13 +469,7 @@ def resolved(cfg: RunConfig) -> ResolvedRun:
         if cfg.size in LARGE_SIZES:
             batch, per_step = micro_batch(shape(cfg.scn.arch, cfg.size), cfg.vocab_size or V, batch, seq_len, lm)
             accum = cfg.grad_accum or per_step
-    kw = dict(
-        batch_size=batch,
-        grad_accum=accum,
-        seq_len=seq_len,
-        vocab_size=cfg.vocab_size or V,
-        num_labels=cfg.num_labels or L,
-        warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.steps // 10),
-    )
-    done = cfg.replace(**kw)
+    done = cfg.replace(batch_size=batch, grad_accum=accum, seq_len=seq_len, vocab_size=cfg.vocab_size or V,
+                       num_labels=cfg.num_labels or L,
+                       warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.steps // 10))
     return ResolvedRun(**{f.name: getattr(done, f.name) for f in dataclasses.fields(done)})

@@ -1,17 +1,12 @@
 """Model sizes: the transformer shape of each (architecture, size) and the batch a run of it
 takes by default.
 
-``tiny`` and ``small`` are benchmark shapes (CPU seconds, a quick GPU run); ``base`` is GPT-2
-124M and RoBERTa-base; ``medium``, ``large`` and ``xl`` are GPT-2's 355M, 774M and 1.5B shapes
-and RoBERTa's ``large`` is RoBERTa-large (355M), as published with the models (Radford et al.
-2019, Table 2; Liu et al. 2019). RoBERTa was released in two sizes, so it has no ``medium``
-or ``xl``.
-
-The larger sizes keep ``base``'s tokens (LM) or sequences (classification) per optimizer step
-and reach them with a smaller micro-batch and more accumulation where the estimate below says
-the micro-batch of ``base`` does not fit an 80 GB GPU. So a size changes the model, never the
-optimisation problem's batch, and every dtype configuration of one size runs the same
-micro-batch (their speeds stay comparable).
+``tiny`` and ``small`` are benchmark shapes (CPU seconds, a quick GPU run); the others are the
+published models' (Radford et al. 2019, Table 2; Liu et al. 2019): GPT-2 124M (``base``), 355M,
+774M and 1.5B, RoBERTa-base and -large. The larger sizes keep ``base``'s tokens or sequences
+per optimizer step, reached with a smaller micro-batch and more accumulation where the estimate
+below says ``base``'s does not fit an 80 GB GPU: a size changes the model, never the batch the
+optimiser sees, and every dtype configuration of one size runs the same micro-batch.
 """
 from __future__ import annotations
 
@@ -46,18 +41,15 @@ def shape(arch: str, size: str) -> Shape:
 
 
 SYNTH_NUM_LABELS = {"tiny": 128, "small": 2000, "base": 4271}
-"""Labels of the synthetic classification data per size (``data.synthetic.make_label_corpus``):
-EUR-Lex 57k's 4,271 EuroVoc labels at base, thousands at small, 128 at tiny, whose 256-token
-vocabulary holds one signature token per label and as many background tokens. Larger sizes take
-base's."""
+"""Labels of the synthetic classification data per size: EUR-Lex 57k's 4,271 EuroVoc labels at
+base; tiny's 256-token vocabulary holds one signature token per label and as many background tokens."""
 
 LARGE_SIZES = ("medium", "large", "xl")
 """Sizes beyond ``base``: their data (vocabulary, labels, synthetic corpus) and sequence length
 are ``base``'s, only the model grows."""
 
 # ---- the memory estimate behind the default micro-batch -------------------------------------
-GPU_BYTES = 80e9
-"""The GPU the defaults are chosen for: 80 GB (H100 / A100 80GB)."""
+GPU_BYTES = 80e9  # the GPU the defaults are chosen for: H100 / A100 80GB
 BUDGET_FRACTION = 0.5
 """Share of the GPU the estimate may fill. The other half covers what the estimate leaves out:
 eager element-wise intermediates (GPT-2's tanh GELU keeps several 4*width tensors per token
@@ -73,8 +65,7 @@ Recomputation in Large Transformer Models", eq. 1 without its 5as/h term, since 
 kernels keep no T x T scores), doubled for fp32 activations (the fp32 configs): the worst case,
 so one micro-batch serves every dtype configuration."""
 LOGIT_BYTES = 12
-"""Per token and vocabulary entry of an LM head: the logits, their fp32 copy for the loss and
-its gradient, 4 bytes each at worst."""
+"""Per token and vocabulary entry of an LM head: logits, their fp32 copy and gradient, 4 bytes each."""
 
 
 def estimate_train_bytes(s: Shape, vocab: int, batch: int, seq_len: int, lm: bool) -> float:

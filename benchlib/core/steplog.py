@@ -1,12 +1,10 @@
 """Per-step training values without per-step host syncs.
 
-Every step writes its loss and gradient norm into a device buffer (two tiny copies).
-Every ``log_every`` steps the new slice (and the log step's extras: max |grad|, max |logit|,
-loss scale, the forensic counters of ``training.forensics``, NaN on a step where one is not
-defined) is copied to pinned host memory *without blocking*; the host reads it one
-interval later, when the copy has long finished. So logging never stalls the GPU, and
-divergence is noticed at most two intervals after it happens (the record names the exact
-step). ``finish`` drains the last copy.
+Every step writes its loss and gradient norm into a device buffer. Every ``log_every`` steps the
+new slice and the log step's extras (max |grad|, max |logit|, loss scale, ``training.forensics``'
+counters) are copied to pinned host memory *without blocking* and read one interval later: logging
+never stalls the GPU, and divergence is noticed at most two intervals late (the record names the
+exact step). ``finish`` drains the last copy.
 """
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
 """Timed windows that never stall the training step.
 
-After ``warmup`` steps the remaining steps are cut into windows. On CUDA each window edge is
-a recorded event (no host sync): the GPU timestamps it when it gets there, and the host
-reads all elapsed times once at the end. Evaluation inside a window is paused out. Energy
-comes from NVML's total-energy counter, read at the start and end of the timed region (with
-a sync at each, outside the steady state) and around pauses.
-
-Inside the windows the optimizer step (from the gradients being ready to the weights updated:
-unscale, clip, step, the loss scaler's update) is bracketed the same way (``optimizer``): two
-events per step on the GPU, read with the rest at the end, perf_counter on the CPU. On the GPU
-that is the time on the device's stream between the end of backward and the last update
-kernel, gaps waiting for the host's launches included (a launch-bound step pays them). The
-``cudagraphs`` option captures the model's forward and backward, not the optimizer step,
-which runs after the graph's replay on the same stream and is timed like any other.
+After ``warmup`` steps the remaining steps are cut into windows. On CUDA each window edge is a
+recorded event (no host sync), all read once at the end; evaluation inside a window is paused
+out. Energy is NVML's total-energy counter, read (with a sync) at the start and end of the timed
+region and around pauses. The optimizer step (gradients ready to weights updated: unscale, clip,
+step, the scaler's update) is bracketed the same way (``optimizer``): on the GPU that is the
+stream's time from the end of backward to the last update kernel, gaps waiting for host launches
+included. ``cudagraphs`` captures forward and backward only, so the optimizer step is timed alike.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Layer 2: the data a run trains and evaluates on.
+"""Layer 2: the data a run trains and evaluates on (``load.load_task_data``).
 
-``synthetic`` generates the embedded corpora whose optimal loss is known; ``tasks`` turns a
-run configuration into batches (``load_task_data``), the synthetic ones itself and local files
-or hub datasets through ``files`` (local files read line by line by ``checks`` first).
+``synthetic`` generates the corpora whose optimal loss is known and ``embedded`` serves them;
+``files`` reads hub data sets and local files (checked line by line by ``checks`` first) and
+``registry`` builds local data from Debian's archive; ``tasks`` holds the batch contract.
 Imports ``core`` only.
 """

@@ -1,13 +1,7 @@
 """Local data files read before ``datasets`` sees them: a mistake becomes one line naming the
-file, the line and the expected shape, where ``datasets`` would say ``StopIteration`` or "An
-error occurred while generating the dataset", or quietly accept labels of the wrong shape
-(``"labels": "a,b,c"`` read as five one-character labels; an int label turning a multi-label
-task into a single-label one).
-
-    split_of(path)                    the split a file's name declares, or None
-    data_suffix(path), open_text(path) a file's type (``.jsonl`` for ``x.jsonl.gz``) and its text
-    check_files(files, builder, task) every file: not empty; JSON lines: objects with a text
-                                      and labels of the task's shape, one kind of label
+file, the line and the expected shape, where ``datasets`` would say ``StopIteration``, or quietly
+accept labels of the wrong shape (``"labels": "a,b,c"`` read as five one-character labels; an int
+label turning a multi-label task into a single-label one).
 """
 from __future__ import annotations
 

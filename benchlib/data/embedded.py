@@ -22,25 +22,8 @@ from benchlib.data.tasks import (Batch, EVAL_MAX_SEQUENCES, LM_VAL_POOL, MLM_FLO
 SPECIALS = (syn.PAD_ID, syn.BOS_ID, syn.EOS_ID, syn.MASK_ID)
 
 
-def _eval_sequences(run: RunConfig) -> int:
-    """Sequences the run evaluates on (its first ones, for the LM pool)."""
-    if run.eval_batches is None:
-        return EVAL_MAX_SEQUENCES
-    return (run.batch_size or 1) * (1 if run.scn.is_lm else 4) * run.eval_batches
-
-
-def _floor_device(run: RunConfig) -> str:
-    want_cuda = run.device == "cuda" or (run.device == "auto" and torch.cuda.is_available())
-    return "cuda" if want_cuda and torch.cuda.is_available() else "cpu"
-
-
-# =======================================================================================
-# Synthetic data
-# =======================================================================================
-# Synthetic corpora are cached in-process (a notebook running a study builds each once) and
-# on disk under <cache_dir>/synthetic (every run of a sweep is a fresh kernel: without it each
-# base-size run would spend seconds regenerating the same corpus). Bump on any change to the
-# generators so stale files are never read.
+# Corpora are cached in-process and on disk under <cache_dir>/synthetic (every run of a sweep is a
+# fresh kernel). Bump the versions on any change to the generators so stale files are never read.
 SYNTH_CACHE_VERSION = 1
 LABEL_CACHE_VERSION = 2
 """The label generator's own version (in its cache files' names): a change to it leaves the LM
@@ -96,7 +79,9 @@ def _synthetic_lm(run: RunConfig) -> TaskData:
         "entropy_rate": corpus.entropy_rate, "stationary_entropy": corpus.stationary_entropy,
         "uniform_entropy": math.log(corpus.chain.n_states),
     }
-    n_eval = min(_eval_sequences(run), LM_VAL_POOL)
+    # the sequences the run evaluates on (the pool's first ones)
+    n_eval = min(EVAL_MAX_SEQUENCES if run.eval_batches is None else (run.batch_size or 1) * run.eval_batches,
+                 LM_VAL_POOL)
     if task == "clm":
         pool = lm_pool(torch.from_numpy(corpus.val), task, V, SPECIALS, syn.MASK_ID, syn.BOS_ID)
         floor = corpus.entropy_rate
@@ -111,7 +96,7 @@ def _synthetic_lm(run: RunConfig) -> TaskData:
             val_bayes_loss=float(-lp.mean()), val_bayes_loss_sequences=n_eval)
     else:
         pool, floor, floor_meta = _synthetic_mlm_val(V, W, SYNTH_LM_TRAIN_TOKENS[run.size], n_eval,
-                                                     _floor_device(run))
+                                                     "cuda" if torch.cuda.is_available() and run.device != "cpu" else "cpu")
         meta.update(floor_meta)
     return TaskData(task=task, vocab_size=V, seq_len=T, num_labels=None, pad_id=syn.PAD_ID,
                     bos_id=syn.BOS_ID, mask_id=syn.MASK_ID if task == "mlm" else None,

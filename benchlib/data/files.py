@@ -1,9 +1,6 @@
-"""Real data for the six scenarios: OpenWebText and EUR-Lex 57k from the Hugging Face hub
-(``data="hub"``), AG News and IMDB by name (``data="ag_news"`` / ``"imdb"``, single-label), or
-local files of the same schema (``data=<path>``). Holds hub access,
-tokenizers (pretrained, or a byte-level BPE trained on a local corpus), reading local files
-and the builders of real LM and classification ``TaskData``, ``load_lm`` and ``load_cls``,
-which ``data.load_task_data`` calls; the batch contract is ``benchlib.data.tasks``'s.
+"""Real data: OpenWebText and EUR-Lex 57k from the Hugging Face hub (``data="hub"``), AG News
+and IMDB by name (single-label), or local files of the same schema (``data=<path>``), as
+``TaskData`` (``load_lm``, ``load_cls``), with the tokenizers and caches they need.
 
 Real-data rules (all deterministic):
     * Local files may be gzip-compressed (``train.jsonl.gz``). A ``provenance.yaml`` beside
@@ -99,9 +96,7 @@ PROVENANCE = "provenance.yaml"
 """Facts on where local data came from (``registry`` writes it), copied into every record."""
 
 
-# =======================================================================================
-# Hub access
-# =======================================================================================
+# ---- Hub access --------------------------------------------------
 def _offline() -> bool:
     """HF offline mode, read now (datasets reads the variables only at import)."""
     true = {"1", "ON", "YES", "TRUE"}
@@ -168,9 +163,7 @@ def _load_hub_dataset(hub: HubSet):
         ) from None
 
 
-# =======================================================================================
-# Tokenizers
-# =======================================================================================
+# ---- Tokenizers --------------------------------------------------
 @dataclass
 class _Tok:
     """The few tokenizer facts the data pipeline needs, for HF and trained-BPE tokenizers."""
@@ -264,9 +257,7 @@ def _tok_meta(tok: _Tok) -> dict:
             "tokenizer_fingerprint": tok.fingerprint[:16]}
 
 
-# =======================================================================================
-# Local files
-# =======================================================================================
+# ---- Local files -------------------------------------------------
 def _cache_dir(run: RunConfig) -> Path:
     return Path(run.cache_dir).expanduser()
 
@@ -305,14 +296,41 @@ def _local_files(path: Path, expected: str) -> tuple[str, dict[str, list[str]]]:
     return builders.pop(), splits
 
 
+def _used_splits(run: RunConfig) -> tuple[str, ...]:
+    """The split files a run reads: never unsupervised, and a test split for classification only
+    (its evaluation split where there is no validation one)."""
+    return ("train", "validation") + (() if run.scn.is_lm else ("test",))
+
+
 def check_local(run: RunConfig) -> None:
     """The local files ``run`` would read, checked as the loaders check them (``checks``),
     without reading them into ``datasets``: a run can be refused before it starts."""
     if run.data == "synthetic" or hub_name(run):
         return
     builder, files = _local_files(Path(run.data).expanduser().resolve(), "local data")
-    used = [f for k in ("train", "validation") + (() if run.scn.is_lm else ("test",)) for f in files.get(k, [])]
-    check_files(used, builder, run.scn.task)
+    check_files([f for k in _used_splits(run) for f in files.get(k, [])], builder, run.scn.task)
+
+
+def _read_source(run: RunConfig, expected: str) -> tuple[dict, str, str, str, Optional[Path], Optional[str]]:
+    """(splits, content hash, source, slug, local path or None, split-files rule or None) of
+    ``run.data``: local files (``_used_splits``, checked first) or the hub data set."""
+    hub = hub_name(run)
+    if hub is not None:
+        dd = _load_hub_dataset(HUB[hub])
+        content_hash = _sha("".join(d._fingerprint for d in dd.values()).encode())
+        return dd, content_hash, f"hub:{HUB[hub].id}", HUB[hub].config or hub, None, None
+    path = Path(run.data).expanduser().resolve()
+    builder, found = _local_files(path, expected)
+    files = {k: v for k, v in found.items() if k in _used_splits(run)}
+    if builder == "text" and not run.scn.is_lm:
+        raise BadDataError(f"{path}: classification data needs labels: use .jsonl/.json/.parquet "
+                           f"with text + labels (or title, text, eurovoc_concepts)")
+    read = sum(files.values(), [])
+    check_files(read, builder, run.scn.task)
+    dd = _load_local_dataset(path, builder, files, run)
+    evaluated = "validation" if "validation" in files or run.scn.is_lm else "test"
+    rule = _split_files_rule(path, found, ("train", evaluated)) if len(found) > 1 else None
+    return dd, _hash_files(read), str(path), path.stem, path, rule
 
 
 def _split_files_rule(path: Path, files: dict[str, list[str]], used: tuple[str, ...]) -> str:
@@ -380,9 +398,8 @@ class _JsonRows:
 
 
 def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConfig):
-    """Read local files through ``datasets`` (the same code path as hub data); JSON lines
-    without it where it is not installed (``_JsonRows``). Plain text is read one document per
-    blank-line separated paragraph."""
+    """Read local files through ``datasets`` (as hub data), JSON lines without it where it is not
+    installed (``_JsonRows``); plain text is one document per blank-line separated paragraph."""
     try:
         from datasets import load_dataset
     except ImportError:
@@ -405,35 +422,19 @@ def _iter_texts(ds, column: str = "text", batch: int = 1000) -> Iterator[list[st
         yield [t for t in rows[column] if t]
 
 
-# =======================================================================================
-# Real LM data
-# =======================================================================================
+# ---- Real LM data ------------------------------------------------
 def load_lm(run: RunConfig) -> TaskData:
     T, task = run.seq_len, run.scn.task
     W = lm_window(task, T)
-    hub = hub_name(run)
-    local = hub is None
-    val_ds = split_rule = None
-    if local:
-        path = Path(run.data).expanduser().resolve()
-        builder, files = _local_files(path, "a .txt file or folder, or .jsonl/.parquet with a 'text' field")
-        used = {k: files[k] for k in ("train", "validation") if k in files}  # never a test split
-        check_files(sum(used.values(), []), builder, task)
-        dd = _load_local_dataset(path, builder, used, run)
-        ds, val_ds = dd["train"], dd["validation"] if "validation" in used else None
-        if len(files) > 1:
-            split_rule = _split_files_rule(path, files, ("train", "validation"))
-        content_hash, source, slug = _hash_files(sum(used.values(), [])), str(path), path.stem
-    else:
-        ds = _load_hub_dataset(HUB[hub])["train"]
-        content_hash, source, slug = _sha(ds._fingerprint.encode()), f"hub:{HUB[hub].id}", hub
+    dd, content_hash, source, slug, path, split_rule = _read_source(
+        run, "a .txt file or folder, or .jsonl/.parquet with a 'text' field")
+    ds, val_ds = dd["train"], dd.get("validation")
     if "text" not in ds.column_names:
         raise BadDataError(f"{source}: LM data needs a 'text' field; found {ds.column_names}")
-    tok = _resolve_tokenizer(run, local, lambda: _iter_texts(ds), content_hash)
+    tok = _resolve_tokenizer(run, path is not None, lambda: _iter_texts(ds), content_hash)
     if task == "mlm" and tok.mask_id is None:
         raise DataUnavailableError(f"tokenizer {tok.name!r} has no mask token, needed for MLM")
     stream, stream_meta = _token_stream(ds, tok, _cache_dir(run), f"{slug}-{content_hash[:16]}")
-
     N = len(stream)
     if val_ds is not None:
         val, _ = _token_stream(val_ds, tok, _cache_dir(run), f"{slug}-val-{content_hash[:16]}")
@@ -455,7 +456,7 @@ def load_lm(run: RunConfig) -> TaskData:
     starts = np.random.default_rng(EVAL_SAMPLE_SEED).permutation(n_windows)[:n_pool] * W
     windows = torch.from_numpy(np.asarray(val, dtype=np.int64)[starts[:, None] + np.arange(W)])
     pool = lm_pool(windows, task, tok.vocab_size, tok.special_ids, tok.mask_id, tok.bos_id)
-    meta = {**_data_facts(content_hash, path if local else None), **stream_meta, **_tok_meta(tok), "n_train_tokens": len(train_part), "n_val_tokens": len(val),
+    meta = {**_data_facts(content_hash, path), **stream_meta, **_tok_meta(tok), "n_train_tokens": len(train_part), "n_val_tokens": len(val),
             "n_val_sequences": n_pool, "val_rule": val_rule,
             "val_pool": f"{n_pool} of {n_windows} validation windows, drawn at random (seed {EVAL_SAMPLE_SEED})"}
     return TaskData(task=task, vocab_size=tok.vocab_size, seq_len=T, num_labels=None, pad_id=tok.pad_id,
@@ -504,31 +505,13 @@ def _join_with_eos(docs: list[list[int]], eos: int, dtype) -> np.ndarray:
     return out
 
 
-# =======================================================================================
-# Real classification data
-# =======================================================================================
+# ---- Real classification data ------------------------------------
 def load_cls(run: RunConfig) -> TaskData:
     task, T, arch = run.scn.task, run.seq_len, run.scn.arch
-    hub = hub_name(run)
-    local = hub is None
-    if local:
-        path = Path(run.data).expanduser().resolve()
-        builder, found = _local_files(path, "a .jsonl/.parquet of {text, labels}, {text, label} or EUR-Lex's "
-                                            "{title, text, eurovoc_concepts}")
-        files = {k: v for k, v in found.items() if k in ("train", "validation", "test")}  # never unsupervised
-        if builder == "text":
-            raise BadDataError(f"{path}: classification data needs labels: use .jsonl/.json/.parquet "
-                               f"with text + labels (or title, text, eurovoc_concepts)")
-        check_files(sum(files.values(), []), builder, task)
-        dd = _load_local_dataset(path, builder, files, run)
-        content_hash, source, slug = _hash_files(sum(files.values(), [])), str(path), path.stem
-    else:
-        dd = _load_hub_dataset(HUB[hub])
-        content_hash = _sha("".join(d._fingerprint for d in dd.values()).encode())
-        source, slug = f"hub:{HUB[hub].id}", HUB[hub].config or hub
+    dd, content_hash, source, slug, path, files_rule = _read_source(
+        run, "a .jsonl/.parquet of {text, labels}, {text, label} or EUR-Lex's {title, text, eurovoc_concepts}")
     train_ds, val_ds, split_rule = _cls_splits(dd)
-    if local and len(found) > 1:
-        split_rule = _split_files_rule(path, found, ("train", "validation" if "validation" in files else "test"))
+    split_rule = files_rule or split_rule
     train_texts, train_raw = _docs(train_ds, f"{source} (training split)", task)
     val_texts, val_raw = _docs(val_ds, f"{source} (validation split)", task)
     label_ids, label_rule = _label_vocabulary(train_raw, val_raw)
@@ -536,7 +519,7 @@ def load_cls(run: RunConfig) -> TaskData:
     train_lab, _ = _label_array(train_raw, label_ids)
     val_lab, val_dropped = _label_array(val_raw, label_ids)
 
-    tok = _resolve_tokenizer(run, local, lambda: _batched(train_texts), content_hash)
+    tok = _resolve_tokenizer(run, path is not None, lambda: _batched(train_texts), content_hash)
     keep = T - 2 if arch == "roberta" else T
     # s2: the split rule (seeded shuffle of one file); an older cache holds another split
     enc_key = f"cls-{slug}-{content_hash[:16]}-{tok.fingerprint[:12]}-{arch}-T{T}-s2"
@@ -556,7 +539,7 @@ def load_cls(run: RunConfig) -> TaskData:
     # the pool in a seeded random order: its first k documents are a uniform sample of the split
     order = np.random.default_rng(EVAL_SAMPLE_SEED).permutation(len(val["ids"]))
     val = {k: v[order] for k, v in val.items()}
-    meta = {**_data_facts(content_hash, path if local else None), **_tok_meta(tok), **enc_meta,
+    meta = {**_data_facts(content_hash, path), **_tok_meta(tok), **enc_meta,
             **label_stats(train, val, counts), **dropped,
             "split_rule": split_rule, "val_pool": f"the validation documents in random order (seed {EVAL_SAMPLE_SEED})", "label_ids": label_rule, "val_labels_unseen_dropped": val_dropped,
             "single_label_rule": "most frequent training label of the document, ties -> lowest id"}

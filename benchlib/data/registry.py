@@ -2,15 +2,10 @@
 local-file schema ``files`` reads, plus a ``provenance.yaml`` that ``files`` copies into every
 record. ``docs/data/README.md`` says what was built from which package and how to rebuild it.
 
-    python -m benchlib.data.registry text PACKAGE.deb OUT     LM text (A, B): one document per
-        file of the package whose path matches ``--include`` (default: the reStructuredText
-        sources of the Linux kernel documentation in ``linux-doc-*``), directive and underline
-        lines dropped
-    python -m benchlib.data.registry tokenizer TEXT OUT [--vocab N]   a byte-level BPE trained on
-        built text, for every run of a study (``build_tokenizer``)
-    python -m benchlib.data.registry labels OUT --packages P.. --translations T.. [--release R]
-        OUT/debtags (C, D: text = a package's description, labels = its debtags ``Tag:``) and
-        OUT/debsection (E, F: label = its ``Section:``)
+Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose path matches
+``--include``, by default the kernel documentation's reStructuredText, markup lines dropped),
+``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``) and ``labels``
+(``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section).
 
 Both are deterministic: documents are written in sorted order into gzip files with no
 timestamp, and a document's split is a hash of its key (the file's path in the package; the
@@ -89,9 +84,7 @@ def _write_provenance(out: Path, facts: dict) -> None:
     (out / PROVENANCE).write_text(yaml.safe_dump(facts, sort_keys=False, width=100))
 
 
-# =======================================================================================
-# LM text from a documentation package
-# =======================================================================================
+# ---- LM text from a documentation package ------------------------
 def clean_rst(text: str) -> str:
     """reStructuredText as prose: markup-only lines dropped, runs of blank lines made one."""
     kept = [line.rstrip() for line in text.splitlines() if not _RST_DROP.match(line)]
@@ -174,9 +167,7 @@ def build_tokenizer(text: Path, out: Path, vocab_size: int) -> dict:
     return facts
 
 
-# =======================================================================================
-# Labelled descriptions from the archive's indices
-# =======================================================================================
+# ---- Labelled descriptions from the archive's indices ------------
 def _open_text(path: Path) -> io.TextIOBase:
     """Plain, .gz or .xz index files (apt keeps lz4 ones: ``/usr/lib/apt/apt-helper cat-file``
     turns them into plain text)."""
@@ -267,26 +258,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchlib.data.registry", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
     t = sub.add_parser("text", help="LM text from a documentation .deb")
+    t.set_defaults(build=lambda a: build_text(a.deb, a.out, a.include))
     t.add_argument("deb", type=Path)
     t.add_argument("out", type=Path)
     t.add_argument("--include", default=DEFAULT_INCLUDE, help="regex on the file's path in the package")
     tk = sub.add_parser("tokenizer", help="a BPE tokenizer directory trained on built text")
+    tk.set_defaults(build=lambda a: build_tokenizer(a.text, a.out, a.vocab))
     tk.add_argument("text", type=Path)
     tk.add_argument("out", type=Path)
     tk.add_argument("--vocab", type=int, default=50304)
     lab = sub.add_parser("labels", help="labelled descriptions from Packages + Translation-en")
+    lab.set_defaults(build=lambda a: build_labels(a.packages, a.translations, a.out, a.release))
     lab.add_argument("out", type=Path)
     lab.add_argument("--packages", type=Path, nargs="+", required=True, help="Packages index file(s)")
     lab.add_argument("--translations", type=Path, nargs="+", required=True, help="Translation-en file(s)")
     lab.add_argument("--release", type=Path, help="the archive's InRelease / Release file (recorded)")
     args = ap.parse_args(argv)
     try:
-        if args.verb == "text":
-            facts = build_text(args.deb, args.out, args.include)
-        elif args.verb == "tokenizer":
-            facts = build_tokenizer(args.text, args.out, args.vocab)
-        else:
-            facts = build_labels(args.packages, args.translations, args.out, args.release)
+        facts = args.build(args)
     except BadDataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

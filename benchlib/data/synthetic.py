@@ -4,17 +4,14 @@ Token ids follow one convention for every synthetic corpus (and for the byte-lev
 trained on local files): 0 = ``<pad>``, 1 = ``<s>`` (BOS / CLS), 2 = ``</s>`` (EOS),
 3 = ``<mask>``; content tokens are ids 4..V-1.
 
-* **Language modelling (scenarios A, B)**: a first-order Markov chain over the content
-  tokens with a sparse random transition matrix (8-32 successors per token, Dirichlet(0.5)
-  probabilities, successors drawn from a half-Zipf, half-uniform mixture so a few "hub"
-  tokens are frequent, as in text). Every chain starts in the stationary distribution, so
-  the corpus is stationary and the Bayes-optimal next-token loss of every position that has
-  at least one token of context is exactly the entropy rate ``sum_i pi_i H(P_i)``.
-  The masked-LM optimum is computed by forward-backward (``mlm_bayes_nll``).
-* **Classification (scenarios C-F)**: EUR-Lex-like documents; see ``make_label_corpus``.
+* **Language modelling (A, B)**: a first-order Markov chain over the content tokens with a
+  sparse random transition matrix (``MarkovChain.random``), every chain started in the stationary
+  distribution, so the Bayes-optimal next-token loss of every position with at least one token
+  of context is exactly the entropy rate ``sum_i pi_i H(P_i)``; the masked-LM optimum is
+  computed by forward-backward (``mlm_bayes_nll``).
+* **Classification (C-F)**: EUR-Lex-like documents (``make_label_corpus``).
 
-Everything here is numpy (and torch for the forward-backward), vectorised across chains or
-documents; a fixed data seed makes every run of a study see the same corpus.
+A fixed data seed makes every run of a study see the same corpus.
 """
 from __future__ import annotations
 
@@ -38,18 +35,13 @@ MLM_SELECT_P = 0.15
 MLM_MASK_P, MLM_RANDOM_P = 0.8, 0.1
 
 
-# ---------------------------------------------------------------------------------------
-# Markov chain
-# ---------------------------------------------------------------------------------------
+# ---- Markov chain ------------------------------------------------
 @dataclass
 class MarkovChain:
-    """A sparse first-order Markov chain over ``n`` states.
-
-    ``succ[i, j]`` is the j-th successor slot of state i and ``prob[i, j]`` its probability.
-    Rows sum to 1; a successor appears at most once with non-zero probability per row, and
-    unused slots hold probability 0 and (so rounding can never step off the support) a copy
-    of a real successor of that row.
-    """
+    """A sparse first-order Markov chain: ``succ[i, j]`` is the j-th successor slot of state i
+    and ``prob[i, j]`` its probability. Rows sum to 1; a successor appears at most once with
+    non-zero probability per row; unused slots hold probability 0 and (so rounding can never step
+    off the support) a copy of a real successor of that row."""
 
     succ: np.ndarray  # [n, k] int64
     prob: np.ndarray  # [n, k] float64
@@ -158,14 +150,11 @@ def _merge_duplicate_successors(succ: np.ndarray, w: np.ndarray) -> tuple[np.nda
     return succ_out, w_out
 
 
-# ---------------------------------------------------------------------------------------
-# LM corpus
-# ---------------------------------------------------------------------------------------
+# ---- LM corpus ---------------------------------------------------
 @dataclass
 class LMCorpus:
-    """Markov-chain token corpus. ``train`` rows are independent chains (a window never
-    crosses a row, so every transition inside a window is a true chain transition);
-    ``val`` rows are one validation window each. Both hold token ids (state + 4)."""
+    """``train`` rows are independent chains (a window never crosses a row); ``val`` rows are one
+    validation window each. Both hold token ids (state + 4)."""
 
     chain: MarkovChain
     pi: np.ndarray
@@ -194,9 +183,7 @@ def make_lm_corpus(vocab_size: int, window: int, n_train_tokens: int, n_val: int
     return LMCorpus(chain, pi, chain.entropy_rate(pi), float(entr(pi).sum()), train, val)
 
 
-# ---------------------------------------------------------------------------------------
-# Masked-LM Bayes loss: forward-backward over the chain
-# ---------------------------------------------------------------------------------------
+# ---- Masked-LM Bayes loss: forward-backward over the chain -------
 def mlm_bayes_nll(chain: MarkovChain, pi: np.ndarray, observed: np.ndarray, labels: np.ndarray,
                   device: str | torch.device = "cpu", group: Optional[int] = None) -> np.ndarray:
     """-log p(x_t | observed sequence, t selected) at every scored position (row-major
@@ -294,26 +281,21 @@ def _forward_backward(fwd, bwd, pi, o, lab, c, d, c_sel, d_sel) -> np.ndarray:
     return nll.T[scored].cpu().numpy()
 
 
-# ---------------------------------------------------------------------------------------
-# EUR-Lex-like multi-label corpus with a known posterior
-# ---------------------------------------------------------------------------------------
+# ---- EUR-Lex-like multi-label corpus with a known posterior ------
 MEAN_LABELS_PER_DOC = 5.0
 """Expected labels per document before conditioning on at least one (EUR-Lex 57k: about 5)."""
 LABEL_ZIPF_SHIFT = 5
 """Label prior f_r = c / (r + 5.5) over a random ranking r of the label ids, c set so the priors
-sum to ``MEAN_LABELS_PER_DOC``: a Zipf-Mandelbrot long tail. At base (4,271 labels) the most
-frequent label is in ~13% of the documents and the rarest in ~1 in 5,800 (~8 of 45,000
-training documents), as EUR-Lex has few-shot and zero-shot labels."""
+sum to ``MEAN_LABELS_PER_DOC``: a Zipf-Mandelbrot long tail (base: ~13% of documents for the most
+frequent label, ~8 of 45,000 for the rarest, as EUR-Lex has few-shot labels)."""
 MAX_LABEL_FREQ = 0.5
 """Cap on a label's prior (only binds when there are few labels)."""
 RATE_PRESENT = 1.0
 """Expected signature tokens (Poisson) of each label a document carries: a carried label leaves
 no token in e^-1 = 37% of its documents, so the text never settles every label."""
 NOISE_TOKENS = 16.0
-"""Expected signature tokens (Poisson) per document of labels it does not carry, spread
-uniformly over the labels: the false evidence that makes a single token of a rare label more
-likely noise than evidence (base: P(carried | one token) ~ 2% for the rarest label, 94% for the
-most frequent)."""
+"""Expected signature tokens (Poisson) per document of labels it does not carry, spread uniformly
+over the labels: a single token of a rare label is then more likely noise than evidence."""
 MAX_NOISE_RATIO = 0.125
 """An absent label emits at most this fraction of ``RATE_PRESENT`` (binds below 128 labels),
 so a signature token is always evidence for its label."""
@@ -324,15 +306,12 @@ documents scale both rates down in proportion so the signature tokens still fit.
 
 @dataclass
 class LabelSpace:
-    """What the generator knows about the labels, hence about their posterior.
-
-    Every label j has a prior ``freq[j]`` and its own signature token ``signatures[j]`` (a
-    keyword: no other label uses it).
-    A document carries each label independently with probability ``freq[j]`` (conditioned on
-    carrying at least one); the count of label j's signature tokens in it is Poisson(``rate_present``)
-    if it carries j, else Poisson(``rate_absent``), independently of everything else; every other
-    token is background, which says nothing about the labels. So the counts are sufficient and
-    the posterior factorises over labels before the conditioning (``log_odds``, ``posterior``)."""
+    """What the generator knows about the labels, hence about their posterior. Label j has a
+    prior ``freq[j]`` and its own signature token ``signatures[j]``. A document carries each label
+    independently with probability ``freq[j]`` (conditioned on at least one); its count of j's
+    signature tokens is Poisson(``rate_present``) if it carries j, else Poisson(``rate_absent``);
+    every other token is background. So the counts are sufficient and the posterior factorises
+    over labels before the conditioning (``log_odds``, ``posterior``)."""
 
     freq: np.ndarray          # [L] float64
     signatures: np.ndarray    # [L] int64 token ids, one per label, all distinct
@@ -374,9 +353,8 @@ def _p_nonempty(z: np.ndarray) -> np.ndarray:
 
 @dataclass
 class LabelCorpus:
-    """Documents as content tokens (PAD-padded on the right) with label sets.
-
-    ``*_labels`` is [N, K] int64 of label ids, ascending, padded with -1."""
+    """Documents as content tokens (PAD-padded on the right); ``*_labels`` is [N, K] int64 of label
+    ids, ascending, padded with -1."""
 
     train_tokens: np.ndarray
     train_len: np.ndarray
@@ -501,23 +479,29 @@ def zipf_ranks(rng, n: int, shape, shift: int = 1) -> np.ndarray:
     return r.clip(0, n - 1)
 
 
-# ---------------------------------------------------------------------------------------
-# Bayes-optimal classification quality
-# ---------------------------------------------------------------------------------------
+# ---- Bayes-optimal classification quality ------------------------
+def _per_document(tokens: np.ndarray, chunk: int, quality) -> dict[str, np.ndarray]:
+    """``quality`` (documents -> metric -> value per document) over ``tokens`` in chunks."""
+    parts = [quality(tokens[i:i + chunk]) for i in range(0, max(1, len(tokens)), chunk)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _top_k(p: np.ndarray) -> dict[int, np.ndarray]:
+    """k -> (sum of the k largest of each row) / k, for k = 1, 3, 5: the expected P@k of ranking by ``p``."""
+    top = -np.sort(-p, axis=1)[:, :5]
+    return {k: top[:, :k].sum(1) / k for k in (1, 3, 5)}
+
+
 def bayes_multilabel(space: LabelSpace, tokens: np.ndarray, chunk: int = 512) -> dict[str, np.ndarray]:
     """Per document, the expected quality of the Bayes-optimal multi-label predictor (it scores
     each label by its posterior): ``p_at_k`` = (sum of the k largest posteriors) / k, the expected
     P@k, and ``val_loss`` = the mean over labels of the posterior's binary entropy, the expected
     BCE of predicting the posterior (BCE is separable over labels, so the marginals are optimal).
     No predictor has a higher expected P@k, or a lower expected BCE, on these documents."""
-    out: dict[str, list] = {"p_at_1": [], "p_at_3": [], "p_at_5": [], "val_loss": []}
-    for i in range(0, len(tokens), chunk):
-        q = space.posterior(tokens[i:i + chunk])
-        top = -np.sort(-q, axis=1)[:, :5]
-        for k in (1, 3, 5):
-            out[f"p_at_{k}"].append(top[:, :k].sum(1) / k)
-        out["val_loss"].append((entr(q) + entr(1 - q)).mean(1))  # the binary entropy of each label
-    return {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
+    def quality(t):
+        q = space.posterior(t)
+        return {**{f"p_at_{k}": v for k, v in _top_k(q).items()}, "val_loss": (entr(q) + entr(1 - q)).mean(1)}
+    return _per_document(tokens, chunk, quality)
 
 
 def bayes_singlelabel(space: LabelSpace, tokens: np.ndarray, train_counts: np.ndarray,
@@ -530,21 +514,17 @@ def bayes_singlelabel(space: LabelSpace, tokens: np.ndarray, train_counts: np.nd
     of predicting it)."""
     L = space.num_labels
     order = np.lexsort((np.arange(L), -np.asarray(train_counts)[:L]))  # the primary rule's ranking
-    out: dict[str, list] = {"accuracy": [], "p_at_3": [], "p_at_5": [], "val_loss": []}
-    for i in range(0, len(tokens), chunk):
-        z = space.log_odds(tokens[i:i + chunk])[:, order]
+
+    def quality(t):
+        z = space.log_odds(t)[:, order]
         log_q, log_not = -np.logaddexp(0.0, -z), -np.logaddexp(0.0, z)
         before = np.cumsum(log_not, axis=1) - log_not  # labels ranked before each one: none carried
         log_p = log_q + before - np.log(_p_nonempty(z))[:, None]
         p = np.exp(log_p)
-        top = -np.sort(-p, axis=1)[:, :5]
-        out["accuracy"].append(top[:, 0])
-        out["p_at_3"].append(top[:, :3].sum(1) / 3)
-        out["p_at_5"].append(top.sum(1) / 5)
-        out["val_loss"].append(-(p * np.where(p > 0, log_p, 0.0)).sum(1))
-    res = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
-    res["p_at_1"] = res["accuracy"]
-    return res
+        top = _top_k(p)
+        return {"accuracy": top[1], "p_at_3": top[3], "p_at_5": top[5],
+                "val_loss": -(p * np.where(p > 0, log_p, 0.0)).sum(1), "p_at_1": top[1]}
+    return _per_document(tokens, chunk, quality)
 
 
 def label_counts(labels: np.ndarray, num_labels: int) -> np.ndarray:

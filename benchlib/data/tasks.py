@@ -1,5 +1,4 @@
-"""Data for the six scenarios: embedded synthetic data (default, no network), the real
-data sets by hub id (OpenWebText, EUR-Lex 57k) and local files of the same schema.
+"""What training sees of the data: ``TaskData`` and its batches.
 
 Contract used by the training loop:
 
@@ -18,14 +17,8 @@ Batches (padding on the RIGHT; RoBERTa scenarios B, D, F start every sequence wi
     multilabel:  {"input_ids", "attention_mask": LongTensor[B,T], "labels": FloatTensor[B,L] multi-hot}
     singlelabel: {"input_ids", "attention_mask", "labels": LongTensor[B]}
 
-``data`` selects the source (``RunConfig.data``): "synthetic" (``benchlib.data.synthetic``:
-a fixed data seed, exact loss and metric floors), "hub", a hub data set by name, or a local path
-(``benchlib.data.files``; no hub access -> one ``DataUnavailableError``).
-
-This module holds the contract (``TaskData``, the batch formats, MLM masking), the entry
-point and the synthetic data; the hub and local-file loaders, tokenizers and their caches
-(real-data rules included) are in ``benchlib.data.files``, imported only when a run asks for
-real data.
+This module holds the contract (``TaskData``, the batch formats, MLM masking); ``load`` picks
+the source (``RunConfig.data``): ``embedded`` (synthetic, exact floors) or ``files`` (hub and local).
 """
 from __future__ import annotations
 
@@ -59,12 +52,10 @@ SYNTH_CLS_DOCS = {"tiny": (4096, 512), "small": (16384, 2048), "base": (45000, 6
 for _size in LARGE_SIZES:  # larger models, the same data as base
     SYNTH_LM_TRAIN_TOKENS[_size], SYNTH_CLS_DOCS[_size] = SYNTH_LM_TRAIN_TOKENS["base"], SYNTH_CLS_DOCS["base"]
 MLM_FLOOR_MAX_SEQUENCES = 256
-"""The MLM floor's forward-backward covers at most this many evaluation sequences (the first
-ones); beyond, its standard error (recorded) is already far below any config difference."""
+"""The MLM floor covers at most this many (first) evaluation sequences: beyond, its standard error
+(recorded) is already far below any config difference."""
 MLM_FLOOR_CPU_BUDGET = 4e9
-"""Multiply-adds allowed for the MLM floor's forward-backward on CPU; past it the floor is
-computed on the first validation sequences that fit (recorded in meta). On CUDA the whole
-evaluation set is used."""
+"""Multiply-adds allowed for the MLM floor on CPU: past it, the first sequences that fit (recorded)."""
 
 
 class DataUnavailableError(UserError):
@@ -82,9 +73,7 @@ class BadDataError(UserError):
     naming the file, the line where there is one, and what was expected."""
 
 
-# =======================================================================================
-# TaskData: what training sees
-# =======================================================================================
+# ---- TaskData: what training sees --------------------------------
 @dataclass
 class TaskData:
     task: str
@@ -139,12 +128,10 @@ class TaskData:
         return self._cls_sampler(batch_size, device, seed)
 
     def val_batches(self, batch_size: int, n_batches: Optional[int], device) -> list[Batch]:
-        """Evaluation batches, identical across calls, configs and run seeds: with
-        ``n_batches`` None the whole pool (a fixed random sample of ``EVAL_MAX_SEQUENCES``
-        when larger), else its first ``batch_size * n_batches`` sequences, at most the whole
-        pool (never a sequence twice: repeats would shrink the standard errors, not the
-        noise). Pools are in random order (generated so, or shuffled with a fixed seed by the
-        real-data loaders), so the first sequences are a uniform sample of the split."""
+        """Evaluation batches, identical across calls, configs and run seeds: with ``n_batches``
+        None the whole pool (a fixed random sample of ``EVAL_MAX_SEQUENCES`` when larger), else its
+        first ``batch_size * n_batches`` sequences, at most the whole pool (never a sequence twice).
+        Pools are in random order, so the first sequences are a uniform sample of the split."""
         n_pool = len(next(iter(self.val_pool.values())))
         if n_batches is None:
             idx = torch.arange(n_pool)
