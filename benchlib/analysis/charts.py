@@ -178,18 +178,15 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
              for r in d[~d["shown"]].itertuples()]
     shown = d[d["shown"]].reset_index(drop=True)
     text = [c + (" (recommended)" if rec else "") for c, rec in zip(shown["config"], shown["recommended"])]
-    px = (shown[x] - xdom[0]) / (xdom[1] - xdom[0]) * width
-    py = (ydom[1] - shown["quality"]) / (ydom[1] - ydom[0]) * height
     d["label"], d["lx"], d["ly"], d["moved"], d["ax"] = "", np.nan, np.nan, False, np.nan
     rows = d.index[d["shown"]]
     d.loc[rows, "label"] = text
-    d.loc[rows, ["lx", "ly", "moved", "ax"]] = _label_spots(px, py, text, xdom, ydom, width, height)
+    d.loc[rows, ["lx", "ly", "moved", "ax"]] = _label_spots(shown[x], shown["quality"], text, xdom, ydom, width, height)
     d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
         "config", x, "quality", "frontier", "point", "verdict", "mark", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
         "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved", "ax"]]
     xt, yt = f"{x} ({_unit(summary, x)})", _quality_title(summary)
-    xe = alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xt)
-    ye = alt.Y("quality:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title=yt)
+    xe, ye = _axes(x, "quality", xdom, ydom, xt, yt)
     base = alt.Chart(d).transform_filter("datum.shown").encode(x=xe, y=ye)
     tip = ["config:N", alt.Tooltip(f"{x}:Q", format=".4g"), alt.Tooltip("quality:Q", format=".4g"), "n_seeds:Q",
            "excluded_reason:N"]
@@ -209,8 +206,17 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     return alt.layer(*layers).properties(width=width, height=height), notes
 
 
-def _label_spots(px: pd.Series, py: pd.Series, text: list, xdom, ydom, width: int, height: int) -> list[tuple]:
-    """(label x, label y, moved, leader x) in data units per point, from pixel positions."""
+def _axes(x: str, y: str, xdom, ydom, xtitle: str, ytitle: str) -> tuple[alt.X, alt.Y]:
+    """Quantitative x and y encodings over exactly these domains."""
+    return (alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xtitle),
+            alt.Y(f"{y}:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title=ytitle))
+
+
+def _label_spots(xs: pd.Series, ys: pd.Series, text: list, xdom, ydom, width: int, height: int) -> list[tuple]:
+    """(label x, label y, moved, leader x) in data units per point of a ``width`` x ``height`` plot."""
+    px = (xs - xdom[0]) / (xdom[1] - xdom[0]) * width
+    py = (ydom[1] - ys) / (ydom[1] - ydom[0]) * height
+
     def to_x(v): return xdom[0] + v / width * (xdom[1] - xdom[0])
     return [(to_x(sx), ydom[1] - sy / height * (ydom[1] - ydom[0]), m, to_x(a))
             for sx, sy, m, a in place_labels(px.tolist(), py.tolist(), list(text), width, height)]
@@ -319,15 +325,13 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
     front = eligible.to_numpy() & pareto_front(d["throughput"].where(eligible), -d["memory"].where(eligible))
     d["point"] = np.where(failed, "excluded (failed run)", np.where(front, "frontier", "dominated"))
     xdom, ydom = padded_domain(d["throughput"]), padded_domain(d["memory"])
-    px = (d["throughput"] - xdom[0]) / (xdom[1] - xdom[0]) * width
-    py = (ydom[1] - d["memory"]) / (ydom[1] - ydom[0]) * height
-    d["lx"], d["ly"], d["moved"], d["ax"] = zip(*_label_spots(px, py, d["config"], xdom, ydom, width, height))
+    d["lx"], d["ly"], d["moved"], d["ax"] = zip(*_label_spots(d["throughput"], d["memory"], d["config"], xdom, ydom,
+                                                              width, height))
     d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
         "config", "throughput", "memory", "point", "verdict", "mark", "excluded", "excluded_reason", "n_seeds", "lx", "ly",
         "moved", "ax"]]
-    xe = alt.X("throughput:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False),
-               title=f"throughput ({_unit(summary, 'throughput')})")
-    ye = alt.Y("memory:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title="peak memory (GiB, lower is better)")
+    xe, ye = _axes("throughput", "memory", xdom, ydom, f"throughput ({_unit(summary, 'throughput')})",
+                   "peak memory (GiB, lower is better)")
     base = alt.Chart(d).encode(x=xe, y=ye)
     tip = ["config:N", alt.Tooltip("throughput:Q", format=",.0f"), alt.Tooltip("memory:Q", format=".3g"),
            "n_seeds:Q", "excluded_reason:N"]
@@ -474,7 +478,7 @@ def _no_data_why(cells: pd.DataFrame, metric: str, note: str = "") -> str:
     if metric == "quality" and not cells["established"].any():
         return "quality not established"
     if metric == "throughput" and "shared their GPU" in note:
-        return "speed not measured: the runs shared a GPU (--runs-per-gpu)"
+        return NO_SPEED
     if not (cells["config"] == BASELINE).any() or cells.loc[cells["config"] == BASELINE, "mean"].isna().all():
         return "no fp32_baseline value"
     return "no counted run"

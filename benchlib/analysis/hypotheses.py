@@ -20,9 +20,7 @@ from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergenc
                                         gain_pct, pairing, quality_rule, result, scenario_units, scenarios_of,
                                         seeds_to_settle, short_cells, speed_rule, stability_rule, verdict_of)
 
-MATCHED_PAIRS = (("C", "D"), ("E", "F"))
-"""(GPT-2, RoBERTa) scenarios on one task, one data set and one sequence length. A and B differ
-in objective (causal vs masked LM) and so are not matched for an architecture comparison."""
+MATCHED_PAIRS = (("C", "D"), ("E", "F"))  # (GPT-2, RoBERTa) on one task, data set and length (A, B: not)
 LOW_PRECISION = ("amp_fp16", "amp_bf16", "bf16_pure", "bf16_naive", "fp16_naive")
 # ---- seed 001 ----------------------------------------------------------------------------------
 @quality_rule
@@ -101,17 +99,14 @@ def adam_8bit_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
 
 
 def _fronts(x: np.ndarray, y: np.ndarray, tol_pct: float = 0.0) -> np.ndarray:
-    """Pareto fronts of (B, n) arrays, both higher-is-better, vectorised over B. Differences
-    within ``tol_pct`` % of a point's value are ties: a point is dominated by one no worse on
-    both axes beyond the tolerance and better beyond it on one."""
+    """Pareto fronts of (B, n) arrays, both higher-is-better; differences within ``tol_pct`` % are ties."""
     xi, yi, xj, yj = x[:, :, None], y[:, :, None], x[:, None, :], y[:, None, :]
     ex, ey = np.abs(xi) * tol_pct / 100, np.abs(yi) * tol_pct / 100
     return ~((xj >= xi - ex) & (yj >= yi - ey) & ((xj > xi + ex) | (yj > yi + ey))).any(axis=2)
 
 
 def passed_quality(df: pd.DataFrame, rules: Rules) -> dict[str, set] | None:
-    """Scenario -> the candidate configs a quality study calls safe there (``safety``), from this
-    frame where its quality is established anywhere; None where it judges no quality."""
+    """Scenario -> the configs this frame's ``safety`` calls safe; None where it judges no quality."""
     if not df["quality_established"].any():
         return None
     from benchlib.analysis.safety import safety
@@ -203,9 +198,8 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
 
 
 def _matched_units(cells: dict, configs, ref: str, f, rules: Rules, name, unit) -> tuple[dict, dict]:
-    """One unit per matched pair (GPT-2 ``g``, RoBERTa ``r``) and config of ``configs`` against ``ref``
-    where both scenarios have the seeds (``name(g, r, c)`` its key, ``unit(pg, pr)`` its pieces
-    and combine), and the evidence: used, missing cells, seeds, pairing."""
+    """One unit per matched pair and config against ``ref`` where both scenarios have the seeds
+    (keyed ``name(g, r, c)``, made by ``unit(pg, pr)``), and the evidence."""
     units, missing, seeds = {}, [], []
     for (g, r), c in product(MATCHED_PAIRS, configs):
         pg, pr = piece(cells, g, c, ref, f, rules), piece(cells, r, c, ref, f, rules)
@@ -267,8 +261,7 @@ HYPOTHESES = {"seed001.H1": output_head_effect, "seed001.H2": naive_fp16_stabili
 
 
 def evaluate_all(df: pd.DataFrame, rules: Rules = Rules()) -> dict[str, dict]:
-    """Every hypothesis' verdict. A rule that fails on odd data reports ``inconclusive`` with
-    the error rather than taking the comparison down."""
+    """Every hypothesis' verdict; a rule that fails on odd data is ``inconclusive``, naming the error."""
     out = {}
     for hid, fn in HYPOTHESES.items():
         try:
@@ -295,9 +288,7 @@ _NUMBERED = re.compile(r"^(\d+)([.)])")
 
 
 def markdown_text(text: str) -> str:
-    """Plain text as one Markdown paragraph: line breaks joined (rules are wrapped docstrings,
-    and a wrapped line that begins "- loss(RoBERTa)" would become a list item), and a leading
-    character that would open a list, heading, quote or table escaped."""
+    """Plain text as one Markdown paragraph: lines joined, a leading list/heading/quote/table mark escaped."""
     one = " ".join(str(text).split())
     return _NUMBERED.sub(r"\1\\\2", _MARKER.sub(r"\\\1", one))
 

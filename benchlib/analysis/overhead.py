@@ -63,10 +63,8 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     for name, g in [*runs.groupby("scenario"), ("all", runs)]:
         total = g["wall_s"].sum()
         row = {"scenario": name, "runs": len(g), "wall_s": total, "median_wall_s": g["wall_s"].median()}
-        for p in PARTS:
-            row[f"{p}_pct"] = 100 * g[p].sum() / total
-        for p in PARTS:
-            row[f"{p}_median_s"] = g[p].median()
+        row.update({f"{p}_pct": 100 * g[p].sum() / total for p in PARTS})
+        row.update({f"{p}_median_s": g[p].median() for p in PARTS})
         out.append(row)
     return pd.DataFrame(out)
 
