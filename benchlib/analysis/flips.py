@@ -135,10 +135,8 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                                         f"one identified host at size {rules.flip_size or 'any'}")
                 rows.append(row)
     out = pd.DataFrame(rows, columns=REVERSAL_COLS)
-    for m, g in out.groupby("metric"):
-        out.loc[g.index, ["p_adj", "significant"]] = _correct(g.copy(), rules, rules.min_size_pct)[["p_adj", "significant"]]
-    out["significant"] = out["significant"].astype(bool)
-    return out
+    fam = [_correct(g.copy(), rules, rules.min_size_pct) for _, g in out.groupby("metric")]
+    return pd.concat(fam).loc[out.index] if fam else _correct(out, rules)
 
 
 def stability_flips(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
@@ -159,8 +157,8 @@ def stability_flips(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                 s, t, rs, rt = t, s, rt, rs
             test = {"support": math.nan, "p": math.nan}
             if min(len(rates[cfg, s]), len(rates[cfg, t])) >= rules.min_seeds:
-                test = _support_p(bootstrap([rates[cfg, s], rates[cfg, t]],
-                                            lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis), rules)[3])
+                diff = lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis)  # noqa: E731
+                test = _support_p(bootstrap([rates[cfg, s], rates[cfg, t]], diff, rules)[3])
             steps = d[(d["config"] == cfg) & (d["scenario"] == s)]["stability/diverged_step"].dropna()
             rows.append({"metric": "quality", "config": cfg, "diverges_on": s, "stable_on": t,
                          "diverged_on": f"{int(rates[cfg, s].sum())}/{len(rates[cfg, s])}",

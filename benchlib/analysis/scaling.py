@@ -157,13 +157,10 @@ def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
         entry: dict[str, Any] = {"status": ", ".join(sorted(set(g["status"]))), "runs": len(g),
                                  "strategy": g["strategy"].iloc[0], "nproc": int(g["nproc"].iloc[0]),
                                  "config": g["config"].iloc[0]}
-        if "run.activation_checkpointing" in g:
-            entry["activation_checkpointing"] = bool(g["run.activation_checkpointing"].iloc[0])
-        if "run.limit_all_gathers" in g:
-            entry["limit_all_gathers"] = bool(g["run.limit_all_gathers"].iloc[0])
-        reasons = [r for r in g["reason"].dropna()]
-        if reasons:
-            entry["reason"] = reasons[0].strip().splitlines()[-1][:300]
+        entry.update({k: bool(g[f"run.{k}"].iloc[0]) for k in ("activation_checkpointing", "limit_all_gathers")
+                      if f"run.{k}" in g})
+        if g["reason"].notna().any():
+            entry["reason"] = g["reason"].dropna().iloc[0].strip().splitlines()[-1][:300]
         if len(ok):
             w = windows[windows["arm"] == arm] if len(windows) else windows
             if len(w):
@@ -177,9 +174,9 @@ def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
                          gib_per_device=json_safe(ok.get("dist/peak_allocated_gib_max", ok.get("memory")).mean()),
                          step_ms=json_safe(ok["dist/step_ms"].mean()) if "dist/step_ms" in ok else None)
         out[arm] = entry
-    base = out.get(baseline) or next(iter(out.values()), None)
     base_name = baseline if baseline in out else next(iter(out), None)
-    for arm, e in out.items():
+    base = out.get(base_name)
+    for e in out.values():
         if base and e.get("median_tokens_per_s") and base.get("median_tokens_per_s"):
             e["speedup_vs_baseline"] = e["median_tokens_per_s"] / base["median_tokens_per_s"]
         if base and e.get("final_loss") is not None and base.get("final_loss") is not None:

@@ -11,8 +11,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.gates import (FAILED, LABELS, MEASURED, NOT_JUDGED, apply_gates, excluded_configs,  # noqa: F401
-                                    gated, healthy_runs, label, learned_scenarios, not_judged, quality_metrics,
+from benchlib.analysis.gates import (FAILED, LABELS, MEASURED, NOT_JUDGED, _first, apply_gates,  # noqa: F401
+                                    excluded_configs, gated, healthy_runs, label, learned_scenarios, not_judged, quality_metrics,
                                     quality_runs, scenario_notes, shared_note, speed_runs, unhealthy,
                                     why_not_established)
 from benchlib.analysis.identity import host_of, identities
@@ -150,8 +150,7 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
         mean.update({col: int((g["status"] == s).sum()) for s, col in STATUS_COLS.items()})
         rows.append(mean)
     out = pd.DataFrame(rows)
-    out["quality_name"] = d["quality_name"].dropna().iloc[0] if d["quality_name"].notna().any() else None
-    out["throughput_unit"] = d["throughput_unit"].dropna().iloc[0] if d["throughput_unit"].notna().any() else None
+    out["quality_name"], out["throughput_unit"] = _first(d["quality_name"]), _first(d["throughput_unit"])
     out["quality_higher_is_better"] = sign(df, "quality", scenario) > 0
     established = bool(d["quality_established"].iloc[0])
     out["learned"] = pd.Series([d["learned"].iloc[0]] * len(out), index=out.index, dtype=object)
@@ -159,13 +158,12 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
     out["note"] = scenario_notes(d)[scenario]
     is_mean = out["seed"] == "mean"
     base = out[is_mean & (out["config"] == BASELINE)]
-    for m in HEADLINE:
+    ranked = is_mean & ~out["excluded"].fillna(False).astype(bool)
+    for m in HEADLINE:  # SUMMARY_COLS orders the columns
         ref = base[m].iloc[0] if len(base) else np.nan
         out[f"{m}_rel"] = out[m] / ref
         if m == "quality":
             out["quality_delta"] = out[m] - ref
-    ranked = is_mean & ~out["excluded"].fillna(False).astype(bool)
-    for m in HEADLINE:
         out[f"rank_{m}"] = np.nan
         if m != "quality" or established:
             out.loc[ranked, f"rank_{m}"] = (out.loc[ranked, m] * sign(df, m, scenario)).rank(ascending=False,
@@ -263,7 +261,8 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
         top = r[r[f"rank_{metric}"] == r[f"rank_{metric}"].min()]
         rel = top[f"{metric}_rel"].iloc[0]
         if metric == "quality":  # a ratio of losses or F1s reads as "1x": the change in %
-            text = (f"- best quality: {', '.join(top['config'])} ({seeds(int(top['n_healthy'].min()), 'no healthy seed')}"
+            n_top = seeds(int(top["n_healthy"].min()), "no healthy seed")
+            text = (f"- best quality: {', '.join(top['config'])} ({n_top}"
                     + (f"; {(rel - 1) * 100:+.2f}% vs fp32_baseline" if pd.notna(rel) else "") + ")")
             few = r[r["n_healthy"] < rules.min_seeds]
             if len(few):
