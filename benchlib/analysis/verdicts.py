@@ -1,16 +1,10 @@
 """The machinery of a hypothesis verdict (the rules are in ``hypotheses``): an effect is a mean over
 *units* (a scenario, or a matched pair), or the difference of two; a unit is made of *pieces*, one
 per scenario (``stats.piece``: paired by seed where the configs share ``Rules.min_seeds`` seeds),
-resampled independently across scenarios. Verdicts (``decide``):
-
-- ``untestable`` where the test cannot discriminate: both arms at the same ceiling or floor, or
-  every scenario it needs did not learn or cannot be told apart (the evidence says which);
-- ``inconclusive`` when a needed cell has fewer than ``min_seeds`` values (the reason names the
-  cells short of seeds), or the CI straddles 0 (with how many seeds might settle it);
-- ``rejected`` when the CI lies inside [-margin, +margin] (no effect worth the name) or
-  entirely below 0 (the opposite holds);
-- ``supported`` when the CI lies entirely above 0 (or, for a claim that two things merely
-  differ, entirely on either side).
+resampled independently across scenarios. Verdicts: ``untestable`` (both arms at one ceiling or
+floor, or every scenario it needs gated out), ``inconclusive`` (a cell short of ``min_seeds``, or
+a CI straddling 0), ``rejected`` (a CI inside +-margin, or below 0), ``supported`` (a CI above 0;
+for a claim that two things differ, on either side).
 """
 from __future__ import annotations
 
