@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.analysis import answer, arms
+from benchlib.analysis.gates import by_reason
 from benchlib.analysis.recommend import _numbers, _pivots, _ties, default_across, order_across
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import config_order
@@ -231,9 +232,8 @@ def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
     learned, rel = comparison.get("learned", {}), comparison.get("reliability") or {}
     why = {s: "did not learn" if (learned.get(s) or {}).get("learned") is False else
            "configs not told apart" if (rel.get(s) or {}).get("told_apart") is False else "not established" for s in rest}
-    groups = {w: [s for s in rest if why[s] == w] for w in dict.fromkeys(why.values())}
     return (f"**Evidence gates**: quality entered verdicts on {', '.join(est) or 'no scenario'}"
-            + "".join(f"; {', '.join(ss)}: {w}" for w, ss in groups.items())
+            + (f"; {by_reason(why)}" if why else "")
             + f"; every gate and reason in [the report]({folder / 'html' / 'index.html'}).")
 
 

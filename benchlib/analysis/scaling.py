@@ -193,8 +193,8 @@ def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str =
     d = table.dropna(subset=[y]).copy()
     if d.empty:
         return alt.Chart(pd.DataFrame({"t": [f"no data for {y}"]})).mark_text().encode(text="t:N")
-    d["lo"] = d[y] - (d[err].fillna(0) if err and err in d else 0)
-    d["hi"] = d[y] + (d[err].fillna(0) if err and err in d else 0)
+    e = d[err].fillna(0) if err and err in d else 0
+    d["lo"], d["hi"] = d[y] - e, d[y] + e
     order = list(d[x])
     base = alt.Chart(d).encode(x=alt.X(f"{x}:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30)))
     bars = base.mark_bar().encode(y=alt.Y(f"{y}:Q", title=y_title),
