@@ -19,10 +19,10 @@ import pandas as pd
 
 from benchlib.analysis import answer, arms
 from benchlib.analysis.gates import by_reason
-from benchlib.analysis.recommend import _numbers, _pivots, _ties, default_across, order_across
+from benchlib.analysis.hypotheses import bf16_on_frontier
+from benchlib.analysis.recommend import _numbers, _pivots, _ties, candidates, default_across, order_across
 from benchlib.analysis.stats import Rules
-from benchlib.analysis.tables import config_order
-from benchlib.analysis.tables import NOT_JUDGED
+from benchlib.analysis.tables import NOT_JUDGED, config_order, load_study
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, short_commit
 from benchlib.core.sizes import SHAPES
@@ -65,9 +65,6 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
 def frontier_across(quality: dict, speed_dir: Path) -> dict:
     """Seed 001's H4 from a speed study's records over the candidates the quality study calls safe
     on each scenario; {} where either is missing."""
-    from benchlib.analysis.hypotheses import bf16_on_frontier
-    from benchlib.analysis.recommend import candidates
-    from benchlib.analysis.tables import load_study
     saf = pd.DataFrame(quality.get("recommendation_evidence", []))
     if saf.empty or "safe" not in saf:
         return {}

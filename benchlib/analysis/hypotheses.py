@@ -13,6 +13,7 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
+from benchlib.analysis.safety import safety
 from benchlib.analysis.stats import Rules, bootstrap, piece
 from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
 from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergence_contrast,  # noqa: F401
@@ -109,7 +110,6 @@ def passed_quality(df: pd.DataFrame, rules: Rules) -> dict[str, set] | None:
     """Scenario -> the configs this frame's ``safety`` calls safe; None where it judges no quality."""
     if not df["quality_established"].any():
         return None
-    from benchlib.analysis.safety import safety
     saf = safety(df, rules)
     return {s: set(g.loc[g["safe"].eq(True), "config"]) for s, g in saf.groupby("scenario")}
 

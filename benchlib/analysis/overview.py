@@ -11,6 +11,7 @@ import altair as alt
 import pandas as pd
 
 from benchlib.analysis import charts as ch
+from benchlib.analysis.answer import mark
 from benchlib.analysis.tables import config_order
 
 VERDICT = ch.VERDICT
@@ -18,7 +19,6 @@ VERDICT = ch.VERDICT
 
 def verdict_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
     """The grid's rows from a safety frame: status = the answer table's mark of the verdict."""
-    from benchlib.analysis.answer import mark
     return pd.DataFrame([{"scenario": r["scenario"], "config": r["config"], "verdict": r["verdict"],
                           "status": mark(r["verdict"], str(r.get("reason") or "")),
                           "reason": str(r.get("reason") or ""), "label": f"{int(r['ok'])}/{int(r['runs'])}"}

@@ -12,7 +12,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from benchlib.analysis import charts as ch
+from benchlib.analysis import answer, charts as ch
 from benchlib.analysis.charts import FORMATS
 from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
                        learned_scenarios, load_study, loss_curves, rank_correlations, resolve_study_dir,
@@ -20,7 +20,10 @@ from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excl
 from benchlib.analysis.flips import flip_entries, order_reversals, stability_flips
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.hypotheses import evaluate_all, verdict_table
-from benchlib.analysis.recommend import recommendations
+from benchlib.analysis.findings import _speed_only
+from benchlib.analysis.overview import overview_charts
+from benchlib.analysis.recommend import recommendations, recommended_configs
+from benchlib.analysis.safety import safety
 from benchlib.core.records import json_safe
 from benchlib.core.scenarios import get_scenario
 
@@ -63,7 +66,6 @@ def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
 def analyze_study(study_dir: str | Path, scenario: str | None = None, output_dir: str | Path | None = None,
                   formats: Iterable[str] = FORMATS, rules=None) -> dict[str, Experiment]:
     """Stage 1 for one scenario or every one, in the comparison's verdicts' colours."""
-    from benchlib.analysis.safety import safety
     root = resolve_study_dir(study_dir)
     df = load_study(root, rules=rules)
     verdicts = safety(df, rules or Rules())  # what the comparison (and the Findings) will say of each cell
@@ -183,8 +185,6 @@ def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, 
                    formats: Iterable[str] = FORMATS) -> dict[str, tuple[str, list[Path]]]:
     """The study's ``overview.overview_charts`` under ``<output_dir>/plots/`` (default
     ``<study>/overview``); name -> (chart title, files)."""
-    from benchlib.analysis.overview import overview_charts
-    from benchlib.analysis.recommend import recommended_configs
     root = resolve_study_dir(study_dir)
     df = load_study(root, rules=rules)
     comp = compare(df, rules)
@@ -198,7 +198,6 @@ def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, 
 def speed_source(study_dir: Path) -> Path | None:
     """The study whose ``config_stats.csv`` gives a study's answer its speed: itself where it measured
     throughput, else the first speed study beside it (the same GPU kind), else None."""
-    from benchlib.analysis.findings import _speed_only
     own = study_dir / "comparison" / "config_stats.csv"
     if own.is_file():
         st = pd.read_csv(own)
@@ -215,7 +214,6 @@ def speed_source(study_dir: Path) -> Path | None:
 def answer_markdown(study_dir: Path) -> tuple[list[str], list[str], Path | None]:
     """A study's answer as the Findings open with it: (scope box, answer table and cell legend;
     absolute speed; the speed study); ValueError for a comparison without per-cell verdicts."""
-    from benchlib.analysis import answer
     comparison = json.loads((study_dir / "comparison" / "comparison.json").read_text())
     speed = speed_source(study_dir)
     cells = answer.cells(comparison, pd.read_csv(speed / "comparison" / "config_stats.csv") if speed else None)

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchlib.core.records import COMPLETED, json_safe
+import altair as alt
+import pandas as pd
+
+from benchlib.analysis.charts import FORMATS, save
+from benchlib.core.records import COMPLETED, json_safe, load_records, read_steps, records_frame, steps_file
 from benchlib.core.runconfig import DistConfig, flatten
 
 BASELINE_ARM = "ddp_fp32"
@@ -29,7 +33,6 @@ LEVERS = ("bucket_cap_mb", "static_graph", "reshard", "prefetch", "mp", "compile
 # ---- Loading records and per-rank windows ----------------------------------------------------
 def load_runs(root: str | Path):
     """One row per record under ``root`` with its arm, strategy, world size and dist/ metrics."""
-    from benchlib.core.records import load_records, records_frame
     recs = load_records(root)
     if not recs:
         raise FileNotFoundError(f"no readable result.json under {root}")
@@ -67,9 +70,8 @@ def _arm_name(run: dict) -> str:
     return "single" if s == "single" else f"{s}_{run.get('dist.nproc', 1)}"
 
 
-def windows_frame(runs) -> "pd.DataFrame":  # noqa: F821
+def windows_frame(runs) -> pd.DataFrame:
     """Every rank's timed windows (``rank{r}.jsonl``) of the measured runs, with the run's arm."""
-    import pandas as pd
     rows = []
     for _, run in runs[runs["status"].isin(MEASURED)].iterrows():
         for f in sorted(Path(run["path"]).parent.glob("rank*.jsonl")):
@@ -81,13 +83,12 @@ def windows_frame(runs) -> "pd.DataFrame":  # noqa: F821
 
 
 def losses(path: str | Path) -> list[float]:
-    from benchlib.core.records import read_steps, steps_file
     f = steps_file(Path(path).parent)
     return [r["loss"] for r in read_steps(f) if "loss" in r] if f else []
 
 
 # ---- Tables ----------------------------------------------------------------------------------
-def throughput_table(windows) -> "pd.DataFrame":  # noqa: F821
+def throughput_table(windows) -> pd.DataFrame:
     """Per arm, seed 003's way: time per window (mean over ranks) and tokens/s (summed), each run's
     first window left out where it has two or more; mean and std over the windows of every seed."""
     keys = ["arm", "seed", "window"]
@@ -103,11 +104,10 @@ def throughput_table(windows) -> "pd.DataFrame":  # noqa: F821
     return out.reset_index().astype({"nproc": int})
 
 
-def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
+def scaling_table(runs) -> pd.DataFrame:
     """Speed-up and efficiency (tokens/s at N / (N x at 1), weak scaling) of each setup against its
     own 1-device run, else ``single`` on it; ``vs_single_pct`` against the plain single-device run
     whatever the strategy and levers. Means over seeds."""
-    import pandas as pd
     ok = runs[runs["status"].isin(MEASURED)].copy()
     if ok.empty:
         return pd.DataFrame()
@@ -188,8 +188,6 @@ def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
 def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str = "arm",
               color: str = "strategy", rules: list[float] = ()):
     """One bar per row of a tidy table, +-1 std error bars, an optional target line."""
-    import altair as alt
-    import pandas as pd
     d = table.dropna(subset=[y]).copy()
     if d.empty:
         return alt.Chart(pd.DataFrame({"t": [f"no data for {y}"]})).mark_text().encode(text="t:N")
@@ -211,7 +209,6 @@ def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str =
 
 def charts(seed003, scaling, summary: dict) -> dict:
     """Seed 003's and 004's bar charts, by file name."""
-    import pandas as pd
     out = {}
     if seed003 is not None and len(seed003):
         s3 = seed003.assign(strategy=seed003["arm"])
@@ -252,7 +249,6 @@ class Scaling:
 def analyze(root: str | Path, out_dir: str | Path | None = None, baseline: str = BASELINE_ARM,
             formats: tuple[str, ...] | None = None) -> Scaling:
     """Tables, ``summary.json``, ``scaling.csv`` and chart files for every record under ``root``."""
-    from benchlib.analysis.charts import FORMATS, save
     formats = formats or FORMATS
     runs = load_runs(root)
     windows = windows_frame(runs)
@@ -292,7 +288,6 @@ def markdown_table(df) -> str:
 
 def report(res: Scaling, markdown: bool = False) -> str:
     """The tables as text or Markdown: throughput per arm, scaling, and the summary (seed 004's)."""
-    import pandas as pd
     show = markdown_table if markdown else (lambda d: d.to_string(index=False))
     lines = []
     with pd.option_context("display.width", 220, "display.max_columns", 30, "display.float_format", "{:,.4g}".format):
