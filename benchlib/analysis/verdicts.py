@@ -152,20 +152,27 @@ def scenarios_of(kind: str) -> list[str]:
     return [s for s, x in SCENARIOS.items() if pick(x)]
 
 
-def scenario_units(cells: dict, scenarios, x: str, ref: str | None, f: Callable, rules: Rules) -> tuple[dict, dict]:
-    """One single-piece unit per scenario where ``x`` (against ``ref``) has enough seeds, and the
+def units_of(cells: dict, groups: dict, ref: str | None, f: Callable, rules: Rules,
+             combine: Callable = _first) -> tuple[dict, dict]:
+    """One unit per group (key -> (config, its scenarios)) where the config (against ``ref``) has
+    the seeds on each of its scenarios: its pieces, in that order, and ``combine``; and the
     evidence (used, missing cells, seeds, pairing)."""
-    studied = {s for s, _ in cells}
-    units = {}
-    for s in scenarios:
-        p = piece(cells, s, x, ref, f, rules)
-        if p is not None:
-            units[s] = ([p], _first)
-    keys = [(s, c) for s in scenarios if s not in units for c in ([x] + ([ref] if ref else []))]
-    seeds = [len(cells[s, c]) for s in units for c in ([x] + ([ref] if ref else []))]
-    ev = {"used": list(units), "missing": short_cells(cells, keys, rules, studied),
-          "seeds": min(seeds) if seeds else None, "pairing": pairing(units)}
-    return units, ev
+    units, missing, seeds = {}, [], []
+    for key, (x, scns) in groups.items():
+        cs = [x] + ([ref] if ref else [])
+        pieces = [piece(cells, s, x, ref, f, rules) for s in scns]
+        if all(p is not None for p in pieces):
+            units[key] = (pieces, combine)
+            seeds += [len(cells[s, c]) for s in scns for c in cs]
+        else:
+            missing += [(s, c) for s in scns for c in cs]
+    return units, {"used": list(units), "missing": short_cells(cells, missing, rules, {s for s, _ in cells}),
+                   "seeds": min(seeds) if seeds else None, "pairing": pairing(units)}
+
+
+def scenario_units(cells: dict, scenarios, x: str, ref: str | None, f: Callable, rules: Rules) -> tuple[dict, dict]:
+    """``units_of`` with one single-piece unit per scenario."""
+    return units_of(cells, {s: (x, [s]) for s in scenarios}, ref, f, rules)
 
 
 # ---- which scenarios a rule reads ------------------------------------------------------------
