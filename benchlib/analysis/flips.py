@@ -101,13 +101,10 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         scns = sorted({s for s, _ in means})
         for s, t in combinations(scns, 2):
             common = [c for c in config_order({c for x, c in means if x == s} & {c for x, c in means if x == t})]
-            kept, seen = [], set()
+            first: dict = {}
             for c in common:  # identical by construction on both scenarios: the first one speaks for all
-                key = (classes.get((s, c), c), classes.get((t, c), c))
-                if key not in seen:
-                    seen.add(key)
-                    kept.append(c)
-            for a, b in combinations(kept, 2):
+                first.setdefault((classes.get((s, c), c), classes.get((t, c), c)), c)
+            for a, b in combinations(list(first.values()), 2):
                 if classes.get((s, a), a) == classes.get((s, b), b) or classes.get((t, a), a) == classes.get((t, b), b):
                     continue  # identical by construction on one of them: any order there is noise
                 ds, dt = means[s, a] - means[s, b], means[t, a] - means[t, b]
