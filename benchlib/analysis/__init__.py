@@ -1,14 +1,6 @@
-"""Layer 3: from records to answers.
-
-``identity`` (each run named by its configuration's numeric definition), ``gates`` (learned by
-gap closed, configs told apart, health per run), ``tables`` (records -> per-config summaries),
-``ranks`` (stage 2: ranks and their correlation), ``stats`` (the decision rules and the
-resampling: scipy, statsmodels), ``contrasts`` and ``safety`` (each config against its
-scenario's reference, paired by seed), ``flips``, ``verdicts`` and ``hypotheses``,
-``recommend``, ``charts`` (Altair), ``overview`` (the charts read first), ``placement`` (axis
-domains and labels that do not overlap), ``scaling`` (multi-GPU speed-up), ``arms`` (an arm's
-cost or gain against a baseline, paired run by run) and ``report`` (the analyze / compare
-commands and what notebooks 10 and 11 call: the names below). Reads records only: imports ``core``.
+"""Layer 3: from records to answers (reads records only: imports ``core``). ``report`` runs the
+analyze / compare commands from ``tables``, ``gates``, ``stats``, ``safety``, ``flips``,
+``hypotheses``, ``recommend`` and ``charts``; the names below are what notebooks 10 and 11 call.
 """
 
 from benchlib.analysis.charts import show

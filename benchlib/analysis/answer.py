@@ -1,9 +1,7 @@
-"""The answer a practitioner reads first: a config x scenario table of verdict, speed, memory and
-quality (``answer_table``), its scope (``scope_box``) and the absolute speed behind it
-(``absolute_table``), from a quality study's ``comparison.json`` and a speed study's
-``config_stats.csv``; ``study_answer``: the same for one study, as the sweep prints it last. A
-cell's mark is the comparison's own verdict (``safety.safety``); only candidate configs are rows
-(``controls_line`` says where the controls and ablations break).
+"""The answer a practitioner reads first: a candidate x scenario table of verdict, speed, memory and
+quality (``answer_table``), its scope (``scope_box``) and absolute speed (``absolute_table``), from a
+quality study's ``comparison.json`` and a speed study's ``config_stats.csv``; ``study_answer``: the
+same for one study. ``controls_line`` says where the controls and ablations break.
 """
 from __future__ import annotations
 
@@ -19,14 +17,12 @@ from benchlib.analysis.tables import config_order
 from benchlib.core.records import load_records, shared_gpu
 
 BASELINE, TF32 = "fp32_baseline", "fp32_tf32_matmul"
-FAILURES = ("diverged", "stalled", "degraded", "oom", "error")
-"""The run outcomes a ``failed`` verdict's reason names (``tables.unhealthy``), in its mark."""
+FAILURES = ("diverged", "stalled", "degraded", "oom", "error")  # the outcomes a failed verdict's mark names
 
 
 def verdicts(comparison: dict) -> pd.DataFrame:
-    """Per (scenario, config) of a quality study: ``role``, ``verdict`` (the comparison's own),
-    ``mark`` (the verdict, a failure with the run outcomes behind it, e.g. ``failed(diverged)``)
-    and the quality change against the reference in % (negative: worse) with its CI."""
+    """Per (scenario, config): ``role``, ``verdict``, ``mark`` (``failed(diverged)``) and the quality
+    change against the reference in % (negative: worse) with its CI."""
     ev = pd.DataFrame(comparison.get("recommendation_evidence", []))
     if ev.empty or "verdict" not in ev:
         raise ValueError("its comparison.json has no per-cell verdicts: run `dtype-bench compare` again")
@@ -47,9 +43,7 @@ def mark(verdict: str, reason: str) -> str:
 
 
 def speed(stats: pd.DataFrame) -> pd.DataFrame:
-    """Per (scenario, config) of a speed study's ``config_stats``: throughput x fp32 (its ``rel``),
-    x TF32 (its ``rel`` over fp32_tf32_matmul's on the scenario: the ratio of their means) and
-    peak memory in GiB (its mean)."""
+    """Per (scenario, config) of a speed study's ``config_stats``: throughput x fp32, x TF32 and GiB."""
     t = stats[stats["metric"] == "throughput"].set_index(["scenario", "config"])
     mem = stats[stats["metric"] == "memory"].set_index(["scenario", "config"])
     tf32 = t["rel"].xs(TF32, level="config") if TF32 in t.index.get_level_values("config") else pd.Series(dtype=float)
@@ -59,8 +53,7 @@ def speed(stats: pd.DataFrame) -> pd.DataFrame:
 
 
 def cells(comparison: dict, stats: pd.DataFrame | None) -> pd.DataFrame:
-    """The answer's cells: every candidate config's verdict on every scenario of the quality
-    study, with the speed study's throughput and memory where it measured them."""
+    """Every candidate's verdict on every scenario, with the speed study's numbers where measured."""
     v = verdicts(comparison)
     v = v[v["config"].isin(candidates(v))]
     if stats is not None and not stats.empty:
@@ -82,14 +75,17 @@ def _cell(r: pd.Series) -> str:
     return "<br>".join(parts)
 
 
+def _grid(configs, scns: list, cell) -> list[str]:
+    """A Markdown table: a row per config, a column per scenario, ``cell(config, scenario)``."""
+    return (["| config | " + " | ".join(scns) + " |", "|---|" + "---|" * len(scns)]
+            + [f"| {cfg} | " + " | ".join(cell(cfg, s) for s in scns) + " |" for cfg in configs])
+
+
 def answer_table(c: pd.DataFrame) -> list[str]:
     """Markdown rows: one per candidate config (registry order), one column per scenario."""
-    scns = sorted(c["scenario"].unique())
-    out = ["| config | " + " | ".join(scns) + " |", "|---|" + "---|" * len(scns)]
-    for cfg in config_order(c["config"].unique()):
-        g = c[c["config"] == cfg].set_index("scenario")
-        out.append(f"| {cfg} | " + " | ".join(_cell(g.loc[s]) if s in g.index else "not run" for s in scns) + " |")
-    return out
+    g = c.set_index(["config", "scenario"])
+    return _grid(config_order(c["config"].unique()), sorted(c["scenario"].unique()),
+                 lambda cfg, s: _cell(g.loc[(cfg, s)]) if (cfg, s) in g.index else "not run")
 
 
 def controls_line(comparison: dict) -> str:
@@ -148,8 +144,7 @@ def scope_box(quality: tuple[str, Path], speed_study: tuple[str, Path] | None) -
 
 
 def _hosts(d: dict) -> str:
-    """Whether a study's seeds ran on one GPU, as far as its records' GPU ids (``env.gpu_uuid``)
-    tell: older records carry none, and then the hosts are not identified."""
+    """Whether a study's seeds ran on one GPU, as far as its records' ``env.gpu_uuid`` tell."""
     if not d["with_gpu_id"]:
         return "hosts not identified (its records carry no GPU id)"
     part = "" if d["with_gpu_id"] == d["n"] else f"{d['with_gpu_id']} of {d['n']} records carry a GPU id: "
@@ -159,8 +154,7 @@ def _hosts(d: dict) -> str:
 
 
 def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:
-    """Markdown: per config (rows) and scenario, the speed study's mean tokens/s, MFU and energy
-    per token (from its records; a blank where a record lacks the metric)."""
+    """Markdown: per config and scenario, the speed study's mean tokens/s, MFU and energy per token."""
     rows = []
     for r in load_records(speed_dir):
         m = r.get("metrics", {})
@@ -171,25 +165,19 @@ def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:
     if not rows:
         return ["(no records here)"]
     d = pd.DataFrame(rows).astype({"tok": float, "mfu": float, "j_tok": float}).groupby(["scenario", "config"]).mean()
-    scns = sorted(d.index.get_level_values("scenario").unique())
-    out = ["| config | " + " | ".join(scns) + " |", "|---|" + "---|" * len(scns)]
-    for cfg in configs:
-        def fmt(s):
-            if (s, cfg) not in d.index:
-                return "-"
-            x = d.loc[(s, cfg)]
-            return (f"{x['tok'] / 1e3:.0f}k tok/s" + (f", MFU {x['mfu']:.1f}%" if pd.notna(x["mfu"]) else "")
-                    + (f", {x['j_tok'] * 1e3:.2f} mJ/tok" if pd.notna(x["j_tok"]) else ""))
-        out.append(f"| {cfg} | " + " | ".join(fmt(s) for s in scns) + " |")
-    return out
+    def fmt(cfg, s):
+        if (s, cfg) not in d.index:
+            return "-"
+        x = d.loc[(s, cfg)]
+        return (f"{x['tok'] / 1e3:.0f}k tok/s" + (f", MFU {x['mfu']:.1f}%" if pd.notna(x["mfu"]) else "")
+                + (f", {x['j_tok'] * 1e3:.2f} mJ/tok" if pd.notna(x["j_tok"]) else ""))
+    return _grid(configs, sorted(d.index.get_level_values("scenario").unique()), fmt)
 
 
 def study_answer(study_dir: Path) -> str:
-    """The answer of one study from its own comparison (``<study>/comparison``, written by its
-    analysis notebook): a scope box, the answer table, the controls line where it ran controls.
-    A study that ran on the CPU is labelled a smoke answer: it shows that the instrument answers,
-    and its speed and memory are a toy model's CPU numbers that recommend nothing. '' where the
-    study has no comparison (its analysis did not run); a one-line note where it is unreadable."""
+    """The answer of one study from its own ``<study>/comparison``: scope box, answer table and
+    controls line; a CPU study's is labelled a smoke answer. '' without a comparison; a one-line
+    note where it is unreadable."""
     comp_dir = Path(study_dir) / "comparison"
     if not (comp_dir / "comparison.json").exists():
         return ""

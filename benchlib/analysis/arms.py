@@ -6,23 +6,15 @@ from pairs of runs that agree on everything else.
     dtype-bench arms executed/h100/serve --arm serve_mode --metric quality          # baseline trained
     dtype-bench arms executed/h100/inference_2026-11-24 --arm mode --metric forward_ms  # baseline fp32
 
-``rows`` reads a folder: one row per training record (identity, every metric, the ``run.*``
-parameters, ``arm`` = the study arm it ran in, ``tokens_per_step``, ``windows`` = its timed
-windows, ``quality`` = its task's learned metric); with ``--arm serve_mode`` one row per record and
-precision it was served in (``trained``: the run's own evaluation); for the ``inference.json`` of
-``dtype-bench infer`` one row per inference mode. A value counts only where its run trained every
-step (``COMPLETED``) or its mode ran (``ok``), and a speed only where the run had its GPU to
-itself (``records_frame``); otherwise it is NaN and ``note`` says why.
-
-``pairs`` pairs every row of an arm with the baseline arm's row of the same pairing keys (default
-``PAIR_KEYS`` present, less the arm key): ``ratio`` = the arm's value / the baseline's, with a
-95% interval by the delta method on the log ratio where the metric's spread over timed windows is
-recorded (``<metric>_std`` and ``windows``: each value's standard error is its std / sqrt(windows)).
-A row without its baseline partner is refused, naming it. ``compare`` summarises the pairs per
-group (default: the pairing keys less seed and tokens per step) and arm: the mean ratio, its
-interval a percentile bootstrap over the pairs (``scipy.stats.bootstrap``) where there are two or
-more, the pair's own where there is one; ``change_pct`` = 100 x (ratio - 1) (for a step time its
-cost, for memory minus its saving) and ``speedup`` = 1 / ratio.
+``rows`` reads a folder: one row per training record (every metric, ``run.*``, ``arm``,
+``tokens_per_step``, ``windows``, ``quality`` = the task's learned metric), per served precision
+(``--arm serve_mode``), or per mode of an ``inference.json``. A value counts only where its run
+completed or its mode ran, a speed only where the run had its GPU to itself; else NaN and ``note``
+says why. ``pairs`` pairs each arm's row with the baseline arm's of the same pairing keys (a row
+without a partner is refused): ``ratio`` with a delta-method interval on the log ratio where the
+spread over timed windows is recorded. ``compare`` summarises per group and arm: the mean ratio
+(a percentile bootstrap over two or more pairs, else the pair's own interval), ``change_pct`` =
+100 x (ratio - 1) and ``speedup`` = 1 / ratio.
 """
 from __future__ import annotations
 
@@ -44,11 +36,9 @@ from benchlib.core.scenarios import get_scenario
 
 CONF = 0.95
 PAIR_KEYS = ("scenario", "config", "seed", "arm", "size", "weights", "tokens_per_step")
-BASELINES = {"arm": "plain", "config": "amp_bf16", "serve_mode": "trained", "mode": "fp32"}
-"""The baseline arm when none is given, per arm key."""
+BASELINES = {"arm": "plain", "config": "amp_bf16", "serve_mode": "trained", "mode": "fp32"}  # per arm key
+# ``quality`` per task: the learned metric (P@1 for multi-label: micro-F1 is 0 wherever no logit crosses 0)
 TASK_METRIC = {"clm": "val_loss", "mlm": "val_loss", "multilabel": "p_at_1", "singlelabel": "accuracy"}
-"""``quality`` per task: the learned metric (P@1 for multi-label: micro-F1 is 0 wherever no logit
-crosses 0, which says nothing about the ranking)."""
 
 
 def _last_line(text) -> str:

@@ -1,9 +1,7 @@
-"""Altair charts of the analysis tables (seed 000's visualisations): one function per chart, each
-taking a tidy, aggregated frame (a summary, ``loss_curves``, ``config_stats``). ``save`` writes
-SVG/PNG through vl-convert (offline); ``show`` displays a chart interactively in JupyterLab with a
-static image for viewers without JavaScript. Configs with an unhealthy run are drawn apart and
-never on a frontier; where a scenario's quality is not established no frontier is drawn and the
-title says so.
+"""Altair charts of the analysis tables (seed 000's visualisations), one function per chart over a
+tidy frame (a summary, ``loss_curves``, ``config_stats``); ``save`` writes SVG/PNG through
+vl-convert, ``show`` displays a chart with a static image beside its spec. Configs with an
+unhealthy run are drawn apart and never on a frontier; no frontier where quality is not established.
 """
 from __future__ import annotations
 
@@ -28,20 +26,15 @@ WIDTH = 360
 STABILITY_CONFIGS = ("fp16_naive", "fp16_naive_noscale", "fp16_fp16_states", "fp16_fp16_states_noscale", BASELINE)
 UNITS = {"memory": "GiB"}
 SHAPES = {"frontier": "diamond", "dominated": "circle", "not ranked": "circle", "excluded (failed run)": "cross"}
-"""Point shapes on the frontier charts; "not ranked": the scenario's quality is not established."""
-FAILED_GREY = "#8c8c8c"
-"""Configs with a failed run where no verdict is known: drawn grey and hollow, so the eye goes to
-the healthy ones (with verdicts, ``_failed_points`` outlines them in their verdict's colour)."""
-LETTER_PX = 10
-"""Vertical distance between scenario letters in one row of the flip chart."""
+FAILED_GREY = "#8c8c8c"  # a failed config without a verdict: grey and hollow
+LETTER_PX = 10  # vertical distance between scenario letters in one row of the flip chart
 VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "inconclusive": "#fdae6b", "untestable": "#9e9ac8",
            "not tested": "#bdbdbd", "reference": "#a1d99b", "safe": "#31a354"}
-"""The comparison's verdict of a (scenario, config) (``safety.safety``), worst first, and its colour:
-the vocabulary and source of the Findings' answer table (``answer.mark``). No unsafe verdict is grey."""
+"""The comparison's verdicts (``safety.safety``), worst first, and their colours; no unsafe one is grey."""
 
 
 def verdict_scale() -> alt.Scale:
-    """Every verdict in its colour (``VERDICT``): one fixed scale, so panels that share it agree."""
+    """One fixed scale of ``VERDICT``, so panels that share it agree."""
     return alt.Scale(domain=list(VERDICT), range=list(VERDICT.values()))
 
 
@@ -54,12 +47,9 @@ def verdict_colours(marks: Iterable[str]) -> tuple[list[str], list[str]]:
 
 
 def with_verdicts(summary: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
-    """``summary`` (one scenario's) with each config's verdict from the comparison's safety frame
-    (``Comparison.safety`` or ``comparison.json``'s ``recommendation_evidence``, the source of the
-    Findings): ``verdict`` and ``mark`` (``answer.mark``: a failure with its run outcomes) on every
-    row, and the Pareto flags recomputed over the candidate configs safe on the scenario only
-    (where quality is established; elsewhere they stay unset), so no chart or sentence puts an
-    unsafe config on a frontier."""
+    """``summary`` (one scenario's) with ``verdict`` and ``mark`` (``answer.mark``) per config from the
+    safety frame ``verdicts``, and the Pareto flags recomputed over the candidates safe here only
+    (where they are set), so no chart or sentence puts an unsafe config on a frontier."""
     from benchlib.analysis.answer import mark  # answer -> recommend -> tables: not importable from tables
     v = {r["config"]: (r["verdict"], mark(r["verdict"], str(r.get("reason") or "")))
          for _, r in verdicts.iterrows()}
@@ -76,8 +66,7 @@ def with_verdicts(summary: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame
 
 
 def _color(configs: Iterable[str], legend: bool = True, channel=alt.Color):
-    """One colour per config, domain in registry order (charts over the same configs share
-    colours). tableau20 pairs light/dark hues of one colour, so it is used only past 10."""
+    """One colour per config in registry order; tableau20 (paired hues) only past 10 configs."""
     order = config_order(configs)
     scale = alt.Scale(domain=order, scheme="tableau10" if len(order) <= 10 else "tableau20")
     return channel("config:N", sort=order, scale=scale,
@@ -94,27 +83,30 @@ def _unit(summary: pd.DataFrame, metric: str) -> str:
     return UNITS.get(metric, "")
 
 
-def _quality_title(summary: pd.DataFrame) -> str:
+def _qname(summary: pd.DataFrame, labelled: bool = True) -> str:
     name = summary["quality_name"].dropna().iloc[0] if summary["quality_name"].notna().any() else "quality"
+    return label(name) if labelled else name
+
+
+def _quality_title(summary: pd.DataFrame) -> str:
     hib = bool(summary["quality_higher_is_better"].iloc[0]) if "quality_higher_is_better" in summary else True
-    return f"{name} ({'higher' if hib else 'lower'} is better)"
+    return f"{_qname(summary, False)} ({'higher' if hib else 'lower'} is better)"
 
 
-def chart_title(text: str, subtitle=alt.Undefined) -> alt.Title:
+def chart_title(text: str, subtitle=alt.Undefined, **kw) -> alt.Title:
     """Titles start at the left edge, where a reader starts, with the notes under them."""
-    return alt.Title(text, subtitle=subtitle or alt.Undefined, anchor="start")
+    return alt.Title(text, subtitle=subtitle or alt.Undefined, anchor="start", **kw)
 
 
 def no_data_chart(message: str, title: str) -> alt.Chart:
-    """A chart that says why there is nothing to draw (under the title the chart would have)."""
+    """A chart that says why there is nothing to draw, under the title the chart would have."""
     return alt.Chart(pd.DataFrame({"text": [message]})).mark_text(size=14).encode(text="text:N").properties(
         width=WIDTH, height=60, title=chart_title(title))
 
 
 # ---- per experiment ------------------------------------------------------------------------
 def metric_bar(summary: pd.DataFrame, metric: str, title: str | None = None) -> alt.Chart:
-    """Mean per config over seeds, error bar = +-1 std over seeds (configs with >= 2 seeds);
-    fp32_baseline in grey, configs excluded by the evidence gates (an unhealthy run) in red."""
+    """Mean per config, +-1 std over seeds (>= 2 seeds); fp32_baseline grey, excluded configs red."""
     title = title or f"{metric}: mean +- std over seeds"
     d = _means(summary).dropna(subset=[metric])
     if d.empty:
@@ -153,30 +145,22 @@ def _established(summary: pd.DataFrame) -> bool:
 
 
 def _seed_range(d: pd.DataFrame, col: str) -> tuple[pd.Series, pd.Series]:
-    """mean +- 1 std over seeds; NaN where fewer than 2 seeds (no spread measured, no bar)."""
+    """mean +- 1 std over seeds; NaN where fewer than 2 seeds."""
     std = d[f"{col}_std"].where(d["n_seeds"] >= 2)
     return d[col] - std, d[col] + std
 
 
 def _num(v: float) -> str:
-    """4 significant digits, without an exponent for the large throughputs (465,428 not 4.654e+05)."""
+    """4 significant digits, no exponent for large throughputs (465,428 not 4.654e+05)."""
     return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
-
-
-def _short_reason(reason: str) -> str:
-    """'stalled 1/1 (did not beat ...)' -> 'stalled 1/1': the counts fit a chart note; the
-    tooltip carries the rest."""
-    return reason.split(" (")[0] if isinstance(reason, str) else ""
 
 
 def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str | None = None,
                    width: int = WIDTH, height: int = 260) -> tuple[alt.LayerChart, list[str]]:
-    """One frontier plot (``x`` = throughput or memory against quality) and its notes (what is
-    off the scale, and why). The quality axis spans the healthy configs only, so one failed run
-    (a val loss of 9.4 beside 4.3) cannot squash the others into a line: failed configs inside
-    that range are drawn hollow (outlined in their verdict's colour, else grey), those outside
-    are left out and named in the notes; the x axis spans what is drawn. Labels are placed so that they do not overlap
-    (``placement.place_labels``); the recommended config, if given, is ringed."""
+    """One frontier plot (``x`` = throughput or memory against quality) and its notes. The quality
+    axis spans the healthy configs only, so one failed run (a val loss of 9.4 beside 4.3) cannot
+    squash the others: failed configs inside it are drawn hollow, those outside are named in the
+    notes. Labels do not overlap (``placement.place_labels``); ``recommended`` is ringed."""
     d = _means(summary).dropna(subset=[x, "quality"]).reset_index(drop=True)
     failed = d["excluded"].fillna(False).astype(bool)
     point = np.where(failed, "excluded (failed run)",
@@ -189,23 +173,20 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     ydom = padded_domain(pd.concat([basis["quality"], basis["qlo"], basis["qhi"]]))
     d["shown"] = d["quality"].between(*ydom)  # a failed run's speed is measured: only its quality can be wild
     xdom = padded_domain(pd.concat([d.loc[d["shown"], c] for c in (x, "xlo", "xhi")]))
-    qname = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
-    notes = [f"off scale: {r.config} ({qname} {_num(r.quality)}, {x} {_num(getattr(r, x))}): "
-             f"{_short_reason(r.excluded_reason) or 'failed'}" for r in d[~d["shown"]].itertuples()]
+    notes = [f"off scale: {r.config} ({_qname(summary)} {_num(r.quality)}, {x} {_num(getattr(r, x))}): "
+             f"{(r.excluded_reason if isinstance(r.excluded_reason, str) else '').split(' (')[0] or 'failed'}"
+             for r in d[~d["shown"]].itertuples()]
     shown = d[d["shown"]].reset_index(drop=True)
     text = [c + (" (recommended)" if rec else "") for c, rec in zip(shown["config"], shown["recommended"])]
-    px = (shown[x] - xdom[0]) / (xdom[1] - xdom[0]) * width
-    py = (ydom[1] - shown["quality"]) / (ydom[1] - ydom[0]) * height
     d["label"], d["lx"], d["ly"], d["moved"], d["ax"] = "", np.nan, np.nan, False, np.nan
     rows = d.index[d["shown"]]
     d.loc[rows, "label"] = text
-    d.loc[rows, ["lx", "ly", "moved", "ax"]] = _label_spots(px, py, text, xdom, ydom, width, height)
+    d.loc[rows, ["lx", "ly", "moved", "ax"]] = _label_spots(shown[x], shown["quality"], text, xdom, ydom, width, height)
     d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
         "config", x, "quality", "frontier", "point", "verdict", "mark", "xlo", "xhi", "qlo", "qhi", "n_seeds", "excluded",
         "excluded_reason", "shown", "recommended", "label", "lx", "ly", "moved", "ax"]]
     xt, yt = f"{x} ({_unit(summary, x)})", _quality_title(summary)
-    xe = alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xt)
-    ye = alt.Y("quality:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title=yt)
+    xe, ye = _axes(x, "quality", xdom, ydom, xt, yt)
     base = alt.Chart(d).transform_filter("datum.shown").encode(x=xe, y=ye)
     tip = ["config:N", alt.Tooltip(f"{x}:Q", format=".4g"), alt.Tooltip("quality:Q", format=".4g"), "n_seeds:Q",
            "excluded_reason:N"]
@@ -225,17 +206,24 @@ def frontier_panel(summary: pd.DataFrame, x: str, errors: bool, recommended: str
     return alt.layer(*layers).properties(width=width, height=height), notes
 
 
-def _label_spots(px: pd.Series, py: pd.Series, text: list, xdom, ydom, width: int, height: int) -> list[tuple]:
-    """(label x, label y, moved, leader x) in data units per point, placed apart in pixels
-    (``placement.place_labels``) from the points' pixel positions ``px``, ``py``."""
+def _axes(x: str, y: str, xdom, ydom, xtitle: str, ytitle: str) -> tuple[alt.X, alt.Y]:
+    """Quantitative x and y encodings over exactly these domains."""
+    return (alt.X(f"{x}:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False), title=xtitle),
+            alt.Y(f"{y}:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title=ytitle))
+
+
+def _label_spots(xs: pd.Series, ys: pd.Series, text: list, xdom, ydom, width: int, height: int) -> list[tuple]:
+    """(label x, label y, moved, leader x) in data units per point of a ``width`` x ``height`` plot."""
+    px = (xs - xdom[0]) / (xdom[1] - xdom[0]) * width
+    py = (ydom[1] - ys) / (ydom[1] - ydom[0]) * height
+
     def to_x(v): return xdom[0] + v / width * (xdom[1] - xdom[0])
     return [(to_x(sx), ydom[1] - sy / height * (ydom[1] - ydom[0]), m, to_x(a))
             for sx, sy, m, a in place_labels(px.tolist(), py.tolist(), list(text), width, height)]
 
 
 def _point_layers(base: alt.Chart, d: pd.DataFrame, line: alt.Chart, tip: list, text: str) -> list:
-    """A frontier panel's frontier ``line``, label leaders, healthy points (shape: ``d["point"]``),
-    failed points and labels (field ``text``), in drawing order."""
+    """A frontier panel's line, label leaders, points, failed points and labels, in drawing order."""
     kinds = [k for k in SHAPES if k in set(d["point"])]
     shape = alt.Shape("point:N", title=None, scale=alt.Scale(domain=kinds, range=[SHAPES[k] for k in kinds]))
     pts = base.transform_filter("!datum.excluded").mark_point(filled=True, size=90).encode(
@@ -249,9 +237,7 @@ def _point_layers(base: alt.Chart, d: pd.DataFrame, line: alt.Chart, tip: list, 
 
 
 def _failed_points(base: alt.Chart, d: pd.DataFrame, shape, tip: list) -> alt.Chart:
-    """The hollow crosses of the configs with a failed run: outlined in their verdict's colour
-    where the data carry verdicts (``with_verdicts``: an unsafe config is never grey),
-    else grey."""
+    """Hollow crosses of the failed configs: in their verdict's colour where known, else grey."""
     known = d.loc[d["excluded"].fillna(False).astype(bool), "verdict"].notna().any()
     pts = base.transform_filter("datum.excluded").mark_point(filled=False, size=90, strokeWidth=2,
                                                              color=alt.Undefined if known else FAILED_GREY)
@@ -271,8 +257,7 @@ NO_SPEED = "speed not measured: the runs shared a GPU (--runs-per-gpu)"
 
 
 def why_none(summary: pd.DataFrame, what: str) -> str:
-    """Why a speed chart has nothing to draw: its runs shared a GPU (so no speed was measured,
-    however healthy they were), else no run finished."""
+    """Why a speed chart has nothing to draw: its runs shared a GPU, else no run finished."""
     shared = "shared_gpu" in summary and bool(summary["shared_gpu"].fillna(False).astype(bool).all())
     return f"{what}: {NO_SPEED}" if shared else f"{what}: no run finished"
 
@@ -284,12 +269,10 @@ def speed_unmeasured(summary: pd.DataFrame) -> bool:
 
 
 def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = None) -> alt.Chart:
-    """Quality per config where no speed was measured: each seed a dot in the colour of its
-    config's verdict on the scenario (``with_verdicts``: safe, degraded, failed(...),
-    untestable, as the Findings say it; a summary without verdicts: red for a failed run, grey for
-    a healthy one), the mean a black tick, fp32_baseline's mean a dashed line, ``recommended`` in
-    bold. The axis spans the healthy runs: a failed run beyond it sits at its edge as a triangle
-    (a stalled F1 of 0 would squash every healthy config together)."""
+    """Quality per config where no speed was measured: each seed a dot in its config's verdict
+    colour (without verdicts: red failed, grey healthy), the mean a black tick, fp32_baseline a
+    dashed line, ``recommended`` bold. The axis spans the healthy runs; a failed run beyond it
+    is a triangle at its edge."""
     runs = summary[(summary["seed"] != "mean") & summary["quality"].notna()]
     failed = runs["health"].fillna("ok") != "ok"
     runs = runs.assign(failed=failed, **({} if "mark" in runs else {  # without verdicts: run health, said so
@@ -302,8 +285,7 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
                                       np.where(runs["quality"] > hi, "triangle-right", "circle")))
     y = alt.Y("config:N", sort=order, title=None,
               axis=alt.Axis(labelFontWeight=alt.ExprRef(f"datum.value == '{recommended}' ? 'bold' : 'normal'")))
-    name = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
-    x = alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi], clamp=True, zero=False), title=name)
+    x = alt.X("quality:Q", scale=alt.Scale(domain=[lo, hi], clamp=True, zero=False), title=_qname(summary))
     tip = ["config:N", "seed:N", alt.Tooltip("quality:Q", format=".4g"), "mark:N", "health:N"]
     fill = (alt.Fill("verdict:N", title="verdict", scale=verdict_scale()) if "mark" in summary else
             alt.Fill("mark:N", title=None, scale=alt.Scale(domain=["failed run", "healthy run"],
@@ -321,20 +303,18 @@ def quality_strip(summary: pd.DataFrame, title: str, recommended: str | None = N
     sub = [NO_SPEED, "colour: the config's verdict here" if "mark" in summary else "grey: a healthy seed; red: a failed one",
            "triangle: beyond the axis; black: mean; dashed: fp32_baseline"]
     sub += [f"bold: recommended ({recommended})"] if recommended else []
-    return alt.layer(*layers).properties(width=260, height=max(12 * len(order), 120), title=alt.Title(
-        title, subtitle=sub, anchor="start", fontSize=12))
+    return alt.layer(*layers).properties(width=260, height=max(12 * len(order), 120),
+                                         title=chart_title(title, sub, fontSize=12))
 
 
 def speed_only(summary: pd.DataFrame) -> bool:
-    """A speed study's scenario (``run.judge_quality`` false): its runs are read for speed and
-    memory only, so its charts set throughput against memory, not against quality."""
+    """A speed study's scenario (``run.judge_quality`` false): charts set throughput against memory."""
     return str(summary["note"].iloc[0]).startswith(NOT_JUDGED.split(":")[0])
 
 
 def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, height: int = 260) -> alt.Chart:
-    """Throughput against peak memory per config (a speed study, where quality is not judged):
-    the frontier (diamonds, dashed line) are the healthy configs no other is both faster and
-    leaner than; a config with a failed run (diverged, oom) is a grey cross, never on it."""
+    """Throughput against peak memory per config where quality is not judged: the frontier are the
+    healthy (and, with verdicts, safe) candidates none is both faster and leaner than."""
     d = _means(summary).dropna(subset=["throughput", "memory"]).reset_index(drop=True)
     if d.empty:
         return no_data_chart("no finished runs: no throughput-memory points", title)
@@ -345,15 +325,13 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
     front = eligible.to_numpy() & pareto_front(d["throughput"].where(eligible), -d["memory"].where(eligible))
     d["point"] = np.where(failed, "excluded (failed run)", np.where(front, "frontier", "dominated"))
     xdom, ydom = padded_domain(d["throughput"]), padded_domain(d["memory"])
-    px = (d["throughput"] - xdom[0]) / (xdom[1] - xdom[0]) * width
-    py = (ydom[1] - d["memory"]) / (ydom[1] - ydom[0]) * height
-    d["lx"], d["ly"], d["moved"], d["ax"] = zip(*_label_spots(px, py, d["config"], xdom, ydom, width, height))
+    d["lx"], d["ly"], d["moved"], d["ax"] = zip(*_label_spots(d["throughput"], d["memory"], d["config"], xdom, ydom,
+                                                              width, height))
     d = d.assign(**{k: d[k] if k in d else None for k in ("verdict", "mark")})[[
         "config", "throughput", "memory", "point", "verdict", "mark", "excluded", "excluded_reason", "n_seeds", "lx", "ly",
         "moved", "ax"]]
-    xe = alt.X("throughput:Q", scale=alt.Scale(domain=xdom, nice=False, zero=False),
-               title=f"throughput ({_unit(summary, 'throughput')})")
-    ye = alt.Y("memory:Q", scale=alt.Scale(domain=ydom, nice=False, zero=False), title="peak memory (GiB, lower is better)")
+    xe, ye = _axes("throughput", "memory", xdom, ydom, f"throughput ({_unit(summary, 'throughput')})",
+                   "peak memory (GiB, lower is better)")
     base = alt.Chart(d).encode(x=xe, y=ye)
     tip = ["config:N", alt.Tooltip("throughput:Q", format=",.0f"), alt.Tooltip("memory:Q", format=".3g"),
            "n_seeds:Q", "excluded_reason:N"]
@@ -364,16 +342,13 @@ def speed_memory_panel(summary: pd.DataFrame, title: str, width: int = WIDTH, he
     sub = ["quality not judged here; hollow crosses: a failed run" + ("; one seed per config" if one else ""),
            "diamonds: frontier (none faster and leaner" + (", of the configs shown safe here)" if safe else ")"),
            *(["no frontier: no config is shown safe here"] if safe and not front.any() else [])]
-    return alt.layer(*_point_layers(base, d, line, tip, "config:N")).properties(width=width, height=height, title=alt.Title(
-        title, subtitle=sub, anchor="start", fontSize=12))
+    return alt.layer(*_point_layers(base, d, line, tip, "config:N")).properties(
+        width=width, height=height, title=chart_title(title, sub, fontSize=12))
 
 
 def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> alt.Chart:
-    """Throughput vs quality per config (error bars +-1 std over seeds, where >= 2); the Pareto
-    frontier (diamonds, dashed line) from the summary's ``pareto_throughput``; configs with a
-    failed run as grey hollow crosses, never on it, and left off the axes when they lie outside
-    the healthy configs' range; ``recommended`` ringed; no frontier where quality is not
-    established."""
+    """Throughput vs quality per config with the summary's Pareto frontier (``frontier_panel``);
+    a quality strip where no speed was measured, throughput vs memory in a speed study."""
     if speed_unmeasured(summary):
         return quality_strip(summary, "Quality per config", recommended)
     if speed_only(summary):
@@ -388,8 +363,7 @@ def quality_scatter(summary: pd.DataFrame, recommended: str | None = None) -> al
 
 
 def pareto_chart(summary: pd.DataFrame, recommended: str | None = None) -> alt.Chart:
-    """The two frontiers side by side: throughput-quality and memory-quality (a speed study:
-    throughput against memory, ``speed_memory_panel``)."""
+    """Throughput-quality and memory-quality frontiers side by side (a speed study: one panel)."""
     if speed_only(summary):
         return speed_memory_panel(summary, "Pareto frontier: throughput vs peak memory")
     if _means(summary)[["throughput", "memory", "quality"]].dropna().empty:
@@ -405,9 +379,8 @@ def pareto_chart(summary: pd.DataFrame, recommended: str | None = None) -> alt.C
 
 
 def _curve_layers(curves: pd.DataFrame, divergences: pd.DataFrame, legend: bool) -> alt.LayerChart:
-    """Mean loss per config, the min-max band where >= 2 seeds ran, red crosses at divergences.
-    The y scale is logarithmic: a loss falls by orders of magnitude (a classification BCE from
-    0.7 to 0.008) and on a linear axis everything after the first steps is a flat line."""
+    """Mean loss per config, the min-max band where >= 2 seeds ran, red crosses at divergences, on
+    a log scale (a BCE falls from 0.7 to 0.008: linear, all but the first steps are flat)."""
     data = pd.concat([curves.assign(kind="curve"), divergences.assign(kind="diverged")], ignore_index=True)
     data = data[["scenario", "config", "step", "loss", "loss_lo", "loss_hi", "n_runs", "seed", "kind"]]
     data = data[data["loss"] > 0]  # a log axis has no place for 0 (nor for a missing loss)
@@ -433,9 +406,7 @@ def _band_note(curves: pd.DataFrame) -> str | alt.UndefinedType:
 
 
 def loss_curves_chart(curves: pd.DataFrame, divergences: pd.DataFrame) -> alt.Chart:
-    """Training loss per config on a log scale (one scenario: panels share the y axis, so
-    configs compare directly): mean over seeds, band = min-max over seeds, red crosses =
-    diverged runs at their divergence step (losses capped at 3x the initial loss)."""
+    """One scenario's training loss, a panel per config on a shared log axis (``_curve_layers``)."""
     title = "Training loss per config (log scale; line: mean over seeds; band: min-max; red cross: divergence)"
     if curves.empty:
         return no_data_chart("no steps.jsonl found: no loss curves", title)
@@ -447,10 +418,8 @@ def loss_curves_chart(curves: pd.DataFrame, divergences: pd.DataFrame) -> alt.Ch
 # ---- across experiments --------------------------------------------------------------------
 def stability_chart(curves: pd.DataFrame, divergences: pd.DataFrame,
                     configs: Iterable[str] = STABILITY_CONFIGS) -> alt.Chart:
-    """Seed 000's stability comparison: the fp16-weight configs (with and without loss scaling,
-    with fp32 or fp16 Adam moments; fp32 for reference) loss curves, one panel per scenario, side by side. Each panel has its own
-    axes: scenarios differ in loss (LM cross-entropy of ~11 at the start, a classification
-    BCE below 1) and in length, and on a shared axis the smaller one is a flat line."""
+    """Seed 000's stability comparison: the loss curves of the fp16-weight configs (and fp32), a
+    panel per scenario with its own axes (an LM loss of ~11 would flatten a BCE below 1)."""
     configs = list(configs)
     c, d = curves[curves["config"].isin(configs)], divergences[divergences["config"].isin(configs)]
     title = "Stability: loss per scenario (own log-scale axis each; band: min-max over seeds; red cross: divergence)"
@@ -467,10 +436,8 @@ def _flip_flag(stats: pd.DataFrame, flips: list[dict] | None) -> pd.Series:
 
 
 def _ties(d: pd.DataFrame) -> pd.DataFrame:
-    """``d`` (ranks by ``method="min"``: tied configs share the best rank of the group) with
-    ``n_tied`` per (metric, scenario, rank) and ``y``: the rank, spread by up to +-0.35 within a
-    tie in config order, so the lines of tied configs end side by side at their shared rank
-    instead of on one point (which reads as "all of them best")."""
+    """``d`` with ``n_tied`` per (metric, scenario, rank) and ``y``: the rank spread by up to
+    +-0.35 within a tie, so tied configs' lines end side by side, not on one point."""
     d = d.assign(_order=d["config"].map({c: i for i, c in enumerate(config_order(d["config"]))}))
     d = d.sort_values(["metric", "scenario", "rank", "_order"])
     grp = d.groupby(["metric", "scenario", "rank"])["config"]
@@ -480,9 +447,8 @@ def _ties(d: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_slope(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Chart:
-    """Slope graph: each config's rank (1 = best) per scenario, one panel per metric; configs
-    in a flip beyond seed noise drawn solid, the rest faded. Tied configs (equal means: the
-    same rank) end side by side at their rank, marked "= n tied"."""
+    """Each config's rank (1 = best) per scenario, a panel per metric; configs in a flip beyond
+    seed noise solid, the rest faded; ties side by side, marked "= n tied"."""
     title = "Rank of each config per scenario (solid: in a flip beyond seed noise; \"= n tied\": equal ranks)"
     d = stats.assign(flip=_flip_flag(stats, flips)).dropna(subset=["rank"])[
         ["scenario", "config", "metric", "rank", "flip", "mean"]]
@@ -508,31 +474,26 @@ def rank_slope(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Char
 
 
 def _no_data_why(cells: pd.DataFrame, metric: str, note: str = "") -> str:
-    """Why a (scenario, metric) column of the heatmap has no value, in a few words; ``note`` is
-    the scenario's (``tables.scenario_notes``), which says when its runs shared a GPU."""
+    """Why a (scenario, metric) column of the heatmap has no value (``note``: the scenario's)."""
     if metric == "quality" and not cells["established"].any():
         return "quality not established"
     if metric == "throughput" and "shared their GPU" in note:
-        return "speed not measured: the runs shared a GPU (--runs-per-gpu)"
+        return NO_SPEED
     if not (cells["config"] == BASELINE).any() or cells.loc[cells["config"] == BASELINE, "mean"].isna().all():
         return "no fp32_baseline value"
     return "no counted run"
 
 
 def _heat_scale_type(gains: pd.Series) -> str:
-    """'symlog' where the largest |gain| is over 10x the median non-zero one, else 'linear': on
-    the reference study's quality panel a -100% failure washed a -7% degradation out to white,
-    while memory gains (5-45%) read best on a linear scale."""
+    """'symlog' where the largest |gain| is over 10x the median non-zero one (a -100% failure
+    would wash a -7% degradation out to white), else 'linear'."""
     g = gains.replace([np.inf, -np.inf], np.nan).abs().dropna()
     g = g[g > 0]
     return "symlog" if len(g) and g.max() > 10 * g.median() else "linear"
 
 
 def _heat_panel(d: pd.DataFrame, metric: str, scenarios: list[str], order: list[str], why: dict) -> alt.LayerChart:
-    """One metric's cells on a diverging scale of its own, centred at 0 and symmetric (the
-    largest |gain| of this metric sets both ends), so a -4% quality loss is as visible as the
-    metric allows, whatever the throughput gains are; symmetric-log where a few cells dwarf the
-    rest (``_heat_scale_type``)."""
+    """One metric's cells on a diverging scale of its own, symmetric about 0 (``_heat_scale_type``)."""
     lim = float(np.nanmax(np.abs(d["gain_pct"].replace([np.inf, -np.inf], np.nan)))) or 1.0
     base = alt.Chart(d).encode(x=alt.X("scenario:O", sort=scenarios, title="scenario"),
                                y=alt.Y("config:N", sort=order, title=None))
@@ -555,12 +516,9 @@ def _heat_panel(d: pd.DataFrame, metric: str, scenarios: list[str], order: list[
 
 
 def relative_heatmap(stats: pd.DataFrame, notes: Mapping[str, str] | None = None) -> alt.Chart:
-    """Config x scenario per metric: % vs fp32_baseline, signed so > 0 is better (faster, less
-    memory, better quality), one diverging colour scale per metric; 'div' = every run
-    diverged; 'fail' = no counted run, a failed one (stalled, degraded); 'n/l' = quality not
-    established (the scenario did not learn, or its records carry no trivial baseline). A column with no value carries "no data: why", and the
-    subtitle the scenario's note from ``notes`` (scenario -> text, as
-    ``tables.scenario_notes``)."""
+    """Config x scenario per metric: % vs fp32_baseline, > 0 better, one colour scale per metric;
+    'div' = every run diverged, 'fail' = only failed runs, 'n/l' = quality not established. An
+    empty column says "no data: why", and the subtitle the scenario's note from ``notes``."""
     title = "Performance relative to fp32_baseline (%, > 0 = better; one colour scale per metric)"
     d = stats[["scenario", "config", "metric", "mean", "gain_pct", "n_ok", "n_diverged", "established"]].copy()
     if d["gain_pct"].isna().all():
@@ -589,10 +547,8 @@ def relative_heatmap(stats: pd.DataFrame, notes: Mapping[str, str] | None = None
 
 
 def flip_chart(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Chart:
-    """Each config's rank range across scenarios per metric (letters: the scenario at each
-    rank, each scenario on its own line within the config's row, so two scenarios at one
-    rank do not print over each other); red = the config takes part in a flip beyond seed
-    noise."""
+    """Each config's rank range across scenarios per metric (letters: the scenario at each rank,
+    one line per scenario); red = in a flip beyond seed noise."""
     title = "Rank changes across scenarios (letters: scenario; red: flip beyond seed noise)"
     d = stats.assign(flip=_flip_flag(stats, flips)).dropna(subset=["rank"])[["scenario", "config", "metric",
                                                                              "rank", "flip"]]
@@ -603,8 +559,7 @@ def flip_chart(stats: pd.DataFrame, flips: list[dict] | None = None) -> alt.Char
     y = alt.Y("config:N", sort=config_order(d["config"]), title=None)
     rule = alt.Chart().mark_rule(strokeWidth=3, opacity=0.6).encode(y=y, x=alt.X("min(rank):Q", title="rank"),
                                                                      x2="max(rank):Q", color=color)
-    # one text layer per scenario, each on its own line of the config's row (dy): letters at
-    # one rank would otherwise print over each other
+    # one text layer per scenario, each on its own line (dy): letters at one rank would overlap
     scns = sorted(d["scenario"].unique())
     texts = [alt.Chart().transform_filter(alt.datum.scenario == s).mark_text(
         fontSize=10, fontWeight="bold", dy=LETTER_PX * (k - (len(scns) - 1) / 2)).encode(
@@ -624,8 +579,7 @@ def experiment_charts(summary: pd.DataFrame, curves: pd.DataFrame, divergences: 
 
 def comparison_charts(stats: pd.DataFrame, flips: list[dict], curves: pd.DataFrame,
                       divergences: pd.DataFrame, notes: Mapping[str, str] | None = None) -> dict:
-    """Seed 000's cross-experiment list, by file name (``notes``: scenario -> what the evidence
-    gates say, for the heatmap's no-data marks)."""
+    """Seed 000's cross-experiment list, by file name (``notes``: for the heatmap)."""
     return {"rank_slope": rank_slope(stats, flips), "relative_heatmap": relative_heatmap(stats, notes),
             "flips": flip_chart(stats, flips), "stability": stability_chart(curves, divergences)}
 
@@ -646,14 +600,11 @@ _LONG_DECIMAL = re.compile(r"(-?\d+\.\d)\d+")
 
 
 def compact_svg(svg: str) -> str:
-    """The SVG with its geometry (path data, positions, sizes) to a tenth of a pixel, which no
-    screen shows, and its text untouched: a tenth or more off each committed chart file."""
+    """The SVG with its geometry rounded to a tenth of a pixel and its text untouched."""
     return _GEOMETRY.sub(lambda m: m[1] + '="' + _LONG_DECIMAL.sub(r"\1", m[2]) + '"', svg)
 
 
-FORMATS = ("svg",)
-"""The chart files an analysis writes by default: SVG only (2-10x smaller than PNG on the
-reference study's charts, sharp at any zoom); ``--formats png,svg`` writes PNGs too."""
+FORMATS = ("svg",)  # by default: 2-10x smaller than PNG and sharp at any zoom
 
 
 def save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = FORMATS,
@@ -676,8 +627,7 @@ def save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = FO
 
 @functools.cache
 def renderer_available() -> bool:
-    """Whether vl-convert (PNG/SVG without a browser) is installed; without it (a bare GPU host,
-    say) charts are written as Vega-Lite JSON and notebooks show them interactively only."""
+    """Whether vl-convert is installed; without it charts are written as Vega-Lite JSON."""
     try:
         import vl_convert  # noqa: F401
         return True
@@ -696,11 +646,8 @@ def title_of(chart: alt.TopLevelMixin | dict) -> str:
 
 
 class Shown:
-    """A chart for notebook output: the Vega-Lite spec (JupyterLab renders it interactively,
-    offline) plus a static image (PNG, or SVG: a third of a line chart's PNG) that GitHub,
-    nbconvert HTML and viewers without JavaScript show. Without the spec (``interactive``
-    False) the output holds no copy of the chart's data: what a run's executed notebook shows
-    of its ``steps.jsonl``."""
+    """A chart for notebook output: the Vega-Lite spec (unless ``interactive`` is False: then
+    no copy of the data) plus a static PNG or SVG for viewers without JavaScript."""
 
     def __init__(self, chart: alt.TopLevelMixin, png: bytes | None, svg: str | None = None,
                  interactive: bool = True):
@@ -721,8 +668,7 @@ class Shown:
 def show(chart: alt.TopLevelMixin, png_path: str | Path | None = None, static: str = "png",
          interactive: bool | None = None) -> Shown:
     """Display object for ``chart``: its spec (``interactive``; None: unless ``STATIC_CHARTS_ENV``
-    is 1) and a static image: the file ``save`` wrote at ``png_path`` or beside it (``.png`` or
-    ``.svg``, whichever exists), else one rendered now, ``static`` = "png" or "svg"."""
+    is 1) and the image ``save`` wrote at ``png_path`` (.png or .svg), else one rendered now."""
     if interactive is None:
         interactive = os.environ.get(STATIC_CHARTS_ENV) != "1"
     if png_path:

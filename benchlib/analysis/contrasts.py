@@ -1,18 +1,8 @@
-"""Each config's quality against its scenario's reference, paired by seed (``reference_contrasts``):
-the gap, its CI, its p-values and the verdict that safety, the degraded gate and the
-recommendations read.
-
-The gap is in % of the reference's quality, positive = the config is worse, paired by seed where
-the cells share ``Rules.min_seeds`` seeds (``stats.piece``). The p-values of a scenario's configs
-form one family, corrected by ``Rules.multitest``. Verdicts:
-
-- ``degraded``: the gap is beyond seed noise (corrected p < 1 - conf) and larger than the
-  minimum effect that matters (``Rules.min_effect_pct`` of the scenario's quality metric);
-- ``safe``: the CI's worse end stays below that minimum effect (no degradation that matters is
-  compatible with the seeds);
-- ``inconclusive``: neither (the seeds allow a gap that matters, but do not show one);
-- ``not tested``: fewer than ``min_seeds`` values of the config or of the reference;
-- ``reference``: the reference itself.
+"""Each config's quality against its scenario's reference (``reference_contrasts``): the gap in %
+of the reference's quality (positive = worse), paired by seed where the cells share
+``Rules.min_seeds`` seeds, its CI and p-values (one corrected family per scenario), and the verdict:
+``degraded`` (beyond seed noise and ``Rules.min_effect_pct``), ``safe`` (the CI's worse end below
+that minimum effect), ``inconclusive`` (neither), ``not tested`` (too few seeds), ``reference``.
 """
 from __future__ import annotations
 
@@ -21,15 +11,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, adjust, boot_p, bootstrap, exact_p, piece
+from benchlib.analysis.stats import Rules, adjust, boot_p, bootstrap, exact_p, piece, seeds
 
 COLUMNS = ["scenario", "config", "reference", "metric", "n_config", "n_reference", "n_paired", "paired", "gap_pct",
            "ci_low", "ci_high", "p", "p_adj", "p_exact", "min_effect_pct", "verdict", "reason"]
 
 
 def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules) -> dict:
-    """The gap of one config's per-seed values ``x`` to the reference's ``ref`` (both indexed by
-    seed), % of the reference, positive = worse (``sign`` +1 where higher is better)."""
+    """The gap of per-seed values ``x`` to ``ref`` (indexed by seed), % of the reference, > 0 worse."""
     x, ref = x.dropna(), ref.dropna()
     shared = sorted(set(x.index) & set(ref.index))
     out = {"n_config": len(x), "n_reference": len(ref), "n_paired": len(shared), "paired": None, "gap_pct": math.nan,
@@ -45,14 +34,9 @@ def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules) -> dict:
     return out
 
 
-def _seeds(n: int) -> str:
-    return "one seed" if n == 1 else f"{n} seeds"
-
-
 def reference_contrasts(runs: pd.DataFrame, rules: Rules) -> pd.DataFrame:
-    """Per (scenario, config) of ``runs`` (the runs whose quality counts, with columns
-    scenario, config, seed, quality, q_sign, quality_name): the contrast with the scenario's
-    reference and its verdict (module docstring)."""
+    """Per (scenario, config) of ``runs`` (those whose quality counts): the contrast with the
+    scenario's reference and its verdict."""
     rows = []
     for s, d in runs.groupby("scenario"):
         vals = {c: g.set_index("seed")["quality"].dropna() for c, g in d.groupby("config")}
@@ -67,11 +51,11 @@ def reference_contrasts(runs: pd.DataFrame, rules: Rules) -> pd.DataFrame:
                            f"({', '.join(rules.reference_configs)}) has >= {rules.min_seeds} counted seeds on {s}")
             elif c == ref:
                 row.update(n_config=len(v), n_reference=len(v), verdict="reference",
-                           reason=f"the reference of {s} ({_seeds(len(v))})")
+                           reason=f"the reference of {s} ({seeds(len(v))})")
             else:
                 row.update(contrast(v, vals[ref], sign, rules))
                 if row["paired"] is None:
-                    row["reason"] = (f"not tested: {_seeds(len(v))} of {c} and {len(vals[ref])} of the reference {ref} "
+                    row["reason"] = (f"not tested: {seeds(len(v))} of {c} and {len(vals[ref])} of the reference {ref} "
                                      f"({row['n_paired']} shared): needs >= {rules.min_seeds} of both to measure the "
                                      f"seed noise")
             rows.append(row)

@@ -1,17 +1,14 @@
-"""The README's **Findings** section, generated from studies' ``comparison.json`` (``dtype-bench
-findings``), never written by hand, and short enough to read in a minute (<= ~60 lines).
+"""The README's **Findings** section (``dtype-bench findings``), generated from studies'
+``comparison.json``, short enough to read in a minute:
 
-    dtype-bench findings executed/h100/reference/comparison/comparison.json            # print it
     dtype-bench findings executed/h100/reference/comparison/comparison.json \
         executed/h100/reference_speed/comparison/comparison.json --readme README.md
 
-The first study is the answer (its quality verdicts; ``answer``); the first later one built for
-speed (``judge_quality: false``) gives its throughput and memory; each hypothesis comes from the
-study that decides it; every other study is a supporting line, as are ``--fp8-sizes`` and
-``--arm-cost`` (recomputed through ``arms.compare``) and ``--transfer`` (``transfer.findings_line``). The default is the rules' default where they
-name one, else a provisional one (``_default``). With ``--readme`` the text replaces the block
-between ``<!-- findings:start -->`` and ``<!-- findings:end -->`` (appended when absent), so a
-second run at the same results rewrites nothing.
+The first study is the answer (its quality verdicts); the first later one built for speed gives
+throughput and memory; each hypothesis comes from the study that decides it; the others, and
+``--fp8-sizes`` / ``--arm-cost`` (``arms.compare``), are supporting lines, as is ``--transfer``
+(``transfer.findings_line``). ``--readme`` replaces the
+block between the ``findings`` markers (appended when absent), so a rerun rewrites nothing.
 """
 from __future__ import annotations
 
@@ -22,10 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.analysis import answer, arms, transfer
-from benchlib.analysis.recommend import _numbers, _pivots, _speed_order, _ties, default_across
+from benchlib.analysis.gates import by_reason
+from benchlib.analysis.hypotheses import bf16_on_frontier
+from benchlib.analysis.recommend import _numbers, _pivots, _ties, candidates, default_across, order_across
 from benchlib.analysis.stats import Rules
-from benchlib.analysis.tables import config_order
-from benchlib.analysis.tables import NOT_JUDGED
+from benchlib.analysis.tables import NOT_JUDGED, config_order, load_study
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, short_commit
 from benchlib.core.sizes import SHAPES
@@ -56,9 +54,7 @@ DECIDED = ("supported", "rejected")
 
 
 def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, dict]]:
-    """hypothesis id -> (study, verdict): the first study whose verdict is decided (supported or
-    rejected), else the first that has it. A study built for speed (short runs at ``base``)
-    decides the speed hypotheses, one built for quality the others."""
+    """hypothesis id -> (study, verdict): the first study that decides it, else the first that has it."""
     out: dict[str, tuple[str, dict]] = {}
     for name, comp in studies:
         for hid, h in comp.get("hypotheses", {}).items():
@@ -68,12 +64,8 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
 
 
 def frontier_across(quality: dict, speed_dir: Path) -> dict:
-    """Seed 001's H4 from a speed study's records over the candidate configs that the quality
-    study (its ``comparison.json``) calls safe on each scenario: a frontier of configs that may
-    not train says nothing. {} where either is missing."""
-    from benchlib.analysis.hypotheses import bf16_on_frontier
-    from benchlib.analysis.recommend import candidates
-    from benchlib.analysis.tables import load_study
+    """Seed 001's H4 from a speed study's records over the candidates the quality study calls safe
+    on each scenario; {} where either is missing."""
     saf = pd.DataFrame(quality.get("recommendation_evidence", []))
     if saf.empty or "safe" not in saf:
         return {}
@@ -87,9 +79,8 @@ def frontier_across(quality: dict, speed_dir: Path) -> dict:
 
 
 def fp8_section(study_dir: Path) -> list[str]:
-    """One line: where FP8 pays over amp_bf16 (``arms.compare`` of step times, the config the
-    arm), per float8 config, its break-even size. A study arm not named after its size (e.g.
-    ``xl_16k``: another micro-batch) is a series of its own."""
+    """One line: per float8 config, its break-even size over amp_bf16 (``arms.compare`` of step
+    times); an arm not named after its size (``xl_16k``) is a series of its own."""
     df, _ = arms.rows(study_dir)
     df["arm"] = df["arm"].where(df["arm"] != df["size"], "default")
     summary = arms.compare(df, "config", "step_ms", FP8_BASELINE)
@@ -99,8 +90,7 @@ def fp8_section(study_dir: Path) -> list[str]:
 
 
 def arm_cost_section(study_dir: Path) -> list[str]:
-    """One line: what the study's arms cost against its plain arm, as the range over its
-    (scenario, config, seed) pairs of step-time cost and peak memory saved (``arms.compare``)."""
+    """One line: each arm's range of step-time cost and peak memory saved against the plain arm."""
     df, _ = arms.rows(study_dir)
     base = arms.BASELINES["arm"]
     head = f"`{study_dir.name}` ({provenance(study_dir, commits=False)}): "
@@ -122,11 +112,8 @@ def _range(lo: float, hi: float, fmt: str) -> str:
 
 
 def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: list[str] = ()) -> str:
-    """The Findings section as Markdown (a level-2 heading and its body, <= ~60 lines): the
-    scope box, the answer table (the first study's verdicts, a speed study's throughput and
-    memory), the default in one sentence, where each candidate breaks, the hypotheses, the flips
-    the rules allow, one line on the evidence gates, one line per supporting study (the other
-    comparisons, and ``extra``), and one provenance line."""
+    """The Findings section as Markdown: scope, default, answer table, absolute speed, where
+    candidates break, hypotheses, flips, gates, supporting studies (and ``extra``), provenance."""
     name, comparison, folder = studies[0]
     speed = _speed_study(studies[1:])
     stats = pd.read_csv(speed[2] / "comparison" / "config_stats.csv") if speed else None
@@ -173,34 +160,23 @@ def _hypotheses(studies, comparison: dict) -> dict:
 
 
 def _established(cells: pd.DataFrame) -> list[str]:
-    """Scenarios where quality entered verdicts (a config compared with the reference there; a
-    failed run is a verdict even where quality is not established)."""
+    """Scenarios where quality entered verdicts (a config compared with the reference there)."""
     return sorted(set(cells.loc[cells["verdict"].isin(["safe", "degraded", "inconclusive", "reference"]), "scenario"]))
 
 
 def _default_configs(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None) -> tuple[list[str], dict]:
-    """The candidates safe wherever quality was testable (and tested somewhere) that never
-    failed or degraded, fastest first by their mean throughput rank over the speed study's
-    scenarios; and config -> the speed scenarios it has no throughput on. No order while one is
-    missing: an order over part of the scenarios would favour the configs measured where every
-    config is fast."""
+    """The candidates safe wherever quality was testable (and tested somewhere) that never failed
+    or degraded, ``order_across`` the speed study's scenarios."""
     if stats is None:
         return [], {}
     est = _established(cells)
     ok = [c for c, g in cells.groupby("config") if set(g.loc[g["scenario"].isin(est), "verdict"]) <= {"safe", "reference"}
           and not g["verdict"].isin(["failed", "degraded"]).any() and g["scenario"].isin(est).any()]
-    piv = _pivots(stats)
-    on = sorted(stats["scenario"].unique())
-    ranks = piv["throughput_rank"].reindex(index=ok, columns=on)
-    missing = {c: [s for s in on if pd.isna(ranks.loc[c, s])] for c in ok}
-    missing = {c: ss for c, ss in missing.items() if ss}
-    return ([] if missing or not ok else _speed_order(piv, ok, on)), missing
+    return order_across(stats, ok)
 
 
 def _default(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None, speed: str | None) -> str:
-    """The default in one sentence: the rules' default where they name one; else the fastest
-    candidate safe wherever quality was testable, named provisional, with what it was not
-    tested on."""
+    """The default in one sentence: the rules' where they name one, else a provisional one."""
     rec = comparison["recommendations"]
     named = next((x for x in rec.get("universal", []) if x.startswith("default: ")), None)
     if named is None and stats is not None:
@@ -248,16 +224,14 @@ def _flips(name: str, comparison: dict, speed) -> str:
 
 
 def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
-    """Which scenarios entered verdicts, why the others did not, and where the gates' full
-    account is."""
+    """Which scenarios entered verdicts, why the others did not, and where the full account is."""
     est = _established(cells)
     rest = sorted(set(cells["scenario"]) - set(est))
     learned, rel = comparison.get("learned", {}), comparison.get("reliability") or {}
     why = {s: "did not learn" if (learned.get(s) or {}).get("learned") is False else
            "configs not told apart" if (rel.get(s) or {}).get("told_apart") is False else "not established" for s in rest}
-    groups = {w: [s for s in rest if why[s] == w] for w in dict.fromkeys(why.values())}
     return (f"**Evidence gates**: quality entered verdicts on {', '.join(est) or 'no scenario'}"
-            + "".join(f"; {', '.join(ss)}: {w}" for w, ss in groups.items())
+            + (f"; {by_reason(why)}" if why else "")
             + f"; every gate and reason in [the report]({folder / 'html' / 'index.html'}).")
 
 
@@ -292,8 +266,7 @@ def _speed_only(comparison: dict) -> bool:
 
 
 def _speed_study(studies: list[tuple[str, dict, Path]]) -> tuple[str, dict, Path] | None:
-    """The first of ``studies`` built for speed (every scenario ``not judged``: its runs set
-    ``judge_quality: false``) whose folder holds its ``config_stats.csv``; None if there is none."""
+    """The first of ``studies`` built for speed whose folder holds its ``config_stats.csv``, or None."""
     for study in studies:
         if _speed_only(study[1]) and (study[2] / "comparison" / "config_stats.csv").is_file():
             return study
@@ -301,9 +274,7 @@ def _speed_study(studies: list[tuple[str, dict, Path]]) -> tuple[str, dict, Path
 
 
 def _to_settle(h: dict) -> str:
-    """For an undecided verdict: the seeds per (scenario, config) that would settle it at the
-    measured effect and noise, or why it has no estimate (untestable: why the test cannot
-    discriminate); '' for a decided one."""
+    """For an undecided verdict: the seeds that would settle it, or why there is no estimate."""
     if h["verdict"] in DECIDED:
         return ""
     need = (h.get("effect") or {}).get("seeds_to_settle")
@@ -314,10 +285,8 @@ def _to_settle(h: dict) -> str:
 
 
 def _evidence(h: dict, safety: pd.DataFrame, quality_study: str | None) -> str:
-    """For a decided verdict: its evidence's summary (H4: the frontiers that differ; else the
-    verdict's reason, e.g. the CI inside the margin), and where
-    the verdict comes from a speed study, the configs it rests on that ``quality_study`` found
-    unsafe on a scenario (``safety``: its ``recommendation_evidence``)."""
+    """For a decided verdict: its evidence's summary (else its reason) and, for a speed study's,
+    the configs it rests on that ``quality_study`` found unsafe (``safety``)."""
     ev = h.get("evidence") or {}
     text = str(ev.get("summary") or h.get("reason") or "")  # the rule's own words where no summary
     used = sorted({c for f in (ev.get("frontiers") or {}).values() for cs in f.values() for c in cs})

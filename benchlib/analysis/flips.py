@@ -1,17 +1,12 @@
-"""Flips beyond seed noise (seed 000): pairs of configs whose order reverses between two
-scenarios (``order_reversals``), configs that diverge on one scenario but not on another
-(``stability_flips``), and seed 000's ``flips`` entries built from both (``flip_entries``: one
-line per reversal of a pair, never its mirror).
+"""Flips beyond seed noise (seed 000): config pairs whose order reverses between two scenarios
+(``order_reversals``), configs that diverge on one scenario but not another (``stability_flips``),
+and seed 000's ``flips`` entries from both (``flip_entries``: one per pair, never its mirror).
 
-What may flip: candidate configs only (a control or an ablation is never a pick, so never the
-winning side of a flip); configs identical by construction for the metric counted once
-(``cost_hash`` for speed and memory: Adam's eps, the loss scale's value, an FP8 config that
-converted no Linear; ``definition_hash`` for quality); quality only in scenarios whose quality
-is established (``gates``); speed and memory only from runs at ``Rules.flip_size`` with
-``Rules.min_flip_seeds_speed`` seeds per cell measured on one identified host. Both orders must
-hold beyond seed noise: the smaller of the two gaps (each paired by seed where the configs
-share seeds) is bootstrapped, its share of resamples <= 0 is the p-value, and a metric's
-reversals form one family corrected by ``Rules.multitest``.
+Only candidates flip; configs identical by construction for the metric (``cost_hash`` for speed
+and memory, ``definition_hash`` for quality) count once; quality only where it is established;
+speed and memory only at ``Rules.flip_size`` with ``Rules.min_flip_seeds_speed`` seeds per cell on
+one identified host. The smaller of the two gaps (paired by seed where possible) is bootstrapped,
+its share of resamples <= 0 is the p-value, corrected over a metric's reversals.
 """
 from __future__ import annotations
 
@@ -55,6 +50,21 @@ def _gap(mean_a: float, mean_b: float) -> float:
     return 100 / ((abs(mean_a) + abs(mean_b)) / 2)
 
 
+def _support_p(dist) -> dict:
+    """Share of resamples above 0, and the p-value: the share at or below it (>= 1 / (B + 1))."""
+    dist = np.asarray(dist, float)
+    return {"support": float(np.mean(dist > 0)), "p": float(max(np.mean(dist <= 0), 1 / (len(dist) + 1)))}
+
+
+def _correct(out: pd.DataFrame, rules: Rules, min_size: float | None = None) -> pd.DataFrame:
+    """``p_adj`` over the family of ``out``'s rows and ``significant`` (and ``size_pct`` >= ``min_size``)."""
+    for i, p in adjust(dict(zip(out.index, out["p"])), rules).items():
+        out.at[i, "p_adj"] = p
+        out.at[i, "significant"] = bool(p < 1 - rules.conf and (min_size is None or out.at[i, "size_pct"] >= min_size))
+    out["significant"] = out["significant"].astype(bool)
+    return out
+
+
 def _reversal(cells: dict, a: str, b: str, s: str, t: str, rules: Rules) -> dict | None:
     """The two gaps (a over b on s, b over a on t, % of the pair's mean) and the bootstrap of the
     smaller one; None where a cell has fewer than min_seeds values."""
@@ -68,18 +78,14 @@ def _reversal(cells: dict, a: str, b: str, s: str, t: str, rules: Rules) -> dict
     def smaller(*x, axis=-1):
         m = [np.mean(v, axis=axis) for v in x]
         return np.minimum(ps.value(*m[:n]), pt.value(*m[n:]))
-    point, _, _, dist = bootstrap([*ps.samples, *pt.samples], smaller, rules)
-    dist = np.asarray(dist, float)
-    return {"support": float(np.mean(dist > 0)), "p": float(max(np.mean(dist <= 0), 1 / (len(dist) + 1))),
-            "paired": bool(ps.paired and pt.paired)}
+    dist = bootstrap([*ps.samples, *pt.samples], smaller, rules)[3]
+    return {**_support_p(dist), "paired": bool(ps.paired and pt.paired)}
 
 
 def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
-    """Every pair of candidate configs whose order (by mean) reverses between two scenarios, per
-    metric: ``config`` beats ``other`` on ``better_on`` (s) and trails it on ``worse_on`` (t);
-    the gaps in % of the pair's mean on each; ``support`` = bootstrap share of resamples where
-    both orders hold, ``p``, ``p_adj`` (corrected over the metric's reversals), ``significant``
-    per ``rules`` (module docstring); ``note`` says why a reversal is not tested."""
+    """Every candidate pair whose order (by mean) reverses between two scenarios, per metric:
+    ``config`` beats ``other`` on ``better_on`` and trails it on ``worse_on``, the gaps in % of the
+    pair's mean, ``support``, ``p``, ``p_adj``, ``significant``; ``note``: why one is not tested."""
     df = gated(df, rules)
     cand = set(df.loc[df["role"].eq("candidate"), "config"])  # the gates give every run a role
     rows = []
@@ -95,13 +101,10 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         scns = sorted({s for s, _ in means})
         for s, t in combinations(scns, 2):
             common = [c for c in config_order({c for x, c in means if x == s} & {c for x, c in means if x == t})]
-            kept, seen = [], set()
+            first: dict = {}
             for c in common:  # identical by construction on both scenarios: the first one speaks for all
-                key = (classes.get((s, c), c), classes.get((t, c), c))
-                if key not in seen:
-                    seen.add(key)
-                    kept.append(c)
-            for a, b in combinations(kept, 2):
+                first.setdefault((classes.get((s, c), c), classes.get((t, c), c)), c)
+            for a, b in combinations(list(first.values()), 2):
                 if classes.get((s, a), a) == classes.get((s, b), b) or classes.get((t, a), a) == classes.get((t, b), b):
                     continue  # identical by construction on one of them: any order there is noise
                 ds, dt = means[s, a] - means[s, b], means[t, a] - means[t, b]
@@ -129,21 +132,14 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                                         f"one identified host at size {rules.flip_size or 'any'}")
                 rows.append(row)
     out = pd.DataFrame(rows, columns=REVERSAL_COLS)
-    for m, g in out.groupby("metric"):
-        for i, p in adjust(dict(zip(g.index, g["p"])), rules).items():
-            out.at[i, "p_adj"] = p
-            out.at[i, "significant"] = bool(p < 1 - rules.conf and out.at[i, "size_pct"] >= rules.min_size_pct)
-    out["significant"] = out["significant"].astype(bool)
-    return out
+    fam = [_correct(g.copy(), rules, rules.min_size_pct) for _, g in out.groupby("metric")]
+    return pd.concat(fam).loc[out.index] if fam else _correct(out, rules)
 
 
 def stability_flips(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
-    """Configs that diverge more often on one scenario than on another, beyond seed noise:
-    divergence indicator per run that trained in a learned scenario (``trained_runs``), the rate
-    difference bootstrapped (each scenario's runs on their own); ``support`` = share of resamples
-    where the rate on ``diverges_on`` exceeds ``stable_on``; ``p_adj`` corrected over the
-    family. Every config is listed (a control's instability is evidence); only candidates
-    become flips (``flip_entries``)."""
+    """Configs that diverge more often on one scenario than another beyond seed noise (runs that
+    trained in learned scenarios; the rate difference bootstrapped, each scenario's runs on their
+    own). Every config is listed; only candidates become flips (``flip_entries``)."""
     df = gated(df, rules)
     d = df[trained_runs(df)]
     rates = {(c, s): v for (s, c), v in seed_series(df, "diverged").items()}
@@ -156,25 +152,19 @@ def stability_flips(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                 continue
             if rs < rt:
                 s, t, rs, rt = t, s, rt, rs
-            support = p = math.nan
+            test = {"support": math.nan, "p": math.nan}
             if min(len(rates[cfg, s]), len(rates[cfg, t])) >= rules.min_seeds:
-                _, _, _, dist = bootstrap([rates[cfg, s], rates[cfg, t]],
-                                          lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis), rules)
-                support, p = float(np.mean(dist > 0)), float(max(np.mean(dist <= 0), 1 / (len(dist) + 1)))
+                diff = lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis)  # noqa: E731
+                test = _support_p(bootstrap([rates[cfg, s], rates[cfg, t]], diff, rules)[3])
             steps = d[(d["config"] == cfg) & (d["scenario"] == s)]["stability/diverged_step"].dropna()
             rows.append({"metric": "quality", "config": cfg, "diverges_on": s, "stable_on": t,
                          "diverged_on": f"{int(rates[cfg, s].sum())}/{len(rates[cfg, s])}",
                          "diverged_off": f"{int(rates[cfg, t].sum())}/{len(rates[cfg, t])}",
                          "rate_gap": rs - rt, "median_step": steps.median() if len(steps) else np.nan,
-                         "support": support, "p": p, "p_adj": math.nan, "significant": False})
+                         **test, "p_adj": math.nan, "significant": False})
     cols = ["metric", "config", "diverges_on", "stable_on", "diverged_on", "diverged_off", "rate_gap",
             "median_step", "support", "p", "p_adj", "significant"]
-    out = pd.DataFrame(rows, columns=cols)
-    for i, p in adjust(dict(zip(out.index, out["p"])), rules).items():
-        out.at[i, "p_adj"] = p
-        out.at[i, "significant"] = bool(p < 1 - rules.conf)
-    out["significant"] = out["significant"].astype(bool)
-    return out
+    return _correct(pd.DataFrame(rows, columns=cols), rules)
 
 
 def _pattern(better: set, worse: set) -> str:
@@ -199,10 +189,9 @@ def _ranks(stats: pd.DataFrame, group_ranks: pd.DataFrame, metric: str, cfg: str
 
 def flip_entries(stats: pd.DataFrame, reversals: pd.DataFrame, stability: pd.DataFrame,
                  group_ranks: pd.DataFrame, candidates: set | None = None) -> list[dict]:
-    """Seed 000's ``flips``: one entry per (metric, pair of configs) with a significant reversal
-    (its scenarios on each side, the evidence, both configs' ranks) and one per candidate
-    config with a significant stability flip; each with an interpretation generated from that
-    evidence. ``candidates``: the configs that may appear (default: all in the tables)."""
+    """Seed 000's ``flips``: one entry per (metric, config pair) with a significant reversal and one
+    per config with a significant stability flip, each with its evidence, ranks and a generated
+    interpretation; ``candidates``: the configs that may appear (default: all)."""
     ok = (lambda c: True) if candidates is None else (lambda c: c in candidates)  # noqa: E731
     sig = reversals[reversals["significant"].astype(bool)]
     out = []

@@ -1,13 +1,9 @@
-"""Evidence gates (``apply_gates``, run by ``tables.study_frame``), so that the analysis does not
-speak where the evidence cannot discriminate. Per scenario: its effective quality
-(``quality_metrics``: P@1, else val loss, where a multi-label micro-F1 is degenerate), whether it
-learned (``learned_scenarios``: every finished reference run learned, ``run_learning``), and
-whether its configs can be told apart (``reliability``); a scenario failing either enters no
-quality rank, flip, verdict, safety label or recommendation, and its throughput and memory are
-still reported. Per run: ``health`` / ``health_reason`` (the record's status, ``stalled`` where
-it did not learn, ``degraded`` against the reference by ``contrasts.reference_contrasts``: never
-safe, fastest or on a frontier, its quality still counted). Which runs count: ``speed_runs``,
-``quality_runs``, ``healthy_runs``.
+"""Evidence gates (``apply_gates``), so that the analysis does not speak where the evidence cannot
+discriminate. Per scenario: its effective quality (``quality_metrics``), whether it learned
+(``learned_scenarios``) and whether its configs can be told apart (``reliability``); failing
+either, it enters no quality rank, flip, verdict or recommendation (speed and memory are still
+reported). Per run: ``health`` / ``health_reason`` (its status, ``stalled`` where it did not learn,
+``degraded`` against the reference). Which runs count: ``speed_runs``, ``quality_runs``, ``healthy_runs``.
 """
 from __future__ import annotations
 
@@ -21,10 +17,8 @@ from benchlib.analysis.stats import IDEAL, Rules, rank_reliability
 from benchlib.core.records import COMPLETED
 from benchlib.core.scenarios import SCENARIOS
 
-MEASURED = COMPLETED
-"""Statuses of runs that trained to the end and were timed and evaluated."""
-FAILED = ("diverged", "degraded", "stalled")
-"""Health values that are failures for quality: never safe, fastest or on a Pareto frontier."""
+MEASURED = COMPLETED  # runs that trained to the end and were timed and evaluated
+FAILED = ("diverged", "degraded", "stalled")  # never safe, fastest or on a Pareto frontier
 LABELS = {"val_loss": "val loss", "p_at_1": "P@1", "p_at_3": "P@3", "p_at_5": "P@5", "micro_f1": "micro-F1",
           "macro_f1": "macro-F1", "accuracy": "accuracy", "unigram": "unigram",
           "label_frequency": "label-frequency", "majority_class": "majority-class"}
@@ -62,32 +56,27 @@ def _num(r: pd.Series, key: str) -> float:
 
 
 class Shared(list):
-    """A list kept in a frame's ``attrs`` that pandas does not deep-copy on every operation
-    (it copies ``attrs`` into each derived frame): read-only by convention."""
+    """A list kept in a frame's ``attrs`` that pandas does not deep-copy into every derived frame:
+    read-only by convention."""
 
     def __deepcopy__(self, memo):
         return self
 
 
 class SharedDict(dict):
-    """``Shared`` for a dict."""
-
-    def __deepcopy__(self, memo):
-        return self
+    __deepcopy__ = Shared.__deepcopy__
 
 
 def not_judged(runs: pd.DataFrame) -> bool:
-    """Whether these runs (one scenario's) all measure speed and memory only (``judge_quality``
-    false): a speed study's short runs, whose quality nobody should read."""
+    """Whether these runs (one scenario's) all measure speed and memory only (``judge_quality`` false)."""
     return "run.judge_quality" in runs and bool(len(runs)) and bool((runs["run.judge_quality"] == False).all())  # noqa: E712
 
 
 # ---- the scenario's quality metric ----------------------------------------------------------
 def quality_metrics(df: pd.DataFrame) -> dict[str, dict]:
-    """Per scenario, the quality the comparison uses: ``name``, ``higher_is_better``,
-    ``column`` (of the frame; None = none usable), the record's ``headline`` and a ``note``.
-    A multi-label scenario whose micro-F1 is degenerate (0 in every run that finished, or the
-    same mean for every config) uses P@1 if recorded, else val loss (lower is better)."""
+    """Per scenario, the quality the comparison uses: ``name``, ``higher_is_better``, ``column``
+    (None = none usable), the record's ``headline`` and a ``note``. A degenerate multi-label
+    micro-F1 (0 everywhere, or one mean for every config) gives way to P@1, else val loss."""
     out = {}
     for s, d in df.groupby("scenario"):
         head = _first(d["quality_record_name"]) or (SCENARIOS[s].quality if s in SCENARIOS else "quality")
@@ -164,11 +153,9 @@ def run_learning(df: pd.DataFrame, rules: Rules) -> pd.DataFrame:
 
 
 def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
-    """Per scenario: ``reference`` (the first of ``rules.reference_configs`` with a finished
-    run), ``learned`` (True when every finished reference run learned, ``run_learning``; False
-    when one did not; None = unknown: no reference, or records without a trivial baseline), the
-    ``metric`` that decided it, the reference's and the trivial ``baseline``'s mean value of it,
-    the mean ``gap_closed`` and what it is measured against, and the ``reason`` in words."""
+    """Per scenario: ``reference`` (first of ``rules.reference_configs`` with a finished run),
+    ``learned`` (every finished reference run learned; None = unknown), the deciding ``metric``,
+    the reference's and the trivial ``baseline``'s means of it, ``gap_closed`` and the ``reason``."""
     rules = rules or Rules()
     if "learned_run" not in df:
         df = pd.concat([df, run_learning(df, rules)], axis=1)
@@ -214,10 +201,8 @@ def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
 
 # ---- told apart: rank reliability -----------------------------------------------------------
 def reliability(df: pd.DataFrame, scenarios, rules: Rules) -> dict[str, dict]:
-    """Per scenario of ``scenarios``: the rank reliability of its candidate configs' quality
-    across seeds (``stats.rank_reliability`` over the runs whose quality counts so far), whether
-    it reaches ``rules.min_rank_reliability`` (``told_apart``: None where it is not measured),
-    and the reason in words."""
+    """Per scenario: the rank reliability of its candidates' quality across seeds
+    (``stats.rank_reliability``), ``told_apart`` (None: not measured) and the reason."""
     out = {}
     for s in scenarios:
         d = df[(df["scenario"] == s) & (df["role"] == "candidate") & (df["status"] == "ok") & (df["health"] == "ok")]
@@ -242,13 +227,10 @@ def _gate_key(rules) -> tuple:
 
 
 def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
-    """The study frame with the evidence gates (module docstring): ``quality`` = the effective
-    quality (``quality_name``, ``quality_higher_is_better``, ``q_sign`` follow it; the record's
-    own in ``quality_record*``), the per-run ``gap_closed`` / ``learned_run``, ``learned`` (the
-    scenario's, True/False/None), ``quality_established`` (learned, told apart and a usable
-    quality metric), ``health`` and ``health_reason``. ``attrs``: ``quality_metric``,
-    ``learned``, ``reliability`` per scenario and ``contrasts`` (plain dicts and lists).
-    Idempotent: applying it again with other rules recomputes from the record's columns."""
+    """The study frame with the evidence gates: ``quality`` the effective quality (the record's in
+    ``quality_record*``), ``gap_closed`` / ``learned_run`` per run, ``learned`` and
+    ``quality_established`` per scenario, ``health`` and ``health_reason``; ``attrs``:
+    ``quality_metric``, ``learned``, ``reliability`` and ``contrasts``. Idempotent."""
     rules = rules or Rules()
     df = df.copy()
     if "quality_record" not in df:
@@ -320,8 +302,7 @@ def _health(df: pd.DataFrame, lt: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 
 def gated(df: pd.DataFrame, rules=None) -> pd.DataFrame:
-    """``df`` with the evidence gates of ``rules``: as it is when already gated so (or, with
-    no rules, gated at all), else ``apply_gates``."""
+    """``df`` as it is when already gated with ``rules`` (None: with any), else ``apply_gates``."""
     if "health" in df and (rules is None or df.attrs.get("gate") == _gate_key(rules)):
         return df
     return apply_gates(df, rules)
@@ -334,8 +315,7 @@ def speed_runs(df: pd.DataFrame) -> pd.Series:
 
 
 def quality_runs(df: pd.DataFrame) -> pd.Series:
-    """Runs whose quality counts: ok runs of established scenarios that did not stall (a run
-    degraded against the reference counts: its gap is what ranks and verdicts measure)."""
+    """Runs whose quality counts: ok runs of established scenarios, healthy or degraded."""
     return df["quality_established"] & (df["status"] == "ok") & df["health"].isin(["ok", "degraded"])
 
 
@@ -344,8 +324,7 @@ def healthy_runs(df: pd.DataFrame) -> pd.Series:
 
 
 def unhealthy(g: pd.DataFrame) -> str:
-    """Why some runs of one (scenario, config) are not healthy, '' if none: counts per health
-    ('diverged 3/3'), then the median divergence step or the first other reason."""
+    """Why runs of one (scenario, config) are not healthy ('diverged 3/3 (median ...)'), '' if none."""
     g = g[g["status"] != "skipped"]
     bad = g[g["health"] != "ok"]
     if bad.empty:
@@ -358,21 +337,12 @@ def unhealthy(g: pd.DataFrame) -> str:
 
 
 def excluded_configs(df: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """(scenario, config) -> why it is excluded from "fastest" and Pareto frontiers: one of its
-    runs is not healthy (diverged, degraded, stalled, oom, error; ``unhealthy``). Skipped runs
-    (the hardware cannot run the config) do not count."""
-    out = {}
-    for (s, c), g in df.groupby(["scenario", "config"]):
-        why = unhealthy(g)
-        if why:
-            out[s, c] = why
-    return out
+    """(scenario, config) -> why it is excluded from "fastest" and frontiers (``unhealthy``)."""
+    return {k: why for k, g in df.groupby(["scenario", "config"]) if (why := unhealthy(g))}
 
 
 def why_not_established(df: pd.DataFrame, scenario: str) -> str:
-    """Why a scenario's quality is not established: the learned gate's reason, the quality
-    metric's note (degenerate with nothing to stand in), or the rank reliability's; '' when it
-    is established."""
+    """Why a scenario's quality is not established (learned, metric or reliability gate), or ''."""
     if bool(df.loc[df["scenario"] == scenario, "quality_established"].any()):
         return ""
     lrn = df.attrs["learned"].get(scenario, {})
@@ -385,16 +355,12 @@ def why_not_established(df: pd.DataFrame, scenario: str) -> str:
 
 def by_reason(why: dict[str, str]) -> str:
     """'A, B: <reason>; C: <other reason>': scenario -> reason, each reason once."""
-    groups: dict[str, list[str]] = {}
-    for s, r in why.items():
-        groups.setdefault(r, []).append(s)
-    return "; ".join(f"{', '.join(ss)}: {r}" for r, ss in groups.items())
+    return "; ".join(f"{', '.join(ss)}: {r}" for r, ss in pd.Series(list(why), list(why.values()),
+                                                                   dtype=object).groupby(level=0, sort=False))
 
 
 def scenario_notes(df: pd.DataFrame) -> dict[str, str]:
-    """Per scenario, what the gates say in words: learned or not and why, whether its configs
-    can be told apart, the quality metric used where it is not the record's headline, and the
-    runs whose speed is blanked."""
+    """Per scenario, what the gates say in words (learned, told apart, metric, shared GPU)."""
     df = gated(df)
     out = {}
     for s in sorted(df["scenario"].unique()):

@@ -13,16 +13,15 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, bootstrap, piece
+from benchlib.analysis.safety import safety
+from benchlib.analysis.stats import Rules, bootstrap
 from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
 from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergence_contrast,  # noqa: F401
                                         divergence_table, divergence_verdict, effect, effect_ci, fp16_config,
-                                        gain_pct, pairing, quality_rule, result, scenario_units, scenarios_of,
-                                        seeds_to_settle, short_cells, speed_rule, stability_rule, verdict_of)
+                                        gain_pct, quality_rule, result, scenario_units, scenarios_of, seeds_to_settle,
+                                        speed_rule, stability_rule, units_of, verdict_of)
 
-MATCHED_PAIRS = (("C", "D"), ("E", "F"))
-"""(GPT-2, RoBERTa) scenarios on one task, one data set and one sequence length. A and B differ
-in objective (causal vs masked LM) and so are not matched for an architecture comparison."""
+MATCHED_PAIRS = (("C", "D"), ("E", "F"))  # (GPT-2, RoBERTa) on one task, data set and length (A, B: not)
 LOW_PRECISION = ("amp_fp16", "amp_bf16", "bf16_pure", "bf16_naive", "fp16_naive")
 # ---- seed 001 ----------------------------------------------------------------------------------
 @quality_rule
@@ -101,20 +100,16 @@ def adam_8bit_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
 
 
 def _fronts(x: np.ndarray, y: np.ndarray, tol_pct: float = 0.0) -> np.ndarray:
-    """Pareto fronts of (B, n) arrays, both higher-is-better, vectorised over B. Differences
-    within ``tol_pct`` % of a point's value are ties: a point is dominated by one no worse on
-    both axes beyond the tolerance and better beyond it on one."""
+    """Pareto fronts of (B, n) arrays, both higher-is-better; differences within ``tol_pct`` % are ties."""
     xi, yi, xj, yj = x[:, :, None], y[:, :, None], x[:, None, :], y[:, None, :]
     ex, ey = np.abs(xi) * tol_pct / 100, np.abs(yi) * tol_pct / 100
     return ~((xj >= xi - ex) & (yj >= yi - ey) & ((xj > xi + ex) | (yj > yi + ey))).any(axis=2)
 
 
 def passed_quality(df: pd.DataFrame, rules: Rules) -> dict[str, set] | None:
-    """Scenario -> the candidate configs a quality study calls safe there (``safety``), from this
-    frame where its quality is established anywhere; None where it judges no quality."""
+    """Scenario -> the configs this frame's ``safety`` calls safe; None where it judges no quality."""
     if not df["quality_established"].any():
         return None
-    from benchlib.analysis.safety import safety
     saf = safety(df, rules)
     return {s: set(g.loc[g["safe"].eq(True), "config"]) for s, g in saf.groupby("scenario")}
 
@@ -202,22 +197,6 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
     return res
 
 
-def _matched_units(cells: dict, configs, ref: str, f, rules: Rules, name, unit) -> tuple[dict, dict]:
-    """One unit per matched pair (GPT-2 ``g``, RoBERTa ``r``) and config of ``configs`` against ``ref``
-    where both scenarios have the seeds (``name(g, r, c)`` its key, ``unit(pg, pr)`` its pieces
-    and combine), and the evidence: used, missing cells, seeds, pairing."""
-    units, missing, seeds = {}, [], []
-    for (g, r), c in product(MATCHED_PAIRS, configs):
-        pg, pr = piece(cells, g, c, ref, f, rules), piece(cells, r, c, ref, f, rules)
-        if pg and pr:
-            units[name(g, r, c)] = unit(pg, pr)
-            seeds += [len(cells[s, k]) for s in (g, r) for k in (c, ref)]
-        else:
-            missing += short_cells(cells, [(g, c), (g, ref), (r, c), (r, ref)], rules, {s for s, _ in cells})
-    return units, {"used": list(units), "missing": sorted(set(missing)), "seeds": min(seeds) if seeds else None,
-                   "pairing": pairing(units)}
-
-
 @speed_rule
 def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 002 H2: bf16_pure gains more MFU over fp32 on RoBERTa than on GPT-2. MFU gain =
@@ -231,8 +210,8 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     claim = "bf16_pure shows a higher MFU gain over fp32 on RoBERTa than on GPT-2 (matched tasks)"
     x, ref = "bf16_pure", BASELINE
     cells = seed_series(df, "tokens_per_s", oriented=False)
-    units, ev = _matched_units(cells, [x], ref, lambda xv, rv, r: xv / rv, rules, lambda g, r, c: f"{g}-{r}",
-                               lambda pg, pr: ([pr, pg], lambda v: v[0] - v[1]))
+    units, ev = units_of(cells, {f"{g}-{r}": (x, [r, g]) for g, r in MATCHED_PAIRS}, ref, lambda xv, rv, r: xv / rv,
+                         rules, lambda v: v[0] - v[1])
     ev.update(not_matched="A-B (causal against masked LM)",
               note="bf16_pure's tokens/s includes its stochastic-rounding AdamW update")
     res = verdict_of(bf16_mfu_gain_by_arch, claim, effect_ci(units, rules), ev, "MFU gain RoBERTa - GPT-2", "x fp32",
@@ -253,8 +232,8 @@ def precision_sensitivity_by_arch(df: pd.DataFrame, rules: Rules = Rules(), conf
     claim = "low-precision configs lose more quality vs fp32 on GPT-2 classification (C, E) than RoBERTa (D, F)"
     cells = seed_series(df, "quality", oriented=True)
     present = [c for c in configs if (df["config"] == c).any()]
-    units, ev = _matched_units(cells, present, BASELINE, gain_pct(-1), rules, lambda g, r, c: f"{g}-{r}/{c}",
-                               lambda pg, pr: ([pg, pr], lambda v: v[0] - v[1]))
+    units, ev = units_of(cells, {f"{g}-{r}/{c}": (c, [g, r]) for (g, r), c in product(MATCHED_PAIRS, present)},
+                         BASELINE, gain_pct(-1), rules, lambda v: v[0] - v[1])
     return verdict_of(precision_sensitivity_by_arch, claim, effect_ci(units, rules), ev, "quality loss GPT-2 - RoBERTa",
                       "% of quality", rules, rules.margin_quality_pct,
                       why_missing="no low-precision config with fp32_baseline on both architectures of a "
@@ -267,8 +246,7 @@ HYPOTHESES = {"seed001.H1": output_head_effect, "seed001.H2": naive_fp16_stabili
 
 
 def evaluate_all(df: pd.DataFrame, rules: Rules = Rules()) -> dict[str, dict]:
-    """Every hypothesis' verdict. A rule that fails on odd data reports ``inconclusive`` with
-    the error rather than taking the comparison down."""
+    """Every hypothesis' verdict; a rule that fails on odd data is ``inconclusive``, naming the error."""
     out = {}
     for hid, fn in HYPOTHESES.items():
         try:
@@ -295,9 +273,7 @@ _NUMBERED = re.compile(r"^(\d+)([.)])")
 
 
 def markdown_text(text: str) -> str:
-    """Plain text as one Markdown paragraph: line breaks joined (rules are wrapped docstrings,
-    and a wrapped line that begins "- loss(RoBERTa)" would become a list item), and a leading
-    character that would open a list, heading, quote or table escaped."""
+    """Plain text as one Markdown paragraph: lines joined, a leading list/heading/quote/table mark escaped."""
     one = " ".join(str(text).split())
     return _NUMBERED.sub(r"\1\\\2", _MARKER.sub(r"\\\1", one))
 

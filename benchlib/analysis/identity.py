@@ -1,23 +1,12 @@
-"""Which configuration a record ran, named by its numeric definition, and on which host.
+"""Which configuration a record ran, named by its numeric definition (``identify``), and on which host.
 
-A record's ``dtype`` entry says what it computed (``core.dtypes.definition_of``; new records
-carry its ``definition_hash``). The analysis names each run by that definition
-(``identify``):
-
-- the recorded name, when the registry's configuration of that name has this definition;
-- else the registry's name for this definition (the recorded name is kept in
-  ``config_recorded``: an old ``fp16_naive`` run with fp16 Adam moments is ``fp16_fp16_states``);
-- else ``<recorded name>@<6 hex of the definition>`` where the recorded name is a registry name
-  whose meaning has changed since the run (a *legacy* definition: reported, never a pick, since
-  no user can select it by name);
-- a name the registry does not know is kept, and one analysis refuses to merge two runs that
-  share such a name but not a definition (``ConfigIdentityError`` names them).
-
-A record whose ``dtype`` entry carries no numeric field is taken at its name's registry
-definition. Two configurations may also be identical by construction for speed and memory
-only (Adam's eps, the static loss scale's value, an FP8 configuration whose record says no
-Linear layer was converted: ``core.dtypes.cost_definition``): ``cost_hash`` says so, and the
-flips and picks count them once.
+A run is named by its recorded name where the registry's entry of that name has its definition;
+else by the registry's name for the definition (an old ``fp16_naive`` with fp16 moments is
+``fp16_fp16_states``; ``config_recorded`` keeps the name); else ``<name>@<6 hex>`` where the
+registry name's meaning has changed (a *legacy* definition, never a pick); an unknown name is kept,
+and two runs sharing it but not a definition are refused (``ConfigIdentityError``). A record
+without numeric fields takes its name's registry definition. ``cost_hash`` marks configurations
+identical for speed and memory only (``core.dtypes.cost_definition``), counted once by flips and picks.
 """
 from __future__ import annotations
 
@@ -25,11 +14,8 @@ import dataclasses
 
 from benchlib.core.dtypes import ALIASES, REGISTRY, DtypeConfig, cost_definition, definition_of, hash_definition
 
-HOST_KEYS = ("host_id", "boot_id", "gpu_uuid")
-"""``env`` keys that identify the machine a run was measured on, whichever a record carries.
-``hostname`` is not one: every lent GPU host is called ``vm``."""
-LEGACY = "legacy"
-"""The role of a definition the registry no longer has."""
+HOST_KEYS = ("host_id", "boot_id", "gpu_uuid")  # not hostname: many GPU hosts share one (``vm``)
+LEGACY = "legacy"  # the role of a definition the registry no longer has
 _NUMERIC = {f.name for f in dataclasses.fields(DtypeConfig)} - {"name", "description", "role"}
 _BY_HASH = {c.definition_hash: c.name for c in REGISTRY.values()}
 
@@ -56,8 +42,7 @@ def _full(dtype: dict) -> dict:
 
 
 def fp8_converted(rec: dict) -> bool | None:
-    """Whether the run converted any Linear layer to float8 (its ``model.matmuls``); None where
-    the record does not say."""
+    """Whether the run converted any Linear layer to float8 (``model.matmuls``); None: not said."""
     mm = (rec.get("model") or {}).get("matmuls")
     return any(bool(m.get("fp8")) for m in mm) if isinstance(mm, list) and mm else None
 
@@ -87,8 +72,7 @@ def identify(rec: dict) -> dict:
 
 
 def identities(records: list[dict]) -> list[dict]:
-    """``identify`` for every record; raises ``ConfigIdentityError`` (one line naming the runs)
-    where runs share a name but not a definition."""
+    """``identify`` for every record; ``ConfigIdentityError`` where runs share a name, not a definition."""
     ids = [identify(r) for r in records]
     seen: dict[str, dict] = {}
     for r, i in zip(records, ids):

@@ -1,21 +1,16 @@
-"""Where a study's GPU time went, from its records: each run's wall time as the sweep measured it
-(``sweep.wall_s``: notebook or process included) split into parts from the record's ``time/*``
-metrics (``training.loop``):
+"""Where a study's GPU time went: each run's wall time as the sweep measured it (``sweep.wall_s``)
+split into parts from the record's ``time/*`` metrics, adding up to that wall:
 
-    start        the sweep's wall less the run's own (``wall_s``): kernel or process start,
-                 imports before the run, the notebook's charts after it
-    data         building the data (``time/data_s``)
-    model        building the model, its imports included (``time/model_s``)
+    start        the sweep's wall less the run's own: process start, imports, the notebook's charts
+    data, model  building the data and the model (``time/data_s``, ``time/model_s``)
     setup_other  the rest of setup: moving to the device, optimizer, compile wrapper
     first_step   the first optimizer step: compilation, autotuning, CUDA graph capture
-    evaluation   every evaluation, in the loop and at the end (``time/eval_s``)
-    steps        the training loop's wall after the first step, less every evaluation
-                 (``time/train_s`` - first step - ``time/eval_s``)
+    evaluation   every evaluation (``time/eval_s``)
+    steps        the loop's wall after the first step, less every evaluation
     rest         the run's own wall after the loop: saving, serving, writing the record
 
-The parts add up to the sweep's wall of the run; ``summary``'s ``steps_pct`` is the study's
-efficiency before scheduling (the sweep's ``study efficiency`` also counts idle GPU slots). Runs
-without the sweep's timing are left out and counted. The sweep prints ``first_step_by_cache``.
+``summary``'s ``steps_pct`` is the study's efficiency before scheduling; runs without the sweep's
+timing are left out and counted.
 """
 from __future__ import annotations
 
@@ -63,10 +58,8 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     for name, g in [*runs.groupby("scenario"), ("all", runs)]:
         total = g["wall_s"].sum()
         row = {"scenario": name, "runs": len(g), "wall_s": total, "median_wall_s": g["wall_s"].median()}
-        for p in PARTS:
-            row[f"{p}_pct"] = 100 * g[p].sum() / total
-        for p in PARTS:
-            row[f"{p}_median_s"] = g[p].median()
+        row.update({f"{p}_pct": 100 * g[p].sum() / total for p in PARTS})
+        row.update({f"{p}_median_s": g[p].median() for p in PARTS})
         out.append(row)
     return pd.DataFrame(out)
 

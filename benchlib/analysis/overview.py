@@ -1,7 +1,6 @@
-"""The charts a practitioner reads first for a study, before any detail: quality against
-throughput per scenario with the recommended config marked, where each config breaks, and
-what flips between tasks (``overview_charts``). Built from the frames the analysis already
-produces; the detail charts are in ``charts``.
+"""The charts a practitioner reads first for a study (``overview_charts``): quality against
+throughput per scenario with the recommended config marked, where each config breaks, and what
+flips between tasks; the detail charts are in ``charts``.
 """
 from __future__ import annotations
 
@@ -12,15 +11,14 @@ import altair as alt
 import pandas as pd
 
 from benchlib.analysis import charts as ch
-from benchlib.analysis.tables import config_order, label
+from benchlib.analysis.answer import mark
+from benchlib.analysis.tables import config_order
 
 VERDICT = ch.VERDICT
 
 
 def verdict_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The grid's rows from a safety frame (``Comparison.safety`` or ``comparison.json``'s
-    ``recommendation_evidence``): status = the answer table's mark of the cell's verdict."""
-    from benchlib.analysis.answer import mark
+    """The grid's rows from a safety frame: status = the answer table's mark of the verdict."""
     return pd.DataFrame([{"scenario": r["scenario"], "config": r["config"], "verdict": r["verdict"],
                           "status": mark(r["verdict"], str(r.get("reason") or "")),
                           "reason": str(r.get("reason") or ""), "label": f"{int(r['ok'])}/{int(r['runs'])}"}
@@ -28,9 +26,8 @@ def verdict_cells(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 
 def status_grid(summaries: Mapping[str, pd.DataFrame], verdicts: pd.DataFrame | None) -> alt.Chart:
-    """Config x scenario: each cell's verdict from the comparison's safety frame (safe / degraded /
-    failed(...) / untestable / inconclusive / not tested, as the Findings say it) and its healthy
-    runs / runs. A scenario whose reference did not learn says so in the subtitle."""
+    """Config x scenario: each cell's verdict (as the Findings say it) and its healthy runs / runs;
+    a scenario whose reference did not learn says so in the subtitle."""
     title = "Where each config breaks: the comparison's verdict per config and scenario (text: healthy runs / runs)"
     notes = [line for s, summary in sorted(summaries.items()) if summary["learned"].iloc[0] is not True
              for line in textwrap.wrap(f"{s}: {summary['note'].iloc[0].split(';')[0]}", 100)]
@@ -51,13 +48,12 @@ def status_grid(summaries: Mapping[str, pd.DataFrame], verdicts: pd.DataFrame | 
 
 def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
                               recommended: Mapping[str, str] | None = None, columns: int = 3) -> alt.Chart:
-    """One throughput-quality panel per scenario (``charts.frontier_panel``: frontier,
-    failed configs grey and off the axes' range, labels without overlap, error bars where
-    >= 2 seeds), the scenario's recommended config ringed."""
+    """One throughput-quality panel per scenario (``charts.frontier_panel``), its recommended
+    config ringed."""
     recommended = recommended or {}
     panels = []
     for s, summary in sorted(summaries.items()):
-        q = label(summary["quality_name"].dropna().iloc[0]) if summary["quality_name"].notna().any() else "quality"
+        q = ch._qname(summary)
         if ch.speed_unmeasured(summary):
             panels.append(ch.quality_strip(summary, f"{s}: {q} per config", recommended.get(s)))
             continue
@@ -72,8 +68,7 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
             notes = ["no frontier: quality not established", *notes]
         if s not in recommended:
             notes.append("no config recommended")
-        panels.append(panel.properties(title=alt.Title(f"{s}: {q} vs throughput", subtitle=notes or alt.Undefined,
-                                                       anchor="start", fontSize=12)))
+        panels.append(panel.properties(title=ch.chart_title(f"{s}: {q} vs throughput", notes, fontSize=12)))
     title = ("Quality per config and scenario (no speed: the runs shared a GPU)"
              if all(ch.speed_unmeasured(sm) for sm in summaries.values()) else
              "Throughput vs peak memory per scenario (a speed study: quality not judged)"
@@ -87,20 +82,10 @@ def quality_throughput_panels(summaries: Mapping[str, pd.DataFrame],
 def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, flips: list[dict],
                     recommended: Mapping[str, str] | None = None,
                     verdicts: pd.DataFrame | None = None) -> dict[str, alt.TopLevelMixin]:
-    """The overview of a study, by name: ``quality_vs_throughput`` (a panel per scenario, the
-    recommended config ringed), ``where_configs_break`` (config x scenario grid of the
-    comparison's verdicts) and ``flips`` (each config's rank across scenarios, flips beyond seed noise in
-    red).
-
-    - ``summaries``: scenario -> ``tables.summarize(df, scenario)`` (a row per run and a
-      ``mean`` row per config; what ``report.analyze_study`` keeps as ``Experiment.summary``);
-    - ``stats``: ``tables.config_stats(df)`` (``Comparison.stats``);
-    - ``flips``: the ``flips`` entries of ``comparison.json`` (``Comparison.result["flips"]``);
-    - ``recommended``: scenario -> config to mark, e.g.
-      ``recommend.recommended_configs(comp.safety)``; None marks none;
-    - ``verdicts``: the comparison's safety frame (``Comparison.safety``): the grid shows each
-      cell's verdict, as the Findings do.
-    """
+    """The overview of a study, by name: ``quality_vs_throughput``, ``where_configs_break`` and
+    ``flips``, from ``summaries`` (scenario -> ``tables.summarize``), ``stats``
+    (``tables.config_stats``), the ``flips`` of ``comparison.json``, ``recommended`` (scenario ->
+    config to ring, e.g. ``recommend.recommended_configs``) and ``verdicts`` (the safety frame)."""
     if verdicts is not None:  # every panel in the verdicts' colours, frontiers of safe configs only
         summaries = {s: ch.with_verdicts(sm, verdicts[verdicts["scenario"] == s]) for s, sm in summaries.items()}
     return {"quality_vs_throughput": quality_throughput_panels(summaries, recommended),

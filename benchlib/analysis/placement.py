@@ -1,8 +1,6 @@
-"""Where things go on a chart, computed before Vega draws it: axis domains that follow the
-healthy runs, and direct labels that do not overlap.
-
-Vega-Lite has no label-collision avoidance for text marks, so the frontier charts place their
-config labels here, in pixel space of a plot of known size, and hand Vega data coordinates.
+"""Where things go on a chart, computed before Vega draws it: axis domains that follow the healthy
+runs, and direct labels that do not overlap (Vega-Lite does not avoid text collisions), placed in
+the pixel space of a plot of known size.
 """
 from __future__ import annotations
 
@@ -10,12 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
-CHAR_PX = 5.6
-"""Width of one character of a 10 px sans-serif label (config names: lower case, digits and
-underscores), rounded up so that labels measured wider than drawn leave room rather than
-touch."""
-LINE_PX = 12.0
-"""Height of one 10 px label line, with a pixel of leading on each side."""
+CHAR_PX = 5.6  # width of a character of a 10 px sans-serif config name, rounded up
+LINE_PX = 12.0  # height of a 10 px label line with a pixel of leading on each side
 
 
 def padded_domain(values: Sequence[float], pad: float = 0.12, min_span: float = 1e-9) -> list[float]:

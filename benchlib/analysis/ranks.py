@@ -1,8 +1,5 @@
-"""Stage 2 of seed 000's analysis, across experiments: ``config_stats`` (one tidy table of
-means, ranks and gains vs fp32 per scenario, config and metric), ``rank_correlations`` (Spearman
-between scenarios and between the LM and classification groups, with a permutation p-value from
-scipy) and ``group_ranks`` (seed 000's ``lm_quality_rank`` / ``cls_quality_rank``), and the metrics'
-directions (``sign``). Re-exported by ``tables``."""
+"""Stage 2 of seed 000's analysis: ``config_stats`` (means, ranks and gains vs fp32 per scenario,
+config and metric), ``rank_correlations``, ``group_ranks`` and the metrics' directions (``sign``)."""
 from __future__ import annotations
 
 from itertools import combinations
@@ -33,12 +30,9 @@ def sign(df: pd.DataFrame, metric: str, scenario: str) -> int:
 
 
 def config_stats(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (scenario, config, metric): ``mean``, ``std``, ``n`` over the runs that count
-    (``speed_runs`` for throughput and memory, ``quality_runs`` for quality), status counts,
-    ``n_failed`` (runs whose health is diverged, degraded or stalled), ``established`` (False for
-    quality where the scenario's quality is not established: no value, no rank), ``rank`` (1 =
-    best; on quality a config with no counted run but a failed one ranks last), ``rel`` (ratio
-    to fp32_baseline) and ``gain_pct`` (% vs fp32_baseline, > 0 = better)."""
+    """One row per (scenario, config, metric): ``mean``, ``std``, ``n`` over the runs that count,
+    status counts, ``n_failed``, ``established``, ``rank`` (1 = best; on quality a config with only
+    failed runs ranks last), ``rel`` (ratio to fp32_baseline) and ``gain_pct`` (> 0 = better)."""
     df = gated(df)
     rows = []
     speed, qual = speed_runs(df), quality_runs(df)
@@ -71,10 +65,8 @@ def groups(scenarios: Iterable[str]) -> dict[str, list[str]]:
 
 
 def spearman(a: pd.Series, b: pd.Series, n_perm: int = 20000, seed: int = 0) -> tuple[float, float, int]:
-    """Spearman's rho (scipy.stats.spearmanr) over the entries present in both, and a two-sided
-    permutation p-value (scipy.stats.permutation_test over pairings): exact over all n!
-    pairings for n <= 8 configs, else ``n_perm`` random ones. (spearmanr's own t-approximation
-    says p = 0 for a perfect order of 3 configs.)"""
+    """Spearman's rho over the entries present in both and a two-sided permutation p-value, exact
+    for n <= 8 (spearmanr's t-approximation says p = 0 for a perfect order of 3 configs)."""
     both = a.notna() & b.notna()
     x, y, n = a[both].to_numpy(float), b[both].to_numpy(float), int(both.sum())
     if n < 3 or len(set(x)) < 2 or len(set(y)) < 2:
@@ -91,9 +83,8 @@ def spearman(a: pd.Series, b: pd.Series, n_perm: int = 20000, seed: int = 0) -> 
 
 
 def rank_correlations(stats: pd.DataFrame) -> pd.DataFrame:
-    """Spearman rho (``spearman``: scipy's rho, permutation p-value) of the configs' ranks between
-    every pair of scenarios and, as ``LM``/``CLS``, between the two groups' mean ranks; per
-    metric, over the configs ranked in both (>= 3 needed)."""
+    """``spearman`` of the configs' ranks between every pair of scenarios and, as ``LM``/``CLS``,
+    the two groups' mean ranks, per metric."""
     rows = []
     for m in HEADLINE:
         piv = stats[stats["metric"] == m].pivot(index="config", columns="scenario", values="rank")
@@ -108,8 +99,7 @@ def rank_correlations(stats: pd.DataFrame) -> pd.DataFrame:
 
 
 def group_ranks(stats: pd.DataFrame) -> pd.DataFrame:
-    """Per (metric, group, config): mean rank over the group's scenarios and its rank (seed
-    000's ``lm_quality_rank`` / ``cls_quality_rank``)."""
+    """Per (metric, group, config): mean rank over the group's scenarios and its rank."""
     rows = []
     for m in HEADLINE:
         piv = stats[stats["metric"] == m].pivot(index="config", columns="scenario", values="rank")

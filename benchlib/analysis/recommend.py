@@ -1,13 +1,9 @@
-"""Recommendations from a study's numbers (seed 000): the rules over ``safety.safety`` that name
-a default, the choice per task and what to avoid (``recommendations``), and the default across a
-quality study and a speed study (``default_across``).
-
-Only candidate configs are ever recommended, named fastest or a default: a control isolates
-one mechanism (Adam's eps, no loss scaling) and an ablation switches a feature off; both are
-judged (``safety``) and reported where they break, never picked. Configs identical by
-construction for speed and memory (``cost_hash``) tie on speed, and the first in registry order
-speaks for them. Nothing is called safe, and no default is named, without measured noise in a
-scenario whose quality is established (``gates``).
+"""Recommendations from a study's numbers (seed 000): the rules over ``safety.safety`` that name a
+default, the choice per task and what to avoid (``recommendations``), and the default across a
+quality and a speed study (``default_across``). Only candidates are ever picked (controls and
+ablations are judged, never picked); configs identical for speed and memory (``cost_hash``) tie,
+the first in registry order speaking for them; nothing is safe without measured noise where
+quality is established.
 """
 from __future__ import annotations
 
@@ -24,16 +20,14 @@ from benchlib.core.dtypes import REGISTRY
 
 
 def candidates(saf: pd.DataFrame) -> set:
-    """The configs of a safety frame that may be recommended (role candidate; a frame without a
-    role column, e.g. an older comparison's, by the registry's role)."""
+    """The configs of a safety frame that may be recommended (without a role column: the registry's)."""
     if "role" in saf:
         return set(saf.loc[saf["role"].fillna("candidate").eq("candidate"), "config"])
     return {c for c in saf["config"] if c not in REGISTRY or REGISTRY[c].role == "candidate"}
 
 
 def cost_alias(df: pd.DataFrame) -> dict[str, str]:
-    """config -> the first config in registry order identical to it by construction for speed
-    and memory on every scenario where both ran (itself where none is)."""
+    """config -> the first config in registry order identical to it for speed and memory everywhere."""
     if "cost_hash" not in df:
         return {}
     key = {c: tuple(sorted({(s, h) for s, h in zip(g["scenario"], g["cost_hash"])}))
@@ -43,16 +37,11 @@ def cost_alias(df: pd.DataFrame) -> dict[str, str]:
 
 
 def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules()) -> tuple[dict, pd.DataFrame]:
-    """Rules over ``safety`` (``safe`` True = tested safe): ``universal`` = configs safe on
-    every scenario of the study, fastest first (mean throughput rank); the first is the
-    default, and the lowest-memory one is named for memory-bound work. No default when a
-    scenario's quality is not established or no config is tested safe everywhere: the line
-    says why and what evidence is missing. ``per_task[s]`` = the fastest safe config on s, and
-    configs unsafe on s that are safe elsewhere (the safety frame returned beside the lines
-    marks that config ``recommended``: ``recommended_configs``). ``lm_specific`` / ``cls_specific`` = safe on
-    every LM (classification) scenario but unsafe on a classification (LM) one. ``avoid`` =
-    unsafe somewhere and safe nowhere. Every line carries its numbers (speed and memory vs
-    fp32_baseline, or ranks)."""
+    """Lines over ``safety`` and the safety frame (``recommended`` marks each scenario's pick):
+    ``universal`` = configs safe on every scenario, fastest first (the first is the default; the
+    leanest named for memory-bound work), or why there is no default; ``per_task[s]`` = the
+    fastest safe config on s and configs to avoid there; ``lm_specific`` / ``cls_specific`` = safe
+    on one group, unsafe on the other; ``avoid`` = safe nowhere. Every line carries its numbers."""
     df = gated(df, rules)
     saf = safety(df, rules)
     saf["recommended"] = False
@@ -144,9 +133,8 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
 
 
 def _speed_order(piv: dict, cs, on=None, alias: dict | None = None) -> list:
-    """Fastest first: by the mean throughput rank over the scenarios ``on`` (default all); a
-    config identical by construction to another for speed (``alias``) takes that one's rank and
-    follows it; otherwise ties keep their order in ``cs``."""
+    """Fastest first by mean throughput rank over ``on`` (default all); a config with a speed
+    ``alias`` takes its rank and follows it; ties keep their order in ``cs``."""
     ranks = piv["throughput_rank"] if on is None else piv["throughput_rank"][on]
     alias = alias or {}
 
@@ -169,10 +157,9 @@ def _numbers(piv: dict, c: str, on) -> str:
 
 
 def _ties(piv: dict, order: list, on, pct: float, stats: pd.DataFrame | None = None) -> str:
-    """'; as fast within 1% or seed noise: b (8.10x), c (8.08x)' for the configs after
-    ``order[0]`` whose geo-mean throughput over ``on`` is within ``pct`` % of its
-    (``Rules.min_size_pct``: the speed difference below which nobody would choose between them)
-    or within the seed noise of the gap (``_speed_noise_pct``, from ``stats``); '' when none is."""
+    """'; as fast within 1% or seed noise: b (8.10x), c (8.08x)' for the configs after ``order[0]``
+    whose geo-mean throughput over ``on`` is within ``pct`` % of it or within the seed noise of
+    the gap (``_speed_noise_pct``); '' when none is."""
     rel = piv["throughput_rel"].reindex(index=order, columns=on)
     geo = np.exp(np.log(rel).mean(axis=1))
     best = order[0]
@@ -187,13 +174,10 @@ def _ties(piv: dict, order: list, on, pct: float, stats: pd.DataFrame | None = N
 
 
 def _speed_noise_pct(stats: pd.DataFrame, on, a: str, b: str) -> float | None:
-    """The seed noise of the throughput gap between configs ``a`` and ``b`` over scenarios ``on``,
-    in %: 1.96 standard errors of the mean log-throughput difference, with each config's number
-    of runs there and each scenario's seed-to-seed spread taken as the larger of the median
-    coefficient of variation of its configs with two or more runs (one config's two seeds say
-    little alone) and the root mean square of ``a``'s and ``b``'s own (a config whose seeds ran
-    on two hosts can spread far more: A's amp_bf16 by 3.3% where the median is 0.4%). None
-    where no scenario has such configs."""
+    """The seed noise of the throughput gap of ``a`` and ``b`` over ``on``, in %: 1.96 standard errors
+    of the mean log-throughput difference, each scenario's spread the larger of its configs'
+    median coefficient of variation and the RMS of ``a``'s and ``b``'s own (seeds on two hosts can
+    spread far more). None where a scenario has no config with two runs."""
     need = {"scenario", "config", "metric", "mean", "std", "n"}
     if not need <= set(stats.columns):
         return None
@@ -216,32 +200,23 @@ def _speed_noise_pct(stats: pd.DataFrame, on, a: str, b: str) -> float | None:
 
 def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
                    rules: Rules = Rules()) -> list[str]:
-    """The default of a quality study whose runs measured no speed, from a speed study: the
-    candidate configs ``saf`` (the quality study's safety frame: ``comparison.json``'s
-    ``recommendation_evidence``) calls safe on every scenario, fastest first by their mean
-    throughput rank over the speed study's scenarios (``config_stats``); the first is the
-    default, as ``recommendations`` names it within one study. None is named while one of
-    them has no throughput on a scenario of the speed study: an order over part of the
-    scenarios would favour the configs measured where every config is fast."""
+    """The default of a quality study (``saf``: its safety frame) from a speed study's
+    ``config_stats``: the candidates safe on every scenario, ordered by ``order_across``."""
     scns = sorted(saf["scenario"].unique())
     saf = saf[saf["config"].isin(candidates(saf))]  # a control or ablation is never the default
     tested = saf.groupby("config")["safe"].apply(lambda x: bool(x.eq(True).all()) and len(x) == len(scns))
     universal = sorted(tested.index[tested])
     if not universal:
         return []
-    piv = _pivots(speed_stats)
-    on = sorted(speed_stats["scenario"].unique())
-    ranks = piv["throughput_rank"].reindex(index=universal, columns=on)
-    missing = {c: [s for s in on if pd.isna(ranks.loc[c, s])] for c in universal}
-    missing = {c: ss for c, ss in missing.items() if ss}
+    order, missing = order_across(speed_stats, universal)
+    piv, on = _pivots(speed_stats), sorted(speed_stats["scenario"].unique())
     if missing:
         return [f"no default yet: {len(universal)} configs are safe on every scenario; {speed_study} has measured "
                 f"{len(universal) - len(missing)} of them on each of {', '.join(on)} (its scenarios with records); "
                 f"missing: "
                 + "; ".join(f"{c} on {', '.join(ss)}" for c, ss in sorted(missing.items()))]
-    order = _speed_order(piv, universal, on)
     lines = [f"{'default: ' if i == 0 else ''}{c} - safe on all {len(scns)} scenarios; {speed_study}: "
-             f"{_numbers(piv, c, on)}, mean throughput rank {ranks.loc[c].mean():.1f}"
+             f"{_numbers(piv, c, on)}, mean throughput rank {piv['throughput_rank'].loc[c, on].mean():.1f}"
              + (_ties(piv, order, on, rules.min_size_pct, speed_stats) if i == 0 else "") for i, c in enumerate(order)]
     lean = min(order, key=lambda c: piv["memory_rank"].reindex(index=order, columns=on).loc[c].mean())
     if lean != order[0]:
@@ -250,9 +225,18 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
     return lines
 
 
+def order_across(stats: pd.DataFrame, configs: list) -> tuple[list, dict]:
+    """``configs`` fastest first by mean throughput rank over ``stats``' scenarios, and config ->
+    the scenarios it has no throughput on; no order while one is missing (an order over part of
+    the scenarios would favour the configs measured where every config is fast)."""
+    piv, on = _pivots(stats), sorted(stats["scenario"].unique())
+    ranks = piv["throughput_rank"].reindex(index=configs, columns=on)
+    missing = {c: ss for c in configs if (ss := [s for s in on if pd.isna(ranks.loc[c, s])])}
+    return ([] if missing or not configs else _speed_order(piv, configs, on)), missing
+
+
 def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:
-    """Scenario -> the config ``recommendations`` names for it (the fastest tested-safe one),
-    from the safety frame it returns; scenarios with no recommendation are left out."""
+    """Scenario -> the config ``recommendations`` picked there (its safety frame's ``recommended``)."""
     if "recommended" not in saf:
         return {}
     rows = saf[saf["recommended"].eq(True)]

@@ -1,8 +1,6 @@
-"""Running the analysis on a study: stage 1 and stage 2 from folders of records to files
-(``analyze_study``: ``<scenario>/summary.csv`` and charts; ``compare``/``compare_study``:
-``comparison.json``, the tables and charts, assembled from ``tables``, ``flips``,
-``hypotheses`` and ``recommend``) and the CLI (``dtype-bench analyze`` / ``compare``). The
-two analysis notebooks call these; the sweep executes them (``study.sweep.run_analysis``).
+"""Running the analysis on a study, from folders of records to files: stage 1 (``analyze_study``:
+``<scenario>/summary.csv`` and charts), stage 2 (``compare`` / ``compare_study``: ``comparison.json``,
+tables and charts) and the CLI (``dtype-bench analyze`` / ``compare``).
 """
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from benchlib.analysis import charts as ch
+from benchlib.analysis import answer, charts as ch
 from benchlib.analysis.charts import FORMATS
 from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
                        learned_scenarios, load_study, loss_curves, rank_correlations, resolve_study_dir,
@@ -22,7 +20,10 @@ from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excl
 from benchlib.analysis.flips import flip_entries, order_reversals, stability_flips
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.hypotheses import evaluate_all, verdict_table
-from benchlib.analysis.recommend import recommendations
+from benchlib.analysis.findings import _speed_only
+from benchlib.analysis.overview import overview_charts
+from benchlib.analysis.recommend import recommendations, recommended_configs
+from benchlib.analysis.safety import safety
 from benchlib.core.records import json_safe
 from benchlib.core.scenarios import get_scenario
 
@@ -48,9 +49,8 @@ def mean_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
                        formats: Iterable[str] = FORMATS, verdicts: pd.DataFrame | None = None) -> Experiment:
-    """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``; with
-    ``verdicts`` (``safety.safety``: the comparison's), the summary carries each config's verdict
-    and its frontiers hold the configs safe on the scenario only (``charts.with_verdicts``)."""
+    """Write ``<output_dir>/<scenario>/summary.csv`` and the charts under ``plots/``; with ``verdicts``
+    (the safety frame) in their colours, frontiers of safe configs only (``charts.with_verdicts``)."""
     summary = summarize(df, scenario)
     if verdicts is not None:
         summary = ch.with_verdicts(summary, verdicts[verdicts["scenario"] == scenario])
@@ -65,9 +65,7 @@ def analyze_experiment(df: pd.DataFrame, scenario: str, output_dir: str | Path,
 
 def analyze_study(study_dir: str | Path, scenario: str | None = None, output_dir: str | Path | None = None,
                   formats: Iterable[str] = FORMATS, rules=None) -> dict[str, Experiment]:
-    """Stage 1 for one scenario or every scenario found, in the colours of the comparison's
-    verdicts; outputs beside the runs by default."""
-    from benchlib.analysis.safety import safety
+    """Stage 1 for one scenario or every one, in the comparison's verdicts' colours."""
     root = resolve_study_dir(study_dir)
     df = load_study(root, rules=rules)
     verdicts = safety(df, rules or Rules())  # what the comparison (and the Findings) will say of each cell
@@ -91,9 +89,7 @@ class Comparison:
 
 
 def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Comparison:
-    """Stage 2 on a study frame: tables, flips, verdicts, recommendations and the
-    ``comparison.json`` content (seed 000's shape plus the evidence gates, the evidence and
-    the method)."""
+    """Stage 2 on a study frame: tables, flips, verdicts, recommendations and ``comparison.json``."""
     rules = rules or Rules()
     df = gated(df, rules)
     stats = config_stats(df)
@@ -159,8 +155,7 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
 
 
 def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable[str] = FORMATS) -> list:
-    """comparison.json, the tables as CSV (learned.csv: the evidence gate per scenario) and the
-    charts under plots/."""
+    """comparison.json, the tables as CSV and the charts under plots/."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "comparison.json").write_text(json.dumps(comp.result, indent=1, allow_nan=False))
@@ -179,8 +174,7 @@ def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable
 
 def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rules=None,
                   formats: Iterable[str] = FORMATS) -> Comparison:
-    """Stage 2 from folders of records; writes to ``output_dir`` (default
-    ``<first root>/comparison``)."""
+    """Stage 2 from folders of records, written to ``output_dir`` (default ``<first root>/comparison``)."""
     paths = [resolve_study_dir(r) for r in roots]
     comp = compare(load_study(*paths, rules=rules), rules, sources=paths)
     write_comparison(comp, output_dir or paths[0] / "comparison", formats)
@@ -189,11 +183,8 @@ def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rule
 
 def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, rules=None,
                    formats: Iterable[str] = FORMATS) -> dict[str, tuple[str, list[Path]]]:
-    """The study's overview charts (``overview.overview_charts``: quality vs throughput with the
-    recommended config marked, where each config breaks, what flips) written under
-    ``<output_dir>/plots/`` (default ``<study>/overview``); name -> (chart title, files)."""
-    from benchlib.analysis.overview import overview_charts
-    from benchlib.analysis.recommend import recommended_configs
+    """The study's ``overview.overview_charts`` under ``<output_dir>/plots/`` (default
+    ``<study>/overview``); name -> (chart title, files)."""
     root = resolve_study_dir(study_dir)
     df = load_study(root, rules=rules)
     comp = compare(df, rules)
@@ -205,11 +196,8 @@ def write_overview(study_dir: str | Path, output_dir: str | Path | None = None, 
 
 
 def speed_source(study_dir: Path) -> Path | None:
-    """The study whose ``config_stats.csv`` gives a study's answer its speed and memory: the study
-    itself where its runs measured throughput; else the first study beside it (same folder, so the
-    same GPU kind) built for speed (every scenario ``not judged``), as ``dtype-bench findings``
-    pairs a quality study with a speed study; None if there is neither."""
-    from benchlib.analysis.findings import _speed_only
+    """The study whose ``config_stats.csv`` gives a study's answer its speed: itself where it measured
+    throughput, else the first speed study beside it (the same GPU kind), else None."""
     own = study_dir / "comparison" / "config_stats.csv"
     if own.is_file():
         st = pd.read_csv(own)
@@ -224,12 +212,8 @@ def speed_source(study_dir: Path) -> Path | None:
 
 
 def answer_markdown(study_dir: Path) -> tuple[list[str], list[str], Path | None]:
-    """A study's answer as the README's Findings open with it (``answer``): the scope box, the
-    config x scenario answer table (this study's verdicts; speed and memory from ``speed_source``),
-    what a cell holds and where the controls break; then the absolute speed of every candidate
-    (Markdown lines each) and the speed study. Raises ValueError (``answer.verdicts``) for a
-    comparison without per-cell verdicts."""
-    from benchlib.analysis import answer
+    """A study's answer as the Findings open with it: (scope box, answer table and cell legend;
+    absolute speed; the speed study); ValueError for a comparison without per-cell verdicts."""
     comparison = json.loads((study_dir / "comparison" / "comparison.json").read_text())
     speed = speed_source(study_dir)
     cells = answer.cells(comparison, pd.read_csv(speed / "comparison" / "config_stats.csv") if speed else None)

@@ -1,8 +1,6 @@
-"""Where each config is safe (``safety``): three-valued, True only where measured seed noise says
-no degradation that matters is compatible with the seeds. A config is judged against its
-scenario's reference paired by seed (``contrasts``), not against the best of ~16 noisy means (a
-best biased upward finds gaps that are not there); failing needs less evidence than safety (one
-diverged or stalled run). Every role is judged; only candidates are ever recommended.
+"""Where each config is safe (``safety``): three-valued, True only where measured seed noise rules
+out a degradation that matters against the scenario's reference, paired by seed (``contrasts``;
+not against the best of ~16 noisy means, biased upward); one failed run suffices to fail.
 """
 from __future__ import annotations
 
@@ -12,23 +10,16 @@ import pandas as pd
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import gated, seed_series, unhealthy, why_not_established
 
-HARD_FAILURES = ("diverged", "oom", "error")
-"""Run outcomes that are failures without any quality reference."""
+HARD_FAILURES = ("diverged", "oom", "error")  # failures without any quality reference
 COLUMNS = ["scenario", "config", "role", "runs", "ok", "reference", "best", "gap_pct", "ci_low", "ci_high", "p_adj",
            "p_exact", "n_paired", "paired", "tested", "verdict", "safe", "reason"]
 
 
 def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
-    """Per (scenario, config): ``verdict`` and ``safe`` (True / False / None = not known):
-    ``failed`` (False: a run diverged, stalled, degraded in training, ran out of memory or
-    failed), ``degraded`` (False: the paired gap to the reference is beyond seed noise and the
-    minimum effect), ``safe`` and ``reference`` (True), ``inconclusive`` and ``not tested``
-    (None: the seeds allow a gap that matters but do not show one; too few seeds),
-    ``untestable`` (None: the scenario's quality is not established). ``gap_pct`` (positive:
-    worse), its CI, ``p_adj`` (corrected over the scenario's configs) and ``p_exact`` (sign-flip
-    test) come from the contrast; ``best`` names the scenario's best for reading; ``ok`` counts
-    the healthy runs. Cells whose runs were all skipped (the hardware cannot run the config) are
-    left out."""
+    """Per (scenario, config): ``verdict`` and ``safe``: ``failed`` / ``degraded`` (False), ``safe`` /
+    ``reference`` (True), ``inconclusive`` / ``not tested`` / ``untestable`` (None); the contrast's
+    ``gap_pct`` (> 0 worse), CI and p-values; ``best`` (for reading) and ``ok`` (healthy runs).
+    Cells whose runs were all skipped are left out."""
     df = gated(df, rules)
     con = {(r["scenario"], r["config"]): r for r in df.attrs.get("contrasts", [])}
     q = seed_series(df, "quality")

@@ -1,11 +1,7 @@
-"""``dtype-bench scaling``: the analysis of multi-GPU runs (seeds 003 and 004).
-
-    dtype-bench scaling executed/scaling [--baseline ddp_fp32] [--out DIR]
-
-Reads every ``result.json`` and its ``rank{r}.jsonl`` under a folder (a study with ``arms:``,
-e.g. ``params/scaling.yaml``): seed 003's per-window throughput (``throughput_table``), speed-up
-and efficiency of N devices against 1 (``scaling_table``), seed 004's summary against the
-``ddp_fp32`` arm (``baseline_summary`` -> ``summary.json``) and bar charts (``charts``).
+"""``dtype-bench scaling ROOT [--baseline ddp_fp32] [--out DIR]``: the analysis of multi-GPU runs
+(seeds 003 and 004) from every ``result.json`` and ``rank{r}.jsonl`` under a folder: per-window
+throughput (``throughput_table``), speed-up and efficiency of N devices against 1
+(``scaling_table``), the summary against a baseline arm (``baseline_summary``) and bar charts.
 """
 from __future__ import annotations
 
@@ -18,26 +14,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchlib.core.records import COMPLETED, json_safe
+import altair as alt
+import pandas as pd
+
+from benchlib.analysis.charts import FORMATS, save
+from benchlib.core.records import COMPLETED, json_safe, load_records, read_steps, records_frame, steps_file
 from benchlib.core.runconfig import DistConfig, flatten
 
 BASELINE_ARM = "ddp_fp32"
-# Runs whose speed, memory and loss curves enter the tables: those that trained every step.
-# A short scaling run may well not beat its trivial baseline (stalled) or end above its best
-# loss (degraded); its timings are as good as an ok run's, and its status is shown per arm.
+# Runs that trained every step (a short run's stalled or degraded status does not spoil its timings)
 MEASURED = COMPLETED
-EFFICIENCY_TARGETS = {"ddp": 95.0, "fsdp2": 90.0}
-"""The issue's targets at 2 GPUs (GPT-2 124M, 12x1024 tokens per GPU, bf16, compile)."""
+EFFICIENCY_TARGETS = {"ddp": 95.0, "fsdp2": 90.0}  # at 2 GPUs (GPT-2 124M, 12x1024 tokens per GPU, bf16)
 RUN_KEYS = ["scenario", "config", "strategy", "activation_checkpointing", "limit_all_gathers", "size",
             "batch_size", "seq_len", "grad_accum", "compile", "steps", "dist"]
-"""What makes two runs the same setup but for the number of devices (``dist``: the tuning
-levers that differ from their defaults, "" for none)."""
+"""What makes two runs the same setup but for the device count (``dist``: levers off their defaults)."""
 LEVERS = ("bucket_cap_mb", "static_graph", "reshard", "prefetch", "mp", "compile_unit", "optimize_ddp")
 
 # ---- Loading records and per-rank windows ----------------------------------------------------
 def load_runs(root: str | Path):
     """One row per record under ``root`` with its arm, strategy, world size and dist/ metrics."""
-    from benchlib.core.records import load_records, records_frame
     recs = load_records(root)
     if not recs:
         raise FileNotFoundError(f"no readable result.json under {root}")
@@ -63,8 +58,7 @@ def _levers(rec: dict, run: dict) -> str:
 
 
 def _arm_of_path(path: str | None) -> str | None:
-    """The arm of a record the sweep wrote under ``runs/<arm>/<scenario>/<config>/seed<k>/``
-    (a record whose notebook was cut off before the launcher added its notes)."""
+    """The arm of a record under ``runs/<arm>/<scenario>/<config>/seed<k>/`` (one cut off before its notes)."""
     parts = Path(path).parts if path else ()
     if "runs" in parts and len(parts) - parts.index("runs") == 6:
         return parts[parts.index("runs") + 1]
@@ -76,10 +70,8 @@ def _arm_name(run: dict) -> str:
     return "single" if s == "single" else f"{s}_{run.get('dist.nproc', 1)}"
 
 
-def windows_frame(runs) -> "pd.DataFrame":  # noqa: F821
-    """Every rank's timed windows (``rank{r}.jsonl``) of the measured runs (``MEASURED``), with
-    the run's arm."""
-    import pandas as pd
+def windows_frame(runs) -> pd.DataFrame:
+    """Every rank's timed windows (``rank{r}.jsonl``) of the measured runs, with the run's arm."""
     rows = []
     for _, run in runs[runs["status"].isin(MEASURED)].iterrows():
         for f in sorted(Path(run["path"]).parent.glob("rank*.jsonl")):
@@ -91,16 +83,14 @@ def windows_frame(runs) -> "pd.DataFrame":  # noqa: F821
 
 
 def losses(path: str | Path) -> list[float]:
-    from benchlib.core.records import read_steps, steps_file
     f = steps_file(Path(path).parent)
     return [r["loss"] for r in read_steps(f) if "loss" in r] if f else []
 
 
 # ---- Tables ----------------------------------------------------------------------------------
-def throughput_table(windows) -> "pd.DataFrame":  # noqa: F821
-    """Per arm: training time per window and tokens/s, seed 003's way (per window, time averaged
-    and tokens/s summed over ranks; each run's first window left out where it has two or more),
-    mean and sample std over the windows of every seed."""
+def throughput_table(windows) -> pd.DataFrame:
+    """Per arm, seed 003's way: time per window (mean over ranks) and tokens/s (summed), each run's
+    first window left out where it has two or more; mean and std over the windows of every seed."""
     keys = ["arm", "seed", "window"]
     w = windows.groupby(keys, sort=False).agg(nproc=("nproc", "first"), time_s=("time_s", "mean"),
                                               step_ms=("step_ms", "mean"), tokens_per_s=("tokens_per_s", "sum"))
@@ -114,16 +104,10 @@ def throughput_table(windows) -> "pd.DataFrame":  # noqa: F821
     return out.reset_index().astype({"nproc": int})
 
 
-def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
-    """Speed-up and efficiency of N devices vs 1, per strategy and dtype config.
-
-    Each setup (``RUN_KEYS`` but the device count) is compared with its own 1-device run,
-    else with ``single`` on the same setup. Efficiency = tokens/s at N / (N x tokens/s at 1)
-    (weak scaling: the per-device batch is fixed). ``vs_single_pct`` compares with the plain
-    single-device run whatever the strategy and levers: what N GPUs buy over one. Means over
-    seeds.
-    """
-    import pandas as pd
+def scaling_table(runs) -> pd.DataFrame:
+    """Speed-up and efficiency (tokens/s at N / (N x at 1), weak scaling) of each setup against its
+    own 1-device run, else ``single`` on it; ``vs_single_pct`` against the plain single-device run
+    whatever the strategy and levers. Means over seeds."""
     ok = runs[runs["status"].isin(MEASURED)].copy()
     if ok.empty:
         return pd.DataFrame()
@@ -164,9 +148,8 @@ def scaling_table(runs) -> "pd.DataFrame":  # noqa: F821
 
 
 def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
-    """Seed 004's ``summary.json``: per arm, median tokens/s (over timed windows, summed over
-    ranks), final and best training loss, memory per device, and the speed-up and loss
-    difference against the baseline arm (``ddp_fp32``; else the first arm)."""
+    """Seed 004's ``summary.json``: per arm, median tokens/s, final and best loss, memory per device,
+    and speed-up and loss difference against the baseline arm (else the first)."""
     windows = windows if windows is not None else windows_frame(runs)
     out: dict[str, dict] = {}
     for arm, g in runs.groupby("arm", sort=False):
@@ -174,13 +157,10 @@ def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
         entry: dict[str, Any] = {"status": ", ".join(sorted(set(g["status"]))), "runs": len(g),
                                  "strategy": g["strategy"].iloc[0], "nproc": int(g["nproc"].iloc[0]),
                                  "config": g["config"].iloc[0]}
-        if "run.activation_checkpointing" in g:
-            entry["activation_checkpointing"] = bool(g["run.activation_checkpointing"].iloc[0])
-        if "run.limit_all_gathers" in g:
-            entry["limit_all_gathers"] = bool(g["run.limit_all_gathers"].iloc[0])
-        reasons = [r for r in g["reason"].dropna()]
-        if reasons:
-            entry["reason"] = reasons[0].strip().splitlines()[-1][:300]
+        entry.update({k: bool(g[f"run.{k}"].iloc[0]) for k in ("activation_checkpointing", "limit_all_gathers")
+                      if f"run.{k}" in g})
+        if g["reason"].notna().any():
+            entry["reason"] = g["reason"].dropna().iloc[0].strip().splitlines()[-1][:300]
         if len(ok):
             w = windows[windows["arm"] == arm] if len(windows) else windows
             if len(w):
@@ -194,9 +174,9 @@ def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
                          gib_per_device=json_safe(ok.get("dist/peak_allocated_gib_max", ok.get("memory")).mean()),
                          step_ms=json_safe(ok["dist/step_ms"].mean()) if "dist/step_ms" in ok else None)
         out[arm] = entry
-    base = out.get(baseline) or next(iter(out.values()), None)
     base_name = baseline if baseline in out else next(iter(out), None)
-    for arm, e in out.items():
+    base = out.get(base_name)
+    for e in out.values():
         if base and e.get("median_tokens_per_s") and base.get("median_tokens_per_s"):
             e["speedup_vs_baseline"] = e["median_tokens_per_s"] / base["median_tokens_per_s"]
         if base and e.get("final_loss") is not None and base.get("final_loss") is not None:
@@ -208,13 +188,11 @@ def baseline_summary(runs, windows=None, baseline: str = BASELINE_ARM) -> dict:
 def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str = "arm",
               color: str = "strategy", rules: list[float] = ()):
     """One bar per row of a tidy table, +-1 std error bars, an optional target line."""
-    import altair as alt
-    import pandas as pd
     d = table.dropna(subset=[y]).copy()
     if d.empty:
         return alt.Chart(pd.DataFrame({"t": [f"no data for {y}"]})).mark_text().encode(text="t:N")
-    d["lo"] = d[y] - (d[err].fillna(0) if err and err in d else 0)
-    d["hi"] = d[y] + (d[err].fillna(0) if err and err in d else 0)
+    e = d[err].fillna(0) if err and err in d else 0
+    d["lo"], d["hi"] = d[y] - e, d[y] + e
     order = list(d[x])
     base = alt.Chart(d).encode(x=alt.X(f"{x}:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30)))
     bars = base.mark_bar().encode(y=alt.Y(f"{y}:Q", title=y_title),
@@ -230,9 +208,7 @@ def bar_chart(table, y: str, err: str | None, title: str, y_title: str, x: str =
 
 
 def charts(seed003, scaling, summary: dict) -> dict:
-    """Seed 003's two comparison charts, the scaling efficiency and memory per device, and
-    seed 004's loss vs baseline."""
-    import pandas as pd
+    """Seed 003's and 004's bar charts, by file name."""
     out = {}
     if seed003 is not None and len(seed003):
         s3 = seed003.assign(strategy=seed003["arm"])
@@ -272,9 +248,7 @@ class Scaling:
 
 def analyze(root: str | Path, out_dir: str | Path | None = None, baseline: str = BASELINE_ARM,
             formats: tuple[str, ...] | None = None) -> Scaling:
-    """Tables, ``summary.json``, ``scaling.csv`` and chart files (``formats``, default
-    ``charts.FORMATS``) for every record under ``root``."""
-    from benchlib.analysis.charts import FORMATS, save
+    """Tables, ``summary.json``, ``scaling.csv`` and chart files for every record under ``root``."""
     formats = formats or FORMATS
     runs = load_runs(root)
     windows = windows_frame(runs)
@@ -284,15 +258,12 @@ def analyze(root: str | Path, out_dir: str | Path | None = None, baseline: str =
     ch = charts(s3, sc, summary)
     out = Path(out_dir) if out_dir else Path(root) / "scaling"
     out.mkdir(parents=True, exist_ok=True)
-    files = []
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    files.append(out / "summary.json")
-    if len(sc):
-        sc.to_csv(out / "scaling.csv", index=False)
-        files.append(out / "scaling.csv")
-    if s3 is not None:
-        s3.to_csv(out / "seed003.csv", index=False)
-        files.append(out / "seed003.csv")
+    files = [out / "summary.json"]
+    for name, t in (("scaling", sc if len(sc) else None), ("seed003", s3)):
+        if t is not None:
+            t.to_csv(out / f"{name}.csv", index=False)
+            files.append(out / f"{name}.csv")
     if formats:
         for name, chart in ch.items():
             files += save(chart, out / "plots" / name, formats)
@@ -316,9 +287,7 @@ def markdown_table(df) -> str:
 
 
 def report(res: Scaling, markdown: bool = False) -> str:
-    """The tables as text (or as markdown pipe tables): seed 003's throughput per arm, speed-up
-    and efficiency, and the summary against the baseline arm (seed 004's format)."""
-    import pandas as pd
+    """The tables as text or Markdown: throughput per arm, scaling, and the summary (seed 004's)."""
     show = markdown_table if markdown else (lambda d: d.to_string(index=False))
     lines = []
     with pd.option_context("display.width", 220, "display.max_columns", 30, "display.float_format", "{:,.4g}".format):

@@ -1,13 +1,8 @@
-"""The statistics every answer of the analysis shares: the decision rules (``Rules``: CI level,
-resamples, seeds needed, margins, evidence gates, minimum effects), the resampling (scipy's
-``bootstrap`` and ``permutation_test``), the multiplicity correction (statsmodels'
-``multipletests``) and the rank reliability of a scenario. Per-seed values of a metric come from
-``tables.seed_series``; ``contrasts``, ``flips``, ``hypotheses`` and ``recommend`` use them here.
-
-Seeds are shared across configs (one seed = one data order and one initialisation), so a
-contrast between two configs on one scenario pairs their runs by seed: the resampling draws
-seeds, and both configs' values of a drawn seed come together (``piece``). Cells whose seeds are
-not shared are compared unpaired, each resampled on its own, and the result says so.
+"""The statistics every answer shares: the decision rules (``Rules``), the resampling (scipy's
+``bootstrap`` and ``permutation_test``), the multiplicity correction (statsmodels) and a scenario's
+rank reliability. Seeds are shared across configs (one data order and initialisation), so two
+configs on one scenario are paired by seed (``piece``); cells that share too few seeds are
+compared unpaired, each resampled on its own, and the result says so.
 """
 from __future__ import annotations
 
@@ -30,67 +25,52 @@ class Rules:
     n_boot: int = 2000
     """Resamples of every bootstrap (scipy.stats.bootstrap, percentile intervals)."""
     min_seeds: int = 3
-    """Fewer values per (scenario, config): the seed noise is not estimated, and no contrast,
-    flip or verdict is drawn from the cell. With 2 seeds a bootstrap has 3 distinct resamples, and
-    two seeds fall on one side of 0 half the time by chance alone."""
+    """Fewer values per (scenario, config): no contrast, flip or verdict from the cell (2 seeds give
+    a bootstrap 3 distinct resamples, and fall on one side of 0 half the time by chance)."""
     seed: int = 0
     """rng seed of the resampling: the same data give the same numbers."""
     multitest: str = "holm"
-    """statsmodels.stats.multitest.multipletests method that controls the family-wise error over
-    the configs compared with a scenario's reference, and over a metric's reversals."""
+    """multipletests method over the configs against a scenario's reference, and a metric's reversals."""
     min_size_pct: float = 1.0
-    """A flip's smaller gap must also reach this (% of the pair's mean): near-deterministic
-    metrics (memory, GPU throughput) otherwise 'flip' on differences nobody would act on."""
+    """A flip's smaller gap must also reach this (% of the pair's mean): memory and GPU throughput
+    would otherwise 'flip' on differences nobody would act on."""
     margin_quality_pct: float = 0.5
-    """Hypotheses on quality: effects whose whole CI lies inside +-this (%) count as no effect
-    (rejected). A bootstrap CI of a continuous effect never shrinks to [0, 0], so without a
-    margin a quality hypothesis could be rejected only when the opposite holds."""
+    """Quality hypotheses: a CI inside +-this (%) is no effect (rejected); a bootstrap CI never
+    shrinks to [0, 0]."""
     margin_rate: float = 0.0
     """Divergence-rate differences inside +-this count as no difference."""
     margin_speedup: float = 0.0
     """Speed-up differences (x fp32) inside +-this count as no difference."""
     reference_configs: tuple = REFERENCE_CONFIGS
-    """A scenario's reference: the first of these with a finished run (its learned gate) and,
-    for the contrasts, the first with >= min_seeds counted seeds."""
+    """A scenario's reference: the first with a finished run (learned gate), with >= min_seeds
+    counted seeds (contrasts)."""
     min_gap_closed: float = 0.5
-    """Learned gate where the learned metric's floor is known (synthetic data: the Bayes loss,
-    the generator's best P@1): a run learned when it closed at least this share of the gap
-    between the trivial baseline and the floor. On B of the reference study the reference closed
-    9% (val loss 6.82 against a unigram 7.48 and a floor 0.27): a plateau, not a language model."""
+    """Learned gate where the metric's floor is known (synthetic data): the share of the gap from
+    the trivial baseline to the floor a run must close (B of the reference study closed 9%: a
+    plateau, not a language model)."""
     min_gain_without_floor: float = 0.25
-    """Learned gate where no floor is known (real data): the share of the gap between the trivial
-    baseline and the metric's ideal value (0 for a loss, 1 for accuracy, P@k, F1) a run must
-    close. The ideal is at least as far as any floor, so this share understates the gap closed;
-    B's plateau closes 9% of the way to 0 nats and fails, a real-text model at 3.54 nats passes
-    against any unigram baseline above 4.72 nats."""
+    """Learned gate where no floor is known (real data): the share of the gap from the trivial
+    baseline to the metric's ideal value (0 for a loss, 1 for a score) a run must close; a
+    real-text model at 3.54 nats passes against any unigram baseline above 4.72 nats."""
     min_rank_reliability: float = 0.5
-    """A scenario's configs can be told apart when the Spearman correlation between one seed's
-    ranking of the candidate configs and the mean ranking of the other seeds (averaged over the
-    seed held out) reaches this. Below it a seed's ranking shares under a quarter of its variance
-    with the others' (rho^2 < 0.25): ranks, flips and verdicts there would read seed noise."""
+    """Configs are told apart when the leave-one-seed-out Spearman correlation of the candidates'
+    rankings reaches this (below, rho^2 < 0.25: ranks would read seed noise)."""
     min_reliability_configs: int = 4
-    """Fewer candidate configs with the scenario's seeds: the rank reliability is not measured (a
-    Spearman correlation of 3 ranks takes four values) and the gate does not apply."""
+    """Fewer candidates with the scenario's seeds: the rank reliability is not measured."""
     min_effect_loss_pct: float = 0.5
-    """The smallest quality effect that matters on a loss (% of the reference's val loss): 0.5%
-    is 0.012 nats on A of the reference study (2.40 nats), a twentieth of its reference's excess
-    over the Bayes floor. A config is degraded only beyond seed noise and beyond this."""
+    """The smallest quality effect that matters on a loss (% of the reference's): 0.012 nats on A
+    of the reference study. A config is degraded only beyond seed noise and this."""
     min_effect_score_pct: float = 1.0
-    """The smallest quality effect that matters on a score (accuracy, F1, P@k; % of the
-    reference's): about one standard error of an accuracy of 0.78 measured on 2,048 examples
-    (1.2%), below which one evaluation cannot tell two models apart anyway."""
+    """The smallest quality effect that matters on a score (% of the reference's): about one
+    standard error of an accuracy of 0.78 on 2,048 examples."""
     flip_size: str | None = "base"
-    """Speed and memory flips only from runs at this model size, the one the speed study runs at
-    (params/reference_speed.yaml): a memory order at `small` reversed at `base` in the reference
-    study. None: any size."""
+    """Speed and memory flips only from runs at this size, the speed study's (a memory order at
+    `small` reversed at `base`); None: any size."""
     min_flip_seeds_speed: int = 3
-    """A speed or memory flip needs this many seeds per cell, every one measured on one host
-    (``env`` host identity: ``identity.HOST_KEYS``); records that do not identify their host
-    cannot establish it."""
+    """A speed or memory flip needs this many seeds per cell measured on one identified host."""
 
     def min_effect_pct(self, metric: str | None) -> float:
-        """The minimum effect that matters for a quality metric (``min_effect_loss_pct`` for a
-        loss, ``min_effect_score_pct`` for a score)."""
+        """The minimum effect that matters for a quality metric (a loss's or a score's)."""
         return self.min_effect_loss_pct if is_loss(metric) else self.min_effect_score_pct
 
     def describe(self) -> str:
@@ -131,12 +111,15 @@ class Rules:
 
 LOSSES = ("val_loss", "loss", "perplexity")
 IDEAL = {"val_loss": 0.0, "loss": 0.0, "accuracy": 1.0, "p_at_1": 1.0, "p_at_3": 1.0, "p_at_5": 1.0,
-         "micro_f1": 1.0, "macro_f1": 1.0}
-"""The best value a learned metric can take on any data (a loss of 0, a perfect score)."""
+         "micro_f1": 1.0, "macro_f1": 1.0}  # the best value a learned metric can take on any data
 
 
 def is_loss(metric: str | None) -> bool:
     return str(metric) in LOSSES
+
+
+def seeds(n: int, zero: str = "no seed") -> str:
+    return {0: zero, 1: "one seed"}.get(n, f"{n} seeds")
 
 
 # ---- resampling ----------------------------------------------------------------------------
@@ -148,10 +131,8 @@ def rng_kw(fn: Callable, seed: int) -> dict:
 
 def bootstrap(samples: Sequence[np.ndarray], statistic: Callable, rules: Rules, paired: bool = False
               ) -> tuple[float, float, float, np.ndarray]:
-    """(point, ci_low, ci_high, bootstrap distribution) of ``statistic(*samples, axis=-1)``
-    (vectorised over a leading resample axis) by scipy.stats.bootstrap, percentile method.
-    ``paired``: the samples are one seed per position, drawn together. Every sample needs >= 2
-    values."""
+    """(point, ci_low, ci_high, distribution) of a vectorised ``statistic(*samples, axis=-1)`` by
+    scipy's percentile bootstrap; ``paired``: one seed per position, drawn together."""
     samples = [np.asarray(s, float) for s in samples]
     point = float(statistic(*samples, axis=-1))
     if all(np.ptp(s) == 0 for s in samples):  # nothing to resample: the distribution is the point
@@ -171,9 +152,8 @@ class Piece:
 
 
 def piece(cells: dict, s: str, x: str, ref: str | None, f: Callable, rules: Rules) -> Piece | None:
-    """Config ``x`` on scenario ``s``: without ``ref``, ``f(mean of x)``; with it, ``f(x, ref,
-    ref's values)`` on each shared seed where they share >= min_seeds seeds (paired), else on
-    the two means (unpaired). None where a cell has fewer than min_seeds values."""
+    """Config ``x`` on ``s``: ``f(mean of x)``; with ``ref``, ``f(x, ref, ref's values)`` per shared
+    seed (paired, >= min_seeds shared), else on the two means. None: a cell short of seeds."""
     a = cells.get((s, x), pd.Series(dtype=float))
     if ref is None:
         return Piece([a], lambda m: f(m), None) if len(a) >= rules.min_seeds else None
@@ -187,8 +167,7 @@ def piece(cells: dict, s: str, x: str, ref: str | None, f: Callable, rules: Rule
 
 
 def boot_p(dist: np.ndarray, point: float) -> float:
-    """Two-sided p-value of 'the effect is 0' from a bootstrap distribution: twice the share of
-    resamples on the other side of 0 from the point estimate (at least 1 / (resamples + 1))."""
+    """Two-sided p-value of 'the effect is 0': twice the share of resamples beyond 0 (>= 1 / (B + 1))."""
     dist = np.asarray(dist, float)
     dist = dist[np.isfinite(dist)]
     if not len(dist) or not np.isfinite(point):
@@ -200,8 +179,7 @@ def boot_p(dist: np.ndarray, point: float) -> float:
 
 
 def exact_p(diffs: np.ndarray, rules: Rules) -> float:
-    """Two-sided p-value of paired differences by a sign-flip permutation test
-    (scipy.stats.permutation_test, permutation_type='samples'; exact for up to 2^n <= n_boot)."""
+    """Two-sided p-value of paired differences by a sign-flip permutation test."""
     d = np.asarray(diffs, float)
     if len(d) < 2 or np.all(d == 0):
         return 1.0 if len(d) >= 2 else math.nan
@@ -212,8 +190,7 @@ def exact_p(diffs: np.ndarray, rules: Rules) -> float:
 
 
 def adjust(pvalues: dict, rules: Rules) -> dict:
-    """Multiplicity-corrected p-values of a family of tests (key -> p) by statsmodels'
-    ``multipletests`` (``rules.multitest``); NaN entries are left out of the family."""
+    """Multiplicity-corrected p-values (key -> p) by ``rules.multitest``; NaN left out of the family."""
     keys = [k for k, p in pvalues.items() if np.isfinite(p)]
     if not keys:
         return {k: math.nan for k in pvalues}
@@ -225,11 +202,9 @@ def adjust(pvalues: dict, rules: Rules) -> dict:
 
 
 def rank_reliability(values: pd.DataFrame, min_configs: int = 4) -> tuple[float, int, int]:
-    """(reliability, configs, seeds) of a config x seed table of one scenario's quality (higher
-    is better): the mean over seeds of the Spearman correlation (scipy.stats.spearmanr) between
-    that seed's ranking of the configs and the ranking by the mean of the other seeds. Seeds
-    that at least half the configs have are used, and configs that have each of them; NaN where
-    fewer than ``min_configs`` configs or 2 seeds remain, or a ranking is constant."""
+    """(reliability, configs, seeds) of a config x seed quality table (higher is better): the mean
+    over seeds of the Spearman correlation of that seed's ranking with the others' mean ranking,
+    over the seeds half the configs have; NaN under ``min_configs`` configs, 2 seeds, or a tie."""
     if values.empty:
         return math.nan, 0, 0
     seeds = [c for c in values.columns if values[c].notna().sum() * 2 >= len(values)]

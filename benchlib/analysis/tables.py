@@ -1,11 +1,6 @@
-"""A study's result records -> tables (seed 000's analysis plan).
-
-Stage 1, per experiment (scenario): ``summarize`` (a row per seed and a ``mean`` row per config,
-relative to ``fp32_baseline``, ranks, Pareto frontiers) and ``loss_curves``. Stage 2:
-``config_stats``, ``rank_correlations`` and ``group_ranks`` (``ranks``), assembled into
-``comparison.json`` by ``report.compare``. Loading (``study_frame``) names every run by its
-numeric definition (``identity``) and applies the evidence gates (``gates``, which also says
-which runs count for speed, quality and safety).
+"""A study's result records -> tables (seed 000's analysis plan): loading (``study_frame``: runs
+named by their numeric definition, evidence gates applied), stage 1 per scenario (``summarize``,
+``loss_curves``, ``describe_experiment``) and, re-exported from ``ranks``, stage 2.
 """
 from __future__ import annotations
 
@@ -16,20 +11,19 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.gates import (FAILED, LABELS, MEASURED, NOT_JUDGED, apply_gates, excluded_configs,  # noqa: F401
-                                    gated, healthy_runs, label, learned_scenarios, not_judged, quality_metrics,
+from benchlib.analysis.gates import (FAILED, LABELS, MEASURED, NOT_JUDGED, _first, apply_gates,  # noqa: F401
+                                    excluded_configs, gated, healthy_runs, label, learned_scenarios, not_judged, quality_metrics,
                                     quality_runs, scenario_notes, shared_note, speed_runs, unhealthy,
                                     why_not_established)
 from benchlib.analysis.identity import host_of, identities
 from benchlib.analysis.ranks import (BASELINE, HEADLINE, STATUS_COLS, config_stats, group_ranks, groups,  # noqa: F401
                                      rank_correlations, sign, spearman)
-from benchlib.analysis.stats import Rules
+from benchlib.analysis.stats import Rules, seeds
 from benchlib.core.dtypes import REGISTRY
 from benchlib.core.records import METRICS, load_records, read_steps, records_frame, steps_file
 from benchlib.core.scenarios import SCENARIOS
 
-# quality/ keys that are not quality values (flags, names, counts, the gap to the trivial
-# baseline, standard errors)
+# quality/ keys that are not quality values (flags, names, counts; baselines and errors below)
 NOT_QUALITY = ("quality/beats_baseline", "quality/learned_metric", "quality/n_eval")
 EXTRA_QUALITY = [k for k in METRICS if k.startswith("quality/") and k not in NOT_QUALITY
                  and not k.startswith("quality/baseline_") and not k.endswith("_se")]
@@ -41,20 +35,11 @@ SUMMARY_COLS = ["config", "seed", "throughput", "throughput_std", "memory", "mem
                 "n_healthy", "role", "excluded", "excluded_reason", "learned", "quality_established", "note"]
 
 
-def _rules(rules=None):
-    return Rules() if rules is None else rules
-
-
 # ---- loading ------------------------------------------------------------------------------
 def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
-    """``records_frame`` normalised for analysis: every run named by its configuration's numeric
-    definition (``identity.identities``: ``config``, with ``config_recorded``,
-    ``definition_hash``, ``cost_hash`` and ``role``; raises ``ConfigIdentityError`` where runs
-    share a name but not a definition), ``host`` (``identity.host_of``: None = unknown),
-    numeric headline columns, ``q_sign`` (+1 when higher quality is better), and one row per
-    (scenario, config, seed): a run recorded twice keeps the later one (record date, then
-    path). Then the evidence gates (``gates.apply_gates``, with ``rules``, default
-    ``stats.Rules()``)."""
+    """``records_frame`` normalised for analysis: runs named by ``identity.identities`` (raises
+    ``ConfigIdentityError``), ``host``, numeric headline columns, ``q_sign`` (+1: higher quality is
+    better), one row per (scenario, config, seed) (the later record wins), then ``gates.apply_gates``."""
     records = list(records)
     df = records_frame(records)
     if df.empty:
@@ -92,8 +77,7 @@ def load_study(*roots: str | Path, rules=None) -> pd.DataFrame:
 
 
 def resolve_study_dir(path: str | Path) -> Path:
-    """A study folder as given, else relative to the repository root (notebooks run by
-    papermill may start in ``notebooks/`` or in the output folder)."""
+    """A study folder as given, else relative to the repository root (papermill's working folder varies)."""
     p = Path(path).expanduser()
     for cand in (p, Path(__file__).resolve().parents[2] / p):
         if cand.is_dir():
@@ -116,9 +100,7 @@ def status_table(df: pd.DataFrame) -> pd.DataFrame:
 
 # ---- stage 1: one experiment ---------------------------------------------------------------
 def pareto_front(x: Iterable[float], y: Iterable[float]) -> np.ndarray:
-    """True where (x, y) is not dominated, both axes higher-is-better (negate the others).
-    A point is dominated by one at least as good on both axes and better on one; NaN is never
-    on the front."""
+    """True where (x, y) is not dominated (both higher-is-better: negate the others); NaN never is."""
     x, y = np.asarray(list(x), float), np.asarray(list(y), float)
     ok = np.isfinite(x) & np.isfinite(y)
     front = np.zeros(len(x), bool)
@@ -129,16 +111,12 @@ def pareto_front(x: Iterable[float], y: Iterable[float]) -> np.ndarray:
 
 
 def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
-    """Seed 000's summary CSV for one scenario: a row per run (``seed`` = its number, with its
-    ``health`` and ``health_reason``) and a ``mean`` row per config (mean and std over the runs
-    that finished, ok or not: ``n_seeds``; ``n_healthy`` of them healthy), status counts, each
-    headline metric relative to fp32_baseline (``*_rel`` = ratio, ``quality_delta`` =
-    difference), and the scenario's other quality metrics (``val_loss``, ``macro_f1``, ...) in
-    their own columns. Configs with an unhealthy run are ``excluded`` (``excluded_reason``) from
-    the ranks (1 = best, direction-aware) and the Pareto flags, and only candidate configs
-    (``role``) are on a frontier; where the scenario's quality is
-    not established (``learned``, ``note``) there is no quality rank and no frontier. On a seed
-    row, ``throughput_std`` is the run's own std over its timed windows."""
+    """Seed 000's summary CSV for one scenario: a row per run (with its ``health``) and a ``mean``
+    row per config (over the runs that finished: ``n_seeds``), status counts, headline metrics
+    relative to fp32_baseline (``*_rel``, ``quality_delta``) and the other quality metrics. Configs
+    with an unhealthy run are ``excluded`` from ranks and Pareto flags, only candidates are on a
+    frontier, and without established quality there is no quality rank or frontier. A seed row's
+    ``throughput_std`` is over its timed windows."""
     df = gated(df)
     d = df[df["scenario"] == scenario]
     if d.empty:
@@ -172,8 +150,7 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
         mean.update({col: int((g["status"] == s).sum()) for s, col in STATUS_COLS.items()})
         rows.append(mean)
     out = pd.DataFrame(rows)
-    out["quality_name"] = d["quality_name"].dropna().iloc[0] if d["quality_name"].notna().any() else None
-    out["throughput_unit"] = d["throughput_unit"].dropna().iloc[0] if d["throughput_unit"].notna().any() else None
+    out["quality_name"], out["throughput_unit"] = _first(d["quality_name"]), _first(d["throughput_unit"])
     out["quality_higher_is_better"] = sign(df, "quality", scenario) > 0
     established = bool(d["quality_established"].iloc[0])
     out["learned"] = pd.Series([d["learned"].iloc[0]] * len(out), index=out.index, dtype=object)
@@ -181,13 +158,12 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
     out["note"] = scenario_notes(d)[scenario]
     is_mean = out["seed"] == "mean"
     base = out[is_mean & (out["config"] == BASELINE)]
-    for m in HEADLINE:
+    ranked = is_mean & ~out["excluded"].fillna(False).astype(bool)
+    for m in HEADLINE:  # SUMMARY_COLS orders the columns
         ref = base[m].iloc[0] if len(base) else np.nan
         out[f"{m}_rel"] = out[m] / ref
         if m == "quality":
             out["quality_delta"] = out[m] - ref
-    ranked = is_mean & ~out["excluded"].fillna(False).astype(bool)
-    for m in HEADLINE:
         out[f"rank_{m}"] = np.nan
         if m != "quality" or established:
             out.loc[ranked, f"rank_{m}"] = (out.loc[ranked, m] * sign(df, m, scenario)).rank(ascending=False,
@@ -203,8 +179,7 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
     return out[cols]
 
 
-SAFE = ("safe", "reference")
-"""The verdicts (``safety.safety``) under which a config may sit on a frontier."""
+SAFE = ("safe", "reference")  # the verdicts under which a config may sit on a frontier
 
 
 def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -220,13 +195,10 @@ def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
 
 def loss_curves(df: pd.DataFrame, max_points: int = 60, cap_ratio: float = 3.0
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Training loss from each run's ``steps.jsonl`` (finished and diverged runs), aggregated for
-    charting: steps binned to at most ``max_points`` per scenario (60: a point every ~3 px of a
-    ~190-px facet; the curves are the largest chart files of a committed study), then per (scenario, config,
-    step) the mean, min and max over seeds (``loss``, ``loss_lo``, ``loss_hi``, ``n_runs``).
-    Losses above ``cap_ratio`` x the scenario's median initial loss, and non-finite ones, are
-    drawn at that cap so a divergence shows as a jump to the ceiling. Second frame: one row per
-    diverged run at its divergence step."""
+    """Training loss of finished and diverged runs for charting: steps binned to at most
+    ``max_points`` per scenario, then the mean, min and max over seeds per (scenario, config,
+    step). Losses above ``cap_ratio`` x the median initial loss, or non-finite, are drawn at that
+    cap. Second frame: one row per diverged run at its divergence step."""
     runs = []
     for _, r in df[df["status"].isin([*MEASURED, "diverged"])].iterrows():
         c = _run_curve(r["path"])
@@ -258,11 +230,9 @@ def loss_curves(df: pd.DataFrame, max_points: int = 60, cap_ratio: float = 3.0
 
 
 def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str:
-    """Markdown sentences derived from a summary (no hand-written findings): what the evidence
-    gates say, the frontiers (over the configs safe here where the summary carries verdicts:
-    ``charts.with_verdicts``) and the fastest config (candidates only, configs that failed left out),
-    the best quality where it is established with its own seed count, and what failed."""
-    rules = _rules(rules)
+    """Markdown sentences derived from a summary: the gates' note, the frontiers, the fastest
+    candidate, the best quality (where established) and what failed."""
+    rules = rules or Rules()
     m = summary[summary["seed"] == "mean"]
     q = m["quality_name"].iloc[0] or "quality"
     est = bool(m["quality_established"].iloc[0])
@@ -291,12 +261,13 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
         top = r[r[f"rank_{metric}"] == r[f"rank_{metric}"].min()]
         rel = top[f"{metric}_rel"].iloc[0]
         if metric == "quality":  # a ratio of losses or F1s reads as "1x": the change in %
-            text = (f"- best quality: {', '.join(top['config'])} ({_seeds(int(top['n_healthy'].min()))}"
+            n_top = seeds(int(top["n_healthy"].min()), "no healthy seed")
+            text = (f"- best quality: {', '.join(top['config'])} ({n_top}"
                     + (f"; {(rel - 1) * 100:+.2f}% vs fp32_baseline" if pd.notna(rel) else "") + ")")
             few = r[r["n_healthy"] < rules.min_seeds]
             if len(few):
                 text += ("; too few seeds to tell whether these are within seed noise of it (needs >= "
-                         f"{rules.min_seeds}): " + ", ".join(f"{c} ({_seeds(int(n))})"
+                         f"{rules.min_seeds}): " + ", ".join(f"{c} ({seeds(int(n), 'no healthy seed')})"
                                                             for c, n in zip(few["config"], few["n_healthy"])))
         elif not est:
             text = (f"- highest throughput measured: {', '.join(top['config'])}"
@@ -314,24 +285,17 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
     return "\n".join(lines)
 
 
-def _seeds(n: int) -> str:
-    return {0: "no healthy seed", 1: "one seed"}.get(n, f"{n} seeds")
-
-
 # ---- per-seed values of a metric (what the statistics resample) -------------------------------
 def trained_runs(df: pd.DataFrame) -> pd.Series:
-    """Runs that count for stability: those that trained (finished or diverged) in learned
-    scenarios."""
+    """Runs that count for stability: finished or diverged, in learned scenarios."""
     return df["status"].isin([*MEASURED, "diverged"]) & df["learned"].eq(True)
 
 
 def seed_series(df: pd.DataFrame, metric: str, oriented: bool = True, runs: pd.Series | None = None
                 ) -> dict[tuple[str, str], pd.Series]:
-    """Finite per-seed values of ``metric`` per (scenario, config), indexed by seed (so that
-    contrasts can pair configs by seed), from the runs that count for it (``quality_runs`` for
-    quality, ``speed_runs`` otherwise, or ``runs``); times ``sign`` when ``oriented`` (higher is
-    better everywhere). ``metric="diverged"``: 1/0 per run that trained (``trained_runs``);
-    ``metric="diverged_step"``: the step of each run that diverged."""
+    """Finite per-seed values of ``metric`` per (scenario, config), indexed by seed, from the runs
+    that count for it (or ``runs``); times ``sign`` when ``oriented``. ``"diverged"``: 1/0 per run
+    that trained; ``"diverged_step"``: the step of each run that diverged."""
     df = gated(df)
     if metric in ("diverged", "diverged_step"):
         d = df[trained_runs(df)]

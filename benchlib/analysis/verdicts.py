@@ -1,21 +1,10 @@
-"""The machinery of a hypothesis verdict: effects built from per-seed cells, their bootstrap CI,
-and the verdict a CI gives (``decide``). The seven rules themselves are in ``hypotheses``.
-
-An effect is a mean over *units* (a scenario, or a matched pair of scenarios), or the
-difference of two such means. A unit is made of *pieces*, one per scenario: the per-seed values
-of a config on it, or of a config against another paired by seed (``stats.piece``). Pieces of
-different scenarios are resampled independently (their runs are different runs); two configs of
-one scenario are paired by seed where they share ``Rules.min_seeds`` seeds, else resampled on
-their own and the evidence says ``unpaired``. Verdicts:
-
-- ``untestable`` where the test cannot discriminate: both arms at the same ceiling or floor, or
-  every scenario it needs did not learn or cannot be told apart (the evidence says which);
-- ``inconclusive`` when a needed cell has fewer than ``min_seeds`` values (the reason names the
-  cells short of seeds), or the CI straddles 0 (with how many seeds might settle it);
-- ``rejected`` when the CI lies inside [-margin, +margin] (no effect worth the name) or
-  entirely below 0 (the opposite holds);
-- ``supported`` when the CI lies entirely above 0 (or, for a claim that two things merely
-  differ, entirely on either side).
+"""The machinery of a hypothesis verdict (the rules are in ``hypotheses``): an effect is a mean over
+*units* (a scenario, or a matched pair), or the difference of two; a unit is made of *pieces*, one
+per scenario (``stats.piece``: paired by seed where the configs share ``Rules.min_seeds`` seeds),
+resampled independently across scenarios. Verdicts: ``untestable`` (both arms at one ceiling or
+floor, or every scenario it needs gated out), ``inconclusive`` (a cell short of ``min_seeds``, or
+a CI straddling 0), ``rejected`` (a CI inside +-margin, or below 0), ``supported`` (a CI above 0;
+for a claim that two things differ, on either side).
 """
 from __future__ import annotations
 
@@ -33,9 +22,7 @@ from benchlib.core.records import TRAINED
 from benchlib.core.scenarios import SCENARIOS
 
 VERDICTS = ("supported", "rejected", "inconclusive", "untestable")
-SETTLE_MAX = 1000
-"""Beyond this many seeds per (scenario, config), ``seeds_to_settle`` says the effect is too small
-against the noise to be worth settling."""
+SETTLE_MAX = 1000  # more seeds than this per cell: the effect is too small to be worth settling
 
 
 def short_cells(cells: dict, keys, rules: Rules, studied: set) -> list[str]:
@@ -94,11 +81,8 @@ def effect(name: str, unit: str, est: float, lo: float, hi: float, rules: Rules)
 
 
 def seeds_to_settle(point: float, lo: float, hi: float, n: int) -> int | None:
-    """About how many seeds per (scenario, config) would put a CI that includes 0 clear of it,
-    were the effect and the seed-to-seed noise what they are now: a bootstrap CI narrows as
-    1/sqrt(seeds), so the bound on 0's side moves from ``point`` by (its distance now) x
-    sqrt(n / n'); None when the point estimate is 0 (no number of seeds settles a null effect's
-    sign)."""
+    """About how many seeds per cell would put a CI that includes 0 clear of it at this effect and
+    noise (a CI narrows as 1/sqrt(seeds)); None when the point estimate is 0."""
     if point == 0 or not (np.isfinite(lo) and np.isfinite(hi)) or n < 1:
         return None
     dist = point - lo if point > 0 else hi - point
@@ -106,8 +90,8 @@ def seeds_to_settle(point: float, lo: float, hi: float, n: int) -> int | None:
 
 
 def verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False, why_missing="") -> dict:
-    """The verdict of an effect's CI (None: not enough data, the reason from ``ev``'s
-    ``missing`` cells), with the seeds that would settle an inconclusive one."""
+    """The verdict of an effect's CI (None: not enough data, ``ev``'s ``missing`` cells say why),
+    with the seeds that would settle an inconclusive one."""
     if ci is None:
         miss = _collect(ev, "missing")
         short = (f"needs >= {rules.min_seeds} counted seeds per (scenario, config); short: {', '.join(miss[:8])}"
@@ -153,10 +137,6 @@ STAND_IN = ("tested with {got} ({what}): it fails of second-moment underflow, so
 
 
 # ---- building effects ------------------------------------------------------------------------
-def _identity(*m):
-    return m[0]
-
-
 def _first(vals):
     return vals[0]
 
@@ -172,27 +152,33 @@ def scenarios_of(kind: str) -> list[str]:
     return [s for s, x in SCENARIOS.items() if pick(x)]
 
 
+def units_of(cells: dict, groups: dict, ref: str | None, f: Callable, rules: Rules,
+             combine: Callable = _first) -> tuple[dict, dict]:
+    """One unit per group (key -> (config, its scenarios)) where the config (against ``ref``) has
+    the seeds on each of its scenarios: its pieces, in that order, and ``combine``; and the
+    evidence (used, missing cells, seeds, pairing)."""
+    units, missing, seeds = {}, [], []
+    for key, (x, scns) in groups.items():
+        cs = [x] + ([ref] if ref else [])
+        pieces = [piece(cells, s, x, ref, f, rules) for s in scns]
+        if all(p is not None for p in pieces):
+            units[key] = (pieces, combine)
+            seeds += [len(cells[s, c]) for s in scns for c in cs]
+        else:
+            missing += [(s, c) for s in scns for c in cs]
+    return units, {"used": list(units), "missing": short_cells(cells, missing, rules, {s for s, _ in cells}),
+                   "seeds": min(seeds) if seeds else None, "pairing": pairing(units)}
+
+
 def scenario_units(cells: dict, scenarios, x: str, ref: str | None, f: Callable, rules: Rules) -> tuple[dict, dict]:
-    """One single-piece unit per scenario where ``x`` (against ``ref``) has enough seeds, and
-    the evidence: used, missing cells, seeds, pairing."""
-    studied = {s for s, _ in cells}
-    units = {}
-    for s in scenarios:
-        p = piece(cells, s, x, ref, f, rules)
-        if p is not None:
-            units[s] = ([p], _first)
-    keys = [(s, c) for s in scenarios if s not in units for c in ([x] + ([ref] if ref else []))]
-    seeds = [len(cells[s, c]) for s in units for c in ([x] + ([ref] if ref else []))]
-    ev = {"used": list(units), "missing": short_cells(cells, keys, rules, studied),
-          "seeds": min(seeds) if seeds else None, "pairing": pairing(units)}
-    return units, ev
+    """``units_of`` with one single-piece unit per scenario."""
+    return units_of(cells, {s: (x, [s]) for s in scenarios}, ref, f, rules)
 
 
 # ---- which scenarios a rule reads ------------------------------------------------------------
 def _gated(res: dict, skipped: dict, what: str) -> dict:
-    """A verdict's reason and evidence naming the scenarios a rule left out (``skipped``: scenario
-    -> why); a verdict that has no effect for want of them alone (no cell short of seeds in the
-    scenarios it read) is untestable."""
+    """A verdict naming the scenarios a rule left out (``skipped``: scenario -> why); one left
+    without an effect by them alone is untestable."""
     if not skipped:
         return res
     why = by_reason(skipped)
@@ -205,9 +191,7 @@ def _gated(res: dict, skipped: dict, what: str) -> dict:
 
 
 def quality_rule(fn: Callable) -> Callable:
-    """Run a quality rule on the scenarios whose quality is established only; the verdict's
-    ``evidence.not_learned`` names the others and why (did not learn, configs cannot be told
-    apart), and a verdict left without data by them is untestable."""
+    """Run a quality rule on the scenarios whose quality is established only (``_gated``)."""
     @functools.wraps(fn)
     def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
         df = gated(df, rules)
@@ -218,9 +202,8 @@ def quality_rule(fn: Callable) -> Callable:
 
 
 def stability_rule(fn: Callable) -> Callable:
-    """Run a divergence rule on the scenarios that learned (the runs that trained there:
-    ``tables.trained_runs``); how well configs are told apart on quality does not bear on when
-    they diverge. The verdict names the scenarios left out."""
+    """Run a divergence rule on the scenarios that learned (told apart or not: it does not bear on
+    divergence); the verdict names the others."""
     @functools.wraps(fn)
     def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
         df = gated(df, rules)
@@ -231,12 +214,8 @@ def stability_rule(fn: Callable) -> Callable:
 
 
 def speed_rule(fn: Callable) -> Callable:
-    """Run a speed or memory rule on every scenario, also where quality is not established
-    (a speed-only study: short runs at a size where the step is not launch-bound). There a
-    run's ``stalled`` says only that the scenario did not learn in the run's steps, the
-    reference config included, so it takes no config off a frontier or out of a contrast;
-    diverged, oom and error runs still do. The verdict's ``evidence.speed_only`` names those
-    scenarios, and its reason says so."""
+    """Run a speed or memory rule on every scenario; where quality is not established a stalled run
+    is no failure (the reference stalled too) and ``evidence.speed_only`` names those scenarios."""
     @functools.wraps(fn)
     def rule(df: pd.DataFrame, rules: Rules = Rules(), **kw) -> dict:
         df = gated(df, rules).copy()
@@ -253,8 +232,7 @@ def speed_rule(fn: Callable) -> Callable:
 
 
 def divergence_table(df: pd.DataFrame, configs=FP16_FAMILY) -> pd.DataFrame:
-    """Per config x scenario: runs that trained (finished or diverged), how many diverged and at
-    which steps, or that none did in N steps (seed 001 H2: 'track when/if loss explodes')."""
+    """Per config x scenario: runs that trained, how many diverged and at which steps (seed 001 H2)."""
     rows = []
     d = df[df["config"].isin(configs) & df["status"].isin(TRAINED)]
     for (c, s), g in d.groupby(["config", "scenario"]):
@@ -270,8 +248,7 @@ def divergence_table(df: pd.DataFrame, configs=FP16_FAMILY) -> pd.DataFrame:
 
 
 def fp16_config(df: pd.DataFrame, wanted: str, stand_in: str) -> tuple[str, str]:
-    """The config a fp16 rule tests: ``wanted`` where the study ran it, else ``stand_in``; and
-    what the verdict must say about it ('' for the wanted one)."""
+    """``wanted`` where the study ran it, else ``stand_in`` and what the verdict must say of it."""
     if (df["config"] == wanted).any() or not (df["config"] == stand_in).any():
         return wanted, ""
     return stand_in, STAND_IN.format(got=stand_in, what="fp16 weights and fp16 Adam moments")
@@ -283,14 +260,14 @@ def divergence_contrast(df: pd.DataFrame, cfg: str, plus, minus, rules: Rules) -
     arms diverged, the time to divergence (mean ln of the step, each scenario's runs resampled on
     their own); where none did, nothing. Returns (mode: 'rate' / 'time' / 'none', ci, evidence)."""
     rates = seed_series(df, "diverged")
-    up, ev_p = scenario_units(rates, plus, cfg, None, _identity, rules)
-    um, ev_m = scenario_units(rates, minus, cfg, None, _identity, rules)
+    up, ev_p = scenario_units(rates, plus, cfg, None, lambda m: m, rules)
+    um, ev_m = scenario_units(rates, minus, cfg, None, lambda m: m, rules)
     ev = {"plus": ev_p, "minus": ev_m}
     vals = np.concatenate([rates[s, cfg].to_numpy() for s in [*up, *um]]) if up and um else np.array([])
     if len(vals) and (vals == 1).all():
         steps = {k: np.log(v) for k, v in seed_series(df, "diverged_step").items()}
-        up, ev["plus"] = scenario_units(steps, plus, cfg, None, _identity, rules)
-        um, ev["minus"] = scenario_units(steps, minus, cfg, None, _identity, rules)
+        up, ev["plus"] = scenario_units(steps, plus, cfg, None, lambda m: m, rules)
+        um, ev["minus"] = scenario_units(steps, minus, cfg, None, lambda m: m, rules)
         return "time", effect_ci(up, rules, um), ev
     if len(vals) and (vals == 0).all():
         return "none", None, ev
