@@ -22,7 +22,7 @@ from benchlib.core import env as envmod
 from benchlib.core.memory import local_tensor
 from benchlib.training.baselines import evaluate_baseline, evaluate_predictor, head_bias
 from benchlib.training.checkpoints import CheckpointError
-from benchlib.core.dtypes import DtypeConfig
+from benchlib.core.dtypes import TORCH_DTYPES, DtypeConfig
 from benchlib.data.load import load_task_data
 from benchlib.data.tasks import BadDataError, DataUnavailableError, TaskData
 from benchlib.training.forensics import Forensics
@@ -97,7 +97,7 @@ def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progres
             _train(cfg, device, out, rec, progress and dist.is_main, progress_desc, dist)
     except torch.cuda.OutOfMemoryError as e:
         rec.update(status="oom", reason=str(e).splitlines()[0][:500])
-    except (CheckpointError, DataUnavailableError, BadDataError) as e:  # bad input: its one line says what to do
+    except (CheckpointError, DataUnavailableError, BadDataError, ComputeDtypeError) as e:  # bad input: its one line says what to do
         rec.update(status="error", reason=str(e))
     except Exception:
         rec.update(status="error", reason="".join(traceback.format_exc().splitlines(True)[-15:]))
@@ -321,6 +321,8 @@ def _step(cfg: RunConfig, device: torch.device, run: _Run, lp: _Loop, dist: Stra
     _set_lr(run.opt, lr)
     log_now = _is_log_step(cfg, step)
     loss_sum, logit_max = _micro_batches(cfg, run, dist)
+    if step == start:
+        check_compute_dtype(cfg, logit_max.dtype)
     gnorm, extras = _optimizer_step(run.opt, run.scaler, run.params, dist, cfg.grad_clip, timer,
                                     run.forensics if log_now else None, log_now)
     run.opt.zero_grad(set_to_none=not keep_grads)
@@ -338,6 +340,22 @@ def _step(cfg: RunConfig, device: torch.device, run: _Run, lp: _Loop, dist: Stra
             raise Diverged()
         if bar is not None and log.losses:
             bar.set_postfix(loss=f"{log.losses[-1]:.4g}", gnorm=f"{log.grad_norms[-1]:.3g}")
+
+
+class ComputeDtypeError(RuntimeError):
+    """The model computed its logits in another dtype than the run's config asks."""
+
+
+def check_compute_dtype(cfg: RunConfig, got: torch.dtype) -> None:
+    """Refuse a run whose first step's logits are not in its config's dtype (the head's, else
+    autocast's, else the weights'): a compiled graph of another config ran, as torch 2.11's
+    compile cache once served fp16 graphs to bf16 runs (``compile_cache.by_autocast``). One
+    process only: a sharded strategy's mixed-precision policy casts on its own."""
+    want = cfg.dtype.head_dtype or cfg.dtype.autocast_dtype
+    want = TORCH_DTYPES[want] if want else cfg.dtype.torch_param_dtype
+    if cfg.dist.strategy == "single" and got != want:
+        raise ComputeDtypeError(f"{cfg.config}: the first step's logits came out in {got}, where the config computes "
+                                f"them in {want}: another config's compiled graph ran (a stale torch.compile cache?)")
 
 
 def _micro_batches(cfg: RunConfig, run: _Run, dist: Strategy) -> tuple[torch.Tensor, torch.Tensor]:

@@ -97,7 +97,8 @@ class BenchModel(nn.Module):
         loss = self.loss(logits, batch)
         if logit_stats:
             # the batch's first sequence: 1/batch of the whole batch's cost (~0.7 ms of a 27 ms GPT-2 step, H200)
-            return loss, logits[0].detach().abs().amax().float()
+            # in the logits' own dtype: the loop checks it against the config's (check_compute_dtype)
+            return loss, logits[0].detach().abs().amax()
         return loss, None
 
     def flops_per_token(self, seq_len: int) -> float:
