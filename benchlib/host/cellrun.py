@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib.core.records import CorruptRecord, read_record
-from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, run_config,
-                                   sweep_says, sweep_timing)
+from benchlib.core.records import read_record
+from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
+                                   run_config, sweep_says, sweep_timing)
 
 
 def run_cell(spec: dict) -> int:
@@ -82,7 +82,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
                               timeout * len(pending) if timeout else None)
         finally:
             Path(f.name).unlink(missing_ok=True)
-        ran = [i for i in pending if "sweep" in (_readable(i) or {})]  # finished or error, by cellrun
+        ran = [i for i in pending if "sweep" in (readable(i) or {})]  # finished or error, by cellrun
         done += [(i, read_record(i.result)) for i in ran]
         rest = [i for i in pending if i not in ran]
         if rc == -signal.SIGINT:
@@ -99,13 +99,6 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
         sweep = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **loaded(failed), **(sweep_extra or {})}
         done.append((failed, sweep_says(failed.out_dir, rec, False, sweep=sweep)))
     return done
-
-
-def _readable(item: Item) -> dict | None:
-    try:
-        return read_record(item.result)
-    except CorruptRecord:
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:

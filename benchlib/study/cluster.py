@@ -27,10 +27,10 @@ import socket
 import time
 from pathlib import Path
 
-from benchlib.core.records import CorruptRecord, read_record, write_json_atomic
+from benchlib.core.records import write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.executor import ExecutorSettings
-from benchlib.study.runner import Item, _rel, error_record, execute_unit, log_tail, plan, run_state, sweep_says
+from benchlib.study.runner import Item, _rel, error_record, execute_unit, log_tail, plan, readable, run_state, sweep_says
 from benchlib.study.studyfile import Study, load_study
 
 LEDGER = "jobs.json"
@@ -192,9 +192,8 @@ def ended_how(state: str, log_tail: str = "") -> str:
 
 def _annotate(item: Item, job: dict, what: str) -> None:
     """Put the scheduler's reason first in the ``error`` record the stopped task wrote."""
-    try:
-        rec = read_record(item.result)
-    except CorruptRecord:
+    rec = readable(item)
+    if rec is None:
         return
     ran = (rec.get("sweep") or {}).get("job") or {}
     if ran.get("job_id") != job["job_id"] or ran.get("state"):
@@ -213,14 +212,12 @@ def _log_tail(entry: dict) -> str:
 def _write_ended(item: Item, job: dict, reason: str) -> None:
     """An ``error`` record for a run its task could not finish (kept if the notebook wrote one)."""
     sweep = {"wall_s": None, "fixed_s": None, "notebook_overhead_s": None, "job": job}
-    try:
-        rec = read_record(item.result)
-        if "sweep" in rec:  # the notebook finished and the sweep recorded it: nothing was lost
-            return
+    rec = readable(item)
+    if rec is None:
+        sweep_says(item.out_dir, error_record(item.spec, item.out_dir, reason), False, sweep=sweep)
+    elif "sweep" not in rec:  # with it, the notebook finished and the sweep recorded it: nothing was lost
         sweep_says(item.out_dir, rec, sweep=sweep, status="error",
                    reason=f"{reason}\n(the training itself had ended {rec['status']!r})")
-    except CorruptRecord:
-        sweep_says(item.out_dir, error_record(item.spec, item.out_dir, reason), False, sweep=sweep)
 
 
 # ---- submitting ----------------------------------------------------------------------
@@ -411,7 +408,7 @@ def status_table(study: Study, items: list[Item], root: Path):
             state, detail = ("pending" if sched in ("PENDING", "REQUEUED", "REQUEUE_HOLD") else "running"), sched.lower()
         elif rs in ("error", "corrupt", "waiting"):
             state = "failed" if rs != "waiting" else "waiting"
-            detail = _first_line(i) or detail
+            detail = str((readable(i) or {}).get("reason") or "").strip().split("\n")[0] or detail
             if sched in ENDED and sched != "FAILED" and not detail.startswith(ledger[i.run_id]["executor"]):
                 detail = f"job {sched}: {detail}"
         else:
@@ -421,13 +418,6 @@ def status_table(study: Study, items: list[Item], root: Path):
         rows.append({"run": i.run_id, "state": state, "job": f"{job.get('executor', '')} {job.get('job_id', '')}".strip(),
                      "detail": detail[:100]})
     return pd.DataFrame(rows)
-
-
-def _first_line(item: Item) -> str:
-    try:
-        return str(read_record(item.result).get("reason") or "").strip().split("\n")[0]
-    except CorruptRecord:
-        return ""
 
 
 def print_status(study: Study, items: list[Item], root: Path) -> int:

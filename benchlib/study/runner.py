@@ -88,6 +88,14 @@ class Item:
         return not self.state.startswith("done")
 
 
+def readable(item: Item) -> dict | None:
+    """The item's record, or None where it has none or it is unreadable."""
+    try:
+        return read_record(item.result)
+    except CorruptRecord:
+        return None
+
+
 def source_notebook(scenario: str) -> Path:
     return next(NOTEBOOKS[g] for g, members in GROUPS.items() if scenario in members)
 
@@ -146,11 +154,10 @@ def checkpoint_changed(item: Item) -> str:
     pre = item.needs
     if pre.todo and pre.state != "remake":
         return f"its pretrain run {pre.run_id} runs again"
-    try:
-        used = (read_record(item.result).get("sweep") or {}).get("pretrained") or {}
-        now = read_record(pre.result)
-    except CorruptRecord:
+    mine, now = readable(item), readable(pre)
+    if mine is None or now is None:
         return ""
+    used = (mine.get("sweep") or {}).get("pretrained") or {}
     # the checkpoint on disk says which training made it: a remade one whose record this copy
     # of the study does not have (a GPU host that gets the committed record back with every
     # job keeps its own model/) is the one its runs loaded, not a retrained one
@@ -164,11 +171,8 @@ def checkpoint_changed(item: Item) -> str:
 def checkpoint_lost(pre: Item) -> bool:
     """The pretrain item's record says it made a usable checkpoint, and the checkpoint is not
     here (its record was carried from another machine without it)."""
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
-        return False
-    return rec["status"] in USABLE_PRETRAIN and not is_complete(pre.model_dir)
+    rec = readable(pre)
+    return rec is not None and rec["status"] in USABLE_PRETRAIN and not is_complete(pre.model_dir)
 
 
 def remake_lost(items: list[Item]) -> list[Item]:
@@ -186,9 +190,8 @@ def remake_lost(items: list[Item]) -> list[Item]:
 
 def pretrain_problem(pre: Item) -> str | None:
     """Why the pretrain item's checkpoint cannot be loaded, or None."""
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
+    rec = readable(pre)
+    if rec is None:
         return f"pretrain run {pre.run_id} has no readable record ({_rel(pre.result)})"
     if rec["status"] not in USABLE_PRETRAIN:
         return f"pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']}: {_last_line(rec.get('reason'))[:200]}"
@@ -201,11 +204,8 @@ def pretrain_problem(pre: Item) -> str | None:
 def pretrain_warning(pre: Item) -> str | None:
     """A warning line when a pretrain item's checkpoint is usable but its run did not end ok
     (degraded, stalled), else None."""
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
-        return None
-    if rec["status"] == "ok" or rec["status"] not in USABLE_PRETRAIN or pretrain_problem(pre):
+    rec = readable(pre)
+    if rec is None or rec["status"] == "ok" or rec["status"] not in USABLE_PRETRAIN or pretrain_problem(pre):
         return None
     return (f"warning: pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']}"
             f"{': ' + _last_line(rec.get('reason'))[:200] if rec.get('reason') else ''}; its checkpoint is "
@@ -278,11 +278,8 @@ def refresh_reading(items: list[Item]) -> list[tuple[Item, dict]]:
     ``run_reading_was``) and the run is not trained again. Returns (item, {key: (old, new)})."""
     done = []
     for item in items:
-        if item.todo or not item.result.exists():
-            continue
-        try:
-            rec = read_record(item.result)
-        except CorruptRecord:
+        rec = None if item.todo else readable(item)
+        if rec is None:
             continue
         had = {k: rec["run"].get(k, RunConfig.__dataclass_fields__[k].default) for k in READING_KEYS}
         changed = {k: (had[k], getattr(item.spec.cfg, k)) for k in READING_KEYS if had[k] != getattr(item.spec.cfg, k)}
@@ -495,12 +492,9 @@ def loaded(item: Item) -> dict:
     pre = item.needs
     if pre is None:
         return {}
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
-        return {"pretrained": None}
-    return {"pretrained": {"run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"),
-                           "model": _rel(pre.model_dir)}}
+    rec = readable(pre)
+    return {"pretrained": None} if rec is None else {"pretrained": {
+        "run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"), "model": _rel(pre.model_dir)}}
 
 
 def cells(items: list[Item]) -> list[list[Item]]:
@@ -543,9 +537,7 @@ def steps_share(timings: list[dict], wall_s: float, slots: int = 1) -> float | N
 def _mark_interrupted(item: Item) -> None:
     """Training may have written a finished record before Ctrl-C stopped the notebook; the
     run is finished only when its notebook is, so the record becomes an ``error``."""
-    try:
-        rec = read_record(item.result)
-    except CorruptRecord:
-        return
-    sweep_says(item.out_dir, rec, status="error",
-               reason=f"interrupted before the notebook finished (training ended {rec['status']!r})")
+    rec = readable(item)
+    if rec is not None:
+        sweep_says(item.out_dir, rec, status="error",
+                   reason=f"interrupted before the notebook finished (training ended {rec['status']!r})")
