@@ -3,13 +3,11 @@ the sweep one (arm, scenario, config) cell at a time in one Python process:
 
     python -m benchlib.host.cellrun CELL.json
 
-``CELL.json`` lists the cell's runs: each one's ``run_config`` (``runner.run_config``) and what
-the sweep adds to its ``sweep`` entry. The process trains them one after another with the
-function a training notebook calls (``benchlib.training.loop.run``), so each writes the record
-and step log its notebook would have, while the interpreter start and imports are paid once per
-cell. Each run's output goes to its ``run.log``; its record gets its ``sweep`` entry as soon as
-it ends, so a process stopped midway keeps the runs it finished. A run that ends in ``error``
-ends the process (``STOP_AFTER_ERROR``); the sweep starts the rest in a new one.
+``CELL.json`` lists each run's ``run_config`` and what the sweep adds to its ``sweep`` entry. The
+process trains them in turn with what a training notebook calls (``training.loop.run``), so each
+writes the files its notebook would have, its output in ``run.log``, its ``sweep`` entry as soon
+as it ends. A run that ends in ``error`` ends the process (``STOP_AFTER_ERROR``); the sweep
+starts the rest in a new one.
 """
 from __future__ import annotations
 
