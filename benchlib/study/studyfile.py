@@ -446,17 +446,14 @@ def _pretrain(v: Any, where: str) -> dict:
         if arch not in ARCHS:
             raise ConfigError(f"{where}pretrain: unknown architecture {key!r}.{closest(str(key), list(ARCHS))} "
                               f"Valid: {', '.join(ARCHS)}")
-        if not isinstance(spec, list):
-            out[arch] = [_pretrain_phase(spec, arch, f"{where}pretrain.{key}: ", example)]
-            continue
+        spec = spec if isinstance(spec, list) else [spec]
         if not spec:
             raise ConfigError(f"{where}pretrain.{key}: an empty list of phases; give one mapping of run settings "
                               f"per phase, or one mapping for a single run, {example}")
-        phases = []
+        out[arch] = []
         for k, phase in enumerate(spec, 1):
             here = f"{where}pretrain.{key} (phase {k}): " if len(spec) > 1 else f"{where}pretrain.{key}: "
-            phases.append(_pretrain_phase(phase, arch, here, example, first=phases[0] if phases else None, k=k))
-        out[arch] = phases
+            out[arch].append(_pretrain_phase(phase, arch, here, example, out[arch][0] if out[arch] else None, k))
     return out
 
 
