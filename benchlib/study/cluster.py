@@ -249,12 +249,13 @@ def arrays(items: list[Item], settings: ExecutorSettings) -> list[tuple[str, int
     return out
 
 
-def _before(runs: list[Item], phase_ids: dict[int, list[str]]) -> list[str]:
-    """The pretrain job ids an array waits for: those of every phase before it."""
+def _before(runs: list[Item], phase_ids: dict[int, list[str]]) -> str | None:
+    """The array's dependency on the pretrain jobs of every phase before it (``afterany:...``), or None."""
     if all(i.needs is None for i in runs):
-        return []
+        return None
     last = runs[0].phase if runs[0].stage == "pretrain" else float("inf")
-    return list(dict.fromkeys(j for k, ids in sorted(phase_ids.items()) if k < last for j in ids))
+    ids = dict.fromkeys(j for k, ids in sorted(phase_ids.items()) if k < last for j in ids)
+    return f"afterany:{':'.join(ids)}" if ids else None
 
 
 @dataclasses.dataclass
@@ -288,7 +289,6 @@ class Submission:
                      for i in runs if i.stage == "pretrain"}
         for stage, gpus, runs in arrays(todo, self.settings):
             dep = _before(runs, submitted)
-            dep = f"afterany:{':'.join(dict.fromkeys(dep))}" if dep else None
             lines += [f"--- {stage} array: {len(runs)} task(s), {gpus} GPU(s) each: "
                       + ", ".join(i.run_id for i in runs[:6]) + (" ..." if len(runs) > 6 else ""),
                       sbatch_script(self.settings, gpus, len(runs), self.folder / "%j", self._name(stage), dep)]
@@ -316,7 +316,6 @@ class Submission:
                 phase_ids.setdefault(i.phase, []).append(ledger[i.run_id]["job_id"].split("_")[0])
         for stage, gpus, runs in arrays(todo, self.settings):
             dep = _before(runs, phase_ids)
-            dep = f"afterany:{':'.join(dep)}" if dep else None
             ex.update_parameters(**slurm_parameters(self.settings, gpus, self._name(stage), dep))
             got = ex.map_array(run_task, *zip(*(self.task_args(i) for i in runs)))
             self._record(runs, got, "slurm")

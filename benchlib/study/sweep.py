@@ -88,20 +88,14 @@ def select(items: list[Item], only: list[str], scenarios: list[str], configs: li
     filtered = bool(only or scenarios or configs or seeds)
     picked_pre = [p for p in pre if not filtered or any(fnmatch.fnmatchcase(p.run_id, g)
                                                         or fnmatch.fnmatchcase(f"pretrain/{p.arch}", g) for g in only)]
-    scenarios = [s.upper() for s in scenarios]
-    configs = [ALIASES.get(c, c) for c in configs]
-    study_vals = {"--scenario": {i.spec.cfg.scenario for i in items}, "--config": {i.spec.cfg.dtype.name for i in items},
-                  "--seed": {i.spec.cfg.seed for i in items}}
-    for flag, wanted in (("--scenario", scenarios), ("--config", configs), ("--seed", seeds)):
-        bad = [w for w in wanted if w not in study_vals[flag]]
-        if bad:
-            valid = ", ".join(map(str, sorted(study_vals[flag])))
-            raise ConfigError(f"{flag} {bad[0]!r} is not in this study. Valid: {valid}")
-    out = [i for i in items
-           if (not only or any(fnmatch.fnmatchcase(i.run_id, p) for p in only))
-           and (not scenarios or i.spec.cfg.scenario in scenarios)
-           and (not configs or i.spec.cfg.dtype.name in configs)
-           and (not seeds or i.spec.cfg.seed in seeds)]
+    filters = {"--scenario": ([s.upper() for s in scenarios], lambda c: c.scenario),
+               "--config": ([ALIASES.get(c, c) for c in configs], lambda c: c.dtype.name), "--seed": (seeds, lambda c: c.seed)}
+    for flag, (wanted, of) in filters.items():
+        have = {of(i.spec.cfg) for i in items}
+        if bad := [w for w in wanted if w not in have]:
+            raise ConfigError(f"{flag} {bad[0]!r} is not in this study. Valid: {', '.join(map(str, sorted(have)))}")
+    out = [i for i in items if (not only or any(fnmatch.fnmatchcase(i.run_id, p) for p in only))
+           and all(not wanted or of(i.spec.cfg) in wanted for wanted, of in filters.values())]
     if not out and not picked_pre:
         raise ConfigError(f"no run of the study matches --only {' '.join(only)} (run ids look like A/amp_bf16/seed0)")
     needed = []  # what the picked items load, and what that loads in turn (earlier phases)
