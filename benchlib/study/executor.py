@@ -82,10 +82,10 @@ class ExecutorSettings:
             v = getattr(self, k)
             if v is not None and (not isinstance(v, str) or not v.strip()):
                 raise ConfigError(f"{where}{k} must be a name, got {v!r}")
-        _positive(self.time_min, "time_min", where)
-        _positive(self.array_parallelism, "array_parallelism", where)
-        if self.cpus_per_task is not None:
-            _positive(self.cpus_per_task, "cpus_per_task", where)
+        for k in ("time_min", "array_parallelism", "cpus_per_task"):
+            v = getattr(self, k)
+            if (v is not None or k != "cpus_per_task") and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ConfigError(f"{where}{k} must be a whole number >= 1, got {v!r}")
         if self.mem_gb is not None and (isinstance(self.mem_gb, bool) or not isinstance(self.mem_gb, (int, float))
                                         or self.mem_gb <= 0):
             raise ConfigError(f"{where}mem_gb must be a positive number, got {self.mem_gb!r}")
@@ -109,7 +109,3 @@ class ExecutorSettings:
             return int(self.gpus_per_task)
         return 0 if device == "cpu" else nproc
 
-
-def _positive(v: Any, key: str, where: str) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{where}{key} must be a whole number >= 1, got {v!r}")
