@@ -12,8 +12,7 @@
       setup: ["source .venv/bin/activate"]   # shell lines run before each task
       sbatch: {constraint: h100}             # any other sbatch option, by its long name
 
-Only the ``sweep`` command reads it: the training notebooks, which also read the study file
-(``papermill -f``), ignore it. The scheduling itself is submitit's (``benchlib.study.cluster``).
+Only the ``sweep`` command reads it (the training notebooks ignore it); ``benchlib.study.cluster`` schedules.
 """
 from __future__ import annotations
 
