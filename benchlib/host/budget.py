@@ -75,8 +75,7 @@ class Budget:
             self.seen.setdefault(_key(item), []).append(rec)
 
     def watch(self, running: set) -> threading.Timer:
-        """Interrupt (SIGINT) every process in ``running`` when the budget is spent; returns the
-        started timer (cancel it when the runs are done)."""
+        """Interrupt (SIGINT) every process in ``running`` when the budget is spent: the timer started."""
         def expire():
             self.expired = True
             for proc in list(running):

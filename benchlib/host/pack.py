@@ -44,8 +44,7 @@ def _git(root: Path, what: str, *args: str) -> list[str]:
 
 
 def changed_files(root: Path, dirs: list[Path], since: str | None = None) -> list[Path]:
-    """Files under ``dirs`` that are untracked (ignored or not) or modified, and with ``since``
-    changed since that commit."""
+    """Files under ``dirs`` untracked (ignored or not) or modified, or changed since ``since``."""
     rel = [str(d.relative_to(root)) for d in dirs]
     names = _git(root, "git ls-files", "ls-files", "-z", "--others", "--modified", "--", *rel)
     if since:

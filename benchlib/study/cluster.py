@@ -25,7 +25,8 @@ from pathlib import Path
 from benchlib.core.records import write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.executor import ExecutorSettings
-from benchlib.study.runner import Item, _rel, error_record, execute_unit, log_tail, plan, readable, run_state, sweep_says
+from benchlib.study.runner import (Item, _rel, error_record, execute_unit, log_tail, plan, readable, run_state,
+                                   sweep_says)
 from benchlib.study.studyfile import Study, load_study
 
 LEDGER = "jobs.json"
@@ -141,8 +142,7 @@ def _alive(pid: str) -> bool:
 
 
 def reconcile(study: Study, items: list[Item], root: Path) -> list[str]:
-    """Give (and return) every run whose job ended without a finished record an ``error`` record
-    naming the scheduler's state and the task's last log lines."""
+    """Give (and return) every run whose job ended without a finished record an ``error`` record."""
     ledger = read_ledger(study, root)
     mine = {i.run_id: i for i in items if i.run_id in ledger}
     if not mine:

@@ -69,8 +69,7 @@ CHART_TEXT = re.compile(r"^<chart: (.*)>$", re.S)
 
 
 def saved_charts(study_dir: Path) -> dict[str, Path]:
-    """sha256 of each SVG chart file of a study (``<scenario>/plots``, ``comparison/plots``,
-    ``overview/plots``; not its HTML) -> the file."""
+    """sha256 of each SVG chart file of a study (not its HTML) -> the file."""
     import hashlib
     html = study_dir / "html"
     return {hashlib.sha256(f.read_bytes()).hexdigest(): f for f in sorted(study_dir.rglob("*.svg"))
@@ -117,8 +116,7 @@ def chart_link(target: Path, notebook: Path, alt: str) -> dict:
 
 
 def _relink_charts(nb, notebook: Path, html: Path) -> None:
-    """The ``chart_link`` outputs of ``nb`` (read from ``notebook``) pointed at their file from
-    the page ``html`` instead."""
+    """The ``chart_link`` outputs of ``nb`` (read from ``notebook``) pointed at from the page ``html``."""
     from html import unescape
     for cell in nb.cells:
         for out in cell.get("outputs", []):

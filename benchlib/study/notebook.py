@@ -166,8 +166,7 @@ BIN_AGG = {"loss": "mean", "grad_norm": "max", "loss_scale": "min"}
 
 
 def curves_frame(steps: pd.DataFrame, label: str = "", max_points: int = MAX_POINTS) -> pd.DataFrame:
-    """Tidy (step, metric, value, run) rows of the step log, finite values only, binned
-    (``bin_curves``)."""
+    """Tidy (step, metric, value, run) rows of the step log, finite values only, ``bin_curves``-binned."""
     if steps.empty or "loss" not in steps:
         return pd.DataFrame(columns=["step", "metric", "value", "run"])
     train_rows = steps[steps["eval"].isna()] if "eval" in steps else steps  # eval rows hold no loss

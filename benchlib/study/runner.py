@@ -96,8 +96,7 @@ def pretrain_root(study: Study, root: Path) -> Path:
 
 
 def plan(study: Study, root: Path) -> list[Item]:
-    """The pretrain items first, phase by phase, then the study's runs, ``pretrained`` resolved
-    to the model directory of its arch's last phase."""
+    """The pretrain items first, phase by phase, then the study's runs (``pretrained`` resolved)."""
     pre = {arch: pretrain_items(study, root, arch) for arch in ARCHS if arch in study.pretrain}
     checkpoints = {arch: _rel(phases[-1].model_dir) for arch, phases in pre.items()}
     items = []
@@ -486,8 +485,7 @@ def sweep_timing(rec: dict, wall_s: float) -> dict:
 
 
 def steps_share(timings: list[dict], wall_s: float, slots: int = 1) -> float | None:
-    """The share of the sweep's slot time (``slots`` x wall) its runs spent in training steps,
-    or None when nothing was timed."""
+    """The share of the sweep's slot time (``slots`` x wall) spent in training steps, or None."""
     steps = sum(t["wall_s"] - t["fixed_s"] for t in timings if t.get("fixed_s") is not None)
     return steps / (wall_s * max(slots, 1)) if wall_s > 0 and timings else None
 

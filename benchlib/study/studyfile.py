@@ -142,8 +142,7 @@ class Study:
         return scn.arch if self.run_params(scn.id, "", 0).get("model_name_or_path") == PRETRAINED else None
 
     def runs(self, checkpoints: dict[str, str] | None = None) -> list[RunSpec]:
-        """Every run of the matrix, for each arm; with ``checkpoints`` (arch -> directory),
-        ``pretrained`` becomes the run's arch's directory."""
+        """Every run of the matrix, for each arm; ``checkpoints``: arch -> what ``pretrained`` means."""
         where = f"{self.path or self.name}: "
         out, cells = [], []
         for arm, over in (self.arms or {None: {}}).items():
@@ -193,7 +192,8 @@ class Study:
 
     def pretrain_run(self, arch: str, phase: int = 1, start_from: str | None = None) -> RunSpec:
         """One validated pretrain phase (see ``pretrain_params``)."""
-        here = f"{self.path or self.name}: pretrain.{arch}" + (f" (phase {phase})" if self.pretrain_phases(arch) > 1 else "") + ": "
+        phased = f" (phase {phase})" if self.pretrain_phases(arch) > 1 else ""
+        here = f"{self.path or self.name}: pretrain.{arch}{phased}: "
         d = self.pretrain_params(arch, phase, start_from)
         cfg = RunConfig.from_dict(d, where=here)
         if cfg.dist.strategy not in ("single", "ddp"):

@@ -89,7 +89,8 @@ def select(items: list[Item], only: list[str], scenarios: list[str], configs: li
     picked_pre = [p for p in pre if not filtered or any(fnmatch.fnmatchcase(p.run_id, g)
                                                         or fnmatch.fnmatchcase(f"pretrain/{p.arch}", g) for g in only)]
     filters = {"--scenario": ([s.upper() for s in scenarios], lambda c: c.scenario),
-               "--config": ([ALIASES.get(c, c) for c in configs], lambda c: c.dtype.name), "--seed": (seeds, lambda c: c.seed)}
+               "--config": ([ALIASES.get(c, c) for c in configs], lambda c: c.dtype.name),
+               "--seed": (seeds, lambda c: c.seed)}
     for flag, (wanted, of) in filters.items():
         have = {of(i.spec.cfg) for i in items}
         if bad := [w for w in wanted if w not in have]:
@@ -119,8 +120,7 @@ def _some(names: list[str], k: int = 8) -> str:
 
 # ---- after the runs: analysis, summary (the HTML export: benchlib.study.html_export) ---------
 def run_analysis(study_dir: Path, slot: dict, analyses: list[str] = ("scenarios",)) -> tuple[list[Path], list[str]]:
-    """Execute the notebooks of the study's analyses (``Study.analyses``) that exist; a failure
-    is reported, never fatal."""
+    """Execute the study's analysis notebooks that exist; a failure is reported, never fatal."""
     done, failed = [], []
     notebooks = {k: v for a in analyses for k, v in ANALYSIS_NOTEBOOKS[a].items()}
     for name, extra in notebooks.items():
@@ -281,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(ns: argparse.Namespace, host: Host) -> int:
-    """Plan the study, execute what is left (here through ``host``, or through a scheduler),
-    then analyse."""
+    """Plan the study, execute what is left (through ``host`` or a scheduler), then analyse."""
     study = load_study(ns.study)  # validates every run before anything executes
     _refuse_compacted(ns, study)
     every = plan(study, ns.out)
