@@ -15,6 +15,7 @@ from benchlib.core.argparser import ArgumentParser, field_help, field_metavar
 from benchlib.core.records import TRAINED
 from benchlib.core.runconfig import LEGACY_KEYS, SECTIONS, ConfigError, RunConfig, first_sentence
 from benchlib.core.scenarios import SCENARIOS, TASK_ALIASES
+from benchlib.study.html_export import fmt, last_line
 
 # subcommand -> (module:function, one-line help)
 LAZY = {
@@ -81,7 +82,6 @@ def run_config_from_args(ns: argparse.Namespace) -> RunConfig:
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
-    from benchlib.study.html_export import last_line
     from benchlib.training.loop import run
     cfg = run_config_from_args(ns)
     if cfg.dist.strategy != "single" and cfg.dist.nproc == 1 and "WORLD_SIZE" not in os.environ:
@@ -98,8 +98,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         return 1
     m = rec["metrics"]
     print(f"{rec['run_id']}: {rec['status']}" + (f" ({last_line(rec['reason'])})" if rec["reason"] else ""))
-    print(f"  {m.get('quality_name')}={_fmt(m.get('quality'))}  throughput={_fmt(m.get('throughput'))} "
-          f"{m.get('throughput_unit')}  memory={_fmt(m.get('memory'))} GiB  step={_fmt(m.get('step_ms'))} ms")
+    print(f"  {m.get('quality_name')}={fmt(m.get('quality'))}  throughput={fmt(m.get('throughput'))} "
+          f"{m.get('throughput_unit')}  memory={fmt(m.get('memory'))} GiB  step={fmt(m.get('step_ms'))} ms")
     from benchlib.study.notebook import result_summary
     for line in result_summary(rec).splitlines()[1:]:  # the data; vs the trivial baseline; forensics
         print(f"  {line}")
@@ -120,10 +120,10 @@ def _cmd_infer(ns: argparse.Namespace) -> int:
             continue
         q = next(((k.split('/', 1)[1], v) for k, v in r.items() if k in ("quality/val_loss", "quality/accuracy",
                                                                          "quality/micro_f1")), ("-", None))
-        line = (f"  {r['mode']:14s} forward {_fmt(r['forward_ms'])} ms  {_fmt(r['throughput'])} {r['throughput_unit']}"
-                f"  {q[0]}={_fmt(q[1])}  memory={_fmt(r['memory/peak_gib'])} GiB")
+        line = (f"  {r['mode']:14s} forward {fmt(r['forward_ms'])} ms  {fmt(r['throughput'])} {r['throughput_unit']}"
+                f"  {q[0]}={fmt(q[1])}  memory={fmt(r['memory/peak_gib'])} GiB")
         if "prefill_ms" in r:
-            line += f"  prefill {_fmt(r['prefill_ms'])} ms  decode {_fmt(r['decode_ms_per_token'])} ms/token"
+            line += f"  prefill {fmt(r['prefill_ms'])} ms  decode {fmt(r['decode_ms_per_token'])} ms/token"
         print(line)
     if ns.out_dir:
         print(f"  record: {Path(ns.out_dir) / 'inference.json'}")
@@ -167,14 +167,9 @@ def _capability(text: str) -> tuple[int, int]:
 
 
 def _cmd_scenarios(ns: argparse.Namespace) -> int:
-    from benchlib.core.scenarios import SCENARIOS
     for s in SCENARIOS.values():
         print(f"{s.id}  {s.arch:8s} {s.task:12s} {s.loss:16s} {s.data:12s} quality={s.quality}")
     return 0
-
-
-def _fmt(v) -> str:
-    return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
 def main(argv: list[str] | None = None) -> int:

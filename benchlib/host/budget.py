@@ -1,13 +1,8 @@
 """``dtype-bench sweep X.yaml --time-budget 9m``: a study done in chunks on a host whose jobs
-have a hard time limit. Each call of the same command starts only the runs that can finish in
-the time left, in the study's order, and exits 0 saying how many are left; the next call (on
-this machine or another, with the records carried over) resumes from the records.
-
-A run's duration is estimated from the records already finished in this study, the ones this
-call finishes included (``Budget.estimate``). The analysis notebooks and the HTML export run only once every run is done and ``AFTER_RUNS_S``
-is left; otherwise a later call with ``--analysis-only`` does them. At the end of the budget,
-runs still going are interrupted (``Budget.watch``): an estimate that was too short costs those
-runs, not the whole job.
+have a hard time limit. Each call starts only the runs that can finish in the time left (as
+estimated from the study's finished records, ``Budget.estimate``), in order, and exits 0 saying
+how many are left; the next call resumes. The analysis runs only once every run is done and
+``AFTER_RUNS_S`` is left. Runs still going when the budget ends are interrupted (``Budget.watch``).
 """
 from __future__ import annotations
 
@@ -18,18 +13,15 @@ import time
 from dataclasses import dataclass, field
 
 from benchlib.core.errors import UserError
-from benchlib.core.records import COMPLETED, CorruptRecord, read_record
+from benchlib.core.records import COMPLETED
 from benchlib.core.scenarios import SCENARIOS
+from benchlib.study.runner import readable
 
 DEFAULT_RUN_S = 120.0
 """A run's estimate when no comparable run has finished (about six times a run's fixed cost)."""
-UNSEEN_FACTOR = 1.5
-"""A run of a kind nothing has finished of: this x the costliest finished run (scenarios of one
-study differ in cost: an estimate too short carries the job past its limit)."""
-MARGIN = (1.1, 10.0)
-"""An estimate is the longest comparable run x 1.1 + 10 s: timing noise, a slower first kernel."""
-AFTER_RUNS_S = 240.0
-"""What the analysis notebooks and the HTML export may take, for a study of a few hundred runs."""
+UNSEEN_FACTOR = 1.5  # a run of a kind nothing has finished of: this x the costliest finished run
+MARGIN = (1.1, 10.0)  # the longest comparable run x 1.1 + 10 s: timing noise, a slower first kernel
+AFTER_RUNS_S = 240.0  # what the analysis notebooks and the HTML export may take
 UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 
@@ -52,8 +44,7 @@ def _kind(scn) -> tuple | None:
 
 
 def run_cost(rec: dict, steps: int) -> float | None:
-    """What a completed record's run cost the sweep, scaled to ``steps``; None when it did not
-    complete or the sweep did not time it."""
+    """What a completed record's run cost the sweep, scaled to ``steps``; None where untimed."""
     s = rec.get("sweep") or {}
     wall, fixed, ran = s.get("wall_s"), s.get("fixed_s"), (rec.get("run") or {}).get("steps")
     if rec.get("status") not in COMPLETED or not wall:
@@ -76,20 +67,15 @@ class Budget:
     def learn(self, items: list) -> None:
         """Take the records already there (every item of the plan, selected or not)."""
         for item in items:
-            try:
-                self.observe(item, read_record(item.result))
-            except CorruptRecord:
-                pass
+            if (rec := readable(item)) is not None:
+                self.observe(item, rec)
 
     def observe(self, item, rec: dict) -> None:
         if run_cost(rec, 1) is not None:
             self.seen.setdefault(_key(item), []).append(rec)
 
     def watch(self, running: set) -> threading.Timer:
-        """Interrupt (SIGINT, as Ctrl-C) every process in ``running`` when the budget is spent:
-        a run whose estimate was short must not carry the job past its limit. Interrupted runs
-        leave no finished record and run again with the same command. Returns the started
-        timer (cancel it when the runs are done)."""
+        """Interrupt (SIGINT) every process in ``running`` when the budget is spent: the timer started."""
         def expire():
             self.expired = True
             for proc in list(running):
@@ -108,10 +94,9 @@ class Budget:
 
     def estimate(self, item) -> float:
         """Seconds ``item`` is expected to take: the longest ``run_cost`` of a finished run of its
-        stage, scenario, arm and size (its own config's if any: configs differ up to 2x), x 1.1 +
-        10 s (``MARGIN``); with none, ``UNSEEN_FACTOR`` x the costliest of a sibling (same model and
-        kind of task: D for F; a scenario's costliest of any kind would keep cheap fine-tunes out),
-        else of any run, never below ``DEFAULT_RUN_S``."""
+        stage, scenario, arm and size (its own config's if any) with ``MARGIN``; with none,
+        ``UNSEEN_FACTOR`` x the costliest of a sibling (same model and kind of task), else of any
+        run, never below ``DEFAULT_RUN_S``."""
         cfg = item.spec.cfg
         own = self._costs(self.seen.get(_key(item), []), item)
         if own:
@@ -132,9 +117,8 @@ class Budget:
                 or [run_cost(r, steps) for r in recs])
 
     def admit(self, unit: list) -> bool:
-        """Whether items of ``unit`` (run one after another: ``runner.cells``) may start now: the
-        longest start of it that fits in the time left, none of whose checkpoints is one this
-        call left for later. ``unit`` keeps what starts; the rest joins ``deferred``."""
+        """Whether items of ``unit`` may start now: ``unit`` keeps its longest start that fits in
+        the time left and loads no deferred checkpoint; the rest joins ``deferred``."""
         with self._lock:
             left, n = self.left(), 0
             for item in unit:

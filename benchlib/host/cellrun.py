@@ -3,13 +3,11 @@ the sweep one (arm, scenario, config) cell at a time in one Python process:
 
     python -m benchlib.host.cellrun CELL.json
 
-``CELL.json`` lists the cell's runs: each one's ``run_config`` (``runner.run_config``) and what
-the sweep adds to its ``sweep`` entry. The process trains them one after another with the
-function a training notebook calls (``benchlib.training.loop.run``), so each writes the record
-and step log its notebook would have, while the interpreter start and imports are paid once per
-cell. Each run's output goes to its ``run.log``; its record gets its ``sweep`` entry as soon as
-it ends, so a process stopped midway keeps the runs it finished. A run that ends in ``error``
-ends the process (``STOP_AFTER_ERROR``); the sweep starts the rest in a new one.
+``CELL.json`` lists each run's ``run_config`` and what the sweep adds to its ``sweep`` entry. The
+process trains them in turn with what a training notebook calls (``training.loop.run``), so each
+writes the files its notebook would have, its output in ``run.log``, its ``sweep`` entry as soon
+as it ends. A run that ends in ``error`` ends the process (``STOP_AFTER_ERROR``); the sweep
+starts the rest in a new one.
 """
 from __future__ import annotations
 
@@ -20,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib.core.records import CorruptRecord, read_record
-from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, run_config,
-                                   sweep_says, sweep_timing)
+from benchlib.core.records import read_record
+from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
+                                   run_config, sweep_says, sweep_timing)
 
 
 def run_cell(spec: dict) -> int:
@@ -82,7 +80,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
                               timeout * len(pending) if timeout else None)
         finally:
             Path(f.name).unlink(missing_ok=True)
-        ran = [i for i in pending if "sweep" in (_readable(i) or {})]  # finished or error, by cellrun
+        ran = [i for i in pending if "sweep" in (readable(i) or {})]  # finished or error, by cellrun
         done += [(i, read_record(i.result)) for i in ran]
         rest = [i for i in pending if i not in ran]
         if rc == -signal.SIGINT:
@@ -99,13 +97,6 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
         sweep = {**sweep_timing(rec, time.perf_counter() - t0), "notebook": False, **loaded(failed), **(sweep_extra or {})}
         done.append((failed, sweep_says(failed.out_dir, rec, False, sweep=sweep)))
     return done
-
-
-def _readable(item: Item) -> dict | None:
-    try:
-        return read_record(item.result)
-    except CorruptRecord:
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:

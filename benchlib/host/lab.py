@@ -1,12 +1,9 @@
 """JupyterLab with executed notebooks read-only (``make lab``).
 
-A committed executed notebook is a result: opening it in JupyterLab must not change it. But
-JupyterLab marks an opened notebook dirty as soon as a kernel connects (its kernel name and
-Python version go into the metadata) and autosaves it, re-serialising the outputs (integral
-floats become integers). Its autosave skips documents the server reports as not writable, so
-this contents manager reports every file under a folder named ``executed`` as read-only and
-refuses to save there: a reader can run and change cells, and keeps the changes with
-"Save As" outside ``executed/``. The sweep writes those files itself, not through Jupyter.
+A committed executed notebook is a result, but JupyterLab autosaves an opened notebook once a
+kernel connects, re-serialising it. Its autosave skips documents the server reports as not
+writable: this contents manager reports every file under a folder named ``executed`` so and
+refuses to save there ("Save As" elsewhere keeps a reader's changes).
 
     jupyter lab --ServerApp.contents_manager_class=benchlib.host.lab.ExecutedReadOnly
 """

@@ -2,19 +2,13 @@
 host and not yet committed, as one archive to carry back; ``dtype-bench unpack chunk.tgz``
 puts it in place in the repository here.
 
-What goes in: the files under the study's folder (and its pretrain stage's beside it,
-``<study>.pretrain/``) that git reports as new or modified, ignored ones included (``executed/``
-is ignored but for the studies added with ``git add -f``); with ``--since REF`` also those
-changed since that commit; outside a git work tree, or with ``--newer-than FILE``, the files
-modified after FILE (touch it before the sweep). Model checkpoints (``model/`` folders,
-``*.safetensors``, ``*.bin``, ``*.pt``) and hidden files (temporary files of an interrupted
-write) stay out, and so do the files of a pretrain run whose record is the committed one (a
-checkpoint trained again on the host: its step log and notebook are not the record's), and the
-files of a run with no ``result.json`` yet (cut off, or still going when a packer runs beside
-the sweep: it runs again next call). Paths in the archive are relative to the repository root
-(outside git: the current folder), so ``tar xzf chunk.tgz -C <repository>`` does what
-``unpack`` does, less its checks. An archive over ``LIMIT_MIB`` (what one GPU job may return
-per file) is refused.
+What goes in: the files under the study's folder (and ``<study>.pretrain/``) that git reports as
+new or modified, ignored ones included; with ``--since REF`` also those changed since that
+commit; with ``--newer-than FILE`` (or outside git) those modified after FILE. Checkpoints,
+hidden files, the files of a pretrain run whose record is the committed one and those of a run
+with no ``result.json`` yet stay out. Paths are relative to the repository root (outside git:
+the current folder), so ``tar xzf chunk.tgz -C <repository>`` does what ``unpack`` does, less
+its checks. An archive over ``LIMIT_MIB`` (what one GPU job may return per file) is refused.
 """
 from __future__ import annotations
 
@@ -50,8 +44,7 @@ def _git(root: Path, what: str, *args: str) -> list[str]:
 
 
 def changed_files(root: Path, dirs: list[Path], since: str | None = None) -> list[Path]:
-    """Files under ``dirs`` that are untracked (ignored or not) or modified, and with ``since``
-    changed since that commit."""
+    """Files under ``dirs`` untracked (ignored or not) or modified, or changed since ``since``."""
     rel = [str(d.relative_to(root)) for d in dirs]
     names = _git(root, "git ls-files", "ls-files", "-z", "--others", "--modified", "--", *rel)
     if since:
@@ -75,8 +68,8 @@ def left_out(rel: PurePosixPath) -> str:
 
 def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than: Path | None = None,
          started: float | None = None) -> str:
-    """Write the archive; return what to print. ``started`` (the sweep's start, a time stamp):
-    a pretrain record not written since then is the one the job's copy of the tree brought."""
+    """Write the archive; return what to print. ``started``: the sweep's start (a pretrain record
+    older is the one the job's copy of the tree brought)."""
     dirs: list[Path] = []
     for d in (Path(d).resolve() for d in study_dirs):
         if not d.is_dir():
@@ -124,10 +117,8 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
 
 
 def _beside_a_standing_record(files: list[Path], dirs: list[Path], started: float | None = None) -> set[Path]:
-    """Files of a pretrain stage's run folder (``<study>.pretrain/<arch>/``) whose record is not
-    among ``files``, or (with ``started``) was not written since the sweep started: a checkpoint
-    trained again on this host while the record that stands is the repository's; its new step
-    log would otherwise come back over the committed one."""
+    """Files of a pretrain run folder whose record is not among ``files`` or older than
+    ``started``: a checkpoint trained again here while the repository's record stands."""
     changed = set(files)
     out = set()
     for f in files:
@@ -141,9 +132,7 @@ def _beside_a_standing_record(files: list[Path], dirs: list[Path], started: floa
 
 
 def _of_unfinished_runs(files: list[Path], dirs: list[Path]) -> set[Path]:
-    """Files of a run (``runs/.../seed<k>.ipynb`` and its ``seed<k>/`` folder) that has no
-    ``result.json``, nor a line in its study's records table (``dtype-bench compact``): a run
-    the time budget or a lost machine cut off."""
+    """Files of a run (``seed<k>.ipynb``, ``seed<k>/``) with no record, as file or table line."""
     from benchlib.core.records import find_tables, read_table
     tabled = {Path(r["_path"]) for d in dirs for t in find_tables(d) for r in read_table(t)}
     out = set()
@@ -159,9 +148,8 @@ def _of_unfinished_runs(files: list[Path], dirs: list[Path]) -> set[Path]:
 
 class Packer:
     """``dtype-bench sweep --pack-to FILE``: keeps ``FILE`` an archive of the study's new records
-    while the sweep runs (rewritten every ``every_s`` seconds, each time whole and then renamed
-    into place) and once more at the end, so a job killed at its hard limit still returns what
-    it finished. Outside a git work tree the files modified since the sweep started go in."""
+    while the sweep runs (rewritten whole every ``every_s`` seconds, then renamed into place) and
+    once more at the end, so a job killed at its hard limit still returns what it finished."""
 
     def __init__(self, study_dir: Path, path: Path, every_s: float):
         import tempfile
@@ -205,10 +193,8 @@ class Packer:
 
 
 def _remade_pretrains(tar: tarfile.TarFile, state: dict[str, str], into: Path) -> list[str]:
-    """Pretrain run folders (``<study>.pretrain/<arch>``) whose record in the archive is a remake
-    of the one here: the host trained the lost checkpoint again and its record lists this
-    record's date under ``sweep.lost_checkpoints``. That record succeeds this one: the runs
-    that loaded either checkpoint stay finished only if the next sweep sees both dates."""
+    """Pretrain run folders whose record in the archive is a remake of the one here (it lists this
+    record's date under ``sweep.lost_checkpoints``), and so succeeds it."""
     import json
     out = []
     for name, st in state.items():
@@ -231,10 +217,9 @@ def _mib(n: int) -> str:
 
 
 def unpack(archive: Path, into: Path, force: bool = False, keep: bool = False) -> str:
-    """Extract the archive's files under ``into``, never replacing a file whose content differs
-    unless ``force`` (``keep``: add the new files and leave the differing ones as they are). A
-    pretrain run made again on the GPU host (``_remade_pretrains``) replaces the one here with
-    its whole folder under either. Return what was added, grouped by folder."""
+    """Extract the archive under ``into``, never replacing a differing file unless ``force``
+    (``keep``: leave them); a pretrain run remade on the host (``_remade_pretrains``) replaces
+    its whole folder. Return what was added, by folder."""
     if force and keep:
         raise UserError("--force and --keep exclude each other: replace the differing files, or keep them")
     try:

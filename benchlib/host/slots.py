@@ -1,9 +1,6 @@
 """Where the sweep's runs execute side by side: one slot per concurrent run, each pinned to its
-GPU(s) through ``CUDA_VISIBLE_DEVICES``, and a loop that runs every item in a free slot.
-
-``--runs-per-gpu N`` gives each GPU N slots: for quality-only runs of small models that leave
-most of a GPU idle. Such runs time each other, so their records say so (``sweep.runs_per_gpu``,
-``benchlib.core.records``) and the analysis blanks their speed.
+GPU(s) through ``CUDA_VISIBLE_DEVICES`` (``--runs-per-gpu N``: N slots per GPU, whose runs' records
+say so, ``sweep.runs_per_gpu``), and a loop that runs every item in a free slot.
 """
 from __future__ import annotations
 
@@ -29,23 +26,19 @@ def visible_gpus() -> list[str]:
 
 
 def slots_for(jobs: int, gpus: list[str], per_run: int = 1, runs_per_gpu: int = 1) -> list[dict]:
-    """At most ``jobs`` slots: ``per_run`` GPUs each (a multi-process arm needs as many as its
-    ``dist.nproc``), ``runs_per_gpu`` slots on each GPU, filled GPU by GPU before a second run
-    goes onto any (2 GPUs, 2 runs each: 0, 1, 0, 1). On CPU a single slot, since side-by-side
-    CPU runs would only measure each other."""
+    """At most ``jobs`` slots of ``per_run`` GPUs each, ``runs_per_gpu`` per GPU, filled GPU by GPU
+    (2 GPUs, 2 runs each: 0, 1, 0, 1); on CPU a single slot."""
     groups = [gpus[i:i + per_run] for i in range(0, len(gpus) - per_run + 1, per_run)] if gpus else []
     slots = [{"CUDA_VISIBLE_DEVICES": ",".join(g)} for _ in range(runs_per_gpu) for g in groups][:jobs]
     return slots if len(slots) > 1 else [{}]
 
 
 CPU_THREAD_VARS = ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
-"""What ``cpu_share`` sets: torch's CPU threads and Inductor's compile workers. Unset, each of
-N runs side by side may take every core for both, and their fixed costs wait on each other."""
+"""What ``cpu_share`` sets, so that runs side by side do not each take every core."""
 
 
 def cpu_share(n_slots: int, cpus: int | None = None) -> dict:
-    """Environment for each of ``n_slots`` runs on one host: the cores split evenly between them
-    (at least one each). Nothing with one slot, and no variable the user has set."""
+    """Environment for each of ``n_slots`` runs: the cores split evenly (no variable the user set)."""
     if n_slots <= 1:
         return {}
     n = max(1, (cpus or os.cpu_count() or 1) // n_slots)
@@ -61,9 +54,8 @@ def gpu_sharing(slots: list[dict]) -> int:
 def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = lambda i, s: None,
             on_done: Callable = lambda i, r: None, admit: Callable = lambda i: True,
             stop: threading.Event | None = None) -> None:
-    """Run ``fn(item, slot)`` for every item, in order, at most one at a time per slot. An item
-    that ``admit`` refuses when its turn comes (a time budget spent) is not run, nor reported.
-    ``stop`` is set when the loop ends by an exception (Ctrl-C), for an ``admit`` that waits."""
+    """Run ``fn(item, slot)`` for every item ``admit`` lets through, in order, one per slot at a
+    time; ``stop`` is set when the loop ends by an exception, for an ``admit`` that waits."""
     free: queue.Queue = queue.Queue()
     for s in slots:
         free.put(s)

@@ -1,22 +1,17 @@
 """``dtype-bench sweep X.yaml --executor slurm | local``: the study's pending runs handed to a
-scheduler through submitit, each task executing exactly what the in-process sweep executes for
-that run (``runner.execute_unit``: its papermill command) and writing the same record.
+scheduler through submitit, each task executing what the in-process sweep executes for that run
+(``runner.execute_unit``) and writing the same record.
 
-- **slurm**: one job array per resource shape (GPUs per task: a study without multi-process
-  arms has one; the pretrain stage is an array of its own, and the runs that load its
-  checkpoints another, which waits for it, ``afterany``; a study that pretrains in phases has
-  one pretrain array per phase, each waiting for the one before), then one small job that runs
-  the analysis notebooks and the HTML export after them all. The command returns once
-  submitted (``--wait`` stays and shows progress).
-- **local**: submitit's local executor on this machine, one task at a time (CPU runs side by
-  side would only measure each other, and it hands every task the same GPUs); the command
-  waits and then analyses as the in-process sweep does.
+- **slurm**: one job array per resource shape and stage (each pretrain phase, then the runs that
+  load its checkpoints, each waiting for the one before, ``afterany``), then one small job for
+  the analysis; the command returns once submitted (``--wait`` stays).
+- **local**: submitit's local executor, one task at a time (runs side by side would measure
+  each other); the command waits, then analyses.
 
-Which job ran which run is kept in ``<study>/cluster/jobs.json`` (submitit's logs and
-submission scripts beside it, under ``logs/``). A run is submitted again only when its record
-is not finished and no job of it is still queued or running; a job that ended without a
-finished record (killed for memory, over its time limit, node failure, cancelled) leaves an
-``error`` record naming the scheduler's state, so the next submission runs exactly those.
+Which job ran which run is kept in ``<study>/cluster/jobs.json`` (submitit's files under
+``logs/``). A run is submitted again only when its record is not finished and no job of it is
+queued or running; a job that ended without a finished record leaves an ``error`` record naming
+the scheduler's state, so the next submission runs exactly those.
 """
 from __future__ import annotations
 
@@ -27,15 +22,15 @@ import socket
 import time
 from pathlib import Path
 
-from benchlib.core.records import CorruptRecord, read_record, write_json_atomic
+from benchlib.core.records import write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.executor import ExecutorSettings
-from benchlib.study.runner import Item, _rel, error_record, execute_unit, log_tail, plan, run_state, sweep_says
+from benchlib.study.runner import (Item, _rel, error_record, execute_unit, log_tail, plan, readable, run_state,
+                                   sweep_says)
 from benchlib.study.studyfile import Study, load_study
 
 LEDGER = "jobs.json"
-# Scheduler states of a job that may still write its record (Slurm's names; the local
-# executor's process is RUNNING while alive).
+# Scheduler states of a job that may still write its record (Slurm's names).
 ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING",
           "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}
 # What the record of a run whose job ended without one says, by the scheduler's final state.
@@ -68,10 +63,8 @@ def cluster_dir(study: Study, root: Path) -> Path:
 # ---- one task: what runs on the node --------------------------------------------------
 def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int | None = None,
              run_cell=None) -> str:
-    """Execute one run of the study in a scheduler's task and return its record's status.
-    The study is planned afresh from its file (the run's identity travels, not a pickled plan);
-    a time limit or preemption that stops the task leaves an ``error`` record saying so.
-    ``run_cell``: the host's way to run a run without a notebook (``runner.execute_unit``)."""
+    """Execute one run of the study (planned afresh from its file) in a scheduler's task and
+    return its record's status; a time limit or preemption leaves an ``error`` record saying so."""
     os.chdir(cwd)
     study = load_study(study_file)
     item = _find(plan(study, Path(out_root)), run_id)
@@ -85,8 +78,7 @@ def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int
 
 
 def analysis_command(study_file: str, out_root: str) -> list[str]:
-    """The job after the arrays: the sweep's own analysis, HTML export and summary over the
-    records there (``--analysis-only``, which first records what the scheduler ended)."""
+    """The job after the arrays: the sweep's ``--analysis-only`` over the records there."""
     import sys
     return [sys.executable, "-m", "benchlib", "sweep", study_file, "--out", out_root, "--analysis-only"]
 
@@ -129,8 +121,7 @@ def read_ledger(study: Study, root: Path) -> dict:
 
 
 def job_states(ledger: dict) -> dict[str, str]:
-    """run id -> the scheduler's state of its latest job (first word: ``CANCELLED by 0`` is
-    CANCELLED); UNKNOWN where the scheduler cannot tell."""
+    """run id -> the scheduler's state of its latest job (first word), UNKNOWN where it cannot tell."""
     slurm = {r: e for r, e in ledger.items() if e["executor"] == "slurm"}
     states = {r: ("RUNNING" if _alive(e["job_id"]) else "ENDED") for r, e in ledger.items() if e["executor"] == "local"}
     if slurm:
@@ -151,8 +142,7 @@ def _alive(pid: str) -> bool:
 
 
 def reconcile(study: Study, items: list[Item], root: Path) -> list[str]:
-    """Give every run whose job ended without a finished record an ``error`` record naming the
-    scheduler's state (and the task's last log lines); return their run ids."""
+    """Give (and return) every run whose job ended without a finished record an ``error`` record."""
     ledger = read_ledger(study, root)
     mine = {i.run_id: i for i in items if i.run_id in ledger}
     if not mine:
@@ -176,14 +166,12 @@ def reconcile(study: Study, items: list[Item], root: Path) -> list[str]:
 
 
 WARNING_SIGNAL_DIED = "User defined signal 2"
-"""What srun logs for a task that SIGUSR2 killed: Slurm's warning before a time limit or a
-preemption (sbatch --signal, which submitit asks for 90 s ahead) reached the task before
-submitit had installed its handler, e.g. a limit shorter than the warning, under load."""
+"""What srun logs for a task that Slurm's warning signal (SIGUSR2, 90 s before a time limit or a
+preemption) killed before submitit had installed its handler."""
 
 
 def ended_how(state: str, log_tail: str = "") -> str:
-    """The end of a job by the scheduler's final state; a task that the warning signal killed
-    outright ends FAILED, and its log says which signal."""
+    """The end of a job by the scheduler's final state (and its log: ``WARNING_SIGNAL_DIED``)."""
     if state == "FAILED" and WARNING_SIGNAL_DIED in log_tail:
         return ("reached its time limit or was preempted: Slurm's warning signal (SIGUSR2) stopped the task "
                 "before it could record why (raise executor.time_min)")
@@ -192,9 +180,8 @@ def ended_how(state: str, log_tail: str = "") -> str:
 
 def _annotate(item: Item, job: dict, what: str) -> None:
     """Put the scheduler's reason first in the ``error`` record the stopped task wrote."""
-    try:
-        rec = read_record(item.result)
-    except CorruptRecord:
+    rec = readable(item)
+    if rec is None:
         return
     ran = (rec.get("sweep") or {}).get("job") or {}
     if ran.get("job_id") != job["job_id"] or ran.get("state"):
@@ -213,14 +200,12 @@ def _log_tail(entry: dict) -> str:
 def _write_ended(item: Item, job: dict, reason: str) -> None:
     """An ``error`` record for a run its task could not finish (kept if the notebook wrote one)."""
     sweep = {"wall_s": None, "fixed_s": None, "notebook_overhead_s": None, "job": job}
-    try:
-        rec = read_record(item.result)
-        if "sweep" in rec:  # the notebook finished and the sweep recorded it: nothing was lost
-            return
+    rec = readable(item)
+    if rec is None:
+        sweep_says(item.out_dir, error_record(item.spec, item.out_dir, reason), False, sweep=sweep)
+    elif "sweep" not in rec:  # with it, the notebook finished and the sweep recorded it: nothing was lost
         sweep_says(item.out_dir, rec, sweep=sweep, status="error",
                    reason=f"{reason}\n(the training itself had ended {rec['status']!r})")
-    except CorruptRecord:
-        sweep_says(item.out_dir, error_record(item.spec, item.out_dir, reason), False, sweep=sweep)
 
 
 # ---- submitting ----------------------------------------------------------------------
@@ -237,7 +222,7 @@ def slurm_parameters(settings: ExecutorSettings, gpus: int, name: str, dependenc
 
 def sbatch_script(settings: ExecutorSettings, gpus: int, n_tasks: int, folder: Path, name: str,
                   dependency: str | None = None) -> str:
-    """The sbatch file submitit writes for an array of ``n_tasks`` (``--dry-run`` shows it)."""
+    """The sbatch file submitit writes for an array of ``n_tasks`` (``--dry-run``)."""
     from submitit.slurm.slurm import _make_sbatch_string  # the text SlurmExecutor submits
     import shlex
     import sys
@@ -247,9 +232,8 @@ def sbatch_script(settings: ExecutorSettings, gpus: int, n_tasks: int, folder: P
 
 
 def arrays(items: list[Item], settings: ExecutorSettings) -> list[tuple[str, int, list[Item]]]:
-    """The submission's arrays: (stage, GPUs per task, runs), the pretrain stage first, one
-    array per phase (stage ``pretrain``, or ``pretrain.phase<k>`` where an arch pretrains in
-    phases); the runs that load its checkpoints in arrays of their own, which wait for it."""
+    """The submission's arrays: (stage, GPUs per task, runs): one per pretrain phase (``pretrain``
+    or ``pretrain.phase<k>``), then the runs, those that load a checkpoint apart."""
     pre = [i for i in items if i.stage == "pretrain"]
     phased = any(i.phase > 1 or i.label != f"pretrain/{i.arch}" for i in pre)
     stages = [(f"pretrain.phase{k}" if phased else "pretrain", [i for i in pre if i.phase == k])
@@ -265,13 +249,13 @@ def arrays(items: list[Item], settings: ExecutorSettings) -> list[tuple[str, int
     return out
 
 
-def _before(runs: list[Item], phase_ids: dict[int, list[str]]) -> list[str]:
-    """The pretrain job ids an array waits for: a later phase's, the phases before it; the
-    runs that load a checkpoint, every phase's."""
+def _before(runs: list[Item], phase_ids: dict[int, list[str]]) -> str | None:
+    """The array's dependency on the pretrain jobs of every phase before it (``afterany:...``), or None."""
     if all(i.needs is None for i in runs):
-        return []
+        return None
     last = runs[0].phase if runs[0].stage == "pretrain" else float("inf")
-    return list(dict.fromkeys(j for k, ids in sorted(phase_ids.items()) if k < last for j in ids))
+    ids = dict.fromkeys(j for k, ids in sorted(phase_ids.items()) if k < last for j in ids)
+    return f"afterany:{':'.join(ids)}" if ids else None
 
 
 @dataclasses.dataclass
@@ -290,8 +274,7 @@ class Submission:
         return (str(self.study.path), str(self.root), item.run_id, os.getcwd(), self.timeout, self.run_cell)
 
     def pending(self, todo: list[Item]) -> tuple[list[Item], list[Item]]:
-        """The runs to submit (``todo`` less those whose job is still queued or running), and
-        those in flight. First, runs whose job ended without a record get one."""
+        """(runs to submit, runs in flight), after ``reconcile``."""
         reconcile(self.study, todo, self.root)
         ledger = read_ledger(self.study, self.root)
         states = job_states({i.run_id: ledger[i.run_id] for i in todo if i.run_id in ledger})
@@ -306,7 +289,6 @@ class Submission:
                      for i in runs if i.stage == "pretrain"}
         for stage, gpus, runs in arrays(todo, self.settings):
             dep = _before(runs, submitted)
-            dep = f"afterany:{':'.join(dict.fromkeys(dep))}" if dep else None
             lines += [f"--- {stage} array: {len(runs)} task(s), {gpus} GPU(s) each: "
                       + ", ".join(i.run_id for i in runs[:6]) + (" ..." if len(runs) > 6 else ""),
                       sbatch_script(self.settings, gpus, len(runs), self.folder / "%j", self._name(stage), dep)]
@@ -317,8 +299,7 @@ class Submission:
 
     def submit(self, todo: list[Item], wait: bool, flying: list[Item] = ()) -> list:
         """Submit ``todo``; with the local executor (or ``wait``) return once every job ended.
-        Runs that load a pretrain checkpoint start after its array, or after its job still in
-        flight (``flying``) from an earlier submission."""
+        Runs that load a checkpoint wait for its array or its job still in flight (``flying``)."""
         submitit = require_submitit()
         self.folder.mkdir(parents=True, exist_ok=True)
         if self.settings.kind == "local":
@@ -335,7 +316,6 @@ class Submission:
                 phase_ids.setdefault(i.phase, []).append(ledger[i.run_id]["job_id"].split("_")[0])
         for stage, gpus, runs in arrays(todo, self.settings):
             dep = _before(runs, phase_ids)
-            dep = f"afterany:{':'.join(dep)}" if dep else None
             ex.update_parameters(**slurm_parameters(self.settings, gpus, self._name(stage), dep))
             got = ex.map_array(run_task, *zip(*(self.task_args(i) for i in runs)))
             self._record(runs, got, "slurm")
@@ -396,8 +376,7 @@ class Submission:
 
 # ---- --status --------------------------------------------------------------------------
 def status_table(study: Study, items: list[Item], root: Path):
-    """Each run's state from its record and the scheduler: done (its status), failed, running,
-    pending, or not submitted; with its latest job."""
+    """Each run's state (done, failed, running, pending, not submitted) and its latest job."""
     import pandas as pd
     ledger = read_ledger(study, root)
     states = job_states({i.run_id: ledger[i.run_id] for i in items if i.run_id in ledger}) if ledger else {}
@@ -411,7 +390,7 @@ def status_table(study: Study, items: list[Item], root: Path):
             state, detail = ("pending" if sched in ("PENDING", "REQUEUED", "REQUEUE_HOLD") else "running"), sched.lower()
         elif rs in ("error", "corrupt", "waiting"):
             state = "failed" if rs != "waiting" else "waiting"
-            detail = _first_line(i) or detail
+            detail = str((readable(i) or {}).get("reason") or "").strip().split("\n")[0] or detail
             if sched in ENDED and sched != "FAILED" and not detail.startswith(ledger[i.run_id]["executor"]):
                 detail = f"job {sched}: {detail}"
         else:
@@ -421,13 +400,6 @@ def status_table(study: Study, items: list[Item], root: Path):
         rows.append({"run": i.run_id, "state": state, "job": f"{job.get('executor', '')} {job.get('job_id', '')}".strip(),
                      "detail": detail[:100]})
     return pd.DataFrame(rows)
-
-
-def _first_line(item: Item) -> str:
-    try:
-        return str(read_record(item.result).get("reason") or "").strip().split("\n")[0]
-    except CorruptRecord:
-        return ""
 
 
 def print_status(study: Study, items: list[Item], root: Path) -> int:

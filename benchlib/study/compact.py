@@ -1,25 +1,14 @@
 """``dtype-bench compact FOLDER...``: a study folder as it is committed, small enough to travel.
 
-A sweep writes the full layout (every run's ``result.json``, step log, rank logs, papermill log
-and executed notebook; the analysis notebooks with their charts beside the chart files; HTML
-pages). Compacting keeps what the analysis reads and one copy of everything else:
-
-- the records: one table, ``records.jsonl.gz`` (``load_records`` reads it as it reads the files);
-- the step logs: one table, ``steps.parquet``, each log thinned (``kept_rows``; ``read_steps``
-  reads a run's rows from it as from its file); rank logs only in studies with arms (the scaling
-  analysis reads them);
-- one example run notebook per training notebook (``--examples``), and every notebook of a run
-  without a finished record; the logs of finished runs and of the analysis notebooks go;
-- each chart once, as a file (``CHART_SUFFIXES``): an analysis notebook shows it by a link;
-- one HTML report: ``html/index.html`` and a page per analysis notebook, their style sheet once
-  for all studies, in ``--root``.
-
-Then ``<root>/README.md`` is written again from the studies present (``readme.readme_text``) where
-this command wrote it before (or with ``--readme``; without folders, ``--readme`` writes it
-alone). A compacted study is not resumed: ``dtype-bench sweep`` refuses it, except
-``--analysis-only`` (compact again afterwards); ``--expand`` writes its records back as
-``result.json`` files, after which the sweep resumes it as before (finished runs stay finished;
-their step logs stay in the table). Compacting twice changes nothing the second time.
+Compacting keeps what the analysis reads and one copy of everything else: the records in one
+table (``records.jsonl.gz``), the step logs thinned in another (``steps.parquet``; rank logs
+only in studies with arms), one example run notebook per training notebook (``--examples``)
+and every notebook of a run without a finished record (the logs of finished runs and analysis
+notebooks go), each chart once as a file that the analysis notebooks link, and one HTML report
+whose style sheet lies once in ``--root``. ``<root>/README.md`` is then written again where this
+command wrote it before (or with ``--readme``). The sweep refuses a compacted study but for
+``--analysis-only``; ``--expand`` writes its records back as files, and the sweep resumes it.
+Compacting twice changes nothing the second time.
 """
 from __future__ import annotations
 
@@ -36,8 +25,7 @@ from benchlib.core.records import (FINISHED, RECORDS_TABLE, SIDECAR, STEPS_FILES
                                    write_record, write_table)
 
 CHART_SUFFIXES = (".svg", ".png", ".vl.json")
-"""A chart's files, in the order one is kept: SVG (sharp, smallest for most charts), PNG, the
-Vega-Lite spec (a copy of the chart's data) only where there is no image."""
+"""A chart's files, in the order one is kept (the Vega-Lite spec only where there is no image)."""
 RUN_LOGS = ("papermill.log", "run.log", "cell.log")
 
 
@@ -91,8 +79,7 @@ def compact(folder: Path, root: Path, examples: int = 1) -> Compacted:
 
 
 def _steps_into_table(folder: Path) -> int:
-    """Move every run's step log below ``folder`` into its steps table (``records.STEPS_TABLE``),
-    thinned (``kept_rows``); the files go. How many logs were moved."""
+    """Move (and count) every run's step log below ``folder`` into its steps table, thinned."""
     import json
 
     from benchlib.core.records import STEPS_TABLE, read_steps, read_steps_table, write_steps_table
@@ -108,16 +95,10 @@ def _steps_into_table(folder: Path) -> int:
     return len(files)
 
 
-def _has_arms(folder: Path, runs: dict) -> bool:
-    """Whether the study's runs lie in ``runs/<arm>/<scenario>/<config>/seed<k>/``."""
-    return any(r.is_relative_to(folder / "runs") and len(r.relative_to(folder / "runs").parts) == 4 for r in runs)
-
-
 def _drop_logs(folder: Path, runs: dict) -> int:
-    """Remove the papermill, run and cell logs of finished runs, their rank logs unless the
-    study has arms, and the analysis notebooks' logs; a log of an unfinished run is thinned
-    (``thin_log``)."""
-    arms = _has_arms(folder, runs)
+    """Remove the logs of finished runs (their rank logs unless the study has arms, which the
+    scaling analysis reads) and of the analysis notebooks; thin those of unfinished runs."""
+    arms = any(r.is_relative_to(folder / "runs") and len(r.relative_to(folder / "runs").parts) == 4 for r in runs)
     n = 0
     for run, rec in runs.items():
         finished = rec["status"] in FINISHED
@@ -136,10 +117,9 @@ def _drop_logs(folder: Path, runs: dict) -> int:
 
 
 def _keep_examples(folder: Path, runs: dict, examples: int) -> int:
-    """Keep ``examples`` run notebooks per training notebook (``studyfile.GROUPS``: the LM one
-    for A and B, the classification one for C-F; ok first, then the lowest seed, the registry's
-    config order, the scenario) and the notebook of every run without a finished record; remove
-    the others. A run notebook is ``<run folder>.ipynb``."""
+    """Keep ``examples`` run notebooks per training notebook (ok first, then the lowest seed, the
+    registry's config order, the scenario) and those of runs without a finished record; remove
+    (and count) the others."""
     from benchlib.core.dtypes import REGISTRY
     from benchlib.study.studyfile import GROUPS
     order = {c: i for i, c in enumerate(REGISTRY)}
@@ -164,8 +144,7 @@ def _keep_examples(folder: Path, runs: dict, examples: int) -> int:
 
 
 def _chart_files(folder: Path) -> dict[tuple[Path, str], list[Path]]:
-    """The study's chart files (not its HTML, not its run folders), by (folder, stem), each
-    group in ``CHART_SUFFIXES`` order."""
+    """The study's chart files outside html/ and runs/, by (folder, stem), in ``CHART_SUFFIXES`` order."""
     groups: dict[tuple[Path, str], list[Path]] = {}
     skip = {folder / "html", folder / "runs"}
     for f in sorted(folder.rglob("*")):
@@ -177,10 +156,9 @@ def _chart_files(folder: Path) -> dict[tuple[Path, str], list[Path]]:
 
 
 def _charts_once(folder: Path) -> tuple[dict, int, int]:
-    """Keep one file per chart (``CHART_SUFFIXES``), and one of byte-identical charts (the first
-    by path); each analysis notebook output that is one of the chart files becomes a link to
-    the file kept (``html_export.chart_link``). Returns the overview charts (name -> (title,
-    [file kept])) for the HTML index, the files removed and the outputs linked."""
+    """Keep one file per chart and one of byte-identical charts; each analysis notebook output
+    that is a chart file becomes a link to the file kept. Returns the overview charts (name ->
+    (title, [file])) for the HTML index, the files removed and the outputs linked."""
     groups = _chart_files(folder)
     kept: dict[str, Path] = {}  # content hash -> the file kept
     target: dict[Path, Path] = {}  # every chart file -> the file kept for it
@@ -213,15 +191,12 @@ def _charts_once(folder: Path) -> tuple[dict, int, int]:
 
 
 NO_DRAWING = ("class", "pointer-events")
-"""SVG attributes of vl-convert's charts that change nothing drawn (no style sheet reads the
-classes; pointer events matter to a page that scripts the chart), with ``opacity="1"``, the
-default: ``lean_svg`` drops them. The ARIA annotations stay (a screen reader reads them in an
-SVG opened alone)."""
+"""SVG attributes of vl-convert's charts that change nothing drawn; ``lean_svg`` drops them and
+``opacity="1"`` (the ARIA annotations stay)."""
 
 
 def lean_svg(path: Path) -> None:
-    """Rewrite a chart's SVG without ``NO_DRAWING`` (15% of a chart; the image draws the same
-    pixels); once lean, the file is left as it is."""
+    """Rewrite a chart's SVG without ``NO_DRAWING`` (15% of a chart, the same pixels)."""
     import xml.etree.ElementTree as ET
     for prefix, uri in (("", "http://www.w3.org/2000/svg"), ("xlink", "http://www.w3.org/1999/xlink")):
         ET.register_namespace(prefix, uri)
@@ -236,7 +211,7 @@ def lean_svg(path: Path) -> None:
 
 
 def _digest(f: Path) -> str:
-    """A chart file's content hash: its bytes, a Vega-Lite spec's canonical JSON (``_spec_digest``)."""
+    """A chart file's content hash (a Vega-Lite spec's: ``_spec_digest``)."""
     if f.name.endswith(".vl.json"):
         import json
         try:
@@ -254,9 +229,8 @@ def _spec_digest(spec: dict) -> str:
 
 
 def _link_charts(notebook: Path, by_hash: dict[str, Path]) -> int:
-    """Replace each chart output of an analysis notebook that is one of the study's chart files
-    (SVG text, PNG bytes or Vega-Lite spec) by a link to the file kept; then drop the plain-text
-    copies of richer outputs (``thin_notebook``). How many were linked."""
+    """Replace (and count) each chart output of an analysis notebook that is one of the study's
+    chart files (SVG, PNG or Vega-Lite spec) by a link to the file kept; then ``thin_notebook``."""
     import base64
 
     import nbformat
@@ -286,8 +260,7 @@ def _link_charts(notebook: Path, by_hash: dict[str, Path]) -> int:
 
 
 def _overview_shown(index: Path) -> dict[str, tuple[str, Path | None]]:
-    """The overview figures of an HTML index written before, by id: the chart's title (its
-    alternative text, which ``html_export`` wrote) and the file it links (None: drawn inline)."""
+    """The overview figures of an HTML index written before, by id: (title, file linked or None)."""
     if not index.exists():
         return {}
     from html import unescape
@@ -297,8 +270,7 @@ def _overview_shown(index: Path) -> dict[str, tuple[str, Path | None]]:
 
 
 def _export_html(folder: Path, root: Path, overview: dict) -> None:
-    """The study's HTML again, from the compacted layout: no page per run, the style sheet in
-    ``root`` (one file for every study)."""
+    """The study's HTML again, from the compacted layout, its style sheet in ``root``."""
     from benchlib.study.html_export import export_study_html, prune_css
     html = folder / "html"
     shutil.rmtree(html / "runs", ignore_errors=True)
@@ -309,9 +281,8 @@ def _export_html(folder: Path, root: Path, overview: dict) -> None:
 
 
 def expand(folder: Path) -> int:
-    """Write a compacted folder's records back as ``result.json`` files (never over one that is
-    there) and remove its table: a sweep then resumes the study as it resumes a fresh one.
-    Returns the records written."""
+    """Write (and count) a compacted folder's records back as ``result.json`` files (never over
+    one that is there) and remove its table."""
     table = Path(folder) / RECORDS_TABLE
     if not table.exists():
         raise UserError(f"{folder}: no {RECORDS_TABLE}: not a compacted folder")
@@ -364,9 +335,8 @@ def main(argv: list[str] | None = None) -> int:
 
 # ---- thinning one file (each function changes nothing the second time) ----------------------
 def _binned(spec: dict) -> dict:
-    """A run notebook's curves chart drawn again from at most ``notebook.MAX_POINTS`` binned
-    points per curve when its spec holds more (a run of thousands of steps); any other spec
-    as it is."""
+    """A run notebook's curves chart drawn again binned (``notebook.MAX_POINTS``) where its spec
+    holds more points; any other spec as it is."""
     import pandas as pd
 
     from benchlib.study.notebook import MAX_POINTS, bin_curves, curves_chart
@@ -381,8 +351,7 @@ def _binned(spec: dict) -> dict:
 
 
 RICHER = {"text/html", "text/markdown"}
-"""An output holding one of these drops its ``text/plain`` copy: every reader shows the richer
-form. A chart keeps its one-line text, ``<chart: title>``: the HTML export's alternative text."""
+"""An output holding one of these drops its ``text/plain`` copy (a chart keeps ``<chart: title>``)."""
 
 
 def thin_notebook(path: Path) -> tuple[int, int]:
@@ -420,13 +389,12 @@ def thin_notebook(path: Path) -> tuple[int, int]:
 
 
 KEEP_ROWS = 500
-"""A compacted step log keeps at most this many plain (step, loss, grad_norm) rows, evenly
-spaced, and every row that holds more (interval rows, evaluations, non-finite losses), the last
-step and the lowest loss: what the binned curves and the scaling analysis read."""
 
 
 def kept_rows(rows: list[dict], keep: int = KEEP_ROWS) -> list[dict]:
-    """The rows ``KEEP_ROWS`` says a compacted step log keeps, in their order."""
+    """The rows a compacted step log keeps, in order: at most ``keep`` plain (step, loss,
+    grad_norm) rows evenly spaced, every row that holds more (intervals, evaluations,
+    non-finite losses), the last step and the lowest loss."""
     import math
     plain = [r for r in rows if set(r) <= {"step", "loss", "grad_norm"}
              and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.values())]
@@ -437,12 +405,11 @@ def kept_rows(rows: list[dict], keep: int = KEEP_ROWS) -> list[dict]:
 
 
 KEEP_LOG_LINES = 200
-"""A run log's lines kept by ``thin_log``: the end, where a run's last state and any traceback are."""
 
 
 def thin_log(path: Path, keep: int = KEEP_LOG_LINES) -> tuple[int, int]:
     """Each carriage-returned progress line reduced to its last state, the last ``keep`` lines
-    kept: (bytes before, after)."""
+    kept (where the last state and any traceback are): (bytes before, after)."""
     text = path.read_bytes().decode(errors="replace")  # read_text would turn each \r into a line
     lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]  # splitlines() would split at \r too
     lines = [line for line in lines if line.strip()][-keep:]

@@ -12,8 +12,7 @@
       setup: ["source .venv/bin/activate"]   # shell lines run before each task
       sbatch: {constraint: h100}             # any other sbatch option, by its long name
 
-Only the ``sweep`` command reads it: the training notebooks, which also read the study file
-(``papermill -f``), ignore it. The scheduling itself is submitit's (``benchlib.study.cluster``).
+Only the ``sweep`` command reads it (the training notebooks ignore it); ``benchlib.study.cluster`` schedules.
 """
 from __future__ import annotations
 
@@ -82,10 +81,10 @@ class ExecutorSettings:
             v = getattr(self, k)
             if v is not None and (not isinstance(v, str) or not v.strip()):
                 raise ConfigError(f"{where}{k} must be a name, got {v!r}")
-        _positive(self.time_min, "time_min", where)
-        _positive(self.array_parallelism, "array_parallelism", where)
-        if self.cpus_per_task is not None:
-            _positive(self.cpus_per_task, "cpus_per_task", where)
+        for k in ("time_min", "array_parallelism", "cpus_per_task"):
+            v = getattr(self, k)
+            if (v is not None or k != "cpus_per_task") and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ConfigError(f"{where}{k} must be a whole number >= 1, got {v!r}")
         if self.mem_gb is not None and (isinstance(self.mem_gb, bool) or not isinstance(self.mem_gb, (int, float))
                                         or self.mem_gb <= 0):
             raise ConfigError(f"{where}mem_gb must be a positive number, got {self.mem_gb!r}")
@@ -109,7 +108,3 @@ class ExecutorSettings:
             return int(self.gpus_per_task)
         return 0 if device == "cpu" else nproc
 
-
-def _positive(v: Any, key: str, where: str) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{where}{key} must be a whole number >= 1, got {v!r}")

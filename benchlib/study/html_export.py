@@ -1,10 +1,7 @@
-"""Static HTML of a study: every executed notebook as a page that reads offline inside the
-study folder (PNG charts inline, progress-bar redraws collapsed; an analysis page links the
-chart files of the study folder it shows rather than repeating them) and an ``index.html`` that
-reads as the reference reports do: the answer table first, then where each config breaks, speed
-and memory, and the detail (every run with its cell's verdict). ``dtype-bench sweep`` calls
-``export_study_html`` after the runs; ``dtype-bench compact`` again on the compacted layout
-(records in ``records.jsonl.gz``, a few example run notebooks, each with its page).
+"""Static HTML of a study (``export_study_html``, after a sweep and after ``dtype-bench compact``):
+every executed notebook as a page that reads offline inside the study folder, and an
+``index.html`` that reads as the reference reports do: the answer table first, then where each
+config breaks, speed and memory, and the detail (every run with its cell's verdict).
 """
 from __future__ import annotations
 
@@ -18,10 +15,9 @@ from benchlib.core.records import shared_gpu
 
 def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts: dict[str, Path] | None = None) -> None:
     """Static HTML that reads offline: PNG charts inline, progress-bar redraws collapsed. With
-    ``css_root``, the page style (~260 kB, the same on every page) is written once there as
-    ``notebook.css`` and linked, rather than repeated in each page of a study. With ``charts``
-    (``saved_charts``), an SVG output that is one of the study's chart files byte for byte
-    links that file instead of repeating it (the analysis notebooks show each chart they save)."""
+    ``css_root``, the page style (~260 kB) is written once there and linked (``_shared_css``);
+    with ``charts`` (``saved_charts``), an SVG output that is one of the study's chart files
+    byte for byte links that file instead of repeating it."""
     import nbformat
     from nbconvert import HTMLExporter
     nb = nbformat.read(str(notebook), as_version=4)
@@ -41,22 +37,18 @@ def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts
 
 MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded", async \(\) => \{'
                      r'\s*const diagrams = document\.querySelectorAll\("\.jp-Mermaid.*?</script>\s*', re.S)
-"""nbconvert's loader of Mermaid diagrams (~12 kB in every page): it fetches a script only where a
-page has a diagram."""
+"""nbconvert's loader of Mermaid diagrams (~12 kB in every page), needed only where a page has one."""
 
 
 def _without_mermaid(body: str) -> str:
-    """The page without ``MERMAID`` where it has no Mermaid diagram (none of the study's notebooks has)."""
     lean = MERMAID.sub("", body, count=1)
     return body if re.search(r'class="[^"]*\bjp-Mermaid\b', lean) else lean
 
 
 def _shared_css(body: str, css_root: Path, html: Path) -> str:
-    """Move the page's ``<style>`` blocks, each distinct one once, to
-    ``css_root/notebook-<hash>.css`` (named by its content: written once for all the pages that
-    share it) and link it relatively."""
+    """Move the page's distinct ``<style>`` blocks to ``css_root/notebook-<hash>.css`` (named by
+    its content: one file for all the pages that share it) and link it."""
     import hashlib
-    import os
     styles = re.findall(r"<style[^>]*>.*?</style>", body, re.S)
     if not styles:
         return body
@@ -77,21 +69,22 @@ CHART_TEXT = re.compile(r"^<chart: (.*)>$", re.S)
 
 
 def saved_charts(study_dir: Path) -> dict[str, Path]:
-    """sha256 of each SVG chart file of a study (``<scenario>/plots``, ``comparison/plots``,
-    ``overview/plots``; not its HTML) -> the file."""
+    """sha256 of each SVG chart file of a study (not its HTML) -> the file."""
     import hashlib
     html = study_dir / "html"
     return {hashlib.sha256(f.read_bytes()).hexdigest(): f for f in sorted(study_dir.rglob("*.svg"))
             if html not in f.parents}
 
 
-def _link_saved_charts(nb, html: Path, charts: dict[str, Path]) -> int:
-    """Each SVG output of ``nb`` that is a file of ``charts`` becomes an ``<img>`` linking that
-    file, relative to the page ``html``, with the chart's title as its alternative text; how
-    many."""
-    import hashlib
+def _img(href: str, alt: str) -> str:
     from html import escape
-    n = 0
+    return f'<a href="{escape(href)}"><img src="{escape(href)}" alt="{escape(alt)}"></a>'
+
+
+def _link_saved_charts(nb, html: Path, charts: dict[str, Path]) -> None:
+    """Each SVG output of ``nb`` that is a file of ``charts`` becomes an ``<img>`` linking that
+    file from the page ``html``, the chart's title its alternative text."""
+    import hashlib
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             data = out.get("data") or {}
@@ -105,11 +98,8 @@ def _link_saved_charts(nb, html: Path, charts: dict[str, Path]) -> int:
             plain = str(data.get("text/plain") or "").strip()
             m = CHART_TEXT.match(plain)
             alt = (m.group(1) if m else plain) or target.stem.replace("_", " ")
-            href = Path(os.path.relpath(target, html.parent)).as_posix()
-            data["text/html"] = f'<a href="{escape(href)}"><img src="{escape(href)}" alt="{escape(alt)}"></a>'
+            data["text/html"] = _img(Path(os.path.relpath(target, html.parent)).as_posix(), alt)
             del data["image/svg+xml"]
-            n += 1
-    return n
 
 
 CHART_LINK = "dtype-bench/chart"
@@ -118,20 +108,16 @@ relative to the notebook's folder."""
 
 
 def chart_link(target: Path, notebook: Path, alt: str) -> dict:
-    """A display output that shows the chart file ``target`` from the notebook ``notebook`` by a
-    relative link (JupyterLab resolves it beside the notebook; the HTML export rewrites it for
-    the page's folder): a compacted study keeps each chart once, as its file."""
-    from html import escape
+    """A display output that shows the chart file ``target`` from ``notebook`` by a relative link
+    (``export_html`` rewrites it for the page's folder)."""
     href = Path(os.path.relpath(target, notebook.parent)).as_posix()
     return {"output_type": "display_data", "metadata": {CHART_LINK: href},
-            "data": {"text/html": f'<a href="{escape(href)}"><img src="{escape(href)}" alt="{escape(alt)}"></a>',
-                     "text/plain": f"<chart: {alt}>"}}
+            "data": {"text/html": _img(href, alt), "text/plain": f"<chart: {alt}>"}}
 
 
 def _relink_charts(nb, notebook: Path, html: Path) -> None:
-    """The ``chart_link`` outputs of ``nb`` (read from ``notebook``) pointed at their file from
-    the page ``html`` instead."""
-    from html import escape, unescape
+    """The ``chart_link`` outputs of ``nb`` (read from ``notebook``) pointed at from the page ``html``."""
+    from html import unescape
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             rel = (out.get("metadata") or {}).get(CHART_LINK)
@@ -140,12 +126,11 @@ def _relink_charts(nb, notebook: Path, html: Path) -> None:
             href = Path(os.path.relpath(notebook.parent / rel, html.parent)).as_posix()
             m = re.search(r'alt="([^"]*)"', str((out.get("data") or {}).get("text/html") or ""))
             alt = unescape(m.group(1)) if m else Path(rel).stem.replace("_", " ")
-            out["data"]["text/html"] = f'<a href="{escape(href)}"><img src="{escape(href)}" alt="{escape(alt)}"></a>'
+            out["data"]["text/html"] = _img(href, alt)
 
 
 def _png_titles(nb) -> dict[str, str]:
-    """Alternative text for each PNG output, keyed by the start of its data: a chart's title
-    (its text/plain is ``<chart: title>``), else the output's plain text."""
+    """Alternative text for each PNG output, keyed by the start of its data."""
     titles = {}
     for cell in nb.cells:
         for out in cell.get("outputs", []):
@@ -170,8 +155,8 @@ def with_alt_text(body: str, titles: dict[str, str]) -> str:
 
 
 def coalesce_streams(outputs: list) -> list:
-    """Merge consecutive stdout/stderr chunks and keep what a terminal would show after
-    each carriage return (a tqdm bar is dozens of redraws)."""
+    """Merge consecutive stream chunks and keep what a terminal shows after each carriage
+    return (nbconvert's own coalescing keeps a bar's erasure rather than its last drawing)."""
     merged: list = []
     for out in outputs:
         if out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream" \
@@ -193,8 +178,7 @@ def _last_drawn(line: str) -> str:
 
 
 def study_overview(study_dir: Path) -> tuple[dict, str]:
-    """The overview charts of a study (``analysis.report.write_overview``, written under
-    ``<study>/overview/plots``), or why there are none."""
+    """The overview charts of a study (``analysis.report.write_overview``), or why there are none."""
     from benchlib.analysis.report import write_overview
     try:
         return write_overview(study_dir), ""
@@ -206,22 +190,17 @@ def study_overview(study_dir: Path) -> tuple[dict, str]:
 
 
 RUN_PAGES_MAX = 20
-"""A fresh study of more runs gets no HTML page per run (a page repeats its notebook, ~110 kB): its
-runs link nothing. A compacted study keeps a few example run notebooks: each gets its page."""
+"""A fresh study of more runs gets no HTML page per run (~110 kB each)."""
 
 
 def export_study_html(study_dir: Path, items: list | None = None, analysis: list[Path] | None = None,
                       overview: bool | dict = True, css_root: Path | None = None, run_pages: bool = True) -> Path:
-    """``<study>/html/``: ``index.html``, read as the reference reports read, the answer first
-    (``report.answer_markdown``: scope box and config x scenario table), then where each config
-    breaks, speed and memory, and the detail (flips, the analysis pages, every run with its
-    cell's verdict); a page per analysis notebook and per run notebook (``overview``: True draws
-    the overview charts from the records, a dict ``study_overview`` gives them as files, False:
-    none). A run gets a page where its notebook exists and the study is compacted (its kept
-    examples) or has at most ``RUN_PAGES_MAX`` runs (and ``run_pages``); the others link nothing.
-    ``items`` (each with ``run_id``, ``notebook``, ``result``): by default every record's run;
-    ``analysis``: by default the notebooks in ``<study>/analysis``; ``css_root``: where the pages'
-    shared style sheet goes (default ``html/``)."""
+    """``<study>/html/``: ``index.html`` and a page per analysis notebook and per run notebook
+    (where it exists and the study is compacted or has at most ``RUN_PAGES_MAX`` runs and
+    ``run_pages``); returns the index. ``overview``: True draws the overview charts, a dict
+    (``study_overview``'s) gives them, False: none. ``items`` (each with ``run_id``, ``notebook``,
+    ``result``): default every record's run; ``analysis``: default ``<study>/analysis/*.ipynb``;
+    ``css_root``: where the shared style sheet goes (default ``html/``)."""
     from benchlib.core.records import RECORDS_TABLE, load_records
     html_dir = study_dir / "html"
     css_root = css_root or html_dir
@@ -254,9 +233,7 @@ def export_study_html(study_dir: Path, items: list | None = None, analysis: list
 
 
 def record_items(study_dir: Path, records) -> list:
-    """One item per record (``run_id``: its run folder below ``runs/``, or below the study;
-    ``notebook``, ``result``), in the order of their folders: the runs of a study without the
-    study file that planned them."""
+    """One item per record (``run_id``, ``notebook``, ``result``), in the order of their folders."""
     from types import SimpleNamespace
     items = []
     for rec in records:
@@ -269,8 +246,7 @@ def record_items(study_dir: Path, records) -> list:
 
 
 def prune_css(html_dir: Path) -> list[Path]:
-    """Remove the shared ``notebook-<hash>.css`` files no page links any more (pages exported
-    again with another nbconvert style moved to a new one; ~260 KB each); return them."""
+    """Remove (and return) the shared ``notebook-<hash>.css`` files no page links any more."""
     used = {m for page in html_dir.rglob("*.html") for m in re.findall(r"notebook-[0-9a-f]+\.css", page.read_text())}
     gone = [css for css in html_dir.glob("notebook-*.css") if css.name not in used]
     for css in gone:
@@ -279,8 +255,7 @@ def prune_css(html_dir: Path) -> list[Path]:
 
 
 def _figures(charts: dict, why: str, html_dir: Path) -> dict[str, str]:
-    """Each overview chart as a figure linked from its file (SVG where there is one), its title
-    as the image's alternative text, by name; ``_why``: why there are none."""
+    """Each overview chart as a figure linking its file (SVG first), by name; ``_why``: why none."""
     from html import escape
     if not charts:
         return {"_why": f"<p>No overview charts: {escape(why)}</p>" if why else ""}
@@ -295,8 +270,7 @@ def _figures(charts: dict, why: str, html_dir: Path) -> dict[str, str]:
 
 
 def _markdown(lines: list[str]) -> str:
-    """Markdown as HTML (nbconvert's own renderer), each answer cell marked with its verdict's
-    colour."""
+    """Markdown as HTML (nbconvert's renderer), each answer cell marked with its verdict's colour."""
     import mistune
     body = mistune.create_markdown(escape=False, plugins=["table"])("\n".join(lines))
     return re.sub(r"<td><strong>(\w[\w ]*)", lambda m: f'<td class="v-{m.group(1).replace(" ", "-")}"><strong>'
@@ -304,9 +278,8 @@ def _markdown(lines: list[str]) -> str:
 
 
 def _answer_html(study_dir: Path, figures: dict) -> tuple[str, str]:
-    """The answer section (``report.answer_markdown``: the answer table with id ``answer``) and
-    the speed-and-memory section (absolute speed, the study's speed chart or, where its speed
-    comes from the speed study beside it, a link to that study's report), or why there is none."""
+    """The answer section (``report.answer_markdown``) and the speed-and-memory section (or a
+    link to the report of the speed study it takes its speed from), or why there is none."""
     from html import escape
 
     from benchlib.analysis.report import answer_markdown
@@ -325,9 +298,8 @@ def _answer_html(study_dir: Path, figures: dict) -> tuple[str, str]:
 
 
 def _verdicts(study_dir: Path) -> tuple[dict, dict]:
-    """From the study's ``comparison.json`` (the Findings' source): (scenario, config) -> the
-    answer table's mark of its verdict, and run id -> (health, reason) of each run that is not
-    healthy; empty where there is no comparison."""
+    """From ``comparison.json``: (scenario, config) -> its verdict's mark, and run id -> (health,
+    reason) of each unhealthy run; empty where there is no comparison."""
     import json
 
     from benchlib.analysis.answer import mark
@@ -400,8 +372,7 @@ def _index_html(study_dir: Path, rows: list, analysis: list[Path], figures: dict
 
 
 def baseline_cell(m: dict) -> str:
-    """The trivial baseline's value of the headline quality, its name, and whether the run
-    beat it ('' for records from before baselines)."""
+    """The trivial baseline's value and name, and whether the run beat it ('' where none)."""
     if m.get("baseline/quality") is None:
         return ""
     beat = {True: "beaten", False: "not beaten"}.get(m.get("quality/beats_baseline"), "")

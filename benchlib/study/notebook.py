@@ -1,6 +1,5 @@
-"""Small helpers the notebooks call, so that their cells stay short: show the environment,
-validate the injected parameters into ``RunConfig``, train, plot the curves, show and store
-the result. Notebooks narrate and show; this module (and ``train``) computes.
+"""Helpers the notebooks call, so that their cells stay short: show the environment, validate
+the injected parameters, train, plot the curves, show the result.
 """
 from __future__ import annotations
 
@@ -17,16 +16,15 @@ from benchlib.core.env import STATIC_CHARTS_ENV
 from benchlib.study.html_export import fmt
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
-# The result record inside an executed notebook: a display output of this JSON mime type.
 NOTEBOOK_FOR = {"lm": "01_train_lm.ipynb", "cls": "02_train_cls.ipynb"}
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
 _PARAM_TYPES = (str, int, float, bool, type(None), dict, list)
 
 
 def show_environment(when: bool = True) -> None:
-    """Print where this notebook runs: device, versions, commit, date (and let tables show
-    their text columns in full). ``when=False`` (the analysis notebooks) leaves out the date
-    and host, so that analysing the same records at the same commit writes the same notebook."""
+    """Print where this notebook runs: device, versions, commit, date. ``when=False`` (analysis
+    notebooks) leaves out date and host, so the same records at the same commit give the same
+    notebook."""
     from benchlib.core import env
     pd.set_option("display.max_colwidth", 200)
     device = env.pick_device("auto")
@@ -43,8 +41,7 @@ def show_environment(when: bool = True) -> None:
 
 
 def repo_path(path: str | Path) -> str:
-    """A path as a notebook shows it: relative to the repository when inside it, so an executed
-    notebook reads the same on every machine."""
+    """A path as a notebook shows it: relative to the repository when inside it."""
     from benchlib.core.env import REPO_ROOT
     p = Path(path).resolve()
     try:
@@ -54,18 +51,15 @@ def repo_path(path: str | Path) -> str:
 
 
 def notebook_params(namespace: dict) -> dict:
-    """The plain-data globals of a notebook: its parameters cell plus whatever papermill
-    injected (which papermill never checks against the parameters cell)."""
+    """The plain-data globals of a notebook: its parameters and what papermill injected."""
     return {k: v for k, v in namespace.items()
             if not k.startswith("_") and k not in _IPYTHON_NAMES and isinstance(v, _PARAM_TYPES)}
 
 
 def validate_params(namespace: dict, family: str | None = None) -> ResolvedRun:
-    """Turn the notebook's parameters into the typed, resolved configuration (``ResolvedRun``);
-    an unknown key or a bad value fails here, naming it. ``run_config`` (what a sweep injects:
-    the run's whole resolved configuration) stands for every other parameter; a study file
-    given with ``papermill -f params/X.yaml`` contributes its settings and its overrides for
-    this notebook's scenario."""
+    """The notebook's parameters as a ``ResolvedRun``; an unknown key or bad value fails, named.
+    ``run_config`` (a sweep's) stands for every other parameter; a study file given with
+    ``papermill -f`` contributes its settings and overrides for this notebook's scenario."""
     params = notebook_params(namespace)
     given = params.pop("run_config", None)
     meta = {k: params.pop(k) for k in STUDY_KEYS if k in params}
@@ -97,9 +91,8 @@ SHOWN = ("scenario", "config", "seed", "size", "steps", "batch_size", "grad_accu
 
 
 def show_config(cfg: ResolvedRun) -> pd.DataFrame:
-    """The run's main settings (size defaults filled in) and any other setting that differs
-    from its default, then the dtype configuration's fields that the training step reads.
-    The record stored at the end holds every setting."""
+    """The run's main settings and any other that differs from its default, then the dtype
+    configuration's fields."""
     r, defaults = cfg.to_dict(), RunConfig().to_dict()
     keys = list(SHOWN) + [k for k in r if k not in SHOWN and r[k] != defaults[k]]
     print(f"{cfg.run_id}: {cfg.dtype.description}")
@@ -109,11 +102,9 @@ def show_config(cfg: ResolvedRun) -> pd.DataFrame:
 
 
 def default_out_dir(cfg: RunConfig, many: bool = False) -> Path:
-    """Where a run's ``result.json`` goes when ``out_dir`` is not given: the kernel's working
-    directory (papermill runs it where it is started, so the record lands next to the
-    executed notebook); from the repository's root or its source ``notebooks/`` folder
-    (JupyterLab, or ``papermill notebooks/01_train_lm.ipynb out.ipynb`` typed at the root) it
-    goes to the git-ignored ``runs/<run id>/`` instead, so the sources stay clean."""
+    """Where a run's record goes without ``out_dir``: the kernel's working directory (beside the
+    executed notebook), but the git-ignored ``runs/<run id>/`` from the repository's root or its
+    ``notebooks/`` folder, so the sources stay clean."""
     here = Path.cwd()
     if (here / NOTEBOOK_FOR["lm"]).exists() and (here.parent / "benchlib").is_dir():
         return here.parent / "runs" / cfg.run_id
@@ -169,17 +160,13 @@ CURVES = {"loss": "training loss", "grad_norm": "gradient L2 norm (pre-clip)", "
 
 
 MAX_POINTS = 120
-"""A curve's points at most, as in the analysis notebooks' loss curves: longer logs are binned by
-step (``curves_frame``), under Altair's 5,000-row limit and small in every executed notebook."""
+"""A curve's points at most: longer logs are binned by step (``curves_frame``)."""
 BIN_AGG = {"loss": "mean", "grad_norm": "max", "loss_scale": "min"}
-"""How a bin summarises its steps: the mean loss, the largest gradient norm (a spike stays
-visible) and the smallest loss scale (a back-off stays visible)."""
+"""How a bin summarises its steps (a gradient spike and a loss-scale back-off stay visible)."""
 
 
 def curves_frame(steps: pd.DataFrame, label: str = "", max_points: int = MAX_POINTS) -> pd.DataFrame:
-    """Tidy (step, metric, value, run) rows of the per-step log; non-finite values dropped.
-    With more than ``max_points`` steps, steps are binned (``BIN_AGG``) and ``step`` is each
-    bin's first step."""
+    """Tidy (step, metric, value, run) rows of the step log, finite values only, ``bin_curves``-binned."""
     if steps.empty or "loss" not in steps:
         return pd.DataFrame(columns=["step", "metric", "value", "run"])
     train_rows = steps[steps["eval"].isna()] if "eval" in steps else steps  # eval rows hold no loss
@@ -191,7 +178,8 @@ def curves_frame(steps: pd.DataFrame, label: str = "", max_points: int = MAX_POI
 
 
 def bin_curves(long: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFrame:
-    """``curves_frame``'s rows binned by step to at most ``max_points`` per (run, metric)."""
+    """``curves_frame``'s rows binned by step (``BIN_AGG``) to at most ``max_points`` per (run,
+    metric), ``step`` each bin's first."""
     width = math.ceil(long.groupby(["run", "metric"])["step"].nunique().max() / max_points) if len(long) else 1
     if width <= 1:
         return long
@@ -201,8 +189,8 @@ def bin_curves(long: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFrame
 
 
 def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None):
-    """Loss, gradient norm and loss scale against the step, one panel each (log y for the
-    last two: they span orders of magnitude). No loss-scale panel when it is 1 throughout."""
+    """Loss, gradient norm and loss scale (where not 1 throughout) against the step, a panel
+    each, log y for the last two."""
     import altair as alt
     panels = []
     for metric, label in CURVES.items():
@@ -222,16 +210,12 @@ def curves_chart(frame: pd.DataFrame, title: str = "", color: str | None = None)
 
 
 def show_chart(chart, interactive: bool = True) -> None:
-    """Display an Altair chart the one way every notebook does (``analysis.charts.show``): the
-    Vega-Lite spec, interactive in JupyterLab, plus a PNG for static viewers and the HTML export.
-    ``interactive=False``: an SVG alone (a run's curves: the spec would copy its steps.jsonl
-    into every executed notebook of a study, and the PNG is three times the SVG)."""
+    """Display an Altair chart as every notebook does (``analysis.charts.show``): the spec plus a
+    PNG; ``interactive=False``: an SVG alone (a run's curves: the spec would copy its step log)."""
     from IPython.display import display
 
     from benchlib.analysis.charts import show
     display(show(chart, static="png" if interactive else "svg", interactive=interactive))
-
-
 
 
 def plot_curves(result: TrainResult) -> None:
@@ -272,8 +256,7 @@ def _versus(m: dict, name: str) -> str | None:
 
 
 def data_line(rec: dict, evaluated: bool = True) -> str:
-    """Real data: where it came from, which rule made its validation split, and (``evaluated``)
-    how much of it the quality numbers cover ('' for the embedded synthetic data)."""
+    """Real data's source, validation split rule and (``evaluated``) evaluated share; '' for synthetic."""
     d = rec.get("data") or {}
     if d.get("source") in (None, "synthetic"):
         return ""
@@ -284,9 +267,8 @@ def data_line(rec: dict, evaluated: bool = True) -> str:
 
 
 def result_summary(result: TrainResult | dict) -> str:
-    """A few lines on what the run says: its status with the reason, the learned metric (and
-    the headline quality) next to the trivial baseline's and whether the run beat it, and the
-    forensic counters' means where the record has them."""
+    """A few lines on the run: status and reason, data, quality against the trivial baseline,
+    forensic means, served precisions."""
     rec = result.record if isinstance(result, TrainResult) else result
     m = rec.get("metrics") or {}
     reason = (rec.get("reason") or "").strip()
@@ -325,8 +307,8 @@ def show_result(result: TrainResult) -> pd.DataFrame:
 
 
 def result_table(result: TrainResult) -> pd.DataFrame:
-    """The record's headline metrics, then every quality metric with its trivial baseline's
-    value and standard error where recorded, then the forensic means; each with its meaning."""
+    """The record's headline metrics, quality metrics (with baseline and standard error where
+    recorded) and forensic means, each with its meaning."""
     from benchlib.core.records import METRICS
     rec, m = result.record, result.record["metrics"]
     rows = [("status", rec["status"], None, None, (rec["reason"] or "").strip())]

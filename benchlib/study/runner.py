@@ -1,22 +1,16 @@
-"""One run of a study as every executor runs it: the plan (``Item``: what executes and where its
-files go, the pretrain stage first), each run's state on resume, what it is handed
-(``run_config``) and its execution into a record, with an ``error`` record for a notebook that
-died before writing one; the sweep's word on a run goes into its sidecar (``sweep_says``).
+"""One run of a study as every executor runs it: the plan (``Item``, the pretrain stage first),
+each run's state on resume, what it is handed (``run_config``) and its execution into a record
+(an ``error`` record for a notebook that died before writing one); the sweep's word on a run
+goes into its sidecar (``sweep_says``).
 
-A study's ``pretrain:`` stage (``studyfile``) runs first, into ``executed/<study>.pretrain/``
-(beside the study's folder: its records never enter the analysis), each run saving its model to
-``<arch>/model``, which the runs with ``model_name_or_path: pretrained`` load (``Item.needs``).
-An arch pretrained in phases has a run per phase (``pretrain/<arch>/phase<k>``), each starting
-from the one before; a phase that runs again makes the later ones, and the runs that load the
-last, stale. A run whose checkpoint is missing gets a ``skipped`` record (``sweep.waiting_for``)
-and the next sweep retries it; a degraded or stalled pretrain run still hands its checkpoint on,
-with a warning.
-
-Records carried from another machine (``dtype-bench pack`` / ``unpack``) resume as if made here:
-no absolute path decides a state. Checkpoints are never carried: a pretrain item whose record is
-here but not its model, and which a run still to run loads, is trained again (``remake``); its
-record lists the lost checkpoint's date under ``sweep.lost_checkpoints``, so the runs that
-loaded the lost one stay finished.
+The ``pretrain:`` stage runs first, into ``executed/<study>.pretrain/`` (outside the analysis),
+each run saving ``<arch>/model``, which runs with ``model_name_or_path: pretrained`` load
+(``Item.needs``); a phase that runs again makes the later ones and their runs stale. A run
+whose checkpoint is missing gets a ``skipped`` record (``sweep.waiting_for``) and the next sweep
+retries it. Records carried from another machine resume as if made here (no absolute path
+decides a state); checkpoints are never carried: a lost one that a run still needs is trained
+again (``remake``), its record listing the lost one's date under ``sweep.lost_checkpoints`` so
+that the runs that loaded it stay finished.
 """
 from __future__ import annotations
 
@@ -40,12 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = REPO / "notebooks"
 NOTEBOOKS = {"lm": NOTEBOOK_DIR / "01_train_lm.ipynb", "cls": NOTEBOOK_DIR / "02_train_cls.ipynb"}
 TAIL_LINES = 25
-# The reason of a run skipped because the checkpoint it loads is not there (yet); such a
-# record also carries sweep.waiting_for, and resume runs it again (state "waiting").
-WAITING = "waiting for the pretrained checkpoint"
-# A pretrain run whose record ends in one of these hands its checkpoint on: one that did not
-# beat its trivial baseline (stalled) or got worse after its best (degraded) still trained to
-# the end and saved its model (with a warning); a diverged one did not.
+WAITING = "waiting for the pretrained checkpoint"  # the reason of a run skipped for want of it
+# A pretrain run ending stalled or degraded still saved its model (used, with a warning)
 USABLE_PRETRAIN = COMPLETED
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -88,6 +78,14 @@ class Item:
         return not self.state.startswith("done")
 
 
+def readable(item: Item) -> dict | None:
+    """The item's record, or None where it has none or it is unreadable."""
+    try:
+        return read_record(item.result)
+    except CorruptRecord:
+        return None
+
+
 def source_notebook(scenario: str) -> Path:
     return next(NOTEBOOKS[g] for g, members in GROUPS.items() if scenario in members)
 
@@ -98,9 +96,7 @@ def pretrain_root(study: Study, root: Path) -> Path:
 
 
 def plan(study: Study, root: Path) -> list[Item]:
-    """The pretrain items first, phase by phase (every arch's phase 1, then phase 2, ...), each
-    later phase needing the one before; then the study's runs, with ``pretrained`` resolved to
-    the model directory of its arch's last phase."""
+    """The pretrain items first, phase by phase, then the study's runs (``pretrained`` resolved)."""
     pre = {arch: pretrain_items(study, root, arch) for arch in ARCHS if arch in study.pretrain}
     checkpoints = {arch: _rel(phases[-1].model_dir) for arch, phases in pre.items()}
     items = []
@@ -116,8 +112,7 @@ def plan(study: Study, root: Path) -> list[Item]:
 
 
 def pretrain_items(study: Study, root: Path, arch: str) -> list[Item]:
-    """The items of ``arch``'s pretrain phases, in order; the last one's files are where a
-    single pretrain run's go."""
+    """The items of ``arch``'s pretrain phases, in order."""
     base, n, out = pretrain_root(study, root), study.pretrain_phases(arch), []
     for k in range(1, n + 1):
         name, label = (arch, f"pretrain/{arch}") if k == n else (f"{arch}.phase{k}", f"pretrain/{arch}/phase{k}")
@@ -131,8 +126,7 @@ def pretrain_items(study: Study, root: Path, arch: str) -> list[Item]:
 
 
 def _set_state(item: Item) -> None:
-    """The item's state from its record; one that loads a checkpoint is stale when that was
-    (or is about to be) trained again."""
+    """The item's state from its record (stale where its checkpoint is trained again)."""
     item.state, item.detail = run_state(item)
     if item.needs is not None and not item.todo:
         changed = checkpoint_changed(item)
@@ -141,19 +135,17 @@ def _set_state(item: Item) -> None:
 
 
 def checkpoint_changed(item: Item) -> str:
-    """Why a finished run that loads a pretrain checkpoint must run again, or ''. A checkpoint
-    made again because it was lost (``remake``) is the same training: it changes nothing."""
+    """Why a finished run that loads a pretrain checkpoint must run again, or '' (a ``remake``
+    of a lost checkpoint changes nothing)."""
     pre = item.needs
     if pre.todo and pre.state != "remake":
         return f"its pretrain run {pre.run_id} runs again"
-    try:
-        used = (read_record(item.result).get("sweep") or {}).get("pretrained") or {}
-        now = read_record(pre.result)
-    except CorruptRecord:
+    mine, now = readable(item), readable(pre)
+    if mine is None or now is None:
         return ""
-    # the checkpoint on disk says which training made it: a remade one whose record this copy
-    # of the study does not have (a GPU host that gets the committed record back with every
-    # job keeps its own model/) is the one its runs loaded, not a retrained one
+    used = (mine.get("sweep") or {}).get("pretrained") or {}
+    # the checkpoint on disk says which training made it (a host may keep a remade model/ whose
+    # record it does not have)
     on_disk = (read_meta(pre.model_dir) or {}).get("date") if is_complete(pre.model_dir) else None
     dates = {now["env"].get("date"), on_disk, *((now.get("sweep") or {}).get("lost_checkpoints") or [])} - {None}
     if used.get("date") and now["env"].get("date") and used["date"] not in dates:
@@ -162,19 +154,14 @@ def checkpoint_changed(item: Item) -> str:
 
 
 def checkpoint_lost(pre: Item) -> bool:
-    """The pretrain item's record says it made a usable checkpoint, and the checkpoint is not
-    here (its record was carried from another machine without it)."""
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
-        return False
-    return rec["status"] in USABLE_PRETRAIN and not is_complete(pre.model_dir)
+    """The pretrain item's record says it made a usable checkpoint, which is not here."""
+    rec = readable(pre)
+    return rec is not None and rec["status"] in USABLE_PRETRAIN and not is_complete(pre.model_dir)
 
 
 def remake_lost(items: list[Item]) -> list[Item]:
-    """Mark ``remake`` the finished pretrain items among ``items`` whose checkpoint is lost and
-    which an item still to run loads or starts from (a remade last phase needs its earlier
-    phases' checkpoints too); return them."""
+    """Mark ``remake`` (and return) the finished pretrain items whose checkpoint is lost and which
+    an item still to run loads or starts from."""
     remade: list[Item] = []
     for item in reversed(items):  # the runs, then the pretrain phases from the last
         pre = item.needs
@@ -186,9 +173,8 @@ def remake_lost(items: list[Item]) -> list[Item]:
 
 def pretrain_problem(pre: Item) -> str | None:
     """Why the pretrain item's checkpoint cannot be loaded, or None."""
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
+    rec = readable(pre)
+    if rec is None:
         return f"pretrain run {pre.run_id} has no readable record ({_rel(pre.result)})"
     if rec["status"] not in USABLE_PRETRAIN:
         return f"pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']}: {_last_line(rec.get('reason'))[:200]}"
@@ -199,13 +185,9 @@ def pretrain_problem(pre: Item) -> str | None:
 
 
 def pretrain_warning(pre: Item) -> str | None:
-    """A warning line when a pretrain item's checkpoint is usable but its run did not end ok
-    (degraded, stalled), else None."""
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
-        return None
-    if rec["status"] == "ok" or rec["status"] not in USABLE_PRETRAIN or pretrain_problem(pre):
+    """A warning where a pretrain checkpoint is used though its run ended degraded or stalled."""
+    rec = readable(pre)
+    if rec is None or rec["status"] == "ok" or rec["status"] not in USABLE_PRETRAIN or pretrain_problem(pre):
         return None
     return (f"warning: pretrain run {pre.run_id} ({rec['run_id']}) ended {rec['status']}"
             f"{': ' + _last_line(rec.get('reason'))[:200] if rec.get('reason') else ''}; its checkpoint is "
@@ -220,9 +202,8 @@ def clear(out_dir: Path) -> None:
 
 
 def sweep_says(out_dir: Path, rec: dict, written: bool = True, **keys) -> dict:
-    """``rec`` with ``keys`` (``sweep``; ``status`` and ``reason`` where the notebook failed)
-    laid over it in its sidecar (``records.SIDECAR``); a record that training did not write (an
-    ``error_record``: ``written`` False) is written first."""
+    """``rec`` with ``keys`` laid over it in its sidecar (``records.SIDECAR``); a record training
+    did not write (``written`` False) is written first."""
     if not written:
         write_record(out_dir, rec)
     write_sidecar(out_dir, rec, **keys)
@@ -243,9 +224,8 @@ def is_waiting(rec: dict) -> bool:
 
 
 def run_state(item: Item) -> tuple[str, str]:
-    """done:<status> (skipped on resume), or why it runs: new / error / corrupt / stale /
-    unfinished (a record the sweep did not complete) / waiting (skipped for want of its
-    pretrained checkpoint)."""
+    """(state, detail): done:<status> (skipped on resume), or why it runs: new / error / corrupt
+    / stale / unfinished / waiting."""
     if not item.result.exists():
         return "new", ""
     try:
@@ -256,14 +236,12 @@ def run_state(item: Item) -> tuple[str, str]:
         return "waiting", _last_line(rec.get("reason"))
     if rec["status"] not in FINISHED:
         return "error", _last_line(rec.get("reason"))
-    # where the pretrain stage's checkpoint lies depends on the machine; which one a run loaded
-    # is its sweep.pretrained (checkpoint_changed)
+    # where the checkpoint lies depends on the machine (which one it loaded: checkpoint_changed)
     changed = stale_keys(rec, item.spec.params, ("model_name_or_path",) if item.needs is not None else ())
     if changed:
         return "stale", "parameters changed: " + ", ".join(changed)
     if "sweep" not in rec:
-        # training wrote its record but the notebook around it never finished (the sweep was
-        # killed, e.g. by a time limit, before it could add its own entry): run it again
+        # training wrote its record but the notebook around it never finished: run it again
         return "unfinished", "the record has no sweep entry: its notebook did not finish"
     return f"done:{rec['status']}", ""
 
@@ -273,16 +251,13 @@ READING_KEYS = ("judge_quality",)
 
 
 def refresh_reading(items: list[Item]) -> list[tuple[Item, dict]]:
-    """Finished runs whose record holds other ``READING_KEYS`` than the study asks now: the
-    record's ``run`` section takes the study's values (the old ones kept under
-    ``run_reading_was``) and the run is not trained again. Returns (item, {key: (old, new)})."""
+    """Finished runs whose record holds other ``READING_KEYS`` than the study asks: the record's
+    ``run`` takes the study's values (the old under ``run_reading_was``), nothing trains again.
+    Returns (item, {key: (old, new)})."""
     done = []
     for item in items:
-        if item.todo or not item.result.exists():
-            continue
-        try:
-            rec = read_record(item.result)
-        except CorruptRecord:
+        rec = None if item.todo else readable(item)
+        if rec is None:
             continue
         had = {k: rec["run"].get(k, RunConfig.__dataclass_fields__[k].default) for k in READING_KEYS}
         changed = {k: (had[k], getattr(item.spec.cfg, k)) for k in READING_KEYS if had[k] != getattr(item.spec.cfg, k)}
@@ -294,8 +269,7 @@ def refresh_reading(items: list[Item]) -> list[tuple[Item, dict]]:
 
 
 def stale_keys(rec: dict, params: dict, skip: tuple = ()) -> list[str]:
-    """Settings of the study that the record was not run with (the study file changed), but
-    for ``skip`` and the run's place (``out_dir``, which differs between machines)."""
+    """Settings of the study that the record was not run with, but for ``skip`` and its place."""
     # run holds what was trained (the data's vocabulary and labels); data.asked what was asked
     ran = {**flatten(rec.get("run", {})), **((rec.get("data") or {}).get("asked") or {})}
     skip = ("out_dir", "extra", "scenario", "config", "state_every", *READING_KEYS, *skip)
@@ -304,21 +278,19 @@ def stale_keys(rec: dict, params: dict, skip: tuple = ()) -> list[str]:
 
 
 def _inapplicable(key: str, asked, ran: dict) -> bool:
-    """A request the run could not apply, which it records as off: CUDA graphs replay compiled
-    CUDA steps only (``cudagraphs: true`` for a scenario also reaches its uncompiled
-    bf16_no_compile and CPU runs). Running it again would record the same."""
+    """A request the run could not apply and records as off (CUDA graphs of an uncompiled or CPU
+    run): running it again would record the same."""
     return key == "cudagraphs" and asked is True and (ran.get("compile") == "off" or ran.get("device") != "cuda")
+
 
 # ---- executing one run ----------------------------------------------------------------
 def run_config(item: Item) -> dict:
-    """What every run is handed, by notebook, cell or Slurm task alike: its resolved
-    configuration (``runconfig.ResolvedRun``) with its folder, as one mapping."""
+    """What every run is handed (notebook, cell or Slurm task): its resolved configuration."""
     return resolved(item.spec.cfg).replace(out_dir=_rel(item.out_dir)).to_dict()
 
 
 def papermill_command(item: Item) -> list[str]:
-    """The papermill command of one run: ``run_config`` injected as the notebook's one
-    parameter of that name. Paths are relative to the current directory where possible."""
+    """The papermill command of one run: ``run_config`` injected as the notebook's parameter."""
     import yaml
     inline = yaml.safe_dump({"run_config": run_config(item)}, default_flow_style=True, sort_keys=False, width=1 << 20)
     return ["papermill", _rel(source_notebook(item.spec.cfg.scenario)), _rel(item.notebook), "-y", inline.strip()]
@@ -340,35 +312,26 @@ def _rel(p: Path) -> str:
 
 
 def kernel_env(slot: dict) -> dict:
-    """The run's environment: this benchlib importable from the kernel, the slot's GPU, charts
-    of runs and analysis as static images (``charts.STATIC_CHARTS_ENV``)."""
+    """The run's environment: this benchlib importable, the slot's GPU, static charts."""
     from benchlib.core.env import STATIC_CHARTS_ENV
     env = dict(os.environ, **slot, PYTHONUNBUFFERED="1", **{STATIC_CHARTS_ENV: "1"})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
 
 
-# papermill's own command line, without rfc3987_syntax (jsonschema builds its grammar, ~1.4 s,
-# for "iri" formats no schema here uses) and with SIGUSR2 ignored (inherited by the kernel): a
-# scheduler's warning before a time limit is for the task around papermill, which writes the record.
+# papermill's command line without rfc3987_syntax (~1.4 s of grammar for no schema here) and with
+# SIGUSR2 ignored: a scheduler's warning is for the task around papermill, which writes the record.
 PAPERMILL_MAIN = ("import sys, signal; sys.modules.setdefault('rfc3987_syntax', None); "
                   "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
                   "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
 
 
-RUNNING: set = set()
-"""The papermill processes running now (``execute``): what a time budget's deadline interrupts
-(``budget.Budget.watch``)."""
-
-
-START_TIMEOUT_S = 300
-"""How long papermill waits for a run's kernel to answer (its default, 60 s, is not enough for
-twelve runs starting together on a 16-core GPU host)."""
+RUNNING: set = set()  # the processes running now: what a time budget's deadline interrupts
+START_TIMEOUT_S = 300  # papermill's wait for a kernel (its 60 s: too short for 12 starting together)
 
 
 def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) -> int:
-    """Run papermill as a child process, its output to ``log``; Ctrl-C reaches it too
-    (same process group), and we wait for it to shut its kernel down."""
+    """Run papermill as a child process, its output to ``log`` (``execute_argv``)."""
     argv = [sys.executable, "-c", PAPERMILL_MAIN, *cmd[1:], "--no-progress-bar", "--start-timeout", str(START_TIMEOUT_S)]
     if timeout:
         argv += ["--execution-timeout", str(timeout)]
@@ -377,7 +340,7 @@ def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) ->
 
 def execute_argv(argv: list[str], env: dict, log: Path, timeout: float | None = None) -> int:
     """Run ``argv`` as a child process (one of ``RUNNING``), its output to ``log``, killed after
-    ``timeout`` seconds (exit -9)."""
+    ``timeout`` seconds (exit -9); Ctrl-C reaches it too and we wait for it to stop."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
@@ -411,8 +374,7 @@ def log_tail(log: Path, n: int = TAIL_LINES) -> str:
 
 
 def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
-    """A complete ``error`` record (every key ``records.validate`` requires) for a run whose
-    notebook died before writing one."""
+    """A complete ``error`` record for a run whose notebook died before writing one."""
     import torch
 
     from benchlib.core.env import pick_device
@@ -427,9 +389,8 @@ def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
 
 def run_one(item: Item, slot: dict, timeout: int | None = None,
             sweep_extra: dict | None = None) -> dict:
-    """Execute one run's notebook and return its record; a failed notebook becomes an
-    ``error`` record holding the last lines of papermill's output. ``sweep_extra`` goes into
-    the record's ``sweep`` entry (in its sidecar, as every word of the sweep on a run)."""
+    """Execute one run's notebook and return its record (an ``error`` one with papermill's last
+    lines where it failed); ``sweep_extra`` goes into the record's ``sweep`` entry."""
     clear(item.out_dir)
     log = item.out_dir / "papermill.log"
     t0 = time.perf_counter()
@@ -466,11 +427,9 @@ def run_one(item: Item, slot: dict, timeout: int | None = None,
 
 def execute_unit(unit: list[Item], slot: dict, timeout: int | None = None,
                  sweep_extra: dict | None = None, run_cell=None) -> list[tuple[Item, dict]]:
-    """Items of the plan and their records: a pretrain run or a run with a notebook runs its
-    notebook (a unit of one); the runs without (``RunSpec.notebook``) of a ``cell`` go to
-    ``run_cell(items, slot, timeout, sweep_extra)`` (the host's: one process for the cell,
-    ``benchlib.host.cellrun.execute_cell``), or without one each through its notebook. A run
-    that loads a pretrain checkpoint first checks it is there (else a ``waiting`` record)."""
+    """Execute a unit (``cells``) and return [(item, record)]: a run with a notebook through it;
+    the runs without go to ``run_cell(items, slot, timeout, sweep_extra)`` (the host's), else
+    each through its notebook. A run whose checkpoint is missing gets a ``waiting`` record."""
     extra, out, cell = dict(sweep_extra or {}), [], []
     for item in unit:
         if item.stage == "pretrain" and checkpoint_lost(item):  # the runs that loaded the lost one stay valid
@@ -490,17 +449,13 @@ def execute_unit(unit: list[Item], slot: dict, timeout: int | None = None,
 
 
 def loaded(item: Item) -> dict:
-    """The record's ``sweep.pretrained`` of a run that loads a pretrain checkpoint: which training
-    made it (its run, record date and model directory)."""
+    """``sweep.pretrained`` of a run that loads a checkpoint: which training made it."""
     pre = item.needs
     if pre is None:
         return {}
-    try:
-        rec = read_record(pre.result)
-    except CorruptRecord:
-        return {"pretrained": None}
-    return {"pretrained": {"run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"),
-                           "model": _rel(pre.model_dir)}}
+    rec = readable(pre)
+    return {"pretrained": None} if rec is None else {"pretrained": {
+        "run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"), "model": _rel(pre.model_dir)}}
 
 
 def cells(items: list[Item]) -> list[list[Item]]:
@@ -522,30 +477,22 @@ def cells(items: list[Item]) -> list[list[Item]]:
 
 
 def sweep_timing(rec: dict, wall_s: float) -> dict:
-    """What one run cost the sweep: its wall time (papermill, kernel, notebook) and the part
-    that does not scale with steps, ``fixed_s`` = wall - ``time/steps_s`` (kernel start,
-    imports, data, model, compilation and the first step, evaluation, charts, writing)."""
+    """What one run cost the sweep: its wall time and the part that does not scale with steps,
+    ``fixed_s`` = wall - ``time/steps_s``."""
     steps_s = rec.get("metrics", {}).get("time/steps_s")
     return {"wall_s": wall_s, "fixed_s": None if steps_s is None else wall_s - steps_s,
             "notebook_overhead_s": None if rec.get("wall_s") is None else wall_s - rec["wall_s"]}
 
 
-
-
 def steps_share(timings: list[dict], wall_s: float, slots: int = 1) -> float | None:
-    """The share of a sweep's slot time (``slots`` x its wall time) that its runs spent in
-    training steps (each run's wall less its ``fixed_s``), or None when nothing was timed.
-    Runs that failed before a step were not timed, so their cost only lowers the share."""
+    """The share of the sweep's slot time (``slots`` x wall) spent in training steps, or None."""
     steps = sum(t["wall_s"] - t["fixed_s"] for t in timings if t.get("fixed_s") is not None)
     return steps / (wall_s * max(slots, 1)) if wall_s > 0 and timings else None
 
 
 def _mark_interrupted(item: Item) -> None:
-    """Training may have written a finished record before Ctrl-C stopped the notebook; the
-    run is finished only when its notebook is, so the record becomes an ``error``."""
-    try:
-        rec = read_record(item.result)
-    except CorruptRecord:
-        return
-    sweep_says(item.out_dir, rec, status="error",
-               reason=f"interrupted before the notebook finished (training ended {rec['status']!r})")
+    """A run is finished only when its notebook is: a record written before Ctrl-C becomes an error."""
+    rec = readable(item)
+    if rec is not None:
+        sweep_says(item.out_dir, rec, status="error",
+                   reason=f"interrupted before the notebook finished (training ended {rec['status']!r})")

@@ -1,68 +1,36 @@
-"""Study files (``params/*.yaml``): a named matrix of scenarios x dtype configs x seeds,
-with settings shared by every run and per-scenario overrides. A study expands to runs,
-each a fully validated ``RunConfig``; a bad file fails before anything runs, naming the
-file, the key and the valid values.
+"""Study files (``params/*.yaml``): a named matrix of scenarios x dtype configs x seeds, with
+settings shared by every run and per-scenario overrides. A study expands to runs, each a fully
+validated ``RunConfig``; a bad file fails before anything runs, naming the file, the key and the
+valid values.
 
     study: smoke                      # name; default = the file's stem
     description: one line for the reader
     scenarios: [A, D]                 # or: all
     configs: [fp32_baseline, amp_bf16]  # or: full_matrix | core_six | all (also inside a list)
-    seeds: [0, 1, 2]                  # runs are ordered seed-major: all of seed 0 first
-    order: seeds                      # or cells: a (scenario, config)'s seeds back to back
+    seeds: [0, 1, 2]
+    order: seeds                      # ``ORDERS``
     config_seeds: {bf16_no_compile: [0]}  # a config that runs fewer seeds (a subset)
     notebook_seeds: [0]               # seeds whose runs execute a notebook (default: all); the
                                       # others run without one, a cell's seeds in one process
-    analysis: [scenarios]             # what the analysis notebooks answer (``ANALYSES``)
+    analysis: [scenarios]             # ``ANALYSES``
     size: tiny                        # ... any RunConfig key: shared by every run
-    steps: 30
     overrides:                        # later wins: lm (A-B) / cls (C-F) < gpt2 (A, C, E) /
-      lm: {batch_size: 12, grad_accum: 5}  # roberta (B, D, F) < cls.gpt2 etc. < one scenario
-      cls:
-        lr: 2.0e-5
-        roberta: {model_name_or_path: roberta-base}   # = cls.roberta: D and F
-        gpt2: {model_name_or_path: gpt2}              # = cls.gpt2: C and E
+      lm: {batch_size: 12}            # roberta (B, D, F) < cls.gpt2 etc. < one scenario
+      cls: {lr: 2.0e-5, roberta: {model_name_or_path: roberta-base}}   # roberta: = cls.roberta
       D: {steps: 20}
 
-The fine-tuning regime offline: a ``pretrain:`` stage trains each architecture's LM scenario
-(A for GPT-2, B for RoBERTa; any RunConfig keys, over the study's settings and overrides for
-that scenario) and saves it (``save_model``); the value ``pretrained`` of
-``model_name_or_path`` then names that checkpoint for the run's architecture. ``dtype-bench
-sweep`` runs the stage first and puts the checkpoint's directory into the run's config:
+``pretrain:`` (arch -> run settings, or a list of phases run in order) trains each architecture's
+LM scenario (A for GPT-2, B for RoBERTa) over the study's settings and overrides for it and saves
+the model; ``model_name_or_path: pretrained`` then names the last phase's checkpoint for the run's
+architecture. Phase k > 1 starts from phase k-1's checkpoint (so names no ``model_name_or_path``)
+and takes ``scenario``, ``config`` and ``seed`` from phase 1 unless it sets them; every other key
+comes from the study, then the phase's own keys.
 
-    pretrain:
-      gpt2: {scenario: A, config: amp_bf16, steps: 2000}
-      roberta: {scenario: B, config: amp_bf16, steps: 2000}
-    overrides:
-      cls: {model_name_or_path: pretrained}
-
-An architecture's pretraining may be a list of phases, run in order (BERT's schedule: short
-sequences first, then long ones). Phase k > 1 starts from phase k-1's checkpoint (so it names
-no ``model_name_or_path`` of its own) and takes ``scenario``, ``config`` and ``seed`` from phase
-1 unless it sets them; every other key comes, as for a single run, from the study's settings
-and overrides for the LM scenario, then the phase's own keys (nothing from the phase before).
-The last phase's checkpoint is the one ``pretrained`` names:
-
-    pretrain:
-      roberta:
-        - {scenario: B, config: amp_bf16, seq_len: 128, batch_size: 128, steps: 12600, min_lr_ratio: 1.0}
-        - {seq_len: 512, batch_size: 64, steps: 1700, warmup_steps: 100}
-
-Multi-process runs (seed documents 003 and 004: ``params/scaling.yaml``, ``params/fsdp.yaml``):
-``arms:`` names settings laid over every run of the matrix, last (over the overrides), usually
-``dist``; an arm may name its own ``config``. Each arm's runs go to ``runs/<arm>/...``, and the
-sweep launches torchrun for the ones that need it:
-
-    arms:
-      single: {}
-      ddp_2: {dist: {strategy: ddp, nproc: 2}}
-      fsdp2_tuned_2: {dist: {strategy: fsdp2, nproc: 2, compile_unit: blocks, reshard: none}}
-      ddp_fp32: {config: fp32_baseline, dist: {strategy: ddp, nproc: 2}}
-
-Where the runs execute (``--executor local|slurm`` of the sweep) and with which resources:
-an ``executor:`` section, ``benchlib.study.executor``.
-
-The same file is also a papermill parameters file (``papermill ... -f params/smoke.yaml``):
-the training notebooks apply its settings and overrides for their own scenario.
+``arms:`` (name -> settings laid over every run of the matrix, last; usually ``dist``, and an arm
+may name its own ``config``) runs the matrix once per arm into ``runs/<arm>/...``, e.g.
+``{single: {}, ddp_2: {dist: {strategy: ddp, nproc: 2}}}``. ``executor:``: where the sweep's runs
+execute (``benchlib.study.executor``). The file is also a papermill parameters file (``-f``): the
+training notebooks apply its settings and overrides for their own scenario.
 """
 from __future__ import annotations
 
@@ -82,17 +50,14 @@ from benchlib.study.executor import ExecutorSettings
 STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "order", "config_seeds", "notebook_seeds",
               "overrides", "pretrain", "arms", "executor", "analysis")
 ANALYSES = ("scenarios", "scaling", "arm-cost", "fp8-sizes", "serving")
-"""``analysis:`` what the sweep's analysis notebooks answer once every run is done (the notebooks
-are ``study.sweep.ANALYSIS_NOTEBOOKS``): ``scenarios`` (10 and 11: per scenario, then across
-them; the default), ``scaling`` (20: one GPU against several; the default of a study with
-``arms:``), ``arm-cost`` (21: each arm against the baseline arm, e.g. activation
-checkpointing), ``fp8-sizes`` (22: float8's speed-up per model size), ``serving`` (23: trained
-in one precision, served in another)."""
+"""``analysis:`` what the analysis notebooks (``sweep.ANALYSIS_NOTEBOOKS``) answer: ``scenarios``
+(per scenario, then across them; the default), ``scaling`` (one GPU against several; the default
+with ``arms:``), ``arm-cost`` (each arm against the baseline arm), ``fp8-sizes`` (float8's
+speed-up per model size), ``serving`` (trained in one precision, served in another)."""
 ORDERS = ("seeds", "cells")
-"""``order:`` of a study's runs. ``seeds`` (the default): every scenario and config of the first
-seed before any of the next, so a study cut short still holds whole seeds. ``cells``: each
-(scenario, config)'s seeds back to back (with ``arms:``, its arms' too, so a study cut short
-holds whole pairs), so the later seeds find the first one's graphs in the compile cache."""
+"""``order:`` ``seeds`` (the default): all of seed 0 before any of the next, so a study cut short
+holds whole seeds; ``cells``: each (scenario, config)'s seeds (and arms) back to back, so the
+later ones find the first one's graphs in the compile cache."""
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
 CONFIG_SETS = {"full_matrix": FULL_MATRIX, "core_six": CORE_SIX, "all": list(REGISTRY)}
@@ -105,14 +70,13 @@ ARCH_GROUPS = dict(ARCH_SCENARIOS)  # gpt2: A, C, E; roberta: B, D, F
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a study: its validated configuration and the parameters that produced it."""
+    """One run of a study: its validated configuration, the parameters that produced it, its arm
+    (None without arms) and whether it executes its notebook (``notebook_seeds``; one without
+    runs in a process with the other such seeds of its cell, ``benchlib.host.cellrun``)."""
     cfg: RunConfig
     params: dict = field(hash=False, compare=False)
     arm: str | None = None
-    """The study's arm (``arms:``) this run belongs to, None in a study without arms."""
     notebook: bool = True
-    """Whether the run executes its notebook (its seed is one of the study's ``notebook_seeds``);
-    one without runs in a process with the other such seeds of its cell (``benchlib.host.cellrun``)."""
 
     @property
     def run_id(self) -> str:
@@ -129,27 +93,13 @@ class Study:
     overrides: dict = field(default_factory=dict)
     description: str = ""
     path: Path | None = None
-    pretrain: dict = field(default_factory=dict)
-    """arch -> the settings of the runs that pretrain that arch's checkpoint, one per phase, in
-    order (``pretrain:``; a single run is one phase)."""
+    pretrain: dict = field(default_factory=dict)  # arch -> one settings dict per phase, in order
     arms: dict = field(default_factory=dict)
-    """arm name -> settings laid over each run of the matrix, last (``arms:``)."""
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
-    """Where the sweep's runs execute and with which resources (``executor:``)."""
-    config_seeds: dict = field(default_factory=dict)
-    """config -> the seeds it runs, a subset of ``seeds`` (``config_seeds:``), for configs that
-    need fewer (a compile ablation: its quality seeds would repeat the compiled config's)."""
-
+    config_seeds: dict = field(default_factory=dict)  # config -> its seeds, a subset of ``seeds``
     order: str = "seeds"
-    """How the runs are ordered (``order:``, one of ``ORDERS``)."""
-
-    analysis: list | None = None
-    """The analyses of the study (``analysis:``, names of ``ANALYSES``); None: the default
-    (``analyses``)."""
-
-    notebook_seeds: list | None = None
-    """The seeds whose runs execute their notebook (``notebook_seeds:``); None: every seed (the
-    others: ``RunSpec.notebook``)."""
+    analysis: list | None = None  # None: the default (``analyses``)
+    notebook_seeds: list | None = None  # None: every seed
 
     @property
     def analyses(self) -> list[str]:
@@ -162,15 +112,14 @@ class Study:
 
     @staticmethod
     def layers(scenario: str) -> list[str]:
-        """The override keys that apply to a scenario, weakest first: its family (lm / cls),
-        its architecture (gpt2 / roberta), both (cls.gpt2), the scenario itself."""
+        """The override keys that apply to a scenario, weakest first: lm / cls, gpt2 / roberta,
+        cls.gpt2 etc., the scenario."""
         scn = get_scenario(scenario)
         family = next(g for g, members in GROUPS.items() if scn.id in members)
         return [family, scn.arch, f"{family}.{scn.arch}", scn.id]
 
     def run_params(self, scenario: str, config: str, seed: int) -> dict:
-        """RunConfig keys of one run: settings < lm/cls < gpt2/roberta < cls.gpt2 etc. < the
-        scenario's overrides."""
+        """RunConfig keys of one run: the settings, then ``layers``' overrides."""
         sid = get_scenario(scenario).id
         d = dict(self.settings)
         for key in self.layers(sid):
@@ -188,15 +137,12 @@ class Study:
         return key
 
     def needs_pretrained(self, scenario: str) -> str | None:
-        """The arch whose pretrain checkpoint the scenario's runs load (``model_name_or_path:
-        pretrained``), else None. Overrides never depend on config or seed."""
+        """The arch whose pretrain checkpoint the scenario's runs load, else None."""
         scn = get_scenario(scenario)
         return scn.arch if self.run_params(scn.id, "", 0).get("model_name_or_path") == PRETRAINED else None
 
     def runs(self, checkpoints: dict[str, str] | None = None) -> list[RunSpec]:
-        """Every run of the matrix, for each arm when there are arms. With ``checkpoints`` (arch ->
-        directory, the sweep's), the value ``pretrained`` becomes the run's arch's directory;
-        without, it stays as written."""
+        """Every run of the matrix, for each arm; ``checkpoints``: arch -> what ``pretrained`` means."""
         where = f"{self.path or self.name}: "
         out, cells = [], []
         for arm, over in (self.arms or {None: {}}).items():
@@ -227,15 +173,10 @@ class Study:
         """How many runs (phases) pretrain ``arch``'s checkpoint."""
         return len(self.pretrain[arch])
 
-    def pretrain_where(self, arch: str, phase: int) -> str:
-        """The key of one phase in the file, for messages: ``pretrain.roberta (phase 2)``."""
-        return f"pretrain.{arch}" + (f" (phase {phase})" if self.pretrain_phases(arch) > 1 else "")
-
     def pretrain_params(self, arch: str, phase: int = 1, start_from: str | None = None) -> dict:
         """Pretrain phase ``phase`` (1-based) of ``arch``: the study's settings and overrides for
-        its LM scenario, then that phase's keys, with ``save_model`` on. Phase 1 trains from
-        scratch unless its own keys name a ``model_name_or_path``; a later phase starts from
-        ``start_from``, the previous phase's model directory (the sweep's)."""
+        its LM scenario, then the phase's keys, ``save_model`` on; a later phase starts from
+        ``start_from``, the previous phase's model directory."""
         spec = dict(self.pretrain[arch][phase - 1])
         d = self.run_params(spec.pop("scenario"), spec.pop("config"), spec.pop("seed"))
         if d.get("model_name_or_path") == PRETRAINED:
@@ -251,7 +192,8 @@ class Study:
 
     def pretrain_run(self, arch: str, phase: int = 1, start_from: str | None = None) -> RunSpec:
         """One validated pretrain phase (see ``pretrain_params``)."""
-        here = f"{self.path or self.name}: {self.pretrain_where(arch, phase)}: "
+        phased = f" (phase {phase})" if self.pretrain_phases(arch) > 1 else ""
+        here = f"{self.path or self.name}: pretrain.{arch}{phased}: "
         d = self.pretrain_params(arch, phase, start_from)
         cfg = RunConfig.from_dict(d, where=here)
         if cfg.dist.strategy not in ("single", "ddp"):
@@ -260,8 +202,7 @@ class Study:
         return RunSpec(cfg, d)
 
     def pretrain_runs(self) -> dict[str, list[RunSpec]]:
-        """arch -> its validated pretrain phases in order, GPT-2 first (a later phase's
-        ``model_name_or_path`` is a placeholder here: the sweep knows the directory)."""
+        """arch -> its validated pretrain phases in order, GPT-2 first."""
         return {arch: [self.pretrain_run(arch, k) for k in range(1, self.pretrain_phases(arch) + 1)]
                 for arch in ARCHS if arch in self.pretrain}
 
@@ -305,14 +246,14 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     valid = list(STUDY_KEYS) + [k for k in setting_keys() if k not in RUN_IDENTITY]
     for k in d:
         if k in RUN_IDENTITY:
-            raise ConfigError(f"{where}{k!r} is set per run; use {_plural(k)!r} for the matrix"
+            raise ConfigError(f"{where}{k!r} is set per run; use {k + 's'!r} for the matrix"
                               if k != "out_dir" else f"{where}'out_dir' is set by the sweep")
         if k not in valid:
             raise ConfigError(f"{where}unknown key {k!r}.{closest(str(k), valid)} Valid: {', '.join(valid)}")
     settings = {k: v for k, v in d.items() if k not in STUDY_KEYS}
     _check_settings(settings, where)  # types and values of the shared settings
     name = d.get("study", default_name)
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+    if not _folder_name(name):
         raise ConfigError(f"{where}study: a plain folder name is expected, got {name!r}")
     configs, seeds = _configs(d.get("configs", "full_matrix"), where), _seeds(d.get("seeds", [0]), where)
     return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
@@ -356,16 +297,32 @@ def _check_settings(settings: dict, where: str) -> None:
         raise ConfigError(f"{e}{hint}") from None
 
 
+def _folder_name(name: Any) -> bool:
+    return isinstance(name, str) and bool(name) and "/" not in name and not name.startswith(".")
+
+
+def _mapping(v: Any, here: str, what: str) -> dict:
+    """A copy of ``v``, a mapping (None: empty), else a one-line error."""
+    if not (v is None or isinstance(v, dict)):
+        raise ConfigError(f"{here}expected a mapping of {what}")
+    return dict(v or {})
+
+
+def _subset(v: Any, seeds: list[int], here: str) -> list[int]:
+    """``v``, seeds of the study (``[]`` allowed)."""
+    ks = [] if v == [] else _seeds(v, here)
+    extra = [k for k in ks if k not in seeds]
+    if extra:
+        raise ConfigError(f"{here}seed {extra[0]} is not one of the study's seeds {seeds}")
+    return ks
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
         return True
     except ValueError:
         return False
-
-
-def _plural(k: str) -> str:
-    return {"scenario": "scenarios", "config": "configs", "seed": "seeds"}[k]
 
 
 def _as_list(v: Any, key: str, where: str) -> list:
@@ -423,13 +380,7 @@ def _order(v: Any, where: str) -> str:
 
 def _notebook_seeds(v: Any, seeds: list[int], where: str) -> list[int] | None:
     """``notebook_seeds:`` a subset of the study's seeds (None: all of them; []: none)."""
-    if v is None:
-        return None
-    ks = [] if v == [] else _seeds(v, f"{where}notebook_seeds: ")
-    extra = [k for k in ks if k not in seeds]
-    if extra:
-        raise ConfigError(f"{where}notebook_seeds: seed {extra[0]} is not one of the study's seeds {seeds}")
-    return ks
+    return None if v is None else _subset(v, seeds, f"{where}notebook_seeds: ")
 
 
 def _config_seeds(v: Any, configs: list[str], seeds: list[int], where: str) -> dict:
@@ -443,11 +394,7 @@ def _config_seeds(v: Any, configs: list[str], seeds: list[int], where: str) -> d
     for c, ks in v.items():
         if c not in configs:
             raise ConfigError(f"{here}{c!r} is not one of the study's configs.{closest(str(c), configs)}")
-        ks = _seeds(ks, f"{here}{c}: ")
-        extra = [k for k in ks if k not in seeds]
-        if extra:
-            raise ConfigError(f"{here}{c}: seed {extra[0]} is not one of the study's seeds {seeds}")
-        out[c] = ks
+        out[c] = _subset(_seeds(ks, f"{here}{c}: "), seeds, f"{here}{c}: ")
     return out
 
 
@@ -499,26 +446,21 @@ def _pretrain(v: Any, where: str) -> dict:
         if arch not in ARCHS:
             raise ConfigError(f"{where}pretrain: unknown architecture {key!r}.{closest(str(key), list(ARCHS))} "
                               f"Valid: {', '.join(ARCHS)}")
-        if not isinstance(spec, list):
-            out[arch] = [_pretrain_phase(spec, arch, f"{where}pretrain.{key}: ", example)]
-            continue
+        spec = spec if isinstance(spec, list) else [spec]
         if not spec:
             raise ConfigError(f"{where}pretrain.{key}: an empty list of phases; give one mapping of run settings "
                               f"per phase, or one mapping for a single run, {example}")
-        phases = []
+        out[arch] = []
         for k, phase in enumerate(spec, 1):
             here = f"{where}pretrain.{key} (phase {k}): " if len(spec) > 1 else f"{where}pretrain.{key}: "
-            phases.append(_pretrain_phase(phase, arch, here, example, first=phases[0] if phases else None, k=k))
-        out[arch] = phases
+            out[arch].append(_pretrain_phase(phase, arch, here, example, out[arch][0] if out[arch] else None, k))
     return out
 
 
 def _pretrain_phase(spec: Any, arch: str, here: str, example: str, first: dict | None = None, k: int = 1) -> dict:
     """One pretrain run's settings, checked, with scenario, config and seed filled in (from
     ``first``, phase 1's, for a later phase)."""
-    spec = dict(spec or {}) if isinstance(spec, dict) or spec is None else None
-    if spec is None:
-        raise ConfigError(f"{here}expected a mapping of run settings, {example}")
+    spec = _mapping(spec, here, f"run settings, {example}")
     if "out_dir" in spec:
         raise ConfigError(f"{here}'out_dir' is set by the sweep")
     if spec.get("save_model", True) is not True:
@@ -564,11 +506,9 @@ def _arms(v: Any, where: str, has_pretrain: bool) -> dict:
     out = {}
     for name, settings in v.items():
         here = f"{where}arms.{name}: "
-        if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or name == "pretrain":
+        if not _folder_name(name) or name == "pretrain":
             raise ConfigError(f"{here}an arm's name is a plain folder name, got {name!r}")
-        settings = dict(settings or {}) if isinstance(settings, dict) or settings is None else None
-        if settings is None:
-            raise ConfigError(f"{here}expected a mapping of settings, {example}")
+        settings = _mapping(settings, here, f"settings, {example}")
         for ident in ("scenario", "seed", "out_dir"):
             if ident in settings:
                 raise ConfigError(f"{here}{ident!r} cannot be set per arm")

@@ -1,16 +1,11 @@
 """``dtype-bench sweep params/X.yaml``: run a study's notebooks through papermill.
 
 Each run is one papermill process with its own kernel (a crash, OOM or dead kernel is that
-run's record, and the sweep goes on) executing the scenario family's notebook into
-``executed/<study>/runs/<scenario>/<config>/seed<k>.ipynb``; its record and step log land
-in the sidecar folder ``seed<k>/`` (``result.json``, ``steps.jsonl``, ``papermill.log``).
-Re-running the same command resumes: finished records (ok / degraded / stalled / diverged /
-oom / skipped) are skipped, errors, corrupt or stale records are run again. ``--dry-run``
-previews the exact commands. What one run is and how it executes: ``benchlib.study.runner``
-(also the pretrain stage). Runs execute here, or through submitit on a Slurm cluster or this
-machine (``--executor``, ``benchlib.study.cluster``). What a host adds around this path (runs
-side by side, a time budget, packing records to carry, a cell's runs in one process) comes in
-through ``Host``; ``dtype-bench sweep`` is ``benchlib.host.sweep``, which fills it in.
+run's record, and the sweep goes on) executing its scenario family's notebook into
+``executed/<study>/runs/<scenario>/<config>/seed<k>.ipynb``, its files in ``seed<k>/``.
+Re-running the same command resumes: finished records are skipped; errors, corrupt or stale
+records run again. One run: ``benchlib.study.runner``; a scheduler: ``benchlib.study.cluster``;
+what a host adds (``Host``): ``benchlib.host.sweep``, which is ``dtype-bench sweep``.
 """
 from __future__ import annotations
 
@@ -27,16 +22,17 @@ from pathlib import Path
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
 from benchlib.core.env import COMPILE_CACHE_ENV
-from benchlib.core.records import TRAINED, CorruptRecord, compacted, read_record
+from benchlib.core.records import TRAINED, compacted
 from benchlib.core.runconfig import ConfigError
 from benchlib.study import runner
 from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
-from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost,
-                                   execute_unit, is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
-                                   pretrain_root, pretrain_warning, refresh_reading, remake_lost, run_state, steps_share)
+from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, execute_unit,
+                                   is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
+                                   pretrain_root, pretrain_warning, readable, refresh_reading, remake_lost, run_state,
+                                   steps_share)
 from benchlib.core.timing import STEPS_SHARE_TARGET
 from benchlib.study.studyfile import Study, load_study
 
@@ -52,16 +48,11 @@ besides ``study_dir``."""
 
 
 class Host:
-    """The seams between the core path (plan -> execute -> record) and the host it runs on: the
-    sweep calls only these. The defaults run one run after another here, each in its notebook;
-    ``benchlib.host.sweep.GpuHost`` fills them in from ``dtype-bench sweep``'s host options."""
+    """The seams between the core path (plan -> execute -> record) and the host it runs on. The
+    defaults run one run after another here, each in its notebook (``host.sweep.GpuHost``: more).
+    ``budget``: a ``host.budget.Budget`` or None; ``run_cell``: see ``runner.execute_unit``."""
     budget = None
-    """A time budget (``benchlib.host.budget.Budget``: ``admit`` and ``observe`` each unit,
-    ``watch`` the running processes, ``expired``, ``deferred``, ``why_no_analysis``,
-    ``left_line``), or None: no limit."""
     run_cell = None
-    """``run_cell(items, slot, timeout, sweep_extra)``: how the runs of a cell without notebooks
-    execute (``runner.execute_unit``); None: each through its notebook."""
 
     def check(self, kind: str) -> None:
         """Refuse, before anything runs, an option that the executor ``kind`` cannot honour."""
@@ -90,29 +81,22 @@ class Host:
 
 def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
            seeds: list[int]) -> list[Item]:
-    """The runs the filters pick, after the pretrain items they need (``pulled``). Pretrain
-    items are picked by --only (pretrain/<arch>: every phase of it; pretrain/<arch>/phase<k>:
-    that earlier phase), by a picked run that loads their checkpoint or a picked phase that
-    starts from it (with the phases before), or when nothing is filtered."""
+    """The runs the filters pick, after the pretrain items they need (``pulled``); --only picks
+    pretrain items too (pretrain/<arch>: every phase, pretrain/<arch>/phase<k>: one)."""
     pre = [i for i in items if i.stage == "pretrain"]
     items = [i for i in items if i.stage != "pretrain"]
     filtered = bool(only or scenarios or configs or seeds)
     picked_pre = [p for p in pre if not filtered or any(fnmatch.fnmatchcase(p.run_id, g)
                                                         or fnmatch.fnmatchcase(f"pretrain/{p.arch}", g) for g in only)]
-    scenarios = [s.upper() for s in scenarios]
-    configs = [ALIASES.get(c, c) for c in configs]
-    study_vals = {"--scenario": {i.spec.cfg.scenario for i in items}, "--config": {i.spec.cfg.dtype.name for i in items},
-                  "--seed": {i.spec.cfg.seed for i in items}}
-    for flag, wanted in (("--scenario", scenarios), ("--config", configs), ("--seed", seeds)):
-        bad = [w for w in wanted if w not in study_vals[flag]]
-        if bad:
-            valid = ", ".join(map(str, sorted(study_vals[flag])))
-            raise ConfigError(f"{flag} {bad[0]!r} is not in this study. Valid: {valid}")
-    out = [i for i in items
-           if (not only or any(fnmatch.fnmatchcase(i.run_id, p) for p in only))
-           and (not scenarios or i.spec.cfg.scenario in scenarios)
-           and (not configs or i.spec.cfg.dtype.name in configs)
-           and (not seeds or i.spec.cfg.seed in seeds)]
+    filters = {"--scenario": ([s.upper() for s in scenarios], lambda c: c.scenario),
+               "--config": ([ALIASES.get(c, c) for c in configs], lambda c: c.dtype.name),
+               "--seed": (seeds, lambda c: c.seed)}
+    for flag, (wanted, of) in filters.items():
+        have = {of(i.spec.cfg) for i in items}
+        if bad := [w for w in wanted if w not in have]:
+            raise ConfigError(f"{flag} {bad[0]!r} is not in this study. Valid: {', '.join(map(str, sorted(have)))}")
+    out = [i for i in items if (not only or any(fnmatch.fnmatchcase(i.run_id, p) for p in only))
+           and all(not wanted or of(i.spec.cfg) in wanted for wanted, of in filters.values())]
     if not out and not picked_pre:
         raise ConfigError(f"no run of the study matches --only {' '.join(only)} (run ids look like A/amp_bf16/seed0)")
     needed = []  # what the picked items load, and what that loads in turn (earlier phases)
@@ -130,10 +114,13 @@ def _n(k: int, word: str) -> str:
     return f"{k} {word}{'' if k == 1 else 's'}"
 
 
+def _some(names: list[str], k: int = 8) -> str:
+    return ", ".join(names[:k]) + (" ..." if len(names) > k else "")
+
+
 # ---- after the runs: analysis, summary (the HTML export: benchlib.study.html_export) ---------
 def run_analysis(study_dir: Path, slot: dict, analyses: list[str] = ("scenarios",)) -> tuple[list[Path], list[str]]:
-    """Execute the notebooks of the study's analyses (``Study.analyses``) that exist; a failure
-    is reported, never fatal."""
+    """Execute the study's analysis notebooks that exist; a failure is reported, never fatal."""
     done, failed = [], []
     notebooks = {k: v for a in analyses for k, v in ANALYSIS_NOTEBOOKS[a].items()}
     for name, extra in notebooks.items():
@@ -145,12 +132,11 @@ def run_analysis(study_dir: Path, slot: dict, analyses: list[str] = ("scenarios"
         for k, v in extra.items():
             cmd += ["-p", k, "None" if v is None else str(v)]
         rc = runner.execute(cmd, kernel_env(slot), out.with_suffix(".log"))
-        if out.exists():
-            settle(out)
         if rc != 0:
             failed.append(f"{name}: {_last_line(log_tail(out.with_suffix('.log')))}")
-        if out.exists():
-            done.append(out)  # a failing notebook still shows where it stopped
+        if out.exists():  # a failing notebook still shows where it stopped
+            settle(out)
+            done.append(out)
     return done, failed
 
 
@@ -160,11 +146,10 @@ def settle(notebook: Path) -> None:
     records again at the same commit leaves a committed study's files unchanged."""
     import nbformat
     nb = nbformat.read(str(notebook), as_version=4)
-    for key in ("start_time", "end_time", "duration"):
-        nb.metadata.get("papermill", {}).pop(key, None)
-    for cell in nb.cells:
+    for meta in [nb.metadata] + [cell.metadata for cell in nb.cells]:
         for key in ("start_time", "end_time", "duration"):
-            cell.metadata.get("papermill", {}).pop(key, None)
+            meta.get("papermill", {}).pop(key, None)
+    for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if "injected-parameters" in cell.metadata.get("tags", []):
             cell["id"] = "injected-parameters"
@@ -178,13 +163,8 @@ def summary(items: list[Item]) -> str:
 
     from benchlib.analysis.tables import not_judged
     from benchlib.core.records import records_frame
-    recs, arms = [], []
-    for i in items:
-        try:
-            recs.append(read_record(i.result))
-            arms.append(i.spec.arm)
-        except CorruptRecord:
-            pass
+    read = [(rec, i.spec.arm) for i in items if (rec := readable(i)) is not None]
+    recs, arms = [r for r, _ in read], [a for _, a in read]
     counts = pd.Series([r["status"] for r in recs]).value_counts()
     lines = ["status: " + ", ".join(f"{k} {v}" for k, v in counts.items())
              + (f", no record {len(items) - len(recs)}" if len(recs) < len(items) else "")]
@@ -291,13 +271,7 @@ def compile_cache_line(ran: list[Item]) -> str:
     from torch.compile's cache against those that compiled them (``overhead.first_step_by_cache``;
     "" when none compiled)."""
     from benchlib.analysis.overhead import first_step_by_cache, parts_table
-    recs = []
-    for i in ran:
-        try:
-            recs.append(read_record(i.result))
-        except (CorruptRecord, FileNotFoundError):
-            continue
-    line = first_step_by_cache(parts_table(recs)[0])
+    line = first_step_by_cache(parts_table([r for i in ran if (r := readable(i)) is not None])[0])
     return line and f"{line} Cache folder: {os.environ.get(COMPILE_CACHE_ENV) or 'torch.compile default'}."
 
 
@@ -307,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(ns: argparse.Namespace, host: Host) -> int:
-    """Plan the study, execute what is left (here through ``host``, or through a scheduler),
-    then analyse."""
+    """Plan the study, execute what is left (through ``host`` or a scheduler), then analyse."""
     study = load_study(ns.study)  # validates every run before anything executes
     _refuse_compacted(ns, study)
     every = plan(study, ns.out)
@@ -337,7 +310,7 @@ def run(ns: argparse.Namespace, host: Host) -> int:
     for p in remade:
         users = [i.run_id for i in items if i.todo and i.needs is p]
         print(f"  {p.run_id}: its record is here but not its checkpoint {_rel(p.model_dir)} (checkpoints are not "
-              f"carried between machines): trained again for {', '.join(users[:3])}{' ...' if len(users) > 3 else ''}")
+              f"carried between machines): trained again for {_some(users, 3)}")
     todo = [] if ns.analysis_only else pending
     if ns.analysis_only and pending:
         print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
@@ -404,8 +377,7 @@ def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, to
     sub = cluster.Submission(study, ns.out, settings, ns.timeout, run_cell)
     todo, flying = sub.pending(todo)
     if flying:
-        print(f"  in flight, not submitted again: {', '.join(i.run_id for i in flying[:8])}"
-              f"{' ...' if len(flying) > 8 else ''}")
+        print(f"  in flight, not submitted again: {_some([i.run_id for i in flying])}")
     if ns.dry_run:
         print(f"would submit {_n(len(todo), 'run')} ({settings.kind}):\n{sub.dry_run(todo)}" if todo else "nothing to submit")
         return 0
@@ -488,10 +460,10 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     errors = [r for r, s in states.items() if s in ("error", "corrupt")]
     waiting = [r for r, s in states.items() if s == "waiting"]
     if errors:
-        print(f"\n{len(errors)} run(s) ended in error (see their notebooks, or run.log of a run without one): {', '.join(errors[:8])}"
-              f"{' ...' if len(errors) > 8 else ''}", file=sys.stderr)
+        print(f"\n{len(errors)} run(s) ended in error (see their notebooks, or run.log of a run without one): "
+              f"{_some(errors)}", file=sys.stderr)
     if waiting:
-        print(f"\n{len(waiting)} run(s) skipped, {WAITING} ({', '.join(waiting[:8])}{' ...' if len(waiting) > 8 else ''}):"
+        print(f"\n{len(waiting)} run(s) skipped, {WAITING} ({_some(waiting)}):"
               f" the next sweep runs them once it exists", file=sys.stderr)
     if later:
         print(budget.left_line(len(items)))
