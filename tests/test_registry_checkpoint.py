@@ -129,3 +129,23 @@ def test_the_checkpoint_fine_tunes_on_d_and_its_provenance_reaches_the_record(bu
     assert pre["provenance_max_abs_error"] == facts["max_abs_error"]
     assert pre["provenance_source_weights_sha256"] == facts["source_weights_sha256"]
     assert rec["run"]["vocab_size"] == len(WORDS) + 5  # the checkpoint's own tokenizer, not a BPE of the data
+
+
+def test_the_encoder_study_names_the_checkpoint_and_the_folders_the_readme_builds(built, tmp_path, monkeypatch):
+    """params/reference_real_encoder.yaml: D and F fine-tune the converted checkpoint with its own
+    vocabulary (no study tokenizer), on folders named relative to where the sweep starts."""
+    import shutil
+    from conftest import REPO
+    from benchlib.study.studyfile import load_study
+    shutil.copytree(built[1], tmp_path / "data/real/minilm-l6-fp16")
+    for folder in ("debtags", "train28k/debsection"):
+        (tmp_path / "data/real" / folder).mkdir(parents=True)
+        (tmp_path / "data/real" / folder / "train.jsonl").write_text('{"text": "a", "label": "x"}\n')
+    monkeypatch.chdir(tmp_path)
+    study = load_study(REPO / "params/reference_real_encoder.yaml")
+    runs = [r.cfg for r in study.runs()]
+    real = yaml.safe_load((REPO / "params/reference_real.yaml").read_text())  # the same configs and seeds
+    assert {c.scenario: c.data for c in runs} == {"D": "data/real/debtags", "F": "data/real/train28k/debsection"}
+    assert {c.model_name_or_path for c in runs} == {"data/real/minilm-l6-fp16"} and {c.tokenizer for c in runs} == {None}
+    assert len(runs) == 60 and {c.seed for c in runs} == set(real["seeds"]) and {c.config for c in runs} == set(real["configs"])
+    assert {(c.batch_size, c.grad_accum, c.seq_len) for c in runs} == {(8, 2, 256)} and 5e-5 <= runs[0].lr <= 1e-4
