@@ -302,7 +302,7 @@ def _model_folder(names: list[str], wheel: Path) -> str:
 
 
 def _wheel_facts(z, names: list[str]) -> dict:
-    """Name, version, licence and summary of the wheel's METADATA; the model card's licence."""
+    """Name, version, licence and summary from the wheel's METADATA; its licence files."""
     from email.parser import HeaderParser
     meta = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
     head = HeaderParser().parsestr(z.read(meta).decode("utf-8", "replace")) if meta else {}
