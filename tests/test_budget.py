@@ -239,6 +239,24 @@ def test_a_run_the_deadline_interrupts_counts_as_interrupted_whatever_its_exit_c
     assert runner.execute_argv([sys.executable, "-c", "import sys; sys.exit(1)"], dict(os.environ), tmp_path / "b.log") == 1
 
 
+def test_a_config_unseen_in_its_scenario_costs_what_it_cost_relative_to_others_elsewhere(tmp_path):
+    """fp32_baseline took 5x amp_bf16 on A: on B, where only amp_bf16 finished, fp32_baseline is
+    estimated at 5x B's amp_bf16 run, not at the AMP run's cost."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY.replace("[A]", "[A, B]"))), tmp_path / "executed")
+    at = {(i.spec.cfg.scenario, i.spec.cfg.config): i for i in items if i.spec.cfg.seed == 0}
+    for key, wall in ((("A", "fp32_baseline"), 500.0), (("A", "amp_bf16"), 100.0), (("B", "amp_bf16"), 100.0)):
+        rec = runner.error_record(at[key].spec, at[key].out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": wall})
+        write_json_atomic(at[key].result, rec)
+    b = budget.Budget(600)
+    b.learn(items)
+    assert b.estimate(at["B", "fp32_baseline"]) == pytest.approx(1.1 * 500 + 10)
+    assert b.estimate(at["B", "amp_bf16"]) == pytest.approx(1.1 * 100 + 10)
+    tight = budget.Budget(500)  # fits B's amp_bf16 run (120 s) several times, not B's fp32 run (560 s)
+    tight.learn(items)
+    assert tight.admit([at["B", "amp_bf16"]]) and not tight.admit([at["B", "fp32_baseline"]])
+
+
 def test_a_scenario_nothing_has_finished_of_is_estimated_from_its_sibling_not_the_costliest_run(tmp_path):
     """F (RoBERTa, single-label) is costed like D (RoBERTa, multi-label), not like B's long MLM
     runs: estimated from the costliest run of any kind, F's fine-tunes never fit a 500-s budget."""

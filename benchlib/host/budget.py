@@ -109,12 +109,24 @@ class Budget:
                  or [run_cost(r, cfg.steps) for recs in self.seen.values() for r in recs])
         return max([DEFAULT_RUN_S] + [UNSEEN_FACTOR * c for c in costs])
 
-    @staticmethod
-    def _costs(recs: list, item) -> list:
-        """The costs of ``recs`` scaled to ``item``'s steps: those of its own config if any."""
+    def _costs(self, recs: list, item) -> list:
+        """The costs of ``recs`` scaled to ``item``'s steps: those of its own config if any, else
+        each other config's x how much more ``item``'s config cost than it elsewhere (``_ratio``)."""
         steps, name = item.spec.cfg.steps, item.spec.cfg.dtype.name
         return ([run_cost(r, steps) for r in recs if r.get("config") == name]
-                or [run_cost(r, steps) for r in recs])
+                or [run_cost(r, steps) * self._ratio(name, r.get("config")) for r in recs])
+
+    def _ratio(self, config: str, other: str) -> float:
+        """The largest cost ratio ``config`` / ``other`` over the keys where both finished a run
+        (an fp32 run costs 5-8x an AMP one at ``base``: estimated like the AMP run of its scenario,
+        it was started with too little time left and cut off); 1 where no key has both."""
+        ratios = []
+        for recs in self.seen.values():
+            a = [run_cost(r, 1000) for r in recs if r.get("config") == config]
+            b = [run_cost(r, 1000) for r in recs if r.get("config") == other]
+            if a and b:
+                ratios.append(max(a) / max(b))
+        return max(ratios, default=1.0)
 
     def admit(self, unit: list) -> bool:
         """Whether items of ``unit`` may start now: ``unit`` keeps its longest start that fits in
