@@ -82,7 +82,7 @@ def evaluate_baseline(data, val: list[dict]) -> tuple[dict[str, float], dict[str
     """``evaluate_predictor`` for ``data``'s trivial predictor (LM: read off the unigram table, no logits)."""
     if data.task in ("clm", "mlm"):
         lp = unigram_of(data)
-        return _lm_eval(lambda b, y: torch.where(y != -100, -lp[y.cpu().clamp_min(0)], 0.0), val)
+        return _lm_eval(lambda b, y: torch.where(y != -100, -lp.to(y.device)[y.clamp_min(0)], 0.0), val)
     bias = head_bias(data)
     return evaluate_predictor(lambda b: bias.expand(len(b["labels"]), -1), val, data.task)
 
