@@ -463,3 +463,18 @@ def test_every_run_is_handed_its_resolved_configuration_in_one_shape(tmp_path):
         assert cfg.batch_size is not None and cfg.seq_len is not None  # resolved: nothing left to fill
         assert isinstance(runner.resolved(cfg), ResolvedRun)
     assert runner.injected(runner.papermill_command(items[2]))["model_name_or_path"] == runner._rel(items[0].model_dir)
+
+
+def test_a_missing_corpus_stops_only_a_sweep_that_would_run_on_it(tmp_path, capsys):
+    # a study names every scenario's corpus; one built for D alone must not need C's to run D
+    (tmp_path / "d").mkdir()
+    text = ("study: two\nscenarios: [C, D]\nconfigs: [amp_bf16]\nsize: tiny\n"
+            f"overrides:\n  C: {{data: {tmp_path / 'c'}}}\n  D: {{data: {tmp_path / 'd'}}}\n")
+    path = _study(tmp_path, text)
+    assert sweep.main([str(path), "--dry-run", "--scenario", "D", "--out", str(tmp_path / "out")]) == 0
+    assert "D/amp_bf16/seed0" in capsys.readouterr().out
+    with pytest.raises(ConfigError) as e:
+        sweep.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    assert e.value.args[0].startswith("C/amp_bf16/seed0: data=") and str(tmp_path / "c") in str(e.value)
+    with pytest.raises(ConfigError, match="no such file"):  # a run configured on its own is checked at once
+        load_study(path).runs()[0].cfg.replace(seed=1)

@@ -14,6 +14,8 @@ import re
 import textwrap
 import types
 import typing
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
@@ -21,6 +23,19 @@ from benchlib.core.errors import UserError
 from benchlib.core.dtypes import UnknownNameError, closest, get_config, get_mode
 from benchlib.core.scenarios import DATASETS, dataset_problem, get_scenario
 from benchlib.core.sizes import LARGE_SIZES, SHAPES, SYNTH_NUM_LABELS, Size, micro_batch, shape
+
+_CHECK_PATHS: ContextVar[bool] = ContextVar("check_paths", default=True)
+
+
+@contextmanager
+def paths_unchecked():
+    """Within: a RunConfig's local ``data`` path need not exist yet (a study file names every
+    scenario's corpus; a sweep checks the paths of the runs it will execute, ``path_problem``)."""
+    token = _CHECK_PATHS.set(False)
+    try:
+        yield
+    finally:
+        _CHECK_PATHS.reset(token)
 
 
 class ConfigError(UserError):
@@ -273,9 +288,8 @@ class RunConfig:
             problem = dataset_problem(self.data, self.scn)
             if problem:
                 raise ConfigError(problem)
-        elif self.data not in ("synthetic", "hub") and not os.path.exists(os.path.expanduser(self.data)):
-            raise ConfigError(f"data={self.data!r}: no such file or directory (use 'synthetic', 'hub', "
-                              f"{', '.join(map(repr, DATASETS))} or the path of a local corpus)")
+        elif _CHECK_PATHS.get() and (problem := self.path_problem()):
+            raise ConfigError(problem)
         if self.lr <= 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
         for mode in self.serve_list:
@@ -288,6 +302,13 @@ class RunConfig:
                            ("serve_modes", self.serve_list, "")):
             if on and self.dist.strategy != "single":
                 raise ConfigError(f"{k} works with dist.strategy='single' only, got {self.dist.strategy!r}{why}")
+
+    def path_problem(self) -> str | None:
+        """Why ``data`` names no corpus here (a local path that does not exist), else None."""
+        if self.data in DATASETS or self.data in ("synthetic", "hub") or os.path.exists(os.path.expanduser(self.data)):
+            return None
+        return (f"data={self.data!r}: no such file or directory (use 'synthetic', 'hub', "
+                f"{', '.join(map(repr, DATASETS))} or the path of a local corpus)")
 
     @property
     def serve_list(self) -> list[str]:

@@ -42,7 +42,7 @@ import yaml
 
 from benchlib.training.checkpoints import ARCH_NAME, ARCH_SCENARIOS, ARCHS, LM_SCENARIO, PRETRAINED
 from benchlib.core.dtypes import ALIASES, REGISTRY, FULL_MATRIX, CORE_SIX, UnknownNameError, closest, get_config
-from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig
+from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig, paths_unchecked
 from benchlib.core.scenarios import SCENARIOS, get_scenario
 from benchlib.study.executor import ExecutorSettings
 
@@ -157,7 +157,8 @@ class Study:
                 if checkpoints is not None and d.get("model_name_or_path") == PRETRAINED:
                     d["model_name_or_path"] = str(checkpoints[get_scenario(s).arch])
                 nb = self.notebook_seeds is None or k in self.notebook_seeds
-                out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm, nb))
+                with paths_unchecked():
+                    out.append(RunSpec(RunConfig.from_dict(d, where=f"{here}{s}/{c}/seed{k}: "), d, arm, nb))
         if self.order == "cells" and self.arms:  # a cell's arms back to back too: a study cut short holds pairs
             first = {cell: i for i, cell in reversed(list(enumerate(cells)))}
             out = [run for _, run in sorted(zip(cells, out), key=lambda x: first[x[0]])]  # stable within a cell
@@ -195,7 +196,8 @@ class Study:
         phased = f" (phase {phase})" if self.pretrain_phases(arch) > 1 else ""
         here = f"{self.path or self.name}: pretrain.{arch}{phased}: "
         d = self.pretrain_params(arch, phase, start_from)
-        cfg = RunConfig.from_dict(d, where=here)
+        with paths_unchecked():
+            cfg = RunConfig.from_dict(d, where=here)
         if cfg.dist.strategy not in ("single", "ddp"):
             raise ConfigError(f"{here}dist.strategy {cfg.dist.strategy!r} shards the parameters and a "
                               f"sharded model is not saved; use strategy single or ddp for the pretrain stage")
@@ -232,7 +234,8 @@ def load_study(path: str | Path) -> Study:
         what = " ".join(str(getattr(e, "problem", None) or e).split())
         context = getattr(e, "context", None)
         raise ConfigError(f"{path}: not a valid (safe) YAML file{where}: {what}" + (f" ({context})" if context else "")) from None
-    study = parse_study(d, where=f"{path}: ", default_name=path.stem)
+    with paths_unchecked():  # a corpus must exist when its runs execute (sweep), not for the others
+        study = parse_study(d, where=f"{path}: ", default_name=path.stem)
     study.path = path
     study.check_pretrained()
     study.pretrain_runs()

@@ -306,6 +306,8 @@ def run(ns: argparse.Namespace, host: Host) -> int:
         print(f"  {_n(n, 'finished record')} updated, not trained again: {what}")
     remade = [] if ns.analysis_only else remake_lost(items)  # checkpoints not carried with their records
     pending = [i for i in items if i.todo]
+    if missing := [f"{i.run_id}: {p}" for i in ([] if ns.analysis_only else pending) if (p := i.spec.cfg.path_problem())]:
+        raise ConfigError(missing[0] + (f" (and {len(missing) - 1} more runs to execute)" if len(missing) > 1 else ""))
     _print_plan(study, ns.study, every, items, pending, study_dir, ns.dry_run, host.run_cell is not None)
     for p in remade:
         users = [i.run_id for i in items if i.todo and i.needs is p]
