@@ -145,3 +145,24 @@ def test_an_estimate_prefers_finished_runs_of_its_own_config(tmp_path):
     b.learn(items)
     bf16_seed1 = next(i for i in items if i.spec.cfg.config == "amp_bf16" and i.spec.cfg.seed == 1)
     assert b.estimate(bf16_seed1) == pytest.approx(1.1 * 200 + 10)  # not fp32's 400 s
+
+
+@pytest.mark.slow
+def test_cell_runs_and_their_summary_need_no_notebook_stack(tmp_path):
+    # a GPU host with torch alone (no papermill, nbformat, Altair, datasets) runs a cell-run study
+    import os
+    import subprocess
+    import sys
+    from conftest import REPO
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    for name in ("papermill", "nbformat", "nbclient", "jupyter_client", "ipykernel", "altair", "datasets"):
+        (blocked / f"{name}.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    path, _ = _plan(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocked), str(REPO)]))
+    done = subprocess.run([sys.executable, "-m", "benchlib", "sweep", str(path), "--out", str(tmp_path / "executed"),
+                           "--no-analysis", "--no-html"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [read_record(tmp_path / f"executed/cells/runs/A/fp32_baseline/seed{k}/result.json") for k in (0, 1)]
+    assert [r["status"] in TRAINED for r in records] == [True, True]
+    assert "scenario A:" in done.stdout  # the summary table, without Altair

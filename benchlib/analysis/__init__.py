@@ -1,14 +1,19 @@
 """Layer 3: from records to answers (reads records only: imports ``core``). ``report`` runs the
 analyze / compare commands from ``tables``, ``gates``, ``stats``, ``safety``, ``flips``,
-``hypotheses``, ``recommend`` and ``charts``; the names below are what notebooks 10 and 11 call.
+``hypotheses``, ``recommend`` and ``charts``; the names below are what notebooks 10 and 11 call,
+imported on first use, so that a GPU host without Altair can still summarise its records.
 """
+import importlib
 
-from benchlib.analysis.charts import show
-from benchlib.analysis.hypotheses import divergence_table, verdict_markdown, verdict_table
-from benchlib.analysis.overview import overview_charts
-from benchlib.analysis.report import analyze_study, compare_study, mean_table
-from benchlib.analysis.tables import describe_experiment, learned_scenarios, load_study, resolve_study_dir, status_table
+_HOME = {"show": "charts", "divergence_table": "hypotheses", "verdict_markdown": "hypotheses",
+         "verdict_table": "hypotheses", "overview_charts": "overview", "analyze_study": "report",
+         "compare_study": "report", "mean_table": "report", "describe_experiment": "tables",
+         "learned_scenarios": "tables", "load_study": "tables", "resolve_study_dir": "tables",
+         "status_table": "tables"}
+__all__ = sorted(_HOME)
 
-__all__ = ["analyze_study", "compare_study", "describe_experiment", "divergence_table", "learned_scenarios", "load_study",
-           "mean_table", "overview_charts", "resolve_study_dir", "show", "status_table", "verdict_markdown",
-           "verdict_table"]
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'benchlib.analysis' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"benchlib.analysis.{_HOME[name]}"), name)
