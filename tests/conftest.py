@@ -1,5 +1,7 @@
 """Shared test settings, the papermill helper of the notebook and sweep tests, a fake papermill for
 sweep tests and a fake Slurm."""
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -30,6 +32,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+
+@pytest.fixture(scope="session")
+def smoke_study(tmp_path_factory):
+    """params/smoke.yaml executed once for the whole session, end to end (analysis notebooks and
+    HTML included): (exit status, its study folder, what it printed). Tests that change the
+    study work on a copy of the folder."""
+    from benchlib.study import sweep
+    root = tmp_path_factory.mktemp("executed")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = sweep.main([str(REPO / "params" / "smoke.yaml"), "--out", str(root)])
+    return rc, root / "smoke", out.getvalue()
+
 
 # Statuses of a run that trained every step without diverging. A few steps of a tiny model
 # rarely beat the trivial baseline clearly (stalled): plumbing tests accept these, and tests

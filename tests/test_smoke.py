@@ -1,24 +1,15 @@
 """``make smoke`` answers: params/smoke.yaml, executed end to end (training notebooks, records,
 analysis notebooks, HTML), learns a scenario under the learned gate, sees a config break, and its
 summary ends with the study's answer table, labelled a smoke answer."""
-import contextlib
-import io
 import json
 
 import pytest
-from conftest import REPO
-
-from benchlib.study import sweep
 
 
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """params/smoke.yaml executed once, with what it printed."""
-    root = tmp_path_factory.mktemp("executed")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = sweep.main([str(REPO / "params" / "smoke.yaml"), "--out", str(root)])
-    return rc, root / "smoke", out.getvalue()
+@pytest.fixture
+def smoke(smoke_study):
+    """params/smoke.yaml executed once (conftest), with what it printed."""
+    return smoke_study
 
 
 def test_smoke_learns_a_scenario_and_sees_a_config_break(smoke):

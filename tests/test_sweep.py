@@ -7,7 +7,6 @@ from collections import Counter
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import nbformat
@@ -270,14 +269,10 @@ def test_runs_spread_over_fake_gpus_never_two_on_one():
 
 
 # ---- end to end through papermill --------------------------------------------------------------
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    """params/smoke.yaml executed once, end to end; tests work on copies of its output."""
-    root = tmp_path_factory.mktemp("executed")
-    t0 = time.perf_counter()
-    rc = sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(root), "--no-analysis"])
-    print(f"smoke study: {time.perf_counter() - t0:.0f} s")
-    return rc, root / "smoke"
+@pytest.fixture
+def smoke(smoke_study):
+    """params/smoke.yaml executed once, end to end (conftest); tests work on copies of its output."""
+    return smoke_study[:2]
 
 
 @pytest.fixture
