@@ -316,3 +316,24 @@ def test_pack_to_keeps_an_archive_of_the_finished_runs_while_the_sweep_goes(chun
 def test_pack_to_is_refused_for_a_scheduler(chunked):
     with pytest.raises(ConfigError, match="^--pack-to is for runs executed here"):
         host_sweep.main(chunked.argv + ["--pack-to", "x.tgz", "--executor", "slurm"])
+
+
+def test_a_run_is_costed_from_runs_that_shared_the_gpu_as_it_will(tmp_path):
+    """fp32 at base took 512 s beside another run and 381 s alone (H100): a sweep of one run a GPU
+    costs it from the run alone, one of two a GPU from the shared run; with only one kind, from it."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY)), tmp_path / "executed")
+    fp32 = [i for i in items if i.spec.cfg.config == "fp32_baseline"]
+    shared = runner.error_record(fp32[0].spec, fp32[0].out_dir, None)
+    shared.update(status="ok", sweep={"wall_s": 512.0, "runs_per_gpu": 2})
+    write_json_atomic(fp32[0].result, shared)
+    alone, two = budget.Budget(555, runs_per_gpu=1), budget.Budget(555, runs_per_gpu=2)
+    alone.learn(items)
+    assert alone.estimate(fp32[1]) == pytest.approx(1.1 * 512 + 10)  # nothing ran alone yet: the shared run
+    solo = runner.error_record(fp32[1].spec, fp32[1].out_dir, None)
+    solo.update(status="ok", sweep={"wall_s": 381.0})
+    write_json_atomic(fp32[1].result, solo)
+    alone, two = budget.Budget(555, runs_per_gpu=1), budget.Budget(555, runs_per_gpu=2)
+    alone.learn(items)
+    two.learn(items)
+    assert alone.estimate(fp32[1]) == pytest.approx(1.1 * 381 + 10) and alone.admit([fp32[1]])
+    assert two.estimate(fp32[1]) == pytest.approx(1.1 * 512 + 10) and not two.admit([fp32[1]])

@@ -54,10 +54,16 @@ def run_cost(rec: dict, steps: int) -> float | None:
     return fixed + (wall - fixed) * steps / ran
 
 
+def _sharing(rec: dict) -> int:
+    """How many runs shared the GPU with the record's (itself included), as its sweep ran it."""
+    return int((rec.get("sweep") or {}).get("runs_per_gpu") or 1)
+
+
 @dataclass
 class Budget:
     """The time a sweep may take, counted from its start, and the runs it left for later."""
     seconds: float
+    runs_per_gpu: int = 1  # this sweep's: a run is costed from runs that shared the GPU as it will
     start: float = field(default_factory=lambda: time.monotonic())
     deferred: list = field(default_factory=list)
     seen: dict = field(default_factory=dict)  # (stage, scenario, arm, size) -> [(record, ...)]
@@ -111,8 +117,12 @@ class Budget:
 
     def _costs(self, recs: list, item) -> list:
         """The costs of ``recs`` scaled to ``item``'s steps: those of its own config if any, else
-        each other config's x how much more ``item``'s config cost than it elsewhere (``_ratio``)."""
+        each other config's x how much more ``item``'s config cost than it elsewhere (``_ratio``).
+        Only runs that shared their GPU as this sweep's will (``runs_per_gpu``) where any did: an
+        fp32 run at `base` took 512 s beside another and 381 s alone (H100), so neither predicts
+        the other."""
         steps, name = item.spec.cfg.steps, item.spec.cfg.dtype.name
+        recs = [r for r in recs if _sharing(r) == self.runs_per_gpu] or recs
         return ([run_cost(r, steps) for r in recs if r.get("config") == name]
                 or [run_cost(r, steps) * self._ratio(name, r.get("config")) for r in recs])
 

@@ -66,7 +66,7 @@ class GpuHost(sweep.Host):
 
     def __init__(self, ns: argparse.Namespace):
         self.ns = ns
-        self.budget = Budget(ns.time_budget) if ns.time_budget else None  # its clock starts now
+        self.budget = Budget(ns.time_budget, ns.runs_per_gpu) if ns.time_budget else None  # its clock starts now
         self.packer = None
 
     def check(self, kind: str) -> None:
