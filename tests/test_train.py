@@ -13,6 +13,7 @@ from benchlib.cli import main as cli_main
 from benchlib.core.dtypes import REGISTRY
 from benchlib.core.records import read_record, read_steps, validate
 from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.core.steplog import StepLog, first_divergence
 from benchlib.core.scenarios import SCENARIOS
 from benchlib.training.loop import run
 
@@ -241,3 +242,38 @@ def test_cudagraphs_is_for_single_process_runs_and_a_no_op_off_cuda(tmp_path):
     assert graphs["status"] == plain["status"]
     assert _losses(tmp_path / "a") == _losses(tmp_path / "b")
     assert plain["metrics"]["stability/max_logit"] == graphs["metrics"]["stability/max_logit"]
+
+
+def test_one_heavy_batch_is_not_a_divergence_but_a_sustained_rise_or_a_nan_is():
+    """D's fine-tuning loss starts at the label prior, and one batch of 8 with many labels reached
+    2.8x the first steps' mean in healthy runs; a 1-step first window made step 0 the reference, and
+    a third of D's runs were marked diverged at one heavy batch (H100, 2026-11-26)."""
+    base = [0.02, 0.03, 0.025, 0.02, 0.03] + [0.02] * 50
+    spike = list(base)
+    spike[30] = 0.2  # 8x the initial mean, one step
+    assert first_divergence(spike, sum(base[:5]) / 5, 3.0) is None
+    rise = list(base)
+    rise[30:] = [0.2] * (len(rise) - 30)
+    assert first_divergence(rise, sum(base[:5]) / 5, 3.0) == 30
+    nan = list(base)
+    nan[12] = float("nan")
+    assert first_divergence(nan, sum(base[:5]) / 5, 3.0) == 12
+    assert first_divergence(rise, None, 3.0) is None  # no reference yet: only non-finite counts
+
+
+def test_a_run_logged_in_intervals_judges_divergence_on_the_5_step_median(tmp_path):
+    """Through ``StepLog`` as training drives it: step 0 flushed alone, then every 10 steps."""
+    def judge(losses):
+        log = StepLog(len(losses), torch.device("cpu"), open(tmp_path / "rows.jsonl", "w"), diverge_ratio=3.0)
+        for step, v in enumerate(losses):
+            log.record(step, torch.tensor(v), torch.tensor(1.0))
+            if step == 0 or (step + 1) % 10 == 0:
+                log.flush(step, 1e-3, {})
+        log.finish()
+        return log
+    losses = [0.01] + [0.025] * 39  # a light first batch
+    losses[20] = 0.1  # one heavy batch, 10x the step-0 loss
+    log = judge(losses)
+    assert log.initial_loss == pytest.approx(0.01) and log.diverged_step is None
+    losses[25:] = [0.1] * 15  # a rise that stays
+    assert judge(losses).diverged_step == 25

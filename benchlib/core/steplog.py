@@ -13,7 +13,12 @@ import math
 import time
 from typing import Callable, TextIO
 
+import numpy as np
+import pandas as pd
 import torch
+
+DIVERGE_WINDOW = 5
+"""Divergence needs the median of this many consecutive steps above the limit (or a non-finite loss)."""
 
 
 class StepLog:
@@ -90,9 +95,8 @@ class StepLog:
         ml = extra.get("max_logit")
         if ml is not None and math.isfinite(ml):
             self.max_logit = max(self.max_logit, ml)
-        if self.initial_loss is None:
-            finite = [v for v in self.losses if math.isfinite(v)][:5]
-            self.initial_loss = sum(finite) / len(finite) if finite else float("nan")
+        if self.initial_loss is None and self.losses:
+            self.initial_loss = self.losses[0]  # the weights as initialised, before any update
         if self.diverged_step is None:
             self.diverged_step = first_divergence(self.losses, self.initial_loss, self.ratio)
 
@@ -116,9 +120,25 @@ class StepLog:
         return sum(not math.isfinite(g) for g in self.grad_norms)
 
 
-def first_divergence(losses: list[float], initial: float, ratio: float) -> int | None:
-    """First step whose loss is non-finite or above ``ratio`` x the initial loss."""
-    for i, v in enumerate(losses):
-        if not math.isfinite(initial) or not math.isfinite(v) or v > ratio * initial:
-            return i
-    return None
+def first_divergence(losses: list[float], initial: float | None, ratio: float,
+                     window: int = DIVERGE_WINDOW) -> int | None:
+    """First step whose loss is non-finite, or where the median loss of the ``window`` steps
+    ending there exceeds ``ratio`` x ``initial``, the step-0 loss (then: the window's first step
+    above it). One heavy batch is not a divergence: fine-tuning D (batch 8, a head starting at the
+    label prior), one batch's BCE reached 3.6x the step-0 loss in a healthy run, while no run's
+    5-step median passed 1.9x. The step-0 loss is the one loss before any update: a mean over
+    later steps would take in a blow-up at step 1. With ``initial`` None only a non-finite loss
+    counts."""
+    x = np.asarray(losses, float)
+    bad = np.flatnonzero(~np.isfinite(x))
+    first = int(bad[0]) if len(bad) else None
+    if initial is not None and math.isfinite(initial) and len(x):
+        limit = ratio * initial
+        med = pd.Series(x).rolling(window, min_periods=min(3, window)).median().to_numpy()
+        over = np.flatnonzero(med > limit)
+        if len(over):
+            end = int(over[0])
+            lo = max(0, end - window + 1)
+            high = lo + int(np.argmax(x[lo:end + 1] > limit))
+            first = high if first is None else min(first, high)
+    return first

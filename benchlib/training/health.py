@@ -1,8 +1,8 @@
 """Failures that are not crashes, judged from a run's per-step losses (pure functions, tested
 on constructed curves):
 
-* **diverged** (``steplog.first_divergence``): a non-finite loss, or one above ``diverge_ratio`` x
-  the initial loss;
+* **diverged** (``steplog.first_divergence``): a non-finite loss, or a 5-step median loss above
+  ``diverge_ratio`` x the initial loss (the mean of the first 5 steps);
 * **degraded**: the smoothed loss rises ``HealthRules.rise`` above its running minimum and stays
   there to the end for a sustained stretch: fp16 without loss scaling (A, 300 steps: loss bottoms
   at 7.9 at step 49, then climbs to 9.2). Excursions that recover before the end are not;

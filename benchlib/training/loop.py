@@ -464,7 +464,7 @@ def _time_metrics(m: dict, cfg: RunConfig, run: _Run, lp: _Loop, eval_s: float) 
 def _diverged_reason(cfg: RunConfig, broken: bool, diverged_step: int, steps_done: int, dead_step: int | None) -> str:
     if broken:
         return "the final evaluation's loss is non-finite: the weights hold inf/nan after the last step"
-    return (f"loss non-finite or > {cfg.diverge_ratio}x initial at step {diverged_step}; "
+    return (f"loss non-finite or (5-step median) > {cfg.diverge_ratio}x initial at step {diverged_step}; "
             + (f"continued, then stopped after {steps_done} steps: a weight held inf/nan at step "
                f"{dead_step} (checked at logged steps), from where no step can recover"
                if dead_step is not None else
