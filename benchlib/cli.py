@@ -26,6 +26,7 @@ LAZY = {
     "transfer": ("benchlib.analysis.transfer:main", "a synthetic study's effects next to a real-data study's: where each verdict comes from"),
     "findings": ("benchlib.analysis.findings:main", "the README's Findings section from a study's comparison.json"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
+    "rejudge": ("benchlib.study.rejudge:main", "judge finished runs again by today's health rules, from their logged losses"),
     "compact": ("benchlib.study.compact:main", "a study folder as committed: one records table, thinned logs, each chart once"),
     "pack": ("benchlib.host.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),
     "unpack": ("benchlib.host.pack:main_unpack", "put a pack archive's files in place (never over different ones)"),

@@ -65,3 +65,13 @@ def test_non_finite_steps_do_not_break_the_detectors():
     curve[120] = float("nan")
     curve[121] = float("inf")
     assert degraded_step(curve) is None
+
+
+def test_a_run_that_learned_then_climbed_past_its_baseline_is_degraded_not_stalled():
+    # fp16 without loss scaling on real text (H100, 2026-11-26): 11 -> 7.4 by step ~100, then up
+    # to ~21 and there to the end, below the 3x-initial divergence line and above the baseline
+    curve = np.r_[np.linspace(11, 7.4, 100), np.linspace(7.4, 21, 300), np.full(1100, 21.0)]
+    status, reason, m = verdict(_noisy(curve, 0.02), None, False)
+    assert status == "degraded" and m["stability/stalled_step"] is not None
+    rise = float(reason.split("up to ")[1].split("x")[0])  # the size of the rise (smoothed)
+    assert 2 < rise < 3

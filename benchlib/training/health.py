@@ -76,17 +76,21 @@ def plateau_step(losses: list[float] | np.ndarray, rules: HealthRules = HealthRu
 
 def verdict(losses: list[float], diverged_at: int | None, beats_baseline: bool | None,
             rules: HealthRules = HealthRules()) -> tuple[str, str | None, dict]:
-    """(status, reason, metrics) of a finished run: diverged, else stalled (nothing learned to
-    degrade; never for ``beats_baseline`` None), else degraded, else ok."""
+    """(status, reason, metrics) of a finished run: diverged, else degraded (it learned, then lost
+    it: a run that ends above its own best loss has not stalled, even where it ends below its
+    trivial baseline), else stalled (never for ``beats_baseline`` None), else ok."""
     deg = degradation(losses, rules)
     stall = plateau_step(losses, rules) if beats_baseline is False else None
     m = {"stability/degraded_step": deg[0] if deg else None, "stability/stalled_step": stall}
     if diverged_at is not None:
         return "diverged", None, m
+    if deg is not None:
+        s = smoothed(losses, rules)
+        rise = np.nanmax(s[deg[1]:]) / s[deg[0]] if s[deg[0]] > 0 else float("nan")
+        return "degraded", (f"training loss rose from its minimum at step {deg[0]} to over {rules.rise:.0%} above it "
+                            f"by step {deg[1]}, and stayed there (smoothed, up to {rise:.3g}x the minimum)"
+                            + ("; it ends worse than its trivial baseline" if beats_baseline is False else "")), m
     if beats_baseline is False:
         return "stalled", (f"did not clearly beat the trivial baseline; training loss stopped improving "
                            f"at step {stall}"), m
-    if deg is not None:
-        return "degraded", (f"training loss rose from its minimum at step {deg[0]} to over {rules.rise:.0%} above it "
-                            f"by step {deg[1]}, and stayed there"), m
     return "ok", None, m
