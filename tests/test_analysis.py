@@ -276,6 +276,18 @@ def test_seeds_to_settle_grows_with_the_square_of_noise_over_effect():
     assert hy.seeds_to_settle(0.0, -1.0, 1.0, 3) is None  # no number of seeds settles an estimate of 0
 
 
+def test_h2_counts_a_loss_that_rose_and_stayed_up_as_unstable_not_as_healthy():
+    """fp16 without a loss scale on real text (H100, 2026-11-26): every A run climbed from 7.4 to ~21
+    and stayed there, below 3x its initial loss: degraded, never 'diverged'. Counting divergence
+    alone, H2 read 0 against 0 and called itself untestable."""
+    recs = (grid("AC", ["fp32_baseline", "fp16_naive"])
+            + [make_record("A", "fp16_naive_noscale", k, status="degraded", **{"stability/degraded_step": 50 + k})
+               for k in range(3)]
+            + [make_record("C", "fp16_naive_noscale", k) for k in range(3)])
+    h = hy.naive_fp16_stability(frame(recs), FAST)
+    assert h["verdict"] == "supported" and h["effect"]["estimate"] == 1.0
+
+
 def test_h2_gives_the_divergence_step_per_task_or_that_it_did_not_diverge():
     recs = (grid("AC", ["fp32_baseline", "fp16_naive"])  # fp32_baseline: the reference that shows A and C learned
             + [make_record("A", "fp16_naive_noscale", k, status="diverged", diverged_step=40 + k) for k in range(3)]

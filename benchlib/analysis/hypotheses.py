@@ -59,15 +59,17 @@ def naive_fp16_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     """seed 001 H2, stability of fp16 without loss scaling. Config: fp16_naive_noscale (fp16
     weights, fp32 Adam moments, no scaling), or where the study has none, fp16_fp16_states_noscale
     (fp16 moments too: the verdict says it tests second-moment underflow, not loss scaling).
-    Effect: divergence rate on LM (A, B) minus on classification (C-F), each the mean over its
-    learned scenarios with >= min_seeds runs that trained; where every run of both arms diverged
-    (rates 1 and 1 cannot discriminate), the mean ln(step of divergence) on LM minus on
-    classification; where none did, untestable. supported: the CI excludes 0 in either direction
+    Effect: instability rate (runs that diverged or degraded: the loss blew up, or rose and stayed
+    up, ``verdicts.divergence_contrast``) on LM (A, B) minus on classification (C-F), each the mean
+    over its learned scenarios with >= min_seeds runs that trained; where every run of both arms
+    was unstable (rates 1 and 1 cannot discriminate), the mean ln(step it began) on LM minus on
+    classification; where none was, untestable. supported: the CI excludes 0 in either direction
     (classification hides or amplifies it); rejected: the CI is inside +-margin_rate (rates only);
     inconclusive: otherwise or an arm without data. The evidence gives, per task, the step at
     which each fp16 config diverged or that it did not."""
     cfg, note = fp16_config(df, "fp16_naive_noscale", "fp16_fp16_states_noscale")
-    claim = f"{cfg} diverges differently (rate, or time where both rates are 1) on classification than on LM"
+    claim = (f"{cfg} diverges or degrades differently (rate, or time where both rates are 1) on classification than "
+             f"on LM")
     mode, ci, ev = divergence_contrast(df, cfg, scenarios_of("lm"), scenarios_of("cls"), rules)
     ev = {"lm": ev["plus"], "cls": ev["minus"]}
     res = divergence_verdict(naive_fp16_stability, claim, cfg, "; " + note if note else "", mode, ci, ev, rules,
@@ -181,10 +183,10 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
     """seed 002 H1: fp16_naive (fp16 weights, fp32 Adam moments, static loss scale 1024), or
     where the study has none fp16_fp16_states (fp16 moments too: the verdict says it tests
     second-moment underflow), survives single-label CE but diverges on multi-label BCE. Effect:
-    divergence rate on multi-label (C, D) minus single-label (E, F), each the mean over its
-    learned scenarios with >= min_seeds runs that trained; where every run of both arms diverged,
-    the mean ln(step of divergence) on single-label minus multi-label (> 0: it diverges sooner on
-    multi-label); where none did, untestable. supported: CI above 0; rejected: CI below 0 or
+    instability rate (diverged or degraded, ``verdicts.divergence_contrast``) on multi-label (C, D)
+    minus single-label (E, F), each the mean over its learned scenarios with >= min_seeds runs
+    that trained; where every run of both arms was unstable, the mean ln(step it began) on
+    single-label minus multi-label (> 0: sooner on multi-label); where none was, untestable. supported: CI above 0; rejected: CI below 0 or
     inside +-margin_rate (rates only); inconclusive: otherwise or a task without data."""
     cfg, note = fp16_config(df, "fp16_naive", "fp16_fp16_states")
     claim = (f"{cfg} survives single-label CE but diverges on multi-label BCE (where it diverges on both: sooner "

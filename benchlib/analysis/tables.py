@@ -286,6 +286,10 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
 
 
 # ---- per-seed values of a metric (what the statistics resample) -------------------------------
+UNSTABLE = ("diverged", "degraded")
+"""Statuses of a run whose training became unstable: its loss blew up, or rose and stayed up."""
+
+
 def trained_runs(df: pd.DataFrame) -> pd.Series:
     """Runs that count for stability: finished or diverged, in learned scenarios."""
     return df["status"].isin([*MEASURED, "diverged"]) & df["learned"].eq(True)
@@ -295,15 +299,20 @@ def seed_series(df: pd.DataFrame, metric: str, oriented: bool = True, runs: pd.S
                 ) -> dict[tuple[str, str], pd.Series]:
     """Finite per-seed values of ``metric`` per (scenario, config), indexed by seed, from the runs
     that count for it (or ``runs``); times ``sign`` when ``oriented``. ``"diverged"``: 1/0 per run
-    that trained; ``"diverged_step"``: the step of each run that diverged."""
+    that trained; ``"diverged_step"``: the step of each run that diverged. ``"unstable"`` and
+    ``"unstable_step"``: the same for a run that diverged *or* degraded (its training loss rose and
+    stayed up to the end: fp16 without a loss scale on real text climbs from 7.4 to ~21 without
+    crossing 3x its initial loss), at its divergence step or the step its rise began."""
     df = gated(df)
-    if metric in ("diverged", "diverged_step"):
+    if metric in ("diverged", "diverged_step", "unstable", "unstable_step"):
         d = df[trained_runs(df)]
-        if metric == "diverged_step":
-            d = d[d["status"] == "diverged"]
-            return {k: g.set_index("seed")["stability/diverged_step"].dropna().astype(float)
+        bad = ("diverged",) if metric.startswith("diverged") else UNSTABLE
+        if metric.endswith("_step"):
+            d = d[d["status"].isin(bad)]
+            step = d["stability/diverged_step"].where(d["status"] == "diverged", d["stability/degraded_step"])
+            return {k: step[g.index].set_axis(g["seed"]).dropna().astype(float)
                     for k, g in d.groupby(["scenario", "config"])}
-        return {k: (g.set_index("seed")["status"] == "diverged").astype(float) for k, g in d.groupby(["scenario", "config"])}
+        return {k: g.set_index("seed")["status"].isin(bad).astype(float) for k, g in d.groupby(["scenario", "config"])}
     if runs is None:
         runs = quality_runs(df) if metric == "quality" else speed_runs(df)
     out = {}

@@ -150,16 +150,22 @@ def real_data(rec: dict) -> bool:
     return "/" in str(data.get("source") or "") or any(k.startswith("provenance_") for k in data)
 
 
-def _load(path: str, rules: Rules, real: bool) -> tuple[Path, str, pd.DataFrame]:
-    root = resolve_study_dir(path)
-    recs = load_records(root)
-    if not recs:
-        raise FileNotFoundError(f"no result records under study folder {path!r}")
+def _load(paths: list[str], rules: Rules, real: bool) -> tuple[list[Path], str, pd.DataFrame]:
+    roots, recs = [resolve_study_dir(p) for p in paths], []
+    for path, root in zip(paths, roots):
+        got = load_records(root)
+        if not got:
+            raise FileNotFoundError(f"no result records under study folder {path!r}")
+        recs += got
     kept = [r for r in recs if real_data(r)] if real else recs
     if not kept:
-        raise ValueError(f"{path}: no record carries real data (data.source a path, or data.provenance_*)")
+        raise ValueError(f"{', '.join(paths)}: no record carries real data (data.source a path, or data.provenance_*)")
     left = f" ({len(recs) - len(kept)} runs on synthetic data left out)" if len(kept) < len(recs) else ""
-    return root, f"{len(kept)} runs{left}; {describe_environment(kept)}", study_frame(kept, rules)
+    return roots, f"{len(kept)} runs{left}; {describe_environment(kept)}", study_frame(kept, rules)
+
+
+def _names(roots: list[Path]) -> str:
+    return " + ".join(r.name for r in roots)
 
 
 def kind(source: pd.Series) -> pd.Series:
@@ -175,11 +181,11 @@ def _effect(row: pd.Series, p: str) -> str:
     return f"{eff} {row[f'{p}_verdict']} (n={n:.0f})".strip()
 
 
-def to_markdown(t: pd.DataFrame, syn: tuple[Path, str], real: tuple[Path, str], rules: Rules) -> str:
+def to_markdown(t: pd.DataFrame, syn: tuple[list[Path], str], real: tuple[list[Path], str], rules: Rules) -> str:
     """transfer.md: what was compared ((folder, provenance) of each arm), the rule, the count of
     cells per source and the table."""
     kinds = kind(t["source"])
-    lines = [f"# Transfer: `{syn[0].name}` (synthetic) against `{real[0].name}` (real data)", "",
+    lines = [f"# Transfer: `{_names(syn[0])}` (synthetic) against `{_names(real[0])}` (real data)", "",
              f"- synthetic: {syn[1]}", f"- real: {real[1]}", "",
              f"Effect: quality gap to the scenario's reference, % of the reference, positive = worse, paired by "
              f"seed, {rules.conf:.0%} CI (none below {rules.min_seeds} seeds, and then no real/synthetic either: "
@@ -200,17 +206,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench transfer", description="A synthetic study's effects next to "
                                 "a real-data study's, and where each verdict comes from")
     p.add_argument("synthetic", metavar="SYNTH_STUDY_DIR", help="the synthetic study (e.g. executed/h100/reference)")
-    p.add_argument("real", metavar="REAL_STUDY_DIR", help="the study whose records carry real data")
-    p.add_argument("--out", metavar="DIR", help="where transfer.csv and transfer.md go (default REAL_STUDY_DIR/transfer)")
+    p.add_argument("real", metavar="REAL_STUDY_DIR", nargs="+",
+                   help="the studies whose records carry real data (several: their runs together, e.g. the decoder "
+                        "study and the encoder one)")
+    p.add_argument("--out", metavar="DIR", help="where transfer.csv and transfer.md go (default: the first "
+                   "REAL_STUDY_DIR/transfer)")
     ns = p.parse_args(argv)
     rules = Rules()
-    (sdir, sprov, sdf), (rdir, rprov, rdf) = _load(ns.synthetic, rules, False), _load(ns.real, rules, True)
+    (sdir, sprov, sdf), (rdirs, rprov, rdf) = _load([ns.synthetic], rules, False), _load(ns.real, rules, True)
     t = transfer_table(sdf, rdf, rules)
-    out = Path(ns.out) if ns.out else rdir / "transfer"
+    out = Path(ns.out) if ns.out else rdirs[0] / "transfer"
     out.mkdir(parents=True, exist_ok=True)
-    t.assign(synthetic_study=sdir.name, real_study=rdir.name).to_csv(out / "transfer.csv", index=False)
-    (out / "transfer.md").write_text(to_markdown(t, (sdir, sprov), (rdir, rprov), rules)
-                                     + f"\n<sub>dtype-bench transfer {ns.synthetic} {ns.real}</sub>\n")
+    t.assign(synthetic_study=_names(sdir), real_study=_names(rdirs)).to_csv(out / "transfer.csv", index=False)
+    (out / "transfer.md").write_text(to_markdown(t, (sdir, sprov), (rdirs, rprov), rules)
+                                     + f"\n<sub>dtype-bench transfer {ns.synthetic} {' '.join(ns.real)}</sub>\n")
     print(f"{out / 'transfer.csv'}, {out / 'transfer.md'}: {len(t)} cells; "
           + ", ".join(f"{k}: {n}" for k, n in kind(t["source"]).value_counts().items()))
     return 0

@@ -255,17 +255,19 @@ def fp16_config(df: pd.DataFrame, wanted: str, stand_in: str) -> tuple[str, str]
 
 
 def divergence_contrast(df: pd.DataFrame, cfg: str, plus, minus, rules: Rules) -> tuple:
-    """Divergence of ``cfg`` on the ``plus`` scenarios against the ``minus`` ones: the rate
-    (share of the runs that trained that diverged) where it can differ; where every run of both
-    arms diverged, the time to divergence (mean ln of the step, each scenario's runs resampled on
-    their own); where none did, nothing. Returns (mode: 'rate' / 'time' / 'none', ci, evidence)."""
-    rates = seed_series(df, "diverged")
+    """Instability of ``cfg`` on the ``plus`` scenarios against the ``minus`` ones, a run being
+    unstable where it diverged or degraded (``tables.UNSTABLE``: its loss blew up, or rose and
+    stayed up to the end): the rate (share of the runs that trained that were unstable) where it
+    can differ; where every run of both arms was, the time to it (mean ln of the divergence step,
+    or of the step the rise began, each scenario's runs resampled on their own); where none was,
+    nothing. Returns (mode: 'rate' / 'time' / 'none', ci, evidence)."""
+    rates = seed_series(df, "unstable")
     up, ev_p = scenario_units(rates, plus, cfg, None, lambda m: m, rules)
     um, ev_m = scenario_units(rates, minus, cfg, None, lambda m: m, rules)
     ev = {"plus": ev_p, "minus": ev_m}
     vals = np.concatenate([rates[s, cfg].to_numpy() for s in [*up, *um]]) if up and um else np.array([])
     if len(vals) and (vals == 1).all():
-        steps = {k: np.log(v) for k, v in seed_series(df, "diverged_step").items()}
+        steps = {k: np.log(v.clip(lower=1)) for k, v in seed_series(df, "unstable_step").items()}
         up, ev["plus"] = scenario_units(steps, plus, cfg, None, lambda m: m, rules)
         um, ev["minus"] = scenario_units(steps, minus, cfg, None, lambda m: m, rules)
         return "time", effect_ci(up, rules, um), ev
@@ -278,14 +280,14 @@ def divergence_verdict(fn, claim, cfg, note, mode, ci, ev, rules, two_sided, arm
                         sign_time=1) -> dict:
     ev = {**ev, "config": cfg, "divergence": None}
     if mode == "none":
-        return result(fn, claim, "untestable", f"{cfg} diverged in no run of either arm: a rate of 0 against 0 "
+        return result(fn, claim, "untestable", f"{cfg} diverged or degraded in no run of either arm: a rate of 0 against 0 "
                       "cannot discriminate, and there is no time to divergence to compare" + note, evidence=ev)
     if mode == "time":
         if ci is not None:
             ci = tuple(sign_time * v for v in ci)
             ci = (ci[0], min(ci[1:]), max(ci[1:]))
         res = verdict_of(fn, claim, ci, ev, "ln(step of divergence) ratio", "ln ratio", rules, 0.0, two_sided)
-        res["reason"] = (f"every run of {cfg} diverged in both arms (rates 1 and 1: the rate test is untestable); "
+        res["reason"] = (f"every run of {cfg} diverged or degraded in both arms (rates 1 and 1: the rate test is untestable); "
                          f"time to divergence compared instead"
                          + (f" (on {arms[0]} it diverges at {np.exp(sign_time * ci[0]):.2g}x the step of "
                             f"{arms[1]})" if ci else "")
