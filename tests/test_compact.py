@@ -238,3 +238,22 @@ def test_a_compacted_calibration_folder_gives_the_same_table_its_cut_off_runs_in
     assert not list(session.rglob("result.json")) and not (session / "A_cut").exists()
     after = calibration_table(session)
     assert list(after) == ["A_cut", "A_lr1", "A_lr2"] and after == before and before["A_cut"][0] is None
+
+
+def test_a_study_of_cell_runs_links_the_one_style_sheet_too(tmp_path):
+    """No run notebooks (a cell-run study): compacting empties runs/ entirely, and its report
+    still moves its style sheet to the root (the encoder study kept a 260 KB copy of its own)."""
+    root = tmp_path / "executed"
+    study = root / "gpu" / "cells"
+    for rec in grid(["D"], ["fp32_baseline", "amp_bf16"]):
+        write_run(study, rec)
+    report.analyze_study(study, rules=FAST)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("show()", outputs=[nbformat.v4.new_output("stream", name="stdout", text="x\n")])]
+    (study / "analysis").mkdir()
+    nbformat.write(nb, str(study / "analysis" / "10_analyze_experiment.ipynb"))
+    html_export.export_study_html(study, overview=False, run_pages=False)
+    assert list(study.glob("html/*.css"))
+    compact.compact(study, root)
+    assert not (study / "runs").exists() and not list(study.glob("html/*.css"))
+    assert len(list(root.glob("notebook-*.css"))) == 1

@@ -72,7 +72,7 @@ def compact(folder: Path, root: Path, examples: int = 1) -> Compacted:
     for d in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
         if not any(d.iterdir()):  # a run folder whose files are all in the tables now
             d.rmdir()
-    if (folder / "runs").is_dir():
+    if (folder / "html").is_dir():  # a study of cell runs alone has no runs/ left, but its report
         _export_html(folder, root, overview)
     done.after = folder_size(folder)
     return done
