@@ -1,5 +1,6 @@
-"""Every committed study's comparison (``executed/**/comparison/comparison.json``) is what the
-analysis gives today from the study's own records (its records table: the studies are committed
+"""Every committed study's comparison (``executed/**/comparison*/comparison.json``) is what the
+analysis gives today from its studies' own records (its ``sources``: one study, or several compared
+together, e.g. the decoder and encoder studies on real data) (its records table: the studies are committed
 compacted): tables, flips, recommendations and verdicts are reproduced (floats to a relative
 1e-6; the bootstrap is seeded). A code change that moves a committed verdict fails here until the
 study's analysis is run again and committed (``dtype-bench sweep params/<study>.yaml --out
@@ -15,7 +16,13 @@ from conftest import REPO
 from benchlib.analysis.report import compare, load_study
 
 TRACKED = subprocess.run(["git", "ls-files", "executed"], capture_output=True, text=True, cwd=REPO).stdout.split()
-COMMITTED = [REPO / p for p in TRACKED if p.endswith("/comparison/comparison.json")]
+COMMITTED = [REPO / p for p in TRACKED if p.endswith("/comparison.json") and p.split("/")[-2].startswith("comparison")]
+
+
+def sources_of(comparison: dict) -> list:
+    """The study folders a comparison was computed from, in this checkout (it names them by the
+    absolute paths of the machine that ran it)."""
+    return [REPO / s[s.rindex("executed/"):] for s in comparison["sources"]]
 
 
 def same(a, b, where="") -> list[str]:
@@ -38,9 +45,10 @@ def test_there_is_a_committed_study_to_check():
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(REPO)) for p in COMMITTED])
 def test_a_committed_comparison_is_reproduced_from_its_records(path):
-    study = path.parent.parent
     committed = json.loads(path.read_text())
-    again = json.loads(json.dumps(compare(load_study(study), None, sources=[study]).result, default=str))
+    studies = sources_of(committed)
+    assert path.parent.parent in studies, f"{path} was not computed from the study it lies in: {studies}"
+    again = json.loads(json.dumps(compare(load_study(*studies), None, sources=studies).result, default=str))
     committed.pop("sources"), again.pop("sources")  # absolute paths of the machine that ran it
     diffs = same(committed, again)
     assert not diffs, f"{len(diffs)} differences, first: " + "; ".join(diffs[:5])
