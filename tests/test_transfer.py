@@ -125,3 +125,26 @@ def test_effects_against_different_references_are_not_compared():
     t = table(arm(3.0, SYN), real)
     assert t.loc["bf16_pure", "real_reference"] == "amp_bf16" and t.loc["bf16_pure", "syn_reference"] == "fp32_baseline"
     assert t.loc["bf16_pure", "transfers"] is None and "references differ" in t.loc["bf16_pure", "transfer"]
+
+
+def test_several_real_studies_count_together_and_an_unlearned_synthetic_arm_is_named(tmp_path):
+    """The decoder and the encoder studies on real data are two folders: one transfer over both.
+    Where the synthetic arm never established quality (C did not learn there), the scenario is
+    unverified for that reason, not for want of real seeds."""
+    syn = write_study(tmp_path / "syn", arm(3.0, SYN) + [make_record("C", c, k, status="stalled", quality=0.1)
+                                                         for c in ("fp32_baseline", "amp_bf16") for k in range(3)])
+    real_a = write_study(tmp_path / "real_a", arm(4.0, SYN, real=True))
+    real_c = []
+    for c, q in (("fp32_baseline", 0.5), ("amp_bf16", 0.5)):
+        for k in range(3):
+            rec = learned(make_record("C", c, k, quality=q + 0.001 * k))
+            rec["metrics"].update({"baseline/name": "label-frequency", "quality/learned_metric": "micro_f1",
+                                   "quality/beats_baseline": True})
+            rec["data"] = {"source": "/data/real/tags", "provenance_package": "some-tags-package"}
+            real_c.append(rec)
+    real_c = write_study(tmp_path / "real_c", real_c)
+    assert cli.main(["transfer", str(syn), str(real_a), str(real_c), "--out", str(tmp_path / "out")]) == 0
+    csv = pd.read_csv(tmp_path / "out" / "transfer.csv")
+    assert set(csv["real_study"]) == {"real_a + real_c"} and {"A", "C"} <= set(csv["scenario"])
+    line = transfer.findings_line(tmp_path / "out")[0]
+    assert "C: unverified (the synthetic arm did not establish quality there)" in line

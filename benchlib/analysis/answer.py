@@ -115,7 +115,12 @@ def describe(records: list[dict]) -> dict:
     runs = [r.get("run", {}) for r in records]
     seeds = pd.Series([(r.get("scenario"), r.get("config")) for r in records]).value_counts()
     uuids = [r.get("env", {}).get("gpu_uuid") for r in records]
+    loaded: dict[str, set] = {}  # checkpoint -> scenarios fine-tuned from it
+    for r, x in zip(records, runs):
+        if x.get("model_name_or_path"):
+            loaded.setdefault(Path(str(x["model_name_or_path"])).name, set()).add(str(r.get("scenario")))
     return {"n": len(records), "size": _span([x.get("size") for x in runs]),
+            "checkpoints": "; ".join(f"{', '.join(sorted(s))} from `{c}`" for c, s in sorted(loaded.items())),
             "data": ", ".join(sorted({str(x.get("data")) for x in runs if x.get("data")})) or "unknown",
             "steps": _span([x.get("steps") for x in runs]), "seeds": _span(list(seeds.values)) if len(seeds) else "0",
             "scenarios": "".join(sorted({str(r.get("scenario")) for r in records})),
@@ -125,14 +130,17 @@ def describe(records: list[dict]) -> dict:
             "dates": _span([str(r.get("env", {}).get("date", ""))[:10] for r in records if r.get("env", {}).get("date")])}
 
 
-def scope_box(quality: tuple[str, Path], speed_study: tuple[str, Path] | None) -> list[str]:
-    """Three lines: the GPU and baseline; the quality study's scope; the speed study's."""
-    q = describe(load_records(quality[1]))
+def scope_box(quality: tuple[str, Path | list[Path]], speed_study: tuple[str, Path] | None) -> list[str]:
+    """Three lines: the GPU and baseline; the quality study's scope (one folder, or the several
+    its comparison was computed from); the speed study's."""
+    folders = quality[1] if isinstance(quality[1], (list, tuple)) else [quality[1]]
+    q = describe([r for f in folders for r in load_records(f)])
     s = describe(load_records(speed_study[1])) if speed_study else None
     gpu = q["device"] if not s or s["device"] == q["device"] else f"{q['device']} (quality), {s['device']} (speed)"
     lines = [f"> **GPU** {gpu}, torch {q['torch']}. **Baseline** `{BASELINE}`: fp32 with TF32 off; "
              f"x TF32 is against `{TF32}` (fp32 weights, TF32 matmuls)."]
-    lines.append(f"> **Quality** (`{quality[0]}`): `{q['size']}` models, {q['data']} data, {q['steps']} steps, "
+    lines.append(f"> **Quality** (`{quality[0]}`): `{q['size']}` models"
+                 + (f" ({q['checkpoints']})" if q["checkpoints"] else "") + f", {q['data']} data, {q['steps']} steps, "
                  f"{q['seeds']} seed(s) per cell, scenarios {q['scenarios']}.")
     if s:
         host = _hosts(s)

@@ -111,7 +111,8 @@ def _range(lo: float, hi: float, fmt: str) -> str:
     return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
 
 
-def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: list[str] = ()) -> str:
+def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: list[str] = (),
+           first: list[Path] | None = None) -> str:
     """The Findings section as Markdown: scope, default, answer table, absolute speed, where
     candidates break, hypotheses, flips, gates, supporting studies (and ``extra``), provenance."""
     name, comparison, folder = studies[0]
@@ -119,7 +120,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     stats = pd.read_csv(speed[2] / "comparison" / "config_stats.csv") if speed else None
     cells = answer.cells(comparison, stats)
     out = ["## Findings", ""]
-    out += answer.scope_box((name, folder), (speed[0], speed[2]) if speed else None) + [""]
+    folders = first or [folder]
+    out += answer.scope_box((" + ".join(f.name for f in folders), folders), (speed[0], speed[2]) if speed else None) + [""]
     out += [_default(comparison, cells, stats, speed[0] if speed else None), ""]
     out += answer.answer_table(cells)
     out += ["", f"Cell: the comparison's verdict for (scenario, config); throughput x fp32 / x TF32 and peak GiB "
@@ -343,7 +345,16 @@ def generate(ns: argparse.Namespace) -> str:
                             f"({type(e).__name__}: {e})") from None
         study_dir = path.parent.parent
         studies.append((study_dir.name, comparison, study_dir))
-    return render(studies, sources, extra)
+    first = _sources(studies[0][1], studies[0][2])
+    return render(studies, sources, extra, first)
+
+
+def _sources(comparison: dict, study_dir: Path) -> list[Path]:
+    """The study folders a comparison was computed from (its ``sources``, which name them as the
+    machine that ran it did), here; the comparison's own study where they are not found."""
+    found = [Path(s[s.rindex("executed/"):]) for s in comparison.get("sources", []) if "executed/" in s]
+    found = [p for p in found if p.is_dir()]
+    return found if study_dir.resolve() in {p.resolve() for p in found} else [study_dir]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -139,8 +139,15 @@ def _source(row: pd.Series, t: pd.DataFrame, real_scenarios: set, rules: Rules) 
         return f"synthetic (does not transfer: {', '.join(bad)} on {s})"
     if len(checked):
         return f"synthetic (transfers: {len(checked)} of {len(checked)} checked cells of {s} match)"
-    return (f"synthetic (unverified: no cell of {s} checked on both arms; the real arm has "
-            f"{t.loc[t['scenario'] == s, 'real_n'].max():.0f} seeds at most, {rules.min_seeds} needed)")
+    return f"synthetic (unverified: no cell of {s} checked on both arms: {_unchecked(t[t['scenario'] == s], rules)})"
+
+
+def _unchecked(g: pd.DataFrame, rules: Rules = Rules()) -> str:
+    """Why no cell of one scenario's rows could be checked on both arms."""
+    syn = g["syn_verdict"].dropna()
+    if len(syn) and syn.isin(["untestable", "failed", "reference"]).all():
+        return "the synthetic arm did not establish quality there"
+    return f"the real arm has {g['real_n'].max():.0f} seeds at most, {rules.min_seeds} needed"
 
 
 # ---- the verb ------------------------------------------------------------------------------------
@@ -238,7 +245,7 @@ def findings_line(folder: Path) -> list[str]:
         bad = g.loc[checked.index[checked == "False"], "config"].tolist()
         per.append(f"{s}: " + (f"does not transfer ({', '.join(bad)})" if bad else
                                f"transfers ({len(checked)} of {len(checked)} checked cells)" if len(checked) else
-                               "no real arm" if g["real_verdict"].isna().all() else "unverified (too few real seeds)"))
+                               "no real arm" if g["real_verdict"].isna().all() else f"unverified ({_unchecked(g)})"))
     return [f"`{t['real_study'].iloc[0]}` (real data) against `{t['synthetic_study'].iloc[0]}` (synthetic): "
             f"{int((t['source'] == 'real').sum())} of {len(t)} (scenario, config) verdicts from the real arm; the "
             f"synthetic arm, within a factor of {FACTOR:g}: " + "; ".join(per) + f" (`{path.parent}/transfer.md`)."]
