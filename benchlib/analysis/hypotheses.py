@@ -71,7 +71,7 @@ def naive_fp16_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     claim = (f"{cfg} diverges or degrades differently (rate, or time where both rates are 1) on classification than "
              f"on LM")
     mode, ci, ev = divergence_contrast(df, cfg, scenarios_of("lm"), scenarios_of("cls"), rules)
-    ev = {"lm": ev["plus"], "cls": ev["minus"]}
+    ev = {"lm": ev["plus"], "cls": ev["minus"], "counts": ev["counts"]}
     res = divergence_verdict(naive_fp16_stability, claim, cfg, "; " + note if note else "", mode, ci, ev, rules,
                               two_sided=True, arms=("LM", "classification"))
     res["evidence"].update(config=cfg, stand_in=bool(note), divergence=divergence_table(df).to_dict(orient="records"))
@@ -192,7 +192,7 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
     claim = (f"{cfg} survives single-label CE but diverges on multi-label BCE (where it diverges on both: sooner "
              f"on multi-label)")
     mode, ci, ev = divergence_contrast(df, cfg, scenarios_of("multilabel"), scenarios_of("singlelabel"), rules)
-    ev = {"multilabel": ev["plus"], "singlelabel": ev["minus"]}
+    ev = {"multilabel": ev["plus"], "singlelabel": ev["minus"], "counts": ev["counts"]}
     res = divergence_verdict(fp16_multilabel_divergence, claim, cfg, "; " + note if note else "", mode, ci, ev,
                               rules, two_sided=False, arms=("multi-label", "single-label"), sign_time=-1)
     res["evidence"].update(config=cfg, stand_in=bool(note))

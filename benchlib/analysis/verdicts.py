@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.stats import Rules, bootstrap, piece
@@ -264,7 +265,8 @@ def divergence_contrast(df: pd.DataFrame, cfg: str, plus, minus, rules: Rules) -
     rates = seed_series(df, "unstable")
     up, ev_p = scenario_units(rates, plus, cfg, None, lambda m: m, rules)
     um, ev_m = scenario_units(rates, minus, cfg, None, lambda m: m, rules)
-    ev = {"plus": ev_p, "minus": ev_m}
+    count = lambda used: (int(sum(rates[s, cfg].sum() for s in used)), int(sum(len(rates[s, cfg]) for s in used)))  # noqa: E731
+    ev = {"plus": ev_p, "minus": ev_m, "counts": {"plus": count(up), "minus": count(um)}}
     vals = np.concatenate([rates[s, cfg].to_numpy() for s in [*up, *um]]) if up and um else np.array([])
     if len(vals) and (vals == 1).all():
         steps = {k: np.log(v.clip(lower=1)) for k, v in seed_series(df, "unstable_step").items()}
@@ -295,5 +297,11 @@ def divergence_verdict(fn, claim, cfg, note, mode, ci, ev, rules, two_sided, arm
     else:
         res = verdict_of(fn, claim, ci, ev, "divergence rate difference", "share of runs", rules, rules.margin_rate,
                          two_sided)
+        (k1, n1), (k2, n2) = ev["counts"]["plus"], ev["counts"]["minus"]
+        if n1 and n2:  # the CI of a bootstrap over all-or-nothing arms is a point: the exact test says more
+            p = sps.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="two-sided" if two_sided else "greater")[1]
+            res["evidence"]["fisher_exact_p"] = float(p)
+            res["reason"] += (f"; unstable runs: {arms[0]} {k1}/{n1}, {arms[1]} {k2}/{n2} (Fisher's exact test, "
+                              f"{'two-sided' if two_sided else 'one-sided'}: p = {p:.2g})")
     res["reason"] += note
     return res
