@@ -117,7 +117,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     candidates break, hypotheses, flips, gates, supporting studies (and ``extra``), provenance."""
     name, comparison, folder = studies[0]
     folders = first or [folder]
-    name = " + ".join(f.name for f in folders)  # a comparison of several studies is named by all of them
+    if first and len(first) > 1:  # a comparison of several studies is named by all of them
+        name = " + ".join(f.name for f in folders)
     studies = [(name, comparison, folder), *studies[1:]]
     speed = _speed_study(studies[1:])
     stats = pd.read_csv(speed[2] / "comparison" / "config_stats.csv") if speed else None
