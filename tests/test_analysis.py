@@ -257,6 +257,22 @@ def test_h1_is_rejected_when_its_ci_lies_inside_the_practical_equivalence_margin
     assert hy.output_head_effect(df, dataclasses.replace(FAST, margin_quality_pct=0.0))["verdict"] == "inconclusive"
 
 
+def test_h1_reports_macro_f1_beside_its_verdict_where_the_label_space_is_large():
+    """Seed 001 asks for macro-F1 with H1 and H3: the headline (micro-F1) decides, macro-F1 (the
+    long tail) is reported beside it with its own CI; here the head leaves micro-F1 alone and lifts
+    macro-F1 by 10%."""
+    def value(s, c, k):
+        if s in "AB":
+            return {"quality": 3.0 + 0.002 * k}
+        return {"quality": 0.5 + 0.0005 * k, "quality/macro_f1": (0.11 if c == "amp_bf16_fp32_head" else 0.1)
+                + 0.001 * k}
+    h = hy.output_head_effect(frame(grid("AC", ["amp_bf16", "amp_bf16_fp32_head"], value=value)), FAST)
+    mac = h["evidence"]["macro_f1"]["effect"]
+    assert h["verdict"] == "rejected" and mac["estimate"] == pytest.approx(9.9, rel=0.05) and mac["ci_low"] > 5
+    assert "macro-F1" in h["reason"]
+    assert hy.output_head_effect(head_study(lm_gain=0.0), FAST)["evidence"]["macro_f1"] is None  # none reported
+
+
 def test_an_inconclusive_verdict_says_how_many_seeds_would_settle_it():
     # the fp32 head helps C by 0.002 on a seed-to-seed spread of 0.004 that the two configs do not
     # share (a shared spread would cancel in the paired gap): inside the noise with 3 seeds

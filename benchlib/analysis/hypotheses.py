@@ -13,6 +13,7 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
+from benchlib.analysis.gates import quality_runs
 from benchlib.analysis.safety import safety
 from benchlib.analysis.stats import Rules, bootstrap
 from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
@@ -23,6 +24,28 @@ from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergenc
 
 MATCHED_PAIRS = (("C", "D"), ("E", "F"))  # (GPT-2, RoBERTa) on one task, data set and length (A, B: not)
 LOW_PRECISION = ("amp_fp16", "amp_bf16", "bf16_pure", "bf16_naive", "fp16_naive")
+def macro_f1_beside(df: pd.DataFrame, x: str, ref: str, sign: int, name: str, rules: Rules) -> dict | None:
+    """Seed 001 asks for macro-F1 where the label space is large: ``x`` against ``ref`` in % of
+    ``ref``'s macro-F1 (``sign`` as the verdict's effect), paired by seed, averaged over the
+    classification scenarios whose records report it, with its CI. Evidence beside the verdict,
+    which rests on each scenario's headline metric; None where no scenario reports it."""
+    if "quality/macro_f1" not in df or df["quality/macro_f1"].isna().all():
+        return None
+    cells = seed_series(df, "quality/macro_f1", oriented=False, runs=quality_runs(df))
+    units, ev = scenario_units(cells, scenarios_of("cls"), x, ref, gain_pct(sign), rules)
+    ci = effect_ci(units, rules)
+    return {"effect": effect(name, "%", *ci, rules) if ci else None, "scenarios": ev}
+
+
+def _with_macro(res: dict, mac: dict | None) -> dict:
+    res["evidence"] = {**(res.get("evidence") or {}), "macro_f1": mac}
+    e = (mac or {}).get("effect")
+    if e:
+        res["reason"] += (f"; {e['name']} (evidence, not the verdict): {e['estimate']:.3g}% "
+                          f"[{e['ci_low']:.3g}, {e['ci_high']:.3g}]")
+    return res
+
+
 # ---- seed 001 ----------------------------------------------------------------------------------
 @quality_rule
 def output_head_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
@@ -51,7 +74,7 @@ def output_head_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
                        "is above 0 too: the gain is not classification-specific")
         else:
             res["reason"] += f"; LM CI [{lm_ci[1]:.4g}, {lm_ci[2]:.4g}] not above 0"
-    return res
+    return _with_macro(res, macro_f1_beside(df, x, ref, 1, "classification macro-F1 gain of the fp32 head", rules))
 
 
 @stability_rule
@@ -97,8 +120,9 @@ def adam_8bit_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     saving = {s: 100 * (1 - mem[s, x] / mem[s, ref]) for s in sorted({s for s, _ in mem})
               if (s, x) in mem and (s, ref) in mem}
     ev = {"cls": ev_c, "lm": ev_l, "memory_saving_pct": saving}
-    return verdict_of(adam_8bit_effect, claim, effect_ci(cls, rules, lm), ev, "degradation classification - LM",
-                      "% of quality", rules, rules.margin_quality_pct)
+    res = verdict_of(adam_8bit_effect, claim, effect_ci(cls, rules, lm), ev, "degradation classification - LM",
+                     "% of quality", rules, rules.margin_quality_pct)
+    return _with_macro(res, macro_f1_beside(df, x, ref, -1, "classification macro-F1 loss of 8-bit Adam", rules))
 
 
 def _fronts(x: np.ndarray, y: np.ndarray, tol_pct: float = 0.0) -> np.ndarray:
