@@ -166,3 +166,20 @@ def test_a_study_answer_is_labelled_smoke_where_its_runs_ran_on_the_cpu(tmp_path
     assert "Smoke answer, not a recommendation" in cpu and "**GPU**" not in cpu
     assert "`tiny` models, synthetic data, 150 steps" in cpu and "| config | A | B |" in cpu
     assert answer.study_answer(tmp_path) == ""  # no comparison: the study's analysis did not run
+
+
+def test_a_scenario_whose_speed_and_quality_come_from_different_models_is_named(tmp_path):
+    """The real-data answer shows D's quality of a fine-tuned MiniLM beside the speed of a RoBERTa
+    trained from scratch: the caption says so, and says nothing where the models are the same."""
+    from fixtures.records import make_record, write_study
+
+    def rec(s, model_class, ckpt=None):
+        r = make_record(s, "amp_bf16", 0)
+        r["model"] = {"class": model_class}
+        r["run"]["model_name_or_path"] = ckpt
+        return r
+    speed = write_study(tmp_path / "speed", [rec("A", "GPT2Model"), rec("D", "RobertaModel")])
+    quality = write_study(tmp_path / "quality", [rec("A", "GPT2Model"), rec("D", "BertModel", "data/real/minilm")])
+    line = answer.model_mismatch([quality], speed, ["A", "D"])
+    assert "different models on D (" in line and "`minilm`" in line and " A (" not in line
+    assert answer.model_mismatch([quality], speed, ["A"]) == ""

@@ -88,6 +88,30 @@ def answer_table(c: pd.DataFrame) -> list[str]:
                  lambda cfg, s: _cell(g.loc[(cfg, s)]) if (cfg, s) in g.index else "not run")
 
 
+def _models(records: list[dict]) -> dict[str, set]:
+    """Scenario -> the models its runs trained: (size, model class, checkpoint it started from)."""
+    out: dict[str, set] = {}
+    for r in records:
+        run, model = r.get("run") or {}, r.get("model") if isinstance(r.get("model"), dict) else {}
+        ckpt = run.get("model_name_or_path")
+        out.setdefault(str(r.get("scenario")), set()).add(
+            (run.get("size"), model.get("class"), Path(str(ckpt)).name if ckpt else None))
+    return out
+
+
+def model_mismatch(quality: list[Path], speed: Path, scenarios: list[str]) -> str:
+    """A sentence naming the answer's scenarios whose speed and quality come from different models
+    (e.g. speed of a RoBERTa trained from scratch beside the quality of a fine-tuned BERT), or ''."""
+    q = _models([r for f in quality for r in load_records(f)])
+    s = _models(load_records(speed))
+    words = lambda ms: " / ".join(f"`{size}` {cls or '?'}" + (f" from `{c}`" if c else "")  # noqa: E731
+                                  for size, cls, c in sorted(ms, key=str))
+    diff = [f"{sc} (speed: {words(s[sc])}; quality: {words(q[sc])})" for sc in scenarios
+            if sc in q and sc in s and q[sc] != s[sc]]
+    return ("Speed and quality come from different models on " + ", ".join(diff)
+            + ": the multipliers and GiB there are the speed study's model's.") if diff else ""
+
+
 def controls_line(comparison: dict) -> str:
     """Where the controls and ablations break, in one line (they are never rows of the answer)."""
     v = verdicts(comparison)
