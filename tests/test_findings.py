@@ -243,3 +243,17 @@ def test_no_default_while_the_speed_study_misses_a_safe_config(tmp_path):
                             speed_study(tmp_path, {"A": {c: 3.0 for c in safe}, "B": part})], ["r.json", "s.json"])
     assert line_with(text, "No default", "`reference_speed`", "throughput", "bf16_body_fp32_head", "B")
     assert "provisional" not in text
+
+
+def test_a_stand_in_verdict_does_not_overrule_the_first_studys_test_of_the_config_itself():
+    """seed 002 H1 names fp16_naive: the real arms ran it and saw no instability (untestable); the
+    synthetic study decided it with fp16_fp16_states. The row keeps the real arms' verdict and names
+    the stand-in's; a study that decides it with the config itself still fills an undecided row."""
+    own = {"verdict": "untestable", "reason": "0 against 0", "evidence": {"config": "fp16_naive", "stand_in": False}}
+    stand_in = {"verdict": "supported", "reason": "r", "evidence": {"config": "fp16_fp16_states", "stand_in": True}}
+    same_cfg = {"verdict": "supported", "reason": "r", "evidence": {"config": "fp16_naive", "stand_in": False}}
+    got = findings.merged_hypotheses([("real", {"hypotheses": {"H": own}}), ("syn", {"hypotheses": {"H": stand_in}})])
+    assert got["H"][0] == "real" and got["H"][1]["verdict"] == "untestable"
+    assert "`syn` supported it only with a stand-in (fp16_fp16_states)" in got["H"][1]["reason"]
+    got = findings.merged_hypotheses([("real", {"hypotheses": {"H": own}}), ("other", {"hypotheses": {"H": same_cfg}})])
+    assert got["H"] == ("other", same_cfg)

@@ -54,13 +54,26 @@ DECIDED = ("supported", "rejected")
 
 
 def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, dict]]:
-    """hypothesis id -> (study, verdict): the first study that decides it, else the first that has it."""
+    """hypothesis id -> (study, verdict): the first study that decides it, else the first that has it.
+    A study that tested the hypothesis's own config and found it untestable is not overruled by one
+    that decided it on a stand-in config (e.g. fp16 with fp16 Adam moments for fp16_naive): that
+    verdict is named in the reason instead."""
     out: dict[str, tuple[str, dict]] = {}
     for name, comp in studies:
         for hid, h in comp.get("hypotheses", {}).items():
             if hid not in out or (out[hid][1]["verdict"] not in DECIDED and h["verdict"] in DECIDED):
+                if hid in out and _stand_in(h) and not _stand_in(out[hid][1]) and out[hid][1]["verdict"] == "untestable":
+                    first, kept = out[hid]
+                    own = (kept.get("evidence") or {}).get("config") or "its config"
+                    out[hid] = (first, {**kept, "reason": f"{own} untestable here, `{name}` {h['verdict']} it only with "
+                                        f"a stand-in ({(h.get('evidence') or {}).get('config')}); {kept['reason']}"})
+                    continue
                 out[hid] = (name, h)
     return out
+
+
+def _stand_in(h: dict) -> bool:
+    return bool((h.get("evidence") or {}).get("stand_in"))
 
 
 def frontier_across(quality: dict, speed_dir: Path) -> dict:
