@@ -46,19 +46,22 @@ def test_the_overview_page_draws_every_chart_with_its_title_and_no_error(tmp_pat
     assert errors == []
 
 
-def _readme_answer() -> list[list[str]]:
-    """The README's answer table: a list of cells per row, header first."""
-    lines = (REPO / "README.md").read_text().splitlines()
+def _answer_of(*studies: str) -> list[list[str]]:
+    """The answer table `dtype-bench findings` writes from these studies' comparisons (the first's
+    quality, the speed study's speed), as the README shows one: a list of cells per row, header first."""
+    from benchlib.analysis import findings
+    args = [str(REPO / "executed/h100" / s / "comparison/comparison.json") for s in studies]
+    lines = findings.generate(findings._parser().parse_args(args)).splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("| config | A |"))
     rows = lines[head:next(i for i in range(head, len(lines)) if not lines[i].startswith("|"))]
     return [[c.strip().replace("**", "").replace("<br>", " ") for c in ln.strip("|").split("|")]
             for k, ln in enumerate(rows) if k != 1]
 
 
-def test_the_reference_report_opens_with_the_readmes_answer_table_and_its_runs_open_as_pages(tmp_path):
+def test_the_reference_report_opens_with_its_answer_table_and_its_runs_open_as_pages(tmp_path):
     """The committed reference study compacted again by this code (as `dtype-bench compact` does
     before a commit): the first table or chart of its index is the answer table, cell for cell the
-    README's; then where each config breaks, speed and memory, the detail. No link opens a
+    one `dtype-bench findings` writes from the study (and its speed study) for a README; then where each config breaks, speed and memory, the detail. No link opens a
     notebook's raw JSON: each run link opens a rendered page."""
     from benchlib.study import compact
     for name in ("reference", "reference_speed"):  # the speed study beside it gives the answer its speed
@@ -88,7 +91,7 @@ def test_the_reference_report_opens_with_the_readmes_answer_table_and_its_runs_o
     assert first == "table#answer"
     assert order[:4] == ["Answer", "answer", "Where each config breaks", "where_configs_break"]
     assert order.index("Speed and memory") < order.index("Detail")
-    assert shown == _readme_answer()
+    assert shown == _answer_of("reference", "reference_speed")
     assert not [h for h in hrefs if h and h.endswith(".ipynb")]
     assert runs and all(h.endswith(".html") for h in runs)  # the kept example notebooks, rendered
     assert pages == [("text/html", 1)] * len(runs), pages
