@@ -235,3 +235,14 @@ def test_unpack_refuses_a_path_that_leaves_its_folder(tmp_path):
     with pytest.raises(UserError, match="not a plain file below the archive's root"):
         pack.unpack(archive, tmp_path / "here")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_pack_to_a_study_outside_the_tree_is_refused_before_any_run(tmp_path, monkeypatch):
+    """A sweep to --out /tmp/x on a GPU host (no .git: the tree is the working directory) ran its
+    runs for 7 minutes and then could not pack them; the Packer now refuses at the start."""
+    monkeypatch.chdir(tmp_path / "host" if (tmp_path / "host").mkdir() is None else tmp_path)
+    monkeypatch.setattr(pack, "git_root", lambda path: None)
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(UserError, match="not below .*give --out below it"):
+        pack.Packer(tmp_path / "elsewhere", tmp_path / "a.tgz", 60)
+    pack.Packer(tmp_path / "host" / "executed", tmp_path / "a.tgz", 60)  # below the tree: fine

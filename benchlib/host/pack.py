@@ -156,6 +156,10 @@ class Packer:
         import threading
         self.study_dir, self.path, self.every_s = Path(study_dir), Path(path).resolve(), every_s
         here = next(p for p in (self.study_dir.resolve(), *self.study_dir.resolve().parents) if p.is_dir())
+        root = git_root(here) or Path.cwd().resolve()
+        if not self.study_dir.resolve().is_relative_to(root):  # said before the runs, not after them
+            raise UserError(f"--pack-to: the study folder {self.study_dir} is not below {root}, and the archive "
+                            f"names files by their path from there: give --out below it")
         self._since = None if git_root(here) else Path(tempfile.mkstemp(prefix="dtype-bench-pack-since-")[1])
         self._started = time.time()
         self._stop = threading.Event()
