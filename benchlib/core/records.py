@@ -119,7 +119,7 @@ METRICS = {
     "baseline/p_at_3": "the trivial predictor's precision@3 (classification)",
     "baseline/p_at_5": "the trivial predictor's precision@5 (classification)",
     "baseline/accuracy": "the trivial predictor's accuracy (single-label)",
-    "stability/initial_loss": "mean training loss of the first 5 steps (core.steplog.INITIAL_STEPS)",
+    "stability/initial_loss": "training loss at step 0, before the first update",
     "stability/final_train_loss": "mean training loss of the last logged window",
     "stability/diverged_step": "first step whose loss was non-finite, or that began 5 steps whose median loss was > diverge_ratio x initial",
     "stability/degraded_step": "step of the loss minimum from which the smoothed training loss rose "

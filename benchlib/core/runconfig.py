@@ -237,8 +237,8 @@ class RunConfig:
     """Windows the timed steps are cut into (``throughput_std`` is the spread across them).
     Throughput itself is over all of them; 5 gives a spread without windows too short to time."""
     diverge_ratio: float = 3.0
-    """A loss whose median over 5 steps is above this x the initial loss (the mean of the first 5
-    steps), or a non-finite loss, marks the run diverged (``core.steplog.first_divergence``)."""
+    """A loss whose median over 5 steps is above this x the initial loss (step 0's, before any
+    update), or a non-finite loss, marks the run diverged (``core.steplog.first_divergence``)."""
     on_divergence: Literal["stop", "continue"] = "stop"
     """What a divergence does: stop = end the run there; continue = train on (does it recover?)
     until a weight holds inf/nan. From there no step can recover: the run stops

@@ -2,7 +2,7 @@
 on constructed curves):
 
 * **diverged** (``steplog.first_divergence``): a non-finite loss, or a 5-step median loss above
-  ``diverge_ratio`` x the initial loss (the mean of the first 5 steps);
+  ``diverge_ratio`` x the initial loss (step 0's);
 * **degraded**: the smoothed loss rises ``HealthRules.rise`` above its running minimum and stays
   there to the end for a sustained stretch: fp16 without loss scaling (A, 300 steps: loss bottoms
   at 7.9 at step 49, then climbs to 9.2). Excursions that recover before the end are not;
@@ -77,8 +77,8 @@ def plateau_step(losses: list[float] | np.ndarray, rules: HealthRules = HealthRu
 def verdict(losses: list[float], diverged_at: int | None, beats_baseline: bool | None,
             rules: HealthRules = HealthRules()) -> tuple[str, str | None, dict]:
     """(status, reason, metrics) of a finished run: diverged, else degraded (it learned, then lost
-    it: a run that ends above its own best loss has not stalled, even where it ends below its
-    trivial baseline), else stalled (never for ``beats_baseline`` None), else ok."""
+    it: a run that ends above its own best loss has not stalled, even where it ends worse than
+    its trivial baseline), else stalled (never for ``beats_baseline`` None), else ok."""
     deg = degradation(losses, rules)
     stall = plateau_step(losses, rules) if beats_baseline is False else None
     m = {"stability/degraded_step": deg[0] if deg else None, "stability/stalled_step": stall}
