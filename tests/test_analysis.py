@@ -587,3 +587,17 @@ def test_the_fastest_safe_config_per_task_is_ranked_on_that_task_alone():
     assert rec["per_task"]["C"][0].startswith("C: fastest safe config fp16_naive")
     assert rec["per_task"]["A"][0].startswith("A: fastest safe config amp_bf16")
     assert rec["universal"][0].startswith("default: amp_bf16")  # mean rank over A, C: 1.5 against 2
+
+
+def test_h2_says_when_its_arms_differ_in_how_they_start_not_only_in_the_task():
+    """The real arms: LM trains GPT-2 from scratch, classification fine-tunes a checkpoint; a
+    verdict on 'LM against classification' then says the contrast is not of the task alone."""
+    recs = (grid("AC", ["fp32_baseline", "fp16_naive"])
+            + [make_record("A", "fp16_naive_noscale", k, status="degraded", **{"stability/degraded_step": 50 + k})
+               for k in range(3)]
+            + [make_record("C", "fp16_naive_noscale", k) for k in range(3)])
+    for r in recs:
+        if r["scenario"] == "C":
+            r["run"]["model_name_or_path"] = "data/real/some-checkpoint"
+    h = hy.naive_fp16_stability(frame(recs), FAST)
+    assert h["verdict"] == "supported" and h["reason"].startswith("not the task alone (LM from scratch")

@@ -154,7 +154,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     for hid, (n, h) in _hypotheses(studies, comparison).items():
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
                                          name if n != name else None)
-        out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {_short(why, 140)} | `{n}` |")
+        out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {_short(why, 200)} | `{n}` |")
     out += ["", _flips(name, comparison, speed) + "  ", _gates(cells, comparison, folder), "", "**Supporting studies**"]
     out += [f"- {line}" for line in [_supporting(n, c, d) for n, c, d in studies[1:] if not speed or n != speed[0]]
             + list(extra)]

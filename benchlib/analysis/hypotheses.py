@@ -24,6 +24,20 @@ from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergenc
 
 MATCHED_PAIRS = (("C", "D"), ("E", "F"))  # (GPT-2, RoBERTa) on one task, data set and length (A, B: not)
 LOW_PRECISION = ("amp_fp16", "amp_bf16", "bf16_pure", "bf16_naive", "fp16_naive")
+def _start_differs(df: pd.DataFrame, a, b) -> str:
+    """Where two arms of a contrast start one from scratch and the other from a checkpoint: the
+    contrast is not of the task alone, said first (a reader stops early); else ''."""
+    col = "run.model_name_or_path"
+    if col not in df:
+        return ""
+    loaded = lambda scns: set(df.loc[df["scenario"].isin(scns), col].notna())  # noqa: E731
+    la, lb = loaded(a), loaded(b)
+    if len(la) == len(lb) == 1 and la != lb:
+        scratch, tuned = ("LM", "classification") if la == {False} else ("classification", "LM")
+        return f"not the task alone ({scratch} from scratch, {tuned} fine-tuned from a checkpoint): "
+    return ""
+
+
 def macro_f1_beside(df: pd.DataFrame, x: str, ref: str, sign: int, name: str, rules: Rules) -> dict | None:
     """Seed 001 asks for macro-F1 where the label space is large: ``x`` against ``ref`` in % of
     ``ref``'s macro-F1 (``sign`` as the verdict's effect), paired by seed, averaged over the
@@ -97,6 +111,8 @@ def naive_fp16_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     ev = {"lm": ev["plus"], "cls": ev["minus"], "counts": ev["counts"]}
     res = divergence_verdict(naive_fp16_stability, claim, cfg, "; " + note if note else "", mode, ci, ev, rules,
                               two_sided=True, arms=("LM", "classification"))
+    if res["verdict"] in ("supported", "rejected"):
+        res["reason"] = _start_differs(df, scenarios_of("lm"), scenarios_of("cls")) + res["reason"]
     res["evidence"].update(config=cfg, stand_in=bool(note), divergence=divergence_table(df).to_dict(orient="records"))
     return res
 
