@@ -183,3 +183,13 @@ def test_a_scenario_whose_speed_and_quality_come_from_different_models_is_named(
     line = answer.model_mismatch([quality], speed, ["A", "D"])
     assert "different models on D (" in line and "`minilm`" in line and " A (" not in line
     assert answer.model_mismatch([quality], speed, ["A"]) == ""
+
+
+def test_the_cell_legend_names_a_scenario_whose_reference_is_not_fp32():
+    """Where fp32_baseline has too few seeds on a scenario, the comparison measures that scenario
+    against another config: the legend must not say every change is against fp32."""
+    cells = pd.DataFrame({"scenario": ["A", "A", "E", "E"], "verdict": ["reference", "safe", "not tested", "reference"],
+                          "config": ["fp32_baseline", "amp_bf16", "fp32_baseline", "amp_bf16"]})
+    legend = answer.quality_legend(cells)
+    assert "E: `amp_bf16`" in legend and "A:" not in legend
+    assert "(" not in answer.quality_legend(cells[cells["scenario"] == "A"])

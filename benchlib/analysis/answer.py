@@ -112,6 +112,15 @@ def model_mismatch(quality: list[Path], speed: Path, scenarios: list[str]) -> st
             + ": the multipliers and GiB there are the speed study's model's.") if diff else ""
 
 
+def quality_legend(c: pd.DataFrame) -> str:
+    """What a cell's quality change is measured against: fp32_baseline, or on a scenario where it
+    has too few seeds, the config the comparison took as that scenario's reference instead."""
+    ref = c[c["verdict"] == "reference"].set_index("scenario")["config"]
+    other = ", ".join(f"{sc}: `{cfg}`" for sc, cfg in ref.items() if cfg != BASELINE)
+    return (f"quality change vs `{BASELINE}` in % [95% CI]"
+            + (f" ({other} where `{BASELINE}` has too few seeds)" if other else ""))
+
+
 def controls_line(comparison: dict) -> str:
     """Where the controls and ablations break, in one line (they are never rows of the answer)."""
     v = verdicts(comparison)

@@ -141,7 +141,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     out += [_default(comparison, cells, stats, speed[0] if speed else None), ""]
     out += answer.answer_table(cells)
     out += ["", f"Cell: the comparison's verdict for (scenario, config); throughput x fp32 / x TF32 and peak GiB "
-            f"(`{speed[0] if speed else name}`); quality change vs `{answer.BASELINE}` in % [95% CI] (`{name}`). "
+            f"(`{speed[0] if speed else name}`); {answer.quality_legend(cells)} (`{name}`). "
             + (answer.model_mismatch(folders, speed[2], sorted(cells["scenario"].unique())) + " " if speed else "")
             + answer.controls_line(comparison)]
     if speed:

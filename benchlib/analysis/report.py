@@ -222,7 +222,7 @@ def answer_markdown(study_dir: Path) -> tuple[list[str], list[str], Path | None]
     out += ["", *answer.answer_table(cells), "",
             "Cell: the comparison's verdict for (scenario, config)"
             + (f"; throughput x fp32 / x TF32 and peak GiB ({where})" if speed else "")
-            + f"; quality change vs `{answer.BASELINE}` in % [95% CI]. " + answer.controls_line(comparison)]
+            + f"; {answer.quality_legend(cells)}. " + answer.controls_line(comparison)]
     absolute = ([f"Absolute speed ({where}, mean over seeds; MFU against the GPU's dense bf16 peak):", "",
                  *answer.absolute_table(speed, config_order(cells["config"].unique()))] if speed else
                 ["No speed measured alone on a GPU for this study."])

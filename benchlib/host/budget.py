@@ -7,7 +7,6 @@ how many are left; the next call resumes. The analysis runs only once every run 
 from __future__ import annotations
 
 import re
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from dataclasses import dataclass, field
 from benchlib.core.errors import UserError
 from benchlib.core.records import COMPLETED
 from benchlib.core.scenarios import SCENARIOS
-from benchlib.study.runner import readable
+from benchlib.study.runner import interrupt, readable
 
 DEFAULT_RUN_S = 120.0
 """A run's estimate when no comparable run has finished (about six times a run's fixed cost)."""
@@ -84,12 +83,7 @@ class Budget:
         """Interrupt (SIGINT) every process in ``running`` when the budget is spent: the timer started."""
         def expire():
             self.expired = True
-            for proc in list(running):
-                proc.interrupted = True  # whatever its exit code: papermill may die of its kernel's Ctrl-C
-                try:
-                    proc.send_signal(signal.SIGINT)
-                except (OSError, ValueError):
-                    pass
+            interrupt(running)  # whatever its exit code: papermill may die of its kernel's Ctrl-C
         timer = threading.Timer(max(self.left(), 0.0), expire)
         timer.daemon = True
         timer.start()

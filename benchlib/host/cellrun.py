@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchlib.core.records import read_record
 from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
-                                   run_config, sweep_says, sweep_timing)
+                                   run_config, sigint_once, sweep_says, sweep_timing)
 
 
 def run_cell(spec: dict) -> int:
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m benchlib.host.cellrun CELL.json", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGINT, sigint_once)  # the terminal's Ctrl-C and the sweep's forwarded one stop it once
     return run_cell(json.loads(Path(args[0]).read_text()))
 
 

@@ -11,6 +11,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
+from benchlib.study.runner import RUNNING, interrupt
+
 _REFUSED = object()  # what run_all's task returns for an item that ``admit`` refused
 
 
@@ -82,9 +84,11 @@ def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = l
     try:
         for f in as_completed([pool.submit(task, i) for i in items]):
             done(*f.result())
-    except BaseException:
+    except BaseException as e:
         if stop is not None:
             stop.set()
+        if isinstance(e, KeyboardInterrupt):  # the slots' threads wait on children that a SIGINT
+            interrupt(RUNNING)                 # sent to this process alone never reached
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -323,10 +323,34 @@ def kernel_env(slot: dict) -> dict:
 # SIGUSR2 ignored: a scheduler's warning is for the task around papermill, which writes the record.
 PAPERMILL_MAIN = ("import sys, signal; sys.modules.setdefault('rfc3987_syntax', None); "
                   "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
+                  "signal.signal(signal.SIGINT, lambda n, f: (signal.signal(n, signal.SIG_IGN), "
+                  "signal.default_int_handler(n, f))); "  # sigint_once's rule, in one line
                   "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
 
 
 RUNNING: set = set()  # the processes running now: what a time budget's deadline interrupts
+
+
+def interrupt(procs) -> None:
+    """Ctrl-C to each of ``procs``, marked ``interrupted`` (whatever its exit code, it reads as an
+    interruption: ``execute_argv``). The sweep's children hear of an interruption only so: a
+    SIGINT sent to the sweep alone (``timeout -s INT``, ``kill -INT``, a scheduler, a deadline)
+    reaches no child, and the sweep would wait for each to train to its end."""
+    for proc in list(procs):
+        proc.interrupted = True
+        try:
+            proc.send_signal(signal.SIGINT)
+        except (OSError, ValueError):  # already gone
+            pass
+
+
+def sigint_once(signum, frame) -> None:
+    """A child's SIGINT handler: the first one stops it (KeyboardInterrupt), later ones are
+    ignored, so that a Ctrl-C typed at a terminal (which reaches the whole process group) and the
+    same Ctrl-C forwarded by the sweep (``interrupt``) stop it once and let it write what it keeps."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.default_int_handler(signum, frame)
+INTERRUPT_WAIT_S = 60  # how long an interrupted child may take to stop (papermill shuts its kernel down)
 START_TIMEOUT_S = 300  # papermill's wait for a kernel (its 60 s: too short for 12 starting together)
 
 
@@ -340,7 +364,8 @@ def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) ->
 
 def execute_argv(argv: list[str], env: dict, log: Path, timeout: float | None = None) -> int:
     """Run ``argv`` as a child process (one of ``RUNNING``), its output to ``log``, killed after
-    ``timeout`` seconds (exit -9); Ctrl-C reaches it too and we wait for it to stop."""
+    ``timeout`` seconds (exit -9); a Ctrl-C here is passed on to it (``interrupt``) and we wait
+    for it to stop (``INTERRUPT_WAIT_S``, then it is killed)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
@@ -354,10 +379,12 @@ def execute_argv(argv: list[str], env: dict, log: Path, timeout: float | None = 
             proc.kill()
             return proc.wait()
         except BaseException as e:
-            if not isinstance(e, KeyboardInterrupt):  # Ctrl-C reached the child already
+            if isinstance(e, KeyboardInterrupt):
+                interrupt([proc])  # a SIGINT sent to this process alone reached no child
+            else:
                 proc.terminate()
             try:
-                proc.wait(timeout=15)
+                proc.wait(timeout=INTERRUPT_WAIT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
             raise

@@ -13,11 +13,13 @@ import argparse
 import fnmatch
 import os
 import shlex
+import signal
 import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
@@ -354,6 +356,7 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
     timings: list[dict] = []
     budget = host.budget
     watch = budget.watch(RUNNING) if budget else None
+    restore = sigterm_interrupts()
     try:
         _execute_all(todo, items, slots, ns.timeout, timings, host)
     except KeyboardInterrupt:
@@ -365,9 +368,20 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
                             and not any(i is d for d in budget.deferred)]
         print("\ntime budget: spent while runs were going; they were stopped and run again with the same command")
     finally:
+        restore()
         if watch:
             watch.cancel()
     return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots), budget)
+
+
+def sigterm_interrupts() -> Callable[[], object]:
+    """While the runs go, SIGTERM (``timeout``'s, ``kill``'s, a scheduler's) stops them as Ctrl-C
+    does: each run is interrupted, keeps its last saved state and runs again with the same command.
+    Returns what puts the previous handler back (nothing to do outside the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    return lambda: signal.signal(signal.SIGTERM, old)
 
 
 def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, todo: list[Item], run_cell,

@@ -1,0 +1,89 @@
+"""An interruption of the sweep reaches its runs: a SIGINT sent to the sweep alone (``timeout -s
+INT``, ``kill -INT``, a scheduler), not typed at its terminal, used to leave every child training
+to its end while the sweep waited for it (an H100 job overran its limit so, 2026-11-26)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from benchlib.host import slots
+from benchlib.study import runner
+try:
+    from benchlib.study.sweep import sigterm_interrupts
+except ImportError:
+    sigterm_interrupts = None
+
+SLEEPER = "import time; time.sleep(60)"  # a run that would go on long after the test
+
+
+def _sigint_me_once_running(n: int) -> threading.Thread:
+    """SIGINT to this process alone once ``n`` children run (as ``timeout -s INT`` sends it)."""
+    def poke():
+        deadline = time.monotonic() + 30
+        while len(runner.RUNNING) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+    t = threading.Thread(target=poke, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_sigint_to_the_sweep_alone_stops_the_runs_side_by_side(tmp_path):
+    rcs = []
+
+    def fn(i, slot):
+        rcs.append(runner.execute_argv([sys.executable, "-c", SLEEPER], dict(os.environ), tmp_path / f"{i}.log"))
+        return rcs[-1]
+
+    _sigint_me_once_running(2)
+    with pytest.raises(KeyboardInterrupt):
+        slots.run_all([0, 1], slots.slots_for(2, ["0", "1"]), fn)
+    assert rcs == [-signal.SIGINT, -signal.SIGINT]  # both interrupted, neither slept its 60 s out
+    assert not runner.RUNNING
+
+
+def test_a_sigint_to_the_sweep_alone_reaches_the_run_of_its_one_slot(tmp_path):
+    log = tmp_path / "run.log"
+    _sigint_me_once_running(1)
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute_argv([sys.executable, "-c", SLEEPER], dict(os.environ), log)
+    assert "KeyboardInterrupt" in log.read_text()  # the child was stopped by Ctrl-C, not killed
+
+
+def test_a_run_stops_once_when_ctrl_c_reaches_it_twice():
+    """A Ctrl-C typed at a terminal reaches the sweep's whole process group and the sweep passes it
+    on too: the run's second SIGINT must not break the cleanup the first one started."""
+    child = ("import os, signal, time\n"
+             "from benchlib.study.runner import sigint_once\n"
+             "signal.signal(signal.SIGINT, sigint_once)\n"
+             "try:\n"
+             "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+             "except KeyboardInterrupt:\n"
+             "    os.kill(os.getpid(), signal.SIGINT); time.sleep(0.2)\n"
+             "    print('cleaned up')\n")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    assert "cleaned up" in out.stdout, out.stderr
+    papermill_like = runner.PAPERMILL_MAIN.split("sys.argv[0]")[0] + (
+        "\ntry:\n    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\nexcept KeyboardInterrupt:\n"
+        "    os.kill(os.getpid(), signal.SIGINT); time.sleep(0.2); print('cleaned up')\n")
+    out = subprocess.run([sys.executable, "-c", "import os, time\n" + papermill_like], capture_output=True, text=True,
+                         timeout=60)
+    assert "cleaned up" in out.stdout, out.stderr
+
+
+def test_sigterm_stops_the_runs_as_ctrl_c_does_while_they_go():
+    restore = sigterm_interrupts()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGTERM) is not signal.default_int_handler
