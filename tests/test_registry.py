@@ -215,7 +215,7 @@ def test_the_real_data_study_expands_with_each_scenario_on_its_built_data(deb, i
     study = load_study(REPO / "params/reference_real.yaml")
     runs = study.runs()
     data = {r.cfg.scenario: r.cfg.data for r in runs}
-    assert data == {"A": "data/real/linux-doc", "C": "data/real/debtags", "E": "data/real/debsection"}
+    assert data == {"A": "data/real/linux-doc", "C": "data/real/debtags", "E": "data/real/train28k/debsection"}
     assert {r.cfg.size for r in runs} == {"base"} and len({r.cfg.seed for r in runs}) == 3
     pretrain = [spec.cfg for specs in study.pretrain_runs().values() for spec in specs]
     assert [(c.scenario, c.data) for c in pretrain] == [("A", "data/real/linux-doc")]
