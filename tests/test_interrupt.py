@@ -87,3 +87,23 @@ def test_sigterm_stops_the_runs_as_ctrl_c_does_while_they_go():
     finally:
         restore()
     assert signal.getsignal(signal.SIGTERM) is not signal.default_int_handler
+
+
+def test_a_run_interrupted_after_its_training_is_no_failed_config_and_runs_again(tmp_path):
+    """Ctrl-C between the training's record and the notebook's end leaves an ``error`` record: the
+    next sweep runs it again, and an analysis of the study meanwhile (--analysis-only) must not read
+    it as its config failing."""
+    from benchlib.core.records import load_records, write_json_atomic
+    from benchlib.study import sweep
+    from benchlib.study.studyfile import load_study
+    path, root = tmp_path / "s.yaml", tmp_path / "executed"
+    path.write_text("study: s\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0]\nsize: tiny\n"
+                    "steps: 10\ndevice: cpu\n")
+    items = sweep.plan(load_study(path), root)
+    for item in items:
+        rec = runner.error_record(item.spec, item.out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": 1.0})
+        write_json_atomic(item.result, rec)
+    runner._mark_interrupted(items[1])
+    assert [r["config"] for r in load_records(root)] == [items[0].spec.cfg.config]
+    assert runner.run_state(items[1])[0] == "error" and runner.run_state(items[0])[0] == "done:ok"

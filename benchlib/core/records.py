@@ -506,7 +506,8 @@ def load_records(root: str | os.PathLike, strict: bool = False) -> list[dict]:
     """All readable records under ``root``, each with ``_path`` (its ``result.json``): a fresh
     study's ``result.json`` files and a compacted one's records tables (``read_table``), the same
     records either way. Where both hold a run, its ``result.json`` wins (a run made again since).
-    Corrupt ones are skipped (or raise with ``strict``)."""
+    Corrupt ones are skipped (or raise with ``strict``), and so are runs the sweep interrupted
+    (``interrupted``): not a failure of their config, they run again."""
     found: dict[str, dict] = {}
     for t in find_tables(root):
         for rec in read_table(t, strict):
@@ -520,7 +521,13 @@ def load_records(root: str | os.PathLike, strict: bool = False) -> list[dict]:
             continue
         rec["_path"] = str(p)
         found[str(p)] = rec
-    return [found[k] for k in sorted(found, key=lambda k: Path(k).parts)]
+    return [found[k] for k in sorted(found, key=lambda k: Path(k).parts) if not interrupted(found[k])]
+
+
+def interrupted(rec: dict) -> bool:
+    """A run the sweep stopped (Ctrl-C, a time budget's deadline) after its training had written a
+    record: kept as ``error`` so that the next sweep runs it again."""
+    return rec.get("status") == "error" and bool((rec.get("sweep") or {}).get("interrupted"))
 
 
 def records_frame(records: Iterable[dict]) -> "pandas.DataFrame":  # noqa: F821

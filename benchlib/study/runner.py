@@ -522,4 +522,5 @@ def _mark_interrupted(item: Item) -> None:
     rec = readable(item)
     if rec is not None:
         sweep_says(item.out_dir, rec, status="error",
-                   reason=f"interrupted before the notebook finished (training ended {rec['status']!r})")
+                   reason=f"interrupted before the notebook finished (training ended {rec['status']!r})",
+                   sweep={**(rec.get("sweep") or {}), "interrupted": True})  # not run yet: no analysis reads it
