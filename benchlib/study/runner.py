@@ -324,7 +324,7 @@ def kernel_env(slot: dict) -> dict:
 PAPERMILL_MAIN = ("import sys, signal; sys.modules.setdefault('rfc3987_syntax', None); "
                   "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
                   "signal.signal(signal.SIGINT, lambda n, f: (signal.signal(n, signal.SIG_IGN), "
-                  "signal.default_int_handler(n, f))); "  # sigint_once's rule, in one line
+                  "signal.default_int_handler(n, f))); "  # sigint_once, inline: importing it would load torch here
                   "sys.argv[0] = 'papermill'; from papermill.cli import papermill; papermill()")
 
 
@@ -350,6 +350,8 @@ def sigint_once(signum, frame) -> None:
     same Ctrl-C forwarded by the sweep (``interrupt``) stop it once and let it write what it keeps."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.default_int_handler(signum, frame)
+
+
 INTERRUPT_WAIT_S = 60  # how long an interrupted child may take to stop (papermill shuts its kernel down)
 START_TIMEOUT_S = 300  # papermill's wait for a kernel (its 60 s: too short for 12 starting together)
 
