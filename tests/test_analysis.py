@@ -379,6 +379,26 @@ def test_seed002_h1_and_h3_read_divergence_by_loss_and_quality_loss_by_architect
     assert hy.fp16_multilabel_divergence(df, FAST)["verdict"] == "supported"
     h3 = hy.precision_sensitivity_by_arch(df, FAST)
     assert h3["verdict"] == "supported" and h3["effect"]["estimate"] > 0
+    assert "differ in size" not in h3["reason"]  # the records name no model: nothing to say
+
+
+def test_seed002_h2_h3_say_when_the_matched_pair_compares_models_of_different_size():
+    """A BERT of 22M standing in for RoBERTa against GPT-2 124M: the verdict stands, and its
+    reason says that the contrast is of two models, not of two architectures; same sizes: no note."""
+    size = {"E": ("gpt2", 124e6), "F": ("bert", 22e6)}
+
+    def recs(sizes):
+        out = grid("EF", ["fp32_baseline", "amp_bf16", "bf16_pure"],
+                   value=lambda s, c, k: {"quality": 0.5 + 0.001 * k - (0.05 if c == "amp_bf16" and s == "E" else 0),
+                                          "tokens_per_s": (100 if c == "fp32_baseline" else 150) + k})
+        for r in out:
+            r["model"] = {"model_type": sizes[r["scenario"]][0], "parameters": sizes[r["scenario"]][1]}
+        return frame(out)
+    for rule in (hy.precision_sensitivity_by_arch, hy.bf16_mfu_gain_by_arch):
+        h = rule(recs(size), FAST)
+        assert "E gpt2 124.0M against F bert 22.0M" in h["reason"], h["reason"]
+        same = rule(recs({"E": ("gpt2", 124e6), "F": ("roberta", 125e6)}), FAST)
+        assert "differ in size" not in same["reason"] and same["verdict"] == h["verdict"]
 
 
 # ---- recommendations -------------------------------------------------------------------------

@@ -38,6 +38,24 @@ def _start_differs(df: pd.DataFrame, a, b) -> str:
     return ""
 
 
+def _models_differ(df: pd.DataFrame, used: list[str]) -> str:
+    """Where a matched pair's two models differ by more than 1.5x in parameters (a stand-in for
+    RoBERTa or GPT-2 of another size), the sizes, said after the verdict: the contrast is then of
+    the two models, not of the architectures alone; else ''."""
+    if "model.parameters" not in df:
+        return ""
+    notes = []
+    for g, r in MATCHED_PAIRS:
+        if f"{g}-{r}" not in used and not any(u.startswith(f"{g}-{r}/") for u in used):
+            continue
+        size = {s: df.loc[df["scenario"] == s, "model.parameters"].median() for s in (g, r)}
+        kind = {s: df.loc[df["scenario"] == s, "model.type"].dropna().unique() for s in (g, r)}
+        if all(np.isfinite(v) and v > 0 for v in size.values()) and max(size.values()) > 1.5 * min(size.values()):
+            notes.append(" against ".join(f"{s} {'/'.join(kind[s]) or '?'} {size[s] / 1e6:.1f}M" for s in (g, r)))
+    return ("; the models differ in size, not only in architecture (" + "; ".join(notes) +
+            " parameters): the contrast is of these two models") if notes else ""
+
+
 def macro_f1_beside(df: pd.DataFrame, x: str, ref: str, sign: int, name: str, rules: Rules) -> dict | None:
     """Seed 001 asks for macro-F1 where the label space is large: ``x`` against ``ref`` in % of
     ``ref``'s macro-F1 (``sign`` as the verdict's effect), paired by seed, averaged over the
@@ -259,6 +277,7 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     res = verdict_of(bf16_mfu_gain_by_arch, claim, effect_ci(units, rules), ev, "MFU gain RoBERTa - GPT-2", "x fp32",
                      rules, rules.margin_speedup)
     res["reason"] += "; bf16_pure's speed includes its optimizer update's cost (stochastic-rounding AdamW)"
+    res["reason"] += _models_differ(df, ev["used"])
     return res
 
 
@@ -276,10 +295,12 @@ def precision_sensitivity_by_arch(df: pd.DataFrame, rules: Rules = Rules(), conf
     present = [c for c in configs if (df["config"] == c).any()]
     units, ev = units_of(cells, {f"{g}-{r}/{c}": (c, [g, r]) for (g, r), c in product(MATCHED_PAIRS, present)},
                          BASELINE, gain_pct(-1), rules, lambda v: v[0] - v[1])
-    return verdict_of(precision_sensitivity_by_arch, claim, effect_ci(units, rules), ev, "quality loss GPT-2 - RoBERTa",
-                      "% of quality", rules, rules.margin_quality_pct,
-                      why_missing="no low-precision config with fp32_baseline on both architectures of a "
-                                  "classification task" if not present else "")
+    res = verdict_of(precision_sensitivity_by_arch, claim, effect_ci(units, rules), ev, "quality loss GPT-2 - RoBERTa",
+                     "% of quality", rules, rules.margin_quality_pct,
+                     why_missing="no low-precision config with fp32_baseline on both architectures of a "
+                                 "classification task" if not present else "")
+    res["reason"] += _models_differ(df, ev["used"])
+    return res
 
 
 HYPOTHESES = {"seed001.H1": output_head_effect, "seed001.H2": naive_fp16_stability, "seed001.H3": adam_8bit_effect,

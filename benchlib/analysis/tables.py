@@ -46,6 +46,9 @@ def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
         raise FileNotFoundError("no result records")
     df["date"] = [str(r.get("env", {}).get("date") or "") for r in records]
     df["host"] = [host_of(r.get("env") or {}) for r in records]
+    df["model.type"] = [(r.get("model") or {}).get("model_type") for r in records]
+    df["model.parameters"] = pd.to_numeric(pd.Series([(r.get("model") or {}).get("parameters") for r in records],
+                                                     index=df.index, dtype=object), errors="coerce")
     for col, values in pd.DataFrame(identities(records), index=df.index).items():
         df[col] = values
     num = [*HEADLINE, "throughput_std", "tokens_per_s", "stability/diverged_step", "stability/degraded_step",
