@@ -54,3 +54,17 @@ def test_the_first_step_is_split_by_compile_cache_when_records_say():
     assert re.search(r"\bhit\b[^;=]*\b2\b[^;]*\b6\.0 s[^;]*\b3%", line), line
     assert re.search(r"\bmiss\b[^;=]*\b2\b[^;]*\b45\.0 s[^;]*\b22%", line), line
     assert first_step_by_cache(parts_table([record()])[0]) == ""  # records before compile/* say nothing
+
+
+def test_the_efficiency_line_says_below_the_target_and_never_rounds_a_miss_up_to_it():
+    from benchlib.analysis.overhead import efficiency_line
+    # A: 60 of 100 s in steps; D: 260 of 300 s: the study 320 / 400 = 80%
+    recs = [record("A"), record("D", wall=300.0, own=290.0, train=275.0)]
+    line = efficiency_line("s", recs)
+    assert re.search(r"\b80%", line) and re.search(r"\bA 60\b", line) and re.search(r"\bD 87\b", line)
+    assert "below" not in line
+    assert "below" in efficiency_line("s", [record("A")])  # 60% < 70%
+    # 69.6% in steps: shown with its decimal, not as a 70 that reads as met
+    near = efficiency_line("s", [record("A", wall=1000.0, own=990.0, setup=10.0, train=711.0, first=5.0, evals=10.0)])
+    assert "69.6%" in near and "below" in near, near
+    assert efficiency_line("s", [{"scenario": "A", "metrics": {}, "wall_s": 5.0}]) == ""

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.analysis import answer, arms, transfer
+from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.hypotheses import bf16_on_frontier
 from benchlib.analysis.recommend import _numbers, _pivots, _ties, candidates, default_across, order_across
@@ -27,6 +28,7 @@ from benchlib.analysis.tables import NOT_JUDGED, config_order, load_study
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, short_commit
 from benchlib.core.sizes import SHAPES
+from benchlib.core.timing import STEPS_SHARE_TARGET
 
 START, END = "<!-- findings:start -->", "<!-- findings:end -->"
 FP8_BASELINE = "amp_bf16"
@@ -155,7 +157,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
                                          name if n != name else None)
         out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {_short(why, 200)} | `{n}` |")
-    out += ["", _flips(name, comparison, speed) + "  ", _gates(cells, comparison, folder), "", "**Supporting studies**"]
+    out += ["", _flips(name, comparison, speed) + "  ", _gates(cells, comparison, folder) + "  ",
+            _efficiency([(f.name, f) for f in folders] + [(n, d) for n, _, d in studies[1:]]), "", "**Supporting studies**"]
     out += [f"- {line}" for line in [_supporting(n, c, d) for n, c, d in studies[1:] if not speed or n != speed[0]]
             + list(extra)]
     out += ["", f"<sub>{_footnote([(f.name, None, f) for f in folders], speed, sources)}</sub>"]
@@ -252,6 +255,14 @@ def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
     return (f"**Evidence gates**: quality entered verdicts on {', '.join(est) or 'no scenario'}"
             + (f"; {by_reason(why)}" if why else "")
             + f"; every gate and reason in [the report]({folder / 'html' / 'index.html'}).")
+
+
+def _efficiency(parts: list[tuple[str, Path]]) -> str:
+    """Each study's share of run time in training steps (``overhead.efficiency_line``)."""
+    lines = [line for name, folder in parts if (line := efficiency_line(name, load_records(folder)))]
+    return (f"**Efficiency** (share of each study's run time in training steps, per scenario in brackets; runs "
+            f"that shared a GPU count each its own time; target >= {100 * STEPS_SHARE_TARGET:.0f}%): "
+            + ("; ".join(lines) if lines else "no record carries the sweep's timing") + ".")
 
 
 def _supporting(name: str, comparison: dict, folder: Path) -> str:

@@ -18,6 +18,8 @@ import math
 
 import pandas as pd
 
+from benchlib.core.timing import STEPS_SHARE_TARGET
+
 PARTS = ["start", "data", "model", "setup_other", "first_step", "evaluation", "steps", "rest"]
 
 
@@ -75,3 +77,23 @@ def first_step_by_cache(runs: pd.DataFrame) -> str:
              "of the summed wall)" for state, g in known.groupby("compile_cache")]
     return ("First step by torch.compile's cache (`compile/cache`: hit = every graph loaded from the cache folder, "
             "miss = every graph compiled): " + "; ".join(parts) + ".")
+
+
+def efficiency_line(name: str, records: list[dict], target: float = STEPS_SHARE_TARGET) -> str:
+    """One study's efficiency as the Findings print it: the share of its runs' summed wall in
+    training steps (``summary``'s ``steps_pct``), per scenario in brackets, and whether it meets
+    ``target``; '' where no record carries the sweep's timing. Runs that shared a GPU each count
+    their own wall, so this is the share of the slots' time, not of one GPU's."""
+    runs, left = parts_table(records)
+    if runs.empty:
+        return ""
+    sm = summary(runs).set_index("scenario")["steps_pct"]
+    each = ", ".join(f"{s} {_pct(v, target)}" for s, v in sm.drop("all").items())
+    shown, met = _pct(sm["all"], target), sm["all"] >= 100 * target
+    return (f"`{name}` {shown}% ({each}){'' if met else ', below'}"
+            + (f"; {left} record(s) without timing left out" if left else ""))
+
+
+def _pct(v: float, target: float) -> str:
+    """A share in % without decimals, but never rounded across ``target`` (69.96 is 69.9, not 70)."""
+    return f"{v:.0f}" if (round(v) >= 100 * target) == (v >= 100 * target) else f"{math.floor(10 * v) / 10:.1f}"
