@@ -90,6 +90,22 @@ def test_a_sweep_with_two_runs_per_gpu_pins_them_and_marks_their_records(tmp_pat
     assert line_with(out, "speed", "8 runs", "--runs-per-gpu")  # no speed for the 8, and the flag why
 
 
+def test_a_sweep_on_the_one_gpu_named_pins_its_runs_there(tmp_path, monkeypatch):
+    """`--gpus 1` alone (one slot): every run on GPU 1. Two sweeps of a host were each given a GPU
+    this way, and one slot used to mean no pinning: both ran on GPU 0."""
+    path, root = tmp_path / "many.yaml", tmp_path / "executed"
+    path.write_text(STUDY + "device: cuda\n")
+    def sweep(out, *flags):
+        fake, seen = fake_papermill(path, out, {}, [], [0]), []
+        monkeypatch.setattr(runner, "execute", lambda cmd, env, log, timeout=None:
+                            seen.append(env.get("CUDA_VISIBLE_DEVICES")) or fake(cmd, env, log))
+        assert host_sweep.main([str(path), "--out", str(out), *flags, "--no-analysis", "--no-html"]) == 0
+        return seen
+    assert sweep(root, "--gpus", "1") == ["1"] * 8
+    monkeypatch.setattr(host_sweep, "visible_gpus", lambda: ["0", "1"])
+    assert sweep(tmp_path / "b") == [None] * 8  # no --gpus: the environment's GPUs, as before
+
+
 def test_runs_per_gpu_refuses_multi_process_arms(tmp_path, monkeypatch):
     path = tmp_path / "arms.yaml"
     path.write_text("study: arms\nscenarios: [A]\nconfigs: [amp_bf16]\nsize: tiny\nsteps: 3\ndevice: cuda\n"

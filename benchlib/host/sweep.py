@@ -95,6 +95,8 @@ class GpuHost(sweep.Host):
                               f"speed, and runs sharing them would measure each other; use it for single-process runs")
         jobs = len(gpus) * n if (ns.gpus is not None or n > 1) else 1
         slots = slots_for(jobs, gpus, per_run, n)
+        if ns.gpus is not None and gpus and slots == [{}]:  # one run at a time, on the GPU(s) named, not GPU 0
+            slots = [{"CUDA_VISIBLE_DEVICES": ",".join(gpus)}]
         slots = [{**s, **cpu_share(len(slots))} for s in slots]  # side-by-side runs split the cores
         if (jobs > 1 or n > 1) and len(slots) == 1:
             print(f"  {f'--runs-per-gpu {n}' if n > 1 else '--gpus'}: {'CPU runs' if not gpus else 'one slot'}, "
