@@ -382,23 +382,41 @@ def test_seed002_h1_and_h3_read_divergence_by_loss_and_quality_loss_by_architect
     assert "differ in size" not in h3["reason"]  # the records name no model: nothing to say
 
 
-def test_seed002_h2_h3_say_when_the_matched_pair_compares_models_of_different_size():
-    """A BERT of 22M standing in for RoBERTa against GPT-2 124M: the verdict stands, and its
-    reason says that the contrast is of two models, not of two architectures; same sizes: no note."""
-    size = {"E": ("gpt2", 124e6), "F": ("bert", 22e6)}
-
+def test_seed002_h3_across_model_sizes_is_inconclusive_keeping_the_measured_contrast():
+    """A BERT of 22M standing in for RoBERTa against GPT-2 124M: a smaller model may lose more to
+    low precision whatever its architecture, so the pair cannot reject or support the
+    architecture claim; at one size the same numbers give the verdict."""
     def recs(sizes):
         out = grid("EF", ["fp32_baseline", "amp_bf16", "bf16_pure"],
-                   value=lambda s, c, k: {"quality": 0.5 + 0.001 * k - (0.05 if c == "amp_bf16" and s == "E" else 0),
-                                          "tokens_per_s": (100 if c == "fp32_baseline" else 150) + k})
+                   value=lambda s, c, k: {"quality": 0.5 + 0.001 * k - (0.05 if c == "amp_bf16" and s == "E" else 0)})
         for r in out:
             r["model"] = {"model_type": sizes[r["scenario"]][0], "parameters": sizes[r["scenario"]][1]}
         return frame(out)
-    for rule in (hy.precision_sensitivity_by_arch, hy.bf16_mfu_gain_by_arch):
-        h = rule(recs(size), FAST)
-        assert "E gpt2 124.0M against F bert 22.0M" in h["reason"], h["reason"]
-        same = rule(recs({"E": ("gpt2", 124e6), "F": ("roberta", 125e6)}), FAST)
-        assert "differ in size" not in same["reason"] and same["verdict"] == h["verdict"]
+    same = hy.precision_sensitivity_by_arch(recs({"E": ("gpt2", 124e6), "F": ("roberta", 125e6)}), FAST)
+    assert same["verdict"] == "supported" and "size" not in same["reason"]
+    h = hy.precision_sensitivity_by_arch(recs({"E": ("gpt2", 124e6), "F": ("bert", 22e6)}), FAST)
+    assert h["verdict"] == "inconclusive" and "E gpt2 124.0M vs F bert 22.0M" in h["reason"], h["reason"]
+    assert h["effect"]["estimate"] == same["effect"]["estimate"] and "alone 'supported'" in h["reason"]
+
+
+def test_seed002_h2_across_model_sizes_is_inconclusive_keeping_the_measured_contrast():
+    """An MFU gain grows with width: a 22M encoder against GPT-2 124M cannot tell architecture
+    from size, whatever the numbers say; at one size the same numbers give a verdict."""
+    def recs(sizes, enc_gain):
+        out = grid("EF", ["fp32_baseline", "bf16_pure"],
+                   value=lambda s, c, k: {"tokens_per_s": (100 * (enc_gain if s == "F" else 3.0)
+                                                           if c == "bf16_pure" else 100) + k})
+        for r in out:
+            r["model"] = {"model_type": sizes[r["scenario"]][0], "parameters": sizes[r["scenario"]][1]}
+        return frame(out)
+    matched = {"E": ("gpt2", 124e6), "F": ("roberta", 125e6)}
+    assert hy.bf16_mfu_gain_by_arch(recs(matched, 1.5), FAST)["verdict"] == "rejected"  # encoder gains less
+    assert hy.bf16_mfu_gain_by_arch(recs(matched, 5.0), FAST)["verdict"] == "supported"
+    for gain in (1.5, 5.0):
+        h = hy.bf16_mfu_gain_by_arch(recs({"E": ("gpt2", 124e6), "F": ("bert", 22e6)}, gain), FAST)
+        assert h["verdict"] == "inconclusive", h
+        assert "E gpt2 124.0M vs F bert 22.0M" in h["reason"] and "cannot discriminate" in h["reason"]
+        assert (h["effect"]["estimate"] < 0) == (gain < 3.0)  # the measured contrast is kept as evidence
 
 
 # ---- recommendations -------------------------------------------------------------------------
@@ -421,6 +439,19 @@ def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where()
     assert line_with("\n".join(rec["per_task"]["A"]), "avoid", "fp16_naive", "3/3", "30", "safe on C")
     assert line_with(rec["cls_specific"][0], "fp16_naive", "safe", "(C)", "not on A")
     assert not safety.set_index(["scenario", "config"]).loc[("A", "fp16_naive"), "safe"]
+
+
+def test_configs_of_equal_mean_rank_go_by_how_much_faster_they_are():
+    """bf16_pure first on A by far, second on F by a hair; the head config the other way round:
+    equal mean ranks, and the larger geo-mean speedup comes first, whatever the input order."""
+    rel = {"amp_bf16_fp32_head": {"A": 7.0, "F": 1.82}, "bf16_pure": {"A": 9.0, "F": 1.60}}
+    rows = []
+    for s in "AF":
+        order = sorted(rel, key=lambda c: -rel[c][s])
+        rows += [{"metric": m, "scenario": s, "config": c, "rel": rel[c][s], "rank": order.index(c) + 1.0,
+                  "gain_pct": 0.0} for c in rel for m in ("throughput", "memory", "quality")]
+    ranked, missing = recommend.order_across(pd.DataFrame(rows), list(rel))
+    assert not missing and ranked == ["bf16_pure", "amp_bf16_fp32_head"], ranked  # 3.79x against 3.57x
 
 
 def test_without_a_speed_measurement_no_default_is_named():

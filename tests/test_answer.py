@@ -15,7 +15,6 @@ from conftest import REPO
 from benchlib.analysis import answer, findings, overview
 
 REF = REPO / "executed" / "h100" / "reference"
-SPEED = REPO / "executed" / "h100" / "reference_speed"
 
 
 def _comparison(study: Path) -> dict:
@@ -35,6 +34,17 @@ def _first() -> dict:
     """The README's first comparison: the one its answer table shows (the real-data studies)."""
     path = REPO / _readme_args()[0]
     return _comparison(path.parent.parent)
+
+
+def _speed() -> Path:
+    """The README's speed study: the first comparison after the first that is built for speed."""
+    for arg in _readme_args()[1:]:
+        if arg.endswith("comparison.json") and findings._speed_only(json.loads((REPO / arg).read_text())):
+            return (REPO / arg).parent.parent
+    pytest.skip("the README's findings name no speed study")
+
+
+SPEED = _speed()
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +78,7 @@ def test_the_findings_block_fits_a_screenful_and_opens_with_scope_then_answer(re
     scope = [ln for ln in lines if ln.startswith("> ")]
     assert len(scope) == 3 and "H100" in scope[0] and "TF32 off" in scope[0]
     names = [Path(s).name for s in _first()["sources"]]
-    assert all(n in scope[1] for n in names) and "`base`" in scope[2] and "synthetic" in scope[2]
+    assert all(n in scope[1] for n in names) and "`base`" in scope[2] and f"(`{SPEED.name}`)" in scope[2]
     from benchlib.core.records import load_records
     ids = {r["env"].get("gpu_uuid") for r in load_records(SPEED)} - {None}
     assert (f"{len(ids)} different GPUs" in scope[2]) if len(ids) > 1 else ("one GPU" in scope[2] or "not identified" in scope[2])
@@ -77,6 +87,20 @@ def test_the_findings_block_fits_a_screenful_and_opens_with_scope_then_answer(re
     assert f"[the report](executed/h100/{names[0]}/html/index.html)" in rendered
     assert "commit " not in rendered  # provenance is one footnote line with a link, not a list of hashes
     assert sum("executed/README.md" in ln for ln in lines) == 1
+
+
+def test_the_scope_says_where_gpu_to_gpu_noise_lands():
+    """Seeds of a config spread over GPUs: between-GPU noise is in the seed noise; each config's
+    seeds on one GPU and configs on several: it is in the differences between configs."""
+    def recs(gpu_of):
+        return [{"scenario": "A", "config": c, "run": {}, "env": {"gpu_uuid": gpu_of(c, k), "boot_id": "b1"}}
+                for c in ("fp32_baseline", "amp_bf16") for k in range(3)]
+    per_config = answer._hosts(answer.describe(recs(lambda c, k: f"GPU-{c}")))
+    per_seed = answer._hosts(answer.describe(recs(lambda c, k: f"GPU-{k}")))
+    assert "2 different GPUs of one host" in per_config and "differences between configs" in per_config
+    assert "3 different GPUs" in per_seed and "seed noise includes between-GPU noise" in per_seed
+    assert "one GPU" in answer._hosts(answer.describe(recs(lambda c, k: "GPU-0")))
+
 
 
 def test_one_row_per_candidate_and_no_control_or_ablation(rendered):

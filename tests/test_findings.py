@@ -257,3 +257,17 @@ def test_a_stand_in_verdict_does_not_overrule_the_first_studys_test_of_the_confi
     assert "`syn` supported it only with a stand-in (fp16_fp16_states)" in got["H"][1]["reason"]
     got = findings.merged_hypotheses([("real", {"hypotheses": {"H": own}}), ("other", {"hypotheses": {"H": same_cfg}})])
     assert got["H"] == ("other", same_cfg)
+
+
+def test_a_later_study_does_not_decide_what_the_first_measured_and_left_open():
+    """seed 002 H3: the real arms measured the contrast, but their models differ in size
+    (inconclusive, with an effect); the synthetic study rejects it on its own arms. The row keeps
+    the real arms' verdict and names the other; with no effect measured first, the later decides."""
+    open_ = {"verdict": "inconclusive", "reason": "size confounds architecture", "effect": {"estimate": -1.3}}
+    decided = {"verdict": "rejected", "reason": "r", "effect": {"estimate": -0.6}}
+    got = findings.merged_hypotheses([("real", {"hypotheses": {"H": open_}}), ("syn", {"hypotheses": {"H": decided}})])
+    assert got["H"][0] == "real" and got["H"][1]["verdict"] == "inconclusive"
+    assert "`syn` rejected it on its own arms" in got["H"][1]["reason"]
+    short = {"verdict": "inconclusive", "reason": "not enough data", "effect": None}
+    got = findings.merged_hypotheses([("real", {"hypotheses": {"H": short}}), ("syn", {"hypotheses": {"H": decided}})])
+    assert got["H"] == ("syn", decided)

@@ -190,6 +190,41 @@ def test_configs_that_cannot_be_told_apart_enter_no_verdict_but_a_failure_still_
     assert tables.apply_gates(df, strict)["quality_established"].all()
 
 
+def test_a_degraded_control_opens_verdicts_where_candidates_cannot_be_told_apart_but_not_ranks():
+    """C's candidates sit within noise of each other (order from seed to seed); the eps control
+    loses 20%: the scenario detects a defect, so each config is judged against fp32, while quality
+    ranks and flips stay closed. Without the control, nothing is judged."""
+    cfgs = ["fp32_baseline", "fp32_tf32_matmul", "amp_fp16", "amp_bf16", "bf16_pure", "amp_bf16_fp32_head"]
+    noise = {(c, k): v for (c, k), v in zip([(c, k) for c in cfgs for k in range(3)],
+                                            np.random.default_rng(7).normal(0, 0.002, 18))}
+    recs = grid("CE", cfgs, value=lambda s, c, k: {"quality": (0.8 if s == "C" else 0.7) + noise[c, k]
+                                                   + (0.02 * (cfgs.index(c) - k) if s == "E" else 0)})
+    ctrl = grid("CE", ["amp_bf16_eps1e4"], value=lambda s, c, k: {"quality": 0.64 + 0.001 * k})
+    df = frame(recs + ctrl)
+    rel = df.attrs["reliability"]["C"]
+    assert rel["told_apart"] is False and rel["detects"] == ["amp_bf16_eps1e4"]
+    c = df[df["scenario"] == "C"]
+    assert c["quality_established"].all() and not c["quality_ranked"].any()
+    s = recommend.safety(df, FAST).set_index(["scenario", "config"])
+    assert s.loc[("C", "amp_bf16_eps1e4"), "verdict"] == "degraded"
+    assert s.loc[("C", "amp_bf16"), "verdict"] in ("safe", "inconclusive")  # judged, not untestable
+    q = tables.config_stats(df).query("metric == 'quality'").set_index(["scenario", "config"])
+    assert q.loc["C", "rank"].isna().all() and q.loc["C", "mean"].notna().all()
+    assert not (order_reversals(df, FAST).query("metric == 'quality'")[["better_on", "worse_on"]] == "C").any().any()
+    alone = frame(recs)  # no control: the scenario has shown nothing
+    assert alone.attrs["reliability"]["C"]["detects"] == [] and not alone.loc[alone["scenario"] == "C",
+                                                                              "quality_established"].any()
+    # a control 1.5% down: degraded beyond the 1% minimum effect, but not unmistakably (< 2x): still closed
+    def fp32(s, k):
+        return (0.8 if s == "C" else 0.7) + noise["fp32_baseline", k] - (0.02 * k if s == "E" else 0)
+    slight = grid("CE", ["amp_bf16_eps1e4"], value=lambda s, c, k: {"quality": fp32(s, k) * (0.985 + 0.0005 * k)})
+    df = frame(recs + slight)
+    con = pd.DataFrame(df.attrs["contrasts"]).set_index(["scenario", "config"])
+    assert df.attrs["reliability"]["C"]["detects"] == [] and not df.loc[df["scenario"] == "C",
+                                                                        "quality_established"].any()
+    assert con.loc[("E", "amp_bf16_eps1e4"), "verdict"] == "degraded"  # E, told apart, calls it degraded
+
+
 def test_a_config_that_diverges_fails_even_where_the_scenario_did_not_learn():
     """Stalling means something only against a reference that learned; a loss that went
     non-finite is a failure whatever the reference did (B of the reference study)."""

@@ -160,6 +160,8 @@ def describe(records: list[dict]) -> dict:
             "device": ", ".join(sorted({r.get("env", {}).get("device_name", "?") for r in records})),
             "torch": ", ".join(sorted({str(r.get("env", {}).get("torch")) for r in records if r.get("env", {}).get("torch")})),
             "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
+            "hosts": len({r.get("env", {}).get("boot_id") for r in records if r.get("env", {}).get("boot_id")}),
+            "cell_gpus": max((len(g) for g in _cell_gpus(records).values()), default=0),
             "dates": _span([str(r.get("env", {}).get("date", ""))[:10] for r in records if r.get("env", {}).get("date")])}
 
 
@@ -184,14 +186,31 @@ def scope_box(quality: tuple[str, Path | list[Path]], speed_study: tuple[str, Pa
     return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
 
 
+def _cell_gpus(records: list[dict]) -> dict[tuple, set]:
+    """(scenario, config) -> the GPUs (``env.gpu_uuid``) its seeds ran on, for records that name one."""
+    out: dict[tuple, set] = {}
+    for r in records:
+        if u := r.get("env", {}).get("gpu_uuid"):
+            out.setdefault((r.get("scenario"), r.get("config")), set()).add(u)
+    return out
+
+
 def _hosts(d: dict) -> str:
-    """Whether a study's seeds ran on one GPU, as far as its records' ``env.gpu_uuid`` tell."""
+    """Where a study's runs ran, as far as its records' ``env.gpu_uuid`` tell, and what noise that
+    puts where: seeds of a config spread over GPUs put between-GPU noise in the seed noise; each
+    config's seeds on one GPU, and configs on several, put it in the configs' differences instead,
+    which the seed noise does not measure."""
     if not d["with_gpu_id"]:
         return "hosts not identified (its records carry no GPU id)"
     part = "" if d["with_gpu_id"] == d["n"] else f"{d['with_gpu_id']} of {d['n']} records carry a GPU id: "
     if d["gpus"] == 1:
         return part + "one GPU" + (" among them; the rest not identified" if part else " for every seed")
-    return part + f"{d['gpus']} different GPUs, so its seed noise includes between-GPU noise"
+    where = f"{d['gpus']} different GPUs" + (f" of {d['hosts']} hosts" if d.get("hosts", 0) > 1 else
+                                             " of one host" if d.get("hosts") == 1 else "")
+    if d.get("cell_gpus") == 1 and not part:
+        return part + where + (": a config's seeds on one GPU, so differences between configs include between-GPU "
+                               "differences that the seed noise does not measure")
+    return part + where + ", so its seed noise includes between-GPU noise"
 
 
 def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:

@@ -56,14 +56,25 @@ DECIDED = ("supported", "rejected")
 
 
 def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, dict]]:
-    """hypothesis id -> (study, verdict): the first study that decides it, else the first that has it.
+    """hypothesis id -> (study, verdict): the first study that decides it, else the first that
+    measured an effect for it, else the first that has it. A study that measured an effect and
+    could not decide (a confound, seed noise) is not overruled by a later one that decided on its
+    own arms (the first study's arms are the real ones; a later study's do not settle what they
+    left open): that verdict is named in the reason instead.
     A study that tested the hypothesis's own config and found it untestable is not overruled by one
     that decided it on a stand-in config (e.g. fp16 with fp16 Adam moments for fp16_naive): that
     verdict is named in the reason instead."""
     out: dict[str, tuple[str, dict]] = {}
     for name, comp in studies:
         for hid, h in comp.get("hypotheses", {}).items():
-            if hid not in out or (out[hid][1]["verdict"] not in DECIDED and h["verdict"] in DECIDED):
+            measured = bool(h.get("effect")) and not (out[hid][1].get("effect") if hid in out else False)
+            if hid in out and out[hid][1]["verdict"] not in DECIDED and out[hid][1].get("effect") \
+                    and h["verdict"] in DECIDED:
+                first, kept = out[hid]
+                out[hid] = (first, {**kept, "reason": f"{kept['reason']}; `{name}` {h['verdict']} it on its own arms, "
+                                    f"which do not settle what `{first}` measured and left open"})
+                continue
+            if hid not in out or (out[hid][1]["verdict"] not in DECIDED and (h["verdict"] in DECIDED or measured)):
                 if hid in out and _stand_in(h) and not _stand_in(out[hid][1]) and out[hid][1]["verdict"] == "untestable":
                     first, kept = out[hid]
                     own = (kept.get("evidence") or {}).get("config") or "its config"
@@ -198,12 +209,16 @@ def _default_configs(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame 
 
 
 def _default(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None, speed: str | None) -> str:
-    """The default in one sentence: the rules' where they name one, else a provisional one."""
+    """The default in one sentence: the rules' where they name one (ordered by the speed study's
+    throughput where one is given: the quality study's runs may have shared their GPUs), else a
+    provisional one."""
     rec = comparison["recommendations"]
-    named = next((x for x in rec.get("universal", []) if x.startswith("default: ")), None)
-    if named is None and stats is not None:
+    named = None
+    if stats is not None:
         named = next((x for x in default_across(pd.DataFrame(comparison["recommendation_evidence"]), stats,
                                                 f"`{speed}`") if x.startswith("default: ")), None)
+    if named is None:
+        named = next((x for x in rec.get("universal", []) if x.startswith("default: ")), None)
     if named:
         return f"**Default: {named[len('default: '):]}.**"
     order, missing = _default_configs(comparison, cells, stats)

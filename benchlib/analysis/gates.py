@@ -1,8 +1,9 @@
 """Evidence gates (``apply_gates``), so that the analysis does not speak where the evidence cannot
 discriminate. Per scenario: its effective quality (``quality_metrics``), whether it learned
-(``learned_scenarios``) and whether its configs can be told apart (``reliability``); failing
-either, it enters no quality rank, flip, verdict or recommendation (speed and memory are still
-reported). Per run: ``health`` / ``health_reason`` (its status, ``stalled`` where it did not learn,
+(``learned_scenarios``) and whether its configs can be told apart (``reliability``). One that did
+not learn enters no quality rank, flip, verdict or recommendation (speed and memory are still
+reported); one whose configs cannot be told apart enters no rank or flip, and verdicts only where
+some config is degraded there (``_sensitivity``). Per run: ``health`` / ``health_reason`` (its status, ``stalled`` where it did not learn,
 ``degraded`` against the reference). Which runs count: ``speed_runs``, ``quality_runs``, ``healthy_runs``.
 """
 from __future__ import annotations
@@ -220,6 +221,28 @@ def reliability(df: pd.DataFrame, scenarios, rules: Rules) -> dict[str, dict]:
     return out
 
 
+def _sensitivity(rel: dict, con: pd.DataFrame, controls: set, rules: Rules) -> None:
+    """A scenario whose candidates cannot be told apart still judges each config against its
+    reference where a positive control (a ``control`` config, built to carry one defect: Adam eps
+    1e-4, fp16 without its loss scale) is unmistakably degraded there (the near end of its CI at
+    ``rules.control_detect_factor`` x the minimum effect or more): the scenario has shown it detects
+    a defect, so a candidate that is not degraded is evidence, not a saturated metric. Only a
+    control opens it: a candidate "degraded" among candidates whose order is noise may be a chance
+    call. Ranks and flips stay closed (their order is seed noise). Adds ``detects`` (those
+    controls) to ``rel``'s entries that were not told apart, and says so in the reason."""
+    for s, r in rel.items():
+        if r["told_apart"] is not False:
+            continue
+        c = con[(con["scenario"] == s) & (con["verdict"] == "degraded") & con["config"].isin(controls)]
+        bad = sorted(c.loc[c["ci_low"] >= rules.control_detect_factor * c["min_effect_pct"], "config"])
+        r["detects"] = bad
+        r["reason"] = r["reason"].removesuffix("; quality enters no ranking") + (
+            f"; quality enters no rank or flip; verdicts against the reference stand: the scenario detects a "
+            f"defect (control {', '.join(bad)} degraded)" if bad else
+            f"; no control is degraded there by {rules.control_detect_factor:g}x the minimum effect or more, so the "
+            f"scenario has not shown it can detect a defect: quality enters no rank, flip or verdict")
+
+
 # ---- the gates ------------------------------------------------------------------------------
 def _gate_key(rules) -> tuple:
     """What the gates depend on: a frame gated with other rules is gated again."""
@@ -229,7 +252,8 @@ def _gate_key(rules) -> tuple:
 def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
     """The study frame with the evidence gates: ``quality`` the effective quality (the record's in
     ``quality_record*``), ``gap_closed`` / ``learned_run`` per run, ``learned`` and
-    ``quality_established`` per scenario, ``health`` and ``health_reason``; ``attrs``:
+    ``quality_established`` (verdicts) and ``quality_ranked`` (ranks, frontiers, flips) per
+    scenario, ``health`` and ``health_reason``; ``attrs``:
     ``quality_metric``, ``learned``, ``reliability`` and ``contrasts``. Idempotent."""
     rules = rules or Rules()
     df = df.copy()
@@ -257,10 +281,14 @@ def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
     df["health"], df["health_reason"] = _health(df, lt)
     usable = [s for s in qm if learned.get(s) is True and qm[s]["column"] is not None]
     rel = reliability(df, usable, rules)
-    est = {s: s in usable and rel[s]["told_apart"] is not False for s in qm}
+    counts = (df["status"] == "ok") & (df["health"] == "ok")
+    con = reference_contrasts(df[df["scenario"].isin(usable) & counts], rules)
+    _sensitivity(rel, con, set(df.loc[df["role"] == "control", "config"]), rules)
+    est = {s: s in usable and (rel[s]["told_apart"] is not False or bool(rel[s].get("detects"))) for s in qm}
+    ranked = {s: est[s] and rel[s]["told_apart"] is not False for s in qm}
     df["quality_established"] = df["scenario"].map(est).fillna(False).astype(bool)
-    counted = df[df["quality_established"] & (df["status"] == "ok") & (df["health"] == "ok")]
-    con = reference_contrasts(counted, rules)
+    df["quality_ranked"] = df["scenario"].map(ranked).fillna(False).astype(bool)
+    con = con[con["scenario"].map(est).fillna(False).astype(bool)].reset_index(drop=True)
     for r in con[con["verdict"] == "degraded"].itertuples():
         rows = (df["scenario"] == r.scenario) & (df["config"] == r.config) & (df["health"] == "ok")
         df.loc[rows, "health"] = "degraded"

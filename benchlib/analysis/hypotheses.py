@@ -38,12 +38,11 @@ def _start_differs(df: pd.DataFrame, a, b) -> str:
     return ""
 
 
-def _models_differ(df: pd.DataFrame, used: list[str]) -> str:
-    """Where a matched pair's two models differ by more than 1.5x in parameters (a stand-in for
-    RoBERTa or GPT-2 of another size), the sizes, said after the verdict: the contrast is then of
-    the two models, not of the architectures alone; else ''."""
+def _size_pairs(df: pd.DataFrame, used: list[str]) -> list[str]:
+    """'E gpt2 124.5M vs F bert 22.6M' for each matched pair in ``used`` whose models differ
+    by more than 1.5x in parameters (e.g. a 22M BERT standing in for RoBERTa-base)."""
     if "model.parameters" not in df:
-        return ""
+        return []
     notes = []
     for g, r in MATCHED_PAIRS:
         if f"{g}-{r}" not in used and not any(u.startswith(f"{g}-{r}/") for u in used):
@@ -51,9 +50,8 @@ def _models_differ(df: pd.DataFrame, used: list[str]) -> str:
         size = {s: df.loc[df["scenario"] == s, "model.parameters"].median() for s in (g, r)}
         kind = {s: df.loc[df["scenario"] == s, "model.type"].dropna().unique() for s in (g, r)}
         if all(np.isfinite(v) and v > 0 for v in size.values()) and max(size.values()) > 1.5 * min(size.values()):
-            notes.append(" against ".join(f"{s} {'/'.join(kind[s]) or '?'} {size[s] / 1e6:.1f}M" for s in (g, r)))
-    return ("; the models differ in size, not only in architecture (" + "; ".join(notes) +
-            " parameters): the contrast is of these two models") if notes else ""
+            notes.append(" vs ".join(f"{s} {'/'.join(kind[s]) or '?'} {size[s] / 1e6:.1f}M" for s in (g, r)))
+    return notes
 
 
 def macro_f1_beside(df: pd.DataFrame, x: str, ref: str, sign: int, name: str, rules: Rules) -> dict | None:
@@ -88,7 +86,7 @@ def output_head_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     above 0 (and outside +-margin_quality_pct) and the LM CI is not above 0. rejected: the
     classification CI is below 0 or inside the margin, or the LM CI is above 0 too (not
     classification-specific). inconclusive: otherwise, or no usable classification or LM
-    scenario; untestable where the scenarios it needs did not learn or cannot be told apart."""
+    scenario; untestable where the scenarios it needs are not established (gates.apply_gates)."""
     claim = "amp_bf16_fp32_head beats amp_bf16 on classification but not on LM"
     x, ref = "amp_bf16_fp32_head", "amp_bf16"
     cells = seed_series(df, "quality", oriented=True)
@@ -266,7 +264,9 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     gain(RoBERTa) - gain(GPT-2); A and B are not matched (causal against masked LM). bf16_pure's
     speed includes its stochastic-rounding AdamW update, so the gain is of the config as
     implemented, not of bf16 arithmetic alone. supported: CI above 0; rejected: CI below 0 or
-    inside +-margin_speedup; inconclusive: otherwise or no usable pair."""
+    inside +-margin_speedup; inconclusive: otherwise, no usable pair, or a pair whose models differ
+    by more than 1.5x in parameters (a 16-bit speedup grows with width, so such a pair confounds
+    size with architecture; the measured contrast is kept as evidence)."""
     claim = "bf16_pure shows a higher MFU gain over fp32 on RoBERTa than on GPT-2 (matched tasks)"
     x, ref = "bf16_pure", BASELINE
     cells = seed_series(df, "tokens_per_s", oriented=False)
@@ -277,8 +277,8 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     res = verdict_of(bf16_mfu_gain_by_arch, claim, effect_ci(units, rules), ev, "MFU gain RoBERTa - GPT-2", "x fp32",
                      rules, rules.margin_speedup)
     res["reason"] += "; bf16_pure's speed includes its optimizer update's cost (stochastic-rounding AdamW)"
-    res["reason"] += _models_differ(df, ev["used"])
-    return res
+    # A 16-bit speedup grows with a model's width (arithmetic intensity, launch overhead).
+    return _size_confounded(res, _size_pairs(df, ev["used"]), "a 16-bit speedup grows with width")
 
 
 @quality_rule
@@ -289,7 +289,7 @@ def precision_sensitivity_by_arch(df: pd.DataFrame, rules: Rules = Rules(), conf
     low-precision configs of the study (amp_fp16, amp_bf16, bf16_pure, bf16_naive, fp16_naive) of
     loss(GPT-2) - loss(RoBERTa). supported: CI above 0; rejected: CI below 0 or inside
     +-margin_quality_pct; inconclusive: otherwise or no usable (pair, config); untestable where
-    the scenarios it needs did not learn or cannot be told apart."""
+    the scenarios it needs are not established (gates.apply_gates)."""
     claim = "low-precision configs lose more quality vs fp32 on GPT-2 classification (C, E) than RoBERTa (D, F)"
     cells = seed_series(df, "quality", oriented=True)
     present = [c for c in configs if (df["config"] == c).any()]
@@ -299,7 +299,23 @@ def precision_sensitivity_by_arch(df: pd.DataFrame, rules: Rules = Rules(), conf
                      "% of quality", rules, rules.margin_quality_pct,
                      why_missing="no low-precision config with fp32_baseline on both architectures of a "
                                  "classification task" if not present else "")
-    res["reason"] += _models_differ(df, ev["used"])
+    # A smaller model may lose more to low precision whatever its architecture.
+    return _size_confounded(res, _size_pairs(df, ev["used"]), "precision sensitivity may change with size")
+
+
+def _size_confounded(res: dict, pairs: list[str], mechanism: str) -> dict:
+    """An architecture verdict over matched pairs whose models differ in size (``pairs``) cannot
+    tell the architecture from the size where ``mechanism`` ties the effect to size: it becomes
+    inconclusive, its measured contrast kept as evidence; with no such pair, ``res`` as it was."""
+    if not pairs or res["verdict"] not in ("supported", "rejected"):
+        return res
+    e = res["effect"]
+    rest = res["reason"].split("; ", 1)[1] if "; " in res["reason"] else ""
+    res["reason"] = (f"size confounds architecture ({', '.join(pairs)}): pairs of one size settle it; "
+                     f"{mechanism}, so this test cannot discriminate; measured (evidence, not the verdict): "
+                     f"{e['estimate']:.3g} {e['unit']} [{e['ci_low']:.3g}, {e['ci_high']:.3g}], alone "
+                     f"'{res['verdict']}'" + (f"; {rest}" if rest else ""))
+    res["verdict"] = "inconclusive"
     return res
 
 

@@ -31,8 +31,8 @@ def sign(df: pd.DataFrame, metric: str, scenario: str) -> int:
 
 def config_stats(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (scenario, config, metric): ``mean``, ``std``, ``n`` over the runs that count,
-    status counts, ``n_failed``, ``established``, ``rank`` (1 = best; on quality a config with only
-    failed runs ranks last), ``rel`` (ratio to fp32_baseline) and ``gain_pct`` (> 0 = better)."""
+    status counts, ``n_failed``, ``established`` (quality judged), ``ranked`` (quality ranked: its
+    configs told apart), ``rank`` (1 = best; on quality a config with only failed runs ranks last), ``rel`` (ratio to fp32_baseline) and ``gain_pct`` (> 0 = better)."""
     df = gated(df)
     rows = []
     speed, qual = speed_runs(df), quality_runs(df)
@@ -43,11 +43,13 @@ def config_stats(df: pd.DataFrame) -> pd.DataFrame:
             rows.append({"scenario": s, "config": c, "metric": m, "mean": v.mean() if len(v) else np.nan,
                          "std": v.std(ddof=1) if len(v) > 1 else np.nan, "n": len(v), "n_runs": len(g),
                          "sign": sign(df, m, s), **counts, "n_failed": int(g["health"].isin(FAILED).sum()),
-                         "established": bool(g["quality_established"].iloc[0]) if m == "quality" else True})
+                         "established": bool(g["quality_established"].iloc[0]) if m == "quality" else True,
+                         "ranked": bool(g["quality_ranked"].iloc[0]) if m == "quality" else True})
     st = pd.DataFrame(rows)
     st["score"] = st["mean"] * st["sign"]
     st["rank"] = st.groupby(["scenario", "metric"])["score"].rank(ascending=False, method="min")
-    last = (st["metric"] == "quality") & st["mean"].isna() & (st["n_failed"] > 0) & st["established"]
+    st.loc[~st["ranked"], "rank"] = np.nan  # configs not told apart: their quality order is seed noise
+    last = (st["metric"] == "quality") & st["mean"].isna() & (st["n_failed"] > 0) & st["ranked"]
     n_ranked = st[st["metric"] == "quality"].groupby("scenario")["rank"].count()
     st.loc[last, "rank"] = st.loc[last, "scenario"].map(n_ranked).astype(float) + 1
     ref = st.set_index(["scenario", "metric"]).index.map(

@@ -134,13 +134,18 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
 
 def _speed_order(piv: dict, cs, on=None, alias: dict | None = None) -> list:
     """Fastest first by mean throughput rank over ``on`` (default all); a config with a speed
-    ``alias`` takes its rank and follows it; ties keep their order in ``cs``."""
+    ``alias`` takes its rank and follows it; equal mean ranks go by the geometric mean of the
+    throughput ratio to fp32 (a rank says nothing of how much faster), then by order in ``cs``."""
     ranks = piv["throughput_rank"] if on is None else piv["throughput_rank"][on]
+    rel = piv["throughput_rel"] if on is None else piv["throughput_rel"].reindex(columns=on)
     alias = alias or {}
 
     def key(c):
         a = alias.get(c, c)
-        return ranks.loc[a if a in ranks.index else c].mean(), a != c
+        a = a if a in ranks.index else c
+        r = rel.loc[a].dropna() if a in rel.index else pd.Series(dtype=float)
+        geo = float(np.exp(np.log(r[r > 0]).mean())) if (r > 0).any() else 0.0
+        return ranks.loc[a].mean(), a != c, -geo
     return sorted(cs, key=key)
 
 

@@ -57,6 +57,10 @@ class Rules:
     rankings reaches this (below, rho^2 < 0.25: ranks would read seed noise)."""
     min_reliability_configs: int = 4
     """Fewer candidates with the scenario's seeds: the rank reliability is not measured."""
+    control_detect_factor: float = 2.0
+    """A scenario whose configs cannot be told apart is judged only where a control is degraded
+    with the near end of its CI at least this many times the minimum effect: an unmistakable
+    defect, which a 3-seed bootstrap CI (too narrow with so few seeds) cannot fake."""
     min_effect_loss_pct: float = 0.5
     """The smallest quality effect that matters on a loss (% of the reference's): 0.012 nats on A
     of the reference study. A config is degraded only beyond seed noise and this."""
@@ -99,10 +103,11 @@ class Rules:
             f"{self.min_gain_without_floor:.0%} of the gap to the metric's ideal value) and beat the baseline; a "
             f"run that closed less is stalled. Its configs can be told apart when the leave-one-seed-out Spearman "
             f"correlation of the candidates' rankings reaches {self.min_rank_reliability:g} (not measured with fewer "
-            f"than {self.min_reliability_configs} candidates or 2 shared seeds). A scenario that did not learn, or "
-            f"whose configs cannot be told "
-            f"apart, enters no quality rank, flip, verdict or recommendation; divergence verdicts need it learned "
-            f"only. A verdict is untestable where both arms sit at the same ceiling or floor (divergence rates 1 and "
+            f"than {self.min_reliability_configs} candidates or 2 shared seeds). A scenario that did not learn enters "
+            f"no quality rank, flip, verdict or recommendation; one whose configs cannot be told apart enters no "
+            f"quality rank or flip, and verdicts against the reference only where a control (a config built with one "
+            f"defect) is degraded there by at least {self.control_detect_factor:g}x the minimum effect (its CI's near "
+            f"end), which shows it can detect one; divergence verdicts need it learned only. A verdict is untestable where both arms sit at the same ceiling or floor (divergence rates 1 and "
             f"1: the mean ln step of divergence is compared instead; 0 and 0: nothing to compare) or where every "
             f"scenario it needs is gated out. Effects averaged over scenarios treat the scenarios as fixed: a CI "
             f"measures seed noise, not the choice of tasks. A degenerate micro-F1 is replaced by P@1 (else val "

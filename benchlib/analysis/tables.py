@@ -156,6 +156,7 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
     out["quality_name"], out["throughput_unit"] = _first(d["quality_name"]), _first(d["throughput_unit"])
     out["quality_higher_is_better"] = sign(df, "quality", scenario) > 0
     established = bool(d["quality_established"].iloc[0])
+    ranks_quality = bool(d["quality_ranked"].iloc[0])  # configs told apart: quality ranks and frontiers
     out["learned"] = pd.Series([d["learned"].iloc[0]] * len(out), index=out.index, dtype=object)
     out["quality_established"] = established
     out["note"] = scenario_notes(d)[scenario]
@@ -168,14 +169,14 @@ def summarize(df: pd.DataFrame, scenario: str) -> pd.DataFrame:
         if m == "quality":
             out["quality_delta"] = out[m] - ref
         out[f"rank_{m}"] = np.nan
-        if m != "quality" or established:
+        if m != "quality" or ranks_quality:
             out.loc[ranked, f"rank_{m}"] = (out.loc[ranked, m] * sign(df, m, scenario)).rank(ascending=False,
                                                                                           method="min")
     ranked &= out["role"].fillna("candidate").eq("candidate")  # a control or ablation is never on a frontier
     q = out.loc[ranked, "quality"] * sign(df, "quality", scenario)
     for col, x in (("pareto_throughput", out.loc[ranked, "throughput"]), ("pareto_memory", -out.loc[ranked, "memory"])):
         out[col] = pd.Series(pd.NA, index=out.index, dtype="boolean")
-        if established:
+        if ranks_quality:
             out.loc[is_mean, col] = False
             out.loc[ranked, col] = pareto_front(x, q)
     cols = [c for c in SUMMARY_COLS if c in out] + [c for c in out if c not in SUMMARY_COLS]
