@@ -320,7 +320,7 @@ def test_a_control_or_ablation_is_never_picked_even_when_fastest():
     assert not m.loc[["amp_bf16_eps1e4", "bf16_no_compile"], "pareto_throughput"].any()
     assert "fastest: amp_bf16 " in tables.describe_experiment(tables.summarize(df, "A"), "A")
     stats_ = tables.config_stats(df)
-    assert recommend.default_across(saf, stats_)[0].startswith("default: amp_bf16 ")
+    assert recommend.default_across(saf, stats_)[0].startswith("default: amp_bf16 - safe on all 2 scenarios (A, C)")
 
 
 def test_the_findings_never_print_a_control_as_a_pick_nor_a_mirror_flip(tmp_path):
