@@ -3,8 +3,8 @@ discriminate. Per scenario: its effective quality (``quality_metrics``), whether
 (``learned_scenarios``) and whether its configs can be told apart (``reliability``). One that did
 not learn enters no quality rank, flip, verdict or recommendation (speed and memory are still
 reported); one whose configs cannot be told apart enters no rank or flip, and verdicts only where
-some config is degraded there (``_sensitivity``). Per run: ``health`` / ``health_reason`` (its status, ``stalled`` where it did not learn,
-``degraded`` against the reference). Which runs count: ``speed_runs``, ``quality_runs``, ``healthy_runs``.
+a control is unmistakably degraded there (``_sensitivity``). Per run: ``health`` / ``health_reason``
+(its status, ``stalled`` where it did not learn, ``degraded`` against the reference). Which runs count: ``speed_runs``, ``quality_runs``, ``healthy_runs``.
 """
 from __future__ import annotations
 

@@ -32,7 +32,8 @@ def sign(df: pd.DataFrame, metric: str, scenario: str) -> int:
 def config_stats(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (scenario, config, metric): ``mean``, ``std``, ``n`` over the runs that count,
     status counts, ``n_failed``, ``established`` (quality judged), ``ranked`` (quality ranked: its
-    configs told apart), ``rank`` (1 = best; on quality a config with only failed runs ranks last), ``rel`` (ratio to fp32_baseline) and ``gain_pct`` (> 0 = better)."""
+    configs told apart), ``rank`` (1 = best; on quality a config with only failed runs ranks last),
+    ``rel`` (ratio to fp32_baseline) and ``gain_pct`` (> 0 = better)."""
     df = gated(df)
     rows = []
     speed, qual = speed_runs(df), quality_runs(df)

@@ -220,7 +220,8 @@ def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: st
                 f"{len(universal) - len(missing)} of them on each of {', '.join(on)} (its scenarios with records); "
                 f"missing: "
                 + "; ".join(f"{c} on {', '.join(ss)}" for c, ss in sorted(missing.items()))]
-    lines = [f"{'default: ' if i == 0 else ''}{c} - safe on all {len(scns)} scenarios ({', '.join(scns)}); {speed_study}: "
+    lines = [f"{'default: ' if i == 0 else ''}{c} - safe on all {len(scns)} scenarios ({', '.join(scns)}); "
+             f"{speed_study}: "
              f"{_numbers(piv, c, on)}, mean throughput rank {piv['throughput_rank'].loc[c, on].mean():.1f}"
              + (_ties(piv, order, on, rules.min_size_pct, speed_stats) if i == 0 else "") for i, c in enumerate(order)]
     lean = min(order, key=lambda c: piv["memory_rank"].reindex(index=order, columns=on).loc[c].mean())
