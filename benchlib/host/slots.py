@@ -11,6 +11,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
+from benchlib.core.env import CPUS_ENV, format_cpus
 from benchlib.study.runner import RUNNING, interrupt
 
 _REFUSED = object()  # what run_all's task returns for an item that ``admit`` refused
@@ -45,6 +46,15 @@ def cpu_share(n_slots: int, cpus: int | None = None) -> dict:
         return {}
     n = max(1, (cpus or os.cpu_count() or 1) // n_slots)
     return {k: str(n) for k in CPU_THREAD_VARS if k not in os.environ}
+
+
+def pin_slots(slots: list[dict], cores: list[int]) -> list[dict]:
+    """Each slot its own contiguous share of ``cores`` (``CPUS_ENV``) and thread counts to match."""
+    if len(cores) < len(slots):
+        raise ValueError(f"--cpus: {len(cores)} core(s) for {len(slots)} runs side by side; give at least one each")
+    n = len(cores) // len(slots)
+    return [{**s, CPUS_ENV: format_cpus(cores[i * n:(i + 1) * n]),
+             **{k: str(n) for k in CPU_THREAD_VARS if k not in os.environ}} for i, s in enumerate(slots)]
 
 
 def gpu_sharing(slots: list[dict]) -> int:

@@ -13,7 +13,8 @@ from benchlib.core.runconfig import ConfigError
 from benchlib.host.budget import Budget, parse_duration
 from benchlib.host.cellrun import execute_cell
 from benchlib.host.pack import Packer
-from benchlib.host.slots import cpu_share, gpu_sharing, run_all, slots_for, visible_gpus
+from benchlib.core.env import CPUS_ENV, parse_cpus
+from benchlib.host.slots import cpu_share, gpu_sharing, pin_slots, run_all, slots_for, visible_gpus
 from benchlib.study import sweep
 from benchlib.study.runner import Item, _rel
 
@@ -35,6 +36,13 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--time-budget ")) from None
 
 
+def _cpus(text: str) -> list[int]:
+    try:
+        return parse_cpus(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--cpus {text}: ")) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = sweep.build_parser()
     here = p.add_argument_group("this host (runs executed here)")
@@ -44,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     here.add_argument("--runs-per-gpu", type=_at_least_one, default=1, metavar="N",
                       help="N runs side by side on each GPU, for quality-only runs of small models: their "
                            "records say so (sweep.runs_per_gpu) and the analysis blanks their speed (default: 1).")
+    here.add_argument("--cpus", type=_cpus, default=None, metavar="LIST",
+                      help="Cores for this sweep's runs (0-15 or 0-7,32-39), split evenly between runs side by "
+                           "side, each run's process and its compiler's workers pinned to its share: sweeps "
+                           "timing runs on a host's other GPUs at the same time then do not take each other's "
+                           "cores. Records say how many (sweep.cpus_per_run). Default: no pinning.")
     here.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
                       help="Start no run that cannot finish within DURATION of the sweep's start (540, 540s, "
                            "9m, 1.5h; estimated from the study's finished records), then exit 0 saying how many "
@@ -97,7 +110,13 @@ class GpuHost(sweep.Host):
         slots = slots_for(jobs, gpus, per_run, n)
         if ns.gpus is not None and gpus and slots == [{}]:  # one run at a time, on the GPU(s) named, not GPU 0
             slots = [{"CUDA_VISIBLE_DEVICES": ",".join(gpus)}]
-        slots = [{**s, **cpu_share(len(slots))} for s in slots]  # side-by-side runs split the cores
+        if ns.cpus is not None:  # each run on its own cores
+            try:
+                slots = pin_slots(slots, ns.cpus)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+        else:
+            slots = [{**s, **cpu_share(len(slots))} for s in slots]  # side-by-side runs split the cores
         if (jobs > 1 or n > 1) and len(slots) == 1:
             print(f"  {f'--runs-per-gpu {n}' if n > 1 else '--gpus'}: {'CPU runs' if not gpus else 'one slot'}, "
                   f"one at a time")
@@ -109,6 +128,8 @@ class GpuHost(sweep.Host):
             extra["runs_per_gpu"] = gpu_sharing(slots)
         if "OMP_NUM_THREADS" in slots[0] and len(slots) > 1:  # cpu_share's split, not the user's setting
             extra["cpu_threads"] = int(slots[0]["OMP_NUM_THREADS"])
+        if CPUS_ENV in slots[0]:
+            extra["cpus_per_run"] = len(parse_cpus(slots[0][CPUS_ENV]))
         return extra
 
     def start(self, study_dir: Path, every: list[Item]) -> None:

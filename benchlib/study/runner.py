@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchlib.core.env import CPUS_ENV, parse_cpus
 from benchlib.core.records import (COMPLETED, FINISHED, RESULT, SIDECAR, STEPS_FILES, CorruptRecord, read_record,
                                    write_record, write_sidecar)
 from benchlib.core.runconfig import RunConfig, flatten, resolved
@@ -370,7 +371,10 @@ def execute_argv(argv: list[str], env: dict, log: Path, timeout: float | None = 
     for it to stop (``INTERRUPT_WAIT_S``, then it is killed)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
-        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+        cpus = env.get(CPUS_ENV)  # the slot's cores (--cpus): the process and all it starts stay on them
+        pin = (lambda: os.sched_setaffinity(0, parse_cpus(cpus))) if cpus else None
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
+                                preexec_fn=pin)
         RUNNING.add(proc)
         try:
             rc = proc.wait(timeout=timeout)
