@@ -7,13 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from benchlib.core.env import COMPILE_CACHE_ENV
+from benchlib.core.env import COMPILE_CACHE_ENV, CPUS_ENV, parse_cpus
 from benchlib.core.errors import UserError
 from benchlib.core.runconfig import ConfigError
 from benchlib.host.budget import Budget, parse_duration
 from benchlib.host.cellrun import execute_cell
 from benchlib.host.pack import Packer
-from benchlib.core.env import CPUS_ENV, parse_cpus
 from benchlib.host.slots import cpu_share, gpu_sharing, pin_slots, run_all, slots_for, visible_gpus
 from benchlib.study import sweep
 from benchlib.study.runner import Item, _rel

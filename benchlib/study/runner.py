@@ -365,16 +365,21 @@ def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) ->
     return execute_argv(argv, env, log)
 
 
+# Pins itself to the cores of argv[1], then becomes argv[2:] (exec keeps the affinity): the sweep's
+# threads start runs, and a preexec_fn is not safe in a process with threads.
+PIN_AND_EXEC = ("import os, sys; os.sched_setaffinity(0, [int(c) for c in sys.argv[1].split(',')]); "
+                "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
 def execute_argv(argv: list[str], env: dict, log: Path, timeout: float | None = None) -> int:
     """Run ``argv`` as a child process (one of ``RUNNING``), its output to ``log``, killed after
     ``timeout`` seconds (exit -9); a Ctrl-C here is passed on to it (``interrupt``) and we wait
     for it to stop (``INTERRUPT_WAIT_S``, then it is killed)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
-        cpus = env.get(CPUS_ENV)  # the slot's cores (--cpus): the process and all it starts stay on them
-        pin = (lambda: os.sched_setaffinity(0, parse_cpus(cpus))) if cpus else None
-        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
-                                preexec_fn=pin)
+        if env.get(CPUS_ENV):  # the slot's cores (--cpus): the process and all it starts stay on them
+            argv = [sys.executable, "-c", PIN_AND_EXEC, ",".join(map(str, parse_cpus(env[CPUS_ENV]))), *argv]
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
         RUNNING.add(proc)
         try:
             rc = proc.wait(timeout=timeout)
