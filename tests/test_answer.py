@@ -217,3 +217,24 @@ def test_the_cell_legend_names_a_scenario_whose_reference_is_not_fp32():
     legend = answer.quality_legend(cells)
     assert "E: `amp_bf16`" in legend and "A:" not in legend
     assert "(" not in answer.quality_legend(cells[cells["scenario"] == "A"])
+
+def test_the_scope_says_how_steady_the_step_time_was_and_who_ran_beside():
+    """Runs timed on a host's other GPUs at the same time are counted (sequential runs and runs on
+    one GPU are not); the within-run step-time variation is given per scenario; runs on their own
+    cores (--cpus) are said to be."""
+    def rec(scn, gpu, start, wall, cv, pinned=False, host="b1"):
+        return {"scenario": scn, "config": "amp_bf16", "run": {}, "wall_s": wall,
+                "metrics": {"step_ms": 10.0, "step_ms_std": cv / 10},
+                "sweep": {"cpus_per_run": 16} if pinned else {},
+                "env": {"gpu_uuid": gpu, "boot_id": host, "date": f"2026-11-26T10:{start:02d}:00+00:00"}}
+    side_by_side = [rec("E", "g0", 0, 120, 1.0), rec("F", "g1", 1, 60, 8.0), rec("F", "g1", 5, 60, 6.0),
+                    rec("E", "g0", 10, 60, 2.0)]  # the last ran after the others ended
+    d = answer.describe(side_by_side)
+    assert d["beside"] == 2 and d["step_cv"] == {"E": 1.5, "F": 7.0}
+    text = answer._timing(d)
+    assert "E 1.5%" in text and "F 7.0%" in text and "2 of 4 runs" in text and "no --cpus" in text
+    alone = [rec("A", "g0", 0, 60, 0.1), rec("A", "g0", 0, 60, 0.2), rec("A", "g1", 0, 60, 0.1, host="b2")]
+    assert answer.describe(alone)["beside"] == 0  # one GPU, or another host: nobody beside
+    assert "runs timed while" not in answer._timing(answer.describe(alone))
+    pinned = [rec("E", g, 0, 60, 1.0, pinned=True) for g in ("g0", "g1")]
+    assert "each run on its own cores" in answer._timing(answer.describe(pinned))

@@ -162,7 +162,52 @@ def describe(records: list[dict]) -> dict:
             "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
             "hosts": len({r.get("env", {}).get("boot_id") for r in records if r.get("env", {}).get("boot_id")}),
             "cell_gpus": max((len(g) for g in _cell_gpus(records).values()), default=0),
+            "step_cv": _step_cv(records), "beside": _beside(records),
+            "pinned": sum("cpus_per_run" in (r.get("sweep") or {}) for r in records),
             "dates": _span([str(r.get("env", {}).get("date", ""))[:10] for r in records if r.get("env", {}).get("date")])}
+
+
+def _step_cv(records: list[dict]) -> dict[str, float]:
+    """Per scenario, the median over runs of the step time's coefficient of variation within a
+    run (%, ``step_ms_std / step_ms`` over its timed intervals): near 0 for a run that had its GPU
+    and cores to itself, larger where something else took them (or its batches vary in shape)."""
+    cv: dict[str, list] = {}
+    for r in records:
+        m = r.get("metrics", {})
+        if m.get("step_ms") and m.get("step_ms_std") is not None:
+            cv.setdefault(str(r.get("scenario")), []).append(100 * m["step_ms_std"] / m["step_ms"])
+    return {k: float(np.median(v)) for k, v in sorted(cv.items())}
+
+
+def _beside(records: list[dict]) -> int:
+    """How many runs overlapped in time (``env.date`` + ``wall_s``) with a run on another GPU of
+    their host (``env.boot_id``): timed side by side, each on its own GPU."""
+    spans = []
+    for r in records:
+        e = r.get("env", {})
+        try:
+            t0 = pd.Timestamp(e["date"]).timestamp()
+        except (KeyError, ValueError, TypeError):
+            continue
+        if e.get("boot_id") and e.get("gpu_uuid") and r.get("wall_s"):
+            spans.append((e["boot_id"], e["gpu_uuid"], t0, t0 + float(r["wall_s"])))
+    return sum(any(h == h2 and g != g2 and a < b2 and a2 < b for h2, g2, a2, b2 in spans) for h, g, a, b in spans)
+
+
+def _timing(d: dict) -> str:
+    """The speed runs' within-run step-time variation per scenario, and whether the runs that
+    shared a host had their own cores (``sweep --cpus``)."""
+    if not d.get("step_cv"):
+        return ""
+    text = ("step time within a run varies " + ", ".join(f"{k} {v:.1f}%" for k, v in d["step_cv"].items())
+            + " (median coefficient of variation)")
+    if d.get("beside"):  # timed while other GPUs of the host ran
+        n = d.get("pinned", 0)
+        text += (f"; {d['beside']} of {d['n']} runs timed while another GPU of their host ran, "
+                 + ("each run on its own cores (--cpus)" if n == d["n"] else
+                    f"{n} of {d['n']} runs on their own cores (--cpus)" if n else
+                    "sharing its cores (no --cpus), which can slow launch-bound runs"))
+    return text
 
 
 def scope_box(quality: tuple[str, Path | list[Path]], speed_study: tuple[str, Path] | None) -> list[str]:
@@ -178,9 +223,10 @@ def scope_box(quality: tuple[str, Path | list[Path]], speed_study: tuple[str, Pa
                  + (f" ({q['checkpoints']})" if q["checkpoints"] else "") + f", {q['data']} data, {q['steps']} steps, "
                  f"{q['seeds']} seed(s) per cell, scenarios {q['scenarios']}.")
     if s:
-        host = _hosts(s)
+        host, timing = _hosts(s), _timing(s)
         lines.append(f"> **Speed and memory** (`{speed_study[0]}`): `{s['size']}` models, {s['data']} data, "
-                     f"{s['steps']} steps, {s['seeds']} seed(s) per cell, scenarios {s['scenarios']}, alone on the GPU; {host}.")
+                     f"{s['steps']} steps, {s['seeds']} seed(s) per cell, scenarios {s['scenarios']}, alone on the GPU; {host}"
+                     + (f"; {timing}" if timing else "") + ".")
     else:
         lines.append("> **Speed and memory**: not measured alone on a GPU in this study.")
     return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
