@@ -230,9 +230,9 @@ def test_the_scope_says_how_steady_the_step_time_was_and_who_ran_beside():
     side_by_side = [rec("E", "g0", 0, 120, 1.0), rec("F", "g1", 1, 60, 8.0), rec("F", "g1", 5, 60, 6.0),
                     rec("E", "g0", 10, 60, 2.0)]  # the last ran after the others ended
     d = answer.describe(side_by_side)
-    assert d["beside"] == 2 and d["step_cv"] == {"E": 1.5, "F": 7.0}
+    assert d["beside"] == 2 and d["step_cv"] == {"E": (1.5, 2.0), "F": (7.0, 8.0)}
     text = answer._timing(d)
-    assert "E 1.5%" in text and "F 7.0%" in text and "2 of 4 runs" in text and "no --cpus" in text
+    assert "E 1.5% (2.0%)" in text and "F 7.0% (8.0%)" in text and "2 of 4 runs" in text and "no --cpus" in text
     alone = [rec("A", "g0", 0, 60, 0.1), rec("A", "g0", 0, 60, 0.2), rec("A", "g1", 0, 60, 0.1, host="b2")]
     assert answer.describe(alone)["beside"] == 0  # one GPU, or another host: nobody beside
     assert "runs timed while" not in answer._timing(answer.describe(alone))

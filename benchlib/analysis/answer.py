@@ -167,16 +167,17 @@ def describe(records: list[dict]) -> dict:
             "dates": _span([str(r.get("env", {}).get("date", ""))[:10] for r in records if r.get("env", {}).get("date")])}
 
 
-def _step_cv(records: list[dict]) -> dict[str, float]:
-    """Per scenario, the median over runs of the step time's coefficient of variation within a
-    run (%, ``step_ms_std / step_ms`` over its timed intervals): near 0 for a run that had its GPU
-    and cores to itself, larger where something else took them (or its batches vary in shape)."""
+def _step_cv(records: list[dict]) -> dict[str, tuple[float, float]]:
+    """Per scenario, the median and the largest over runs of the step time's coefficient of
+    variation within a run (%, ``step_ms_std / step_ms`` over its timed intervals): near 0 for a
+    run that had its GPU and cores to itself, larger where something else took them (or its
+    batches vary in shape)."""
     cv: dict[str, list] = {}
     for r in records:
         m = r.get("metrics", {})
         if m.get("step_ms") and m.get("step_ms_std") is not None:
             cv.setdefault(str(r.get("scenario")), []).append(100 * m["step_ms_std"] / m["step_ms"])
-    return {k: float(np.median(v)) for k, v in sorted(cv.items())}
+    return {k: (float(np.median(v)), float(np.max(v))) for k, v in sorted(cv.items())}
 
 
 def _beside(records: list[dict]) -> int:
@@ -199,8 +200,8 @@ def _timing(d: dict) -> str:
     shared a host had their own cores (``sweep --cpus``)."""
     if not d.get("step_cv"):
         return ""
-    text = ("step time within a run varies " + ", ".join(f"{k} {v:.1f}%" for k, v in d["step_cv"].items())
-            + " (median coefficient of variation)")
+    text = ("step time within a run varies, median (largest) coefficient of variation: "
+            + ", ".join(f"{k} {m:.1f}% ({x:.1f}%)" for k, (m, x) in d["step_cv"].items()))
     if d.get("beside"):  # timed while other GPUs of the host ran
         n = d.get("pinned", 0)
         text += (f"; {d['beside']} of {d['n']} runs timed while another GPU of their host ran, "
