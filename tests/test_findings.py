@@ -10,6 +10,7 @@ import pytest
 from conftest import REPO, line_with
 
 from benchlib.analysis import findings
+from benchlib.analysis.gates import NOT_JUDGED
 from benchlib.core.errors import UserError
 
 QUICK = REPO / "executed" / "h200" / "quick" / "comparison" / "comparison.json"
@@ -271,3 +272,31 @@ def test_a_later_study_does_not_decide_what_the_first_measured_and_left_open():
     short = {"verdict": "inconclusive", "reason": "not enough data", "effect": None}
     got = findings.merged_hypotheses([("real", {"hypotheses": {"H": short}}), ("syn", {"hypotheses": {"H": decided}})])
     assert got["H"] == ("syn", decided)
+
+
+def test_a_size_confounded_speed_verdict_is_settled_by_a_speed_study_of_matched_sizes_only():
+    """seed 002 H2: the real speed part's RoBERTa stand-in is 5x smaller than GPT-2 (inconclusive,
+    size confounds architecture); a later speed study of one size decides it. A later quality
+    study (e.g. the synthetic one) does not settle a confounded row, whatever it decided."""
+    open_ = {"verdict": "inconclusive", "reason": "size confounds architecture", "effect": {"estimate": -1.3},
+             "evidence": {"size_confounded": ["E gpt2 124.5M vs F bert 22.6M"]}}
+    matched = {"verdict": "rejected", "reason": "CI below 0", "effect": {"estimate": -0.96}, "evidence": {}}
+    speed = {"hypotheses": {"H": matched}, "learned": {"E": {"reason": NOT_JUDGED}, "F": {"reason": NOT_JUDGED}}}
+    quality = {"hypotheses": {"H": matched}, "learned": {"E": {"reason": "learned"}}}
+    got = findings.merged_hypotheses([("real_speed", {"hypotheses": {"H": open_}}), ("matched", speed)])
+    assert got["H"][0] == "matched" and got["H"][1]["verdict"] == "rejected"
+    assert "E gpt2 124.5M vs F bert 22.6M" in got["H"][1]["reason"]  # says what it settled
+    got = findings.merged_hypotheses([("real_speed", {"hypotheses": {"H": open_}}), ("syn", quality)])
+    assert got["H"][0] == "real_speed" and got["H"][1]["verdict"] == "inconclusive"
+
+
+def test_a_supporting_study_says_how_its_long_fp16_runs_ended_and_only_those():
+    rows = [{"config": "fp16_naive", "scenario": "A", "train_steps": 10000,
+             "summary": "did not diverge in 3 run(s) of 10000 steps"},
+            {"config": "fp16_naive_noscale", "scenario": "A", "train_steps": 10000,
+             "summary": "diverged in 3/3 runs at step(s) 1570, 2332, 2626"},
+            {"config": "fp16_naive", "scenario": "C", "train_steps": 1500, "summary": "did not diverge in 3 run(s)"}]
+    text = findings._long_stability({"hypotheses": {"seed001.H2": {"evidence": {"divergence": rows}}}})
+    assert "fp16_naive_noscale on A diverged in 3/3 runs at step(s) 1570, 2332, 2626" in text
+    assert "fp16_naive on A did not diverge" in text and " on C " not in text
+    assert findings._long_stability({"hypotheses": {}}) == ""

@@ -11,15 +11,16 @@ import dataclasses
 import pytest
 from conftest import line_with
 
-from benchlib.analysis import tables
+from benchlib.analysis import gates, tables
 from benchlib.analysis import report
 from benchlib.analysis import charts
 from benchlib.analysis import hypotheses as hy
 from benchlib.analysis import recommend
+from benchlib.analysis.safety import safety
 from benchlib.analysis.stats import Rules
 from benchlib.core.dtypes import REGISTRY
 from benchlib.core.scenarios import SCENARIOS
-from fixtures.records import grid, make_record
+from fixtures.records import grid, make_record, write_run
 
 FAST = Rules(n_boot=400)
 # per task: the threshold-free metric that decides "learned", the trivial predictor, its value
@@ -69,6 +70,33 @@ def two_task_study(d_learned: bool):
                 value=lambda s, c, k: {"quality": q[s, c] * (1 + 0.001 * k), "throughput": 100 + k})
     return tables.study_frame([with_baseline(r) if r["scenario"] == "A" or d_learned else stalled(r)
                                  for r in recs])
+
+
+def overfit_study(root, overfit: bool):
+    """A at 10k steps: fp16_naive ends 12% lower in val loss than amp_bf16, the reference. With
+    ``overfit``, each reference run's validation loss bottomed out mid-run (4.05 at step 3999) and
+    rose to its end: the gap is how fast each config memorised a small corpus."""
+    end = {"amp_bf16": 5.2, "fp16_naive": 4.6}
+    for r in grid("A", list(end), value=lambda s, c, k: {"quality": end[c] + 0.01 * k}):
+        final = r["metrics"]["quality"]
+        low = 4.05 if overfit and r["config"] == "amp_bf16" else final + 0.1
+        evals = [(999, final + 0.8), (3999, low), (9999, final)]
+        write_run(root, with_baseline(r), [{"step": s, "eval": {"val_loss": v}} for s, v in evals])
+    return tables.load_study(root, rules=FAST)
+
+
+def test_an_lm_whose_reference_overfit_gives_no_quality_verdict_but_keeps_its_runs_healthy(tmp_path):
+    clean, over = overfit_study(tmp_path / "clean", False), overfit_study(tmp_path / "over", True)
+    assert tables.learned_scenarios(clean, FAST).set_index("scenario").loc["A", "learned"] is True
+    assert clean["quality_established"].all()  # the same end-of-run numbers count without the rise
+    lt = tables.learned_scenarios(over, FAST).set_index("scenario")
+    assert lt.loc["A", "learned"] is True and "3/3" in lt.loc["A", "overfit"]  # it learned, then memorised
+    assert not over["quality_established"].any()
+    assert "overfit" in gates.why_not_established(over, "A")
+    assert set(over["health"]) == {"ok"}  # overfitting is not a run that failed to learn
+    verdict = {s: safety(d, FAST).set_index("config").loc["fp16_naive", "verdict"] for s, d in
+               (("clean", clean), ("over", over))}
+    assert verdict == {"clean": "safe", "over": "untestable"}
 
 
 def test_a_scenario_whose_reference_did_not_learn_gives_no_flip_verdict_or_recommendation():

@@ -63,10 +63,19 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
     left open): that verdict is named in the reason instead.
     A study that tested the hypothesis's own config and found it untestable is not overruled by one
     that decided it on a stand-in config (e.g. fp16 with fp16 Adam moments for fp16_naive): that
-    verdict is named in the reason instead."""
+    verdict is named in the reason instead.
+    The exception: a study left undecided only because its architecture pairs differed in size
+    (evidence ``size_confounded``) is settled by a later speed study (no quality judged, so whether
+    its data are real does not enter) that decided on pairs of one size, the test it asked for."""
     out: dict[str, tuple[str, dict]] = {}
     for name, comp in studies:
         for hid, h in comp.get("hypotheses", {}).items():
+            if hid in out and h["verdict"] in DECIDED and _confounded(out[hid][1]) and not _confounded(h) \
+                    and _speed_only(comp):
+                first, kept = out[hid]
+                out[hid] = (name, {**h, "reason": f"architecture pairs of one size, where `{first}`'s differed "
+                                   f"({', '.join(kept['evidence']['size_confounded'])}): {h['reason']}"})
+                continue
             measured = bool(h.get("effect")) and not (out[hid][1].get("effect") if hid in out else False)
             if hid in out and out[hid][1]["verdict"] not in DECIDED and out[hid][1].get("effect") \
                     and h["verdict"] in DECIDED:
@@ -83,6 +92,10 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
                     continue
                 out[hid] = (name, h)
     return out
+
+
+def _confounded(h: dict) -> bool:
+    return bool((h.get("evidence") or {}).get("size_confounded"))
 
 
 def _stand_in(h: dict) -> bool:
@@ -294,7 +307,21 @@ def _supporting(name: str, comparison: dict, folder: Path) -> str:
         fails = "; ".join(b.split(" (e.g.")[0] for b in broken) or "no candidate failed"
     except ValueError as e:
         fails = str(e)
-    return f"`{name}` ({scope}): {fails}."
+    long = _long_stability(comparison)
+    return f"`{name}` ({scope}): {fails}" + (f"; fp16 in runs of >= {H2_WINDOW:,} steps: {long}" if long else "") + "."
+
+
+H2_WINDOW = 5000
+"""Seed 001's H2 puts fp16's divergence in LM "around 5-10k steps": runs this long speak to it."""
+
+
+def _long_stability(comparison: dict) -> str:
+    """Where the study's fp16 runs trained ``H2_WINDOW`` steps or more: per config and scenario,
+    whether and where they diverged (seed 001 H2's evidence, ``verdicts.divergence_table``)."""
+    h = (comparison.get("hypotheses") or {}).get("seed001.H2") or {}
+    rows = (h.get("evidence") or {}).get("divergence") or []
+    return "; ".join(f"{r['config']} on {r['scenario']} {r['summary']}" for r in rows
+                     if (r.get("train_steps") or 0) >= H2_WINDOW)
 
 
 def _footnote(quality, speed, sources: list[str]) -> str:

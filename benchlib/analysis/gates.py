@@ -1,6 +1,7 @@
 """Evidence gates (``apply_gates``), so that the analysis does not speak where the evidence cannot
 discriminate. Per scenario: its effective quality (``quality_metrics``), whether it learned
-(``learned_scenarios``) and whether its configs can be told apart (``reliability``). One that did
+(``learned_scenarios``; an LM whose reference overfit its data, ``overfit``, enters no quality
+rank or verdict, its runs' stability still judged) and whether its configs can be told apart (``reliability``). One that did
 not learn enters no quality rank, flip, verdict or recommendation (speed and memory are still
 reported); one whose configs cannot be told apart enters no rank or flip, and verdicts only where
 a control is unmistakably degraded there (``_sensitivity``). Per run: ``health`` / ``health_reason``
@@ -9,13 +10,14 @@ a control is unmistakably degraded there (``_sensitivity``). Per run: ``health``
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from benchlib.analysis.contrasts import reference_contrasts
 from benchlib.analysis.stats import IDEAL, Rules, rank_reliability
-from benchlib.core.records import COMPLETED
+from benchlib.core.records import COMPLETED, read_steps, steps_file
 from benchlib.core.scenarios import SCENARIOS
 
 MEASURED = COMPLETED  # runs that trained to the end and were timed and evaluated
@@ -165,7 +167,8 @@ def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
         fin = df[(df["scenario"] == s) & df["status"].isin(MEASURED)]
         ref = next((c for c in rules.reference_configs if (fin["config"] == c).any()), None)
         row = {"scenario": s, "reference": ref, "learned": None, "metric": None, "reference_value": np.nan,
-               "baseline": None, "baseline_value": np.nan, "gap_closed": np.nan, "gap_to": None, "n_runs": 0}
+               "baseline": None, "baseline_value": np.nan, "gap_closed": np.nan, "gap_to": None, "n_runs": 0,
+               "overfit": ""}
         if not_judged(df[df["scenario"] == s]):  # a speed study's: whatever its reference did
             rows.append({**row, "n_runs": int((fin["config"] == ref).sum()), "reason": NOT_JUDGED})
             continue
@@ -193,11 +196,44 @@ def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
         else:
             why = next((w for w in r["learned_why"] if w), "")
             row.update(learned=True, reason=f"reference {ref}{' ' + why if why else ''}: learned ({n}/{n} run(s))")
+            over = overfit(r, rules) if metric == "val_loss" else ""
+            if over:
+                row.update(overfit=over, reason=f"{row['reason']}; {over}")
         rows.append(row)
     out = pd.DataFrame(rows, columns=["scenario", "reference", "learned", "reason", "metric", "reference_value",
-                                      "baseline", "baseline_value", "gap_closed", "gap_to", "n_runs"])
+                                      "baseline", "baseline_value", "gap_closed", "gap_to", "n_runs", "overfit"])
     out["learned"] = out["learned"].astype(object)
     return out
+
+
+# ---- overfit: the validation loss rose from its lowest -------------------------------------
+def val_history(path) -> list[tuple[int, float]]:
+    """(step, validation loss) of a run's evaluations during training, from its step log (empty
+    where the record has no step log or the log no evaluation)."""
+    log = steps_file(Path(path).parent) if isinstance(path, str) and path else None
+    if log is None:
+        return []
+    return [(int(r["step"]), float(r["eval"]["val_loss"])) for r in read_steps(log)
+            if isinstance(r.get("eval"), dict) and r["eval"].get("val_loss") is not None]
+
+
+def overfit(runs: pd.DataFrame, rules: Rules) -> str:
+    """Why the reference ``runs`` overfit (``Rules.max_overfit_pct``), or "": the runs whose last
+    evaluation lies that far above their lowest, with the largest rise in numbers."""
+    rises = []
+    for path in runs.get("path", pd.Series(dtype=object)):
+        ev = [e for e in val_history(path) if np.isfinite(e[1])]
+        if len(ev) >= 2:
+            (step, low), final = min(ev, key=lambda e: e[1]), ev[-1][1]
+            if low > 0 and final > low * (1 + rules.max_overfit_pct / 100):
+                rises.append((final / low - 1, step, low, final, ev[-1][0]))
+    if not rises:
+        return ""
+    rise, step, low, final, last = max(rises)
+    return (f"overfit: {len(rises)}/{len(runs)} reference run(s) end above their lowest validation loss by more than "
+            f"{rules.max_overfit_pct:g}% (e.g. {low:.3g} at step {step}, {final:.3g} at step {last}: +{100 * rise:.0f}%), "
+            f"so end-of-run quality measures how fast a config memorises, not what its precision costs; quality "
+            f"enters no ranking or verdict (stability still counts)")
 
 
 # ---- told apart: rank reliability -----------------------------------------------------------
@@ -279,7 +315,8 @@ def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
     learned = dict(zip(lt["scenario"], lt["learned"]))
     df["learned"] = pd.Series([learned.get(s) for s in df["scenario"]], index=df.index, dtype=object)
     df["health"], df["health_reason"] = _health(df, lt)
-    usable = [s for s in qm if learned.get(s) is True and qm[s]["column"] is not None]
+    over = dict(zip(lt["scenario"], lt["overfit"]))  # learned, but its end-of-run quality reads memorisation
+    usable = [s for s in qm if learned.get(s) is True and qm[s]["column"] is not None and not over.get(s)]
     rel = reliability(df, usable, rules)
     counts = (df["status"] == "ok") & (df["health"] == "ok")
     con = reference_contrasts(df[df["scenario"].isin(usable) & counts], rules)
@@ -376,6 +413,8 @@ def why_not_established(df: pd.DataFrame, scenario: str) -> str:
     lrn = df.attrs["learned"].get(scenario, {})
     if lrn.get("learned") is not True:
         return lrn.get("reason", "")
+    if lrn.get("overfit"):
+        return lrn["overfit"]
     if not df.attrs["quality_metric"][scenario].get("usable", True):
         return df.attrs["quality_metric"][scenario]["note"]
     return df.attrs.get("reliability", {}).get(scenario, {}).get("reason", "")

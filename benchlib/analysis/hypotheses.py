@@ -306,7 +306,8 @@ def precision_sensitivity_by_arch(df: pd.DataFrame, rules: Rules = Rules(), conf
 def _size_confounded(res: dict, pairs: list[str], mechanism: str) -> dict:
     """An architecture verdict over matched pairs whose models differ in size (``pairs``) cannot
     tell the architecture from the size where ``mechanism`` ties the effect to size: it becomes
-    inconclusive, its measured contrast kept as evidence; with no such pair, ``res`` as it was."""
+    inconclusive, its measured contrast kept as evidence (``size_confounded``: those pairs); with no
+    such pair, ``res`` as it was."""
     if not pairs or res["verdict"] not in ("supported", "rejected"):
         return res
     e = res["effect"]
@@ -316,6 +317,7 @@ def _size_confounded(res: dict, pairs: list[str], mechanism: str) -> dict:
                      f"{e['estimate']:.3g} {e['unit']} [{e['ci_low']:.3g}, {e['ci_high']:.3g}], alone "
                      f"'{res['verdict']}'" + (f"; {rest}" if rest else ""))
     res["verdict"] = "inconclusive"
+    res.setdefault("evidence", {})["size_confounded"] = list(pairs)
     return res
 
 

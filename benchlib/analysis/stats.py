@@ -52,6 +52,11 @@ class Rules:
     """Learned gate where no floor is known (real data): the share of the gap from the trivial
     baseline to the metric's ideal value (0 for a loss, 1 for a score) a run must close; a
     real-text model at 3.54 nats passes against any unigram baseline above 4.72 nats."""
+    max_overfit_pct: float = 2.0
+    """Learned gate on a loss: a reference run whose final validation loss lies more than this (%)
+    above the lowest of its evaluations has overfit its data (many passes over a small corpus).
+    Its end-of-run quality then measures how fast each config memorises, not what its precision
+    costs, so the scenario enters no quality rank or verdict; its runs' stability still counts."""
     min_rank_reliability: float = 0.5
     """Configs are told apart when the leave-one-seed-out Spearman correlation of the candidates'
     rankings reaches this (below, rho^2 < 0.25: ranks would read seed noise)."""
