@@ -18,6 +18,7 @@ from benchlib.host import budget, slots
 from benchlib.host import sweep as host_sweep
 from benchlib.study import runner, sweep
 from benchlib.study.studyfile import load_study
+from benchlib.training import resume
 
 STUDY = "study: chunks\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1]\nsize: tiny\nsteps: 10\ndevice: cpu\n"
 
@@ -119,6 +120,26 @@ def test_a_run_is_estimated_from_finished_runs_of_its_kind_scaled_to_its_steps(t
     b = budget.Budget(600)
     b.learn(items)
     assert b.estimate(b0) == pytest.approx(budget.UNSEEN_FACTOR * (20 + 96 * b0.spec.cfg.steps))
+
+
+def test_a_run_cut_off_with_its_state_saved_is_costed_by_the_steps_it_has_left(tmp_path):
+    """The deadline cut a 10-step run off after step 4 with its state saved: the next call costs it
+    at its fixed cost plus 5 steps, so it starts where a whole run would not fit. A state saved by
+    another run (or one of other length) is not its: the run is costed whole."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY + "state_every: 5\n")), tmp_path / "executed")
+    a0, a1 = items[0], items[1]
+    rec = runner.error_record(a0.spec, a0.out_dir, None)
+    rec.update(status="ok", run={**rec["run"], "steps": 10}, sweep={"wall_s": 80.0, "fixed_s": 20.0})
+    write_json_atomic(a0.result, rec)
+    whole = 1.1 * (20 + 60) + 10
+    (a1.out_dir / resume.STATE_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (a1.out_dir / resume.STATE_FILE).write_bytes(b"state")
+    for run_id, want in ((a1.spec.cfg.run_id, 1.1 * (20 + 30) + 10), (a0.spec.cfg.run_id, whole)):
+        write_json_atomic(a1.out_dir / resume.STEP_FILE, {"step": 4, "steps": 10, "run_id": run_id})
+        b = budget.Budget(80)
+        b.learn(items)
+        assert b.estimate(a1) == pytest.approx(want)
+        assert b.admit([a1]) is (want <= 80)
 
 
 def test_side_by_side_slots_start_only_what_fits(chunked):

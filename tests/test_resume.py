@@ -3,10 +3,10 @@ as the run that was never stopped would have."""
 import pytest
 
 from benchlib.core.records import read_record, read_steps
-from benchlib.core.runconfig import ConfigError, RunConfig
+from benchlib.core.runconfig import ConfigError, RunConfig, resolved
 from benchlib.training import loop
 from benchlib.training.loop import run
-from benchlib.training.resume import STATE_FILE
+from benchlib.training.resume import STATE_FILE, STEP_FILE, saved_share
 
 
 class Killed(BaseException):
@@ -42,6 +42,10 @@ def test_a_stopped_run_continues_from_its_state_and_ends_as_the_uninterrupted_ru
     with pytest.raises(Killed):
         run({**cfg, "state_every": 5}, out_dir=out, progress=False)
     assert (out / STATE_FILE).exists() and not (out / "result.json").exists()
+    # what a sweep's time budget reads: the steps the state holds (0-4 of 12), without loading it
+    run_id = resolved(RunConfig.from_dict(cfg)).run_id
+    assert saved_share(out, run_id, 12) == pytest.approx(5 / 12)
+    assert saved_share(out, run_id, 24) == 0.0  # a longer run: not this state
     monkeypatch.undo()
     (out / "steps.jsonl").unlink()  # a sweep deletes a run's step log before running it again
 
@@ -52,6 +56,7 @@ def test_a_stopped_run_continues_from_its_state_and_ends_as_the_uninterrupted_ru
     assert rec["metrics"]["quality"] == whole["metrics"]["quality"]
     assert rec["metrics"]["timed_steps"] <= 12 - 5  # speed: the steps this process ran
     assert not (out / STATE_FILE).exists() and read_record(out / "result.json")["resumed"]["from_step"] == 5
+    assert not (out / STEP_FILE).exists()
 
 
 def test_a_state_saved_under_other_settings_is_not_loaded_and_the_record_says_why(tmp_path, monkeypatch):

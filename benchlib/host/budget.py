@@ -10,11 +10,13 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from benchlib.core.errors import UserError
 from benchlib.core.records import COMPLETED
 from benchlib.core.scenarios import SCENARIOS
 from benchlib.study.runner import interrupt, readable
+from benchlib.training.resume import saved_share
 
 DEFAULT_RUN_S = 120.0
 """A run's estimate when no comparable run has finished (about six times a run's fixed cost)."""
@@ -93,29 +95,38 @@ class Budget:
         return self.seconds - (time.monotonic() - self.start)
 
     def estimate(self, item) -> float:
-        """Seconds ``item`` is expected to take: the longest ``run_cost`` of a finished run of its
+        """Seconds ``item`` is expected to take for the steps it has left (``steps_left``): the
+        longest ``run_cost`` of a finished run of its
         stage, scenario, arm and size (its own config's if any) with ``MARGIN``; with none,
         ``UNSEEN_FACTOR`` x the costliest of a sibling (same model and kind of task), else of any
         run, never below ``DEFAULT_RUN_S``."""
         cfg = item.spec.cfg
-        own = self._costs(self.seen.get(_key(item), []), item)
+        steps = self.steps_left(item)
+        own = self._costs(self.seen.get(_key(item), []), item, steps)
         if own:
             return MARGIN[0] * max(own) + MARGIN[1]
         stage, scenario, arm, size = _key(item)
         siblings = [r for (st, sc, a, sz), recs in self.seen.items() for r in recs
                     if (st, a, sz) == (stage, arm, size) and sc != scenario
                     and _kind(SCENARIOS.get(sc)) == _kind(cfg.scn)]
-        costs = (self._costs(siblings, item)
-                 or [run_cost(r, cfg.steps) for recs in self.seen.values() for r in recs])
+        costs = (self._costs(siblings, item, steps)
+                 or [run_cost(r, steps) for recs in self.seen.values() for r in recs])
         return max([DEFAULT_RUN_S] + [UNSEEN_FACTOR * c for c in costs])
 
-    def _costs(self, recs: list, item) -> list:
+    @staticmethod
+    def steps_left(item) -> float:
+        """The steps ``item`` still has to train: all of them, less those its saved state holds
+        (``resume.saved_share``: a run the last call's deadline cut off resumes there)."""
+        cfg = item.spec.cfg
+        return cfg.steps * (1 - (saved_share(Path(item.out_dir), cfg.run_id, cfg.steps) if cfg.state_every else 0.0))
+
+    def _costs(self, recs: list, item, steps: float) -> list:
         """The costs of ``recs`` scaled to ``item``'s steps: those of its own config if any, else
         each other config's x how much more ``item``'s config cost than it elsewhere (``_ratio``).
         Only runs that shared their GPU as this sweep's will (``runs_per_gpu``) where any did: an
         fp32 run at `base` took 512 s beside another and 381 s alone (H100), so neither predicts
         the other."""
-        steps, name = item.spec.cfg.steps, item.spec.cfg.dtype.name
+        name = item.spec.cfg.dtype.name
         recs = [r for r in recs if _sharing(r) == self.runs_per_gpu] or recs
         return ([run_cost(r, steps) for r in recs if r.get("config") == name]
                 or [run_cost(r, steps) * self._ratio(name, r.get("config")) for r in recs])

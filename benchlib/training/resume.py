@@ -17,10 +17,13 @@ from pathlib import Path
 
 import torch
 
-from benchlib.core.records import atomic_file
+from benchlib.core.records import atomic_file, write_json_atomic
 from benchlib.core.runconfig import RunConfig
 
 STATE_FILE = "state.pt"
+STEP_FILE = "state.json"
+"""Beside the state: the step it holds and the run's steps, readable without loading the state (a
+sweep's time budget costs a resumed run by the steps it has left)."""
 
 # settings that change nothing a step computes: a state saved under other values still fits
 _NOT_TRAINING = ("out_dir", "extra", "state_every", "judge_quality", "eval_every", "eval_batches", "forensics",
@@ -46,7 +49,21 @@ def save(out: Path, cfg: RunConfig, step: int, model: torch.nn.Module, opt, scal
              "log": log_state, "rows": rows, "loop": loop}
     with atomic_file(out / STATE_FILE) as tmp:
         torch.save(state, tmp)
+    write_json_atomic(out / STEP_FILE, {"step": step, "steps": cfg.steps, "run_id": cfg.run_id})
     return time.perf_counter() - t0
+
+
+def saved_share(out: Path, run_id: str, steps: int) -> float:
+    """The share of its ``steps`` a run's saved state already holds (``STEP_FILE``, written with
+    the state by a run of that id and length); 0 without one. Whether the state fits the run's
+    other settings is known only when the run loads it (``load``): a guess for a time budget."""
+    try:
+        s = json.loads((Path(out) / STEP_FILE).read_text())
+        if s.get("run_id") != run_id or int(s["steps"]) != int(steps) or not (Path(out) / STATE_FILE).exists():
+            return 0.0
+        return min(max((int(s["step"]) + 1) / int(steps), 0.0), 1.0)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
+        return 0.0
 
 
 def load(out: Path, cfg: RunConfig) -> tuple[dict | None, str | None]:
@@ -77,5 +94,5 @@ def restore(state: dict, model: torch.nn.Module, opt, scaler) -> None:
 
 def clear(out: Path) -> None:
     """The state and any write of it a kill interrupted (``records.atomic_file``'s temporary)."""
-    for path in (out / STATE_FILE, *out.glob(f".{STATE_FILE}.*.tmp")):
+    for path in (out / STATE_FILE, out / STEP_FILE, *out.glob(f".{STATE_FILE}.*.tmp"), *out.glob(f".{STEP_FILE}.*.tmp")):
         path.unlink(missing_ok=True)
