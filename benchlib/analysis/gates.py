@@ -1,8 +1,8 @@
 """Evidence gates (``apply_gates``), so that the analysis does not speak where the evidence cannot
 discriminate. Per scenario: its effective quality (``quality_metrics``), whether it learned
-(``learned_scenarios``; an LM whose reference overfit its data, ``overfit``, enters no quality
-rank or verdict, its runs' stability still judged) and whether its configs can be told apart (``reliability``). One that did
-not learn enters no quality rank, flip, verdict or recommendation (speed and memory are still
+(``learned_scenarios``) and whether its configs can be told apart (``reliability``). One that did
+not learn, or an LM whose reference learned and then overfit its data (``overfit``), enters no
+quality rank, flip, verdict or recommendation (speed, memory and divergence are still
 reported); one whose configs cannot be told apart enters no rank or flip, and verdicts only where
 a control is unmistakably degraded there (``_sensitivity``). Per run: ``health`` / ``health_reason``
 (its status, ``stalled`` where it did not learn, ``degraded`` against the reference). Which runs count: ``speed_runs``, ``quality_runs``, ``healthy_runs``.
@@ -230,8 +230,9 @@ def overfit(runs: pd.DataFrame, rules: Rules) -> str:
     if not rises:
         return ""
     rise, step, low, final, last = max(rises)
-    return (f"overfit: {len(rises)}/{len(runs)} reference run(s) end above their lowest validation loss by more than "
-            f"{rules.max_overfit_pct:g}% (e.g. {low:.3g} at step {step}, {final:.3g} at step {last}: +{100 * rise:.0f}%), "
+    return (f"overfit: {len(rises)}/{len(runs)} reference run(s) end above their lowest validation loss by more "
+            f"than {rules.max_overfit_pct:g}% (e.g. {low:.3g} at step {step}, {final:.3g} at step {last}: "
+            f"+{100 * rise:.0f}%), "
             f"so end-of-run quality measures how fast a config memorises, not what its precision costs; quality "
             f"enters no ranking or verdict (stability still counts)")
 

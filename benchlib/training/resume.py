@@ -94,5 +94,6 @@ def restore(state: dict, model: torch.nn.Module, opt, scaler) -> None:
 
 def clear(out: Path) -> None:
     """The state and any write of it a kill interrupted (``records.atomic_file``'s temporary)."""
-    for path in (out / STATE_FILE, out / STEP_FILE, *out.glob(f".{STATE_FILE}.*.tmp"), *out.glob(f".{STEP_FILE}.*.tmp")):
+    for path in (out / STATE_FILE, out / STEP_FILE, *out.glob(f".{STATE_FILE}.*.tmp"),
+                 *out.glob(f".{STEP_FILE}.*.tmp")):
         path.unlink(missing_ok=True)
