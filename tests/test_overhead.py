@@ -8,11 +8,13 @@ import pytest
 from benchlib.analysis.overhead import PARTS, parts_table, run_parts, summary
 
 
-def record(scenario="A", wall=100.0, own=90.0, setup=10.0, data=1.0, model=6.0, train=75.0, first=5.0, evals=10.0):
+def record(scenario="A", wall=100.0, own=90.0, setup=10.0, data=1.0, model=6.0, train=75.0, first=5.0, evals=10.0,
+           final=0.0):
     return {"scenario": scenario, "config": "amp_bf16", "seed": 0, "wall_s": own,
             "sweep": {"wall_s": wall, "notebook": True, "runs_per_gpu": 1},
             "metrics": {"time/setup_s": setup, "time/data_s": data, "time/model_s": model, "time/train_s": train,
-                        "time/first_step_s": first, "time/eval_s": evals, "time/steps_s": 1.0}}
+                        "time/first_step_s": first, "time/eval_s": evals, "time/final_eval_s": final,
+                        "time/steps_s": 1.0}}
 
 
 def test_a_runs_parts_add_up_to_its_wall_and_steps_are_the_loops_own_time():
@@ -20,6 +22,30 @@ def test_a_runs_parts_add_up_to_its_wall_and_steps_are_the_loops_own_time():
     assert p["start"] == 10.0 and p["setup_other"] == 3.0 and p["rest"] == 5.0  # 90 - 10 - 75
     assert p["steps"] == 60.0  # 75 of loop - 5 first step - 10 evaluation; not the record's steps_s (1.0)
     assert sum(p[k] for k in PARTS) == pytest.approx(100.0)
+
+
+def test_the_final_evaluation_counts_once_and_saved_states_are_not_steps():
+    # 10 s of evaluation, 4 of them after the loop; 2 s writing the training state inside it
+    rec = record(evals=10.0, final=4.0)
+    rec["metrics"]["time/state_s"] = 2.0
+    p = run_parts(rec)
+    assert p["evaluation"] == 10.0 and p["state"] == 2.0
+    assert p["steps"] == 62.0  # 75 of loop - 5 first step - 6 evaluation in it - 2 state
+    assert p["rest"] == 1.0  # 90 - 10 setup - 75 loop - 4 final evaluation
+    assert sum(p[k] for k in PARTS) == pytest.approx(100.0)
+
+
+def test_a_record_without_the_final_evaluations_time_shares_it_over_its_evaluations():
+    # 1,500 steps, eval_every 500: evaluations after steps 500 and 1,000 and the final one
+    rec = record(evals=9.0)
+    del rec["metrics"]["time/final_eval_s"]
+    rec["run"] = {"steps": 1500, "eval_every": 500}
+    assert run_parts(rec)["steps"] == 75.0 - 5.0 - 6.0 and run_parts(rec)["rest"] == 5.0 - 3.0
+    rec["metrics"]["stability/diverged_step"] = 700  # stopped at step 700: one evaluation in the loop
+    assert run_parts(rec)["steps"] == 75.0 - 5.0 - 4.5
+    rec["resumed"] = {"from_step": 600}  # this process started after the first one
+    del rec["metrics"]["stability/diverged_step"]
+    assert run_parts(rec)["steps"] == 75.0 - 5.0 - 4.5
 
 
 def test_shares_are_of_the_summed_wall_per_scenario_and_for_the_study():
@@ -41,6 +67,9 @@ def test_a_real_record_has_what_the_split_reads(tmp_path):
     p = run_parts(rec)
     assert p["start"] == pytest.approx(2.0) and p["steps"] > 0 and p["evaluation"] > 0 and p["rest"] >= 0
     assert sum(p[k] for k in PARTS) == pytest.approx(p["wall_s"])
+    # the loop's own account of its steps (evaluations and saved states left out) is the part's
+    assert p["steps"] == pytest.approx(rec["metrics"]["time/steps_s"], abs=1e-6)
+    assert 0 < rec["metrics"]["time/final_eval_s"] < rec["metrics"]["time/eval_s"]
 
 
 def test_the_first_step_is_split_by_compile_cache_when_records_say():

@@ -151,9 +151,9 @@ def test_the_encoder_study_names_the_checkpoint_and_the_folders_the_readme_build
     monkeypatch.chdir(tmp_path)
     study = load_study(REPO / "params/reference_real_encoder.yaml")
     runs = [r.cfg for r in study.runs()]
-    real = yaml.safe_load((REPO / "params/reference_real.yaml").read_text())  # the same configs and seeds
+    real = yaml.safe_load((REPO / "params/reference_real.yaml").read_text())  # its configs and seeds
     assert {c.scenario: c.data for c in runs} == {"D": "data/real/debtags", "F": "data/real/train28k/debsection"}
     assert {c.model_name_or_path for c in runs} == {"data/real/minilm-l6-fp16"} and {c.tokenizer for c in runs} == {None}
-    assert len(runs) == 60 and {c.seed for c in runs} == set(real["seeds"])
+    assert len(runs) == 100 and {c.seed for c in runs} >= set(real["seeds"])  # reference_real's seeds, and more
     assert {c.config for c in runs} == set(real["configs"]) and 5e-5 <= runs[0].lr <= 1e-4
     assert {(c.batch_size, c.grad_accum, c.seq_len) for c in runs} == {(8, 2, 256)}

@@ -5,12 +5,16 @@ split into parts from the record's ``time/*`` metrics, adding up to that wall:
     data, model  building the data and the model (``time/data_s``, ``time/model_s``)
     setup_other  the rest of setup: moving to the device, optimizer, compile wrapper
     first_step   the first optimizer step: compilation, autotuning, CUDA graph capture
-    evaluation   every evaluation (``time/eval_s``)
-    steps        the loop's wall after the first step, less every evaluation
-    rest         the run's own wall after the loop: saving, serving, writing the record
+    evaluation   every evaluation, the final one after the loop included (``time/eval_s``)
+    state        writing the training state every ``state_every`` steps (``time/state_s``)
+    steps        the loop's wall after the first step, less its evaluations and saved states
+    rest         the run's own wall after the loop, less the final evaluation: saving, the record
 
-``summary``'s ``steps_pct`` is the study's efficiency before scheduling; runs without the sweep's
-timing are left out and counted.
+The final evaluation runs after the loop, so it is in ``time/eval_s`` but not in
+``time/train_s``: records since 2026-11-26 say its time (``time/final_eval_s``); for older ones
+it is taken as ``time/eval_s`` over the number of evaluations (each reads the same validation
+pool). ``summary``'s ``steps_pct`` is the study's efficiency before scheduling; runs without the
+sweep's timing are left out and counted.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import pandas as pd
 
 from benchlib.core.timing import STEPS_SHARE_TARGET
 
-PARTS = ["start", "data", "model", "setup_other", "first_step", "evaluation", "steps", "rest"]
+PARTS = ["start", "data", "model", "setup_other", "first_step", "evaluation", "state", "steps", "rest"]
 
 
 def _num(v) -> float:
@@ -33,18 +37,38 @@ def run_parts(rec: dict) -> dict | None:
     wall, own = _num(s.get("wall_s")), _num(rec.get("wall_s"))
     if not wall > 0 or not own > 0:
         return None
-    setup, data, model, train = (_num(m.get(f"time/{k}_s")) for k in ("setup", "data", "model", "train"))
+    setup, train = _num(m.get("time/setup_s")), _num(m.get("time/train_s"))
     if math.isnan(setup) or math.isnan(train):
         return None
-    first, evals = (0.0 if math.isnan(v) else v for v in (_num(m.get("time/first_step_s")), _num(m.get("time/eval_s"))))
-    data, model = (0.0 if math.isnan(v) else v for v in (data, model))
+    data, model, first, evals, state = (_zero(m.get(f"time/{k}_s")) for k in ("data", "model", "first_step", "eval", "state"))
+    after = own - setup - train  # the run's wall after the loop: the final evaluation is in it
+    final = min(evals, max(0.0, after), _final_eval_s(rec, evals))
     parts = {"start": wall - own, "data": data, "model": model, "setup_other": setup - data - model,
-             "first_step": first, "evaluation": evals, "steps": max(0.0, train - first - evals),
-             "rest": own - setup - train}
+             "first_step": first, "evaluation": evals, "state": state,
+             "steps": max(0.0, train - first - (evals - final) - state), "rest": after - final}
     return {"scenario": rec["scenario"], "config": rec.get("config"), "seed": rec.get("seed"),
             "notebook": bool(s.get("notebook", True)), "runs_per_gpu": s.get("runs_per_gpu") or 1,
             "compile_cache": m.get("compile/cache"),
             "wall_s": wall, **parts}
+
+
+def _zero(v) -> float:
+    return 0.0 if v is None or math.isnan(float(v)) else float(v)
+
+
+def _final_eval_s(rec: dict, evals: float) -> float:
+    """The final evaluation's seconds: the record's ``time/final_eval_s``, else ``evals`` shared
+    evenly over the evaluations the run made (every ``eval_every`` steps before the last, and
+    the final one) in this process."""
+    m, run = rec.get("metrics") or {}, rec.get("run") or {}
+    if m.get("time/final_eval_s") is not None:
+        return float(m["time/final_eval_s"])
+    steps, every = run.get("steps") or 0, run.get("eval_every") or 0
+    done = m.get("stability/diverged_step")
+    done = steps if done is None else min(steps, int(done) + 1)
+    start = ((rec.get("resumed") or {}).get("from_step") or 0)  # a resumed run's process evaluates after it
+    in_loop = sum(1 for k in range(every, steps, every) if start < k <= done) if every else 0
+    return evals / (in_loop + 1)
 
 
 def parts_table(records: list[dict]) -> tuple[pd.DataFrame, int]:

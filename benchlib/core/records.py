@@ -178,6 +178,7 @@ METRICS = {
     "time/train_s": "all training steps",
     "time/steps_s": "the training loop's wall after the first step, less its evaluations: the part of a run that scales with steps (before 2026-11-24: the median timed window x the steps after the first)",
     "time/eval_s": "all evaluation",
+    "time/final_eval_s": "the evaluation (and serving) after the last step, part of time/eval_s but not of time/train_s",
     "time/state_s": "writing the training state (state_every), left out of time/steps_s and the timed windows",
     # multi-process runs (benchlib.parallel.launch); seed 003's aggregation over rank{r}.jsonl:
     # per timed window, time averaged over ranks and rates summed over ranks, the first

@@ -449,7 +449,8 @@ def _finalise(cfg: RunConfig, device: torch.device, out: Path, rec: dict, run: _
 def _time_metrics(m: dict, cfg: RunConfig, run: _Run, lp: _Loop, eval_s: float) -> None:
     """Where the run's wall time went (``time/*``), and what compiled during it."""
     m.update({"time/setup_s": run.setup_s, "time/data_s": run.data_s, "time/model_s": run.model_s,
-              "time/first_step_s": lp.first_step_s, "time/train_s": lp.train_s, "time/eval_s": eval_s})
+              "time/first_step_s": lp.first_step_s, "time/train_s": lp.train_s, "time/eval_s": eval_s,
+              "time/final_eval_s": eval_s - lp.eval_s})
     # the part that scales with steps: the loop's wall after the first step, less evaluations and saved
     # states (not median window x steps, which undercounts a loop on a shared GPU: docs/performance.md)
     m["time/steps_s"] = max(0.0, lp.train_s - (lp.first_step_s or 0.0) - lp.eval_s - lp.state_s)
