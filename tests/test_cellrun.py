@@ -121,15 +121,60 @@ def test_after_a_run_in_error_the_next_ones_start_in_a_new_process_unharmed(tmp_
     assert out[0][1]["reason"] == "CUDA error"  # its own reason, not the process's
 
 
-def test_a_budget_admits_the_runs_of_a_cell_that_fit_and_leaves_the_rest(tmp_path):
-    _, items = _plan(tmp_path)
+def test_a_budget_admits_a_cell_whose_first_run_fits_and_its_process_decides_the_rest(tmp_path):
+    _, items = _plan(tmp_path, STUDY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"))
     unit = list(items)
-    assert budget.Budget(2.5 * budget.DEFAULT_RUN_S).admit(unit) and unit == items
-    b = budget.Budget(1.5 * budget.DEFAULT_RUN_S)  # one run's estimate fits, two do not
-    assert b.admit(unit) and unit == items[:1] and b.deferred == items[1:]
+    # one run's first estimate fits, three do not: the cell starts whole, its process stops in time
+    b = budget.Budget(1.5 * budget.DEFAULT_RUN_S)
+    assert b.admit(unit) and unit == items and b.deferred == []
     unit = list(items)
-    b = budget.Budget(0.5 * budget.DEFAULT_RUN_S)
+    b = budget.Budget(0.5 * budget.DEFAULT_RUN_S)  # not even the first
     assert not b.admit(unit) and unit == [] and b.deferred == items
+    nb = [i for i in sweep.plan(load_study(_plan(tmp_path, STUDY.replace("notebook_seeds: []", "notebook_seeds: [0]"))[0]),
+                               tmp_path / "executed") if i.in_notebook]
+    unit = nb[:1]  # a run with a notebook is a unit of its own, admitted by its estimate as before
+    assert budget.Budget(1.5 * budget.DEFAULT_RUN_S).admit(unit) and not budget.Budget(10.0).admit(nb[:1])
+
+
+def test_a_cells_process_starts_no_run_the_deadline_would_cut(tmp_path):
+    import time
+    _, items = _plan(tmp_path)
+    spec = lambda deadline: {"runs": [{"run_config": runner.run_config(i), "sweep": {}} for i in items],  # noqa: E731
+                             "deadline": deadline}
+    # the first run starts whatever the time (the budget admitted it); the second would need the
+    # first's wall x 1.1 + 10 s, more than the 5 s left
+    assert cellrun.run_cell(spec(time.time() + 5.0)) == cellrun.STOP_FOR_DEADLINE
+    assert read_record(items[0].result)["status"] in TRAINED and not items[1].result.exists()
+    for i in items:
+        runner.clear(i.out_dir)
+    assert cellrun.run_cell(spec(time.time() + 3600.0)) == 0  # an hour: both
+    assert all(read_record(i.result)["status"] in TRAINED for i in items)
+
+
+def test_runs_a_cell_left_for_want_of_time_get_no_record_and_wait_for_the_next_call(tmp_path, monkeypatch):
+    _, items = _plan(tmp_path, STUDY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]"))
+    calls, seen = [], {}
+
+    def fake(argv, env, log, timeout=None):  # cellrun's behaviour: one run, then no time for the next
+        spec = json.loads(open(argv[-1]).read())
+        calls.append(len(spec["runs"]))
+        seen["deadline"] = spec["deadline"]
+        item = next(i for i in items if str(i.out_dir) == spec["runs"][0]["run_config"]["out_dir"])
+        rec = runner.error_record(item.spec, item.out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": 1.0, "fixed_s": 0.5, "notebook": False})
+        write_json_atomic(item.result, rec)
+        return cellrun.STOP_FOR_DEADLINE
+
+    monkeypatch.setattr(cellrun, "execute_argv", fake)
+    monkeypatch.setattr(host_sweep, "execute_cell", cellrun.execute_cell)
+    ns = host_sweep.build_parser().parse_args([str(tmp_path / "cells.yaml"), "--time-budget", "600"])
+    host = host_sweep.GpuHost(ns)
+    out = host.run_cell(items, {})
+    assert [(i.run_id, r["status"]) for i, r in out] == [("A/fp32_baseline/seed0", "ok")] and calls == [3]
+    assert 0 < seen["deadline"] - __import__("time").time() <= 600  # the budget's end, for the process to read
+    assert not items[1].result.exists() and not items[2].result.exists()  # no error record: not run
+    host.budget.defer_unrun(items)
+    assert host.budget.deferred == items[1:] and host.budget.left_line(3).startswith("time budget: 2 of 3 runs left")
 
 
 def test_an_estimate_prefers_finished_runs_of_its_own_config(tmp_path):

@@ -145,18 +145,34 @@ class Budget:
 
     def admit(self, unit: list) -> bool:
         """Whether items of ``unit`` may start now: ``unit`` keeps its longest start that fits in
-        the time left and loads no deferred checkpoint; the rest joins ``deferred``."""
+        the time left and loads no deferred checkpoint; the rest joins ``deferred``. Of a cell
+        (runs in one process, ``cellrun``) only the first must fit by its estimate: the process
+        starts each later one only if the run before it says it fits (``deadline``), a better
+        guide than a first estimate (``DEFAULT_RUN_S`` alone would cut a cell of 60-s runs to
+        four in a 540-s budget, and its fifth would pay a process start and compilation again)."""
         with self._lock:
             left, n = self.left(), 0
+            cell = len(unit) > 1 and not any(i.in_notebook for i in unit)
             for item in unit:
-                waits = item.needs is not None and any(item.needs is d for d in self.deferred)
-                left -= self.estimate(item)
-                if waits or left < 0:
+                if item.needs is not None and any(item.needs is d for d in self.deferred):
                     break
+                if n == 0 or not cell:
+                    left -= self.estimate(item)
+                    if left < 0:
+                        break
                 n += 1
             self.deferred.extend(unit[n:])
             del unit[n:]
             return n > 0
+
+    def deadline(self) -> float:
+        """When the budget ends, as ``time.time()`` reads it in any process of this machine."""
+        return time.time() + self.left()
+
+    def defer_unrun(self, items: list) -> None:
+        """``items`` a cell's process left without a record for want of time join ``deferred``."""
+        with self._lock:
+            self.deferred += [i for i in items if readable(i) is None and not any(i is d for d in self.deferred)]
 
     def left_line(self, total: int) -> str:
         return (f"time budget: {len(self.deferred)} of {total} runs left; "

@@ -7,7 +7,9 @@ the sweep one (arm, scenario, config) cell at a time in one Python process:
 process trains them in turn with what a training notebook calls (``training.loop.run``), so each
 writes the files its notebook would have, its output in ``run.log``, its ``sweep`` entry as soon
 as it ends. A run that ends in ``error`` ends the process (``STOP_AFTER_ERROR``); the sweep
-starts the rest in a new one.
+starts the rest in a new one. Under a time budget the spec holds its ``deadline``: a run after
+the first starts only if the one before it, with the budget's margin, would still end in time;
+otherwise the process stops (``STOP_FOR_DEADLINE``) and the rest wait for the next call.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 from benchlib.core.records import read_record
+from benchlib.host.budget import MARGIN
 from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
                                    run_config, sigint_once, sweep_says, sweep_timing)
 
@@ -29,8 +32,12 @@ def run_cell(spec: dict) -> int:
     from benchlib.core import env as envmod
     from benchlib.training.loop import run
 
-    first = True
-    for job in spec["runs"]:
+    first, last, deadline = True, None, spec.get("deadline")
+    for k, job in enumerate(spec["runs"]):
+        if deadline is not None and last is not None and time.time() + MARGIN[0] * last + MARGIN[1] > deadline:
+            print(f"time budget: {len(spec['runs']) - k} run(s) left for the next call (the last took {last:.0f} s, "
+                  f"{max(deadline - time.time(), 0):.0f} s are left)", flush=True)
+            return STOP_FOR_DEADLINE
         out = Path(job["run_config"]["out_dir"])
         out.mkdir(parents=True, exist_ok=True)
         # the first run's wall time includes the interpreter's start and imports, as a notebook's does
@@ -44,6 +51,7 @@ def run_cell(spec: dict) -> int:
         rec = sweep_says(out, rec, sweep={**sweep_timing(rec, time.perf_counter() - t0), "notebook": False,
                                           **job.get("sweep", {})})
         print(f"{rec['run_id']}: {rec['status']} in {rec['sweep']['wall_s']:.1f} s", flush=True)
+        last = rec["sweep"]["wall_s"]
         if rec["status"] == "error":
             return STOP_AFTER_ERROR
     return 0
@@ -55,14 +63,18 @@ RUN_LOG = "run.log"
 STOP_AFTER_ERROR = 3
 """A cell's process exits with this after a run that ended in error (its record written): a
 failed CUDA context would fail the runs after it, so they start in a new process."""
+STOP_FOR_DEADLINE = 4
+"""A cell's process exits with this when its next run would not end before the budget's
+deadline: the runs left have no record and wait for the next call."""
 
 
 def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None) -> list[tuple[Item, dict]]:
+                 sweep_extra: dict | None = None, deadline: float | None = None) -> list[tuple[Item, dict]]:
     """Train ``items`` (runs without a notebook) one after another in one process
     (this module's ``main``) and return their records. When that process ends early (a run
     in error, a crash), the first run without a record gets an ``error`` record from the logs,
-    and the rest go on in a new process. ``timeout`` is per run."""
+    and the rest go on in a new process; when it stops for ``deadline`` (``time.time()``), the
+    rest are left without a record. ``timeout`` is per run."""
     import tempfile
 
     done: list[tuple[Item, dict]] = []
@@ -70,7 +82,8 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
     while pending:
         for item in pending:
             clear(item.out_dir)
-        spec = {"runs": [{"run_config": run_config(i), "sweep": {**loaded(i), **(sweep_extra or {})}} for i in pending]}
+        spec = {"runs": [{"run_config": run_config(i), "sweep": {**loaded(i), **(sweep_extra or {})}} for i in pending],
+                "deadline": deadline}
         log = pending[0].out_dir / CELL_LOG
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dtype-bench-cell-", delete=False) as f:
             json.dump(spec, f)
@@ -85,7 +98,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
         rest = [i for i in pending if i not in ran]
         if rc == -signal.SIGINT:
             raise KeyboardInterrupt
-        if not rest:
+        if not rest or rc == STOP_FOR_DEADLINE:
             break
         if rc == STOP_AFTER_ERROR and ran:  # a run ended in error, recorded: the rest in a fresh process
             pending = rest

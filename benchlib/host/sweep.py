@@ -73,13 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 class GpuHost(sweep.Host):
     """The sweep's seams on a GPU host, from ``build_parser``'s flags."""
-    run_cell = staticmethod(execute_cell)
     run_all = staticmethod(run_all)  # side by side in the slots
 
     def __init__(self, ns: argparse.Namespace):
         self.ns = ns
         self.budget = Budget(ns.time_budget, ns.runs_per_gpu) if ns.time_budget else None  # its clock starts now
         self.packer = None
+
+    def run_cell(self, items: list[Item], slot: dict, timeout: int | None = None,
+                 sweep_extra: dict | None = None) -> list:
+        """A cell's runs in one process, which starts no run the budget's deadline would cut."""
+        return execute_cell(items, slot, timeout, sweep_extra, self.budget.deadline() if self.budget else None)
 
     def check(self, kind: str) -> None:
         if kind == "inprocess":

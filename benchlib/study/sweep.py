@@ -359,6 +359,8 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
     restore = sigterm_interrupts()
     try:
         _execute_all(todo, items, slots, ns.timeout, timings, host)
+        if budget:
+            budget.defer_unrun(todo)  # what a cell's process left for want of time
     except KeyboardInterrupt:
         if not (budget and budget.expired):
             print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
