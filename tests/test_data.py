@@ -220,6 +220,26 @@ def test_val_batches_fixed_across_calls_configs_and_seeds(tiny):
     assert all(torch.equal(x["labels"], y["labels"]) for x, y in zip(short, long))
 
 
+@pytest.mark.parametrize("scenario", ["C", "D", "F"])  # GPT-2 multi-label; the encoder multi- and single-label
+def test_evaluation_cut_to_each_batchs_longest_document_scores_what_the_whole_length_does(tiny, scenario):
+    import contextlib
+    from benchlib.core.dtypes import get_config
+    from benchlib.training.loop import evaluate
+    from benchlib.training.models import ModelSpec, build_model
+    d = tiny[scenario]
+    cut = d.val_batches(32, None, "cpu")
+    assert sorted(cut.pool_index.tolist()) == list(range(len(d.val_pool["labels"])))  # every document, once
+    assert sum(b["input_ids"].numel() for b in cut) < 0.85 * len(cut.pool_index) * d.seq_len  # the padding went
+    # the same documents in the same batches, at the whole length
+    whole = [{k: v[chunk] for k, v in d.val_pool.items()} for chunk in cut.pool_index.split(32)]
+    torch.manual_seed(0)
+    model = build_model(ModelSpec.for_run(run_cfg(scenario, device="cpu"), d), get_config("fp32_baseline"))
+    q_cut, _ = evaluate(model, cut, d.task, contextlib.nullcontext())
+    q_whole, _ = evaluate(model, whole, d.task, contextlib.nullcontext())
+    assert q_cut.keys() == q_whole.keys()
+    assert all(q_cut[k] == pytest.approx(q_whole[k], rel=1e-5, abs=1e-6) for k in q_whole), (q_cut, q_whole)
+
+
 # ---------------------------------------------------------------------------------------
 # Classification corpora
 # ---------------------------------------------------------------------------------------
@@ -326,7 +346,7 @@ def test_the_floors_average_over_exactly_the_evaluated_documents(tiny):
     d = tiny["D"]
     few = d.val_batches(8, 3, "cpu")
     assert d.floors(few)["p_at_5"] == pytest.approx(float(d.floor_values["p_at_5"][:24].mean()))
-    assert d.floors(list(few)) == d.floors(few)  # plain lists of batches: their first documents
+    assert d.floors(list(few)) == pytest.approx(d.floors(few))  # plain lists of batches: their first documents
     assert set(tiny["A"].floors()) == {"val_loss"} and tiny["A"].floors()["val_loss"] == tiny["A"].loss_floor
 
 

@@ -131,7 +131,9 @@ class TaskData:
         """Evaluation batches, identical across calls, configs and run seeds: with ``n_batches``
         None the whole pool (a fixed random sample of ``EVAL_MAX_SEQUENCES`` when larger), else its
         first ``batch_size * n_batches`` sequences, at most the whole pool (never a sequence twice).
-        Pools are in random order, so the first sequences are a uniform sample of the split."""
+        Pools are in random order, so the first sequences are a uniform sample of the split.
+        Classification batches those sequences by length and cuts the padding after the longest
+        of each batch; ``pool_index`` says which examples they hold, in order."""
         n_pool = len(next(iter(self.val_pool.values())))
         if n_batches is None:
             idx = torch.arange(n_pool)
@@ -140,8 +142,21 @@ class TaskData:
                 idx = torch.randperm(n_pool, generator=g)[:EVAL_MAX_SEQUENCES].sort().values
         else:
             idx = torch.arange(min(batch_size * n_batches, n_pool))
-        return EvalBatches([{k: v[chunk].to(device) for k, v in self.val_pool.items()}
-                            for chunk in idx.split(batch_size)], pool_index=idx)
+        if self.task in ("clm", "mlm"):
+            return EvalBatches([{k: v[chunk].to(device) for k, v in self.val_pool.items()}
+                                for chunk in idx.split(batch_size)], pool_index=idx)
+        # classification: documents of like length together, each batch cut after its longest
+        # (rounded up to a multiple of 16 for the kernels). The padding cut changes no logit:
+        # GPT-2 pools the last real token, which attends to none after it; encoders mask it.
+        # E's validation split keeps 40% of its tokens (docs/journal.md, 2026-11-26).
+        idx = idx[torch.sort(self.val_pool["attention_mask"][idx].sum(1), stable=True).indices]
+        batches = []
+        for chunk in idx.split(batch_size):
+            b = {k: v[chunk] for k, v in self.val_pool.items()}
+            cut = min(b["input_ids"].shape[1], -(-int(b["attention_mask"].sum(1).max()) // 16) * 16)
+            batches.append({k: (v[:, :cut] if k in ("input_ids", "attention_mask") else v).to(device)
+                            for k, v in b.items()})
+        return EvalBatches(batches, pool_index=idx)
 
     def _lm_sampler(self, B: int, device: torch.device, seed: int) -> Callable[[], Batch]:
         W = lm_window(self.task, self.seq_len)
