@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from benchlib.analysis.overhead import PARTS, parts_table, run_parts, summary
+from benchlib.analysis.overhead import PARTS, parts_table, run_parts, summary, where_it_went
 
 
 def record(scenario="A", wall=100.0, own=90.0, setup=10.0, data=1.0, model=6.0, train=75.0, first=5.0, evals=10.0,
@@ -97,3 +97,13 @@ def test_the_efficiency_line_says_below_the_target_and_never_rounds_a_miss_up_to
     near = efficiency_line("s", [record("A", wall=1000.0, own=990.0, setup=10.0, train=711.0, first=5.0, evals=10.0)])
     assert "69.6%" in near and "below" in near, near
     assert efficiency_line("s", [{"scenario": "A", "metrics": {}, "wall_s": 5.0}]) == ""
+
+
+def test_where_the_time_went_is_a_row_per_scenario_with_steps_first():
+    table = where_it_went([record("A"), record("D", wall=300.0, own=290.0, train=275.0)])
+    head, *rows = [line.split() for line in table.splitlines()[1:]]
+    assert head[:2] == ["runs", "steps"] and set(head[1:]) == set(PARTS)
+    shares = {r[0]: dict(zip(head, map(int, r[1:]))) for r in rows if r and r[0] in ("A", "D", "all")}
+    assert shares["A"]["steps"] == 60 and shares["D"]["steps"] == 87 and shares["all"]["steps"] == 80
+    assert shares["all"]["runs"] == 2
+    assert where_it_went([{"scenario": "A", "metrics": {}, "wall_s": 5.0}]) == ""

@@ -336,6 +336,10 @@ def test_deleted_and_corrupted_results_rerun_just_those(smoke_copy, capsys):
     out = capsys.readouterr().out
     assert "done 16, to run 2 (new 1, corrupt 1)" in out
     assert re.search(r"study efficiency: \d+% of the runs' 1 slot x \d+ s was spent in training steps", out)
+    # and where the two runs' time went: a row per scenario (B, E) and one for both, steps first
+    table = out[out.index("where the runs' time went"):]
+    assert re.search(r"\n\s*runs\s+steps\s+start", table) and re.search(r"\nall\s+2\s+\d+", table), table
+    assert re.search(r"\nB\s+1\s+\d+", table) and re.search(r"\nE\s+1\s+\d+", table), table
     after = _mtimes(smoke_copy / "smoke")
     changed = {str(p.parent.relative_to(runs)) for p in after if before.get(p) != after[p]}
     assert changed == {"B/amp_bf16/seed0", "E/fp32_baseline/seed0"}

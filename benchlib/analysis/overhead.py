@@ -90,6 +90,19 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def where_it_went(records: list[dict]) -> str:
+    """Per scenario and for all runs: each part's share (``PARTS``, steps first) of the runs'
+    summed wall in %, as a small table; '' where no record carries the sweep's timing."""
+    runs, _ = parts_table(records)
+    if runs.empty:
+        return ""
+    sm = summary(runs).set_index("scenario")
+    parts = ["steps", *(p for p in PARTS if p != "steps")]
+    table = sm[[f"{p}_pct" for p in parts]].round().astype(int).set_axis(parts, axis=1)
+    table.insert(0, "runs", sm["runs"])
+    return "where the runs' time went (% of their summed wall):\n" + table.to_string()
+
+
 def first_step_by_cache(runs: pd.DataFrame) -> str:
     """The first step (where compilation is) of runs whose graphs all came from torch.compile's
     on-disk cache against runs that compiled them ("" when no record says, as before the

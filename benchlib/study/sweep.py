@@ -462,6 +462,10 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
             if share is not None:
                 print(f"study efficiency: {100 * share:.0f}% of the runs' {_n(n_slots, 'slot')} x {wall:.0f} s was spent in "
                       f"training steps (the reference study's target: >= {100 * STEPS_SHARE_TARGET:.0f}%)")
+            from benchlib.analysis.overhead import where_it_went
+            split = where_it_went([r for i in todo if (r := readable(i)) is not None])
+            if split:
+                print(split)
     for f in failed:
         print(f"analysis failed: {f}", file=sys.stderr)
     arm = "<arm>/" if study.arms else ""
