@@ -100,7 +100,7 @@ def where_it_went(records: list[dict]) -> str:
     parts = ["steps", *(p for p in PARTS if p != "steps")]
     table = sm[[f"{p}_pct" for p in parts]].round().astype(int).set_axis(parts, axis=1)
     table.insert(0, "runs", sm["runs"])
-    return "where the runs' time went (% of their summed wall):\n" + table.to_string()
+    return "where the runs' time went (% of their summed wall):\n" + table.rename_axis(None).to_string()
 
 
 def first_step_by_cache(runs: pd.DataFrame) -> str:
