@@ -14,8 +14,12 @@ common="--out $O --scenario $SC --no-analysis --no-html --compile-cache /tmp/cc"
 touch /tmp/stamp.$SC
 python3 -m benchlib sweep $S $common --config fp32_baseline --seed 0 --gpus 0 --cpus 0-7 --time-budget "$(left)" > /tmp/sweep0.$SC.log 2>&1 &
 first=$!
-until [ -f $PRE ] || ! kill -0 $first 2>/dev/null; do sleep 5; done
-[ -f $PRE ] || { echo "no pretrain record"; tail -30 /tmp/sweep0.$SC.log; exit 1; }
+# the pretrain's record exists while it runs (status "running"): wait for a finished one and its
+# checkpoint before another sweep plans, or each would start the pretrain again
+ready() { python3 -c "import json,sys; r=json.load(open('$PRE')); sys.exit(r['status'] not in ('ok','stalled','degraded'))" 2>/dev/null \
+          && [ -d $O/reference_real.pretrain/gpt2/model ]; }
+until ready || ! kill -0 $first 2>/dev/null; do sleep 5; done
+ready || { echo "no usable pretrain"; tail -30 /tmp/sweep0.$SC.log; exit 1; }
 echo "pretrain ready at $(( $(date +%s) - T0 )) s"
 python3 -m benchlib sweep $S $common --config fp32_baseline --seed 1 --gpus 1 --cpus 8-15 --time-budget "$(left)" > /tmp/sweep1.$SC.log 2>&1 &
 python3 -m benchlib sweep $S $common --config fp32_baseline --seed 2 --gpus 2 --cpus 16-23 --time-budget "$(left)" > /tmp/sweep2.$SC.log 2>&1 &
