@@ -38,35 +38,6 @@ def test_a_cells_seeds_form_one_unit_and_notebook_runs_stay_alone(tmp_path):
                      ["A/fp32_baseline/seed1", "A/fp32_baseline/seed2"], ["A/amp_bf16/seed1", "A/amp_bf16/seed2"]]
 
 
-def test_process_per_seed_makes_a_seeds_configs_one_unit_and_a_bad_value_is_named(tmp_path):
-    text = STUDY.replace("[fp32_baseline]", "[fp32_baseline, amp_bf16]").replace("seeds: [0, 1]", "seeds: [0, 1, 2]")
-    _, items = _plan(tmp_path, text.replace("notebook_seeds: [0]", "") + "process_per: seed\norder: cells\n")
-    units = [[i.run_id for i in u] for u in runner.cells(items, load_study(tmp_path / "cells.yaml").process_per)]
-    assert units == [[f"A/fp32_baseline/seed{k}", f"A/amp_bf16/seed{k}"] for k in range(3)]
-    with pytest.raises(ConfigError) as e:
-        parse_study({"process_per": "config"})
-    assert line_with(str(e.value), "process_per") and "cell, seed" in str(e.value)
-
-
-def test_a_seeds_configs_train_in_one_process(tmp_path):
-    path, items = _plan(tmp_path, STUDY.replace("[fp32_baseline]", "[fp32_baseline, amp_bf16]")
-                        .replace("seeds: [0, 1]", "seeds: [0]") + "process_per: seed\n")
-    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
-    recs = [read_record(i.result) for i in items]
-    assert [r["config"] for r in recs] == ["fp32_baseline", "amp_bf16"] and all(r["status"] in TRAINED for r in recs)
-    assert recs[1]["metrics"]["time/startup_s"] < 0.5 * recs[0]["metrics"]["time/startup_s"]  # no second start
-    cell_log = (items[0].out_dir / cellrun.CELL_LOG).read_text()
-    assert [line.split(":")[0] for line in cell_log.splitlines()] == ["A/fp32_baseline/seed0", "A/amp_bf16/seed0"]
-
-
-def test_a_run_of_another_config_is_kept_time_by_the_budgets_estimate():
-    job = lambda config, est=None: {"run_config": {"config": config}, "estimate_s": est}  # noqa: E731
-    # after a 20-s AMP run, an fp32 run the budget expects to take 300 s needs 300 s, not 20 x 1.1 + 10
-    assert cellrun.needed_s(job("fp32_baseline", 300.0), job("amp_bf16"), 20.0) == 300.0
-    assert cellrun.needed_s(job("amp_bf16", 300.0), job("amp_bf16"), 20.0) == budget.MARGIN[0] * 20.0 + budget.MARGIN[1]
-    assert cellrun.needed_s(job("fp32_baseline"), job("amp_bf16"), 20.0) == budget.MARGIN[0] * 20.0 + budget.MARGIN[1]
-
-
 def test_the_dry_run_shows_a_papermill_command_only_for_runs_with_a_notebook(tmp_path, capsys):
     path, _ = _plan(tmp_path, STUDY.replace("notebook_seeds: []", "notebook_seeds: [0]"))
     assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--dry-run"]) == 0

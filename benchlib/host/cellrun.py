@@ -8,9 +8,8 @@ process trains them in turn with what a training notebook calls (``training.loop
 writes the files its notebook would have, its output in ``run.log``, its ``sweep`` entry as soon
 as it ends. A run that ends in ``error`` ends the process (``STOP_AFTER_ERROR``); the sweep
 starts the rest in a new one. Under a time budget the spec holds its ``deadline``: a run after
-the first starts only if it would still end in time (``needed_s``: the run before it with the
-budget's margin, or the budget's estimate where the two differ in config); otherwise the process
-stops (``STOP_FOR_DEADLINE``) and the rest wait for the next call.
+the first starts only if the one before it, with the budget's margin, would still end in time;
+otherwise the process stops (``STOP_FOR_DEADLINE``) and the rest wait for the next call.
 """
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ def run_cell(spec: dict) -> int:
 
     first, last, deadline = True, None, spec.get("deadline")
     for k, job in enumerate(spec["runs"]):
-        if deadline is not None and last is not None and time.time() + needed_s(job, spec["runs"][k - 1], last) > deadline:
+        if deadline is not None and last is not None and time.time() + MARGIN[0] * last + MARGIN[1] > deadline:
             print(f"time budget: {len(spec['runs']) - k} run(s) left for the next call (the last took {last:.0f} s, "
                   f"{max(deadline - time.time(), 0):.0f} s are left)", flush=True)
             return STOP_FOR_DEADLINE
@@ -58,16 +57,6 @@ def run_cell(spec: dict) -> int:
     return 0
 
 
-def needed_s(job: dict, before: dict, last: float) -> float:
-    """Seconds to keep for ``job``: the run ``before`` it took ``last`` s, with ``MARGIN``; for a
-    run of another config (``process_per: seed``: fp32 costs 5-8x an AMP run) the sweep's
-    estimate (``estimate_s``, margin included) where it gave one."""
-    same = job["run_config"].get("config") == before["run_config"].get("config")
-    if not same and job.get("estimate_s") is not None:
-        return float(job["estimate_s"])
-    return MARGIN[0] * last + MARGIN[1]
-
-
 CELL_LOG = "cell.log"
 RUN_LOG = "run.log"
 """A run's own output (warnings, a traceback) when it runs in a cell's process (``cellrun``)."""
@@ -79,14 +68,13 @@ STOP_FOR_DEADLINE = 4
 deadline: the runs left have no record and wait for the next call."""
 
 
-def execute_cell(items: list[Item], slot: dict, timeout: int | None = None, sweep_extra: dict | None = None,
-                 deadline: float | None = None, estimate=None) -> list[tuple[Item, dict]]:
+def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
+                 sweep_extra: dict | None = None, deadline: float | None = None) -> list[tuple[Item, dict]]:
     """Train ``items`` (runs without a notebook) one after another in one process
     (this module's ``main``) and return their records. When that process ends early (a run
     in error, a crash), the first run without a record gets an ``error`` record from the logs,
     and the rest go on in a new process; when it stops for ``deadline`` (``time.time()``), the
-    rest are left without a record. ``timeout`` is per run; ``estimate(item)``: the seconds the
-    budget expects of a run (see ``needed_s``)."""
+    rest are left without a record. ``timeout`` is per run."""
     import tempfile
 
     done: list[tuple[Item, dict]] = []
@@ -94,8 +82,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None, swee
     while pending:
         for item in pending:
             clear(item.out_dir)
-        spec = {"runs": [{"run_config": run_config(i), "sweep": {**loaded(i), **(sweep_extra or {})},
-                          "estimate_s": estimate(i) if estimate and deadline is not None else None} for i in pending],
+        spec = {"runs": [{"run_config": run_config(i), "sweep": {**loaded(i), **(sweep_extra or {})}} for i in pending],
                 "deadline": deadline}
         log = pending[0].out_dir / CELL_LOG
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dtype-bench-cell-", delete=False) as f:

@@ -83,8 +83,7 @@ class GpuHost(sweep.Host):
     def run_cell(self, items: list[Item], slot: dict, timeout: int | None = None,
                  sweep_extra: dict | None = None) -> list:
         """A cell's runs in one process, which starts no run the budget's deadline would cut."""
-        b = self.budget
-        return execute_cell(items, slot, timeout, sweep_extra, b.deadline() if b else None, b.estimate if b else None)
+        return execute_cell(items, slot, timeout, sweep_extra, self.budget.deadline() if self.budget else None)
 
     def check(self, kind: str) -> None:
         if kind == "inprocess":

@@ -496,10 +496,9 @@ def loaded(item: Item) -> dict:
         "run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"), "model": _rel(pre.model_dir)}}
 
 
-def cells(items: list[Item], per: str = "cell") -> list[list[Item]]:
+def cells(items: list[Item]) -> list[list[Item]]:
     """``items`` as units of execution, in order: each run with a notebook alone; the runs
-    without of one (arm, scenario, config) cell together, or with ``per="seed"`` (the study's
-    ``process_per``) those of one (arm, scenario, seed), where the first of them stood."""
+    without of one (arm, scenario, config) cell together, where the first of them stood."""
     units: list[list[Item]] = []
     by_cell: dict[tuple, list[Item]] = {}
     for item in items:
@@ -507,7 +506,7 @@ def cells(items: list[Item], per: str = "cell") -> list[list[Item]]:
             units.append([item])
             continue
         c = item.spec.cfg
-        key = (item.spec.arm, c.scenario, c.seed if per == "seed" else c.dtype.name)
+        key = (item.spec.arm, c.scenario, c.dtype.name)
         if key not in by_cell:
             by_cell[key] = []
             units.append(by_cell[key])

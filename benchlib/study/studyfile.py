@@ -12,7 +12,6 @@ valid values.
     config_seeds: {bf16_no_compile: [0]}  # a config that runs fewer seeds (a subset)
     notebook_seeds: [0]               # seeds whose runs execute a notebook (default: all); the
                                       # others run without one, a cell's seeds in one process
-    process_per: cell                 # ``PROCESS_PER``: what one such process trains
     analysis: [scenarios]             # ``ANALYSES``
     size: tiny                        # ... any RunConfig key: shared by every run
     overrides:                        # later wins: lm (A-B) / cls (C-F) < gpt2 (A, C, E) /
@@ -49,7 +48,7 @@ from benchlib.study.executor import ExecutorSettings
 
 # Keys that describe the matrix; every other top-level key is a RunConfig setting.
 STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "order", "config_seeds", "notebook_seeds",
-              "process_per", "overrides", "pretrain", "arms", "executor", "analysis")
+              "overrides", "pretrain", "arms", "executor", "analysis")
 ANALYSES = ("scenarios", "scaling", "arm-cost", "fp8-sizes", "serving")
 """``analysis:`` what the analysis notebooks (``sweep.ANALYSIS_NOTEBOOKS``) answer: ``scenarios``
 (per scenario, then across them; the default), ``scaling`` (one GPU against several; the default
@@ -59,11 +58,6 @@ ORDERS = ("seeds", "cells")
 """``order:`` ``seeds`` (the default): all of seed 0 before any of the next, so a study cut short
 holds whole seeds; ``cells``: each (scenario, config)'s seeds (and arms) back to back, so the
 later ones find the first one's graphs in the compile cache."""
-PROCESS_PER = ("cell", "seed")
-"""``process_per:`` what one process trains of the runs without a notebook: ``cell`` (the
-default), a (scenario, config) cell's seeds in turn, so its later seeds pay no process start and
-find the first one's compiled graphs; ``seed``, a (scenario, seed)'s configs in turn, so a speed
-study pays one process start per seed and times each config beside fp32 on one GPU."""
 # Set per run by the matrix (and by the sweep for out_dir), never by a setting.
 RUN_IDENTITY = ("scenario", "config", "seed", "out_dir")
 CONFIG_SETS = {"full_matrix": FULL_MATRIX, "core_six": CORE_SIX, "all": list(REGISTRY)}
@@ -106,7 +100,6 @@ class Study:
     order: str = "seeds"
     analysis: list | None = None  # None: the default (``analyses``)
     notebook_seeds: list | None = None  # None: every seed
-    process_per: str = "cell"  # ``PROCESS_PER``
 
     @property
     def analyses(self) -> list[str]:
@@ -269,7 +262,6 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
                  configs=configs, seeds=seeds, config_seeds=_config_seeds(d.get("config_seeds"), configs, seeds, where),
                  notebook_seeds=_notebook_seeds(d.get("notebook_seeds"), seeds, where), order=_order(d.get("order"), where),
-                 process_per=_choice(d.get("process_per"), PROCESS_PER, "process_per", where),
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
                  description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where),
                  arms=_arms(d.get("arms"), where, bool(d.get("pretrain"))),
@@ -382,15 +374,10 @@ def _seeds(v: Any, where: str) -> list[int]:
 
 
 def _order(v: Any, where: str) -> str:
-    return _choice(v, ORDERS, "order", where)
-
-
-def _choice(v: Any, valid: tuple, key: str, where: str) -> str:
-    """``key:`` one of ``valid`` (None: the first, the default)."""
     if v is None:
-        return valid[0]
-    if v not in valid:
-        raise ConfigError(f"{where}{key}: expected one of {', '.join(valid)}, got {v!r}")
+        return "seeds"
+    if v not in ORDERS:
+        raise ConfigError(f"{where}order: expected one of {', '.join(ORDERS)}, got {v!r}")
     return v
 
 

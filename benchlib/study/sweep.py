@@ -358,7 +358,7 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
     watch = budget.watch(RUNNING) if budget else None
     restore = sigterm_interrupts()
     try:
-        _execute_all(todo, items, slots, ns.timeout, timings, host, study.process_per)
+        _execute_all(todo, items, slots, ns.timeout, timings, host)
         if budget:
             budget.defer_unrun(todo)  # what a cell's process left for want of time
     except KeyboardInterrupt:
@@ -515,26 +515,22 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
         if i.todo and (i.in_notebook or not cells):
             print(f"      {shlex.join(papermill_command(i))}")
-        elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds (or the seed's configs)
-            c = i.spec.cfg
-            others = (f"configs of {c.scenario}/seed{c.seed}" if study.process_per == "seed"
-                      else f"seeds of {c.scenario}/{c.dtype.name}")
+        elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
             print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.host.cellrun` "
-                  f"process with the other {others} still to run (process_per: {study.process_per})")
+                  f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
 
 
 class Dependencies:
     """The order of one sweep's runs: every pretrain phase first, then the runs that load no
-    checkpoint, then those that do (runs without a notebook as ``cells``, grouped ``per`` the
-    study's ``process_per``). A run that loads a
+    checkpoint, then those that do (runs without a notebook as ``cells``). A run that loads a
     checkpoint this sweep makes waits for it before it starts, so the slots the pretrain stage
     leaves free train runs of their own meanwhile."""
 
-    def __init__(self, todo: list[Item], admit, per: str = "cell") -> None:
+    def __init__(self, todo: list[Item], admit) -> None:
         pre = sorted((i for i in todo if i.stage == "pretrain"), key=lambda i: i.phase)
         runs = [i for i in todo if i.stage != "pretrain"]
-        self.units = [[i] for i in pre] + cells([i for i in runs if i.needs is None], per) \
-            + cells([i for i in runs if i.needs is not None], per)
+        self.units = [[i] for i in pre] + cells([i for i in runs if i.needs is None]) \
+            + cells([i for i in runs if i.needs is not None])
         self.settled = {id(i): threading.Event() for i in pre}
         self.stop = threading.Event()
         self._admit = admit
@@ -566,7 +562,7 @@ class Dependencies:
 
 
 def _execute_all(todo: list[Item], items: list[Item], slots: list[dict], timeout: int | None, timings: list[dict],
-                 host: Host, per: str = "cell") -> None:
+                 host: Host) -> None:
     from tqdm import tqdm
 
     from benchlib.study.notebook import data_line
@@ -605,7 +601,7 @@ def _execute_all(todo: list[Item], items: list[Item], slots: list[dict], timeout
     try:
         extra = host.sweep_fields(slots) or None
         run = lambda unit, slot: execute_unit(unit, slot, timeout, extra, host.run_cell)  # noqa: E731
-        order = Dependencies(todo, budget.admit if budget else (lambda unit: True), per)  # the pretrain stage first
+        order = Dependencies(todo, budget.admit if budget else (lambda unit: True))  # the pretrain stage first
         host.run_all(order.units, slots, run, on_start, order.done(on_done), order.admit, order.stop)
     finally:
         bar.close()
