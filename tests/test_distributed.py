@@ -7,9 +7,12 @@ import itertools
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -85,6 +88,21 @@ def _torchrun(tmp: Path, specs: dict, timeout: float = 300, **env) -> subprocess
     return subprocess.CompletedProcess(cmd, proc.returncode, out, None)
 
 
+def _why(out: str, lines: int = 20) -> str:
+    """What a failed torchrun printed that says why: the end of its output, then the ranks'
+    error lines (a Python error, a C++ ``terminate``/``what()``, a fatal signal) last, where a
+    CI log that keeps only its tail still shows them (torchrun's failure summary ends the output)."""
+    marks = ("Error", "error:", "terminate", "what()", "Fatal", "Traceback", "Aborted")
+    said = [x for x in out.splitlines() if any(m in x for m in marks)]
+    return out[-1500:] + "\n---- the ranks' error lines:\n" + "\n".join(said[:lines])
+
+
+def _signal_death(out: str) -> bool:
+    """Whether torchrun's failure summary names a rank killed by a signal other than its own
+    SIGTERM to the survivors (a Python error exits 1; a C++ abort is -6)."""
+    return any(int(code) not in (-15, -9) for code in re.findall(r"exitcode\s*:\s*(-\d+)", out))
+
+
 def _losses(out_dir: Path) -> list[float]:
     return [r["loss"] for r in read_steps(Path(out_dir) / "steps.jsonl") if "loss" in r]
 
@@ -130,8 +148,21 @@ SPECS = {
 def two_ranks(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("two_ranks")
     proc = _torchrun(tmp, SPECS)  # fails the tests that use it if torchrun hangs
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    if proc.returncode != 0 and _signal_death(proc.stdout):
+        # once in CI (2026-11-26) a rank died of SIGABRT here, a cause its log did not keep and
+        # 18 runs of it on a like machine did not repeat: run once more, and say so in the warnings summary
+        warnings.warn(f"a rank died of a signal; torchrun ran once more. It said:\n{_why(proc.stdout)}")
+        shutil.rmtree(tmp / "runs", ignore_errors=True)
+        proc = _torchrun(tmp, SPECS)
+    rc = proc.returncode
+    assert rc == 0, _why(proc.stdout)
     return tmp / "runs"
+
+
+def test_only_a_rank_killed_by_a_signal_earns_the_second_torchrun():
+    summary = "  exitcode  : {} (pid: 9)\n  exitcode  : -15 (pid: 8)  (SIGTERM)"
+    assert _signal_death(summary.format("-6")) and _signal_death(summary.format("-11"))
+    assert not _signal_death(summary.format("1")) and not _signal_death("exitcode  : 1 (pid: 9)")
 
 
 @pytest.fixture(scope="module")
