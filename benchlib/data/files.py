@@ -558,7 +558,7 @@ def _cls_splits(dd) -> tuple[Any, Any, str]:
             return dd["train"], dd[other], f"{other} split"
     ds = dd["train"]
     if "split" in ds.column_names:
-        names = [SPLIT_NAMES.get(str(s).lower(), "train") for s in ds["split"]]
+        names = [SPLIT_NAMES.get(str(s).lower(), "train") for s in _column(ds, "split")]
         target = "validation" if "validation" in names else "test"
         tr = [i for i, s in enumerate(names) if s == "train"]
         va = [i for i, s in enumerate(names) if s == target]
@@ -580,17 +580,25 @@ def _docs(ds, source: str, task: str) -> tuple[list[str], list[list]]:
     if "text" not in cols or not ({"labels", "label", "eurovoc_concepts"} & set(cols)):
         raise BadDataError(f"{source}: expected fields text + labels (or EUR-Lex's title, text, "
                            f"eurovoc_concepts); found {cols}")
-    texts = ds["text"]
+    texts = _column(ds, "text")
     if "title" in cols:  # EUR-Lex: the title is part of the document
-        texts = [f"{t or ''}\n{x or ''}" for t, x in zip(ds["title"], texts)]
+        texts = [f"{t or ''}\n{x or ''}" for t, x in zip(_column(ds, "title"), texts)]
     key = next(k for k in LABEL_KEYS if k in cols)
-    raw = ds[key]
+    raw = _column(ds, key)
     for i, r in enumerate(raw):
         problem = label_problem(key, r, task)
         if problem:
             raise BadDataError(f"{source} row {i}: {problem}")
     raw = [[] if r is None else list(r) if isinstance(r, (list, tuple)) else [r] for r in raw]
     return [t or "" for t in texts], raw
+
+
+def _column(ds, name: str) -> list:
+    """One column as a list: a ``datasets.Dataset`` through Arrow in one call (its own column
+    object formats row by row, ~40x slower: seconds per run on 28k documents), others by name."""
+    if hasattr(ds, "with_format"):
+        return ds.with_format("arrow")[name].to_pylist()
+    return ds[name]
 
 
 def _label_vocabulary(train_raw: list[list], val_raw: list[list]) -> tuple[dict, str]:
