@@ -302,7 +302,7 @@ def test_h2_counts_a_loss_that_rose_and_stayed_up_as_unstable_not_as_healthy():
             + [make_record("C", "fp16_naive_noscale", k) for k in range(3)])
     h = hy.naive_fp16_stability(frame(recs), FAST)
     assert h["verdict"] == "supported" and h["effect"]["estimate"] == 1.0
-    # 3 of 3 against 0 of 3: the bootstrap CI is the point [1, 1]; the exact test gives p = 1/C(6,3) x 2
+    # 3 of 3 against 0 of 3: the score interval [0.21, 1]; the exact test gives p = 1/C(6,3) x 2
     assert h["evidence"]["fisher_exact_p"] == pytest.approx(0.1) and "3/3" in h["reason"]
 
 

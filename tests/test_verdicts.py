@@ -103,8 +103,22 @@ def test_two_arms_that_always_diverge_are_untestable_on_the_rate_and_compared_by
     assert same["verdict"] == "inconclusive" and same["effect"]["ci_low"] < 0 < same["effect"]["ci_high"]
     never = hy.naive_fp16_stability(fp16_study("fp16_naive_noscale", [None] * 3, [None] * 3), FAST)
     assert never["verdict"] == "untestable" and never["effect"] is None
+    assert "LM 0/3, classification 0/3" in never["reason"]
     rate = hy.naive_fp16_stability(fp16_study("fp16_naive_noscale", [7, 8, 9], [None] * 3), FAST)
     assert rate["verdict"] == "supported" and rate["effect"]["estimate"] == 1.0
+    # 3 runs of 3 against 0 of 3 measure a rate difference of 1 to within its width, not exactly:
+    # the interval is not the point [1, 1] a bootstrap of all-or-nothing arms gives
+    assert 0 < rate["effect"]["ci_low"] < 0.5 and rate["effect"]["ci_high"] == 1.0
+
+
+def test_a_rate_difference_from_few_runs_keeps_the_width_they_leave():
+    """3 unstable LM runs of 3 against 2 of 5 on classification: a percentile bootstrap over the
+    runs gives [0.2, 1] (it would say 'supported'), Fisher's exact test p = 0.20; the score
+    interval straddles 0 and the verdict waits."""
+    h = hy.naive_fp16_stability(fp16_study("fp16_naive_noscale", [7, 8, 9], [30, 40, None, None, None]), FAST)
+    e = h["effect"]
+    assert h["verdict"] == "inconclusive" and e["ci_low"] < 0 < e["ci_high"]
+    assert e["estimate"] == pytest.approx(0.6) and h["evidence"]["fisher_exact_p"] > 0.05
 
 
 def test_the_fp16_verdicts_say_which_configuration_they_tested():

@@ -113,8 +113,9 @@ def naive_fp16_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     weights, fp32 Adam moments, no scaling), or where the study has none, fp16_fp16_states_noscale
     (fp16 moments too: the verdict says it tests second-moment underflow, not loss scaling).
     Effect: instability rate (runs that diverged or degraded: the loss blew up, or rose and stayed
-    up, ``verdicts.divergence_contrast``) on LM (A, B) minus on classification (C-F), each the mean
-    over its learned scenarios with >= min_seeds runs that trained; where every run of both arms
+    up, ``verdicts.divergence_contrast``) on LM (A, B) minus on classification (C-F), each the share
+    of the runs that trained on its learned scenarios with >= min_seeds of them (CI: Newcombe's
+    score interval); where every run of both arms
     was unstable (rates 1 and 1 cannot discriminate), the mean ln(step it began) on LM minus on
     classification; where none was, untestable. supported: the CI excludes 0 in either direction
     (classification hides or amplifies it); rejected: the CI is inside +-margin_rate (rates only);
@@ -240,8 +241,8 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
     where the study has none fp16_fp16_states (fp16 moments too: the verdict says it tests
     second-moment underflow), survives single-label CE but diverges on multi-label BCE. Effect:
     instability rate (diverged or degraded, ``verdicts.divergence_contrast``) on multi-label (C, D)
-    minus single-label (E, F), each the mean over its learned scenarios with >= min_seeds runs
-    that trained; where every run of both arms was unstable, the mean ln(step it began) on
+    minus single-label (E, F), each the share of the runs that trained on its learned scenarios
+    with >= min_seeds of them (CI: Newcombe's score interval); where every run of both arms was unstable, the mean ln(step it began) on
     single-label minus multi-label (> 0: sooner on multi-label); where none was, untestable. supported: CI above 0; rejected: CI below 0 or
     inside +-margin_rate (rates only); inconclusive: otherwise or a task without data."""
     cfg, note = fp16_config(df, "fp16_naive", "fp16_fp16_states")

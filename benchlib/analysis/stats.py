@@ -200,6 +200,16 @@ def exact_p(diffs: np.ndarray, rules: Rules) -> float:
     return float(res.pvalue)
 
 
+def rate_difference_ci(k1: int, n1: int, k2: int, n2: int, rules: Rules) -> tuple[float, float, float]:
+    """(k1/n1 - k2/n2, lo, hi): Newcombe's hybrid score interval (statsmodels) for a difference of
+    two shares of runs. A bootstrap of all-or-nothing arms (3/3 against 0/16) collapses to a point,
+    [1, 1], as if three runs had measured the rate exactly; this interval, [0.41, 1.0] there,
+    keeps the width so few runs leave."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+    lo, hi = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff", alpha=1 - rules.conf)
+    return float(k1 / n1 - k2 / n2), float(lo), float(hi)
+
+
 def adjust(pvalues: dict, rules: Rules) -> dict:
     """Multiplicity-corrected p-values (key -> p) by ``rules.multitest``; NaN left out of the family."""
     keys = [k for k, p in pvalues.items() if np.isfinite(p)]

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from benchlib.analysis.gates import by_reason
-from benchlib.analysis.stats import Rules, bootstrap, piece
+from benchlib.analysis.stats import Rules, bootstrap, piece, rate_difference_ci
 from benchlib.analysis.tables import gated, seed_series, why_not_established
 from benchlib.core.records import TRAINED
 from benchlib.core.scenarios import SCENARIOS
@@ -258,10 +258,11 @@ def fp16_config(df: pd.DataFrame, wanted: str, stand_in: str) -> tuple[str, str]
 def divergence_contrast(df: pd.DataFrame, cfg: str, plus, minus, rules: Rules) -> tuple:
     """Instability of ``cfg`` on the ``plus`` scenarios against the ``minus`` ones, a run being
     unstable where it diverged or degraded (``tables.UNSTABLE``: its loss blew up, or rose and
-    stayed up to the end): the rate (share of the runs that trained that were unstable) where it
-    can differ; where every run of both arms was, the time to it (mean ln of the divergence step,
-    or of the step the rise began, each scenario's runs resampled on their own); where none was,
-    nothing. Returns (mode: 'rate' / 'time' / 'none', ci, evidence)."""
+    stayed up to the end): the rate (share of the arm's runs that trained that were unstable, over
+    its learned scenarios; Newcombe's score interval for the difference) where it can differ;
+    where every run of both arms was, the time to it (mean ln of the divergence step, or of the
+    step the rise began, each scenario's runs resampled on their own); where none was, nothing.
+    Returns (mode: 'rate' / 'time' / 'none', ci, evidence)."""
     rates = seed_series(df, "unstable")
     up, ev_p = scenario_units(rates, plus, cfg, None, lambda m: m, rules)
     um, ev_m = scenario_units(rates, minus, cfg, None, lambda m: m, rules)
@@ -275,15 +276,20 @@ def divergence_contrast(df: pd.DataFrame, cfg: str, plus, minus, rules: Rules) -
         return "time", effect_ci(up, rules, um), ev
     if len(vals) and (vals == 0).all():
         return "none", None, ev
-    return "rate", effect_ci(up, rules, um), ev
+    if not (up and um):
+        return "rate", None, ev
+    return "rate", rate_difference_ci(*ev["counts"]["plus"], *ev["counts"]["minus"], rules), ev
 
 
 def divergence_verdict(fn, claim, cfg, note, mode, ci, ev, rules, two_sided, arms=("one arm", "the other"),
                         sign_time=1) -> dict:
     ev = {**ev, "config": cfg, "divergence": None}
     if mode == "none":
-        return result(fn, claim, "untestable", f"{cfg} diverged or degraded in no run of either arm: a rate of 0 against 0 "
-                      "cannot discriminate, and there is no time to divergence to compare" + note, evidence=ev)
+        (_, n1), (_, n2) = ev["counts"]["plus"], ev["counts"]["minus"]
+        return result(fn, claim, "untestable", f"no run of {cfg} was unstable (diverged, or its loss rose and stayed up) on "
+                      f"either arm ({arms[0]} 0/{n1}, {arms[1]} 0/{n2}): a rate of 0 against 0 cannot discriminate, and "
+                      f"there is no time to divergence to compare; runs in which {cfg} becomes unstable on at least one "
+                      "arm (longer, or a config nearer its edge) would settle it" + note, evidence=ev)
     if mode == "time":
         if ci is not None:
             ci = tuple(sign_time * v for v in ci)
@@ -298,7 +304,7 @@ def divergence_verdict(fn, claim, cfg, note, mode, ci, ev, rules, two_sided, arm
         res = verdict_of(fn, claim, ci, ev, "divergence rate difference", "share of runs", rules, rules.margin_rate,
                          two_sided)
         (k1, n1), (k2, n2) = ev["counts"]["plus"], ev["counts"]["minus"]
-        if n1 and n2:  # the CI of a bootstrap over all-or-nothing arms is a point: the exact test says more
+        if n1 and n2:
             p = sps.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative="two-sided" if two_sided else "greater")[1]
             res["evidence"]["fisher_exact_p"] = float(p)
             res["reason"] += (f"; unstable runs: {arms[0]} {k1}/{n1}, {arms[1]} {k2}/{n2} (Fisher's exact test, "
