@@ -115,12 +115,12 @@ def naive_fp16_stability(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     Effect: instability rate (runs that diverged or degraded: the loss blew up, or rose and stayed
     up, ``verdicts.divergence_contrast``) on LM (A, B) minus on classification (C-F), each the share
     of the runs that trained on its learned scenarios with >= min_seeds of them (CI: Newcombe's
-    score interval); where every run of both arms
-    was unstable (rates 1 and 1 cannot discriminate), the mean ln(step it began) on LM minus on
-    classification; where none was, untestable. supported: the CI excludes 0 in either direction
-    (classification hides or amplifies it); rejected: the CI is inside +-margin_rate (rates only);
-    inconclusive: otherwise or an arm without data. The evidence gives, per task, the step at
-    which each fp16 config diverged or that it did not."""
+    score interval); where every run of both arms was unstable (rates 1 and 1 cannot
+    discriminate), the mean ln(step it began) on LM minus on classification; where none was,
+    untestable. supported: the CI excludes 0 in either direction (classification hides or
+    amplifies it); rejected: the CI is inside +-margin_rate (rates only); inconclusive: otherwise
+    or an arm without data. The evidence gives, per task, the step at which each fp16 config
+    diverged or that it did not."""
     cfg, note = fp16_config(df, "fp16_naive_noscale", "fp16_fp16_states_noscale")
     claim = (f"{cfg} diverges or degrades differently (rate, or time where both rates are 1) on classification than "
              f"on LM")
@@ -242,8 +242,9 @@ def fp16_multilabel_divergence(df: pd.DataFrame, rules: Rules = Rules()) -> dict
     second-moment underflow), survives single-label CE but diverges on multi-label BCE. Effect:
     instability rate (diverged or degraded, ``verdicts.divergence_contrast``) on multi-label (C, D)
     minus single-label (E, F), each the share of the runs that trained on its learned scenarios
-    with >= min_seeds of them (CI: Newcombe's score interval); where every run of both arms was unstable, the mean ln(step it began) on
-    single-label minus multi-label (> 0: sooner on multi-label); where none was, untestable. supported: CI above 0; rejected: CI below 0 or
+    with >= min_seeds of them (CI: Newcombe's score interval); where every run of both arms was
+    unstable, the mean ln(step it began) on single-label minus multi-label (> 0: sooner on
+    multi-label); where none was, untestable. supported: CI above 0; rejected: CI below 0 or
     inside +-margin_rate (rates only); inconclusive: otherwise or a task without data."""
     cfg, note = fp16_config(df, "fp16_naive", "fp16_fp16_states")
     claim = (f"{cfg} survives single-label CE but diverges on multi-label BCE (where it diverges on both: sooner "
