@@ -62,7 +62,11 @@ for name, cfg in specs.items():
         break  # the group is out of step after a failure
 if dist.is_initialized():
     dist.destroy_process_group()
-sys.exit(0 if status != "error" else 1)
+# every record is written: leave without the interpreter's teardown, where a C++ thread still
+# joinable aborted the process ("terminate called without an active exception", SIGABRT) in 3 of
+# 52 torchruns of SPECS on the 2-core machine, after both ranks had finished all 7 runs
+sys.stdout.flush(), sys.stderr.flush()
+os._exit(0 if status != "error" else 1)
 '''
 
 
@@ -149,8 +153,8 @@ def two_ranks(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("two_ranks")
     proc = _torchrun(tmp, SPECS)  # fails the tests that use it if torchrun hangs
     if proc.returncode != 0 and _signal_death(proc.stdout):
-        # once in CI (2026-11-26) a rank died of SIGABRT here, a cause its log did not keep and
-        # 18 runs of it on a like machine did not repeat: run once more, and say so in the warnings summary
+        # a rank's abort outside what these tests check (the driver's teardown abort, now avoided,
+        # was one): run once more, and say so in the warnings summary
         warnings.warn(f"a rank died of a signal; torchrun ran once more. It said:\n{_why(proc.stdout)}")
         shutil.rmtree(tmp / "runs", ignore_errors=True)
         proc = _torchrun(tmp, SPECS)
