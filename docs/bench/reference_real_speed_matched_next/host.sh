@@ -9,18 +9,19 @@
 # and the cache is packed back as $OUT/cc.tgz for the next call.
 set -u
 PACK=$1; DEADLINE=$2; shift 2; T0=$(date +%s)
-S=params/reference_real_speed_matched.yaml; O=${OUTROOT:-executed/h100}; CC=/tmp/cc
+S=params/reference_real_speed_matched.yaml; O=${OUTROOT:-executed/h100}; CACHE=/tmp/cc
 # 16-bit configs first: a config with no finished run is costed like the costliest one seen
-# (budget.py), so fp32 first would leave the last 16-bit run unstarted in a call it fits.
+# (budget.py), so fp32 first in a fresh folder would leave the last 16-bit run unstarted in a call it fits.
+# (Not CC: that names the C compiler Triton builds with where the host exports it.)
 CONFIGS=${CONFIGS:-bf16_pure amp_bf16 fp32_baseline}
-mkdir -p $CC; [ -f cc/cc.tgz ] && tar xzf cc/cc.tgz -C $CC
+mkdir -p $CACHE; [ -f cc/cc.tgz ] && tar xzf cc/cc.tgz -C $CACHE
 n=$#; per=$(( $(nproc) / n )); touch /tmp/stamp.host
 i=0
 for job in "$@"; do
   lo=$((i * per)); hi=$((lo + per - 1))
   ( for c in $CONFIGS; do
       python3 -m benchlib sweep $S --out $O --scenario "${job%%:*}" --seed "${job#*:}" --config $c \
-          --gpus "$i" --cpus "$lo-$hi" --no-analysis --no-html --compile-cache $CC \
+          --gpus "$i" --cpus "$lo-$hi" --no-analysis --no-html --compile-cache $CACHE \
           --time-budget "$((DEADLINE - ($(date +%s) - T0)))s"
     done ) > /tmp/sweep$i.log 2>&1 &
   i=$((i + 1))
@@ -29,4 +30,4 @@ wait
 echo "all sweeps ended at $(( $(date +%s) - T0 )) s"
 for f in /tmp/sweep*.log; do echo "== $f"; grep -v "^\s*$" "$f" | tail -6; done
 python3 -m benchlib pack $O/reference_real_speed_matched --newer-than /tmp/stamp.host --out "$PACK"
-[ -n "${OUT:-}" ] && tar czf "$OUT/cc.tgz" -C $CC .
+[ -n "${OUT:-}" ] && tar czf "$OUT/cc.tgz" -C $CACHE .
