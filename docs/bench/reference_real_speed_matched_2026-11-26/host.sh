@@ -2,8 +2,8 @@
 # One device call of params/reference_real_speed_matched.yaml: GPU i-th of this host runs the
 # i-th SCENARIO:SEEDS given, all configs of a seed on one GPU (its gains over fp32 paired within
 # the GPU), each GPU's sweep pinned to its own share of the cores; one pack of the new records.
-#   bash docs/bench/reference_real_speed_matched_next/host.sh $OUT/x4.tgz 560 F:0 F:1 F:2 E:1,2
-#   bash docs/bench/reference_real_speed_matched_next/host.sh $OUT/E0.tgz 560 E:0      # 1 GPU
+#   bash docs/bench/reference_real_speed_matched_2026-11-26/host.sh $OUT/x4.tgz 560 F:0 F:1 F:2 E:1,2
+#   bash docs/bench/reference_real_speed_matched_2026-11-26/host.sh $OUT/E0.tgz 560 E:0      # 1 GPU
 # A sweep stops starting runs that cannot end by DEADLINE_S after this script began. A carried
 # cc/cc.tgz (torch.compile's cache from an earlier call on the same kind of GPU) is loaded first,
 # and the cache is packed back as $OUT/cc.tgz for the next call.
