@@ -6,7 +6,8 @@
 #   bash docs/bench/reference_real_speed_matched_2026-11-26/host.sh $OUT/E0.tgz 560 E:0      # 1 GPU
 # A sweep stops starting runs that cannot end by DEADLINE_S after this script began. A carried
 # cc/cc.tgz (torch.compile's cache from an earlier call on the same kind of GPU) is loaded first,
-# and the cache is packed back as $OUT/cc.tgz for the next call.
+# and the cache is packed back as $OUT/cc.tgz for the next call (it comes back only under the
+# device's 16 MiB a file: one scenario on one GPU, 7 MiB; four GPUs' E and F, over 16 MiB).
 set -u
 PACK=$1; DEADLINE=$2; shift 2; T0=$(date +%s)
 S=params/reference_real_speed_matched.yaml; O=${OUTROOT:-executed/h100}; CACHE=/tmp/cc
