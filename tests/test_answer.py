@@ -100,6 +100,10 @@ def test_the_scope_says_where_gpu_to_gpu_noise_lands():
     assert "2 different GPUs of one host" in per_config and "differences between configs" in per_config
     assert "3 different GPUs" in per_seed and "seed noise includes between-GPU noise" in per_seed
     assert "one GPU" in answer._hosts(answer.describe(recs(lambda c, k: "GPU-0")))
+    # one cell's seeds split (a cell too long for one job), the other's on one GPU: both are said
+    mixed = answer._hosts(answer.describe(recs(lambda c, k: f"GPU-{c}-{k // 2 if c == 'fp32_baseline' else 0}")))
+    assert "1 of 2 cells" in mixed and "differences between configs" in mixed
+    assert "A/fp32_baseline: seeds on several GPUs" in mixed and "A/amp_bf16" not in mixed
 
 
 

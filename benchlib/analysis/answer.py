@@ -161,7 +161,8 @@ def describe(records: list[dict]) -> dict:
             "torch": ", ".join(sorted({str(r.get("env", {}).get("torch")) for r in records if r.get("env", {}).get("torch")})),
             "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
             "hosts": len({r.get("env", {}).get("boot_id") for r in records if r.get("env", {}).get("boot_id")}),
-            "cell_gpus": max((len(g) for g in _cell_gpus(records).values()), default=0),
+            "cells": len(cells := _cell_gpus(records)),
+            "spread": sorted(f"{sc}/{c}" for (sc, c), g in cells.items() if len(g) > 1),
             "step_cv": _step_cv(records), "beside": _beside(records),
             "pinned": sum("cpus_per_run" in (r.get("sweep") or {}) for r in records),
             "dates": _span([str(r.get("env", {}).get("date", ""))[:10] for r in records if r.get("env", {}).get("date")])}
@@ -246,7 +247,7 @@ def _hosts(d: dict) -> str:
     """Where a study's runs ran, as far as its records' ``env.gpu_uuid`` tell, and what noise that
     puts where: seeds of a config spread over GPUs put between-GPU noise in the seed noise; each
     config's seeds on one GPU, and configs on several, put it in the configs' differences instead,
-    which the seed noise does not measure."""
+    which the seed noise does not measure. Where only some cells spread, it names them."""
     if not d["with_gpu_id"]:
         return "hosts not identified (its records carry no GPU id)"
     part = "" if d["with_gpu_id"] == d["n"] else f"{d['with_gpu_id']} of {d['n']} records carry a GPU id: "
@@ -254,10 +255,15 @@ def _hosts(d: dict) -> str:
         return part + "one GPU" + (" among them; the rest not identified" if part else " for every seed")
     where = f"{d['gpus']} different GPUs" + (f" of {d['hosts']} hosts" if d.get("hosts", 0) > 1 else
                                              " of one host" if d.get("hosts") == 1 else "")
-    if d.get("cell_gpus") == 1 and not part:
-        return part + where + (": a config's seeds on one GPU, so differences between configs include between-GPU "
-                               "differences that the seed noise does not measure")
-    return part + where + ", so its seed noise includes between-GPU noise"
+    spread, cells = d.get("spread", []), d.get("cells", 0)
+    if part or not cells or len(spread) == cells:
+        return part + where + ", so its seed noise includes between-GPU noise"
+    one = "a config's seeds on one GPU" + (f" in {cells - len(spread)} of {cells} cells" if spread else "")
+    line = f"{where}: {one}, so differences between configs include between-GPU differences that the seed noise does not measure"
+    if spread:  # e.g. a cell too long for one job, its seeds split over GPUs
+        named = ", ".join(spread[:3]) + (f" and {len(spread) - 3} more" if len(spread) > 3 else "")
+        line += f"; {named}: seeds on several GPUs, between-GPU noise in their seed noise"
+    return line
 
 
 def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:
