@@ -419,6 +419,24 @@ def test_seed002_h2_across_model_sizes_is_inconclusive_keeping_the_measured_cont
         assert (h["effect"]["estimate"] < 0) == (gain < 3.0)  # the measured contrast is kept as evidence
 
 
+def test_seed002_h2_with_its_two_scenarios_on_different_machines_is_inconclusive():
+    """A launch-bound speedup moves with the host: E timed on one machine and F on another cannot
+    tell architecture from host, however clear the contrast; on one machine the same numbers decide."""
+    def recs(boot_of):
+        out = grid("EF", ["fp32_baseline", "bf16_pure"],
+                   value=lambda s, c, k: {"tokens_per_s": (100 * (1.5 if s == "F" else 3.0) if c == "bf16_pure" else 100) + k})
+        for r in out:
+            r["model"] = {"model_type": {"E": "gpt2", "F": "roberta"}[r["scenario"]], "parameters": 124e6}
+            r["env"] = {**r.get("env", {}), "boot_id": boot_of(r["scenario"]), "gpu_uuid": f"GPU-{r['seed']}"}
+        return frame(out)
+    one = hy.bf16_mfu_gain_by_arch(recs(lambda s: "boot-1"), FAST)
+    assert one["verdict"] == "rejected" and "host" not in one["reason"]
+    two = hy.bf16_mfu_gain_by_arch(recs(lambda s: f"boot-{s}"), FAST)
+    assert two["verdict"] == "inconclusive" and "cannot discriminate" in two["reason"], two["reason"]
+    assert two["evidence"]["host_confounded"] == ["E on 1 host(s), F on 1 other(s)"]
+    assert two["effect"]["estimate"] == one["effect"]["estimate"]  # the measured contrast is kept
+
+
 # ---- recommendations -------------------------------------------------------------------------
 def speed_study():
     """fp16_naive fastest but diverging on A, amp_bf16 next and safe on both scenarios."""

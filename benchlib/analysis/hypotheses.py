@@ -38,19 +38,37 @@ def _start_differs(df: pd.DataFrame, a, b) -> str:
     return ""
 
 
+def _used_pairs(used: list[str]) -> list[tuple[str, str]]:
+    """The matched pairs a contrast used (its units named 'E-F' or 'E-F/<config>')."""
+    return [(g, r) for g, r in MATCHED_PAIRS if f"{g}-{r}" in used or any(u.startswith(f"{g}-{r}/") for u in used)]
+
+
 def _size_pairs(df: pd.DataFrame, used: list[str]) -> list[str]:
     """'E gpt2 124.5M vs F bert 22.6M' for each matched pair in ``used`` whose models differ
     by more than 1.5x in parameters (e.g. a 22M BERT standing in for RoBERTa-base)."""
     if "model.parameters" not in df:
         return []
     notes = []
-    for g, r in MATCHED_PAIRS:
-        if f"{g}-{r}" not in used and not any(u.startswith(f"{g}-{r}/") for u in used):
-            continue
+    for g, r in _used_pairs(used):
         size = {s: df.loc[df["scenario"] == s, "model.parameters"].median() for s in (g, r)}
         kind = {s: df.loc[df["scenario"] == s, "model.type"].dropna().unique() for s in (g, r)}
         if all(np.isfinite(v) and v > 0 for v in size.values()) and max(size.values()) > 1.5 * min(size.values()):
             notes.append(" vs ".join(f"{s} {'/'.join(kind[s]) or '?'} {size[s] / 1e6:.1f}M" for s in (g, r)))
+    return notes
+
+
+def _host_pairs(df: pd.DataFrame, used: list[str]) -> list[str]:
+    """'E on 1 host vs F on another' for each matched pair in ``used`` whose two scenarios' runs
+    share no machine (``boot_id`` in the ``host`` column, ``identity.host_of``); pairs whose runs
+    name no machine are not judged."""
+    if "host" not in df:
+        return []
+    boots = df["host"].astype("string").str.extract(r"boot_id=([^;]+)")[0]
+    notes = []
+    for g, r in _used_pairs(used):
+        on = {s: set(boots[df["scenario"] == s].dropna()) for s in (g, r)}
+        if all(on.values()) and not on[g] & on[r]:
+            notes.append(f"{g} on {len(on[g])} host(s), {r} on {len(on[r])} other(s)")
     return notes
 
 
@@ -268,7 +286,8 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     implemented, not of bf16 arithmetic alone. supported: CI above 0; rejected: CI below 0 or
     inside +-margin_speedup; inconclusive: otherwise, no usable pair, or a pair whose models differ
     by more than 1.5x in parameters (a 16-bit speedup grows with width, so such a pair confounds
-    size with architecture; the measured contrast is kept as evidence)."""
+    size with architecture; the measured contrast is kept as evidence), or whose two scenarios ran
+    on different machines (``_host_pairs``: a launch-bound speedup moves with the host)."""
     claim = "bf16_pure shows a higher MFU gain over fp32 on RoBERTa than on GPT-2 (matched tasks)"
     x, ref = "bf16_pure", BASELINE
     cells = seed_series(df, "tokens_per_s", oriented=False)
@@ -280,7 +299,11 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
                      rules, rules.margin_speedup)
     res["reason"] += "; bf16_pure's speed includes its optimizer update's cost (stochastic-rounding AdamW)"
     # A 16-bit speedup grows with a model's width (arithmetic intensity, launch overhead).
-    return _size_confounded(res, _size_pairs(df, ev["used"]), "a 16-bit speedup grows with width")
+    res = _size_confounded(res, _size_pairs(df, ev["used"]), "a 16-bit speedup grows with width")
+    # A launch-bound step's speed moves with its host's CPU and load, which one host's seeds do not sample.
+    return _confounded(res, _host_pairs(df, ev["used"]), "host_confounded", "the host",
+                       "both scenarios' runs on one host settle it",
+                       "a speedup moves with the host (its CPU, what else it runs) and the CI holds no host-to-host noise")
 
 
 @quality_rule
@@ -307,19 +330,24 @@ def precision_sensitivity_by_arch(df: pd.DataFrame, rules: Rules = Rules(), conf
 
 def _size_confounded(res: dict, pairs: list[str], mechanism: str) -> dict:
     """An architecture verdict over matched pairs whose models differ in size (``pairs``) cannot
-    tell the architecture from the size where ``mechanism`` ties the effect to size: it becomes
-    inconclusive, its measured contrast kept as evidence (``size_confounded``: those pairs); with no
-    such pair, ``res`` as it was."""
+    tell the architecture from the size where ``mechanism`` ties the effect to size (``_confounded``)."""
+    return _confounded(res, pairs, "size_confounded", "size", "pairs of one size settle it", mechanism)
+
+
+def _confounded(res: dict, pairs: list[str], key: str, what: str, settle: str, mechanism: str) -> dict:
+    """A verdict over matched pairs in which ``what`` also differs (``pairs``) becomes
+    inconclusive, its measured contrast kept as evidence (``evidence[key]``: those pairs); with no
+    such pair, or a verdict already open, ``res`` as it was."""
     if not pairs or res["verdict"] not in ("supported", "rejected"):
         return res
+    res.setdefault("evidence", {})[key] = list(pairs)
     e = res["effect"]
     rest = res["reason"].split("; ", 1)[1] if "; " in res["reason"] else ""
-    res["reason"] = (f"size confounds architecture ({', '.join(pairs)}): pairs of one size settle it; "
+    res["reason"] = (f"{what} confounds architecture ({', '.join(pairs)}): {settle}; "
                      f"{mechanism}, so this test cannot discriminate; measured (evidence, not the verdict): "
                      f"{e['estimate']:.3g} {e['unit']} [{e['ci_low']:.3g}, {e['ci_high']:.3g}], alone "
                      f"'{res['verdict']}'" + (f"; {rest}" if rest else ""))
     res["verdict"] = "inconclusive"
-    res.setdefault("evidence", {})["size_confounded"] = list(pairs)
     return res
 
 
