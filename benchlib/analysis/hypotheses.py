@@ -286,8 +286,7 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     implemented, not of bf16 arithmetic alone. supported: CI above 0; rejected: CI below 0 or
     inside +-margin_speedup; inconclusive: otherwise, no usable pair, or a pair whose models differ
     by more than 1.5x in parameters (a 16-bit speedup grows with width, so such a pair confounds
-    size with architecture; the measured contrast is kept as evidence), or whose two scenarios ran
-    on different machines (``_host_pairs``: a launch-bound speedup moves with the host)."""
+    size with architecture; the measured contrast is kept as evidence)."""
     claim = "bf16_pure shows a higher MFU gain over fp32 on RoBERTa than on GPT-2 (matched tasks)"
     x, ref = "bf16_pure", BASELINE
     cells = seed_series(df, "tokens_per_s", oriented=False)
@@ -300,7 +299,9 @@ def bf16_mfu_gain_by_arch(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     res["reason"] += "; bf16_pure's speed includes its optimizer update's cost (stochastic-rounding AdamW)"
     # A 16-bit speedup grows with a model's width (arithmetic intensity, launch overhead).
     res = _size_confounded(res, _size_pairs(df, ev["used"]), "a 16-bit speedup grows with width")
-    # A launch-bound step's speed moves with its host's CPU and load, which one host's seeds do not sample.
+    # Also inconclusive where a pair's two scenarios ran on different machines (``_host_pairs``): a
+    # launch-bound step's speed moves with its host's CPU and load, which one host's seeds do not
+    # sample. (Said here, not in the docstring above: each committed comparison stores that text.)
     return _confounded(res, _host_pairs(df, ev["used"]), "host_confounded", "the host",
                        "both scenarios' runs on one host settle it",
                        "a speedup moves with the host (its CPU, what else it runs) and the CI holds no host-to-host noise")
