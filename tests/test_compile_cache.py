@@ -66,3 +66,31 @@ def test_a_cache_folder_that_cannot_be_made_is_named(tmp_path, monkeypatch):
     study.write_text(STUDY)
     with pytest.raises(ConfigError, match=r"--compile-cache .*file/inductor: cannot create it"):
         host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--compile-cache", str(tmp_path / "file" / "inductor")])
+
+
+# Python's bytecode (``sweep --bytecode-cache``): a host whose packages ship no .pyc and that sets
+# PYTHONDONTWRITEBYTECODE compiles every import again in each run's process
+EAGER = STUDY.replace('compile: "on"', 'compile: "off"').replace("steps: 3", "steps: 2")
+
+
+def test_runs_write_their_bytecode_to_the_folder_and_say_so(tmp_path, monkeypatch):
+    from benchlib.core.env import BYTECODE_CACHE_ENV
+    monkeypatch.delenv(BYTECODE_CACHE_ENV, raising=False)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # the sweep unsets it for its runs: restored after
+    study, out, cache = tmp_path / "cached.yaml", tmp_path / "executed", tmp_path / "pyc"
+    study.write_text(EAGER)
+    assert host_sweep.main([str(study), "--out", str(out), "--no-html", "--no-analysis", "--bytecode-cache", str(cache)]) == 0
+    rec = read_record(out / "cached" / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json")
+    assert rec["env"]["python_bytecode"] == str(cache.resolve())
+    # the run's process wrote it there, under the source's own path (no __pycache__ in a prefix)
+    assert any(p.parent.name == "training" for p in cache.rglob("loop.cpython-*.pyc"))
+
+
+def test_a_host_that_writes_no_bytecode_is_told_how_to_keep_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    study = tmp_path / "cached.yaml"
+    study.write_text(EAGER)
+    assert host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis", "--dry-run"]) == 0
+    assert "--bytecode-cache" not in capsys.readouterr().out  # nothing runs: nothing to say
+    assert host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
+    assert "--bytecode-cache DIR" in capsys.readouterr().out

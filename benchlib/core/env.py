@@ -106,6 +106,20 @@ image only (each spec copies its data); a notebook run by hand keeps the interac
 COMPILE_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 """The variable torch.compile reads for its cache folder (``dtype-bench sweep --compile-cache``)."""
 
+BYTECODE_CACHE_ENV = "PYTHONPYCACHEPREFIX"
+"""Where Python writes the bytecode it compiles from imported sources (``dtype-bench sweep
+--bytecode-cache``)."""
+
+
+def python_bytecode() -> str:
+    """Where this process keeps the bytecode of what it imports: "not written" under
+    PYTHONDONTWRITEBYTECODE (a module without a .pyc beside it is compiled from source in every
+    process: 8-9 s of a run on the H100 hosts of 2026-11-27, docs/performance.md), the folder of
+    PYTHONPYCACHEPREFIX, else "beside the sources"."""
+    if sys.flags.dont_write_bytecode:
+        return "not written"
+    return sys.pycache_prefix or "beside the sources"
+
 
 def environment(device: torch.device) -> dict:
     env = {
@@ -124,6 +138,7 @@ def environment(device: torch.device) -> dict:
         # torch.compile's cache folder when set (None: its default, /tmp/torchinductor_<user>);
         # whether the run's graphs came from it: metrics compile/* (training.compile_cache)
         "compile_cache_dir": os.environ.get(COMPILE_CACHE_ENV),
+        "python_bytecode": python_bytecode(),  # what imports cost: time/startup_s, time/data_s, time/model_s
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         **host_identity(device),
     }

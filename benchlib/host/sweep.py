@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from benchlib.core.env import COMPILE_CACHE_ENV, CPUS_ENV, parse_cpus
+from benchlib.core.env import BYTECODE_CACHE_ENV, COMPILE_CACHE_ENV, CPUS_ENV, parse_cpus
 from benchlib.core.errors import UserError
 from benchlib.core.runconfig import ConfigError
 from benchlib.host.budget import Budget, parse_duration
@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
                            "copied from another host of the same GPU, or shared by a cluster's nodes loads "
                            "compiled graphs instead of compiling them; records say what hit (compile/cache).")
+    here.add_argument("--bytecode-cache", type=Path, default=None, metavar="DIR",
+                      help="Python's bytecode folder for every run (PYTHONPYCACHEPREFIX, and PYTHONDONTWRITEBYTECODE "
+                           "unset): on a host whose packages ship no .pyc, the first run compiles what it imports "
+                           "and the others load it (8-9 s a run on an H100 host, docs/performance.md); records "
+                           "say where (env.python_bytecode).")
     here.add_argument("--pack-to", type=Path, default=None, metavar="FILE",
                       help=f"Keep FILE an archive of the study's new records while the runs go (every "
                            f"{PACK_EVERY_S:.0f} s, dtype-bench pack), and once more at the end: for a job with a "
@@ -146,14 +151,26 @@ class GpuHost(sweep.Host):
             print(f"--pack-to: {self.packer.stop()}")
 
 
+def _folder(path: Path, flag: str) -> str:
+    """``path`` made if missing, absolute; a folder that cannot be made is named with its flag."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{flag} {path}: cannot create it ({e.strerror})") from None
+    return str(path.resolve())
+
+
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    if ns.compile_cache:  # the runs' kernels, cell processes and submitit jobs inherit it
-        try:
-            ns.compile_cache.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ConfigError(f"--compile-cache {ns.compile_cache}: cannot create it ({e.strerror})") from None
-        os.environ[COMPILE_CACHE_ENV] = str(ns.compile_cache.resolve())
+    # the caches below are environment variables: the runs' kernels, cell processes and jobs inherit them
+    if ns.compile_cache:
+        os.environ[COMPILE_CACHE_ENV] = _folder(ns.compile_cache, "--compile-cache")
+    if ns.bytecode_cache:
+        os.environ[BYTECODE_CACHE_ENV] = _folder(ns.bytecode_cache, "--bytecode-cache")
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    elif os.environ.get("PYTHONDONTWRITEBYTECODE") and not (ns.analysis_only or ns.status or ns.dry_run):
+        print("PYTHONDONTWRITEBYTECODE is set: each run compiles again every module it imports that has no .pyc "
+              "(8-9 s a run on an H100 host whose packages ship none); --bytecode-cache DIR compiles them once")
     return sweep.run(ns, GpuHost(ns))
 
 

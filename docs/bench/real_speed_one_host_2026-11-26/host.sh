@@ -11,7 +11,8 @@
 # (its records newer than this call). torch.compile's cache: /tmp/ccI for GPU i, kept on the host
 # between calls of one machine, so a cell's later call loads what its earlier one compiled; with
 # SHARED_CACHE=DIR one folder for all GPUs (queues that rotate the configs' order then compile
-# each config once and load it on the other GPUs), packed back as PACKDIR/cc.tgz.
+# each config once and load it on the other GPUs), packed back as PACKDIR/cc.tgz. Python's bytecode:
+# /tmp/pyc for all (from 2026-11-27; docs/bench/bytecode_cache_2026-11-27).
 set -u
 PACKDIR=$1; DEADLINE=$2; shift 2; T0=$(date +%s)
 O=${OUTROOT:-executed/h100}
@@ -25,7 +26,7 @@ for queue in "$@"; do
       IFS=/ read -r study scn seeds config <<< "${item%@*}"
       echo "== $item at $(( $(date +%s) - T0 )) s"
       python3 -m benchlib sweep params/$study.yaml --out $root --scenario "$scn" --seed "$seeds" --config "$config" \
-          --gpus "$i" --cpus "$lo-$hi" --no-analysis --no-html --compile-cache $cache \
+          --gpus "$i" --cpus "$lo-$hi" --no-analysis --no-html --compile-cache $cache --bytecode-cache /tmp/pyc \
           --time-budget "$((DEADLINE - ($(date +%s) - T0)))s"
     done ) >> /tmp/sweep$i.log 2>&1 &
   i=$((i + 1))
