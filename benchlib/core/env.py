@@ -114,7 +114,7 @@ BYTECODE_CACHE_ENV = "PYTHONPYCACHEPREFIX"
 def python_bytecode() -> str:
     """Where this process keeps the bytecode of what it imports: "not written" under
     PYTHONDONTWRITEBYTECODE (a module without a .pyc beside it is compiled from source in every
-    process: 8-9 s of a run on the H100 hosts of 2026-11-27, docs/performance.md), the folder of
+    process: 8-12 s of a run on the H100 hosts of 2026-11-27, docs/performance.md), the folder of
     PYTHONPYCACHEPREFIX, else "beside the sources"."""
     if sys.flags.dont_write_bytecode:
         return "not written"

@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     here.add_argument("--bytecode-cache", type=Path, default=None, metavar="DIR",
                       help="Python's bytecode folder for every run (PYTHONPYCACHEPREFIX, and PYTHONDONTWRITEBYTECODE "
                            "unset): on a host whose packages ship no .pyc, the first run compiles what it imports "
-                           "and the others load it (8-9 s a run on an H100 host, docs/performance.md); records "
+                           "and the others load it (8-12 s a run on the H100 hosts, docs/performance.md); records "
                            "say where (env.python_bytecode).")
     here.add_argument("--pack-to", type=Path, default=None, metavar="FILE",
                       help=f"Keep FILE an archive of the study's new records while the runs go (every "
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     elif os.environ.get("PYTHONDONTWRITEBYTECODE") and not (ns.analysis_only or ns.status or ns.dry_run):
         print("PYTHONDONTWRITEBYTECODE is set: each run compiles again every module it imports that has no .pyc "
-              "(8-9 s a run on an H100 host whose packages ship none); --bytecode-cache DIR compiles them once")
+              "(8-12 s a run on the H100 hosts, whose packages ship none); --bytecode-cache DIR compiles them once")
     return sweep.run(ns, GpuHost(ns))
 
 
