@@ -74,7 +74,8 @@ def test_every_config_stores_its_moments_as_configured(name):
     # torch's fused AdamW exactly where it does what the configuration says
     assert isinstance(opt, AdamW) != uses_torch_adamw(model, dtype)
     assert isinstance(opt, AdamW) == (name in {"fp16_naive", "fp16_naive_noscale", "bf16_pure", "bf16_no_compile",
-                                               "bf16_body_fp32_head"})
+                                               "bf16_body_fp32_head", "bf16_pure_fp32v", "bf16_pure_sr_moments"})
+    assert not isinstance(opt, AdamW) or all(g["moment_rounding"] == dtype.moment_rounding for g in opt.param_groups)
 
 
 def test_fp16_naive_keeps_fp32_moments_on_fp16_weights_and_bf16_pure_keeps_bf16():
@@ -211,6 +212,7 @@ def test_one_group_updates_an_fp32_head_exactly_among_bf16_weights():
     ({"exp_avg_dtype": "8bit"}, "bitsandbytes' AdamW8bit"),
     ({"exp_avg_sq_dtype": "fp64"}, "exp_avg_sq_dtype='fp64'"),
     ({"rounding": "up"}, "rounding='up'"),
+    ({"moment_rounding": "down"}, "moment_rounding='down'"),
     ({"impl": "cuda"}, "impl='cuda'"),
 ])
 def test_bad_settings_are_one_line_errors(kw, words):
@@ -222,6 +224,103 @@ def test_bad_settings_are_one_line_errors(kw, words):
 def test_stochastic_rounding_of_fp16_weights_is_refused():
     with pytest.raises(ValueError, match="bf16 weights"):
         AdamW([torch.nn.Parameter(torch.zeros(2).half())], rounding="stochastic")
+
+
+@pytest.mark.parametrize("kw", [{"params": torch.zeros(2).half()},
+                                {"params": torch.zeros(2), "exp_avg_sq_dtype": "fp16"},
+                                {"params": torch.zeros(2).bfloat16(), "exp_avg_dtype": "fp16"}])
+def test_stochastic_rounding_of_fp16_moments_is_refused(kw):
+    p = torch.nn.Parameter(kw.pop("params"))
+    with pytest.raises(ValueError, match="bf16 moments.*stored in fp16") as e:
+        AdamW([p], moment_rounding="stochastic", **kw)
+    assert "\n" not in str(e.value)
+
+
+def _moment_step(moment_rounding, storage, seed, g, state, beta2=0.999):
+    """One step of bf16 weights from the given moments: the moments it stores, in fp32."""
+    w = torch.nn.Parameter(torch.ones(g.shape, dtype=torch.bfloat16))
+    opt = AdamW([w], lr=1e-4, betas=(0.9, beta2), exp_avg_dtype=storage, exp_avg_sq_dtype=storage,
+                rounding="stochastic", moment_rounding=moment_rounding, seed=seed)
+    st = opt._init_state(w, opt.param_groups[0])
+    for k, v in state.items():
+        st[k].copy_(v)
+    w.grad = g.bfloat16()
+    opt.step()
+    return {k: opt.state[w][k].float() for k in ("exp_avg", "exp_avg_sq")}
+
+
+def _bf16_neighbours(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The bf16 values on either side of fp32 ``x`` (toward zero, away from it); equal where exact."""
+    bits = x.view(torch.int32).to(torch.int64)
+    low = (bits & ~0xFFFF).to(torch.int32).view(torch.float32)
+    exact = (bits & 0xFFFF) == 0
+    high = torch.where(exact, bits, (bits & ~0xFFFF) + 0x10000).to(torch.int32).view(torch.float32)
+    return low, high
+
+
+def _z(stored: torch.Tensor, x: torch.Tensor, low: torch.Tensor, high: torch.Tensor, where: torch.Tensor) -> float:
+    """The summed error of ``stored`` (draws x elements) from ``x`` away from zero, over the elements
+    ``where``, in standard deviations of stochastic rounding's (unbiased rounding: |z| a few at most)."""
+    p = ((x - low) / (high - low)).nan_to_num(0.0)  # the chance of rounding away from zero
+    var = ((high - low) ** 2 * p * (1 - p))[where].sum() * len(stored)
+    return (((stored - x) * x.sign())[:, where].sum() / var.sqrt()).item()
+
+
+def test_stochastic_rounding_of_moments_is_unbiased_and_lands_on_a_neighbour():
+    """From bf16 moments (m, v), one step under 8 seeds x 4096 elements: each stored moment is one
+    of the two bf16 neighbours of the fp32 value (what fp32 storage keeps), both occur, and the
+    mean is the fp32 value within 4 standard errors, both where the value lies nearer its lower
+    neighbour and where nearer its upper one (round-to-nearest is off by tens of them there)."""
+    gen = torch.Generator().manual_seed(0)
+    n = 4096
+    start = {"exp_avg": torch.randn(n, generator=gen), "exp_avg_sq": torch.rand(n, generator=gen) + 0.5}
+    start = {k: v.bfloat16() for k, v in start.items()}  # what bf16 storage holds
+    g = torch.randn(n, generator=gen)
+    exact = _moment_step("nearest", "fp32", 0, g, start)
+    draws = [_moment_step("stochastic", None, seed, g, start) for seed in range(8)]
+    nearest = _moment_step("nearest", None, 0, g, start)
+    for k in ("exp_avg", "exp_avg_sq"):
+        x = exact[k]
+        low, high = _bf16_neighbours(x)
+        stored = torch.stack([d[k] for d in draws])
+        assert ((stored == low) | (stored == high)).all(), k
+        assert (stored == low).any() and (stored == high).any(), k
+        nearer_low = (x - low).abs() < (high - x).abs()
+        for where in (nearer_low, ~nearer_low):
+            assert abs(_z(stored, x, low, high, where)) < 4, k
+            assert abs(_z(nearest[k].expand_as(stored), x, low, high, where)) > 20, k
+
+
+def test_the_moments_draw_other_bits_than_the_weight():
+    from benchlib.training.adamw_reference import SALT
+    index, step = torch.arange(1 << 16), torch.tensor(5.0)
+    w, m, v = (random_bits16(3, step, index, SALT[k]) for k in ("param", "exp_avg", "exp_avg_sq"))
+    assert torch.equal(w, random_bits16(3, step, index))  # the weight's bits are those of every earlier run
+    for a, b in ((w, m), (w, v), (m, v)):
+        assert (a == b).float().mean().item() < 0.001
+        assert abs(torch.corrcoef(torch.stack([a, b]).float())[0, 1].item()) < 0.02
+
+
+def test_at_beta2_0999_stochastic_rounding_lets_a_bf16_second_moment_decay_and_nearest_does_not():
+    """v = 1 and g^2 = 1e-4 < v: exact AdamW shrinks v by 0.1% a step, below half a bf16 ulp under
+    1 (2^-9), so round-to-nearest stores 1 again, every step, for ever; stochastic rounding moves
+    it down with probability ~ 0.001 / 2^-8 and follows the fp32 second moment in expectation."""
+    n, steps = 4096, 200
+    out = {}
+    for rounding, storage in (("nearest", None), ("stochastic", None), ("nearest", "fp32")):
+        w = torch.nn.Parameter(torch.ones(n, dtype=torch.bfloat16))
+        opt = AdamW([w], lr=1e-4, betas=(0.9, 0.999), exp_avg_sq_dtype=storage, rounding="stochastic",
+                    moment_rounding=rounding, seed=4)
+        opt._init_state(w, opt.param_groups[0])["exp_avg_sq"].fill_(1.0)
+        for _ in range(steps):
+            w.grad = torch.full_like(w, 0.01)
+            opt.step()
+        out[(rounding, storage)] = opt.state[w]["exp_avg_sq"].float()
+    assert torch.equal(out[("nearest", None)], torch.ones(n))  # stuck: not one element moved
+    fp32 = out[("nearest", "fp32")]
+    assert fp32.max().item() < 0.82  # 0.999^200 = 0.819 (+ 1e-4 (1 - 0.999^200))
+    sr = out[("stochastic", None)]
+    assert (sr < 1).all() and sr.mean().item() == pytest.approx(fp32.mean().item(), abs=2e-3)
 
 
 def test_the_state_survives_a_save_and_load_and_the_run_goes_on_as_if_never_stopped(tmp_path):
@@ -262,10 +361,11 @@ def test_the_state_survives_a_save_and_load_and_the_run_goes_on_as_if_never_stop
         assert all(torch.equal(a, b) for a, b in zip(ws2, whole)), rounding
 
 
-def test_a_stopped_bf16_pure_run_continues_as_the_uninterrupted_run(tmp_path, monkeypatch):
+@pytest.mark.parametrize("config", ["bf16_pure", "bf16_pure_sr_moments"])
+def test_a_stopped_bf16_pure_run_continues_as_the_uninterrupted_run(tmp_path, monkeypatch, config):
     from test_resume import Killed, kill_at, rows
     from benchlib.training.loop import run
-    cfg = {"scenario": "A", "config": "bf16_pure", "steps": 8, "log_every": 2, "eval_batches": 1}
+    cfg = {"scenario": "A", "config": config, "steps": 8, "log_every": 2, "eval_batches": 1}
     whole = run(cfg, out_dir=tmp_path / "whole", progress=False)
     kill_at(monkeypatch, 5)
     with pytest.raises(Killed):
@@ -282,9 +382,14 @@ _KERNEL_CHECK = r"""
 import json, torch
 from benchlib.training.adamw import AdamW
 out = []
-for dtype, m, v, rounding in [("bfloat16", None, None, "stochastic"), ("float16", "fp32", "fp32", "nearest"),
-                             ("bfloat16", None, None, "nearest"), ("float32", None, None, "nearest"),
-                             ("bfloat16", "fp32", "bf16", "stochastic")]:
+for dtype, m, v, rounding, moments in [
+        ("bfloat16", None, None, "stochastic", "nearest"), ("float16", "fp32", "fp32", "nearest", "nearest"),
+        ("bfloat16", None, None, "nearest", "nearest"), ("float32", None, None, "nearest", "nearest"),
+        ("bfloat16", "fp32", "bf16", "stochastic", "nearest"),
+        ("bfloat16", None, "fp32", "stochastic", "nearest"),  # bf16_pure_fp32v
+        ("bfloat16", None, None, "stochastic", "stochastic"),  # bf16_pure_sr_moments
+        ("bfloat16", "fp32", None, "nearest", "stochastic"),  # the second moment alone rounded stochastically
+        ("float32", "bf16", "bf16", "nearest", "stochastic")]:  # bf16 moments of fp32 weights
     gen = torch.Generator().manual_seed(0)
     sizes = [5000, 17, 4096, 3]  # lengths off 16 elements, and tails of blocks
     w = [torch.randn(n, generator=gen).to(getattr(torch, dtype)) for n in sizes]
@@ -294,7 +399,7 @@ for dtype, m, v, rounding in [("bfloat16", None, None, "stochastic"), ("float16"
         ps = [torch.nn.Parameter(x.clone()) for x in w]
         groups = [{"params": ps[:2] + ps[4:], "weight_decay": 0.1}, {"params": ps[2:4]}]
         opt = AdamW(groups, lr=1e-2, betas=(0.9, 0.95), exp_avg_dtype=m, exp_avg_sq_dtype=v, rounding=rounding,
-                    impl=impl, seed=3)
+                    moment_rounding=moments, impl=impl, seed=3)
         g2 = torch.Generator().manual_seed(1)
         for s in range(5):
             for p in ps:
@@ -304,22 +409,23 @@ for dtype, m, v, rounding in [("bfloat16", None, None, "stochastic"), ("float16"
     (a, oa), (b, ob) = runs["triton"], runs["reference"]
     same = all(torch.equal(x, y) and all(torch.equal(oa.state[x][k], ob.state[y][k]) for k in ("exp_avg", "exp_avg_sq"))
                for x, y in zip(a, b))
-    out.append([dtype, m, rounding, oa.impl, same])
+    out.append([dtype, m, v, rounding, moments, oa.impl, same])
 print(json.dumps(out))
 """
 
 
 def test_the_triton_kernel_computes_the_reference_function_bit_for_bit():
     """Under Triton's interpreter (CPU tensors): every dtype mix, lengths that end mid-block and
-    off 16 elements, an fp32 weight in a bf16 group, stochastic rounding included. On the GPU the
+    off 16 elements, an fp32 weight in a bf16 group, stochastic rounding of weights and of moments
+    included. On the GPU the
     benchmark (docs/bench/optimizer_step_2026-11-25) checks the compiled kernel the same way."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     res = subprocess.run([sys.executable, "-c", _KERNEL_CHECK], env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     results = json.loads(res.stdout.strip().splitlines()[-1])
-    assert len(results) == 5 and all(r[3] == "triton" for r in results)
-    assert all(r[4] for r in results), results
+    assert len(results) == 9 and all(r[5] == "triton" for r in results)
+    assert all(r[6] for r in results), results
 
 
 def test_8bit_adam_off_cuda_is_bitsandbytes_own_step_and_a_bad_mode_is_named(monkeypatch):

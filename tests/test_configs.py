@@ -89,6 +89,46 @@ def test_an_old_record_is_named_by_what_it_ran():
     assert get_config("amp_bf16").to_dict()["definition_hash"] == get_config("amp_bf16").definition_hash
 
 
+# definition hashes that records carry: a field added since must leave every one of them as it was
+PINNED_HASHES = {"fp32_baseline": "dc9a512881a1", "amp_fp16": "399cc7e35bee", "amp_bf16": "fb3b6271303d",
+                 "bf16_pure": "0139d5442567", "bf16_naive": "d4c4c8eb4270", "fp16_naive": "d4366136591d",
+                 "fp16_fp16_states": "bfab7c0dd4fb", "amp_bf16_8bit_adam": "9f142e49d376",
+                 "bf16_body_fp32_head": "13bfdc1ba9bc", "amp_bf16_fp8": "3549698f2dbd"}
+
+
+def test_definition_hashes_that_records_carry_do_not_change():
+    from benchlib.core.dtypes import definition_of, hash_definition
+    assert {n: get_config(n).definition_hash for n in PINNED_HASHES} == PINNED_HASHES
+    # a record written before moment_rounding existed, and one that names its default, hash alike
+    old = {k: v for k, v in get_config("bf16_pure").to_dict().items() if k not in ("moment_rounding", "definition_hash")}
+    assert hash_definition(definition_of(old)) == PINNED_HASHES["bf16_pure"]
+    assert "moment_rounding" not in get_config("bf16_pure").definition()
+    assert get_config("bf16_pure_sr_moments").definition()["moment_rounding"] == "stochastic"
+
+
+def test_the_bf16_second_moment_candidates_differ_from_bf16_pure_in_one_field():
+    """At beta2 0.999 a bf16 v rounded to nearest never decays: one candidate stores v in fp32, the
+    other writes both moments by stochastic rounding; both right after bf16_pure in the registry."""
+    pure = get_config("bf16_pure").definition()
+    for name, field, value in (("bf16_pure_fp32v", "exp_avg_sq_dtype", "fp32"),
+                               ("bf16_pure_sr_moments", "moment_rounding", "stochastic")):
+        c = get_config(name)
+        d = c.definition()
+        assert {k for k in d.keys() | pure.keys() if d.get(k) != pure.get(k)} == {field} and d[field] == value
+        assert c.role == "candidate" and "0.999" in c.description
+    assert get_config("bf16_pure_fp32v").state_dtypes == ("bf16", "fp32")
+    names = list(REGISTRY)
+    assert names[names.index("bf16_pure") + 1:][:2] == ["bf16_pure_fp32v", "bf16_pure_sr_moments"]
+
+
+@pytest.mark.parametrize("kw", [{"param_dtype": "fp16"}, {"param_dtype": "bf16", "exp_avg_dtype": "fp16"},
+                                {"optimizer": "adamw8bit"}])
+def test_stochastic_moments_are_refused_where_a_moment_is_not_bf16_or_fp32(kw):
+    with pytest.raises(ValueError, match="moment_rounding='stochastic' is implemented for bf16") as e:
+        DtypeConfig(name="bad", description="", moment_rounding="stochastic", **kw)
+    assert "\n" not in str(e.value)
+
+
 def test_8bit_moments_go_with_the_8bit_optimizer_only():
     with pytest.raises(ValueError, match="exp_avg_sq_dtype='8bit' goes with optimizer adamw8bit"):
         DtypeConfig(name="bad", description="", exp_avg_sq_dtype="8bit")

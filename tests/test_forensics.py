@@ -78,7 +78,8 @@ def test_a_run_records_the_counters_per_logged_step_and_their_summary(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     logged = [r for r in rows if "grad_zero_frac" in r]
     assert [r["step"] for r in logged] == [0, 3, 7, 11]
-    assert all("update_lost_frac" in r and "exp_avg_sq_zero_frac" in r for r in logged)
+    assert all("update_lost_frac" in r and "exp_avg_sq_zero_frac" in r and "exp_avg_sq_stuck_frac" in r
+               for r in logged)
     m = rec["metrics"]
     assert 0.0 <= m["forensics/grad_fp16_subnormal_frac_mean"] <= 1.0
     assert m["forensics/update_unchanged_frac_max"] >= m["forensics/update_unchanged_frac_mean"]
@@ -196,11 +197,36 @@ def test_states_that_are_not_floats_give_no_second_moment_counter_and_the_summar
 
     opt = Int8Adam([w])
     rows = _steps(opt, [w], Forensics([w], opt), grad_scale=1.0, steps=2)
-    assert all("exp_avg_sq_zero_frac" not in r and "update_lost_frac" not in r for r in rows)
+    assert all("exp_avg_sq_zero_frac" not in r and "exp_avg_sq_stuck_frac" not in r and "update_lost_frac" not in r
+               for r in rows)
     assert rows[1]["update_unchanged_frac"] == 0.0  # the weights' own counter still works (a sign step of 1e-3)
     summary = Forensics.summary([{"step": 0, **rows[0]}])
     assert summary["forensics/exp_avg_sq_zero_frac_mean"] is None and summary["forensics/update_lost_frac_max"] is None
+    assert summary["forensics/exp_avg_sq_stuck_frac_mean"] is None
     assert summary["forensics/update_unchanged_frac_mean"] == 0.0  # fp32 weights: every one moved
+
+
+def _stuck(config: str, beta2: float) -> float:
+    """bf16 weights under ``config``'s optimizer: 3 steps on gradients ~1 grow the second moment,
+    then one on gradients ~1e-3 (g^2 < v nearly everywhere: exact AdamW shrinks v by ~(1 - beta2));
+    that step's ``exp_avg_sq_stuck_frac``."""
+    w = torch.nn.Parameter(torch.ones(1 << 14, dtype=torch.bfloat16))
+    opt = build_optimizer(_holder(w), get_config(config), lr=1e-4, weight_decay=0.0, beta2=beta2, device=CPU)
+    f = Forensics([w], opt)
+    first = _steps(opt, [w], f, grad_scale=1.0, steps=3)
+    assert math.isnan(first[0]["exp_avg_sq_stuck_frac"])  # v = 0 before the first step: none should shrink
+    return _steps(opt, [w], f, grad_scale=1e-3, steps=1, seed=1)[0]["exp_avg_sq_stuck_frac"]
+
+
+def test_a_second_moment_that_rounding_keeps_from_decaying_is_counted_as_stuck():
+    """At beta2 0.999 exact AdamW shrinks v by ~0.1% under small gradients: below half a bf16 ulp
+    (2^-9 relative at least), so bf16 moments rounded to nearest (bf16_pure) store v again, all of
+    them; fp32 moments (bf16_pure_fp32v) move; at beta2 0.95 the 5% shrink exceeds a bf16 ulp.
+    Stochastic rounding (bf16_pure_sr_moments) moves v down with chance ~0.001 v / ulp (0.13-0.26)."""
+    assert _stuck("bf16_pure", 0.999) == 1.0
+    assert _stuck("bf16_pure_fp32v", 0.999) < 1e-3
+    assert _stuck("bf16_pure", 0.95) < 1e-3
+    assert 0.7 < _stuck("bf16_pure_sr_moments", 0.999) < 0.9
 
 
 def _lost(make_opt, dtype, lr=1e-4, n=1 << 18):

@@ -51,6 +51,10 @@ class DtypeConfig:
     update_rounding: Literal["nearest", "stochastic"] = "nearest"
     """How low-precision weights absorb an update: round-to-nearest loses updates smaller
     than half the dtype's spacing; stochastic rounding keeps them in expectation (training/adamw.py)."""
+    moment_rounding: Literal["nearest", "stochastic"] = "nearest"
+    """How Adam's moments are written into bf16 storage (fp32 storage is exact): round-to-nearest
+    keeps a bf16 second moment from ever decaying when (1 - beta2) is below half a bf16 ulp
+    (beta2 0.999: v * beta2 rounds back to v); stochastic rounding lets it decay in expectation."""
     head_dtype: Optional[DtypeName] = None
     """dtype of the output head's weights and compute with autocast off; None = like the body."""
     compile: bool = True
@@ -76,6 +80,9 @@ class DtypeConfig:
             if (v == "8bit") != (self.optimizer == "adamw8bit") and v is not None:
                 raise ValueError(f"{self.name}: {field}={v!r} goes with optimizer "
                                  f"{'adamw8bit' if v == '8bit' else 'adamw'}, not {self.optimizer!r}")
+        if self.moment_rounding == "stochastic" and {"fp16", "8bit"} & set(self.state_dtypes):
+            raise ValueError(f"{self.name}: moment_rounding='stochastic' is implemented for bf16 moments "
+                             f"(fp32 ones are stored exactly), not {'/'.join(self.state_dtypes)}")
 
     @property
     def state_dtypes(self) -> tuple[str, str]:
@@ -119,6 +126,9 @@ class DtypeConfig:
 
 
 _NOT_NUMERIC = ("name", "description", "role", "definition_hash")
+_ABSENT_AT_DEFAULT = ("moment_rounding",)
+"""Numeric fields added after records carried definition hashes: left out of a definition where
+they hold their default (what every earlier run did), so that no earlier hash changes."""
 
 
 def resolved_states(d: dict) -> tuple[str, str]:
@@ -141,6 +151,9 @@ def definition_of(d: dict) -> dict:
         out["loss_scale"] = 1.0  # unused without scaling
     out["loss_scale"] = float(out["loss_scale"])
     out["adam_eps"] = float(out["adam_eps"])
+    for k in _ABSENT_AT_DEFAULT:
+        if out[k] == defaults[k]:
+            del out[k]
     return out
 
 
@@ -163,6 +176,13 @@ _CONFIGS = [
        autocast_dtype="bf16"),
     _c(name="bf16_pure", description="bf16 weights and compute, stochastic-rounding AdamW update",
        param_dtype="bf16", update_rounding="stochastic"),
+    # Two ways to let a bf16-stored second moment decay at beta2 0.999 (see moment_rounding)
+    _c(name="bf16_pure_fp32v", description="bf16_pure with Adam's second moment stored in fp32: at beta2 "
+       "0.999 a bf16 v never decays (v * beta2 rounds back to v); 2 more bytes per weight",
+       param_dtype="bf16", update_rounding="stochastic", exp_avg_sq_dtype="fp32"),
+    _c(name="bf16_pure_sr_moments", description="bf16_pure with both Adam moments written by stochastic "
+       "rounding: a bf16 v decays in expectation at beta2 0.999, at bf16_pure's memory",
+       param_dtype="bf16", update_rounding="stochastic", moment_rounding="stochastic"),
     _c(name="bf16_naive", description="bf16 weights and compute, round-to-nearest update (small updates lost)",
        param_dtype="bf16"),
     # The fp16-weight family, each isolating one question (seed 002 defines fp16_naive by its
@@ -360,11 +380,16 @@ def config_table() -> "pandas.DataFrame":  # noqa: F821
     for c in REGISTRY.values():
         rows.append({"name": c.name, "params": c.param_dtype, "autocast": c.autocast_dtype or "-",
                      "scaling": c.loss_scaling if c.loss_scaling != "static" else f"static x{c.loss_scale:g}",
-                     "optimizer": c.optimizer, "moments": "/".join(c.state_dtypes),
+                     "optimizer": c.optimizer, "moments": _moments(c),
                      "update": c.update_rounding, "head": c.head_dtype or "body",
                      "compile": c.compile, "tf32": c.tf32, "eps": c.adam_eps, "fp8": c.fp8,
                      "role": c.role, "definition": c.definition_hash, "description": c.description})
     return pd.DataFrame(rows).set_index("name")
+
+
+def _moments(c: DtypeConfig) -> str:
+    """The moments' storage, e.g. "bf16/fp32", and " stochastic" where they are written so."""
+    return "/".join(c.state_dtypes) + (" stochastic" if c.moment_rounding == "stochastic" else "")
 
 
 COST_FREE_FIELDS = ("adam_eps", "loss_scale")

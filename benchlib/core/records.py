@@ -145,6 +145,15 @@ METRICS = {
                                            "step where the gradient was finite and non-zero (underflow: in exact "
                                            "arithmetic v >= (1-beta2) g^2 > 0), mean over logged steps; None "
                                            "where the states are not floats (8-bit)",
+    "forensics/exp_avg_sq_stuck_frac_mean": "fraction of Adam second-moment entries stored bit-identical after "
+                                            "the step among those whose gradient had g^2 < v (in exact arithmetic "
+                                            "v beta2 + (1-beta2) g^2 < v: v should shrink); ~1 for bf16 rounded to "
+                                            "nearest at beta2 0.999 ((1-beta2) v below half a bf16 ulp: v never "
+                                            "decays), ~0 for fp32; high under stochastic rounding too, where a step leaves most entries unchanged "
+                                            "and moves a few by an ulp (unbiased: v decays on average), so it diagnoses "
+                                            "round-to-nearest storage only; mean over logged steps (skipped steps and steps "
+                                            "where no sampled v should shrink left out); None where the states are "
+                                            "not floats (8-bit)",
     "forensics/update_unchanged_frac_mean": "fraction of weights an optimizer step left bit-identical, "
                                             "mean over logged steps (skipped steps left out)",
     "forensics/update_lost_frac_mean": "share of the intended update's mass the weights did not receive: "

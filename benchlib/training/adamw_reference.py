@@ -17,6 +17,9 @@ _M32 = 0xFFFFFFFF
 # multipliers of the 32-bit integer hash "lowbias32" (C. Wellons, hash-prospector): each
 # output bit depends on every input bit, so consecutive indices give unrelated bits
 HASH_MUL = (0x7FEB352D, 0x846CA68B)
+# a key per stream of stochastic rounding: the weight's (0: the bits every earlier run drew) and
+# each moment's, hashed into the step's key so that the three draws of an element are independent
+SALT = {"param": 0, "exp_avg": 0x1B873593, "exp_avg_sq": 0x5BD1E995}
 
 
 def group_offsets(group: dict) -> dict[int, int]:
@@ -40,9 +43,12 @@ def mix32(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
-def random_bits16(seed: int, step: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """16 random bits (int64 in [0, 2^16)) for each element index at this step."""
+def random_bits16(seed: int, step: torch.Tensor, index: torch.Tensor, salt: int = 0) -> torch.Tensor:
+    """16 random bits (int64 in [0, 2^16)) for each element index at this step; a non-zero
+    ``salt`` (``SALT``) draws another stream, independent of the weight's."""
     key = mix32((mix32(step.to(torch.int64) & _M32) ^ seed) & _M32)
+    if salt:
+        key = mix32(key ^ salt)
     return mix32((index & _M32) ^ key) >> 16
 
 
@@ -96,7 +102,9 @@ def _sqrt(x: torch.Tensor) -> torch.Tensor:
 
 def reference_update(param: torch.Tensor, state: dict, group: dict, base: int) -> None:
     """One parameter's update in place (this rank's shard; ``state["step"]`` already counts this
-    step); ``base`` is the index of its first element in its group (``group_offsets``)."""
+    step); ``base`` is the index of its first element in its group (``group_offsets``). bf16
+    storage is written stochastically where the group says (``rounding``: the weight,
+    ``moment_rounding``: the moments), each stream with its own bits; all else to nearest."""
     p, g, m, v = (local(t) for t in (param, param.grad, state["exp_avg"], state["exp_avg_sq"]))
     step, lr = state["step"], group["lr"]
     b1, b2 = group["betas"]
@@ -106,10 +114,18 @@ def reference_update(param: torch.Tensor, state: dict, group: dict, base: int) -
     c1, c2 = bias_corrections(b1, b2, step)
     lr = lr.float()
     p32 = p32 * (1 - lr * group["weight_decay"]) - (m32 / (_sqrt(v32) / c2 + group["eps"])) * (lr / c1)
-    m.copy_(m32)
-    v.copy_(v32)
-    if p.dtype == torch.bfloat16 and group["rounding"] == "stochastic":
-        index = base + torch.arange(p.numel(), device=p.device).view(p.shape)
-        p.copy_(stochastic_round_to_bf16(p32, random_bits16(group["seed"], step, index)))
+    moments = group.get("moment_rounding", "nearest")
+    _write(m, m32, moments, group["seed"], step, base, SALT["exp_avg"])
+    _write(v, v32, moments, group["seed"], step, base, SALT["exp_avg_sq"])
+    _write(p, p32, group["rounding"], group["seed"], step, base, SALT["param"])
+
+
+def _write(dst: torch.Tensor, x32: torch.Tensor, rounding: str, seed: int, step: torch.Tensor, base: int,
+           salt: int) -> None:
+    """fp32 ``x32`` into ``dst``: stochastically where ``dst`` is bf16 and ``rounding`` says so,
+    else fp32 exactly and bf16 / fp16 by round-to-nearest-even."""
+    if dst.dtype == torch.bfloat16 and rounding == "stochastic":
+        index = base + torch.arange(dst.numel(), device=dst.device).view(dst.shape)
+        dst.copy_(stochastic_round_to_bf16(x32, random_bits16(seed, step, index, salt)))
     else:
-        p.copy_(p32)  # fp32 exactly; bf16 / fp16 by round-to-nearest-even
+        dst.copy_(x32)

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from benchlib.training.adamw_reference import HASH_MUL, group_offsets, local, reference_update
+from benchlib.training.adamw_reference import HASH_MUL, SALT, group_offsets, local, reference_update
 
 BLOCK = 2048
 NUM_WARPS = 4
@@ -25,6 +25,8 @@ _TL = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl
 
 HASH_MUL_0 = tl.constexpr(HASH_MUL[0])
 HASH_MUL_1 = tl.constexpr(HASH_MUL[1])
+SALT_M = tl.constexpr(SALT["exp_avg"])
+SALT_V = tl.constexpr(SALT["exp_avg_sq"])
 # the interpreter (TRITON_INTERPRET=1) runs the kernel on CPU tensors: the tests' check that the
 # kernel computes the reference's function
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -51,11 +53,21 @@ def _store_as(x, D: tl.constexpr):
         return x.to(D)
 
 
+@triton.jit
+def _round_stochastic(x, index, key):
+    """adamw_reference.stochastic_round_to_bf16 up to the bf16 conversion (then exact): the
+    stream ``key``'s 16 random bits added below bf16's bits, which are kept."""
+    noise = _mix32(index ^ key) >> 16
+    bits = (x.to(tl.uint32, bitcast=True) + noise) & 0xFFFF0000
+    return tl.where(x != x, x, bits.to(tl.float32, bitcast=True))  # NaN stays NaN
+
+
 @triton.jit(do_not_specialize=["seed"])
 def _adamw_kernel(table, grads, blocks, lr_ptr, betas64, seed, beta1, beta2, one_minus_beta1, one_minus_beta2,
                   eps, weight_decay,
                   P: tl.constexpr, G: tl.constexpr, M: tl.constexpr, V: tl.constexpr,
-                  STOCHASTIC: tl.constexpr, ALIGNED: tl.constexpr, BLOCK: tl.constexpr):
+                  STOCHASTIC: tl.constexpr, SR_M: tl.constexpr, SR_V: tl.constexpr, ALIGNED: tl.constexpr,
+                  BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     t = tl.load(blocks + 2 * pid)
     start = tl.load(blocks + 2 * pid + 1)
@@ -104,14 +116,17 @@ def _adamw_kernel(table, grads, blocks, lr_ptr, betas64, seed, beta1, beta2, one
     v = v * beta2 + (g * g) * one_minus_beta2
     denom = tl.div_rn(tl.sqrt_rn(v), c2) + eps
     p = p * decay - tl.div_rn(m, denom) * step_size
+    # stochastic rounding (adamw_reference.random_bits16): the step's key, salted per moment
+    key = _mix32(_mix32(step.to(tl.uint32)) ^ seed.to(tl.uint32))
+    index = (base + offs).to(tl.uint32)
+    if SR_M:
+        m = _round_stochastic(m, index, _mix32(key ^ SALT_M))
+    if SR_V:
+        v = _round_stochastic(v, index, _mix32(key ^ SALT_V))
+    if STOCHASTIC:
+        p = _round_stochastic(p, index, key)
     tl.store(m_ptr + offs, _store_as(m, M), mask=mask)
     tl.store(v_ptr + offs, _store_as(v, V), mask=mask)
-    if STOCHASTIC:
-        key = _mix32(_mix32(step.to(tl.uint32)) ^ seed.to(tl.uint32))
-        noise = _mix32((base + offs).to(tl.uint32) ^ key) >> 16
-        bits = (p.to(tl.uint32, bitcast=True) + noise) & 0xFFFF0000
-        rounded = bits.to(tl.float32, bitcast=True)
-        p = tl.where(p != p, p, rounded)  # NaN stays NaN
     tl.store(p_ptr + offs, _store_as(p, P), mask=mask)
 
 
@@ -207,10 +222,12 @@ class Launcher:
                 return self.step(gi, group, params, states)
             b.set_grads(gptrs)
             P, G, M, V, aligned = b.key
+            moments = group.get("moment_rounding", "nearest") == "stochastic"
             _adamw_kernel[(b.n_blocks,)](
                 b.table, b.grads, b.blocks, group["lr"], betas64, group["seed"], b1, b2, 1 - b1, 1 - b2,
                 group["eps"], group["weight_decay"], P=_TL[P], G=_TL[G], M=_TL[M], V=_TL[V],
-                STOCHASTIC=group["rounding"] == "stochastic" and P == torch.bfloat16, ALIGNED=aligned,
+                STOCHASTIC=group["rounding"] == "stochastic" and P == torch.bfloat16,
+                SR_M=moments and M == torch.bfloat16, SR_V=moments and V == torch.bfloat16, ALIGNED=aligned,
                 BLOCK=BLOCK, num_warps=NUM_WARPS, enable_fp_fusion=False)
         for p, st, base in slow:  # odd dtypes, strides or devices: the reference, per tensor
             reference_update(p, st, group, base)

@@ -5,6 +5,8 @@ definition is its ``records.METRICS`` entry (``forensics/*``); what the names hi
 * ``grad_zero_frac`` counts gradients never touched too (rows of absent tokens);
   ``grad_fp16_flush_frac`` is 0 by construction where the gradients are fp16 already;
 * a stored ``exp_avg_sq`` of 0 leaves the second moment no history: only eps bounds the step;
+* a stored ``exp_avg_sq`` that a step should shrink (g^2 < v) but leaves bit-identical is stuck:
+  bf16 rounded to nearest at beta2 0.999, where (1 - beta2) v is below half a bf16 ulp;
 * stochastic rounding leaves as many weights unchanged as round-to-nearest, so
   ``update_unchanged_frac`` cannot tell them apart; ``update_lost_frac`` can. Neither is defined
   for 8-bit states, amsgrad or maximize; both are NaN on a step the optimizer skipped.
@@ -128,6 +130,15 @@ def intended_update(group: dict, params: list, state, stride: int, weights: torc
     return weights.to(torch.float32, copy=True).mul_(-(lr * float(group["weight_decay"]))).sub_(step)
 
 
+def _decays(g: torch.Tensor, v: torch.Tensor | None) -> torch.Tensor | None:
+    """Where this step's gradient makes exact AdamW shrink the stored second moment: g^2 < v,
+    i.e. v * beta2 + (1 - beta2) g^2 < v (fp32, as the step computes g^2); None without ``v``."""
+    if v is None:
+        return None
+    g = g.float()
+    return g * g < v
+
+
 def _ratio(pairs: list[tuple]) -> torch.Tensor:
     return sum(a for a, _ in pairs) / sum(b for _, b in pairs)
 
@@ -142,6 +153,8 @@ class _Taken:
     intended: torch.Tensor | None    # fp32
     live: torch.Tensor               # gradient finite and != 0 (the second-moment counter's denominator)
     count: object                    # the optimizer's step count before the step
+    v: torch.Tensor | None = None    # sampled second moment before the step (fp32), None: not a float state
+    decays: torch.Tensor | None = None  # g^2 < v: exact arithmetic shrinks v (the stuck counter's denominator)
 
 
 class Forensics:
@@ -150,7 +163,7 @@ class Forensics:
     optimizer step, both before the gradients are zeroed."""
 
     KEYS = ("grad_zero_frac", "grad_fp16_subnormal_frac", "grad_fp16_flush_frac", "grad_nonfinite_frac",
-            "update_unchanged_frac", "exp_avg_sq_zero_frac", "update_lost_frac",
+            "update_unchanged_frac", "exp_avg_sq_zero_frac", "exp_avg_sq_stuck_frac", "update_lost_frac",
             *(f"update_lost_frac_{g}" for g in GROUP_LABELS))
 
     def __init__(self, params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
@@ -188,14 +201,16 @@ class Forensics:
             g = sample([p.grad for p in ps], self.stride)
             known = self.optimizer is not None
             intended = intended_update(group, ps, state, self.stride, w) if known else None
+            v = _state_sample(ps, state, "exp_avg_sq", self.stride) if known else None
             self._taken.append(_Taken(label, group, ps, w, intended, torch.isfinite(g) & (g != 0),
-                                      _snapshot(_step_count(group, ps[0], state)) if known else None))
+                                      _snapshot(_step_count(group, ps[0], state)) if known else None,
+                                      v, _decays(g, v)))
 
     def after_step(self) -> dict[str, torch.Tensor]:
         if not self._taken:
             return {}
         state = self.optimizer.state if self.optimizer is not None else {}
-        same, zeros, lost = [], [], {}  # (numerator, denominator) pairs, per group
+        same, zeros, stuck, lost = [], [], [], {}  # (numerator, denominator) pairs, per group
         for t in self._taken:
             after = sample(t.params, self.stride)
             taken = _changed(t.count, _step_count(t.group, t.params[0], state) if self.optimizer is not None else None)
@@ -207,10 +222,14 @@ class Forensics:
             v = _state_sample(t.params, state, "exp_avg_sq", self.stride) if self.optimizer is not None else None
             if v is not None:
                 zeros.append((_when(((v == 0) & t.live).sum().float(), taken), t.live.sum()))
+            if v is not None and t.v is not None:
+                stuck.append((_when(((v == t.v) & t.decays).sum().float(), taken), t.decays.sum()))
         self._taken = None
         out = {"update_unchanged_frac": _ratio(same)}
         if zeros:
             out["exp_avg_sq_zero_frac"] = _ratio(zeros)
+        if stuck:
+            out["exp_avg_sq_stuck_frac"] = _ratio(stuck)  # 0/0 = NaN where no sampled v should shrink
         if lost:
             out["update_lost_frac"] = _ratio([p for ps in lost.values() for p in ps])
             out.update({f"update_lost_frac_{label}": _ratio(ps) for label, ps in lost.items()})

@@ -78,8 +78,9 @@ ADAMW8BIT_STEP = "direct"
 
 def uses_torch_adamw(model: torch.nn.Module, dtype: DtypeConfig) -> bool:
     """Whether torch's fused AdamW does what ``dtype`` says: moments stored in each weight's own
-    dtype and round-to-nearest weights. It is then used (it is torch's behaviour, and fastest)."""
-    if dtype.update_rounding != "nearest":
+    dtype, rounded to nearest, and round-to-nearest weights. It is then used (it is torch's
+    behaviour, and fastest)."""
+    if dtype.update_rounding != "nearest" or dtype.moment_rounding != "nearest":
         return False
     for name in (dtype.exp_avg_dtype, dtype.exp_avg_sq_dtype):
         if name is not None and any(p.dtype != TORCH_DTYPES[name] for p in model.parameters() if p.requires_grad):
@@ -103,7 +104,8 @@ def build_optimizer(model: torch.nn.Module, dtype: DtypeConfig, lr: float, weigh
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps, fused=True)
     from benchlib.training.adamw import AdamW
     return AdamW(groups, lr=lr, betas=betas, eps=dtype.adam_eps, exp_avg_dtype=dtype.exp_avg_dtype,
-                 exp_avg_sq_dtype=dtype.exp_avg_sq_dtype, rounding=dtype.update_rounding)
+                 exp_avg_sq_dtype=dtype.exp_avg_sq_dtype, rounding=dtype.update_rounding,
+                 moment_rounding=dtype.moment_rounding)
 
 
 def lr_at(step: int, base_lr: float, warmup: int, total: int, min_ratio: float) -> float:

@@ -152,6 +152,8 @@ def bnb8(mode):
 def check_kernel_equals_reference(shp, checks):
     """Triton kernel vs the reference, both on the GPU, 3 steps of the whole model."""
     cases = [("bf16 SR, bf16 moments", torch.bfloat16, dict(rounding="stochastic")),
+             ("bf16 SR, fp32 v", torch.bfloat16, dict(rounding="stochastic", exp_avg_sq_dtype="fp32")),
+             ("bf16 SR, SR moments", torch.bfloat16, dict(rounding="stochastic", moment_rounding="stochastic")),
              ("fp16, fp32 moments", torch.float16, dict(exp_avg_dtype="fp32", exp_avg_sq_dtype="fp32")),
              ("bf16 nearest, bf16 moments", torch.bfloat16, {}),
              ("fp32", torch.float32, {})]
@@ -298,6 +300,8 @@ def main():
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--no-train", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="the optimizers' timings and the kernel checks only (no "
+                    "8-bit step modes, block-size tuning or training runs)")
     args = ap.parse_args()
     out = Path(args.out)
     info = {**versions(), "commit": args.commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -314,16 +318,20 @@ def main():
         bench_variant("torch AdamW fused", shp, dt, fused, args.steps, bw, rows)
     bench_variant("adamw.AdamW, stochastic rounding, bf16 moments (bf16_pure)", shp, torch.bfloat16,
                   ours(rounding="stochastic"), args.steps, bw, rows)
+    bench_variant("adamw.AdamW, stochastic rounding, bf16 m, fp32 v (bf16_pure_fp32v)", shp, torch.bfloat16,
+                  ours(rounding="stochastic", exp_avg_sq_dtype="fp32"), args.steps, bw, rows)
+    bench_variant("adamw.AdamW, stochastic rounding, bf16 moments rounded stochastically (bf16_pure_sr_moments)", shp,
+                  torch.bfloat16, ours(rounding="stochastic", moment_rounding="stochastic"), args.steps, bw, rows)
     bench_variant("adamw.AdamW, fp32 moments (fp16_naive)", shp, torch.float16,
                   ours(exp_avg_dtype="fp32", exp_avg_sq_dtype="fp32"), args.steps, bw, rows)
     bench_variant("adamw.AdamW, nearest, bf16 moments (as bf16_naive)", shp, torch.bfloat16, ours(), args.steps, bw, rows)
     bench_variant("adamw.AdamW, fp32", shp, torch.float32, ours(), args.steps, bw, rows)
-    for mode in ("bnb", "nosync", "lean", "direct"):
+    for mode in ("bnb", "nosync", "lean", "direct")[-1 if args.quick else 0:]:
         bench_variant(f"bitsandbytes AdamW8bit, step_mode={mode}", shp, torch.float32, bnb8(mode), args.steps, bw, rows)
     # the kernel's block size and warps, for the two configurations that use it
     tuning = []
     default = (adamw_triton.BLOCK, adamw_triton.NUM_WARPS)
-    for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 8)):
+    for block, warps in () if args.quick else ((1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 8)):
         adamw_triton.BLOCK, adamw_triton.NUM_WARPS = block, warps
         for label, dt, kw in (("bf16 SR", torch.bfloat16, dict(rounding="stochastic")),
                               ("fp16 + fp32 moments", torch.float16, dict(exp_avg_dtype="fp32", exp_avg_sq_dtype="fp32"))):
@@ -333,12 +341,13 @@ def main():
     checks = []
     check_kernel_equals_reference(shp, checks)
     check_stochastic_rounding(checks)
-    check_8bit_modes(shp, checks)
+    if not args.quick:
+        check_8bit_modes(shp, checks)
     fused_bf16 = next((r["ms"] for r in rows if r["optimizer"] == "torch AdamW fused" and r["params"] == "bfloat16"
                        and "ms" in r), None)
     result = {"info": info, "rows": rows, "tuning": tuning, "checks": checks}
     (out / "optimizer_step.json").write_text(json.dumps(result, indent=1))
-    if not args.no_train:
+    if not (args.no_train or args.quick):
         training_runs(Path("/tmp/optimizer_bench_runs"), checks)
         (out / "optimizer_step.json").write_text(json.dumps(result, indent=1))
     text = "\n".join([
