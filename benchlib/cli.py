@@ -134,8 +134,29 @@ def _cmd_infer(ns: argparse.Namespace) -> int:
 SUPPORT_MARKERS = ("<!-- support:start -->", "<!-- support:end -->")
 
 
+def _cmd_settings(ns: argparse.Namespace) -> int:
+    """``configs --settings``: each candidate (``--all``: every config) as the settings of plain PyTorch,
+    HF, Lightning and torchao."""
+    from benchlib.core import settings
+    roles = settings.ALL_ROLES if ns.all else ("candidate",)
+    if ns.readme:
+        from benchlib.analysis.findings import replace_block
+        path = Path(ns.readme)
+        path.write_text(replace_block(path.read_text(), settings.readme_block(roles), *settings.SETTINGS_MARKERS))
+        print(f"{path}: settings table updated")
+        return 0
+    print(settings.settings_markdown(roles=roles))
+    return 0
+
+
 def _cmd_configs(ns: argparse.Namespace) -> int:
     from benchlib.core.dtypes import ALIASES, config_table, support_markdown
+    if ns.settings:
+        if ns.support or ns.capability:
+            raise ConfigError("--settings and --support are two tables: give one")
+        return _cmd_settings(ns)
+    if ns.all:
+        raise ConfigError("--all goes with --settings (the plain table already lists every config)")
     if ns.support or ns.capability or ns.readme:
         cap, name = ns.capability, None
         if cap is None:
@@ -157,6 +178,7 @@ def _cmd_configs(ns: argparse.Namespace) -> int:
         print(config_table().to_string())
     print("aliases: " + ", ".join(f"{a} -> {b}" for a, b in ALIASES.items()))
     print("which GPU runs which config: dtype-bench configs --support")
+    print("each config in plain PyTorch's, HF Trainer's, Lightning's and torchao's settings: dtype-bench configs --settings")
     return 0
 
 
@@ -206,13 +228,32 @@ def build_parser() -> ArgumentParser:
     p_inf.add_argument("--prompt_len", type=int, default=128, help="GPT-2 causal LM: prompt tokens")
     p_inf.add_argument("--new_tokens", type=int, default=32, help="GPT-2 causal LM: tokens decoded with the KV cache")
     p_inf.set_defaults(fn=_cmd_infer)
-    p_cfg = sub.add_parser("configs", help="table of dtype configurations; --support: which GPU runs which")
+    p_cfg = sub.add_parser("configs", help="table of dtype configurations; --support: which GPU runs which; "
+                           "--settings: each as other libraries' settings",
+                           description="The dtype configurations (benchlib/core/dtypes.py REGISTRY). With no flag: "
+                           "every config's fields, role and definition hash. --support: which GPU generation runs "
+                           "which config. --settings: what each candidate is in plain PyTorch, HF Trainer, "
+                           "Lightning and torchao settings (--all: every config). --readme writes either table "
+                           "into a README.")
     p_cfg.add_argument("--support", action="store_true",
                        help="Which configs each GPU generation runs, and this machine's GPU (a markdown table).")
     p_cfg.add_argument("--capability", type=_capability, default=None, metavar="X.Y",
                        help="With --support: a column for a GPU of this compute capability (e.g. 7.5, a T4).")
+    p_cfg.add_argument("--settings", action="store_true",
+                       help="Each candidate config as the settings people type: plain PyTorch (torch.autocast, "
+                       "GradScaler, TF32 flags, the optimizer), HF Trainer (TrainingArguments bf16/fp16/tf32/optim), "
+                       "Lightning (Trainer precision=) and torchao (_AdamW bf16_stochastic_round, float8), with "
+                       "\"no equivalent\" where a library cannot express one, and which setups a test checks "
+                       "(a markdown table; what every row shares is said once in the notes under it). Candidates "
+                       "only, unless --all.")
+    p_cfg.add_argument("--all", action="store_true",
+                       help="With --settings: every config of the registry, controls and ablations too (they "
+                       "isolate one mechanism or switch one feature off; they are not setups to choose), not "
+                       "only the candidates; with --readme too.")
     p_cfg.add_argument("--readme", default=None, metavar="PATH",
-                       help="With --support: write the table between the support markers of this file (README.md).")
+                       help="With --support: write the support matrix between the support markers of this file "
+                       "(README.md); with --settings: the settings table between <!-- settings:start --> and "
+                       "<!-- settings:end -->.")
     p_cfg.set_defaults(fn=_cmd_configs)
     sub.add_parser("scenarios", help="the six scenarios A-F").set_defaults(fn=_cmd_scenarios)
     for name, (_, help_) in LAZY.items():

@@ -32,8 +32,10 @@ def _readme_args() -> list[str]:
 
 def _first() -> dict:
     """The README's first comparison: the one its answer table shows (the real-data studies)."""
-    path = REPO / _readme_args()[0]
-    return _comparison(path.parent.parent)
+    comp = json.loads((REPO / _readme_args()[0]).read_text())
+    if "verdict" not in (comp.get("recommendation_evidence") or [{}])[0]:
+        pytest.skip("the README's first comparison predates per-cell verdicts")
+    return comp
 
 
 def _speed() -> Path:
@@ -62,7 +64,7 @@ def _answer_rows(text: str) -> dict[str, dict[str, str]]:
     """config -> scenario -> cell text, from the first table after the default sentence."""
     lines = text.splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("| config | A |"))
-    scns = [c.strip() for c in lines[head].strip("|").split("|")][1:]
+    scns = [c.strip().removesuffix(" (1)") for c in lines[head].strip("|").split("|")][1:]  # (1): a footnote mark
     rows = {}
     for ln in lines[head + 2:]:
         if not ln.startswith("|"):
@@ -74,11 +76,14 @@ def _answer_rows(text: str) -> dict[str, dict[str, str]]:
 
 def test_the_findings_block_fits_a_screenful_and_opens_with_scope_then_answer(rendered):
     lines = rendered.rstrip("\n").splitlines()
-    assert len(lines) <= 60
+    assert len(lines) <= 70  # a screenful: the scope has a line per beta2 arm, the rule sits under the table
     scope = [ln for ln in lines if ln.startswith("> ")]
-    assert len(scope) == 3 and "H100" in scope[0] and "TF32 off" in scope[0]
+    assert "H100" in scope[0] and "TF32 off" in scope[0] and scope[-1].startswith("> **Speed and memory**")
     names = [Path(s).name for s in _first()["sources"]]
-    assert all(n in scope[1] for n in names) and "`base`" in scope[2] and f"(`{SPEED.name}`)" in scope[2]
+    assert all(n in scope[1] for n in names) and "beta2 0.95" in scope[1] and "steps x" in scope[1]
+    assert all(ln.startswith("> **Quality at beta2") for ln in scope[1:-1])  # one line per beta2 arm
+    assert "`base`" in scope[-1] and f"(`{SPEED.name}`)" in scope[-1]
+    scope[2] = scope[-1]
     from benchlib.core.records import load_records
     ids = {r["env"].get("gpu_uuid") for r in load_records(SPEED)} - {None}
     assert (f"{len(ids)} different GPUs" in scope[2]) if len(ids) > 1 else ("one GPU" in scope[2] or "not identified" in scope[2])
@@ -140,7 +145,8 @@ def test_throughput_is_a_multiplier_taken_from_the_speed_study(rendered):
             assert "x / " not in rows[c][s]
             continue
         x_tf32 = r["mean"] / t.loc[(s, answer.TF32), "mean"]
-        assert f"{r['rel']:.1f}x / {x_tf32:.1f}x" in rows[c][s]
+        x_amp = r["mean"] / t.loc[(s, answer.AMP), "mean"]
+        assert f"{r['rel']:.2f}x / {x_tf32:.2f}x / {x_amp:.2f}x" in rows[c][s]
     table = "\n".join(ln for ln in rendered.splitlines() if ln.startswith("| fp32") or ln.startswith("| amp"))
     assert not re.search(r"\+\d{3,}%", table)  # never "+713%"
 
@@ -152,7 +158,7 @@ def test_a_changed_verdict_changes_the_cell_and_where_it_breaks(tmp_path):
             r.update(verdict="failed", safe=False, reason="stalled 2/7 (did not learn)")
     text = findings.render([("reference", comp, REF)], ["r.json"])
     assert _answer_rows(text)["amp_bf16"]["A"].startswith("**failed(stalled)**")
-    assert "- amp_bf16: failed(stalled) on A" in text
+    assert "- amp_bf16 at beta2 0.95: failed(stalled) on A" in text
 
 
 def test_the_where_configs_break_grid_colours_the_comparisons_verdicts():

@@ -71,6 +71,13 @@ def test_a_field_flag_s_help_is_the_first_sentence_of_the_field_s_docstring(comm
     assert fields >= {"run": len(RunConfig.keys()) - 1, "infer": len(RunConfig.keys()) - 1, "sweep": 0}[command]
 
 
+def test_every_flag_of_configs_has_help():
+    flags = _flags(_sub("configs"))
+    assert {"--support", "--settings", "--all", "--readme"} <= set(flags)
+    assert all(a.help and a.help.strip() for a in flags.values())
+    assert "--settings" in flags["--all"].help and "--all" in flags["--settings"].help
+
+
 def test_the_sweep_s_set_flag_names_every_key_of_the_executor_section():
     shown = _flags(sweep.build_parser())["--set"].help
     assert all(k in shown for k in ExecutorSettings.keys() if k != "kind")

@@ -30,9 +30,11 @@ def test_findings_say_what_the_comparison_says():
 def test_a_changed_comparison_changes_the_findings():
     comp = json.loads(QUICK.read_text())
     comp["flips"] = [{"interpretation": "bf16_pure ranks 1st on A but 9th on D"}]
-    comp["recommendations"]["universal"] = ["default: amp_bf16 - safe on every scenario"]
+    cell = next(r for r in comp["recommendation_evidence"] if r["role"] == "candidate" and r["verdict"] != "reference")
+    cell.update(verdict="degraded", safe=False, reason="degraded 3/3 (test)")
     text = findings.render([("quick", comp, QUICK.parent.parent)], ["x.json"])
-    assert "bf16_pure ranks 1st on A but 9th on D" in text and "**Default: amp_bf16 - safe on every scenario.**" in text
+    assert "bf16_pure ranks 1st on A but 9th on D" in text
+    assert f"- {cell['config']} at beta2 0.95: degraded on {cell['scenario']}" in text
 
 
 def test_each_hypothesis_comes_from_the_study_that_decides_it(tmp_path):
@@ -173,77 +175,88 @@ def speed_study(tmp_path, measured: dict[str, dict[str, float]], cv: float | Non
     return ("reference_speed", comp, tmp_path)
 
 
-def _safe_where_tested(ref: dict) -> list[str]:
-    """Candidates the reference comparison calls safe (or reference) wherever it compared quality."""
-    import pandas as pd
-    ev = pd.DataFrame(ref["recommendation_evidence"])
-    ev = ev[ev["role"] == "candidate"]
-    est = set(ev.loc[ev["verdict"].isin(["safe", "degraded", "inconclusive", "reference"]), "scenario"])
-    return sorted(c for c, g in ev.groupby("config") if set(g.loc[g["scenario"].isin(est), "verdict"]) <= {"safe", "reference"}
-                  and not g["verdict"].isin(["failed", "degraded"]).any())
+def evidence(cells: dict[str, dict[str, str]]) -> dict:
+    """QUICK's comparison with its per-cell verdicts replaced: ``cells[config][scenario]``."""
+    comp = json.loads(QUICK.read_text())
+    from benchlib.core.dtypes import REGISTRY
+    comp["recommendation_evidence"] = [
+        {"scenario": s, "config": c, "role": REGISTRY[c].role, "verdict": v, "safe": v in ("safe", "reference"),
+         "reason": f"{v} (test)", "gap_pct": None, "ci_low": None, "ci_high": None}
+        for c, by in cells.items() for s, v in by.items()]
+    comp["reliability"] = {}
+    return comp
 
 
-def _reference():
-    ref = json.loads(REFERENCE.read_text())
-    if "verdict" not in ref["recommendation_evidence"][0]:
-        pytest.skip("the reference comparison predates per-cell verdicts: run `dtype-bench compare` on it")
-    return ref
+def _default_line(text: str) -> str:
+    return next(ln for ln in text.splitlines() if ln.startswith("**No default") or ln.startswith("**Default"))
+
+
+SAFE_AD = {"A": "safe", "D": "safe"}
 
 
 def test_the_default_is_the_fastest_candidate_safe_wherever_tested(tmp_path):
-    """The speed study's ranks pick among the candidates safe wherever quality was testable: a
-    faster config that diverged, degraded or is a control is never the default."""
-    ref = _reference()
-    safe = _safe_where_tested(ref)
-    assert "amp_fp16" in safe and "fp16_fp16_states" not in safe and "bf16_naive" not in safe
-    speeds = {c: 2.0 + 0.1 * i for i, c in enumerate(ref["configs"])}  # every config measured
-    speeds.update(amp_fp16=9.0, fp16_fp16_states=20.0, bf16_naive=19.0, amp_bf16_eps1e4=25.0, amp_bf16=8.95)
-    text = findings.render([("reference", ref, REFERENCE.parent.parent),
-                            speed_study(tmp_path, {"A": speeds, "D": speeds})], ["r.json", "s.json"])
-    default = next(ln for ln in text.splitlines() if ln.startswith("**No default") or ln.startswith("**Default"))
-    assert "**amp_fp16** (`reference_speed`: throughput 9.00x fp32" in default
-    assert line_with(default, "as fast", "1%", "amp_bf16 (8.95x)")  # 0.6% slower: no reason to choose between them
-    for never in ("fp16_fp16_states", "bf16_naive", "amp_bf16_eps1e4"):
+    """The speed study picks among the candidates safe wherever quality entered verdicts: a faster
+    config that degraded or failed, or a control, is never the default; 0.6% is no difference."""
+    comp = evidence({"fp32_baseline": {"A": "reference", "D": "reference"}, "amp_fp16": SAFE_AD, "amp_bf16": SAFE_AD,
+                     "fp16_fp16_states": {"A": "degraded", "D": "safe"}, "bf16_naive": {"A": "safe", "D": "failed"},
+                     "amp_bf16_eps1e4": SAFE_AD})
+    speeds = {"fp32_baseline": 1.0, "amp_fp16": 9.0, "amp_bf16": 8.95, "fp16_fp16_states": 20.0, "bf16_naive": 19.0,
+              "amp_bf16_eps1e4": 25.0}
+    text = findings.render([("quick", comp, QUICK.parent.parent), speed_study(tmp_path, {"A": speeds, "D": speeds})],
+                           ["r.json", "s.json"])
+    default = _default_line(text)
+    assert default.startswith("**Default: amp_fp16 and amp_bf16** (tied by the rule)")
+    for never in ("fp16_fp16_states", "bf16_naive", "eps1e4", "fp32_baseline"):
         assert never not in default
+    assert line_with(text, "**The rule.**", ">= 1% higher on more of the speed study's scenarios (A, D)")
 
 
 def test_a_speed_studys_throughput_flips_join_the_quality_studys_flips(tmp_path):
     """The quality study timed nothing: which config is faster flipping between tasks comes from
     the speed study, named; its quality flips (there are none to read) would not be listed."""
-    ref = _reference()
+    ref = json.loads(QUICK.read_text())
     name, comp, folder = speed_study(tmp_path, {"A": {c: 2.0 for c in ref["configs"]}})
     comp["flips"] = [{"metric": "throughput", "interpretation": "x beats y on throughput by 9% on A but trails it on C"},
                      {"metric": "quality", "interpretation": "x beats y on quality (not read in a speed study)"}]
-    text = findings.render([("reference", ref, REFERENCE.parent.parent), (name, comp, folder)], ["r.json", "s.json"])
+    text = findings.render([("quick", ref, QUICK.parent.parent), (name, comp, folder)], ["r.json", "s.json"])
     flips = next(ln for ln in text.splitlines() if ln.startswith("**Flips between tasks**"))
     assert "`reference_speed`: x beats y on throughput by 9% on A but trails it on C" in flips
     assert "not read in a speed study" not in flips and f"({len(ref['flips']) + 1})" in flips
 
 
-def test_a_speed_gap_within_seed_noise_is_a_tie(tmp_path):
-    """amp_bf16 3% behind amp_fp16: a tie where seeds spread by 4%, a difference where they
-    spread by 0.5%."""
-    ref = _reference()
-    speeds = {c: 2.0 for c in ref["configs"]}
-    speeds["amp_fp16"], speeds["amp_bf16"] = 9.0, 8.73
-
-    def line(folder, cv, runs=2):
-        text = findings.render([("reference", ref, REFERENCE.parent.parent),
-                                speed_study(tmp_path / folder, {"A": speeds}, cv, runs)], ["r.json", "s.json"])
-        return next(ln for ln in text.splitlines() if ln.startswith("**No default") or ln.startswith("**Default"))
-    noisy, quiet = line("noisy", 0.04), line("quiet", 0.005)
-    assert "**amp_fp16**" in noisy and line_with(noisy, "as fast", "seed noise", "amp_bf16 (8.73x)")
-    assert "**amp_fp16**" in quiet and "as fast" not in quiet
+def test_faster_on_one_scenario_and_slower_on_another_is_a_tie_named_with_both(tmp_path):
+    """amp_bf16 3% behind amp_fp16 on A and 3% ahead on D, equal memory: no mean over scenarios decides."""
+    comp = evidence({"fp32_baseline": {"A": "reference", "D": "reference"}, "amp_fp16": SAFE_AD, "amp_bf16": SAFE_AD})
+    speeds = {"A": {"fp32_baseline": 1.0, "amp_fp16": 9.0, "amp_bf16": 8.73},
+              "D": {"fp32_baseline": 1.0, "amp_fp16": 3.0, "amp_bf16": 3.09}}
+    default = _default_line(findings.render([("quick", comp, QUICK.parent.parent), speed_study(tmp_path, speeds)],
+                                            ["r.json", "s.json"]))
+    assert default.startswith("**Default: amp_fp16 and amp_bf16** (tied by the rule)")
 
 
-def test_no_default_while_the_speed_study_misses_a_safe_config(tmp_path):
-    ref = _reference()
-    safe = _safe_where_tested(ref)
-    part = {c: 3.0 for c in safe if c != "bf16_body_fp32_head"}
-    text = findings.render([("reference", ref, REFERENCE.parent.parent),
-                            speed_study(tmp_path, {"A": {c: 3.0 for c in safe}, "B": part})], ["r.json", "s.json"])
-    assert line_with(text, "No default", "`reference_speed`", "throughput", "bf16_body_fp32_head", "B")
-    assert "provisional" not in text
+def test_a_safe_config_the_speed_study_did_not_time_is_never_the_default(tmp_path):
+    comp = evidence({"fp32_baseline": {"A": "reference", "B": "reference"}, "amp_bf16": {"A": "safe", "B": "safe"},
+                     "bf16_body_fp32_head": {"A": "safe", "B": "safe"}})
+    part = {"fp32_baseline": 1.0, "amp_bf16": 3.0}
+    text = findings.render([("quick", comp, QUICK.parent.parent),
+                            speed_study(tmp_path, {"A": {**part, "bf16_body_fp32_head": 5.0}, "B": part})],
+                           ["r.json", "s.json"])
+    assert line_with(_default_line(text), "Default: amp_bf16", "not timed: bf16_body_fp32_head")
+
+
+def test_a_config_safe_at_one_beta2_only_is_not_the_default_at_both(tmp_path):
+    """A second quality study at another beta2 is an arm: its columns sit beside the first's and a
+    default must be safe in both."""
+    first = evidence({"fp32_baseline": {"A": "reference"}, "amp_bf16": {"A": "safe"}, "bf16_pure": {"A": "safe"}})
+    second = evidence({"fp32_baseline": {"A": "reference"}, "amp_bf16": {"A": "safe"}, "bf16_pure": {"A": "degraded"}})
+    second["recipe"] = {"A": {"beta2": 0.999, "steps": [100], "seeds": [3, 3], "metric": "val_loss", "metric2": None,
+                              "data": ["x"], "tokens_per_step": [64], "size": ["tiny"], "model": []}}
+    first["recipe"] = {"A": {**second["recipe"]["A"], "beta2": 0.95}}
+    speeds = {"A": {"fp32_baseline": 1.0, "amp_bf16": 3.0, "bf16_pure": 4.0}}
+    text = findings.render([("quick", first, QUICK.parent.parent), ("b999", second, QUICK.parent.parent),
+                            speed_study(tmp_path, speeds)], ["r.json", "b.json", "s.json"])
+    assert _default_line(text).startswith("**Default: amp_bf16**")
+    assert line_with(text, "| config | A | A beta2 0.999 |") and "- bf16_pure at beta2 0.999: degraded on A" in text
 
 
 def test_a_stand_in_verdict_does_not_overrule_the_first_studys_test_of_the_config_itself():

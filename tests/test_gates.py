@@ -112,7 +112,7 @@ def test_a_scenario_whose_reference_did_not_learn_gives_no_flip_verdict_or_recom
     assert r["learned"]["D"]["learned"] is False and r["learned"]["A"]["learned"] is True
     assert "not learned" in r["notes"][1]
     assert r["recommendations"]["per_task"]["D"][0].startswith("D: no recommendation")
-    assert not any(line.startswith("default:") for line in r["recommendations"]["universal"])
+    assert not any(line.startswith(recommend.PICK) for line in r["recommendations"]["universal"])
     # stalled where nothing learned says nothing of a config: only A's evidence is cited
     assert all(" D:" not in line and "unsafe on A:" in line for line in r["recommendations"]["avoid"])
     assert {e["safe"] for e in r["recommendation_evidence"] if e["scenario"] == "D"} == {None}
@@ -160,8 +160,8 @@ def test_with_one_seed_no_config_is_safe_and_no_default_is_named():
     rec, saf = recommend.recommendations(df, tables.config_stats(df), FAST)
     assert saf["safe"].isna().all() and not saf["tested"].any() and set(saf["verdict"]) == {"not tested"}
     lines = rec["universal"] + [line for ls in rec["per_task"].values() for line in ls]
-    assert not any(line.startswith("default:") or "fastest safe" in line for line in lines)
-    assert rec["universal"][0].startswith("no default:")
+    assert not any(line.startswith(recommend.PICK) or "fastest safe" in line for line in lines)
+    assert rec["universal"][0].startswith(recommend.NO_PICK)
     assert line_with(rec["per_task"]["A"][0], "A", "no candidate", "safe")
     text = tables.describe_experiment(tables.summarize(df, "A"), "A")
     best = next(ln for ln in text.splitlines() if ln.startswith("- best quality: "))
@@ -190,7 +190,7 @@ def test_two_seeds_are_too_few_to_call_anything_safe_three_are_enough(n_seeds, t
     rec, saf = recommend.recommendations(df, tables.config_stats(df), FAST)
     amp = saf[saf["config"] == "amp_bf16"]
     assert amp["tested"].all() == tested and amp["safe"].eq(True).all() == tested
-    assert rec["universal"][0].startswith("default: amp_bf16") == tested
+    assert rec["universal"][0].startswith(recommend.PICK + "amp_bf16") == tested
 
 
 def test_with_one_seed_a_verdict_says_how_many_seeds_it_needs():
@@ -273,7 +273,7 @@ def test_failed_configs_are_never_the_fastest_recommendation():
     s = saf.set_index("config")
     assert not any(s.loc[c, "safe"] for c in ["fp16_naive", "fp16_naive_noscale", "bf16_naive", "bf16_pure"])
     assert rec["per_task"]["A"][0].startswith("A: fastest safe config amp_bf16")
-    assert rec["universal"][0].startswith("default: amp_bf16")
+    assert rec["universal"][0].startswith(recommend.PICK + "amp_bf16")
 
 
 # ---- degraded against the reference ----------------------------------------------------------

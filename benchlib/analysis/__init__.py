@@ -5,7 +5,7 @@ imported on first use, so that a GPU host without Altair can still summarise its
 """
 import importlib
 
-_HOME = {"show": "charts", "divergence_table": "hypotheses", "verdict_markdown": "hypotheses",
+_HOME = {"answer_for": "findings", "show": "charts", "divergence_table": "hypotheses", "verdict_markdown": "hypotheses",
          "verdict_table": "hypotheses", "overview_charts": "overview", "analyze_study": "report",
          "compare_study": "report", "mean_table": "report", "describe_experiment": "tables",
          "learned_scenarios": "tables", "load_study": "tables", "resolve_study_dir": "tables",

@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis.recommend import candidates
+from benchlib.analysis.stats import label
 from benchlib.analysis.tables import config_order
 from benchlib.core.records import load_records, shared_gpu
 
-BASELINE, TF32 = "fp32_baseline", "fp32_tf32_matmul"
+BASELINE, TF32, AMP = "fp32_baseline", "fp32_tf32_matmul", "amp_bf16"
 FAILURES = ("diverged", "stalled", "degraded", "oom", "error")  # the outcomes a failed verdict's mark names
 
 
@@ -31,7 +32,12 @@ def verdicts(comparison: dict) -> pd.DataFrame:
     for col in ("gap_pct", "ci_low", "ci_high"):
         ev[col] = pd.to_numeric(ev.get(col), errors="coerce")
     ev["delta_pct"], ev["delta_lo"], ev["delta_hi"] = -ev["gap_pct"], -ev["ci_high"], -ev["ci_low"]
-    return ev[["scenario", "config", "role", "verdict", "mark", "delta_pct", "delta_lo", "delta_hi", "reason"]]
+    for col in ("gap2_pct", "ci2_low", "ci2_high"):
+        ev[col] = pd.to_numeric(ev.get(col), errors="coerce")
+    ev["delta2_pct"], ev["delta2_lo"], ev["delta2_hi"] = -ev["gap2_pct"], -ev["ci2_high"], -ev["ci2_low"]
+    ev["metric2"] = ev.get("metric2")
+    return ev[["scenario", "config", "role", "verdict", "mark", "delta_pct", "delta_lo", "delta_hi", "metric2",
+               "delta2_pct", "delta2_lo", "delta2_hi", "reason"]]
 
 
 def mark(verdict: str, reason: str) -> str:
@@ -43,13 +49,17 @@ def mark(verdict: str, reason: str) -> str:
 
 
 def speed(stats: pd.DataFrame) -> pd.DataFrame:
-    """Per (scenario, config) of a speed study's ``config_stats``: throughput x fp32, x TF32 and GiB."""
+    """Per (scenario, config) of a speed study's ``config_stats``: throughput x fp32 (TF32 off), x TF32,
+    x amp_bf16, and GiB."""
     t = stats[stats["metric"] == "throughput"].set_index(["scenario", "config"])
     mem = stats[stats["metric"] == "memory"].set_index(["scenario", "config"])
-    tf32 = t["rel"].xs(TF32, level="config") if TF32 in t.index.get_level_values("config") else pd.Series(dtype=float)
-    x_tf32 = [rel / tf32.get(s, np.nan) for (s, _), rel in t["rel"].items()]
+
+    def against(cfg):
+        ref = t["rel"].xs(cfg, level="config") if cfg in t.index.get_level_values("config") else pd.Series(dtype=float)
+        return [rel / ref.get(s, np.nan) for (s, _), rel in t["rel"].items()]
     gib = mem["mean"].reindex(t.index) if "mean" in mem else np.nan
-    return pd.DataFrame({"x_fp32": t["rel"], "x_tf32": x_tf32, "gib": gib}, index=t.index).reset_index()
+    return pd.DataFrame({"x_fp32": t["rel"], "x_tf32": against(TF32), "x_amp": against(AMP), "gib": gib},
+                        index=t.index).reset_index()
 
 
 def cells(comparison: dict, stats: pd.DataFrame | None) -> pd.DataFrame:
@@ -59,19 +69,29 @@ def cells(comparison: dict, stats: pd.DataFrame | None) -> pd.DataFrame:
     if stats is not None and not stats.empty:
         v = v.merge(speed(stats), on=["scenario", "config"], how="left")
     else:
-        v = v.assign(x_fp32=np.nan, x_tf32=np.nan, gib=np.nan)
+        v = v.assign(x_fp32=np.nan, x_tf32=np.nan, x_amp=np.nan, gib=np.nan)
     return v
+
+
+def _x(v) -> str:
+    return f"{v:.2f}x" if pd.notna(v) else "-"
+
+
+def _pct(d, lo, hi, name: str = "") -> str:
+    ci = f" [{lo:+.2f}, {hi:+.2f}]" if pd.notna(lo) and pd.notna(hi) else ""
+    return f"{name}{d:+.2f}%{ci}"
 
 
 def _cell(r: pd.Series) -> str:
     parts = [f"**{r['mark']}**"]
-    if pd.notna(r["x_fp32"]):
-        parts.append(f"{r['x_fp32']:.1f}x / {r['x_tf32']:.1f}x" if pd.notna(r["x_tf32"]) else f"{r['x_fp32']:.1f}x / -")
-    if pd.notna(r["gib"]):
+    if pd.notna(r.get("x_fp32")):
+        parts.append(f"{_x(r['x_fp32'])} / {_x(r.get('x_tf32'))} / {_x(r.get('x_amp'))}")
+    if pd.notna(r.get("gib")):
         parts.append(f"{r['gib']:.1f} GiB")
     if pd.notna(r["delta_pct"]):
-        ci = f" [{r['delta_lo']:+.2f}, {r['delta_hi']:+.2f}]" if pd.notna(r["delta_lo"]) and pd.notna(r["delta_hi"]) else ""
-        parts.append(f"{r['delta_pct']:+.2f}%{ci}")
+        parts.append(_pct(r["delta_pct"], r["delta_lo"], r["delta_hi"]))
+    if pd.notna(r.get("delta2_pct")):
+        parts.append(_pct(r["delta2_pct"], r["delta2_lo"], r["delta2_hi"], f"{label(r['metric2'])} "))
     return "<br>".join(parts)
 
 
@@ -81,11 +101,24 @@ def _grid(configs, scns: list, cell) -> list[str]:
             + [f"| {cfg} | " + " | ".join(cell(cfg, s) for s in scns) + " |" for cfg in configs])
 
 
-def answer_table(c: pd.DataFrame) -> list[str]:
-    """Markdown rows: one per candidate config (registry order), one column per scenario."""
-    g = c.set_index(["config", "scenario"])
-    return _grid(config_order(c["config"].unique()), sorted(c["scenario"].unique()),
-                 lambda cfg, s: _cell(g.loc[(cfg, s)]) if (cfg, s) in g.index else "not run")
+def answer_table(c: pd.DataFrame, arms: list[tuple[str, pd.DataFrame]] = (), marks: dict | None = None) -> list[str]:
+    """Markdown rows: one per candidate config (registry order), one column per scenario of ``c``
+    and, after each, one per further arm that has it (``arms``: (label, cells); speed is shown in
+    the first arm's columns only, it does not depend on beta2); ``marks``: column -> a footnote mark."""
+    cols = [(s, s, c) for s in sorted(c["scenario"].unique())]
+    for label_, a in arms:
+        for s in sorted(a["scenario"].unique()):
+            at = max([i for i, (x, _, _) in enumerate(cols) if x.split(" ")[0] == s], default=len(cols) - 1)
+            cols.insert(at + 1, (f"{s} {label_}", s, a.assign(x_fp32=np.nan, gib=np.nan)))
+    idx = {name: d.set_index(["config", "scenario"]) for name, _, d in cols}
+    configs = config_order(set(c["config"]).union(*(set(a["config"]) for _, a in arms)))
+    names = [name + (marks or {}).get(name, "") for name, _, _ in cols]
+    table = _grid(configs, names, lambda cfg, col: "")
+    rows = table[:2]
+    for cfg in configs:
+        cells_ = [_cell(idx[name].loc[(cfg, s)]) if (cfg, s) in idx[name].index else "not run" for name, s, _ in cols]
+        rows.append(f"| {cfg} | " + " | ".join(cells_) + " |")
+    return rows
 
 
 def _models(records: list[dict]) -> dict[str, set]:
@@ -212,18 +245,29 @@ def _timing(d: dict) -> str:
     return text
 
 
-def scope_box(quality: tuple[str, Path | list[Path]], speed_study: tuple[str, Path] | None) -> list[str]:
-    """Three lines: the GPU and baseline; the quality study's scope (one folder, or the several
-    its comparison was computed from); the speed study's."""
+def scope_box(quality: tuple[str, Path | list[Path]], speed_study: tuple[str, Path] | None,
+              arms: list[dict] = ()) -> list[str]:
+    """The GPU and baseline; each quality arm's recipe, a scenario at a time in a practitioner's
+    words (``recipe_lines``; ``arms``: findings' arms, the first being ``quality``); the speed study's
+    scope."""
     folders = quality[1] if isinstance(quality[1], (list, tuple)) else [quality[1]]
-    q = describe([r for f in folders for r in load_records(f)])
+    records = [r for f in folders for r in load_records(f)]
+    q = describe(records)
     s = describe(load_records(speed_study[1])) if speed_study else None
-    gpu = q["device"] if not s or s["device"] == q["device"] else f"{q['device']} (quality), {s['device']} (speed)"
+    arm_records = [[r for f in a["folders"] for r in load_records(f)] for a in arms[1:]]
+    devices = sorted({d for rs in [records, *arm_records] for d in describe(rs)["device"].split(", ")})
+    gpu = ", ".join(devices) + (f" (quality), {s['device']} (speed)" if s and [s["device"]] != devices else "")
     lines = [f"> **GPU** {gpu}, torch {q['torch']}. **Baseline** `{BASELINE}`: fp32 with TF32 off; "
-             f"x TF32 is against `{TF32}` (fp32 weights, TF32 matmuls)."]
-    lines.append(f"> **Quality** (`{quality[0]}`): `{q['size']}` models"
-                 + (f" ({q['checkpoints']})" if q["checkpoints"] else "") + f", {q['data']} data, {q['steps']} steps, "
-                 f"{q['seeds']} seed(s) per cell, scenarios {q['scenarios']}.")
+             f"x TF32 is against `{TF32}` (fp32 weights, TF32 matmuls), x amp_bf16 against `{AMP}`."]
+    for i, a in enumerate(arms or [{"name": quality[0], "recipe": {}, "folder": None}]):
+        recs = records if i == 0 else arm_records[i - 1]
+        if a["recipe"]:
+            lines.append(f"> **Quality at {a['label']}** (`{a['name']}`): " + "; ".join(recipe_lines(a["name"], a["recipe"],
+                                                                                                   recs)) + ".")
+        else:
+            lines.append(f"> **Quality** (`{quality[0]}`): `{q['size']}` models"
+                         + (f" ({q['checkpoints']})" if q["checkpoints"] else "") + f", {q['data']} data, "
+                         f"{q['steps']} steps, {q['seeds']} seed(s) per cell, scenarios {q['scenarios']}.")
     if s:
         host, timing = _hosts(s), _timing(s)
         lines.append(f"> **Speed and memory** (`{speed_study[0]}`): `{s['size']}` models, {s['data']} data, "
@@ -315,3 +359,55 @@ def study_answer(study_dir: Path) -> str:
     tail = [controls_line(comparison)] if (verdicts(comparison)["role"] != "candidate").any() else []
     return "\n".join(["answer (verdict, x fp32 / x TF32 throughput, peak GiB, quality change vs the reference "
                       "[CI]):", *head, *learned, "", *(t.replace("<br>", ", ") for t in table), *tail])
+
+
+FAMILY = {"gpt2": "GPT-2", "bert": "BERT", "roberta": "RoBERTa"}
+
+
+def _model_words(records: list[dict]) -> str:
+    """What was trained, as a practitioner names it: family, size, and where it started from."""
+    r = records[0]
+    m, run = r.get("model") if isinstance(r.get("model"), dict) else {}, r.get("run") or {}
+    name = f"{FAMILY.get(m.get('model_type'), m.get('model_type') or '?')} {m.get('parameters', 0) / 1e6:.1f}M"
+    ckpt = run.get("model_name_or_path")
+    pre = r.get("pretrained") or {}
+    if not ckpt:
+        return f"{name} from scratch"
+    if (pre.get("checkpoint") or {}).get("run_id"):
+        c = pre["checkpoint"]
+        return f"{name} fine-tuned from the study's own pretraining ({c['scenario']}, {c['steps']:,} steps)"
+    package = pre.get("provenance_package")
+    return f"{name} fine-tuned from `{Path(str(ckpt)).name}`" + (f" ({package})" if package else "")
+
+
+def recipe_lines(name: str, recipe: dict, records: list[dict]) -> list[str]:
+    """One line per scenario of a quality study, in a practitioner's words: the model, its start,
+    the data, steps x tokens per step, beta2, the metric(s) and seeds."""
+    by = {}
+    for r in records:
+        by.setdefault(str(r.get("scenario")), []).append(r)
+    out = []
+    for s, rc in sorted(recipe.items()):
+        recs = by.get(s) or [{}]
+        data = Path(str(rc["data"][0])).name if rc.get("data") else "?"
+        metric = label(rc["metric"]) + (f" and {label(rc['metric2'])}" + ("" if rc.get("metric2_judged") else
+                                                                           " (reported)") if rc.get("metric2") else "")
+        seeds = rc["seeds"][0] if rc["seeds"][0] == rc["seeds"][1] else f"{rc['seeds'][0]}-{rc['seeds'][1]}"
+        steps = "/".join(f"{v:,}" for v in rc["steps"])
+        tokens = "/".join(f"{v:,}" for v in rc.get("tokens_per_step") or [])
+        out.append(f"{s}: {_model_words(recs)} on {data}, {steps} steps x {tokens} tokens, beta2 {rc['beta2']:g}, "
+                   f"{metric}, {seeds} seeds")
+    return out
+
+
+def metric_legend(recipes: dict[str, dict], level: float) -> str:
+    """What a cell's quality numbers are, per scenario: the metric, its sign, the interval."""
+    by: dict[str, list[str]] = {}
+    for s, rc in sorted(recipes.items()):
+        m = label(rc["metric"]) + (f" (then {label(rc['metric2'])}, " + ("judged too)" if rc.get("metric2_judged")
+                                                                          else "reported, not judged)")
+                                   if rc.get("metric2") else "")
+        by.setdefault(m, []).append(s)
+    return (f"quality change against the scenario's reference in % of it, negative = worse whatever the metric's "
+            f"direction, with its {level:.0%} t-interval over per-seed differences (paired by seed): "
+            + "; ".join(f"{', '.join(ss)}: {m}" for m, ss in by.items()))

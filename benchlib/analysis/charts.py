@@ -28,7 +28,7 @@ UNITS = {"memory": "GiB"}
 SHAPES = {"frontier": "diamond", "dominated": "circle", "not ranked": "circle", "excluded (failed run)": "cross"}
 FAILED_GREY = "#8c8c8c"  # a failed config without a verdict: grey and hollow
 LETTER_PX = 10  # vertical distance between scenario letters in one row of the flip chart
-VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "inconclusive": "#fdae6b", "untestable": "#9e9ac8",
+VERDICT = {"failed": "#d62728", "degraded": "#ff7f0e", "worse": "#fd8d3c", "inconclusive": "#fdae6b", "untestable": "#9e9ac8",
            "not tested": "#bdbdbd", "reference": "#a1d99b", "safe": "#31a354"}
 """The comparison's verdicts (``safety.safety``), worst first, and their colours; no unsafe one is grey."""
 

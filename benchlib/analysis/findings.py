@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -22,15 +23,21 @@ from benchlib.analysis import answer, arms, transfer
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.hypotheses import bf16_on_frontier
-from benchlib.analysis.recommend import _numbers, _pivots, _ties, candidates, default_across, order_across
+from benchlib.analysis import pick
+from benchlib.analysis.recommend import candidates
 from benchlib.analysis.stats import Rules
-from benchlib.analysis.tables import NOT_JUDGED, config_order, load_study
+from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, load_study
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, short_commit
 from benchlib.core.sizes import SHAPES
 from benchlib.core.timing import STEPS_SHARE_TARGET
 
 START, END = "<!-- findings:start -->", "<!-- findings:end -->"
+STUDIES_MARK = "<!-- answer studies:"
+"""The line of the Findings that names the study folders the answer is made of (``answer_studies``)."""
+ANSWER_FILE = Path("executed") / "ANSWER.md"
+"""Where ``--answer`` writes the answer alone, which executed/README.md, the HTML reports and the
+analysis notebooks of the studies it names show as it is (``answer_for``)."""
 FP8_BASELINE = "amp_bf16"
 
 
@@ -152,7 +159,8 @@ def _range(lo: float, hi: float, fmt: str) -> str:
 
 def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: list[str] = (),
            first: list[Path] | None = None) -> str:
-    """The Findings section as Markdown: scope, default, answer table, absolute speed, where
+    """The Findings section as Markdown: scope (each arm's recipe), the default by ``pick``'s rule,
+    the answer table (a column per scenario and beta2 arm), the rule, absolute speed, where
     candidates break, hypotheses, flips, gates, supporting studies (and ``extra``), provenance."""
     name, comparison, folder = studies[0]
     folders = first or [folder]
@@ -160,33 +168,141 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         name = " + ".join(f.name for f in folders)
     studies = [(name, comparison, folder), *studies[1:]]
     speed = _speed_study(studies[1:])
-    stats = pd.read_csv(speed[2] / "comparison" / "config_stats.csv") if speed else None
+    stats = pd.read_csv(speed[2] / "comparison" / "config_stats.csv") if speed else _own_speed(folder)
+    arms = _arms(studies, folders)
     cells = answer.cells(comparison, stats)
-    out = ["## Findings", ""]
-    out += answer.scope_box((name, folders), (speed[0], speed[2]) if speed else None) + [""]
-    out += [_default(comparison, cells, stats, speed[0] if speed else None), ""]
-    out += answer.answer_table(cells)
-    out += ["", f"Cell: the comparison's verdict for (scenario, config); throughput x fp32 / x TF32 and peak GiB "
-            f"(`{speed[0] if speed else name}`); {answer.quality_legend(cells)} (`{name}`). "
+    picked = pick.pick([pick.Arm(a["label"], a["beta2"], a["cells"] if i else cells, a["recipe"])
+                        for i, a in enumerate(arms)], stats)
+    used = [f for a in arms for f in a["folders"]] + ([speed[2]] if speed else [])
+    out = ["## Findings", "", f"{STUDIES_MARK} {' '.join(_rel(f) for f in used)} -->", ""]
+    out += answer.scope_box((name, folders), (speed[0], speed[2]) if speed else None, arms) + [""]
+    out += [picked["sentence"], ""]
+    marks, notes = _marks(arms)
+    out += answer.answer_table(cells, [(a["label"], a["cells"]) for a in arms[1:]], marks)
+    level = 1 - 2 * Rules.alpha
+    out += ["", f"Cell: the verdict for (scenario, config); throughput x fp32 (TF32 off) / x TF32 / x amp_bf16 and "
+            f"peak GiB (`{speed[0] if speed else name}`: each config's runs alone on a GPU; speed does not depend on "
+            f"beta2, so the beta2 columns show quality only); "
+            + answer.metric_legend({s: r for a in arms for s, r in a["recipe"].items()}, level)
+            + f". Columns without a beta2 are `{name}`'s (beta2 {arms[0]['beta2']:g})"
+            + "".join(f"; `{a['label']}` columns are `{a['name']}`'s" for a in arms[1:]) + ". "
+            + _references(arms) + " ".join(notes) + " "
             + (answer.model_mismatch(folders, speed[2], sorted(cells["scenario"].unique())) + " " if speed else "")
             + answer.controls_line(comparison)]
+    out += ["", picked["rule"]]
     if speed:
-        shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, *_default_configs(comparison, cells, stats)[0][:1]]))
+        shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, answer.AMP, *picked["configs"]]))
         out += ["", f"Absolute speed (`{speed[0]}`, mean over seeds; MFU against the GPU's dense bf16 peak):", ""]
         out += answer.absolute_table(speed[2], shown)
-    out += ["", f"**Where it breaks** (`{name}`, candidates; every run and reason in the report):"]
-    out += _bullets(_breaks(cells), "no candidate failed or degraded on any scenario")
+    out += ["", "**Where it breaks** (candidates; every run and reason in the reports):"]
+    out += _bullets([line for a in arms for line in _breaks(a["cells"] if a is not arms[0] else cells, a["label"])],
+                    "no candidate failed, degraded or came out worse on any scenario")
+    stuck = _stuck_line(arms)
+    out += ["", stuck] if stuck else []
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | from |", "|---|---|---|---|---|"]
     for hid, (n, h) in _hypotheses(studies, comparison).items():
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
                                          name if n != name else None)
         out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {_short(why, 200)} | `{n}` |")
+    arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, speed) + "  ", _gates(cells, comparison, folder) + "  ",
-            _efficiency([(f.name, f) for f in folders] + [(n, d) for n, _, d in studies[1:]]), "", "**Supporting studies**"]
-    out += [f"- {line}" for line in [_supporting(n, c, d) for n, c, d in studies[1:] if not speed or n != speed[0]]
-            + list(extra)]
-    out += ["", f"<sub>{_footnote([(f.name, None, f) for f in folders], speed, sources)}</sub>"]
+            _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
+                        + [(n, d) for n, _, d in studies[1:] if n not in arm_names]), "", "**Supporting studies**"]
+    out += [f"- {line}" for line in [_supporting(n, c, d) for n, c, d in studies[1:]
+                                      if (not speed or n != speed[0]) and n not in arm_names] + list(extra)]
+    out += ["", f"<sub>{_footnote([(f.name, None, f) for a in arms for f in a['folders']], speed, sources)}</sub>"]
     return "\n".join(out) + "\n"
+
+
+STUCK = "forensics/exp_avg_sq_stuck_frac_mean"
+
+
+def _stuck_line(arms: list[dict]) -> str:
+    """Where the runs measured it: the share of second-moment entries a step should shrink that stayed
+    bit-identical, per arm and candidate (mean over seeds), in one line; '' where none did."""
+    parts = []
+    for a in arms:
+        vals: dict[str, list] = {}
+        for r in (r for f in a["folders"] for r in load_records(f)):
+            v = (r.get("metrics") or {}).get(STUCK)
+            if isinstance(v, (int, float)) and (r.get("dtype") or {}).get("role", "candidate") == "candidate":
+                vals.setdefault(r["config"], []).append(float(v))
+        if vals:
+            parts.append(f"at {a['label']}: " + ", ".join(f"{c} {sum(v) / len(v):.2f}" for c, v in
+                                                           sorted(vals.items(), key=lambda kv: config_order(vals).index(kv[0]))))
+    if not parts:
+        return ""
+    return ("**Second moment that cannot decay** (`exp_avg_sq_stuck_frac`: of the Adam second-moment entries a step "
+            "should shrink, the share left bit-identical; mean over logged steps and seeds; near 1 means v only rises; "
+            "stochastic rounding moves a few entries a step, unbiased, so its share is high but its v decays): "
+            + "; ".join(parts) + ".")
+
+
+def _own_speed(folder: Path) -> pd.DataFrame | None:
+    """A study's own config_stats where no speed study is given and its runs timed throughput (the
+    analysis blanks the speed of runs that shared a GPU), else None."""
+    path = folder / "comparison" / "config_stats.csv"
+    if not path.is_file():
+        return None
+    st = pd.read_csv(path)
+    return st if st.loc[st["metric"] == "throughput", "rel"].notna().any() else None
+
+
+def beta2_of(comparison: dict, folder: Path) -> float:
+    """The beta2 a comparison's runs trained with: its recipe's, else its records' (one value: a study
+    frame refuses two), else the run default of the time."""
+    for rc in (comparison.get("recipe") or {}).values():
+        return float(rc["beta2"])
+    for r in load_records(folder):
+        return float((r.get("run") or {}).get("beta2", DEFAULT_BETA2))
+    return DEFAULT_BETA2
+
+
+def _arms(studies, folders: list[Path]) -> list[dict]:
+    """The answer's arms: the first study, then each later quality study (not a speed study) whose
+    runs trained at another beta2. Each: name, label, beta2, cells, recipe, folder."""
+    name, comparison, folder = studies[0]
+    b0 = beta2_of(comparison, folders[0])
+    arms = [{"name": name, "label": f"beta2 {b0:g}", "beta2": b0, "cells": None, "folder": folder, "folders": folders,
+             "recipe": comparison.get("recipe") or {}, "comparison": comparison}]
+    for n, comp, d in studies[1:]:
+        if _speed_only(comp) or "recipe" not in comp:
+            continue
+        b = beta2_of(comp, d)
+        if b != b0 and b not in {a["beta2"] for a in arms}:
+            srcs = _sources(comp, d)
+            arms.append({"name": " + ".join(f.name for f in srcs) if len(srcs) > 1 else n, "label": f"beta2 {b:g}",
+                         "beta2": b, "cells": answer.cells(comp, None), "folder": d, "folders": srcs, "study": n,
+                         "recipe": comp["recipe"], "comparison": comp})
+    return arms
+
+
+def _marks(arms: list[dict]) -> tuple[dict, list[str]]:
+    """Column -> footnote mark for a scenario whose viable candidates are not told apart (it detects
+    broken configs only), and the footnotes."""
+    marks, notes = {}, []
+    for i, a in enumerate(arms):
+        for s, r in (a["comparison"].get("reliability") or {}).items():
+            if r.get("told_apart") is False and r.get("detects"):
+                col = s if i == 0 else f"{s} {a['label']}"
+                marks[col] = " (1)"
+    if marks:
+        notes.append("(1) Detects broken configs only: its viable candidates are not told apart (rank reliability "
+                     f"under {Rules.min_rank_reliability:g}), so a safe cell there says no loss of the minimum effect, "
+                     "not which viable config is better.")
+    return marks, notes
+
+
+def _references(arms: list[dict]) -> str:
+    """Where a column's reference is not fp32_baseline, which config it is."""
+    other = []
+    for i, a in enumerate(arms):
+        c = a["comparison"]
+        for r in c.get("recommendation_evidence", []):
+            if r.get("verdict") == "reference" and r.get("config") != answer.BASELINE:
+                other.append(f"{r['scenario']}{'' if i == 0 else ' ' + a['label']}: `{r['config']}`")
+    return (f"The reference is `{answer.BASELINE}` (fp32, TF32 off) except: {', '.join(other)}. " if other else
+            f"The reference is `{answer.BASELINE}` (fp32, TF32 off). ")
 
 
 def _short(text: str, n: int) -> str:
@@ -207,57 +323,19 @@ def _hypotheses(studies, comparison: dict) -> dict:
 
 def _established(cells: pd.DataFrame) -> list[str]:
     """Scenarios where quality entered verdicts (a config compared with the reference there)."""
-    return sorted(set(cells.loc[cells["verdict"].isin(["safe", "degraded", "inconclusive", "reference"]), "scenario"]))
+    return sorted(set(cells.loc[cells["verdict"].isin(["safe", "degraded", "worse", "inconclusive", "reference"]), "scenario"]))
 
 
-def _default_configs(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None) -> tuple[list[str], dict]:
-    """The candidates safe wherever quality was testable (and tested somewhere) that never failed
-    or degraded, ``order_across`` the speed study's scenarios."""
-    if stats is None:
-        return [], {}
-    est = _established(cells)
-    ok = [c for c, g in cells.groupby("config") if set(g.loc[g["scenario"].isin(est), "verdict"]) <= {"safe", "reference"}
-          and not g["verdict"].isin(["failed", "degraded"]).any() and g["scenario"].isin(est).any()]
-    return order_across(stats, ok)
-
-
-def _default(comparison: dict, cells: pd.DataFrame, stats: pd.DataFrame | None, speed: str | None) -> str:
-    """The default in one sentence: the rules' where they name one (ordered by the speed study's
-    throughput where one is given: the quality study's runs may have shared their GPUs), else a
-    provisional one."""
-    rec = comparison["recommendations"]
-    named = None
-    if stats is not None:
-        named = next((x for x in default_across(pd.DataFrame(comparison["recommendation_evidence"]), stats,
-                                                f"`{speed}`") if x.startswith("default: ")), None)
-    if named is None:
-        named = next((x for x in rec.get("universal", []) if x.startswith("default: ")), None)
-    if named:
-        return f"**Default: {named[len('default: '):]}.**"
-    order, missing = _default_configs(comparison, cells, stats)
-    est = _established(cells)
-    if missing:
-        return (f"**No default yet**: `{speed}` has no throughput for "
-                + "; ".join(f"{c} on {', '.join(ss)}" for c, ss in sorted(missing.items()))
-                + f", a candidate safe wherever quality was testable ({', '.join(est)}).")
-    if not order:
-        return "**No default**: " + _short(rec.get("universal", ["no candidate is safe wherever tested"])[0], 300)
-    piv, on = _pivots(stats), sorted(stats["scenario"].unique())
-    untested = sorted(set(cells["scenario"]) - set(est))
-    return (f"**No default under the rules** (quality entered verdicts only on {', '.join(est)}); the fastest candidate "
-            f"safe there, **{order[0]}** (`{speed}`: {_numbers(piv, order[0], on)}"
-            f"{_ties(piv, order, on, Rules.min_size_pct, stats)}), is the provisional choice, untested on "
-            f"{', '.join(untested) or 'no scenario'}.")
-
-
-def _breaks(cells: pd.DataFrame) -> list[str]:
-    """One line per candidate config that fails or degrades somewhere, listing the scenarios."""
-    bad = cells[cells["verdict"].isin(["failed", "degraded"])]
+def _breaks(cells: pd.DataFrame, arm: str = "") -> list[str]:
+    """One line per candidate config that fails, degrades or comes out worse somewhere (worse: beyond
+    seed noise, by less than shown to matter), listing the scenarios, with ``arm`` (e.g. beta2 0.999)."""
+    bad = cells[cells["verdict"].isin(["failed", "degraded", "worse"])]
     out = []
     for cfg in config_order(bad["config"].unique()):
         g = bad[bad["config"] == cfg]
         first = g["reason"].iloc[0].split(" (")[0]
-        out.append(f"{cfg}: {answer.where_marks(g)} (e.g. {g['scenario'].iloc[0]}: {first})")
+        out.append(f"{cfg}{f' at {arm}' if arm else ''}: {answer.where_marks(g)} (e.g. {g['scenario'].iloc[0]}: "
+                   f"{first})")
     return out
 
 
@@ -371,6 +449,40 @@ def _evidence(h: dict, safety: pd.DataFrame, quality_study: str | None) -> str:
     return text.replace("|", "/")
 
 
+def _rel(folder: Path) -> str:
+    """A study folder as the answer names it: from ``executed/`` on (where the machine ran it from)."""
+    s = Path(folder).as_posix()
+    return s[s.rindex("executed/"):] if "executed/" in s else s
+
+
+def answer_text(body: str) -> str:
+    """The answer alone from a Findings section: its opening (scope, default, table, legend, rule,
+    absolute speed, where it breaks) and its provenance line, under its own title."""
+    head = body[:body.index("\n**Hypotheses**")].removeprefix("## Findings\n").strip("\n")
+    foot = body.rstrip("\n").splitlines()[-1]
+    head, foot = (re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", x) for x in (head, foot))  # links: relative to README
+    return ("# The answer\n\n<!-- Written by `dtype-bench findings --answer` (README's Findings command); edit the "
+            "studies, not this file. -->\n\n" + head + "\n\n" + foot + "\n")
+
+
+def answer_studies(text: str) -> list[str]:
+    """The study folders (from ``executed/`` on) an answer or Findings text says it is made of."""
+    line = next((ln for ln in text.splitlines() if ln.startswith(STUDIES_MARK)), "")
+    return line.removeprefix(STUDIES_MARK).removesuffix("-->").split()
+
+
+def answer_for(study_dir: Path, root: Path | None = None) -> str | None:
+    """The committed answer (``ANSWER_FILE`` under ``root``, the repository) where ``study_dir`` is one
+    of the studies it is made of, else None: a study's report and notebook show it beside their own
+    per-study tables, so that every output states the same default."""
+    root = root or Path(__file__).resolve().parents[2]
+    path = root / ANSWER_FILE
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    return text if _rel(Path(study_dir).resolve()) in answer_studies(text) else None
+
+
 def replace_block(text: str, body: str, start: str = START, end: str = END) -> str:
     """``text`` with the block between the markers replaced by ``body`` (appended when absent)."""
     block = f"{start}\n{body}{end}"
@@ -389,6 +501,9 @@ def _parser() -> argparse.ArgumentParser:
                    "(e.g. executed/h100/checkpointing)")
     p.add_argument("--transfer", metavar="DIR", help="also where verdicts come from: DIR/transfer.csv (dtype-bench transfer)")
     p.add_argument("--readme", help="rewrite this file's findings block instead of printing")
+    p.add_argument("--answer", metavar="FILE", help=f"also write the answer alone (scope, default, table, rule, "
+                   f"where it breaks) to FILE, e.g. {ANSWER_FILE}: the reports and notebooks of the studies it is made "
+                   f"of show it")
     return p
 
 
@@ -431,6 +546,14 @@ def _sources(comparison: dict, study_dir: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     body = generate(ns)
+    if ns.answer:
+        path = Path(ns.answer)
+        text = answer_text(body)
+        changed = not path.exists() or path.read_text() != text
+        if changed:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        print(f"{path}: answer {'updated' if changed else 'unchanged'}")
     if ns.readme:
         readme = Path(ns.readme)
         old = readme.read_text() if readme.exists() else ""

@@ -16,22 +16,14 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis.contrasts import reference_contrasts
-from benchlib.analysis.stats import IDEAL, Rules, rank_reliability
+from benchlib.analysis.stats import IDEAL, LABELS, Rules, label, rank_reliability  # noqa: F401 - label re-exported
 from benchlib.core.records import COMPLETED, read_steps, steps_file
 from benchlib.core.scenarios import SCENARIOS
 
 MEASURED = COMPLETED  # runs that trained to the end and were timed and evaluated
 FAILED = ("diverged", "degraded", "stalled")  # never safe, fastest or on a Pareto frontier
-LABELS = {"val_loss": "val loss", "p_at_1": "P@1", "p_at_3": "P@3", "p_at_5": "P@5", "micro_f1": "micro-F1",
-          "macro_f1": "macro-F1", "accuracy": "accuracy", "unigram": "unigram",
-          "label_frequency": "label-frequency", "majority_class": "majority-class"}
 NOT_JUDGED = ("not judged: the study's runs measure speed and memory only (run.judge_quality false); quality "
               "enters no ranking, and a stalled run is not a failure")
-
-
-def label(name) -> str:
-    """A metric or baseline name as written in sentences: ``p_at_1`` -> ``P@1``."""
-    return LABELS.get(name, str(name))
 
 
 def _tri(v) -> bool | None:
@@ -238,21 +230,24 @@ def overfit(runs: pd.DataFrame, rules: Rules) -> str:
 
 
 # ---- told apart: rank reliability -----------------------------------------------------------
-def reliability(df: pd.DataFrame, scenarios, rules: Rules) -> dict[str, dict]:
-    """Per scenario: the rank reliability of its candidates' quality across seeds
-    (``stats.rank_reliability``), ``told_apart`` (None: not measured) and the reason."""
+def reliability(df: pd.DataFrame, scenarios, rules: Rules, degraded: set = frozenset()) -> dict[str, dict]:
+    """Per scenario: the rank reliability of its viable candidates' quality across seeds
+    (``stats.rank_reliability``; viable: healthy runs, and not ``degraded`` there, a set of
+    (scenario, config)), ``told_apart`` (None: not measured) and the reason. Broken configs are
+    left out: they rank last on every seed and would make any scenario look discriminating."""
     out = {}
     for s in scenarios:
         d = df[(df["scenario"] == s) & (df["role"] == "candidate") & (df["status"] == "ok") & (df["health"] == "ok")]
+        d = d[[(s, c) not in degraded for c in d["config"]]]
         t = d.pivot_table(index="config", columns="seed", values="quality", aggfunc="first") * (
             d["q_sign"].iloc[0] if len(d) else 1)
         rho, n_c, n_s = rank_reliability(t, rules.min_reliability_configs)
         ok = None if not np.isfinite(rho) else bool(rho >= rules.min_rank_reliability)
-        n = f"{n_c} candidate configs, {n_s} shared seeds"
+        n = f"{n_c} viable candidate configs, {n_s} shared seeds"
         why = (f"rank reliability not measured ({n}; needs {rules.min_reliability_configs} and 2)" if ok is None else
                f"configs told apart: rank reliability {rho:.2f} >= {rules.min_rank_reliability:g} ({n})" if ok else
-               f"configs cannot be told apart: rank reliability {rho:.2f} < {rules.min_rank_reliability:g} ({n}); "
-               f"quality enters no ranking")
+               f"viable configs cannot be told apart: rank reliability {rho:.2f} < {rules.min_rank_reliability:g} "
+               f"({n}): the scenario detects broken configs only; quality enters no ranking")
         out[s] = {"reliability": rho if np.isfinite(rho) else None, "n_configs": n_c, "n_seeds": n_s,
                   "told_apart": ok, "reason": why}
     return out
@@ -318,15 +313,18 @@ def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
     df["health"], df["health_reason"] = _health(df, lt)
     over = dict(zip(lt["scenario"], lt["overfit"]))  # learned, but its end-of-run quality reads memorisation
     usable = [s for s in qm if learned.get(s) is True and qm[s]["column"] is not None and not over.get(s)]
-    rel = reliability(df, usable, rules)
     counts = (df["status"] == "ok") & (df["health"] == "ok")
     con = reference_contrasts(df[df["scenario"].isin(usable) & counts], rules)
+    rel = reliability(df, usable, rules, set(zip(con.loc[con["verdict"] == "degraded", "scenario"],
+                                                 con.loc[con["verdict"] == "degraded", "config"])))
     _sensitivity(rel, con, set(df.loc[df["role"] == "control", "config"]), rules)
     est = {s: s in usable and (rel[s]["told_apart"] is not False or bool(rel[s].get("detects"))) for s in qm}
     ranked = {s: est[s] and rel[s]["told_apart"] is not False for s in qm}
     df["quality_established"] = df["scenario"].map(est).fillna(False).astype(bool)
     df["quality_ranked"] = df["scenario"].map(ranked).fillna(False).astype(bool)
-    con = con[con["scenario"].map(est).fillna(False).astype(bool)].reset_index(drop=True)
+    shown = con["scenario"].map(est).fillna(False).astype(bool)
+    df.attrs["contrasts_for_reading"] = Shared(con[~shown].to_dict(orient="records"))  # measured, not judged
+    con = con[shown].reset_index(drop=True)
     for r in con[con["verdict"] == "degraded"].itertuples():
         rows = (df["scenario"] == r.scenario) & (df["config"] == r.config) & (df["health"] == "ok")
         df.loc[rows, "health"] = "degraded"

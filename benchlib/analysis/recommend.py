@@ -1,6 +1,6 @@
-"""Recommendations from a study's numbers (seed 000): the rules over ``safety.safety`` that name a
-default, the choice per task and what to avoid (``recommendations``), and the default across a
-quality and a speed study (``default_across``). Only candidates are ever picked (controls and
+"""Recommendations from one study's numbers (seed 000): the rules over ``safety.safety`` that name
+its fastest config safe everywhere, the choice per task and what to avoid (``recommendations``). The
+project's default is the answer's, across studies and beta2 arms (``pick``). Only candidates are ever picked (controls and
 ablations are judged, never picked); configs identical for speed and memory (``cost_hash``) tie,
 the first in registry order speaking for them; nothing is safe without measured noise where
 quality is established.
@@ -17,6 +17,11 @@ from benchlib.analysis.gates import by_reason
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import config_order, gated, groups, label, why_not_established
 from benchlib.core.dtypes import REGISTRY
+
+
+PICK, NO_PICK = "fastest safe in this study: ", "no pick in this study: "
+"""How a study's own recommendation opens: the project's default is the answer's across its studies
+and beta2 arms (``pick``, ``executed/ANSWER.md``), never one study's."""
 
 
 def candidates(saf: pd.DataFrame) -> set:
@@ -38,8 +43,8 @@ def cost_alias(df: pd.DataFrame) -> dict[str, str]:
 
 def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules()) -> tuple[dict, pd.DataFrame]:
     """Lines over ``safety`` and the safety frame (``recommended`` marks each scenario's pick):
-    ``universal`` = configs safe on every scenario, fastest first (the first is the default; the
-    leanest named for memory-bound work), or why there is no default; ``per_task[s]`` = the
+    ``universal`` = configs safe on every scenario, fastest first (the first is this study's pick; the
+    leanest named for memory-bound work), or why there is none; ``per_task[s]`` = the
     fastest safe config on s and configs to avoid there; ``lm_specific`` / ``cls_specific`` = safe
     on one group, unsafe on the other; ``avoid`` = safe nowhere. Every line carries its numbers."""
     df = gated(df, rules)
@@ -67,11 +72,11 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
     # a default is the fastest of them: without a speed measurement there is none to name
     timed = bool(universal) and bool(piv["throughput_rank"].loc[universal].notna().any(axis=None))
     if universal and not timed:
-        rec["universal"].append(f"no default yet: {len(universal)} configs are safe on every scenario and this "
+        rec["universal"].append(f"{NO_PICK}{len(universal)} configs are safe on every scenario and this "
                                 f"study measured no speed to choose between them (runs shared a GPU); the "
                                 f"speed study does")
     for i, c in enumerate(universal):
-        rec["universal"].append(f"{'default: ' if i == 0 and timed else ''}{c} - {every}; {numbers(c, scns)}")
+        rec["universal"].append(f"{PICK if i == 0 and timed else ''}{c} - {every}; {numbers(c, scns)}")
     if len(universal) > 1:
         lean = min(universal, key=lambda c: piv["memory_rank"].loc[c].mean())
         if lean != universal[0] or not timed:
@@ -81,7 +86,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
         why = ([f"quality not established on {', '.join(why_not)} ("
                 + by_reason(why_not) + ")"] if why_not else [])
         why += [short] if short else []
-        rec["universal"].append("no default: " + ("; ".join(why) or "no config is safe on every scenario"))
+        rec["universal"].append(NO_PICK + ("; ".join(why) or "no config is safe on every scenario"))
         on_est = speed_order([c for c, ss in safe.items() if est and set(est) <= ss])
         if why_not and on_est:
             rec["universal"].append(f"safe on every scenario whose quality is established ({', '.join(est)}): "
@@ -107,7 +112,7 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
             lines.append(f"{s}: {'fastest' if timed else 'a'} safe config {c} ({numbers(c, [s])}"
                          + (f", {label(df.attrs['quality_metric'][s]['name'])} {round(g, 2) + 0.0:+.2f}% vs fp32"
                             if pd.notna(g) else "") + ")"
-                         + ("" if c == default else f"; differs from the default {default}" if default else ""))
+                         + ("" if c == default else f"; differs from this study's pick {default}" if default else ""))
         else:
             unknown = here.loc[here["safe"].isna(), "verdict"].value_counts()
             lines.append(f"{s}: no candidate config is shown safe" + (
@@ -159,86 +164,6 @@ def _numbers(piv: dict, c: str, on) -> str:
         return out + (f", memory {np.exp(np.log(m).mean()):.2f}x fp32" if len(m) else "")
     rank = piv["throughput_rank"].loc[c, on].mean()
     return ("speed not measured in this study" if pd.isna(rank) else f"mean throughput rank {rank:.1f}")
-
-
-def _ties(piv: dict, order: list, on, pct: float, stats: pd.DataFrame | None = None) -> str:
-    """'; as fast within 1% or seed noise: b (8.10x), c (8.08x)' for the configs after ``order[0]``
-    whose geo-mean throughput over ``on`` is within ``pct`` % of it or within the seed noise of
-    the gap (``_speed_noise_pct``); '' when none is."""
-    rel = piv["throughput_rel"].reindex(index=order, columns=on)
-    geo = np.exp(np.log(rel).mean(axis=1))
-    best = order[0]
-    noise = {c: _speed_noise_pct(stats, on, best, c) for c in order[1:]} if stats is not None else {}
-    near = [c for c in order[1:] if 100 * (1 - geo[c] / geo[best]) <= max(pct, noise.get(c) or 0.0)]
-    unknown = ("; seed noise not estimated yet (no config with 2 runs)"
-               if noise and not any(noise.values()) and {"std", "n"} <= set(stats.columns) else "")
-    if not near:
-        return unknown
-    told = "" if not any(noise.get(c) for c in near) else " or seed noise"
-    return f"; as fast within {pct:g}%{told}: " + ", ".join(f"{c} ({geo[c]:.2f}x)" for c in near) + unknown
-
-
-def _speed_noise_pct(stats: pd.DataFrame, on, a: str, b: str) -> float | None:
-    """The seed noise of the throughput gap of ``a`` and ``b`` over ``on``, in %: 1.96 standard errors
-    of the mean log-throughput difference, each scenario's spread the larger of its configs'
-    median coefficient of variation and the RMS of ``a``'s and ``b``'s own (seeds on two hosts can
-    spread far more). None where a scenario has no config with two runs."""
-    need = {"scenario", "config", "metric", "mean", "std", "n"}
-    if not need <= set(stats.columns):
-        return None
-    t = stats[(stats["metric"] == "throughput") & stats["scenario"].isin(on)]
-    var = 0.0
-    for s in on:
-        here = t[t["scenario"] == s]
-        spread = here[(here["n"] >= 2) & (here["mean"] > 0)]
-        if spread.empty:
-            return None
-        cvs = (spread["std"] / spread["mean"]).set_axis(spread["config"])
-        own = [cvs[c] for c in (a, b) if c in cvs.index]
-        cv = max(float(cvs.median()), float(np.sqrt(np.mean(np.square(own)))) if own else 0.0)
-        n = here.set_index("config")["n"]
-        if a not in n or b not in n:
-            return None
-        var += cv ** 2 * (1 / n[a] + 1 / n[b])
-    return 100 * 1.96 * float(np.sqrt(var)) / len(on)
-
-
-def default_across(saf: pd.DataFrame, speed_stats: pd.DataFrame, speed_study: str = "the speed study",
-                   rules: Rules = Rules()) -> list[str]:
-    """The default of a quality study (``saf``: its safety frame) from a speed study's
-    ``config_stats``: the candidates safe on every scenario, ordered by ``order_across``."""
-    scns = sorted(saf["scenario"].unique())
-    saf = saf[saf["config"].isin(candidates(saf))]  # a control or ablation is never the default
-    tested = saf.groupby("config")["safe"].apply(lambda x: bool(x.eq(True).all()) and len(x) == len(scns))
-    universal = sorted(tested.index[tested])
-    if not universal:
-        return []
-    order, missing = order_across(speed_stats, universal)
-    piv, on = _pivots(speed_stats), sorted(speed_stats["scenario"].unique())
-    if missing:
-        return [f"no default yet: {len(universal)} configs are safe on every scenario; {speed_study} has measured "
-                f"{len(universal) - len(missing)} of them on each of {', '.join(on)} (its scenarios with records); "
-                f"missing: "
-                + "; ".join(f"{c} on {', '.join(ss)}" for c, ss in sorted(missing.items()))]
-    lines = [f"{'default: ' if i == 0 else ''}{c} - safe on all {len(scns)} scenarios ({', '.join(scns)}); "
-             f"{speed_study}: "
-             f"{_numbers(piv, c, on)}, mean throughput rank {piv['throughput_rank'].loc[c, on].mean():.1f}"
-             + (_ties(piv, order, on, rules.min_size_pct, speed_stats) if i == 0 else "") for i, c in enumerate(order)]
-    lean = min(order, key=lambda c: piv["memory_rank"].reindex(index=order, columns=on).loc[c].mean())
-    if lean != order[0]:
-        lines.append(f"memory-bound: {lean} - lowest memory of the universally safe configs; "
-                     f"{speed_study}: {_numbers(piv, lean, on)}")
-    return lines
-
-
-def order_across(stats: pd.DataFrame, configs: list) -> tuple[list, dict]:
-    """``configs`` fastest first by mean throughput rank over ``stats``' scenarios, and config ->
-    the scenarios it has no throughput on; no order while one is missing (an order over part of
-    the scenarios would favour the configs measured where every config is fast)."""
-    piv, on = _pivots(stats), sorted(stats["scenario"].unique())
-    ranks = piv["throughput_rank"].reindex(index=configs, columns=on)
-    missing = {c: ss for c in configs if (ss := [s for s in on if pd.isna(ranks.loc[c, s])])}
-    return ([] if missing or not configs else _speed_order(piv, configs, on)), missing
 
 
 def recommended_configs(saf: pd.DataFrame) -> dict[str, str]:

@@ -15,7 +15,7 @@ import pandas as pd
 from benchlib.analysis import answer, charts as ch
 from benchlib.analysis.charts import FORMATS
 from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
-                       learned_scenarios, load_study, loss_curves, rank_correlations, resolve_study_dir,
+                       learned_scenarios, load_study, loss_curves, rank_correlations, recipe, resolve_study_dir,
                        scenario_notes, summarize)
 from benchlib.analysis.flips import flip_entries, order_reversals, stability_flips
 from benchlib.analysis.stats import Rules
@@ -108,6 +108,7 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     unhealthy = df[df["health"] != "ok"]
     result = {
         "sources": [str(s) for s in sources], "scenarios": sorted(df["scenario"].unique()),
+        "recipe": recipe(df),
         "configs": config_order(df["config"].unique()), "groups": groups(df["scenario"].unique()),
         "runs": df["status"].value_counts().to_dict(),
         "notes": [f"{s}: {n}" for s, n in scenario_notes(df).items()],

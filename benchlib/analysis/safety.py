@@ -7,12 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from benchlib.analysis.contrasts import TESTED
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import gated, seed_series, unhealthy, why_not_established
 
 HARD_FAILURES = ("diverged", "oom", "error")  # failures without any quality reference
 COLUMNS = ["scenario", "config", "role", "runs", "ok", "reference", "best", "gap_pct", "ci_low", "ci_high", "p_adj",
-           "p_exact", "n_paired", "paired", "tested", "verdict", "safe", "reason"]
+           "p_exact", "n_paired", "paired", "tested", "verdict", "safe", "reason", "metric2", "judged2", "gap2_pct",
+           "ci2_low", "ci2_high", "verdict2"]
 
 
 def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
@@ -22,6 +24,7 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     Cells whose runs were all skipped are left out."""
     df = gated(df, rules)
     con = {(r["scenario"], r["config"]): r for r in df.attrs.get("contrasts", [])}
+    shown = {(r["scenario"], r["config"]): r for r in df.attrs.get("contrasts_for_reading", [])}
     q = seed_series(df, "quality")
     rows = []
     for (s, c), g in df.groupby(["scenario", "config"]):
@@ -34,7 +37,8 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                "ok": int((g["health"] == "ok").sum()), "reference": k.get("reference"),
                "best": max(seeded, key=seeded.get) if seeded else None,
                **{col: k.get(col, np.nan) for col in ("gap_pct", "ci_low", "ci_high", "p_adj", "p_exact", "n_paired")},
-               "paired": k.get("paired"), "tested": k.get("verdict") in ("safe", "degraded", "inconclusive"),
+               **{col: k.get(col) for col in ("metric2", "judged2", "gap2_pct", "ci2_low", "ci2_high", "verdict2")},
+               "paired": k.get("paired"), "tested": k.get("verdict") in TESTED,
                "verdict": "not tested", "safe": None}
         bad = unhealthy(g)
         learned = g["learned"].iloc[0] is True
@@ -46,6 +50,10 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         elif not g["quality_established"].iloc[0] and not (learned and bad):
             row.update(verdict="untestable", reason=f"not tested: quality not established on {s} "
                        f"({why_not_established(df, s)})" + (f"; runs: {bad}" if bad else ""))
+            # what was measured there, for reading beside the verdict (it enters none)
+            row.update({col: shown.get((s, c), {}).get(col, np.nan) for col in ("gap_pct", "ci_low", "ci_high",
+                                                                                 "gap2_pct", "ci2_low", "ci2_high")})
+            row["metric2"] = shown.get((s, c), {}).get("metric2")
         elif bad:
             row.update(safe=False, verdict="degraded" if k.get("verdict") == "degraded" else "failed", reason=bad)
         elif not k:

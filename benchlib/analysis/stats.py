@@ -21,7 +21,13 @@ REFERENCE_CONFIGS = ("fp32_baseline", "fp32_tf32_matmul", "amp_bf16")
 @dataclass(frozen=True)
 class Rules:
     conf: float = 0.95
-    """CI level; 1 - conf is the family-wise error rate of each multiplicity-corrected family."""
+    """Level of the bootstrap CIs of hypotheses and flips; 1 - conf is the family-wise error rate of
+    each multiplicity-corrected family."""
+    alpha: float = 0.05
+    """One-sided error rate of each (scenario, config) verdict (``contrasts``): safe when the
+    one-sided 1 - alpha t upper bound of the quality gap is below the minimum effect (a degradation
+    that matters is then called safe at most alpha of the time), degraded when the lower bound is
+    above it (Holm over the scenario's configs); the answer prints the two-sided 1 - 2 alpha interval."""
     n_boot: int = 2000
     """Resamples of every bootstrap (scipy.stats.bootstrap, percentile intervals)."""
     min_seeds: int = 3
@@ -83,46 +89,55 @@ class Rules:
         return self.min_effect_loss_pct if is_loss(metric) else self.min_effect_score_pct
 
     def describe(self) -> str:
+        level = 1 - 2 * self.alpha
         return (
-            f"Seeds are shared across configs, so contrasts pair runs by seed: scipy.stats.bootstrap (paired, "
-            f"percentile, {self.n_boot} resamples, rng seed {self.seed}) gives central {self.conf:.0%} CIs, and a "
-            f"p-value from its distribution (twice the share on the far side of 0) is corrected for multiplicity by "
-            f"statsmodels multipletests ({self.multitest}) over the configs compared with each scenario's reference "
-            f"and over each metric's reversals; where a cell's seeds are not shared the contrast is unpaired (each "
-            f"cell resampled on its own) and says so. An exact sign-flip test (scipy.stats.permutation_test, "
-            f"permutation_type='samples') is reported beside it: with {self.min_seeds} seeds it cannot go below p = "
-            f"{2 / 2 ** self.min_seeds:.2g} (two-sided), "
-            f"while the bootstrap calls any effect whose seeds share a sign real, so the minimum effects decide what "
-            f"matters. Every cell needs >= {self.min_seeds} counted seeds. Safety: a config is degraded on a "
-            f"scenario when its paired quality gap to the reference (first of {', '.join(self.reference_configs)} "
-            f"with enough seeds) is beyond seed noise (corrected p < {1 - self.conf:.2g}) and larger than the minimum "
-            f"effect ({self.min_effect_loss_pct:g}% of a loss, {self.min_effect_score_pct:g}% of a score); safe when "
-            f"the CI's worse end stays below the minimum effect; otherwise inconclusive. A flip of a, b between "
-            f"scenarios s, t: a beats b on s and b beats a on t, both orders beyond seed noise (bootstrap of the "
-            f"smaller paired gap, corrected over the metric's reversals) and the smaller gap >= {self.min_size_pct}% "
-            f"of the pair's mean; candidates only, configs identical by construction for the metric counted once; "
-            f"speed and memory flips only from runs at size {self.flip_size or 'any'} with >= "
-            f"{self.min_flip_seeds_speed} seeds per cell on one identified host. Evidence gates: a scenario is "
-            f"learned when every finished run of its reference closed >= {self.min_gap_closed:.0%} of the gap "
-            f"between the trivial baseline and the metric's floor (or, with no floor known, >= "
-            f"{self.min_gain_without_floor:.0%} of the gap to the metric's ideal value) and beat the baseline; a "
-            f"run that closed less is stalled. Its configs can be told apart when the leave-one-seed-out Spearman "
-            f"correlation of the candidates' rankings reaches {self.min_rank_reliability:g} (not measured with fewer "
-            f"than {self.min_reliability_configs} candidates or 2 shared seeds). A scenario that did not learn enters "
-            f"no quality rank, flip, verdict or recommendation; one whose configs cannot be told apart enters no "
-            f"quality rank or flip, and verdicts against the reference only where a control (a config built with one "
-            f"defect) is degraded there by at least {self.control_detect_factor:g}x the minimum effect (its CI's near "
-            f"end), which shows it can detect one; divergence verdicts need it learned only. A verdict is "
-            f"untestable where both arms sit at the same ceiling or floor (divergence rates 1 and "
-            f"1: the mean ln step of divergence is compared instead; 0 and 0: nothing to compare) or where every "
-            f"scenario it needs is gated out. Effects averaged over scenarios treat the scenarios as fixed: a CI "
-            f"measures seed noise, not the choice of tasks. A degenerate micro-F1 is replaced by P@1 (else val "
-            f"loss).")
+            f"Seeds are shared across configs, so a config's quality gap to its scenario's reference (first of "
+            f"{', '.join(self.reference_configs)} with >= {self.min_seeds} counted seeds; in % of the reference's "
+            f"mean, positive = worse) is paired by seed, a t-interval over the per-seed differences (Welch's "
+            f"unpaired interval where the seeds are not shared, and the verdict says so). Verdicts (one-sided tests "
+            f"at alpha = {self.alpha:g}, the printed interval the two-sided {level:.0%} one): safe when the upper "
+            f"bound is below the minimum effect ({self.min_effect_loss_pct:g}% of a loss, {self.min_effect_score_pct:g}% "
+            f"of a score): non-inferiority, the worse side of TOST, so a config whose true loss is the minimum effect "
+            f"or more is called safe at most {self.alpha:.0%} of the time; degraded when the lower bound is above the "
+            f"minimum effect, worse when it is above 0 only ({self.multitest} over the configs of a scenario for both); "
+            f"otherwise inconclusive. Multi-label scenarios are judged on micro- and macro-F1 together (safe on both, "
+            f"degraded on either); single-label ones report macro-F1 beside accuracy. An exact sign-flip test "
+            f"(scipy.stats.permutation_test) is reported beside each paired contrast. Hypotheses and flips: "
+            f"scipy.stats.bootstrap (paired, percentile, {self.n_boot} resamples, rng seed {self.seed}), central "
+            f"{self.conf:.0%} CIs, pooled over scenarios. A flip of a, b between scenarios s, t: a beats b on s and b "
+            f"beats a on t, both orders beyond seed noise (bootstrap of the smaller paired gap, corrected over the "
+            f"metric's reversals) and the smaller gap >= {self.min_size_pct}% of the pair's mean; candidates only, "
+            f"configs identical by construction for the metric counted once; speed and memory flips only from runs at "
+            f"size {self.flip_size or 'any'} with >= {self.min_flip_seeds_speed} seeds per cell on one identified host. "
+            f"Evidence gates: a scenario is learned when every finished run of its reference closed >= "
+            f"{self.min_gap_closed:.0%} of the gap between the trivial baseline and the metric's floor (or, with no "
+            f"floor known, >= {self.min_gain_without_floor:.0%} of the gap to the metric's ideal value) and beat the "
+            f"baseline; a run that closed less is stalled. Its configs are told apart when the leave-one-seed-out "
+            f"Spearman correlation of its viable candidates' rankings (those neither failed nor degraded there) reaches "
+            f"{self.min_rank_reliability:g} (not measured with fewer than {self.min_reliability_configs} of them or 2 "
+            f"shared seeds). A scenario that did not learn enters no quality rank, flip, verdict or recommendation; one "
+            f"whose viable candidates are not told apart detects broken configs only: it enters no quality rank or "
+            f"flip, and verdicts against the reference only where a control (a config built with one defect) is "
+            f"degraded there by at least {self.control_detect_factor:g}x the minimum effect (its interval's near end). "
+            f"A verdict is untestable where both arms sit at the same ceiling or floor (divergence rates 1 and 1: the "
+            f"mean ln step of divergence is compared instead; 0 and 0: nothing to compare) or where every scenario it "
+            f"needs is gated out. Effects averaged over scenarios treat the scenarios as fixed: a CI measures seed "
+            f"noise, not the choice of tasks. A degenerate micro-F1 is replaced by P@1 (else val loss).")
 
 
 LOSSES = ("val_loss", "loss", "perplexity")
 IDEAL = {"val_loss": 0.0, "loss": 0.0, "accuracy": 1.0, "p_at_1": 1.0, "p_at_3": 1.0, "p_at_5": 1.0,
          "micro_f1": 1.0, "macro_f1": 1.0}  # the best value a learned metric can take on any data
+
+
+LABELS = {"val_loss": "val loss", "p_at_1": "P@1", "p_at_3": "P@3", "p_at_5": "P@5", "micro_f1": "micro-F1",
+          "macro_f1": "macro-F1", "accuracy": "accuracy", "unigram": "unigram",
+          "label_frequency": "label-frequency", "majority_class": "majority-class"}
+
+
+def label(name) -> str:
+    """A metric or baseline name as written in sentences: ``p_at_1`` -> ``P@1``."""
+    return LABELS.get(name, str(name))
 
 
 def is_loss(metric: str | None) -> bool:

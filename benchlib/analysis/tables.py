@@ -20,6 +20,7 @@ from benchlib.analysis.ranks import (BASELINE, HEADLINE, STATUS_COLS, config_sta
                                      rank_correlations, sign, spearman)
 from benchlib.analysis.stats import Rules, seeds
 from benchlib.core.dtypes import REGISTRY
+from benchlib.core.errors import UserError
 from benchlib.core.records import METRICS, load_records, read_steps, records_frame, steps_file
 from benchlib.core.scenarios import SCENARIOS
 
@@ -64,11 +65,55 @@ def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
     fallback = df["scenario"].map(lambda s: SCENARIOS[s].higher_is_better if s in SCENARIOS else True)
     hib = df["quality_higher_is_better"].where(df["quality_higher_is_better"].notna(), fallback)
     df["q_sign"] = np.where(hib.astype(bool), 1, -1)
+    one_recipe(df)
     df = df.sort_values(["date", "path"], na_position="first").drop_duplicates(["scenario", "config", "seed"],
                                                                                 keep="last")
     df = df.sort_values(["scenario", "config", "seed"]).reset_index(drop=True)
     df.attrs["q_sign"] = df.groupby("scenario")["q_sign"].first().astype(int).to_dict()
     return apply_gates(df, rules)
+
+
+RECIPE_KEYS = ("run.beta2",)
+"""Run settings every verdict depends on beyond its config: one value per analysed frame, so a cell
+is never the mean of runs trained two ways (a study at two beta2 values is two studies, one per arm)."""
+DEFAULT_BETA2 = 0.95  # records from before beta2 was recorded trained at the run default of the time
+
+
+def one_recipe(df: pd.DataFrame) -> None:
+    """Refuse, in one line naming the values, records that differ in a ``RECIPE_KEYS`` setting."""
+    for key in RECIPE_KEYS:
+        vals = sorted({DEFAULT_BETA2 if pd.isna(v) else float(v) for v in df.get(key, pd.Series([DEFAULT_BETA2]))})
+        if len(vals) > 1:
+            runs = {v: df.loc[df[key].fillna(DEFAULT_BETA2).astype(float) == v, "run_id"].iloc[0] for v in vals}
+            raise UserError(f"records differ in {key.removeprefix('run.')} ("
+                            + ", ".join(f"{v:g}, e.g. {r}" for v, r in runs.items())
+                            + "): a verdict holds at one value; analyse each value as its own study "
+                              "(e.g. params/reference_real_b999.yaml beside params/reference_real.yaml)")
+
+
+def recipe(df: pd.DataFrame) -> dict[str, dict]:
+    """Per scenario, the recipe its verdicts hold under, as a reader needs it beside each verdict:
+    beta2, steps, size, model (class and parameters), tokens per optimizer step, seeds per cell, the
+    quality metric(s) and the data."""
+    out = {}
+    qm = df.attrs.get("quality_metric", {})
+    for s, d in df.groupby("scenario"):
+        seeds_per = d[d["status"].isin(MEASURED)].groupby("config")["seed"].nunique()
+        num = lambda c: sorted({float(v) for v in d[c].dropna()}) if c in d else []  # noqa: E731
+        tokens = (d["run.batch_size"] * d["run.grad_accum"].fillna(1) * d["run.seq_len"]).dropna() \
+            if {"run.batch_size", "run.seq_len"} <= set(d) else pd.Series(dtype=float)
+        second = SCENARIOS[s].task if s in SCENARIOS else None
+        out[s] = {"beta2": (num("run.beta2") or [DEFAULT_BETA2])[0], "steps": [int(v) for v in num("run.steps")],
+                  "size": sorted({str(v) for v in d["run.size"].dropna()}) if "run.size" in d else [],
+                  "model": sorted({f"{t} {p / 1e6:.1f}M" for t, p in zip(d["model.type"], d["model.parameters"])
+                                   if isinstance(t, str) and pd.notna(p)}),
+                  "tokens_per_step": sorted({int(v) for v in tokens}),
+                  "seeds": [int(seeds_per.min()), int(seeds_per.max())] if len(seeds_per) else [0, 0],
+                  "metric": (qm.get(s) or {}).get("name", SCENARIOS[s].quality if s in SCENARIOS else None),
+                  "metric2": "macro_f1" if second in ("multilabel", "singlelabel") else None,
+                  "metric2_judged": second == "multilabel",
+                  "data": sorted({str(v) for v in d["run.data"].dropna()}) if "run.data" in d else []}
+    return out
 
 
 def load_study(*roots: str | Path, rules=None) -> pd.DataFrame:

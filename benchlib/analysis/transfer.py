@@ -47,7 +47,7 @@ from benchlib.core.records import describe_environment, load_records
 FACTOR = 1.5
 """A synthetic effect transfers when the real one is within this factor of it (issue: real data)."""
 ARM_COLS = ["n", "metric", "reference", "gap_pct", "ci_low", "ci_high", "verdict", "reason"]
-HAS_VERDICT = ("reference", "safe", "degraded", "inconclusive", "failed")
+HAS_VERDICT = ("reference", "safe", "degraded", "worse", "inconclusive", "failed")
 
 
 def arm_effects(df: pd.DataFrame, rules: Rules, prefer: dict | None = None) -> pd.DataFrame:

@@ -288,6 +288,11 @@ def _answer_html(study_dir: Path, figures: dict) -> tuple[str, str]:
     except (FileNotFoundError, ValueError, KeyError) as e:  # no comparison, or one without per-cell verdicts
         return f"<p>No answer table: {escape(str(e))}</p>", figures.get("quality_vs_throughput", "")
     body = _markdown(answer).replace("<table>", '<table id="answer">', 1)
+    from benchlib.analysis.findings import answer_for
+    if (whole := answer_for(study_dir)) is not None:  # the project's answer first: every output says the same
+        body = ('<p>The answer this study is part of (<code>executed/ANSWER.md</code>, as the README\'s Findings '
+                'state it):</p>' + _markdown(whole.splitlines()[1:]).replace("<table>", '<table id="answer">', 1)
+                + "<h3>This study's own verdicts</h3>" + _markdown(answer).replace("<table>", '<table id="own">', 1))
     rest = _markdown(absolute)
     if speed is not None and speed != study_dir:
         report = Path(os.path.relpath(speed / "html" / "index.html", study_dir / "html")).as_posix()

@@ -141,7 +141,13 @@ def _layout_line(folder: Path) -> str:
 def readme_text(root: Path) -> str:
     """The README of ``root`` (``executed/``) for the studies present."""
     root = Path(root)
-    lines = [HEAD, "## The studies", ""]
+    lines = [HEAD]
+    answer = root / "ANSWER.md"
+    if answer.is_file():  # the answer as the README's Findings state it, before the list of studies
+        body = answer.read_text().split("\n", 1)[1].strip("\n")
+        lines += ["## The answer", "", "As `dtype-bench findings --answer ANSWER.md` wrote it ([ANSWER.md](ANSWER.md), "
+                  "the README's Findings open with the same):", "", body, ""]
+    lines += ["## The studies", ""]
     for machine in sorted({f.parent for f in study_folders(root)}):
         lines += [f"### {machine.name}", ""]
         for folder in (f for f in study_folders(root) if f.parent == machine):

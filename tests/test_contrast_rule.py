@@ -1,0 +1,101 @@
+"""The (scenario, config) verdict rule (``analysis.contrasts``) keeps its error rates at the seed counts
+the studies run (3 and 5): cells are simulated with a known true gap and normal seed noise, and
+judged by the same functions a study's analysis calls."""
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchlib.analysis import contrasts, recommend
+from benchlib.analysis.stats import Rules
+from fixtures.records import make_record
+from test_gates import frame, seeds
+
+RULES = Rules(n_boot=200)
+M = 1.0  # the minimum effect (% of a score); sigma below is the per-seed spread of the paired gap
+REPS = 3000
+TOL = 3 * np.sqrt(0.05 * 0.95 / REPS)  # three Monte Carlo standard errors at a 5% rate
+
+
+def verdict_rate(n: int, true_gap: float, sigma: float, verdict: str, seed: int = 0) -> float:
+    """Share of ``REPS`` simulated cells (a reference at 50 and a config ``true_gap`` % below it,
+    ``n`` seeds, a shared seed effect plus independent noise) judged ``verdict``."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(REPS):
+        shared = rng.normal(0, 2.0, n)  # data order and initialisation move both configs alike
+        ref = 50 + shared + rng.normal(0, sigma * 0.5 / np.sqrt(2), n)
+        x = 50 + shared - 0.5 * true_gap + rng.normal(0, sigma * 0.5 / np.sqrt(2), n)
+        c = contrasts.contrast(pd.Series(x), pd.Series(ref), +1, RULES, exact=False)
+        p = contrasts.tests(c, M)
+        hits += contrasts.judge(p["p_safe"], p["p_degraded"], p["p_worse"], RULES) == verdict
+    return hits / REPS
+
+
+@pytest.mark.parametrize("n", [3, 5])
+@pytest.mark.parametrize("true_gap", [0.0, 0.5 * M, M])
+def test_a_config_whose_loss_does_not_reach_the_minimum_effect_is_called_degraded_at_most_5pc(n, true_gap):
+    assert verdict_rate(n, true_gap, sigma=0.6, verdict="degraded") <= 0.05 + TOL
+
+
+@pytest.mark.parametrize("n", [3, 5])
+@pytest.mark.parametrize("true_gap", [M, 1.5 * M, 3 * M])
+def test_a_config_whose_loss_reaches_the_minimum_effect_is_called_safe_at_most_5pc(n, true_gap):
+    assert verdict_rate(n, true_gap, sigma=0.6, verdict="safe") <= 0.05 + TOL
+
+
+def test_a_clear_loss_is_found_and_a_clear_tie_is_called_safe_at_five_seeds():
+    # the rule has power where the effect is well away from the minimum effect (not only a cautious rule)
+    assert verdict_rate(5, 3 * M, sigma=0.6, verdict="degraded") > 0.8
+    assert verdict_rate(5, 0.0, sigma=0.3, verdict="safe") > 0.8
+
+
+def test_the_printed_interval_covers_the_true_gap_at_its_level_where_a_min_max_of_three_does_not():
+    rng = np.random.default_rng(1)
+    covered = minmax = 0
+    for _ in range(REPS):
+        d = rng.normal(0.4, 0.6, 3)  # three paired per-seed gaps around a true 0.4%
+        c = contrasts.contrast(pd.Series(50 - d / 2), pd.Series(np.full(3, 50.0)), +1, RULES, exact=False)
+        covered += c["ci_low"] <= 0.4 <= c["ci_high"]
+        minmax += d.min() <= 0.4 <= d.max()
+    assert abs(covered / REPS - (1 - 2 * RULES.alpha)) < 3 * np.sqrt(0.09 / REPS)
+    assert minmax / REPS == pytest.approx(0.75, abs=0.03)  # 1 - 2 / 2**3: what a 3-seed percentile bootstrap gives
+
+
+def test_worse_on_every_seed_by_less_than_shown_to_matter_is_worse_not_safe_nor_inconclusive():
+    # 8-bit Adam on A of the real study: 0.44% worse on every seed, CI [0.31, 0.57] around the 0.5% minimum effect
+    ref = [4.000, 4.050, 4.100]
+    x = [r * (1 + g / 100) for r, g in zip(ref, [0.40, 0.44, 0.48])]
+    df = frame(seeds("A", "fp32_baseline", ref) + seeds("A", "amp_bf16_8bit_adam", x))
+    s = recommend.safety(df, RULES).set_index("config")
+    assert s.loc["amp_bf16_8bit_adam", "verdict"] == "worse" and s.loc["amp_bf16_8bit_adam", "safe"] is None
+
+
+def mlabel(cfg: str, micro: list, macro: list) -> list:
+    return [make_record("D", cfg, k, quality=mi, **{"quality/macro_f1": ma, "quality/p_at_1": mi})
+            for k, (mi, ma) in enumerate(zip(micro, macro))]
+
+
+def test_multi_label_is_safe_only_where_safe_on_micro_and_macro_f1():
+    ref_mi, ref_ma = [0.600, 0.610, 0.605, 0.602, 0.608], [0.150, 0.160, 0.155, 0.152, 0.158]
+    rules = dataclasses.replace(RULES, min_rank_reliability=-1.0)
+    recs = (mlabel("fp32_baseline", ref_mi, ref_ma)
+            + mlabel("amp_bf16", [v + 0.0005 for v in ref_mi], [v + 0.0002 for v in ref_ma])
+            # micro-F1 unchanged, macro-F1 7% lower on every seed: the rare labels were lost
+            + mlabel("bf16_pure", [v - 0.0005 for v in ref_mi], [v * 0.93 for v in ref_ma]))
+    s = recommend.safety(frame(recs), rules).set_index("config")
+    assert s.loc["amp_bf16", "verdict"] == "safe"
+    assert s.loc["bf16_pure", "verdict"] == "degraded" and "macro-F1" in s.loc["bf16_pure", "reason"]
+    con = pd.DataFrame(frame(recs).attrs["contrasts"]).set_index("config")
+    assert con.loc["bf16_pure", "verdict2"] == "degraded" and con.loc["bf16_pure", "gap2_pct"] == pytest.approx(7.0)
+
+
+def test_single_label_reports_macro_f1_without_judging_on_it():
+    ref = [0.70, 0.71, 0.72]
+    recs = ([make_record("F", "fp32_baseline", k, quality=v, **{"quality/macro_f1": v / 2}) for k, v in enumerate(ref)]
+            + [make_record("F", "amp_bf16", k, quality=v, **{"quality/macro_f1": v / 2 * 0.9})
+               for k, v in enumerate(ref)])
+    con = pd.DataFrame(frame(recs).attrs["contrasts"]).set_index("config")
+    assert con.loc["amp_bf16", "verdict"] == "safe" and con.loc["amp_bf16", "verdict2"] == "degraded"
+    assert con.loc["amp_bf16", "judged2"] == False  # noqa: E712 - reported only
