@@ -46,7 +46,7 @@ def test_the_reference_is_never_the_pick():
     a = arm(0.95, {**REF, "amp_bf16": {"A": "inconclusive", "E": "safe"}})
     p = pick.pick([a], stats(SPEED))
     assert "fp32_baseline" not in p["configs"] and p["kind"] == "provisional" and p["configs"] == ["amp_bf16"]
-    assert "A inconclusive" in p["sentence"]
+    assert "A (inconclusive)" in p["sentence"]
 
 
 def test_speed_ties_are_not_broken_by_a_mean_over_scenarios_but_by_memory_then_named_both():

@@ -481,3 +481,15 @@ def test_cli_lists_the_candidates_and_with_all_every_config():
     bad = subprocess.run([sys.executable, "-m", "benchlib", "configs", "--all"], capture_output=True, text=True,
                          cwd=ROOT)
     assert bad.returncode != 0 and "--settings" in bad.stderr
+
+
+def test_the_readme_settings_table_is_the_generated_one():
+    """The README's table is what `dtype-bench configs --settings --readme` writes: it cannot drift
+    from the configs' definitions."""
+    from conftest import REPO
+
+    from benchlib.core.settings import SETTINGS_MARKERS, readme_block
+    readme = (REPO / "README.md").read_text()
+    start, end = SETTINGS_MARKERS
+    assert readme[readme.index(start) + len(start) + 1:readme.index(end)] == readme_block(), \
+        "README.md's settings table is stale: run `dtype-bench configs --settings --readme README.md`"

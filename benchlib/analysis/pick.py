@@ -58,7 +58,7 @@ class Arm:
     def not_shown(self, config: str) -> list[str]:
         """The established scenarios where ``config`` is not shown safe here, and how (or not run)."""
         g = self.cells[self.cells["config"] == config].set_index("scenario")["verdict"]
-        return [f"{s} {g.get(s, 'not run')}" for s in self.established() if g.get(s) not in PASS]
+        return [f"{s} ({g.get(s, 'not run')})" for s in self.established() if g.get(s) not in PASS]
 
 
 def _table(stats: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -114,13 +114,13 @@ def pick(arms: list[Arm], stats: pd.DataFrame | None, rules: Rules = Rules()) ->
     shown = "; ".join(f"at {k}: {', '.join(v) or 'none'}" for k, v in per_arm.items())
     ok = [c for c in cands if not any(a.broken(c) for a in arms)]
     top, missing = fastest(stats, ok, rules.min_size_pct) if stats is not None else ([], ok)
-    gaps = {c: "; ".join(f"{a.label}: {', '.join(a.not_shown(c))}" for a in arms if a.not_shown(c)) for c in top}
+    gaps = {c: "; ".join(f"at {a.label} on {', '.join(a.not_shown(c))}" for a in arms if a.not_shown(c)) for c in top}
     if top:
         out.update(kind="provisional", configs=top)
         out["sentence"] = (f"**No default under the rules**: no candidate is shown safe on every scenario that entered "
                            f"verdicts at every beta2 measured ({where}; safe everywhere {shown}). **Provisional: "
                            + " and ".join(top) + "**, the fastest candidate that nowhere failed, degraded or came "
-                           "out worse, not shown safe on " + "; ".join(f"{c}: {g}" for c, g in gaps.items()) + ".")
+                           "out worse; " + "; ".join(f"{c} is not shown safe {g}" for c, g in gaps.items()) + ".")
     else:
         out["sentence"] = (f"**No default**: no candidate is shown safe everywhere ({shown}), and none timed by the "
                            f"speed study is free of failures" + (f" (not timed: {', '.join(missing)})" if missing else "")
