@@ -36,6 +36,8 @@ START, END = "<!-- findings:start -->", "<!-- findings:end -->"
 STUDIES_MARK = "<!-- answer studies:"
 """The line of the Findings that names the study folders the answer is made of (``answer_studies``)."""
 ANSWER_FILE = Path("executed") / "ANSWER.md"
+CHART = Path("executed") / "answer_gaps.svg"
+"""The answer table as a chart (``overview.answer_gaps``), written with ``--answer``."""
 """Where ``--answer`` writes the answer alone, which executed/README.md, the HTML reports and the
 analysis notebooks of the studies it names show as it is (``answer_for``)."""
 FP8_BASELINE = "amp_bf16"
@@ -190,6 +192,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
             + (answer.model_mismatch(folders, speed[2], sorted(cells["scenario"].unique())) + " " if speed else "")
             + answer.controls_line(comparison)]
     out += ["", picked["rule"]]
+    out += ["", f"![The answer as a chart: each cell's quality change and interval]({CHART.as_posix()})"]
     if speed:
         shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, answer.AMP, *picked["configs"]]))
         out += ["", f"Absolute speed (`{speed[0]}`, mean over seeds; MFU against the GPU's dense bf16 peak):", ""]
@@ -460,6 +463,7 @@ def answer_text(body: str) -> str:
     absolute speed, where it breaks) and its provenance line, under its own title."""
     head = body[:body.index("\n**Hypotheses**")].removeprefix("## Findings\n").strip("\n")
     foot = body.rstrip("\n").splitlines()[-1]
+    head = re.sub(r"\n\n!\[[^\n]*", "", head)  # the chart is a file beside it
     head, foot = (re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", x) for x in (head, foot))  # links: relative to README
     return ("# The answer\n\n<!-- Written by `dtype-bench findings --answer` (README's Findings command); edit the "
             "studies, not this file. -->\n\n" + head + "\n\n" + foot + "\n")
@@ -509,6 +513,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def generate(ns: argparse.Namespace) -> str:
     """The section for parsed arguments (``_parser``): the comparisons, then the extra studies."""
+    return render(*_inputs(ns))
+
+
+def _inputs(ns: argparse.Namespace) -> tuple:
+    """(studies, sources, extra lines, the first comparison's folders) for ``render``."""
     extra, sources = [], list(ns.comparison)
     for flag, folder, section in (("--fp8-sizes", ns.fp8_sizes, fp8_section), ("--arm-cost", ns.arm_cost, arm_cost_section),
                                   ("--transfer", ns.transfer, transfer.findings_line)):
@@ -532,7 +541,24 @@ def generate(ns: argparse.Namespace) -> str:
         study_dir = path.parent.parent
         studies.append((study_dir.name, comparison, study_dir))
     first = _sources(studies[0][1], studies[0][2])
-    return render(studies, sources, extra, first)
+    return studies, sources, extra, first
+
+
+def answer_chart(ns: argparse.Namespace) -> "alt.Chart":  # noqa: F821
+    """The answer table as a chart (``overview.answer_gaps``): a panel per column of the table."""
+    from benchlib.analysis.overview import answer_gaps
+    from benchlib.analysis.stats import is_loss
+    studies, _, _, first = _inputs(ns)
+    arms = _arms(studies, first)
+    rows, minimum = [], {}
+    for i, a in enumerate(arms):
+        cells = answer.cells(a["comparison"], None)
+        for s, g in cells.groupby("scenario"):
+            col = s if i == 0 else f"{s} {a['label']}"
+            metric = (a["recipe"].get(s) or {}).get("metric")
+            minimum[col] = Rules.min_effect_loss_pct if is_loss(metric) else Rules.min_effect_score_pct
+            rows.append((s, i, g[g["verdict"] != "reference"].assign(column=col)))
+    return answer_gaps(pd.concat([g for _, _, g in sorted(rows, key=lambda r: r[:2])]), minimum)  # the table's order
 
 
 def _sources(comparison: dict, study_dir: Path) -> list[Path]:
@@ -554,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         print(f"{path}: answer {'updated' if changed else 'unchanged'}")
+        from benchlib.analysis.charts import save
+        print(f"{save(answer_chart(ns), CHART.with_suffix(''), ('svg',))[0]}: the answer as a chart")
     if ns.readme:
         readme = Path(ns.readme)
         old = readme.read_text() if readme.exists() else ""

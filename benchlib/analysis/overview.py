@@ -91,3 +91,31 @@ def overview_charts(summaries: Mapping[str, pd.DataFrame], stats: pd.DataFrame, 
     return {"quality_vs_throughput": quality_throughput_panels(summaries, recommended),
             "where_configs_break": status_grid(summaries, verdicts),
             "flips": ch.flip_chart(stats, flips)}
+
+
+def answer_gaps(cells: pd.DataFrame, minimum: dict[str, float]) -> alt.Chart:
+    """The answer table as a chart: per column of the table (a scenario, at a beta2) and candidate,
+    the quality change against the reference (negative = worse) with its 90% t-interval, coloured by
+    the verdict, beside the minimum effect that matters (dashed: ``minimum[column]``, in %). ``cells``:
+    column, config, verdict, delta_pct, delta_lo, delta_hi."""
+    d = cells.dropna(subset=["delta_pct"]).copy()
+    title = "Quality change against the reference, with its 90% t-interval (negative = worse)"
+    if d.empty:
+        return ch.no_data_chart("no quality contrast to draw", title)
+    d["lo"], d["hi"] = d["delta_lo"].fillna(d["delta_pct"]), d["delta_hi"].fillna(d["delta_pct"])
+    d["minimum"] = [-minimum.get(c, float("nan")) for c in d["column"]]
+    order = config_order(d["config"])
+    base = alt.Chart().encode(y=alt.Y("config:N", sort=order, title=None))
+    color = alt.Color("verdict:N", scale=ch.verdict_scale(), title="verdict")
+    x = alt.X("delta_pct:Q", title="% vs the reference", scale=alt.Scale(zero=True, nice=True))
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title="% vs the reference"), x2="hi:Q", color=color)
+    dots = base.mark_point(filled=True, size=45).encode(
+        x=x, color=color, tooltip=["column:N", "config:N", "verdict:N", alt.Tooltip("delta_pct:Q", format="+.2f"),
+                                   alt.Tooltip("lo:Q", format="+.2f"), alt.Tooltip("hi:Q", format="+.2f")])
+    zero = alt.Chart().mark_rule(color="#888").encode(x=alt.datum(0))
+    floor = alt.Chart().mark_rule(strokeDash=[4, 3], color="#d62728").encode(x="mean(minimum):Q")
+    layer = alt.layer(floor, zero, bars, dots, data=d).properties(width=150, height=18 * len(order))
+    return layer.facet(column=alt.Column("column:N", sort=list(dict.fromkeys(d["column"])), title=None),
+                       ).resolve_scale(x="independent").properties(title=ch.chart_title(
+                           title, ["dashed: the minimum effect that matters (0.5% of a loss, 1% of a score); each "
+                                   "panel's scale is its own", "multi-label: micro-F1; macro-F1's interval is in the table"]))
