@@ -223,10 +223,10 @@ def build_parser() -> ArgumentParser:
     p_inf = sub.add_parser("infer", help="inference speed, memory and quality per inference precision")
     add_run_args(p_inf)
     p_inf.add_argument("--modes", default="fp32,autocast_bf16,autocast_fp16,bf16,fp16",
-                       help="inference precisions, comma-separated (benchlib.training.inference.MODES)")
-    p_inf.add_argument("--iters", type=int, default=10, help="timed forward passes per mode")
-    p_inf.add_argument("--prompt_len", type=int, default=128, help="GPT-2 causal LM: prompt tokens")
-    p_inf.add_argument("--new_tokens", type=int, default=32, help="GPT-2 causal LM: tokens decoded with the KV cache")
+                       help="Inference precisions, comma-separated (benchlib.training.inference.MODES).")
+    p_inf.add_argument("--iters", type=int, default=10, help="Timed forward passes per mode (default: 10).")
+    p_inf.add_argument("--prompt_len", type=int, default=128, help="GPT-2 causal LM: prompt tokens (default: 128).")
+    p_inf.add_argument("--new_tokens", type=int, default=32, help="GPT-2 causal LM: tokens decoded with the KV cache (default: 32).")
     p_inf.set_defaults(fn=_cmd_infer)
     p_cfg = sub.add_parser("configs", help="table of dtype configurations; --support: which GPU runs which; "
                            "--settings: each as other libraries' settings",

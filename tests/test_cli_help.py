@@ -1,17 +1,20 @@
-"""The command lines' help: every flag of run and sweep says what it does, and a flag that sets
-a configuration field says it in the field's own docstring (its first sentence), so the help
-and the documentation cannot drift apart."""
+"""The command lines' help: every flag of every verb says what it does in whole sentences, and a
+flag that sets a configuration field says it in the field's own docstring (its first sentence),
+so the help and the documentation cannot drift apart."""
 import argparse
 import dataclasses
+import importlib
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
+from unittest import mock
 
 import pytest
 
-from benchlib.cli import build_parser
+from benchlib.analysis.stats import Rules
+from benchlib.cli import LAZY, build_parser
 from benchlib.core.argparser import ArgumentParser, field_help, field_metavar
 from benchlib.core.runconfig import SECTIONS, DistConfig, RunConfig, field_docs, first_sentence
 from benchlib.host import sweep
@@ -137,3 +140,74 @@ def test_python_dash_m_benchlib_help_exits_0(argv):
     assert "usage: dtype-bench" in out.stdout
     if argv[0] == "run":
         assert first_sentence(field_docs(RunConfig)["seed"]) in " ".join(out.stdout.split())
+
+
+# ---- every verb ---------------------------------------------------------------------------
+class _Built(Exception):
+    """Carries the parser a verb's main built, stopped before it parsed anything."""
+
+
+def verb_parser(verb: str) -> argparse.ArgumentParser:
+    """The parser of ``dtype-bench <verb>``: the CLI's own, or the one a lazy verb's main builds."""
+    if verb not in LAZY:
+        return _sub(verb)
+    mod, fn = LAZY[verb][0].split(":")
+    main = getattr(importlib.import_module(mod), fn)
+
+    def built(parser, *args, **kwargs):
+        raise _Built(parser)
+    with mock.patch.object(argparse.ArgumentParser, "parse_args", built):
+        try:
+            main([])
+        except _Built as b:
+            return b.args[0]
+    raise AssertionError(f"dtype-bench {verb} parsed no arguments")
+
+
+VERBS = ["run", "infer", "configs", "scenarios", *LAZY]
+
+
+def help_problem(text: str | None) -> str | None:
+    """Why a help text is not whole: empty, cut off (unbalanced brackets), or not ending a sentence."""
+    text = (text or "").strip()
+    if not text:
+        return "no help"
+    if any(text.count(a) != text.count(b) for a, b in ("()", "[]", "{}")):
+        return f"unbalanced brackets (cut mid-sentence?): {text!r}"
+    if not text.endswith((".", ")", "]")):
+        return f"does not end with a full stop or a closing bracket: {text!r}"
+    return None
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_flag_and_argument_of_every_verb_has_whole_help(verb):
+    parser = verb_parser(verb)
+    problems = [f"dtype-bench {verb} {a.option_strings[-1] if a.option_strings else a.dest}: {why}"
+                for a in parser._actions
+                if not isinstance(a, argparse._HelpAction) and a.help != argparse.SUPPRESS
+                and (why := help_problem(a.help))]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_help_check_finds_missing_and_cut_help():
+    assert help_problem(None) == "no help" and help_problem("  ") == "no help"
+    assert "unbalanced" in help_problem("Peak learning rate: GPT-3's (Brown et al.")
+    assert "full stop" in help_problem("the study folder")
+    assert help_problem("The study folder.") is None and help_problem("Seeds (default: 0)") is None
+
+
+@pytest.mark.parametrize("cls", [RunConfig, DistConfig, ExecutorSettings, Rules])
+def test_every_field_s_first_sentence_is_whole(cls):
+    cut = {name: first_sentence(doc) for name, doc in field_docs(cls).items() if help_problem(first_sentence(doc))}
+    assert not cut, cut
+
+
+def test_et_al_does_not_end_a_sentence():
+    assert first_sentence("GPT-3's value (Brown et al. 2020, table 2.1), for all. More.") == \
+        "GPT-3's value (Brown et al. 2020, table 2.1), for all."
+
+
+def test_compare_s_statistics_flags_say_what_they_set():
+    flags = _flags(verb_parser("compare"))
+    for flag in ("--n_boot", "--min_seeds"):
+        assert flags[flag].help.startswith(first_sentence(field_docs(Rules)[flag[2:]])), flags[flag].help

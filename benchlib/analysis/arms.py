@@ -261,14 +261,14 @@ def save(folder: str | Path, stem: str, table: pd.DataFrame, chart_: alt.TopLeve
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench arms", description="What one setting (an arm) costs or gains against a "
                                 "baseline, paired run by run; the module's doc says how.")
-    p.add_argument("folder", help="a study folder, or a folder of inference.json files")
-    p.add_argument("--arm", required=True, help="the column whose values are the arms (arm, config, serve_mode, mode, "
-                                                "run.activation_checkpointing, ...)")
-    p.add_argument("--metric", required=True, help="the column compared (step_ms, memory, quality, forward_ms, ...)")
-    p.add_argument("--baseline", default=None, help=f"the arm the others are compared with (default: {BASELINES})")
-    p.add_argument("--pair", default=None, help=f"comma-separated pairing keys (default: those of {PAIR_KEYS} present)")
-    p.add_argument("--by", default=None, help="comma-separated group keys (default: the pairing keys less seed)")
-    p.add_argument("--out", default=None, help="write arms.csv/.md, arms_pairs.csv/.md and the chart here")
+    p.add_argument("folder", help="A study folder, or a folder of inference.json files.")
+    p.add_argument("--arm", required=True, help="The column whose values are the arms (arm, config, serve_mode, mode, "
+                                                "run.activation_checkpointing, ...).")
+    p.add_argument("--metric", required=True, help="The column compared (step_ms, memory, quality, forward_ms, ...).")
+    p.add_argument("--baseline", default=None, help=f"The arm the others are compared with (default: {BASELINES}).")
+    p.add_argument("--pair", default=None, help=f"Comma-separated pairing keys (default: those of {PAIR_KEYS} present).")
+    p.add_argument("--by", default=None, help="Comma-separated group keys (default: the pairing keys less seed).")
+    p.add_argument("--out", default=None, help="Write arms.csv/.md, arms_pairs.csv/.md and the chart here (default: print the tables only).")
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
     split = lambda s: None if s is None else [k for k in s.split(",") if k]  # noqa: E731
     df, env = rows(ns.folder, ns.arm)

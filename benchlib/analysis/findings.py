@@ -499,15 +499,15 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dtype-bench findings",
                                 description="The README's Findings section from a study's comparison.json")
     p.add_argument("comparison", nargs="+", help="<study>/comparison/comparison.json (written by dtype-bench "
-                   "compare); several: the first one's recommendation, each hypothesis from the study that decides it")
-    p.add_argument("--fp8-sizes", metavar="STUDY", help="also where FP8 pays, from this fp8_sizes study's records")
-    p.add_argument("--arm-cost", metavar="STUDY", help="also what this study's arms cost against its plain arm "
-                   "(e.g. executed/h100/checkpointing)")
-    p.add_argument("--transfer", metavar="DIR", help="also where verdicts come from: DIR/transfer.csv (dtype-bench transfer)")
-    p.add_argument("--readme", help="rewrite this file's findings block instead of printing")
-    p.add_argument("--answer", metavar="FILE", help=f"also write the answer alone (scope, default, table, rule, "
+                   "compare); several: the first one's recommendation, each hypothesis from the study that decides it.")
+    p.add_argument("--fp8-sizes", metavar="STUDY", help="Also where FP8 pays, from this fp8_sizes study's records.")
+    p.add_argument("--arm-cost", metavar="STUDY", help="Also what this study's arms cost against its plain arm "
+                   "(e.g. executed/h100/checkpointing).")
+    p.add_argument("--transfer", metavar="DIR", help="Also where verdicts come from: DIR/transfer.csv (dtype-bench transfer).")
+    p.add_argument("--readme", help="Rewrite this file's findings block instead of printing.")
+    p.add_argument("--answer", metavar="FILE", help=f"Also write the answer alone (scope, default, table, rule, "
                    f"where it breaks) to FILE, e.g. {ANSWER_FILE}: the reports and notebooks of the studies it is made "
-                   f"of show it")
+                   f"of show it.")
     return p
 
 

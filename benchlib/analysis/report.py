@@ -24,6 +24,7 @@ from benchlib.analysis.findings import _speed_only
 from benchlib.analysis.overview import overview_charts
 from benchlib.analysis.recommend import recommendations, recommended_configs
 from benchlib.analysis.safety import safety
+from benchlib.core.argparser import field_help
 from benchlib.core.records import json_safe
 from benchlib.core.scenarios import get_scenario
 
@@ -235,11 +236,11 @@ def answer_markdown(study_dir: Path) -> tuple[list[str], list[str], Path | None]
 def main_analyze(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench analyze", description="Per-experiment summary.csv and charts "
                                 "(seed 000 stage 1) from every result.json under a folder.")
-    p.add_argument("study_dir", nargs="?", help="e.g. executed/<study>")
-    p.add_argument("--results_dir", help="seed 000's name for study_dir")
-    p.add_argument("--scenario", help="one scenario A-F (default: every scenario found)")
-    p.add_argument("--output_dir", help="where <scenario>/summary.csv and plots/ go (default: study_dir)")
-    p.add_argument("--formats", default=",".join(FORMATS), help=f"chart files to write: png, svg (default {','.join(FORMATS)})")
+    p.add_argument("study_dir", nargs="?", help="The study folder, e.g. executed/<study>.")
+    p.add_argument("--results_dir", help="Seed 000's name for study_dir.")
+    p.add_argument("--scenario", help="One scenario A-F (default: every scenario found).")
+    p.add_argument("--output_dir", help="Where <scenario>/summary.csv and plots/ go (default: study_dir).")
+    p.add_argument("--formats", default=",".join(FORMATS), help=f"Chart files to write: png, svg (default: {','.join(FORMATS)}).")
     ns = p.parse_args(argv)
     if not (ns.study_dir or ns.results_dir):
         p.error("give the study folder (positional or --results_dir)")
@@ -255,14 +256,14 @@ def main_analyze(argv: list[str] | None = None) -> int:
 def main_compare(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench compare", description="Cross-experiment ranking correlation, "
                                 "flips beyond seed noise, hypothesis verdicts, recommendations (seed 000 stage 2).")
-    p.add_argument("study_dir", nargs="*", help="folders of records, e.g. executed/<study>")
-    p.add_argument("--lm_results", help="seed 000: folder of the LM experiment's records")
-    p.add_argument("--cls_results", help="seed 000: folder of the classification experiment's records")
-    p.add_argument("--output_dir", help="default: <first folder>/comparison")
-    p.add_argument("--conf", type=float, default=Rules.conf, help="bootstrap share / CI level (default 0.95)")
-    p.add_argument("--n_boot", type=int, default=Rules.n_boot)
-    p.add_argument("--min_seeds", type=int, default=Rules.min_seeds)
-    p.add_argument("--formats", default=",".join(FORMATS), help="chart files to write: png, svg")
+    p.add_argument("study_dir", nargs="*", help="Folders of records, e.g. executed/<study>.")
+    p.add_argument("--lm_results", help="Seed 000: the folder of the LM experiment's records.")
+    p.add_argument("--cls_results", help="Seed 000: the folder of the classification experiment's records.")
+    p.add_argument("--output_dir", help="Where comparison.json, its tables and charts go (default: <first folder>/comparison).")
+    p.add_argument("--conf", type=float, default=Rules.conf, help=field_help(Rules, "conf"))
+    p.add_argument("--n_boot", type=int, default=Rules.n_boot, help=field_help(Rules, "n_boot"))
+    p.add_argument("--min_seeds", type=int, default=Rules.min_seeds, help=field_help(Rules, "min_seeds"))
+    p.add_argument("--formats", default=",".join(FORMATS), help=f"Chart files to write: png, svg (default: {','.join(FORMATS)}).")
     ns = p.parse_args(argv)
     roots = ns.study_dir + [r for r in (ns.lm_results, ns.cls_results) if r]
     if not roots:

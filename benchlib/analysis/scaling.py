@@ -314,11 +314,11 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     p = argparse.ArgumentParser(prog="dtype-bench scaling", description="Scaling analysis of multi-GPU runs "
                                 "(seeds 003, 004): tables, summary.json and charts from the records under a folder.")
-    p.add_argument("root", help="e.g. executed/scaling")
-    p.add_argument("--baseline", default=BASELINE_ARM, help=f"seed 004's baseline arm (default {BASELINE_ARM})")
-    p.add_argument("--out", default=None, help="output folder (default ROOT/scaling)")
-    p.add_argument("--formats", default="", help="chart files to write: png, svg (default: svg)")
-    p.add_argument("--markdown", action="store_true", help="print the tables as markdown (docs/multi_gpu.md)")
+    p.add_argument("root", help="The folder of the multi-GPU runs' records, e.g. executed/scaling.")
+    p.add_argument("--baseline", default=BASELINE_ARM, help=f"Seed 004's baseline arm (default: {BASELINE_ARM}).")
+    p.add_argument("--out", default=None, help="Output folder (default: ROOT/scaling).")
+    p.add_argument("--formats", default="", help="Chart files to write: png, svg (default: svg).")
+    p.add_argument("--markdown", action="store_true", help="Print the tables as markdown (docs/multi_gpu.md).")
     ns = p.parse_args(argv)
     res = analyze(ns.root, ns.out, ns.baseline, tuple(f for f in ns.formats.split(",") if f))
     print(report(res, markdown=ns.markdown))

@@ -212,12 +212,12 @@ def to_markdown(t: pd.DataFrame, syn: tuple[list[Path], str], real: tuple[list[P
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench transfer", description="A synthetic study's effects next to "
                                 "a real-data study's, and where each verdict comes from")
-    p.add_argument("synthetic", metavar="SYNTH_STUDY_DIR", help="the synthetic study (e.g. executed/h100/reference)")
+    p.add_argument("synthetic", metavar="SYNTH_STUDY_DIR", help="The synthetic study (e.g. executed/h100/reference).")
     p.add_argument("real", metavar="REAL_STUDY_DIR", nargs="+",
-                   help="the studies whose records carry real data (several: their runs together, e.g. the decoder "
-                        "study and the encoder one)")
-    p.add_argument("--out", metavar="DIR", help="where transfer.csv and transfer.md go (default: the first "
-                   "REAL_STUDY_DIR/transfer)")
+                   help="The studies whose records carry real data (several: their runs together, e.g. the decoder "
+                        "study and the encoder one).")
+    p.add_argument("--out", metavar="DIR", help="Where transfer.csv and transfer.md go (default: the first "
+                   "REAL_STUDY_DIR/transfer).")
     ns = p.parse_args(argv)
     rules = Rules()
     (sdir, sprov, sdf), (rdirs, rprov, rdf) = _load([ns.synthetic], rules, False), _load(ns.real, rules, True)

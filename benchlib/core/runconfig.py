@@ -112,12 +112,12 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)\.(?=\s|$)")
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)(?<!\bet al)\.(?=\s|$)")
 
 
 def first_sentence(doc: str) -> str:
     """The first sentence of a docstring as one line of plain text (``code`` marks dropped):
-    up to the first full stop followed by a space, not counting "e.g." and the like."""
+    up to the first full stop followed by a space, not counting "e.g.", "et al." and the like."""
     text = " ".join(doc.replace("``", "").split())
     end = _SENTENCE_END.search(text)
     return text[:end.end()] if end else text

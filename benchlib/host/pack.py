@@ -281,13 +281,13 @@ def _compare(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> str
 # ---- command line ----------------------------------------------------------------------
 def main_pack(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="dtype-bench pack", description=__doc__.split("\n\n")[0])
-    p.add_argument("study_dir", type=Path, nargs="+", help="study folder(s), e.g. executed/reference")
-    p.add_argument("--out", type=Path, required=True, help="the archive to write, e.g. chunk.tgz")
+    p.add_argument("study_dir", type=Path, nargs="+", help="Study folder(s), e.g. executed/reference.")
+    p.add_argument("--out", type=Path, required=True, help="The archive to write, e.g. chunk.tgz.")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--since", metavar="GIT_REF", default=None,
-                       help="also the files changed since this commit (default: uncommitted files only)")
+                       help="Also the files changed since this commit (default: uncommitted files only).")
     which.add_argument("--newer-than", type=Path, metavar="FILE", default=None,
-                       help="the files modified after FILE instead (no git needed: touch FILE before the sweep)")
+                       help="The files modified after FILE instead (no git needed: touch FILE before the sweep).")
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
     print(pack(ns.study_dir, ns.out, ns.since, ns.newer_than))
     return 0
@@ -295,12 +295,12 @@ def main_pack(argv: list[str] | None = None) -> int:
 
 def main_unpack(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="dtype-bench unpack", description="Put a `dtype-bench pack` archive's files in place.")
-    p.add_argument("archive", type=Path, help="the archive, e.g. chunk.tgz")
+    p.add_argument("archive", type=Path, help="The archive, e.g. chunk.tgz.")
     p.add_argument("--into", type=Path, default=None,
-                   help="where its paths start (default: the root of the git work tree here, else the current folder)")
-    p.add_argument("--force", action="store_true", help="replace files here whose content differs from the archive's")
+                   help="Where its paths start (default: the root of the git work tree here, else the current folder).")
+    p.add_argument("--force", action="store_true", help="Replace files here whose content differs from the archive's.")
     p.add_argument("--keep", action="store_true",
-                   help="add the archive's new files, keep the files here that differ (e.g. a pretrain made again)")
+                   help="Add the archive's new files, keep the files here that differ (e.g. a pretrain made again).")
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
     print(unpack(ns.archive, ns.into or git_root(Path.cwd()) or Path.cwd(), ns.force, ns.keep))
     return 0

@@ -299,18 +299,18 @@ def expand(folder: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     import sys
     p = ArgumentParser(prog="dtype-bench compact", description=__doc__.split("\n\n")[0])
-    p.add_argument("folders", type=Path, nargs="*", help="study folders, e.g. executed/h100/reference "
-                   "(and executed/h100/reference.pretrain)")
+    p.add_argument("folders", type=Path, nargs="*", help="Study folders, e.g. executed/h100/reference "
+                   "(and executed/h100/reference.pretrain).")
     p.add_argument("--root", type=Path, default=Path("executed"),
-                   help="the folder of all studies: its README.md is written again, the HTML style sheet goes there "
-                        "(default: executed)")
+                   help="The folder of all studies: its README.md is written again, the HTML style sheet goes there "
+                        "(default: executed).")
     p.add_argument("--examples", type=int, default=1, metavar="N",
-                   help="run notebooks kept per training notebook, LM and classification (default 1)")
+                   help="Run notebooks kept per training notebook, LM and classification (default: 1).")
     p.add_argument("--readme", action="store_true",
-                   help="write <root>/README.md from the studies there (without folders: only that); without it, the "
-                        "README is written again where this command wrote it before")
+                   help="Write <root>/README.md from the studies there (without folders: only that); without it, the "
+                        "README is written again where this command wrote it before.")
     p.add_argument("--expand", action="store_true",
-                   help="write a compacted folder's records back as result.json files, so that a sweep can resume it")
+                   help="Write a compacted folder's records back as result.json files, so that a sweep can resume it.")
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
     if ns.expand:
         for f in ns.folders:
