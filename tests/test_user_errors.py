@@ -2,9 +2,12 @@
 exit status, ONE line on stderr naming the problem (and what to do), and the records already
 on disk exactly as they were."""
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -317,3 +320,15 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
     said = capsys.readouterr()
     lines = [ln for ln in (said.out + said.err).splitlines() if "validation: one file: a random 10%" in ln]
     assert len(lines) == 1 and "data: /data/docs.jsonl" in lines[0]
+
+
+@pytest.mark.parametrize("argv, parts", [
+    (["--seed", "-1"], ["seed must be >= 0, got -1"]),
+    (["--config", "AMP-BF16"], ["unknown dtype config 'AMP-BF16'", "Did you mean 'amp_bf16'?"]),
+    (["--size", "xxl"], ["size='xxl' is not one of", "'tiny', 'small', 'base', 'medium', 'large', 'xl'"]),
+])
+def test_a_bad_value_names_what_is_valid(capsys, tmp_path, argv, parts):
+    assert exit_code(["run", "--scenario", "A", *TINY, *argv, "--out", str(tmp_path / "o")]) == 2
+    err = one_line(capsys, *parts)
+    assert "wrong type" not in err
+    assert not (tmp_path / "o").exists()

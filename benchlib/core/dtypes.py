@@ -236,8 +236,16 @@ class UnknownNameError(ValueError):
 
 
 def closest(name: str, valid: list[str]) -> str:
-    match = difflib.get_close_matches(name, valid, n=1, cutoff=0.0)
+    """The hint naming the valid name closest to ``name`` (' Did you mean ...?', or '' where ``valid``
+    is empty): one that differs only in case or in - for _ first (AMP-BF16: amp_bf16), else difflib's."""
+    fold = {_folded(v): v for v in reversed(valid)}  # the first of names that fold alike
+    match = [fold[_folded(name)]] if _folded(name) in fold else \
+        [fold[m] for m in difflib.get_close_matches(_folded(name), list(fold), n=1, cutoff=0.0)]
     return f" Did you mean {match[0]!r}?" if match else ""
+
+
+def _folded(name: str) -> str:
+    return str(name).lower().replace("-", "_")
 
 
 def get_config(name: str) -> DtypeConfig:

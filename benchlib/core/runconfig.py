@@ -278,7 +278,7 @@ class RunConfig:
             raise ConfigError(f"config: {e}") from None
         for low, keys in ((1, ("steps", "log_every", "timing_windows", "batch_size", "grad_accum", "seq_len",
                                "vocab_size", "num_labels", "eval_batches")),
-                          (0, ("warmup_steps", "timing_warmup", "eval_every", "state_every"))):
+                          (0, ("seed", "warmup_steps", "timing_warmup", "eval_every", "state_every"))):
             for k in keys:
                 if getattr(self, k) is not None and getattr(self, k) < low:
                     raise ConfigError(f"{k} must be >= {low}, got {getattr(self, k)}")
@@ -448,7 +448,16 @@ def _check_types(cfg) -> None:
             setattr(cfg, f.name, float(v))
             continue
         if not _type_ok(v, tp):
-            raise ConfigError(f"{prefix}{f.name}={v!r} has the wrong type: expected {_describe(tp)}")
+            raise ConfigError(_type_problem(f"{prefix}{f.name}", v, tp))
+
+
+def _type_problem(key: str, value: Any, tp: Any) -> str:
+    """Why ``value`` does not fit ``key``'s type ``tp``: a name that is not one of a Literal's is
+    told the valid names and the closest; anything else, the type expected."""
+    names = [a for a in (typing.get_args(tp) if typing.get_origin(tp) is Literal else ()) if isinstance(a, str)]
+    if names and isinstance(value, str):
+        return f"{key}={value!r} is not one of {', '.join(map(repr, names))}.{closest(value, names)}"
+    return f"{key}={value!r} has the wrong type: expected {_describe(tp)}"
 
 
 SIZE_DEFAULTS = {
