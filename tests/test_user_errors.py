@@ -332,3 +332,34 @@ def test_a_bad_value_names_what_is_valid(capsys, tmp_path, argv, parts):
     err = one_line(capsys, *parts)
     assert "wrong type" not in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text, parts, absent", [
+    (STUDY.replace("seeds: [0]", "seeds: [-1]"), ["seeds", "non-negative", "-1"], None),
+    (STUDY + "size: small\n", ["duplicate key 'size'", "line 8", "line 5"], None),
+    (STUDY + "overrides: {G: {steps: 3}}\n", ["unknown scenario 'G'", "Did you mean 'F'?"], "'roberta'?"),
+    (STUDY.replace("steps: 2", 'steps: "30"'), ["steps", "'30'", "must be an integer", "steps: 30"], "1.0e-3"),
+    (STUDY.replace("size: tiny", "size: xxl"), ["size='xxl' is not one of", "'xl'"], "wrong type"),
+])
+def test_a_study_file_mistake_names_the_key_and_what_is_valid(tmp_path, capsys, text, parts, absent):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "executed")]) == 2
+    err = one_line(capsys, str(path), *parts)
+    assert absent is None or absent not in err
+    assert not (tmp_path / "executed").exists()
+
+
+def test_a_duplicate_key_in_a_nested_mapping_is_refused_too(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(STUDY + "overrides:\n  A:\n    steps: 3\n    lr: 1.0e-3\n    steps: 4\n")
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    one_line(capsys, str(path), "duplicate key 'steps'", "line 12", "line 10")
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)), b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"], ids=["bytes", "png"])
+def test_a_binary_study_file_is_named(tmp_path, capsys, data):
+    path = tmp_path / "study.yaml"
+    path.write_bytes(data)
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    one_line(capsys, str(path))

@@ -34,6 +34,7 @@ training notebooks apply its settings and overrides for their own scenario.
 """
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ import yaml
 
 from benchlib.training.checkpoints import ARCH_NAME, ARCH_SCENARIOS, ARCHS, LM_SCENARIO, PRETRAINED
 from benchlib.core.dtypes import ALIASES, REGISTRY, FULL_MATRIX, CORE_SIX, UnknownNameError, closest, get_config
-from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig, paths_unchecked
+from benchlib.core.runconfig import LEGACY_KEYS, ConfigError, RunConfig, flatten, paths_unchecked
 from benchlib.core.scenarios import SCENARIOS, get_scenario
 from benchlib.study.executor import ExecutorSettings
 
@@ -221,19 +222,48 @@ class Study:
                     f"(a hub id or a directory)")
 
 
-def load_study(path: str | Path) -> Study:
-    """Read a study file with the safe YAML loader and validate every run it expands to."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no study file {str(path)!r}")
+class StudyLoader(yaml.SafeLoader):
+    """The safe YAML loader, but a key written twice in one mapping is an error naming the key and
+    both lines (the safe loader keeps the last value: one of two settings would vanish unsaid)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {seen[key]}): keep one",
+                        key_node.start_mark)
+                if isinstance(key, (str, int, float, bool)):
+                    seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: Path) -> Any:
+    """A study file's YAML (``StudyLoader``); what is not YAML text is one line naming the file."""
     try:
-        d = yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=StudyLoader)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a text file (byte {e.object[e.start]:#04x} at offset {e.start} is not "
+                          f"UTF-8): a study file is YAML text, e.g. params/smoke.yaml") from None
     except yaml.YAMLError as e:  # its message spans lines (a snippet with a caret): keep the facts
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         what = " ".join(str(getattr(e, "problem", None) or e).split())
         context = getattr(e, "context", None)
         raise ConfigError(f"{path}: not a valid (safe) YAML file{where}: {what}" + (f" ({context})" if context else "")) from None
+
+
+def load_study(path: str | Path) -> Study:
+    """Read a study file with the safe YAML loader (``read_yaml``) and validate every run it expands to."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no study file {str(path)!r}")
+    d = read_yaml(path)
     with paths_unchecked():  # a corpus must exist when its runs execute (sweep), not for the others
         study = parse_study(d, where=f"{path}: ", default_name=path.stem)
     study.path = path
@@ -294,10 +324,23 @@ def _check_settings(settings: dict, where: str) -> None:
     try:
         RunConfig.from_dict(settings, where=where)
     except ConfigError as e:
-        # YAML 1.1 reads 1e-3 as text; say so rather than leave "expected float" a puzzle
-        text = [f"{k}: {v}" for k, v in settings.items() if isinstance(v, str) and _is_number(v)]
-        hint = f" (YAML reads {text[0]!r} as text: write the number with a dot, e.g. 1.0e-3)" if text else ""
-        raise ConfigError(f"{e}{hint}") from None
+        raise ConfigError(f"{e}{_number_hint(settings, str(e))}") from None
+
+
+def _number_hint(settings: dict, message: str) -> str:
+    """Where the error is of a number that YAML read as text, how to write it: an integer key's
+    without quotes; a float's with a dot too (YAML 1.1 reads 1e-3 as text)."""
+    for k, v in flatten(settings).items():
+        if not (isinstance(v, str) and _is_number(v) and message.find(f"{k}={v!r}") >= 0):
+            continue
+        try:
+            tp = RunConfig.field_type(k)
+        except KeyError:
+            return ""
+        if int in (tp, *typing.get_args(tp)):
+            return f" (YAML reads {v!r} as text: {k} must be an integer, written without quotes, e.g. {k}: {v})"
+        return f" (YAML reads {v!r} as text: write the number without quotes and with a dot, e.g. 1.0e-3)"
+    return ""
 
 
 def _folder_name(name: Any) -> bool:
@@ -411,8 +454,9 @@ def _overrides(v: Any, where: str) -> dict:
     for key, settings in v.items():
         k = str(key)
         k = k if k in GROUPS else k.lower() if k.lower() in ARCH_GROUPS else k.upper()
-        if k not in valid:
-            raise ConfigError(f"{where}overrides: unknown scenario {key!r}.{closest(str(key), valid)} "
+        if k not in valid:  # a one-letter key is a scenario id: the closest is one too
+            pool = list(SCENARIOS) if len(k) == 1 else valid
+            raise ConfigError(f"{where}overrides: unknown scenario {key!r}.{closest(str(key), pool)} "
                               f"Valid: {', '.join(valid)}")
         settings = _override_block(settings, f"{where}overrides.{key}: ")
         if k in GROUPS:
