@@ -322,6 +322,35 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
     assert len(lines) == 1 and "data: /data/docs.jsonl" in lines[0]
 
 
+@pytest.mark.parametrize("verb", ["compare", "analyze"])
+def test_a_truncated_record_is_named_by_every_verb_that_reads_the_study(tmp_path, capsys, verb):
+    from fixtures.records import grid, write_study
+    from test_gates import with_baseline  # quality established: the scenario has a reference
+    root = write_study(tmp_path / "s", [with_baseline(r) for r in grid("A", ["fp32_baseline", "amp_bf16"], seeds=(0, 1, 2))])
+    bad = root / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json"
+    bad.write_text(bad.read_text()[:60])  # cut short, as by a full disk
+    extra = ["--n_boot", "200"] if verb == "compare" else []
+    code = main([verb, str(root), *extra])
+    said = capsys.readouterr()
+    warned = line_with(said.err, str(bad), "excluded")
+    assert code != 0 or warned.startswith("warning:")
+    if verb == "compare":  # fp32_baseline now has 2 seeds of 3: another config is A's reference, and it says so
+        line_with(said.out, "reference of A", "amp_bf16", "not fp32_baseline")
+
+
+def test_load_study_names_each_record_it_leaves_out(tmp_path, capsys):
+    from benchlib.analysis.tables import load_study
+    from fixtures.records import grid, write_study
+    root = write_study(tmp_path / "s", grid("A", ["fp32_baseline", "amp_bf16"], seeds=(0, 1)))
+    bad = [root / "runs" / "A" / c / "seed1" / "result.json" for c in ("fp32_baseline", "amp_bf16")]
+    for f in bad:
+        f.write_text("{")
+    assert len(load_study(root)) == 2
+    err = capsys.readouterr().err
+    for f in bad:
+        line_with(err, "warning", str(f), "excluded")
+
+
 @pytest.mark.parametrize("argv, parts", [
     (["--seed", "-1"], ["seed must be >= 0, got -1"]),
     (["--config", "AMP-BF16"], ["unknown dtype config 'AMP-BF16'", "Did you mean 'amp_bf16'?"]),
@@ -363,3 +392,14 @@ def test_a_binary_study_file_is_named(tmp_path, capsys, data):
     path.write_bytes(data)
     assert main(["sweep", str(path), "--dry-run"]) == 2
     one_line(capsys, str(path))
+
+
+def test_the_sweep_s_analysis_names_a_corrupt_record_and_fails(study, tmp_path, capsys, monkeypatch, finished):
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("a run started"))
+    root = tmp_path / "executed"
+    item = sweep.plan(sweep.load_study(study), root)[0]
+    item.out_dir.mkdir(parents=True)
+    shutil.copy(finished / "result.json", item.result)
+    item.result.write_text(item.result.read_text()[:40])  # cut short, as by a full disk
+    assert main(["sweep", str(study), "--out", str(root), "--analysis-only", "--no-analysis", "--no-html"]) == 1
+    line_with(capsys.readouterr().err, "corrupt", "A/fp32_baseline/seed0")

@@ -233,6 +233,25 @@ def answer_markdown(study_dir: Path) -> tuple[list[str], list[str], Path | None]
     return out, absolute, speed
 
 
+def reference_notes(saf: pd.DataFrame, rules: Rules) -> list[str]:
+    """A line per scenario whose quality reference is not the first of ``rules.reference_configs``:
+    which config it is instead, so that a run left out (a corrupt record, a missing seed) never
+    changes what the verdicts are measured against unsaid."""
+    first, out = rules.reference_configs[0], []
+    for s, g in saf.groupby("scenario", sort=True):
+        refs = g["reference"].dropna()
+        if len(refs) and refs.iloc[0] != first:
+            runs = g.loc[g["config"] == first, "runs"]
+            out.append(f"reference of {s}: {refs.iloc[0]}, not {first} ({first}: {_n(runs)} here; a reference "
+                       f"needs {rules.min_seeds} counted seeds)")
+    return out
+
+
+def _n(runs: pd.Series) -> str:
+    n = int(runs.iloc[0]) if len(runs) else 0
+    return f"{n} run{'' if n == 1 else 's'}"
+
+
 def main_analyze(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dtype-bench analyze", description="Per-experiment summary.csv and charts "
                                 "(seed 000 stage 1) from every result.json under a folder.")
@@ -268,11 +287,11 @@ def main_compare(argv: list[str] | None = None) -> int:
     roots = ns.study_dir + [r for r in (ns.lm_results, ns.cls_results) if r]
     if not roots:
         p.error("give a study folder, or --lm_results and --cls_results")
-    comp = compare_study(*roots, output_dir=ns.output_dir, formats=ns.formats.split(","),
-                         rules=Rules(conf=ns.conf, n_boot=ns.n_boot, min_seeds=ns.min_seeds))
+    comp_rules = Rules(conf=ns.conf, n_boot=ns.n_boot, min_seeds=ns.min_seeds)
+    comp = compare_study(*roots, output_dir=ns.output_dir, formats=ns.formats.split(","), rules=comp_rules)
     r = comp.result
     print(comp.files[0])
-    for line in r["notes"]:
+    for line in r["notes"] + reference_notes(comp.safety, comp_rules):
         print(f"  {line}")
     print(f"ranking correlation LM vs CLS (Spearman): {r['ranking_correlation']}")
     print(f"flips beyond seed noise: {len(r['flips'])}")

@@ -26,6 +26,7 @@ import gzip
 import json
 import math
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -491,6 +492,7 @@ def read_table(path: str | os.PathLike, strict: bool = False) -> list[dict]:
         except (json.JSONDecodeError, CorruptRecord) as e:
             if strict:
                 raise CorruptRecord(str(e)) from None
+            excluded(e if isinstance(e, CorruptRecord) else f"{path}:{i}: {e}")
             continue
         rec["_path"] = str(path.parent / file)
         out.append(rec)
@@ -516,8 +518,10 @@ def load_records(root: str | os.PathLike, strict: bool = False) -> list[dict]:
     """All readable records under ``root``, each with ``_path`` (its ``result.json``): a fresh
     study's ``result.json`` files and a compacted one's records tables (``read_table``), the same
     records either way. Where both hold a run, its ``result.json`` wins (a run made again since).
-    Corrupt ones are skipped (or raise with ``strict``), and so are runs the sweep interrupted
-    (``interrupted``): not a failure of their config, they run again."""
+    Corrupt ones raise with ``strict``; else each is left out with a warning line naming its file
+    (``excluded``), never silently: what reads the study (a scenario's reference config, a
+    config's seeds) may change without it. Runs the sweep interrupted (``interrupted``) are left
+    out too: not a failure of their config, they run again."""
     found: dict[str, dict] = {}
     for t in find_tables(root):
         for rec in read_table(t, strict):
@@ -525,13 +529,20 @@ def load_records(root: str | os.PathLike, strict: bool = False) -> list[dict]:
     for p in find_records(root):
         try:
             rec = read_record(p)
-        except CorruptRecord:
+        except CorruptRecord as e:
             if strict:
                 raise
+            excluded(e)
             continue
         rec["_path"] = str(p)
         found[str(p)] = rec
     return [found[k] for k in sorted(found, key=lambda k: Path(k).parts) if not interrupted(found[k])]
+
+
+def excluded(why: Exception | str) -> None:
+    """Say on stderr, in one line, that an unreadable record (``why`` names its file) is left out."""
+    print(f"warning: excluded {why} (not a readable record: this analysis goes on without the run; a sweep "
+          f"over its study runs it again)", file=sys.stderr)
 
 
 def interrupted(rec: dict) -> bool:

@@ -479,17 +479,21 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
         print(f"  pretrain: {_rel(pretrain_root(study, ns.out))}/<arch>.ipynb (+ <arch>/model: the checkpoint"
               + ("; earlier phases: <arch>.phase<k>/" if any(p.phase > 1 for p in pre) else "") + ")")
     states = {i.run_id: run_state(i)[0] for i in items if not any(i is d for d in later)}  # left for later: not failed
-    errors = [r for r, s in states.items() if s in ("error", "corrupt")]
+    errors = [r for r, s in states.items() if s == "error"]
+    corrupt = [r for r, s in states.items() if s == "corrupt"]
     waiting = [r for r, s in states.items() if s == "waiting"]
     if errors:
         print(f"\n{len(errors)} run(s) ended in error (see their notebooks, or run.log of a run without one): "
               f"{_some(errors)}", file=sys.stderr)
+    if corrupt:
+        print(f"\n{len(corrupt)} run(s) with a corrupt record (an unreadable result.json, left out of the analysis; "
+              f"the next sweep runs them again): {_some(corrupt)}", file=sys.stderr)
     if waiting:
         print(f"\n{len(waiting)} run(s) skipped, {WAITING} ({_some(waiting)}):"
               f" the next sweep runs them once it exists", file=sys.stderr)
     if later:
         print(budget.left_line(len(items)))
-    return 1 if errors or waiting else 0
+    return 1 if errors or corrupt or waiting else 0
 
 
 def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
