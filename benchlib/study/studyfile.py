@@ -339,7 +339,7 @@ def _number_hint(settings: dict, message: str) -> str:
             return ""
         if int in (tp, *typing.get_args(tp)):
             return f" (YAML reads {v!r} as text: {k} must be an integer, written without quotes, e.g. {k}: {v})"
-        return f" (YAML reads {v!r} as text: write the number without quotes and with a dot, e.g. 1.0e-3)"
+        return f" (YAML reads {v!r} as text: write the number with a dot and no quotes, e.g. 1.0e-3)"
     return ""
 
 
