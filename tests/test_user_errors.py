@@ -322,6 +322,51 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
     assert len(lines) == 1 and "data: /data/docs.jsonl" in lines[0]
 
 
+def test_ctrl_c_ends_a_sweep_in_one_line_naming_its_out(study, tmp_path, capsys, monkeypatch):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(runner, "execute", interrupted)
+    root = tmp_path / "executed"
+    assert main(["sweep", str(study), "--out", str(root), "--no-analysis", "--no-html"]) == 130
+    err = capsys.readouterr().err
+    said = [line for line in err.replace("\r", "\n").splitlines() if line.strip() and "run/s]" not in line]  # less the bar
+    assert len(said) == 1 and "Traceback" not in err, err
+    assert "interrupted" in said[0] and f"dtype-bench sweep {study} --out {root}" in said[0]
+
+
+def test_a_second_sweep_on_a_study_folder_in_use_is_refused_naming_the_holder(study, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("a run started"))
+    root = tmp_path / "executed"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path\n"
+                               "from benchlib.study.lock import study_lock\n"
+                               "with study_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)\n",
+                               str(root / "s")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for extra in ([], ["--analysis-only", "--no-analysis", "--no-html"]):
+            assert main(["sweep", str(study), "--out", str(root), *extra]) == 2
+            one_line(capsys, str(root / "s"), f"pid {holder.pid}", "another sweep")
+        for look in (["--dry-run"], ["--status"]):  # what a sweep would do, while one goes: fine
+            assert main(["sweep", str(study), "--out", str(root), *look]) == 0
+            assert f"pid {holder.pid}" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
+    # killed, not ended: the lock went with its process
+    assert main(["sweep", str(study), "--out", str(root), "--analysis-only", "--no-analysis", "--no-html"]) == 0
+
+
+def test_the_sweep_lock_is_one_holder_at_a_time_and_released_on_exit(tmp_path):
+    from benchlib.study.lock import StudyInUse, study_lock
+    with study_lock(tmp_path / "s"):
+        with pytest.raises(StudyInUse, match=f"pid {os.getpid()}"):
+            with study_lock(tmp_path / "s"):
+                pass
+    with study_lock(tmp_path / "s"):  # released: taken again
+        pass
+    assert [p.name for p in (tmp_path / "s").iterdir()] == []  # and no file left behind
+
+
 @pytest.mark.parametrize("verb", ["compare", "analyze"])
 def test_a_truncated_record_is_named_by_every_verb_that_reads_the_study(tmp_path, capsys, verb):
     from fixtures.records import grid, write_study

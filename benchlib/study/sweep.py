@@ -31,6 +31,7 @@ from benchlib.study.executor import KINDS, ExecutorSettings
 from benchlib.study.html_export import export_study_html
 from benchlib.study.html_export import fmt as _fmt
 from benchlib.study.html_export import last_line as _last_line
+from benchlib.study.lock import holder, study_lock
 from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, execute_unit,
                                    is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
                                    pretrain_root, pretrain_warning, readable, refresh_reading, remake_lost, run_state,
@@ -279,13 +280,44 @@ def compile_cache_line(ran: list[Item]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The sweep with the default ``Host``: runs one after another here, each in its notebook."""
-    return run(parse_args(list(sys.argv[1:] if argv is None else argv)), Host())
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ns = parse_args(argv)
+    ns.argv = argv
+    return run(ns, Host())
+
+
+def resume_command(ns: argparse.Namespace) -> str:
+    """The command that goes on with this sweep: as typed (``ns.argv``), with its ``--out``."""
+    argv = list(getattr(ns, "argv", None) or [str(ns.study)])
+    if not any(a == "--out" or a.startswith("--out=") for a in argv):
+        argv += ["--out", str(ns.out)]
+    return f"dtype-bench sweep {shlex.join(argv)}"
 
 
 def run(ns: argparse.Namespace, host: Host) -> int:
-    """Plan the study, execute what is left (through ``host`` or a scheduler), then analyse."""
+    """Plan the study, execute what is left (through ``host`` or a scheduler), then analyse; all
+    but ``--dry-run`` and ``--status`` holding the study folder's lock (``study_lock``), and a
+    Ctrl-C ends in one line naming the command that goes on."""
     study = load_study(ns.study)  # validates every run before anything executes
     _refuse_compacted(ns, study)
+    study_dir = ns.out / study.name
+    if ns.dry_run or ns.status:  # they read: fine while a sweep writes
+        if pid := holder(study_dir):
+            print(f"  a sweep (pid {pid}) is running on {_rel(study_dir)} now: the states below change as it goes")
+        return _run(ns, study, host)
+    from benchlib.training.preflight import out_problem  # --out must take the study, said before any run
+    if problem := out_problem(study_dir, "--out"):
+        raise ConfigError(problem)
+    try:
+        with study_lock(study_dir):
+            return _run(ns, study, host)
+    except KeyboardInterrupt:
+        print(f"dtype-bench sweep: interrupted: runs without a finished record run again with: {resume_command(ns)}",
+              file=sys.stderr)
+        return 130
+
+
+def _run(ns: argparse.Namespace, study: Study, host: Host) -> int:
     every = plan(study, ns.out)
     items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
     for i in items if ns.force else []:
@@ -318,10 +350,6 @@ def run(ns: argparse.Namespace, host: Host) -> int:
     todo = [] if ns.analysis_only else pending
     if ns.analysis_only and pending:
         print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
-    if todo and not ns.dry_run:
-        from benchlib.training.preflight import out_problem  # --out must take the study, said before any run
-        if problem := out_problem(study_dir, "--out"):
-            raise ConfigError(problem)
     if settings.kind != "inprocess" and todo:
         return _submit(ns, study, settings, todo, host.run_cell,
                        lambda wall: _after_runs(ns, study, every, items, todo, [], wall))
@@ -363,9 +391,7 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
             budget.defer_unrun(todo)  # what a cell's process left for want of time
     except KeyboardInterrupt:
         if not (budget and budget.expired):
-            print(f"\ninterrupted: runs without a finished record run again with the same command:\n"
-                  f"  dtype-bench sweep {_rel(ns.study)}", file=sys.stderr)
-            return 130
+            raise  # run's one line
         budget.deferred += [i for i in todo if not run_state(i)[0].startswith("done")
                             and not any(i is d for d in budget.deferred)]
         print("\ntime budget: spent while runs were going; they were stopped and run again with the same command")
@@ -406,8 +432,8 @@ def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, to
     try:
         sub.submit(todo, wait=ns.wait, flying=flying)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: what was submitted stays queued; see it with\n  dtype-bench sweep {_rel(ns.study)} --status\n"
-              f"and submit the rest with the same command", file=sys.stderr)
+        print(f"dtype-bench sweep: interrupted: what was submitted stays queued (see it with --status); the same "
+              f"command submits the rest: {resume_command(ns)}", file=sys.stderr)
         return 130
     if settings.kind == "slurm" and not ns.wait:
         print(f"\nsubmitted {_n(len(todo), 'run')}; jobs: {_rel(cluster.cluster_dir(study, ns.out) / cluster.LEDGER)}\n"
