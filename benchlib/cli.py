@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 from benchlib.core.argparser import ArgumentParser, field_help, field_metavar
-from benchlib.core.records import TRAINED
+from benchlib.core.records import RESULT, TRAINED, CorruptRecord, read_record
 from benchlib.core.runconfig import LEGACY_KEYS, SECTIONS, ConfigError, RunConfig, first_sentence
 from benchlib.core.scenarios import SCENARIOS, TASK_ALIASES
 from benchlib.study.html_export import fmt, last_line
@@ -82,13 +84,80 @@ def run_config_from_args(ns: argparse.Namespace) -> RunConfig:
     return RunConfig.from_dict(d)
 
 
+def add_out_args(p: argparse.ArgumentParser) -> None:
+    """What ``run`` does with a --out that holds a run already (``run_folder``)."""
+    own = next(g for g in p._action_groups if g.title == "the command")
+    own.add_argument("--overwrite", action="store_true",
+                     help="Train again in an --out that holds a run's record (result.json): the new record replaces "
+                          "it, and a state saved there (state.pt) is dropped, not continued.")
+    own.add_argument("--resume", action="store_true",
+                     help="Continue the run whose training state --out holds (state.pt, saved every --state_every "
+                          "steps), with the settings it was started with, whatever record the folder holds.")
+
+
+def run_folder(ns: argparse.Namespace, cfg: RunConfig) -> str:
+    """The folder ``run`` writes to: --out, refused where it holds a run's record (unless
+    --overwrite, or --resume with a state saved there), else a new temporary folder. Not checked
+    in a rank under torchrun: the command that launched it was."""
+    from benchlib.training import resume
+    if ns.resume and ns.overwrite:
+        raise ConfigError("--resume continues the run saved in --out, --overwrite trains it again: give one")
+    if ns.out_dir is None:
+        if ns.resume:
+            raise ConfigError("--resume: give the --out of the run to continue")
+        return tempfile.mkdtemp(prefix="dtype-bench-")
+    out = Path(ns.out_dir)
+    if "WORLD_SIZE" in os.environ:
+        return ns.out_dir
+    if ns.resume:
+        if problem := resume.resume_problem(out, cfg):
+            raise ConfigError(f"--resume: {problem}")
+    elif ns.overwrite:
+        if out.is_dir():
+            resume.clear(out)  # trained again from step 0, not from a state of the run it replaces
+    elif (out / RESULT).is_file():
+        saved = ", --resume to continue the state saved there" if (out / resume.STATE_FILE).is_file() else ""
+        raise ConfigError(f"--out {ns.out_dir}: it holds {_held(out / RESULT)} already: give --overwrite to train "
+                          f"again and replace it{saved}, or another --out")
+    return ns.out_dir
+
+
+def _held(record: Path) -> str:
+    try:
+        rec = read_record(record)
+    except CorruptRecord:
+        return f"an unreadable {record.name}"
+    return f"the record of {rec['run_id']} ({rec['status']})"
+
+
+def interrupted_line(ns: argparse.Namespace, out: str) -> str:
+    """The one line a Ctrl-C ends ``run`` with: how far it got, and the command that goes on."""
+    from benchlib.training import resume
+    state = resume.saved_step(Path(out))
+    argv = [a for a in ns.argv if a not in ("--overwrite", "--resume")]
+    if not any(a == "--out" or a.startswith("--out=") for a in argv):
+        argv += ["--out", out]
+    if state:
+        said = f"its state after {state['step'] + 1} of {state['steps']} steps is saved; continue it with"
+        argv.append("--resume")
+    else:
+        said = "no state saved (--state_every N saves one); train it again with"
+        argv += ["--overwrite"] if (Path(out) / RESULT).is_file() else []
+    return f"dtype-bench run: interrupted: {said}: dtype-bench {shlex.join(argv)}"
+
+
 def _cmd_run(ns: argparse.Namespace) -> int:
     from benchlib.training.loop import run
     cfg = run_config_from_args(ns)
+    out = run_folder(ns, cfg)
     if cfg.dist.strategy != "single" and cfg.dist.nproc == 1 and "WORLD_SIZE" not in os.environ:
         print(f"note: dist.strategy={cfg.dist.strategy} with dist.nproc=1 runs ONE process under torchrun "
               f"(the strategy's overhead, no parallelism); give --dist.nproc N for N processes", file=sys.stderr)
-    rec = run(cfg, out_dir=ns.out_dir, progress=not ns.quiet)
+    try:
+        rec = run(cfg, out_dir=out, progress=not ns.quiet)
+    except KeyboardInterrupt:
+        print(interrupted_line(ns, out), file=sys.stderr)
+        return 130
     where = (f"record: {rec['_path']}" if rec.get("_path") else
              f"existing record kept: {rec['_kept']}" if rec.get("_kept") else "no record written")
     if rec["status"] not in TRAINED:  # nothing was measured: the reason is the message
@@ -205,12 +274,20 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, ValueError, FileNotFoundError) as e:
             print(f"dtype-bench {argv[0]}: error: {e}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:  # where the verb says nothing of its own (the sweep does)
+            print(f"dtype-bench {argv[0]}: interrupted: run again with: dtype-bench {shlex.join(argv)}",
+                  file=sys.stderr)
+            return 130
     ns = build_parser().parse_args(argv)
+    ns.argv = argv  # the command as typed (interrupted_line)
     try:
         return ns.fn(ns)
     except (ConfigError, ValueError) as e:
         print(f"dtype-bench: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before run's own (interrupted_line), or another verb
+        print(f"dtype-bench {ns.cmd}: interrupted: run again with: dtype-bench {shlex.join(argv)}", file=sys.stderr)
+        return 130
 
 
 def build_parser() -> ArgumentParser:
@@ -219,6 +296,7 @@ def build_parser() -> ArgumentParser:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_run = sub.add_parser("run", help="train one (scenario, config, seed) and write its record")
     add_run_args(p_run)
+    add_out_args(p_run)
     p_run.set_defaults(fn=_cmd_run)
     p_inf = sub.add_parser("infer", help="inference speed, memory and quality per inference precision")
     add_run_args(p_inf)

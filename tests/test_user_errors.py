@@ -88,8 +88,8 @@ def exit_code(argv):
 
 @NO_GPU
 def test_device_cuda_without_a_gpu_is_refused_and_the_finished_record_kept(capsys, existing):
-    out, _ = existing
-    assert main(["run", "--scenario", "A", *TINY, "--device", "cuda", "--out", str(out)]) == 1
+    out, _ = existing  # even with --overwrite: a run refused before it starts replaces nothing
+    assert main(["run", "--scenario", "A", *TINY, "--device", "cuda", "--out", str(out), "--overwrite"]) == 1
     err = capsys.readouterr()
     assert "existing record kept" in err.out
     assert len(err.err.strip().splitlines()) == 1 and "device='cuda' but no CUDA GPU is visible" in err.err
@@ -176,7 +176,8 @@ def test_an_empty_jsonl_names_the_file(tmp_path, capsys):
 def test_a_data_error_keeps_the_finished_record_there(tmp_path, capsys, existing):
     out, _ = existing
     (tmp_path / "docs.jsonl").write_text('{"text": "a", "labels": "x,y"}\n')
-    assert main(["run", "--scenario", "D", *TINY, "--data", str(tmp_path / "docs.jsonl"), "--out", str(out)]) == 1
+    assert main(["run", "--scenario", "D", *TINY, "--data", str(tmp_path / "docs.jsonl"), "--out", str(out),
+                 "--overwrite"]) == 1
     one_line(capsys, "docs.jsonl line 1", "need a list of labels")
     assert untouched(existing)
 
@@ -320,6 +321,48 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
     said = capsys.readouterr()
     lines = [ln for ln in (said.out + said.err).splitlines() if "validation: one file: a random 10%" in ln]
     assert len(lines) == 1 and "data: /data/docs.jsonl" in lines[0]
+
+
+# ---- nothing lost or silently changed (issue 56) -----------------------------------------
+def test_a_run_refuses_an_out_holding_a_record_unless_overwrite(capsys, existing):
+    out, before = existing
+    assert main(["run", "--scenario", "A", *TINY, "--out", str(out)]) == 2
+    one_line(capsys, f"--out {out}", "holds the record of A/amp_bf16/seed0", "--overwrite")
+    assert untouched(existing)
+    assert main(["run", "--scenario", "A", *TINY, "--seed", "1", "--out", str(out), "--overwrite"]) == 0
+    assert read_record(out / "result.json")["run_id"] == "A/amp_bf16/seed1"
+
+
+def test_resume_needs_a_saved_state_and_goes_with_no_overwrite(capsys, existing):
+    out, _ = existing
+    assert main(["run", "--scenario", "A", *TINY, "--state_every", "1", "--out", str(out), "--resume"]) == 2
+    one_line(capsys, "--resume", str(out), "no saved state")
+    assert main(["run", "--scenario", "A", *TINY, "--out", str(out), "--resume", "--overwrite"]) == 2
+    one_line(capsys, "--resume", "--overwrite")
+    assert untouched(existing)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("state_every", [None, "2"])
+def test_ctrl_c_ends_a_run_in_one_line_with_the_command_that_resumes_it(tmp_path, state_every):
+    out = tmp_path / "x"
+    argv = ["run", "--scenario", "A", "--size", "tiny", "--steps", "100000", "--device", "cpu", "--out", str(out)]
+    argv += ["--state_every", state_every] if state_every else []
+    proc = subprocess.Popen([sys.executable, "-m", "benchlib", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    wait_for = out / ("state.json" if state_every else "steps.jsonl")
+    for _ in range(1200):
+        if (wait_for.exists() and wait_for.stat().st_size) or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("dtype-bench run: interrupted") and f"--out {out}" in last, err
+    assert ("--resume" in last) == bool(state_every), last
+    if state_every:  # the command it names continues the run, with the flags it was given
+        assert "--state_every 2" in last and "--steps 100000" in last
 
 
 def test_ctrl_c_ends_a_sweep_in_one_line_naming_its_out(study, tmp_path, capsys, monkeypatch):

@@ -53,6 +53,31 @@ def save(out: Path, cfg: RunConfig, step: int, model: torch.nn.Module, opt, scal
     return time.perf_counter() - t0
 
 
+def saved_step(out: Path) -> dict | None:
+    """What ``STEP_FILE`` says of the state saved in ``out`` (``step``, ``steps``, ``run_id``), or
+    None where no state is there."""
+    try:
+        s = json.loads((Path(out) / STEP_FILE).read_text())
+        return s if (Path(out) / STATE_FILE).is_file() and isinstance(s, dict) and "step" in s else None
+    except (OSError, ValueError):
+        return None
+
+
+def resume_problem(out: Path, cfg: RunConfig) -> str | None:
+    """Why a run of ``cfg`` cannot continue the state saved in ``out`` (one line), or None. That
+    its other settings fit is known when the state loads (``load``); its run and length are here."""
+    s = saved_step(out)
+    if s is None:
+        return (f"{out} holds no saved state ({STATE_FILE}: a run saves one every state_every steps), so there "
+                f"is nothing to continue")
+    if not cfg.state_every:
+        return f"give the run's state_every too: only a run that saves its state loads the one in {out}"
+    if (s.get("run_id"), s.get("steps")) != (cfg.run_id, cfg.steps):
+        return (f"the state in {out} is of {s.get('run_id')}, {s.get('steps')} steps; this command runs "
+                f"{cfg.run_id}, {cfg.steps} steps: give the settings it was started with")
+    return None
+
+
 def saved_share(out: Path, run_id: str, steps: int) -> float:
     """The share of its ``steps`` a run's saved state already holds (``STEP_FILE``, written with
     the state by a run of that id and length); 0 without one. Whether the state fits the run's
