@@ -4,12 +4,21 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+
+# A suite started in the background of a shell without job control (`make test &`, nohup) inherits
+# SIGINT ignored, and so would every child it starts: the tests of Ctrl-C would then test nothing.
+# Python's own handler here; children get the default again at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # Tiny models on a small CI box: one intra-op thread. With several threads per op, each
 # tiny kernel pays an OpenMP barrier, and under load a barrier costs a scheduler slice.
