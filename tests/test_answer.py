@@ -81,9 +81,12 @@ def test_the_findings_block_fits_a_screenful_and_opens_with_scope_then_answer(re
     assert "H100" in scope[0] and "TF32 off" in scope[0] and scope[-1].startswith("> **Speed and memory**")
     names = [Path(s).name for s in _first()["sources"]]
     assert all(n in scope[1] for n in names) and "beta2 0.95" in scope[1] and "steps x" in scope[1]
-    assert all(ln.startswith("> **Quality at beta2") for ln in scope[1:-1])  # one line per beta2 arm
-    assert "`base`" in scope[-1] and f"(`{SPEED.name}`)" in scope[-1]
-    scope[2] = scope[-1]
+    quality = [ln for ln in scope[1:] if not ln.startswith("> **Speed and memory**")]
+    assert all(ln.startswith("> **Quality at beta2") for ln in quality)  # one line per beta2 arm
+    assert scope[1 + len(quality):] and all(ln.startswith("> **Speed and memory**") for ln in scope[1 + len(quality):])
+    mine = next(ln for ln in scope[1 + len(quality):] if f"(`{SPEED.name}`)" in ln)  # one line per speed study used
+    assert "`base`" in mine
+    scope[2] = mine
     from benchlib.core.records import load_records
     ids = {r["env"].get("gpu_uuid") for r in load_records(SPEED)} - {None}
     assert (f"{len(ids)} different GPUs" in scope[2]) if len(ids) > 1 else ("one GPU" in scope[2] or "not identified" in scope[2])

@@ -332,3 +332,22 @@ def test_the_answer_chart_draws_every_judged_cell_of_the_table_and_no_reference(
     drawn = list(dict.fromkeys(r["column"] for r in rows))
     assert drawn == [c for c in columns if c in drawn] and len(drawn) >= len(columns) - 1
     assert all(r["verdict"] != "reference" and r["lo"] <= r["delta_pct"] <= r["hi"] for r in rows)
+
+
+def test_each_scenario_takes_its_speed_from_the_first_speed_study_that_timed_it(tmp_path):
+    """Two speed studies: A from the first, C from the second (the first did not time it); A's configs
+    are never mixed across the two. Without fp32 with TF32 off on C, its multiplier is '-', the others shown."""
+    comp = evidence({"fp32_baseline": {"A": "reference", "C": "reference"}, "amp_bf16": {"A": "safe", "C": "safe"},
+                     "bf16_pure": {"A": "safe", "C": "safe"}})
+    first = speed_study(tmp_path / "s1", {"A": {"fp32_baseline": 1.0, "amp_bf16": 8.0, "bf16_pure": 9.0}}, cv=0.01)
+    second = speed_study(tmp_path / "s2", {"A": {"fp32_baseline": 1.0, "amp_bf16": 9.0, "bf16_pure": 3.0},
+                                            "C": {"fp32_tf32_matmul": 2.0, "amp_bf16": 4.0, "bf16_pure": 4.4}}, cv=0.01)
+    first, second = ("speed_one",) + first[1:], ("speed_two",) + second[1:]
+    text = findings.render([("quick", comp, QUICK.parent.parent), first, second], ["r.json", "s1.json", "s2.json"])
+    rows = {ln.split("|")[1].strip(): ln.split("|") for ln in text.splitlines() if ln.startswith("| bf16_pure |")}
+    header = next(ln for ln in text.splitlines() if ln.startswith("| config |")).split("|")
+    cell = dict(zip([h.strip() for h in header], rows["bf16_pure"]))
+    assert "9.00x / - / 1.12x" in cell["A"]  # the first study's A, not the second's 3.0
+    assert "- / 2.20x / 1.10x" in cell["C"]  # the second's C, no fp32 baseline there
+    assert "`speed_one` (A), `speed_two` (C)" in text
+    assert _default_line(text).startswith("**Default: bf16_pure**")  # faster on A and on C by >= 1%

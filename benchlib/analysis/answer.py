@@ -50,15 +50,17 @@ def mark(verdict: str, reason: str) -> str:
 
 def speed(stats: pd.DataFrame) -> pd.DataFrame:
     """Per (scenario, config) of a speed study's ``config_stats``: throughput x fp32 (TF32 off), x TF32,
-    x amp_bf16, and GiB."""
+    x amp_bf16 (each mean over seeds against that config's on the same scenario; NaN where it was not
+    timed there), and GiB."""
     t = stats[stats["metric"] == "throughput"].set_index(["scenario", "config"])
+    t = t["mean"] if "mean" in t and t["mean"].notna().any() else t["rel"]  # a ratio needs no reference
     mem = stats[stats["metric"] == "memory"].set_index(["scenario", "config"])
 
     def against(cfg):
-        ref = t["rel"].xs(cfg, level="config") if cfg in t.index.get_level_values("config") else pd.Series(dtype=float)
-        return [rel / ref.get(s, np.nan) for (s, _), rel in t["rel"].items()]
+        ref = t.xs(cfg, level="config") if cfg in t.index.get_level_values("config") else pd.Series(dtype=float)
+        return [v / ref.get(s, np.nan) for (s, _), v in t.items()]
     gib = mem["mean"].reindex(t.index) if "mean" in mem else np.nan
-    return pd.DataFrame({"x_fp32": t["rel"], "x_tf32": against(TF32), "x_amp": against(AMP), "gib": gib},
+    return pd.DataFrame({"x_fp32": against(BASELINE), "x_tf32": against(TF32), "x_amp": against(AMP), "gib": gib},
                         index=t.index).reset_index()
 
 
@@ -84,7 +86,7 @@ def _pct(d, lo, hi, name: str = "") -> str:
 
 def _cell(r: pd.Series) -> str:
     parts = [f"**{r['mark']}**"]
-    if pd.notna(r.get("x_fp32")):
+    if any(pd.notna(r.get(k)) for k in ("x_fp32", "x_tf32", "x_amp")):  # "-" where that reference was not timed
         parts.append(f"{_x(r['x_fp32'])} / {_x(r.get('x_tf32'))} / {_x(r.get('x_amp'))}")
     if pd.notna(r.get("gib")):
         parts.append(f"{r['gib']:.1f} GiB")
@@ -109,7 +111,7 @@ def answer_table(c: pd.DataFrame, arms: list[tuple[str, pd.DataFrame]] = (), mar
     for label_, a in arms:
         for s in sorted(a["scenario"].unique()):
             at = max([i for i, (x, _, _) in enumerate(cols) if x.split(" ")[0] == s], default=len(cols) - 1)
-            cols.insert(at + 1, (f"{s} {label_}", s, a.assign(x_fp32=np.nan, gib=np.nan)))
+            cols.insert(at + 1, (f"{s} {label_}", s, a.assign(x_fp32=np.nan, x_tf32=np.nan, x_amp=np.nan, gib=np.nan)))
     idx = {name: d.set_index(["config", "scenario"]) for name, _, d in cols}
     configs = config_order(set(c["config"]).union(*(set(a["config"]) for _, a in arms)))
     names = [name + (marks or {}).get(name, "") for name, _, _ in cols]
@@ -132,11 +134,20 @@ def _models(records: list[dict]) -> dict[str, set]:
     return out
 
 
-def model_mismatch(quality: list[Path], speed: Path, scenarios: list[str]) -> str:
+def speed_records(speed) -> list[dict]:
+    """The records behind the answer's speed: one folder's, or, for a list of (name, folder, scenarios)
+    sources, each source's records of the scenarios it supplies."""
+    if isinstance(speed, (str, Path)):
+        return load_records(Path(speed))
+    return [r for _, folder, scns in speed for r in load_records(folder) if str(r.get("scenario")) in scns]
+
+
+def model_mismatch(quality: list[Path], speed, scenarios: list[str]) -> str:
     """A sentence naming the answer's scenarios whose speed and quality come from different models
-    (e.g. speed of a RoBERTa trained from scratch beside the quality of a fine-tuned BERT), or ''."""
+    (e.g. speed of a RoBERTa trained from scratch beside the quality of a fine-tuned BERT), or ''.
+    ``speed``: a folder, or a list of sources (``speed_records``)."""
     q = _models([r for f in quality for r in load_records(f)])
-    s = _models(load_records(speed))
+    s = _models(speed_records(speed))
     words = lambda ms: " / ".join(f"`{size}` {cls or '?'}" + (f" from `{c}`" if c else "")  # noqa: E731
                                   for size, cls, c in sorted(ms, key=str))
     diff = [f"{sc} (speed: {words(s[sc])}; quality: {words(q[sc])})" for sc in scenarios
@@ -245,15 +256,19 @@ def _timing(d: dict) -> str:
     return text
 
 
-def scope_box(quality: tuple[str, Path | list[Path]], speed_study: tuple[str, Path] | None,
-              arms: list[dict] = ()) -> list[str]:
+def scope_box(quality: tuple[str, Path | list[Path]], speed_study, arms: list[dict] = ()) -> list[str]:
     """The GPU and baseline; each quality arm's recipe, a scenario at a time in a practitioner's
-    words (``recipe_lines``; ``arms``: findings' arms, the first being ``quality``); the speed study's
-    scope."""
+    words (``recipe_lines``; ``arms``: findings' arms, the first being ``quality``); the scope of the
+    speed study (``(name, folder)``) or of each speed source (a list of ``(name, folder, scenarios)``,
+    each timing its scenarios on one host)."""
     folders = quality[1] if isinstance(quality[1], (list, tuple)) else [quality[1]]
     records = [r for f in folders for r in load_records(f)]
     q = describe(records)
-    s = describe(load_records(speed_study[1])) if speed_study else None
+    sources = ([(speed_study[0], speed_study[1], None)] if isinstance(speed_study, tuple) else list(speed_study or []))
+    timed = [(n, describe([r for r in load_records(f) if scns is None or str(r.get("scenario")) in scns]))
+             for n, f, scns in sources]
+    s = describe([r for n, f, scns in sources for r in load_records(f)
+                  if scns is None or str(r.get("scenario")) in scns]) if sources else None
     arm_records = [[r for f in a["folders"] for r in load_records(f)] for a in arms[1:]]
     devices = sorted({d for rs in [records, *arm_records] for d in describe(rs)["device"].split(", ")})
     gpu = ", ".join(devices) + (f" (quality), {s['device']} (speed)" if s and [s["device"]] != devices else "")
@@ -268,12 +283,12 @@ def scope_box(quality: tuple[str, Path | list[Path]], speed_study: tuple[str, Pa
             lines.append(f"> **Quality** (`{quality[0]}`): `{q['size']}` models"
                          + (f" ({q['checkpoints']})" if q["checkpoints"] else "") + f", {q['data']} data, "
                          f"{q['steps']} steps, {q['seeds']} seed(s) per cell, scenarios {q['scenarios']}.")
-    if s:
-        host, timing = _hosts(s), _timing(s)
-        lines.append(f"> **Speed and memory** (`{speed_study[0]}`): `{s['size']}` models, {s['data']} data, "
-                     f"{s['steps']} steps, {s['seeds']} seed(s) per cell, scenarios {s['scenarios']}, alone on the GPU; {host}"
-                     + (f"; {timing}" if timing else "") + ".")
-    else:
+    for n, d in timed:
+        host, timing = _hosts(d), _timing(d)
+        lines.append(f"> **Speed and memory** (`{n}`): `{d['size']}` models, {d['data']} data, "
+                     f"{d['steps']} steps, {d['seeds']} seed(s) per cell, scenarios {d['scenarios']}, alone on the GPU "
+                     f"({d['device']}); {host}" + (f"; {timing}" if timing else "") + ".")
+    if not timed:
         lines.append("> **Speed and memory**: not measured alone on a GPU in this study.")
     return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
 
@@ -310,10 +325,11 @@ def _hosts(d: dict) -> str:
     return line
 
 
-def absolute_table(speed_dir: Path, configs: list[str]) -> list[str]:
-    """Markdown: per config and scenario, the speed study's mean tokens/s, MFU and energy per token."""
+def absolute_table(speed, configs: list[str]) -> list[str]:
+    """Markdown: per config and scenario, the speed study's mean tokens/s, MFU and energy per token
+    (``speed``: a folder, or a list of sources as ``speed_records`` reads them)."""
     rows = []
-    for r in load_records(speed_dir):
+    for r in speed_records(speed):
         m = r.get("metrics", {})
         tok, per_unit, unit_s = m.get("tokens_per_s"), m.get("energy/j_per_unit"), m.get("throughput")
         j_tok = per_unit * unit_s / tok if tok and per_unit is not None and unit_s else np.nan

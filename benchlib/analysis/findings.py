@@ -169,34 +169,37 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     if first and len(first) > 1:  # a comparison of several studies is named by all of them
         name = " + ".join(f.name for f in folders)
     studies = [(name, comparison, folder), *studies[1:]]
-    speed = _speed_study(studies[1:])
-    stats = pd.read_csv(speed[2] / "comparison" / "config_stats.csv") if speed else _own_speed(folder)
+    speeds = _speed_sources(studies[1:], folders)
+    speed = speeds[0][:3] if speeds else None  # the first, for its flips and hypotheses
+    stats = _speed_stats(speeds) if speeds else _own_speed(folder)
+    sources_ = [(n, d, scns) for n, _, d, scns in speeds]
+    speed_names = ", ".join(f"`{n}` ({', '.join(scns)})" for n, _, _, scns in speeds)
     arms = _arms(studies, folders)
     cells = answer.cells(comparison, stats)
     picked = pick.pick([pick.Arm(a["label"], a["beta2"], a["cells"] if i else cells, a["recipe"])
                         for i, a in enumerate(arms)], stats)
-    used = [f for a in arms for f in a["folders"]] + ([speed[2]] if speed else [])
+    used = [f for a in arms for f in a["folders"]] + [d for _, _, d, _ in speeds]
     out = ["## Findings", "", f"{STUDIES_MARK} {' '.join(_rel(f) for f in used)} -->", ""]
-    out += answer.scope_box((name, folders), (speed[0], speed[2]) if speed else None, arms) + [""]
+    out += answer.scope_box((name, folders), sources_, arms) + [""]
     out += [picked["sentence"], ""]
     marks, notes = _marks(arms)
     out += answer.answer_table(cells, [(a["label"], a["cells"]) for a in arms[1:]], marks)
     level = 1 - 2 * Rules.alpha
     out += ["", f"Cell: the verdict for (scenario, config); throughput x fp32 (TF32 off) / x TF32 / x amp_bf16 and "
-            f"peak GiB (`{speed[0] if speed else name}`: each config's runs alone on a GPU; speed does not depend on "
-            f"beta2, so the beta2 columns show quality only); "
+            f"peak GiB ({speed_names or f'`{name}`'}: each scenario's configs timed on one host, each config's runs "
+            f"alone on a GPU; speed does not depend on beta2, so the beta2 columns show quality only); "
             + answer.metric_legend({s: r for a in arms for s, r in a["recipe"].items()}, level)
             + f". Columns without a beta2 are `{name}`'s (beta2 {arms[0]['beta2']:g})"
             + "".join(f"; `{a['label']}` columns are `{a['name']}`'s" for a in arms[1:]) + ". "
             + _references(arms) + " ".join(notes) + " "
-            + (answer.model_mismatch(folders, speed[2], sorted(cells["scenario"].unique())) + " " if speed else "")
+            + (answer.model_mismatch(folders, sources_, sorted(cells["scenario"].unique())) + " " if speeds else "")
             + answer.controls_line(comparison)]
     out += ["", picked["rule"]]
     out += ["", f"![The answer as a chart: each cell's quality change and interval]({CHART.as_posix()})"]
-    if speed:
+    if speeds:
         shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, answer.AMP, *picked["configs"]]))
-        out += ["", f"Absolute speed (`{speed[0]}`, mean over seeds; MFU against the GPU's dense bf16 peak):", ""]
-        out += answer.absolute_table(speed[2], shown)
+        out += ["", f"Absolute speed ({speed_names}, mean over seeds; MFU against the GPU's dense bf16 peak):", ""]
+        out += answer.absolute_table(sources_, shown)
     out += ["", "**Where it breaks** (candidates; every run and reason in the reports):"]
     out += _bullets([line for a in arms for line in _breaks(a["cells"] if a is not arms[0] else cells, a["label"])],
                     "no candidate failed, degraded or came out worse on any scenario")
@@ -208,12 +211,12 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
                                          name if n != name else None)
         out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {_short(why, 200)} | `{n}` |")
     arm_names = {a["study"] for a in arms[1:]}
-    out += ["", _flips(name, comparison, speed) + "  ", _gates(cells, comparison, folder) + "  ",
+    out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
                         + [(n, d) for n, _, d in studies[1:] if n not in arm_names]), "", "**Supporting studies**"]
     out += [f"- {line}" for line in [_supporting(n, c, d) for n, c, d in studies[1:]
-                                      if (not speed or n != speed[0]) and n not in arm_names] + list(extra)]
-    out += ["", f"<sub>{_footnote([(f.name, None, f) for a in arms for f in a['folders']], speed, sources)}</sub>"]
+                                      if n not in {sp[0] for sp in speeds} and n not in arm_names] + list(extra)]
+    out += ["", f"<sub>{_footnote([(f.name, None, f) for a in arms for f in a['folders']], [sp[:3] for sp in speeds], sources)}</sub>"]
     return "\n".join(out) + "\n"
 
 
@@ -342,14 +345,14 @@ def _breaks(cells: pd.DataFrame, arm: str = "") -> list[str]:
     return out
 
 
-def _flips(name: str, comparison: dict, speed) -> str:
-    """The flips the rules allow, in at most a few words each, or one line saying none passed."""
+def _flips(name: str, comparison: dict, speeds: list) -> str:
+    """The flips the rules allow, in at most a few words each, or one line saying none passed
+    (``speeds``: the speed studies' (name, comparison, folder))."""
     flips = [(name, f) for f in comparison.get("flips", [])]
-    if speed:
-        flips += [(speed[0], f) for f in speed[1].get("flips", []) if f.get("metric") in ("throughput", "memory")]
+    flips += [(n, f) for n, c, _ in speeds for f in c.get("flips", []) if f.get("metric") in ("throughput", "memory")]
     if not flips:
         return (f"**Flips between tasks**: none passed the rules (quality in `{name}`"
-                + (f", speed and memory in `{speed[0]}`" if speed else "") + ").")
+                + (f", speed and memory in {', '.join(f'`{n}`' for n, _, _ in speeds)}" if speeds else "") + ").")
     shown = "; ".join(f"`{n}`: {_short(f.get('interpretation', f), 160)}" for n, f in flips[:3])
     return f"**Flips between tasks** ({len(flips)}): {shown}" + (f"; {len(flips) - 3} more in the report" if len(flips) > 3 else "")
 
@@ -389,7 +392,34 @@ def _supporting(name: str, comparison: dict, folder: Path) -> str:
     except ValueError as e:
         fails = str(e)
     long = _long_stability(comparison)
-    return f"`{name}` ({scope}): {fails}" + (f"; fp16 in runs of >= {H2_WINDOW:,} steps: {long}" if long else "") + "."
+    timed = _speed_line(folder) if _speed_only(comparison) else ""
+    return (f"`{name}` ({scope}): {fails}" + (f"; fp16 in runs of >= {H2_WINDOW:,} steps: {long}" if long else "")
+            + (f"; {timed}" if timed else "") + ".")
+
+
+def _speed_line(folder: Path) -> str:
+    """A speed study's throughput per scenario as multiples of amp_bf16's (its anchor where timed,
+    else its first config), mean over seeds, with each config's seed spread and peak GiB; '' without stats."""
+    path = folder / "comparison" / "config_stats.csv"
+    if not path.is_file():
+        return ""
+    st = pd.read_csv(path)
+    t = st[st["metric"] == "throughput"]
+    if "mean" not in t or t["mean"].isna().all():
+        return ""
+    parts = []
+    for scn, g in t.groupby("scenario"):
+        g = g.set_index("config").reindex(config_order(list(g["config"])))
+        anchor = answer.AMP if answer.AMP in g.index else g.index[0]
+        gib = st[(st["metric"] == "memory") & (st["scenario"] == scn)].set_index("config")["mean"]
+        parts.append(f"{scn}, throughput x `{anchor}` (seed sd % of the mean; peak GiB): " + ", ".join(
+            f"{c} {r['mean'] / g.loc[anchor, 'mean']:.2f}x ({100 * r['std'] / r['mean']:.1f}%; {gib.get(c, float('nan')):.1f})"
+            for c, r in g.iterrows() if c != anchor) + f"; `{anchor}` {g.loc[anchor, 'mean']:,.0f} {_unit(scn)}")
+    return "; ".join(parts)
+
+
+def _unit(scenario: str) -> str:
+    return "tokens/s" if scenario in ("A", "B") else "samples/s"
 
 
 H2_WINDOW = 5000
@@ -405,9 +435,9 @@ def _long_stability(comparison: dict) -> str:
                      if (r.get("train_steps") or 0) >= H2_WINDOW)
 
 
-def _footnote(quality, speed, sources: list[str]) -> str:
-    """Provenance of the quality study's folders and the speed study's, and the command."""
-    used = list(quality) + ([speed] if speed else [])
+def _footnote(quality, speeds: list, sources: list[str]) -> str:
+    """Provenance of the quality study's folders and the speed studies', and the command."""
+    used = list(quality) + list(speeds)
     return ("Records: " + "; ".join(f"`{n}` {provenance(d, commits=False)}" for n, _, d in used)
             + ". Commits and every run: [executed/README.md](executed/README.md). "
             + f"Generated by `dtype-bench findings {' '.join(sources)}` (not edited by hand).")
@@ -419,12 +449,45 @@ def _speed_only(comparison: dict) -> bool:
     return bool(learned) and all(str(v.get("reason", "")).startswith(NOT_JUDGED[:11]) for v in learned.values())
 
 
-def _speed_study(studies: list[tuple[str, dict, Path]]) -> tuple[str, dict, Path] | None:
-    """The first of ``studies`` built for speed whose folder holds its ``config_stats.csv``, or None."""
-    for study in studies:
-        if _speed_only(study[1]) and (study[2] / "comparison" / "config_stats.csv").is_file():
-            return study
-    return None
+def _speed_sources(studies: list[tuple[str, dict, Path]], quality: list[Path]) -> list[tuple[str, dict, Path, list[str]]]:
+    """The answer's speed: each scenario from the first of ``studies`` built for speed (with its
+    ``config_stats.csv``) that timed it at the quality runs' model size on their data, so that a
+    scenario's configs are never compared across studies (hosts) and never timed on other data.
+    (name, comparison, folder, the scenarios it supplies), in the order given; a study that supplies
+    no scenario is left out."""
+    want = _size_and_data([r for f in quality for r in load_records(f)])
+    out, taken = [], set()
+    for n, comp, d in studies:
+        if not (_speed_only(comp) and (d / "comparison" / "config_stats.csv").is_file()):
+            continue
+        try:
+            have = _size_and_data(load_records(d))
+        except FileNotFoundError:  # its config_stats without its records: what it timed cannot be checked
+            have = {}
+        if not have:
+            st = pd.read_csv(d / "comparison" / "config_stats.csv")
+            scns = [str(x) for x in sorted(st.loc[st["metric"] == "throughput", "scenario"].unique()) if str(x) not in taken]
+        else:
+            scns = [s for s in sorted(have) if s not in taken and s in want and have[s] <= want[s]]
+        if scns:
+            out.append((n, comp, d, scns))
+            taken |= set(scns)
+    return out
+
+
+def _size_and_data(records: list[dict]) -> dict[str, set]:
+    """Scenario -> the (model size, data folder's name) its runs trained at."""
+    out: dict[str, set] = {}
+    for r in records:
+        run = r.get("run") or {}
+        out.setdefault(str(r.get("scenario")), set()).add((run.get("size"), Path(str(run.get("data"))).name))
+    return out
+
+
+def _speed_stats(sources: list[tuple[str, dict, Path, list[str]]]) -> pd.DataFrame:
+    """The config_stats rows of each speed source's scenarios, one table."""
+    return pd.concat([(st := pd.read_csv(d / "comparison" / "config_stats.csv"))[st["scenario"].astype(str).isin(scns)]
+                      for _, _, d, scns in sources], ignore_index=True)
 
 
 def _to_settle(h: dict) -> str:

@@ -62,8 +62,10 @@ class Arm:
 
 
 def _table(stats: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """config x scenario of a metric's mean over seeds (a ratio of two is the same against any
+    reference, and needs none)."""
     t = stats[stats["metric"] == metric]
-    col = "mean" if metric == "memory" and "mean" in t and t["mean"].notna().any() else "rel"
+    col = "mean" if "mean" in t and t["mean"].notna().any() else "rel"
     return t.pivot(index="config", columns="scenario", values=col)
 
 
