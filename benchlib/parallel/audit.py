@@ -47,6 +47,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -447,9 +448,8 @@ def collect(cells: list[dict]) -> "pandas.DataFrame":  # noqa: F821
             status, note = rec["status"], rec.get("reason") or ""
         except Exception:  # noqa: BLE001 - no record: an earlier cell's failure stopped the worker
             status, note = "not run", "no record: the worker stopped before this run (see the worker's log)"
-        if status not in RAN:  # skipped: the one line why; error: its first and last lines (the exception)
-            lines = [x.strip() for x in str(note).splitlines() if x.strip()] or [""]
-            note = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+        if status not in RAN:
+            note = _one_line(str(note))
         else:
             note = ""  # the run's own verdict on its learning (a 3-step tiny run stalls) is not the audit's
         rows.append({**key, "rank": None, "quantity": "status", "name": "", "value": status, "note": note})
@@ -467,6 +467,16 @@ def collect(cells: list[dict]) -> "pandas.DataFrame":  # noqa: F821
             rows.append({**key, "rank": None, "quantity": "loss_scale", "name": str(r["step"]),
                          "value": float(scale) if scale is not None else None, "note": ""})
     return pd.DataFrame(rows, columns=["policy", "strategy", "rank", "quantity", "name", "value", "note"])
+
+
+def _one_line(reason: str) -> str:
+    """A skipped run's reason as is; a failed one's "rank r (host): " and its exception's line."""
+    lines = [x.strip() for x in reason.splitlines() if x.strip()] or [""]
+    if len(lines) == 1:
+        return lines[0]
+    where = re.match(r"rank \d+ \([^)]*\): ", lines[0])
+    error = next((x for x in reversed(lines) if re.match(r"\(?[\w. ]*?(\w+Error|Exception)\b", x)), lines[-1])
+    return (where.group(0) if where else "") + error
 
 
 def _by_name(t, quantity: str) -> tuple[dict[str, str], list[str]]:
@@ -527,11 +537,15 @@ def loss_difference(ref, t, rtol: float) -> tuple[float, list[str]]:
     return worst, out
 
 
-def loss_rtol(policy: str) -> float:
-    return LOSS_RTOL[get_config(policy).compute_dtype] if get_config(policy).compute_dtype in LOSS_RTOL else LOSS_RTOL["bf16"]
+def loss_rtol(policy: str, device: str = "cuda") -> float:
+    """``LOSS_RTOL`` of the policy's compute dtype (TF32 runs as fp32 on the CPU)."""
+    compute = get_config(policy).compute_dtype
+    if compute == "tf32" and device == "cpu":
+        compute = "fp32"
+    return LOSS_RTOL.get(compute, LOSS_RTOL["bf16"])
 
 
-def verdicts(table, rtol: dict[str, float] | None = None) -> "pandas.DataFrame":  # noqa: F821
+def verdicts(table, rtol: dict[str, float] | None = None, device: str = "cuda") -> "pandas.DataFrame":  # noqa: F821
     """One row per (policy, strategy): ``verdict`` match / mismatch against single of the same
     policy (``reference`` for single itself; skipped, error, not run, no reference), whether the
     dtypes are equal, the largest relative loss difference and its tolerance, and ``differences``
@@ -540,7 +554,7 @@ def verdicts(table, rtol: dict[str, float] | None = None) -> "pandas.DataFrame":
     rows = []
     for (policy, strategy), t in table.groupby(["policy", "strategy"], sort=False):
         status_row = t[t["quantity"] == "status"].iloc[0]
-        tol = (rtol or {}).get(policy, loss_rtol(policy))
+        tol = (rtol or {}).get(policy, loss_rtol(policy, device))
         row = {"policy": policy, "strategy": strategy, "status": status_row["value"], "verdict": None,
                "dtypes_equal": None, "loss_max_rel_diff": None, "loss_rtol": tol, "loss_within": None,
                "differences": "", "reason": status_row["note"]}
@@ -619,7 +633,7 @@ def audit(policies: Iterable[str] = POLICIES, strategies: Iterable[str] = STRATE
             rcs[name] = run_cells(group_cells, root, is_multi, device, timeout_s, echo)
     table = collect(cells)
     used = "cuda" if device != "cpu" and torch.cuda.is_available() else "cpu"
-    return AuditResult(table, verdicts(table), root, rcs, used)
+    return AuditResult(table, verdicts(table, device=used), root, rcs, used)
 
 
 def markdown(result: AuditResult, command: str = "") -> str:
