@@ -547,7 +547,8 @@ def loss_rtol(policy: str, device: str = "cuda") -> float:
 
 def verdicts(table, rtol: dict[str, float] | None = None, device: str = "cuda") -> "pandas.DataFrame":  # noqa: F821
     """One row per (policy, strategy): ``verdict`` match / mismatch against single of the same
-    policy (``reference`` for single itself; skipped, error, not run, no reference), whether the
+    policy (``reference`` for single itself; skipped, error, not run, no reference; ``run_status``
+    is the run's own record status, ``stalled`` for most 5-step tiny runs), whether the
     dtypes are equal, the largest relative loss difference and its tolerance, and ``differences``
     naming each quantity that differs."""
     import pandas as pd
@@ -555,13 +556,13 @@ def verdicts(table, rtol: dict[str, float] | None = None, device: str = "cuda") 
     for (policy, strategy), t in table.groupby(["policy", "strategy"], sort=False):
         status_row = t[t["quantity"] == "status"].iloc[0]
         tol = (rtol or {}).get(policy, loss_rtol(policy, device))
-        row = {"policy": policy, "strategy": strategy, "status": status_row["value"], "verdict": None,
+        row = {"policy": policy, "strategy": strategy, "run_status": status_row["value"], "verdict": None,
                "dtypes_equal": None, "loss_max_rel_diff": None, "loss_rtol": tol, "loss_within": None,
                "differences": "", "reason": status_row["note"]}
         ref = table[(table["policy"] == policy) & (table["strategy"] == "single")]
         ref_status = ref[ref["quantity"] == "status"]["value"].iloc[0] if len(ref) else "absent"
-        if row["status"] not in RAN:
-            row["verdict"] = row["status"]
+        if row["run_status"] not in RAN:
+            row["verdict"] = row["run_status"]
         elif strategy == "single":
             row["verdict"] = "reference"
         elif ref_status not in RAN:
