@@ -576,6 +576,22 @@ def verdicts(table, rtol: dict[str, float] | None = None, device: str = "cuda") 
     return pd.DataFrame(rows)
 
 
+def matrix(verdicts) -> "pandas.DataFrame":  # noqa: F821
+    """The verdicts as a policy x strategy grid: ``match``, or ``mismatch`` and the quantities that
+    differ, with the largest relative loss difference; skipped, error, not run as they are."""
+    def cell(r) -> str:
+        loss = f" ({r['loss_max_rel_diff']:.0e})" if r["verdict"] in ("match", "mismatch") else ""
+        if r["verdict"] == "mismatch":
+            named = dict.fromkeys(d.split(":")[0] for d in r["differences"].split("; "))
+            return "**mismatch**: " + ", ".join(named) + loss
+        return r["verdict"] + loss
+    v = verdicts[verdicts["strategy"] != "single"].copy()
+    v["cell"] = [cell(r) for _, r in v.iterrows()]
+    grid = v.pivot(index="policy", columns="strategy", values="cell")
+    grid = grid.reindex(index=list(dict.fromkeys(v["policy"])), columns=list(dict.fromkeys(v["strategy"])))
+    return grid.fillna("").reset_index()
+
+
 def compact(table) -> "pandas.DataFrame":  # noqa: F821
     """Per (policy, strategy), each dtype quantity's dtypes over every name and rank (e.g.
     ``bf16,fp32``): the audit in one screen."""
@@ -649,7 +665,7 @@ def markdown(result: AuditResult, command: str = "") -> str:
              f"commit {git_commit(code_only=True) or 'unknown'}, torch {torch.__version__}, {WORLD} ranks ({where})"
              + (f"; `{command}`" if command else ""), "",
              "## Verdicts against single (one process over the same global batch)", "",
-             _pipe(v[cols]), "", "## dtypes (over every parameter / module and rank)", "", _pipe(compact(result.table))]
+             _pipe(matrix(result.verdicts)), "", "In full:", "", _pipe(v[cols]), "", "## dtypes (over every parameter / module and rank)", "", _pipe(compact(result.table))]
     return "\n".join(lines) + "\n"
 
 
