@@ -77,14 +77,21 @@ def test_a_combination_the_strategy_cannot_run_is_skipped_with_its_reason(cpu_au
 
 
 @pytest.mark.slow
-def test_the_command_writes_the_table_and_summary(tmp_path):
-    assert audit.main(["--out", str(tmp_path), "--policies", "fp32_baseline", "--strategies", "single",
-                       "--steps", "2", "--device", "cpu"]) == 0
+def test_the_command_writes_the_table_and_summary(cpu_audit, tmp_path, monkeypatch, capsys):
+    asked = {}
+    monkeypatch.setattr(audit, "audit", lambda *a, **k: asked.update(args=a) or cpu_audit)  # the runs above
+    assert audit.main(["--out", str(tmp_path), "--policies", "fp32_baseline,amp_bf16", "--strategies", "ddp",
+                       "fsdp2", "--steps", "2", "--device", "cpu"]) == 0
+    assert asked["args"][:3] == (["fp32_baseline", "amp_bf16"], ["ddp", "fsdp2"], 2)
     table = pd.read_csv(tmp_path / "table.csv")
     assert {"policy", "strategy", "rank", "quantity", "name", "value"} <= set(table.columns)
-    assert set(table["quantity"]) >= {"param", "grad", "exp_avg", "exp_avg_sq", "loss", "master_weight"}
+    assert set(table["quantity"]) >= {"param", "grad", "grad_local", "grad_reduce", "exp_avg", "exp_avg_sq",
+                                      "loss", "master_weight"}
     assert len(json.loads((tmp_path / "table.json").read_text())) == len(table)
-    assert "| fp32_baseline | single | reference |" in (tmp_path / "summary.md").read_text()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| fp32_baseline | single | reference |" in summary
+    assert "**mismatch**: forward_weight, output, grad_local, grad_reduce" in summary  # amp_bf16 x fsdp2_reduce_bf16
+    assert pd.read_csv(tmp_path / "verdicts.csv")["verdict"].tolist() == cpu_audit.verdicts["verdict"].tolist()
 
 
 # ---- names and verdicts, no process started ----------------------------------------------
