@@ -24,8 +24,8 @@ grad_reduce    the dtypes of the buffers handed to a reducing collective in forw
                ``single`` reduces nothing: the two micro-batches' gradients are summed in
                ``p.grad``, so its dtype is single's "reduction" dtype
 weight_gather  the dtypes of the all-gathers' inputs (sharded strategies only; not compared)
-grad           ``p.grad`` as the optimizer reads it: reduced, cast back, a shard under FSDP (read at
-               ``clip_grad_norm_``, after the loss scaler's unscale)
+grad           ``p.grad`` as the optimizer reads it: reduced, cast back, a shard under FSDP (read when
+               backward is done: at the loss scaler's ``unscale_``, which changes no dtype)
 exp_avg(_sq)   the optimizer's moments after the last step
 master_weight  derived: the stored weights' dtype where it is wider than the matmuls' outputs
                (``output`` of modules with a 2-D weight, embeddings aside), else ``none``
@@ -53,7 +53,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import torch
 import torch.nn as nn
@@ -661,7 +661,7 @@ def markdown(result: AuditResult, command: str = "") -> str:
     v["notes"] = [d or r for d, r in zip(v["differences"], v["reason"])]
     cols = ["policy", "strategy", "verdict", "dtypes_equal", "loss_max_rel_diff", "loss_rtol", "notes"]
     where = (f"{torch.cuda.get_device_name(0)}, NCCL" if result.device == "cuda" else "CPU, gloo")
-    lines = [f"# dtype parity audit", "",
+    lines = ["# dtype parity audit", "",
              f"commit {git_commit(code_only=True) or 'unknown'}, torch {torch.__version__}, {WORLD} ranks ({where})"
              + (f"; `{command}`" if command else ""), "",
              "## Verdicts against single (one process over the same global batch)", "",
