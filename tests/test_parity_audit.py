@@ -12,7 +12,8 @@ from benchlib.parallel import audit
 
 PAIRS = [("fp32_baseline", "ddp"), ("fp32_baseline", "fsdp2"), ("fp32_baseline", "fsdp1"),
          ("fp32_baseline", "fsdp_manual"), ("amp_bf16", "ddp"), ("amp_bf16", "fsdp2"),
-         ("amp_bf16", "fsdp2_mp_autocast"), ("amp_bf16", "fsdp2_reduce_bf16"), ("amp_bf16_8bit_adam", "fsdp2")]
+         ("amp_bf16", "fsdp2_mp_autocast"), ("amp_bf16", "fsdp2_reduce_bf16"), ("amp_bf16_8bit_adam", "fsdp2"),
+         ("amp_fp16", "fsdp_manual")]
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,16 @@ def test_amp_bf16_matches_single_where_weights_are_gathered_in_fp32(cpu_audit, s
     v = cpu_audit.verdict("amp_bf16", strategy)
     assert v["verdict"] == "match", v["differences"] or v["reason"]
     assert set(_rows(cpu_audit, "amp_bf16", strategy, "master_weight")["value"]) == {"fp32"}
+
+
+@pytest.mark.slow
+def test_loss_scaled_fp16_steps_under_a_sharded_scaler_with_fused_adamw(cpu_audit):
+    """The sharded loss scaler's inf flag reaches fused AdamW's 0-dim step counters (it failed to
+    broadcast there): amp_fp16 trains under manual FSDP, its optimizer state and loss like single's."""
+    v = cpu_audit.verdict("amp_fp16", "fsdp_manual")
+    assert v["verdict"] != "error", v["reason"]
+    assert v["loss_max_rel_diff"] <= audit.LOSS_RTOL["fp16"]
+    assert set(_rows(cpu_audit, "amp_fp16", "fsdp_manual", "exp_avg")["value"]) == {"fp32"}
 
 
 @pytest.mark.slow

@@ -132,7 +132,15 @@ def _sharded_scaler(strategy: ProcessGroupStrategy, scaler):
     (ShardedGradScaler all-reduces the inf check, so every rank skips or takes the same step)."""
     if scaler.grad_scaler is not None:
         from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-        scaler.grad_scaler = ShardedGradScaler(strategy.device.type, init_scale=strategy.cfg.dtype.loss_scale)
+
+        class Scaler(ShardedGradScaler):
+            """Its inf flags 0-dim, as GradScaler's are: torch's fused AdamW subtracts the flag from its
+            0-dim step counters in place, where ShardedGradScaler's (1,)-shaped one fails to broadcast
+            (pytorch/pytorch#140514). A view, so the all-reduce of the flag still reaches the step."""
+
+            def _unscale_grads_(self, *args, **kwargs):
+                return {d: t.view(()) for d, t in super()._unscale_grads_(*args, **kwargs).items()}
+        scaler.grad_scaler = Scaler(strategy.device.type, init_scale=strategy.cfg.dtype.loss_scale)
     return scaler
 
 
