@@ -258,3 +258,16 @@ def test_the_scope_says_how_steady_the_step_time_was_and_who_ran_beside():
     assert "runs timed while" not in answer._timing(answer.describe(alone))
     pinned = [rec("E", g, 0, 60, 1.0, pinned=True) for g in ("g0", "g1")]
     assert "each run on its own cores" in answer._timing(answer.describe(pinned))
+
+
+def test_an_lm_recipe_says_how_often_it_reads_its_corpus_and_from_which_step():
+    """A from 1,000 steps of 10 x 100 tokens over 250,000 training tokens: 4 passes, one by step 250;
+    a classification run reads documents and says nothing of tokens; under one pass says its share."""
+    def rec(scenario, steps, n=250_000):
+        return {"scenario": scenario, "run": {"steps": steps, "batch_size": 10, "grad_accum": 1, "seq_len": 100},
+                "data": {"n_train_tokens": n}}
+    assert answer.passes(rec("A", 1000)) == (4.0, 250)
+    assert answer.passes(rec("D", 1000)) is None
+    assert "4.0 times: one pass by step 250" in answer._passes([rec("A", 1000)])
+    assert "0.40 of one pass" in answer._passes([rec("A", 100)])
+    assert answer._passes([rec("E", 1000)]) == ""

@@ -6,6 +6,7 @@ same for one study. ``controls_line`` says where the controls and ablations brea
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -411,9 +412,35 @@ def recipe_lines(name: str, recipe: dict, records: list[dict]) -> list[str]:
         seeds = rc["seeds"][0] if rc["seeds"][0] == rc["seeds"][1] else f"{rc['seeds'][0]}-{rc['seeds'][1]}"
         steps = "/".join(f"{v:,}" for v in rc["steps"])
         tokens = "/".join(f"{v:,}" for v in rc.get("tokens_per_step") or [])
-        out.append(f"{s}: {_model_words(recs)} on {data}, {steps} steps x {tokens} tokens, beta2 {rc['beta2']:g}, "
-                   f"{metric}, {seeds} seeds")
+        out.append(f"{s}: {_model_words(recs)} on {data}, {steps} steps x {tokens} tokens{_passes(recs)}, "
+                   f"beta2 {rc['beta2']:g}, {metric}, {seeds} seeds")
     return out
+
+
+def passes(record: dict) -> tuple[float, int] | None:
+    """For a language-model run: how many times its steps read the training corpus over (tokens read /
+    the corpus's training tokens), and the step by which it has read one pass's worth of tokens
+    (windows are drawn at random, with replacement, so some text recurs before it and some is unread
+    after it); None where the record does not say (a classification run reads documents)."""
+    run, data = record.get("run") or {}, record.get("data") or {}
+    n, steps = data.get("n_train_tokens"), run.get("steps")
+    per_step = (run.get("batch_size") or 0) * (run.get("grad_accum") or 1) * (run.get("seq_len") or 0)
+    if record.get("scenario") not in ("A", "B") or not n or not steps or not per_step:
+        return None
+    return steps * per_step / n, math.ceil(n / per_step)
+
+
+def _passes(records: list[dict]) -> str:
+    """' (reads its corpus N times: one pass by step K)' where a scenario's LM runs read their corpus
+    more than once, the share of one pass where not; '' for classification."""
+    got = {p for r in records if (p := passes(r))}
+    if not got:
+        return ""
+    most, first = max(got)
+    n = (records[0].get("data") or {}).get("n_train_tokens")
+    if most <= 1:
+        return f" ({most:.2f} of one pass over its {n / 1e6:.1f}M training tokens)"
+    return f" (reads its {n / 1e6:.1f}M training tokens {most:.1f} times: one pass by step {first:,})"
 
 
 def metric_legend(recipes: dict[str, dict], level: float) -> str:
