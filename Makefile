@@ -4,7 +4,7 @@
 #                diverges, the other scenarios are too short to learn (tiny models, not a recommendation)
 #   make test    set up, run the test suite (CPU, tiny models, synthetic data)
 #   make test-fast  the same without the slow tier (tests that start processes or train for minutes)
-#   make lab     set up, JupyterLab with the executed notebooks read-only (benchlib/host/lab.py)
+#   make lab     set up, JupyterLab with the executed notebooks read-only (dtype_bench/host/lab.py)
 PYTHON ?= python3
 # The torch build to install when none is present. Without an NVIDIA GPU the default is the
 # CPU build 2.13.0 (a local wheel on CI machines); with one, a plain `torch` (CUDA build).
@@ -34,7 +34,7 @@ quick: setup
 	dtype-bench sweep params/quick.yaml
 
 lab: setup
-	jupyter lab --ServerApp.contents_manager_class=benchlib.host.lab.ExecutedReadOnly
+	jupyter lab --ServerApp.contents_manager_class=dtype_bench.host.lab.ExecutedReadOnly
 
 configs: setup
 	dtype-bench configs

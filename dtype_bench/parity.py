@@ -52,7 +52,7 @@ def nanogpt_ms(nanogpt: Path, batch_size: int, block_size: int, device: str, com
 def run_path_ms(out: Path, batch_size: int, block_size: int, device: str, size: str, steps: int,
                 compile_: bool, timeout: float) -> dict:
     """Scenario A under amp_bf16 through ``dtype-bench run``; its record's step time and context."""
-    cmd = [sys.executable, "-m", "benchlib", "run", "--scenario", "A", "--config", "amp_bf16", "--size", size,
+    cmd = [sys.executable, "-m", "dtype_bench", "run", "--scenario", "A", "--config", "amp_bf16", "--size", size,
            "--device", device, "--batch_size", str(batch_size), "--grad_accum", "1", "--seq_len", str(block_size),
            "--steps", str(steps), "--eval_batches", "1", "--compile", "on" if compile_ else "off",
            "--judge_quality", "false", "--quiet", "--out", str(out), "--overwrite"]

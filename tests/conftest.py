@@ -47,7 +47,7 @@ def smoke_study(tmp_path_factory):
     """params/smoke.yaml executed once for the whole session, end to end (analysis notebooks and
     HTML included): (exit status, its study folder, what it printed). Tests that change the
     study work on a copy of the folder."""
-    from benchlib.study import sweep
+    from dtype_bench.study import sweep
     root = tmp_path_factory.mktemp("executed")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -113,7 +113,7 @@ def fake_papermill(study_path, root, outcomes, calls, clock):
     and, as training does, for a pretrain run that trained (ok, degraded, stalled or diverged),
     a checkpoint directory."""
     from benchlib.core.records import write_json_atomic
-    from benchlib.study import runner
+    from dtype_bench.study import runner
     from benchlib.study.studyfile import load_study
     from benchlib.training.checkpoints import META_FILE
 

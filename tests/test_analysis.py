@@ -601,7 +601,7 @@ def test_source_notebooks_are_clean_with_one_parameters_cell(name, params):
 
 
 def test_analysis_notebooks_run_through_papermill_on_a_study_of_real_runs(tmp_path):
-    from benchlib.study.sweep import run_analysis
+    from dtype_bench.study.sweep import run_analysis
     study = tmp_path / "study"
     shutil.copytree(real_study(), study)
     done, failed = run_analysis(study, {})

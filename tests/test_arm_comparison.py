@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, line_with
 
 from benchlib.analysis import arms
-from benchlib.cli import main as cli
+from dtype_bench.cli import main as cli
 from benchlib.core.records import load_records
 
 CHECKPOINTING = REPO / "executed" / "h100" / "checkpointing"

@@ -8,8 +8,8 @@ import pytest
 from conftest import COMPLETED
 
 from benchlib.core.records import read_record, validate
-from benchlib.host import slots
-from benchlib.study import runner, sweep
+from dtype_bench.host import slots
+from dtype_bench.study import runner, sweep
 from benchlib.study.studyfile import load_study
 
 TINY = ("scenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 4\nlog_every: 2\n"
@@ -101,14 +101,14 @@ def test_a_record_the_sweep_did_not_complete_runs_again(tmp_path):
 def test_the_torchrun_command_carries_the_records_notes_so_rank_0_writes_them():
     import argparse
 
-    from benchlib.cli import add_run_args, run_config_from_args
+    from benchlib.run import add_run_args, run_config_from_args
     from benchlib.core.runconfig import RunConfig
     from benchlib.parallel.launch import torchrun_command
     cfg = RunConfig.from_dict({"dist": {"strategy": "ddp", "nproc": 2}, "extra": {"study": "s", "arm": "ddp 2"}})
     cmd = torchrun_command(cfg, "out")
     p = argparse.ArgumentParser()
     add_run_args(p)
-    assert run_config_from_args(p.parse_args(cmd[8:cmd.index("--out")])).extra == {"study": "s", "arm": "ddp 2"}
+    assert run_config_from_args(p.parse_args(cmd[7:cmd.index("--out")])).extra == {"study": "s", "arm": "ddp 2"}
 
 
 def test_the_scaling_analysis_finds_a_records_arm_from_its_folder_when_the_record_lacks_it():

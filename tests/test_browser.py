@@ -8,7 +8,7 @@ import shutil
 import pytest
 from conftest import REPO
 
-from benchlib.study import sweep
+from dtype_bench.study import sweep
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 try:
@@ -63,7 +63,7 @@ def test_the_reference_report_opens_with_its_answer_table_and_its_runs_open_as_p
     before a commit): the first table or chart of its index is the answer table, cell for cell the
     one `dtype-bench findings` writes from the study (and its speed study) for a README; then where each config breaks, speed and memory, the detail. No link opens a
     notebook's raw JSON: each run link opens a rendered page."""
-    from benchlib.study import compact
+    from dtype_bench.study import compact
     for name in ("reference", "reference_speed"):  # the speed study beside it gives the answer its speed
         shutil.copytree(REPO / "executed/h100" / name, tmp_path / "h100" / name)
     compact.compact(tmp_path / "h100/reference", tmp_path)

@@ -14,9 +14,9 @@ from conftest import REPO, fake_papermill, line_with
 from benchlib.core.errors import UserError
 from benchlib.core.records import read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
-from benchlib.host import budget, slots
-from benchlib.host import sweep as host_sweep
-from benchlib.study import runner, sweep
+from dtype_bench.host import budget, slots
+from dtype_bench.host import sweep as host_sweep
+from dtype_bench.study import runner, sweep
 from benchlib.study.studyfile import load_study
 from benchlib.training import resume
 
@@ -172,7 +172,7 @@ def test_a_run_killed_mid_way_leaves_no_record_that_looks_finished(tmp_path):
         import time
         from pathlib import Path
         from benchlib.core.records import write_json_atomic
-        from benchlib.study import runner, sweep
+        from dtype_bench.study import runner, sweep
         from benchlib.study.studyfile import load_study
         items = {{i.out_dir.resolve(): i for i in runner.plan(load_study({str(path)!r}), Path({str(root)!r}))}}
         def execute(cmd, env, log, timeout=None):  # training finished and wrote its record; a later cell runs

@@ -6,7 +6,7 @@ import pytest
 from conftest import fake_papermill, line_with
 
 from benchlib.core.records import SIDECAR, read_record, write_sidecar
-from benchlib.study import runner, sweep
+from dtype_bench.study import runner, sweep
 from benchlib.study.studyfile import load_study
 
 STUDY = """study: ft

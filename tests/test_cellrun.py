@@ -1,5 +1,5 @@
 """Runs without a notebook (``notebook_seeds:``): a cell's seeds trained one after another in one
-process (``benchlib.host.cellrun``), each with the record and step log its notebook would write."""
+process (``dtype_bench.host.cellrun``), each with the record and step log its notebook would write."""
 import json
 
 import pytest
@@ -7,9 +7,9 @@ from conftest import line_with
 
 from benchlib.core.records import TRAINED, read_record, steps_file, write_json_atomic
 from benchlib.core.runconfig import ConfigError
-from benchlib.host import budget, cellrun
-from benchlib.host import sweep as host_sweep
-from benchlib.study import runner, sweep
+from dtype_bench.host import budget, cellrun
+from dtype_bench.host import sweep as host_sweep
+from dtype_bench.study import runner, sweep
 from benchlib.study.studyfile import load_study, parse_study
 
 STUDY = ("study: cells\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0, 1]\nnotebook_seeds: []\n"
@@ -205,7 +205,7 @@ def test_cell_runs_and_their_summary_need_no_notebook_stack(tmp_path):
         (blocked / f"{name}.py").write_text(f"raise ImportError('{name} is not installed here')\n")
     path, _ = _plan(tmp_path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocked), str(REPO)]))
-    done = subprocess.run([sys.executable, "-m", "benchlib", "sweep", str(path), "--out", str(tmp_path / "executed"),
+    done = subprocess.run([sys.executable, "-m", "dtype_bench", "sweep", str(path), "--out", str(tmp_path / "executed"),
                            "--no-analysis", "--no-html"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     records = [read_record(tmp_path / f"executed/cells/runs/A/fp32_baseline/seed{k}/result.json") for k in (0, 1)]

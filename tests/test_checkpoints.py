@@ -10,7 +10,7 @@ from conftest import fake_papermill, line_with
 from transformers import GPT2LMHeadModel, GPT2Model, RobertaForMaskedLM, RobertaModel
 
 from benchlib.study import notebook
-from benchlib.study import runner, sweep
+from dtype_bench.study import runner, sweep
 from benchlib.training.checkpoints import (META_FILE, CheckpointError, checkpoint_config, is_complete, load_pretrained,
                                   save_pretrained)
 from benchlib.core.dtypes import get_config

@@ -14,10 +14,10 @@ from unittest import mock
 import pytest
 
 from benchlib.analysis.stats import Rules
-from benchlib.cli import LAZY, build_parser
+from dtype_bench.cli import LAZY, build_parser
 from benchlib.core.argparser import ArgumentParser, field_help, field_metavar
 from benchlib.core.runconfig import SECTIONS, DistConfig, RunConfig, field_docs, first_sentence
-from benchlib.host import sweep
+from dtype_bench.host import sweep
 from benchlib.study.executor import ExecutorSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,7 +135,7 @@ def test_argparse_prints_the_help_line_as_written():
 
 @pytest.mark.parametrize("argv", [["run", "--help"], ["sweep", "--help"], ["--help"]])
 def test_python_dash_m_benchlib_help_exits_0(argv):
-    out = subprocess.run([sys.executable, "-m", "benchlib", *argv], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-m", "dtype_bench", *argv], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "usage: dtype-bench" in out.stdout
     if argv[0] == "run":

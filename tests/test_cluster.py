@@ -12,7 +12,7 @@ from conftest import COMPLETED, REPO, line_with
 
 from benchlib.core.records import FINISHED, read_record, write_json_atomic
 from benchlib.core.runconfig import ConfigError
-from benchlib.study import cluster, runner, sweep
+from dtype_bench.study import cluster, runner, sweep
 from benchlib.study.executor import ExecutorSettings
 from benchlib.study.studyfile import load_study
 
@@ -250,7 +250,7 @@ def test_status_lists_each_runs_state_from_records_and_scheduler(tmp_path, monke
 
 
 def test_without_submitit_one_line_says_how_to_install_it(tmp_path, monkeypatch, capsys):
-    from benchlib import cli
+    from dtype_bench import cli
     monkeypatch.setitem(sys.modules, "submitit", None)
     assert cli.main(["sweep", str(_write(tmp_path, MINI)), "--out", str(tmp_path / "x"), "--executor", "slurm"]) == 2
     err = capsys.readouterr().err.strip()
@@ -260,7 +260,7 @@ def test_without_submitit_one_line_says_how_to_install_it(tmp_path, monkeypatch,
 @pytest.mark.skipif(subprocess.run(["which", "srun"], capture_output=True).returncode == 0,
                     reason="this machine has Slurm")
 def test_slurm_without_slurm_is_one_line(tmp_path, capsys):
-    from benchlib import cli
+    from dtype_bench import cli
     assert cli.main(["sweep", str(_write(tmp_path, MINI)), "--out", str(tmp_path / "x"), "--executor", "slurm"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no Slurm on this machine" in err and "--dry-run" in err
@@ -391,7 +391,7 @@ def test_slurm_submission_runs_after_the_pretrain_array_and_the_analysis_after_a
     assert (k3, sorted(a[2] for a in a3), p3["dependency"]) == ("array", ["C/amp_bf16/seed0", "C/fp32_baseline/seed0"],
                                                                 "afterany:41")
     assert k4 == "job" and p4["dependency"] == "afterany:41:42:43"
-    assert f4 == [sys.executable, "-m", "benchlib", "sweep", str(path), "--out", str(root), "--analysis-only"]
+    assert f4 == [sys.executable, "-m", "dtype_bench", "sweep", str(path), "--out", str(root), "--analysis-only"]
     ledger = read_record_json(cluster.cluster_dir(load_study(path), root) / cluster.LEDGER)
     assert ledger["pretrain/gpt2"]["job_id"] == "41_0" and len(ledger) == 5
 

@@ -64,7 +64,7 @@ def test_the_check_sees_a_changed_verdict():
 
 def test_every_committed_study_is_compacted_and_the_readme_is_what_compact_writes():
     from benchlib.core.records import RECORDS_TABLE, STEPS_TABLE
-    from benchlib.study.readme import readme_text
+    from dtype_bench.study.readme import readme_text
     assert TRACKED, "nothing committed under executed/: this test would check nothing"
     loose = [p for p in TRACKED if p.endswith(("/result.json", "/steps.jsonl", "/steps.jsonl.gz"))]
     assert not loose, f"{len(loose)} files of a fresh layout committed, e.g. {loose[:3]}: run dtype-bench compact"

@@ -17,7 +17,7 @@ from benchlib.analysis import report
 from benchlib.analysis.stats import Rules
 from benchlib.core.records import (RECORDS_TABLE, STEPS_TABLE, load_records, read_steps, steps_file,
                                    write_steps_table)
-from benchlib.study import compact, html_export
+from dtype_bench.study import compact, html_export
 
 FAST = Rules(n_boot=200)
 
@@ -144,7 +144,7 @@ def test_a_result_json_beside_a_compacted_record_is_the_one_read(tmp_path):
 
 def test_a_sweep_refuses_a_compacted_study_until_it_is_expanded(tmp_path):
     from benchlib.core.records import write_json_atomic
-    from benchlib.study import runner
+    from dtype_bench.study import runner
     from benchlib.study.studyfile import load_study
     study = load_study(REPO / "params" / "smoke.yaml")
     root = tmp_path / "executed" / "cpu"
@@ -155,7 +155,7 @@ def test_a_sweep_refuses_a_compacted_study_until_it_is_expanded(tmp_path):
     assert [runner.run_state(i)[0] for i in items] == ["done:ok"] * 4
     compact.compact(root / "smoke", tmp_path / "executed")
     assert [runner.run_state(i)[0] for i in items] == ["new"] * 4  # what a sweep would see: so it refuses
-    r = subprocess.run([sys.executable, "-m", "benchlib", "sweep", str(REPO / "params" / "smoke.yaml"), "--out",
+    r = subprocess.run([sys.executable, "-m", "dtype_bench", "sweep", str(REPO / "params" / "smoke.yaml"), "--out",
                         str(root), "--dry-run"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "is compacted" in r.stderr and "compact --expand" in r.stderr
     assert r.stderr.strip().count("\n") == 0
@@ -166,13 +166,13 @@ def test_a_sweep_refuses_a_compacted_study_until_it_is_expanded(tmp_path):
 
 def test_compact_names_a_folder_that_holds_no_runs(tmp_path):
     (tmp_path / "executed" / "empty").mkdir(parents=True)
-    r = subprocess.run([sys.executable, "-m", "benchlib", "compact", "--root", str(tmp_path / "executed"),
+    r = subprocess.run([sys.executable, "-m", "dtype_bench", "compact", "--root", str(tmp_path / "executed"),
                         str(tmp_path / "executed" / "empty")], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "not a folder of runs" in r.stderr and r.stderr.strip().count("\n") == 0
 
 
 def test_the_readme_says_what_each_study_is_from_its_records_and_files(tmp_path):
-    from benchlib.study import readme
+    from dtype_bench.study import readme
     root = tmp_path / "executed"
     study = root / "h100" / "mini"
     for k, status in ((0, "ok"), (1, "diverged")):
@@ -194,7 +194,7 @@ def test_the_readme_says_what_each_study_is_from_its_records_and_files(tmp_path)
 def test_the_analysis_notebooks_run_again_on_a_compacted_study_to_the_same_files(tmp_path):
     """The sweep's analysis over a compacted study reads its tables; compacted again, every file
     is what the first compaction left: the charts are reproducible from the committed layout."""
-    from benchlib.study.sweep import run_analysis
+    from dtype_bench.study.sweep import run_analysis
     root = tmp_path / "executed"
     study = root / "cpu" / "real"
     shutil.copytree(real_study(), study)

@@ -5,7 +5,7 @@ import pytest
 from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError
-from benchlib.host import sweep as host_sweep
+from dtype_bench.host import sweep as host_sweep
 
 # one compiled tiny run, in a process of its own (a cell run) so the second sweep's run starts
 # without the first one's graphs in memory: what it does not compile must come from the folder

@@ -11,10 +11,10 @@ from conftest import fake_papermill
 from benchlib.core.env import CPUS_ENV, format_cpus, parse_cpus
 from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError
-from benchlib.host import slots
-from benchlib.host import sweep as host_sweep
-from benchlib.host.slots import CPU_THREAD_VARS
-from benchlib.study import runner
+from dtype_bench.host import slots
+from dtype_bench.host import sweep as host_sweep
+from dtype_bench.host.slots import CPU_THREAD_VARS
+from dtype_bench.study import runner
 
 STUDY = "study: pinned\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1]\nsize: tiny\nsteps: 3\n"
 

@@ -291,8 +291,8 @@ def test_strategy_single_under_a_multi_process_torchrun_is_an_error(monkeypatch)
 def test_the_torchrun_command_is_torchruns_own_and_never_passes_nproc():
     cmd = launch.torchrun_command(RunConfig.from_dict({"dist": {"strategy": "fsdp2", "nproc": 2}, "steps": 7}), "out")
     assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    assert cmd[5:8] == ["-m", "benchlib", "run"]
-    assert not any(c.startswith("--nproc") or c == "--dist.nproc" for c in cmd[8:])  # torchrun sets the world size
+    assert cmd[5:7] == ["-m", "benchlib.run"]
+    assert not any(c.startswith("--nproc") or c == "--dist.nproc" for c in cmd[7:])  # torchrun sets the world size
     assert cmd[cmd.index("--dist.strategy") + 1] == "fsdp2" and cmd[cmd.index("--steps") + 1] == "7"
 
 
@@ -318,7 +318,7 @@ def test_dist_settings_are_a_section_of_the_run_configuration_and_a_bad_key_is_n
 
 
 def test_the_cli_reads_dist_settings_as_dotted_flags_by_their_declared_types():
-    from benchlib.cli import add_run_args, run_config_from_args
+    from benchlib.run import add_run_args, run_config_from_args
     import argparse
     p = argparse.ArgumentParser()
     add_run_args(p)

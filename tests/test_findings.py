@@ -92,7 +92,7 @@ def test_bad_input_is_one_line(tmp_path):
     bad.write_text("{}")
     with pytest.raises(UserError, match="not a comparison.json"):
         findings.main([str(bad)])
-    r = subprocess.run([sys.executable, "-m", "benchlib", "findings", str(tmp_path / "none.json")],
+    r = subprocess.run([sys.executable, "-m", "dtype_bench", "findings", str(tmp_path / "none.json")],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode != 0 and r.stderr.strip().count("\n") == 0 and "dtype-bench compare" in r.stderr
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from benchlib.cli import main as cli_main
+from dtype_bench.cli import main as cli_main
 from benchlib.core.dtypes import get_config
 from benchlib.training import inference as inf
 from benchlib.training.loop import run

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from benchlib.host import slots
-from benchlib.study import runner
+from dtype_bench.host import slots
+from dtype_bench.study import runner
 try:
-    from benchlib.study.sweep import sigterm_interrupts
+    from dtype_bench.study.sweep import sigterm_interrupts
 except ImportError:
     sigterm_interrupts = None
 
@@ -61,7 +61,7 @@ def test_a_run_stops_once_when_ctrl_c_reaches_it_twice():
     """A Ctrl-C typed at a terminal reaches the sweep's whole process group and the sweep passes it
     on too: the run's second SIGINT must not break the cleanup the first one started."""
     child = ("import os, signal, time\n"
-             "from benchlib.study.runner import sigint_once\n"
+             "from dtype_bench.study.runner import sigint_once\n"
              "signal.signal(signal.SIGINT, sigint_once)\n"
              "try:\n"
              "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
@@ -94,7 +94,7 @@ def test_a_run_interrupted_after_its_training_is_no_failed_config_and_runs_again
     next sweep runs it again, and an analysis of the study meanwhile (--analysis-only) must not read
     it as its config failing."""
     from benchlib.core.records import load_records, write_json_atomic
-    from benchlib.study import sweep
+    from dtype_bench.study import sweep
     from benchlib.study.studyfile import load_study
     path, root = tmp_path / "s.yaml", tmp_path / "executed"
     path.write_text("study: s\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0]\nsize: tiny\n"

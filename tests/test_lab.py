@@ -5,7 +5,7 @@ import json
 import pytest
 from tornado import web
 
-from benchlib.host.lab import ExecutedReadOnly, read_only
+from dtype_bench.host.lab import ExecutedReadOnly, read_only
 
 NB = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 

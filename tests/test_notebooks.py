@@ -174,7 +174,7 @@ def test_a_sweep_run_is_injected_its_resolved_configuration_alone_and_papermill_
     papermill finds it among the notebook's parameters, and the record trained with it."""
     from benchlib.core.records import SIDECAR
     from benchlib.core.runconfig import resolved
-    from benchlib.study import sweep
+    from dtype_bench.study import sweep
     study = tmp_path / "one.yaml"
     study.write_text("study: one\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 3\n"
                      "lr: 0.002\ndevice: cpu\n")

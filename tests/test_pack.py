@@ -9,9 +9,9 @@ import time
 import pytest
 from conftest import line_with
 
-from benchlib.cli import main
+from dtype_bench.cli import main
 from benchlib.core.errors import UserError
-from benchlib.host import pack
+from dtype_bench.host import pack
 
 
 def _git(repo, *args):

@@ -8,7 +8,7 @@ from conftest import fake_papermill, line_with
 
 from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError
-from benchlib.study import cluster, runner, sweep
+from dtype_bench.study import cluster, runner, sweep
 from benchlib.study.studyfile import load_study
 
 PHASED = """study: ft

@@ -10,7 +10,7 @@ import torch
 from conftest import line_with
 from fixtures.records import make_record
 
-from benchlib.study import html_export
+from dtype_bench.study import html_export
 from benchlib.study import notebook
 from benchlib.core import records
 from benchlib.training.baselines import evaluate_predictor, evidence

@@ -2,10 +2,10 @@
 import pytest
 from fixtures.records import make_record, write_run
 
-from benchlib.cli import main as cli_main
+from dtype_bench.cli import main as cli_main
 from benchlib.core.errors import UserError
 from benchlib.core.records import read_record
-from benchlib.study.rejudge import rejudge
+from dtype_bench.study.rejudge import rejudge
 
 
 def _rows(losses):

@@ -86,7 +86,7 @@ def test_state_every_is_checked(bad, words):
 
 def test_a_study_that_starts_saving_state_does_not_run_its_finished_runs_again():
     """``state_every`` changes nothing a step computes: a record without it is not stale."""
-    from benchlib.study.runner import stale_keys
+    from dtype_bench.study.runner import stale_keys
     ran = {"run": RunConfig(scenario="A", config="amp_bf16", steps=10).to_dict()}
     assert stale_keys(ran, {"scenario": "A", "config": "amp_bf16", "steps": 10, "state_every": 500}) == []
     assert stale_keys(ran, {"scenario": "A", "config": "amp_bf16", "steps": 20}) == ["steps 10 -> 20"]

@@ -1,7 +1,7 @@
 """One typed run configuration: unknown keys and wrong types fail loudly, naming the key."""
 import pytest
 
-from benchlib.cli import main as cli_main
+from dtype_bench.cli import main as cli_main
 from benchlib.core.runconfig import ConfigError, RunConfig, resolved
 
 
@@ -46,7 +46,7 @@ def test_cli_bad_flag_value_is_a_one_line_error(capsys):
 
 
 def test_cli_seed002_flags_map_to_a_scenario(capsys):
-    from benchlib.cli import add_run_args, run_config_from_args
+    from benchlib.run import add_run_args, run_config_from_args
     import argparse
     p = argparse.ArgumentParser()
     add_run_args(p)

@@ -393,14 +393,14 @@ def test_the_table_has_a_row_per_candidate_and_checked_names_what_a_test_builds(
 
 
 def test_cli_prints_the_settings_and_writes_the_readme_block(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "benchlib", "configs", "--settings"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "dtype_bench", "configs", "--settings"], capture_output=True,
                          text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == settings.settings_markdown().strip()
     readme = tmp_path / "README.md"
     start, end = settings.SETTINGS_MARKERS
     readme.write_text(f"# x\n\n{start}\nold\n{end}\n\nafter\n")
-    out = subprocess.run([sys.executable, "-m", "benchlib", "configs", "--settings", "--readme", str(readme)],
+    out = subprocess.run([sys.executable, "-m", "dtype_bench", "configs", "--settings", "--readme", str(readme)],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     text = readme.read_text()
@@ -472,13 +472,13 @@ def test_the_markdown_s_checked_words_say_what_the_table_s_checked_cell_says():
 
 
 def test_cli_lists_the_candidates_and_with_all_every_config():
-    out = subprocess.run([sys.executable, "-m", "benchlib", "configs", "--settings", "--all"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "dtype_bench", "configs", "--settings", "--all"], capture_output=True,
                          text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == settings.settings_markdown(roles=settings.ALL_ROLES).strip()
     assert list(_rows(out.stdout)) == list(REGISTRY)
     assert list(_rows(settings.readme_block())) == [c.name for c in CANDIDATES]
-    bad = subprocess.run([sys.executable, "-m", "benchlib", "configs", "--all"], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "dtype_bench", "configs", "--all"], capture_output=True, text=True,
                          cwd=ROOT)
     assert bad.returncode != 0 and "--settings" in bad.stderr
 

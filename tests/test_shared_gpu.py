@@ -12,10 +12,10 @@ from test_gates import with_baseline
 from benchlib.analysis import tables
 from benchlib.core.records import read_record, records_frame
 from benchlib.core.runconfig import ConfigError
-from benchlib.host import slots
-from benchlib.host import sweep as host_sweep
-from benchlib.study import runner
-from benchlib.host.slots import CPU_THREAD_VARS, cpu_share
+from dtype_bench.host import slots
+from dtype_bench.host import sweep as host_sweep
+from dtype_bench.study import runner
+from dtype_bench.host.slots import CPU_THREAD_VARS, cpu_share
 
 STUDY = "study: many\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1, 2, 3]\nsize: tiny\nsteps: 3\n"
 

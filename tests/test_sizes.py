@@ -4,7 +4,7 @@ Models are built on the meta device: shapes and parameter counts without a byte 
 import pytest
 import torch
 
-from benchlib.cli import add_run_args, run_config_from_args
+from benchlib.run import add_run_args, run_config_from_args
 from benchlib.core.dtypes import get_config
 from benchlib.core.runconfig import ConfigError, RunConfig, resolved
 from benchlib.core.sizes import BUDGET_FRACTION, GPU_BYTES, LARGE_SIZES, Shape, estimate_train_bytes, shape

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from conftest import REPO, papermill
 
-from benchlib.study import runner, sweep
+from dtype_bench.study import runner, sweep
 from benchlib.study.studyfile import ANALYSES, load_study
 
 TINY = "scenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 4\ndevice: cpu\n"
@@ -103,7 +103,7 @@ def test_the_fp8_notebook_reads_the_committed_h100_study(tmp_path):
 
 
 def test_a_page_drops_nbconverts_mermaid_loader_unless_it_draws_a_diagram():
-    from benchlib.study.html_export import _without_mermaid
+    from dtype_bench.study.html_export import _without_mermaid
     loader = ('<script type="module">\n  document.addEventListener("DOMContentLoaded", async () => {\n'
               '    const diagrams = document.querySelectorAll(".jp-Mermaid > pre.mermaid"); load()</script>\n')
     css = "<style>.jp-Mermaid{overflow:auto}</style>"  # every page's style names it: not a diagram

@@ -6,8 +6,8 @@ import pytest
 from conftest import REPO
 
 from benchlib.core.runconfig import ConfigError
-from benchlib.host import slots
-from benchlib.study import sweep
+from dtype_bench.host import slots
+from dtype_bench.study import sweep
 from benchlib.study.studyfile import load_study
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from benchlib.cli import main
+from dtype_bench.cli import main
 from benchlib.core import env
 from benchlib.core.dtypes import (FP16_ONLY, REGISTRY, REQUIREMENTS, DtypeConfig, capability_problem, get_config,
                                   support_markdown, support_table, unmet)
@@ -104,7 +104,7 @@ def test_the_readme_support_matrix_is_the_generated_one(tmp_path):
     drift from the configs' requirements; the command rewrites only the block."""
     from conftest import REPO
 
-    from benchlib.cli import SUPPORT_MARKERS, main
+    from dtype_bench.cli import SUPPORT_MARKERS, main
     readme = (REPO / "README.md").read_text()
     start, end = SUPPORT_MARKERS
     assert support_markdown() + "\n" == readme[readme.index(start) + len(start) + 1:readme.index(end)], \

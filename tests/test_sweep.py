@@ -13,8 +13,8 @@ import nbformat
 import pytest
 from conftest import COMPLETED, REPO, line_with
 
-from benchlib.host import slots
-from benchlib.study import runner, sweep
+from dtype_bench.host import slots
+from dtype_bench.study import runner, sweep
 from benchlib.core.dtypes import FULL_MATRIX, CORE_SIX, get_config
 from benchlib.core.records import FINISHED, read_record, validate, write_json_atomic, write_sidecar
 from benchlib.core.runconfig import ConfigError
@@ -126,7 +126,7 @@ def test_bad_study_file_fails_naming_file_key_and_valid_values(tmp_path, text, e
 
 
 def test_bad_study_file_runs_nothing(tmp_path, capsys):
-    from benchlib.cli import main
+    from dtype_bench.cli import main
     path = _study(tmp_path, "configs: [amp_bf17]\n", "bad.yaml")
     assert main(["sweep", str(path), "--out", str(tmp_path / "executed")]) == 2
     assert "amp_bf17" in capsys.readouterr().err
@@ -392,7 +392,7 @@ def test_ctrl_c_leaves_no_record_that_looks_finished(tmp_path, monkeypatch, caps
 
 
 def test_a_style_sheet_no_page_links_is_removed(tmp_path):
-    from benchlib.study.html_export import prune_css
+    from dtype_bench.study.html_export import prune_css
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "a.html").write_text('<link rel="stylesheet" href="../notebook-0123abcd.css">')
     for name in ("notebook-0123abcd.css", "notebook-feedbeef.css"):
@@ -404,7 +404,7 @@ def test_a_style_sheet_no_page_links_is_removed(tmp_path):
 def test_pages_with_one_table_or_three_share_one_style_sheet(tmp_path):
     """Each table output brings its own copy of pandas' style block; kept once, a page with one
     table and a page with three link the same file (four such files were 1 MiB of the repository)."""
-    from benchlib.study.html_export import _shared_css
+    from dtype_bench.study.html_export import _shared_css
     base, table = "<style>body{margin:0}</style>", "<style scoped>.dataframe th{text-align:right}</style>"
     one = _shared_css(f"<html>{base}<p>x</p>{table}</html>", tmp_path, tmp_path / "one.html")
     three = _shared_css(f"<html>{base}{table}<p>y</p>{table}{table}</html>", tmp_path, tmp_path / "three.html")

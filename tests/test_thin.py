@@ -1,4 +1,4 @@
-"""``benchlib.study.compact``'s thinning, what ``dtype-bench compact`` does to one file: a run notebook loses the
+"""``dtype_bench.study.compact``'s thinning, what ``dtype-bench compact`` does to one file: a run notebook loses the
 copies of its data (the chart's Vega-Lite spec and PNG become one SVG) and keeps everything else;
 a step log keeps what the charts read; a run log its end; once."""
 import re
@@ -8,7 +8,7 @@ import nbformat
 import pandas as pd
 
 from benchlib.analysis import charts
-from benchlib.study import compact, html_export
+from dtype_bench.study import compact, html_export
 RECORD_MIME = "application/vnd.dtype-bench.record+json"  # the record output of notebooks run before
 
 
@@ -111,7 +111,7 @@ def test_thin_redraws_a_long_run_chart_binned():
 
 
 def test_a_run_log_keeps_each_bars_last_state_and_its_end(tmp_path):
-    from benchlib.study.compact import thin_log
+    from dtype_bench.study.compact import thin_log
     log = tmp_path / "run.log"
     bar = "\r".join(f"A/amp_bf16/seed1: {k}/400" for k in range(0, 401, 5))
     log.write_text("warning: first\n" + bar + "\n" + "\n".join(f"line {k}" for k in range(300)) + "\nTraceback: boom\n")

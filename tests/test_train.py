@@ -9,7 +9,7 @@ import torch
 from conftest import COMPLETED
 
 from benchlib.core import env as envmod
-from benchlib.cli import main as cli_main
+from dtype_bench.cli import main as cli_main
 from benchlib.core.dtypes import REGISTRY
 from benchlib.core.records import read_record, read_steps, validate
 from benchlib.core.runconfig import ConfigError, RunConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from benchlib import cli
+from dtype_bench import cli
 from benchlib.analysis import tables, transfer
 from benchlib.analysis.stats import Rules
 from fixtures.records import make_record, write_study

@@ -15,10 +15,10 @@ import torch
 from conftest import line_with
 from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
 
-from benchlib.cli import main
+from dtype_bench.cli import main
 from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError
-from benchlib.study import runner, sweep
+from dtype_bench.study import runner, sweep
 from benchlib.training.checkpoints import CheckpointError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -348,7 +348,7 @@ def test_ctrl_c_ends_a_run_in_one_line_with_the_command_that_resumes_it(tmp_path
     out = tmp_path / "x"
     argv = ["run", "--scenario", "A", "--size", "tiny", "--steps", "100000", "--device", "cpu", "--out", str(out)]
     argv += ["--state_every", state_every] if state_every else []
-    proc = subprocess.Popen([sys.executable, "-m", "benchlib", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "dtype_bench", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=tmp_path)
     wait_for = out / ("state.json" if state_every else "steps.jsonl")
     for _ in range(1200):
@@ -381,7 +381,7 @@ def test_a_second_sweep_on_a_study_folder_in_use_is_refused_naming_the_holder(st
     monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("a run started"))
     root = tmp_path / "executed"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path\n"
-                               "from benchlib.study.lock import study_lock\n"
+                               "from dtype_bench.study.lock import study_lock\n"
                                "with study_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)\n",
                                str(root / "s")], stdout=subprocess.PIPE, text=True)
     try:
@@ -400,7 +400,7 @@ def test_a_second_sweep_on_a_study_folder_in_use_is_refused_naming_the_holder(st
 
 
 def test_the_sweep_lock_is_one_holder_at_a_time_and_released_on_exit(tmp_path):
-    from benchlib.study.lock import StudyInUse, study_lock
+    from dtype_bench.study.lock import StudyInUse, study_lock
     with study_lock(tmp_path / "s"):
         with pytest.raises(StudyInUse, match=f"pid {os.getpid()}"):
             with study_lock(tmp_path / "s"):

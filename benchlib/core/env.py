@@ -72,7 +72,7 @@ def _version(pkg: str) -> str | None:
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CODE_PATHS = ("benchlib", "notebooks", "params")
+CODE_PATHS = ("benchlib", "dtype_bench", "notebooks", "params")
 """What produces a result; ``git_commit(code_only=True)`` ignores commits of results alone."""
 
 

@@ -602,3 +602,16 @@ def describe_environment(records: list[dict], brief: bool = False) -> str:
     commits = commits if commits.endswith(" commits") else f"commit {commits}"
     return (f"Device: {vals('device_name')}; torch {vals('torch')}{cuda}, torchao {vals('torchao')}; "
             f"{commits}; {when}")
+
+
+def fmt(v) -> str:
+    """A number for a table cell: 4 significant digits, '-' when missing."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def last_line(text: str | None) -> str:
+    """The last non-blank line of a text (a traceback's message)."""
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""

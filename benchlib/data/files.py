@@ -4,7 +4,7 @@ and IMDB by name (single-label), or local files of the same schema (``data=<path
 
 Real-data rules (all deterministic):
     * Local files may be gzip-compressed (``train.jsonl.gz``). A ``provenance.yaml`` beside
-      them (``registry`` writes one) goes into the record as ``provenance_*``; every record
+      them (``dtype_bench.build_data`` writes one) goes into the record as ``provenance_*``; every record
       of real data carries ``data_hash`` (SHA-256 of the files read, or the hub fingerprint).
     * Split files: a word of a file's name (``eurlex.train.jsonl``, ``dev-2024.txt``) puts it
       in train / validation (val, valid, dev) / test / unsupervised; files of a folder without
@@ -93,7 +93,7 @@ SPLIT_SEED = 20240
 so every run (any seed, any config) of a study sees the same split."""
 LOCAL_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 PROVENANCE = "provenance.yaml"
-"""Facts on where local data came from (``registry`` writes it), copied into every record."""
+"""Facts on where local data came from (``dtype_bench.build_data`` writes it), copied into every record."""
 
 
 # ---- Hub access --------------------------------------------------
@@ -366,7 +366,7 @@ def read_provenance(path: Path) -> dict:
 
 def _data_facts(content_hash: str, path: Optional[Path] = None) -> dict:
     """What a record says about its data beyond the source: the content hash, and for local
-    data built from a package (``registry``) the facts of its ``provenance.yaml``."""
+    data built from a package (``dtype_bench.build_data``) the facts of its ``provenance.yaml``."""
     facts = {"data_hash": content_hash[:16]}
     if path is not None:
         facts.update({f"provenance_{k}": v for k, v in read_provenance(path).items()

@@ -137,7 +137,7 @@ class ProcessGroupStrategy(Strategy):
             missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
             if missing:
                 raise RuntimeError(f"dist.strategy={cfg.dist.strategy} needs torchrun's environment ({', '.join(missing)} "
-                                   f"unset): start it with `torchrun --nproc_per_node=N -m benchlib run --dist.strategy ...` "
+                                   f"unset): start it with `torchrun --nproc_per_node=N -m benchlib.run --dist.strategy ...` "
                                    f"or through benchlib.training.loop.run, which launches torchrun itself")
             if device.type == "cuda":
                 torch.cuda.set_device(device)

@@ -1,4 +1,4 @@
-"""Launching a multi-process run: ``torchrun --standalone --nproc_per_node=N -m benchlib run`` in a
+"""Launching a multi-process run: ``torchrun --standalone --nproc_per_node=N -m benchlib.run`` in a
 subprocess of its own process group, output streamed, a time limit enforced; returns the record
 rank 0 (or the first failing rank) wrote, or an ``error`` record with torchrun's last output.
 ``loop.run`` calls it for ``dist.strategy != single`` outside torchrun.
@@ -34,7 +34,7 @@ def needs_launch(cfg: RunConfig) -> bool:
 
 def torchrun_command(cfg: RunConfig, out_dir: str | os.PathLike, quiet: bool = False,
                      nproc: int | None = None) -> list[str]:
-    """``torchrun --standalone --nproc_per_node=N -m benchlib run <flags> --out DIR``: a flag for
+    """``torchrun --standalone --nproc_per_node=N -m benchlib.run <flags> --out DIR``: a flag for
     every key that differs from its default (identity keys always)."""
     flags, defaults = [], RunConfig().flat()
     for k, v in cfg.flat().items():
@@ -43,7 +43,7 @@ def torchrun_command(cfg: RunConfig, out_dir: str | os.PathLike, quiet: bool = F
             continue
         flags += [f"--{k}", _flag(v)]
     return ([sys.executable, "-m", "torch.distributed.run", "--standalone",
-             f"--nproc_per_node={nproc or cfg.dist.nproc}", "-m", "benchlib", "run"]
+             f"--nproc_per_node={nproc or cfg.dist.nproc}", "-m", "benchlib.run"]
             + flags + ["--out", str(out_dir)] + (["--quiet"] if quiet else []))
 
 

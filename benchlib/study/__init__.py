@@ -1,7 +1,7 @@
-"""Layer 4: many runs, planned from a study file and executed as notebooks.
+"""Layer 4: what a notebook calls, and the study files it reads.
 
-``studyfile`` parses params/*.yaml into runs; ``runner`` plans them, knows their state on resume
-and executes one into its record; ``sweep`` runs them here (``sweep.Host``: ``benchlib.host``),
-``cluster`` through a scheduler; ``notebook`` holds what the notebooks call; ``html_export`` and
-``compact`` work on finished studies. Imports every layer below, and ``analysis``.
+``notebook`` holds the helpers the notebooks call (validate their parameters, train, show and
+summarise a run); ``studyfile`` parses params/*.yaml into runs, and ``executor`` types a study
+file's ``executor:`` section. Running and publishing studies is ``dtype_bench``'s, which
+imports this package; nothing here imports it. Imports every layer below, and ``analysis``.
 """

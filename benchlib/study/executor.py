@@ -12,7 +12,7 @@
       setup: ["source .venv/bin/activate"]   # shell lines run before each task
       sbatch: {constraint: h100}             # any other sbatch option, by its long name
 
-Only the ``sweep`` command reads it (the training notebooks ignore it); ``benchlib.study.cluster`` schedules.
+Only ``dtype-bench sweep`` reads it, to schedule the runs (the training notebooks ignore it).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from benchlib.core.runconfig import ConfigError, ResolvedRun, RunConfig, resolved
 from benchlib.core.env import STATIC_CHARTS_ENV
-from benchlib.study.html_export import fmt
+from benchlib.core.records import fmt
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
 NOTEBOOK_FOR = {"lm": "01_train_lm.ipynb", "cls": "02_train_cls.ipynb"}

@@ -73,7 +73,7 @@ ARCH_GROUPS = dict(ARCH_SCENARIOS)  # gpt2: A, C, E; roberta: B, D, F
 class RunSpec:
     """One run of a study: its validated configuration, the parameters that produced it, its arm
     (None without arms) and whether it executes its notebook (``notebook_seeds``; one without
-    runs in a process with the other such seeds of its cell, ``benchlib.host.cellrun``)."""
+    runs in one process with the other such seeds of its cell)."""
     cfg: RunConfig
     params: dict = field(hash=False, compare=False)
     arm: str | None = None

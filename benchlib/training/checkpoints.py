@@ -300,7 +300,7 @@ def check_loaded(arch: str, path: str | os.PathLike, loading_info: dict, model: 
         "unused_checkpoint_weights": len(unused),  # e.g. the MLM head of a checkpoint fine-tuned for classes
     }
     local = Path(path).expanduser()
-    if local.is_dir():  # a checkpoint converted from a package (data.registry) names it, as data folders do
+    if local.is_dir():  # a checkpoint converted from a package (dtype_bench.build_data) names it, as data folders do
         from benchlib.data.files import read_provenance
         out.update({f"provenance_{k}": v for k, v in read_provenance(local).items()
                     if isinstance(v, (str, int, float, bool))})

@@ -56,7 +56,7 @@ def _weights_nonfinite(params: list[torch.Tensor], all_reduce_mean_) -> bool:
 _last_end: float | None = None
 """When this process's previous run ended (``time.time()``), if one did: a later run's startup
 is counted from there, not from the process start (a notebook comparing configs, the seeds of a
-cell in ``benchlib.host.cellrun``)."""
+cell the sweep runs in one process)."""
 
 
 def run(cfg: RunConfig | dict, out_dir: str | os.PathLike | None = None, progress: bool = True,

@@ -18,7 +18,7 @@ run() {  # name, flags...
   local name=$1; shift
   [ -f "$out/$name/result.json" ] && { echo "done already: $name"; return; }
   echo "== $name: $*"
-  python3 -m benchlib run --size base --device cuda --quiet --out "$out/$name" "$@" "${EXTRA[@]}" ${CAL_TEST_FLAGS:-} 2>&1 | tail -3
+  python3 -m dtype_bench run --size base --device cuda --quiet --out "$out/$name" "$@" "${EXTRA[@]}" ${CAL_TEST_FLAGS:-} 2>&1 | tail -3
   python3 - "$out/$name/result.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); m = r["metrics"]
@@ -43,7 +43,7 @@ bg_run() {  # secs name flags...: one run under `timeout` in the background (its
   local secs=$1 name=$2; shift 2
   mkdir -p "$out/$name"
   echo "== $name (limit ${secs}s): $*"
-  timeout "$secs" python3 -m benchlib run --size base --device cuda --quiet --out "$out/$name" "$@" "${EXTRA[@]}" \
+  timeout "$secs" python3 -m dtype_bench run --size base --device cuda --quiet --out "$out/$name" "$@" "${EXTRA[@]}" \
     ${CAL_TEST_FLAGS:-} >"$out/$name.log" 2>&1 &
   BG_PID=$!
 }

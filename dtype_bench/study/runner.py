@@ -27,7 +27,7 @@ from benchlib.core.env import CPUS_ENV, parse_cpus
 from benchlib.core.records import (COMPLETED, FINISHED, RESULT, SIDECAR, STEPS_FILES, CorruptRecord, read_record,
                                    write_record, write_sidecar)
 from benchlib.core.runconfig import RunConfig, flatten, resolved
-from benchlib.study.html_export import last_line as _last_line
+from benchlib.core.records import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
 from benchlib.training.checkpoints import ARCHS, is_complete, model_dir, read_meta
 

@@ -5,7 +5,7 @@ kernel connects, re-serialising it. Its autosave skips documents the server repo
 writable: this contents manager reports every file under a folder named ``executed`` so and
 refuses to save there ("Save As" elsewhere keeps a reader's changes).
 
-    jupyter lab --ServerApp.contents_manager_class=benchlib.host.lab.ExecutedReadOnly
+    jupyter lab --ServerApp.contents_manager_class=dtype_bench.host.lab.ExecutedReadOnly
 """
 from __future__ import annotations
 

@@ -235,7 +235,7 @@ def _link_charts(notebook: Path, by_hash: dict[str, Path]) -> int:
 
     import nbformat
 
-    from benchlib.study.html_export import CHART_TEXT, chart_link
+    from dtype_bench.study.html_export import CHART_TEXT, chart_link
     nb = nbformat.read(str(notebook), as_version=4)
     n = 0
     for cell in nb.cells:
@@ -271,7 +271,7 @@ def _overview_shown(index: Path) -> dict[str, tuple[str, Path | None]]:
 
 def _export_html(folder: Path, root: Path, overview: dict) -> None:
     """The study's HTML again, from the compacted layout, its style sheet in ``root``."""
-    from benchlib.study.html_export import export_study_html, prune_css
+    from dtype_bench.study.html_export import export_study_html, prune_css
     html = folder / "html"
     shutil.rmtree(html / "runs", ignore_errors=True)
     for css in html.glob("notebook-*.css"):
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         if not f.resolve().is_relative_to(ns.root.resolve()):
             raise UserError(f"{f} is not below --root {ns.root}: the style sheet and README.md go there")
         print(compact(f, ns.root, ns.examples).line())
-    from benchlib.study.readme import is_generated, write_readme
+    from dtype_bench.study.readme import is_generated, write_readme
     if ns.readme or is_generated(ns.root / "README.md"):
         print(f"{write_readme(ns.root)}: written from the studies there")
     return 0
@@ -360,7 +360,7 @@ def thin_notebook(path: Path) -> tuple[int, int]:
     import nbformat
 
     from benchlib.analysis.charts import render
-    from benchlib.study.html_export import CHART_LINK, coalesce_streams
+    from dtype_bench.study.html_export import CHART_LINK, coalesce_streams
     before = path.stat().st_size
     nb = nbformat.read(str(path), as_version=4)
     changed = False

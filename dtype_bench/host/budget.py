@@ -15,7 +15,7 @@ from pathlib import Path
 from benchlib.core.errors import UserError
 from benchlib.core.records import COMPLETED
 from benchlib.core.scenarios import SCENARIOS
-from benchlib.study.runner import interrupt, readable
+from dtype_bench.study.runner import interrupt, readable
 from benchlib.training.resume import saved_share
 
 DEFAULT_RUN_S = 120.0

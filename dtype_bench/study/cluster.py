@@ -25,7 +25,7 @@ from pathlib import Path
 from benchlib.core.records import write_json_atomic
 from benchlib.core.runconfig import ConfigError
 from benchlib.study.executor import ExecutorSettings
-from benchlib.study.runner import (Item, _rel, error_record, execute_unit, log_tail, plan, readable, run_state,
+from dtype_bench.study.runner import (Item, _rel, error_record, execute_unit, log_tail, plan, readable, run_state,
                                    sweep_says)
 from benchlib.study.studyfile import Study, load_study
 
@@ -80,7 +80,7 @@ def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int
 def analysis_command(study_file: str, out_root: str) -> list[str]:
     """The job after the arrays: the sweep's ``--analysis-only`` over the records there."""
     import sys
-    return [sys.executable, "-m", "benchlib", "sweep", study_file, "--out", out_root, "--analysis-only"]
+    return [sys.executable, "-m", "dtype_bench", "sweep", study_file, "--out", out_root, "--analysis-only"]
 
 
 def task_identity() -> dict:

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
 from benchlib.core.env import CPUS_ENV, format_cpus
-from benchlib.study.runner import RUNNING, interrupt
+from dtype_bench.study.runner import RUNNING, interrupt
 
 _REFUSED = object()  # what run_all's task returns for an item that ``admit`` refused
 

@@ -1,7 +1,7 @@
 """The runs of a study that keep no notebook (the seeds outside its ``notebook_seeds:``), run by
 the sweep one (arm, scenario, config) cell at a time in one Python process:
 
-    python -m benchlib.host.cellrun CELL.json
+    python -m dtype_bench.host.cellrun CELL.json
 
 ``CELL.json`` lists each run's ``run_config`` and what the sweep adds to its ``sweep`` entry. The
 process trains them in turn with what a training notebook calls (``training.loop.run``), so each
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from benchlib.core.records import read_record
-from benchlib.host.budget import MARGIN
-from benchlib.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
+from dtype_bench.host.budget import MARGIN
+from dtype_bench.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
                                    run_config, sigint_once, sweep_says, sweep_timing)
 
 
@@ -89,7 +89,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
             json.dump(spec, f)
         t0 = time.perf_counter()
         try:
-            rc = execute_argv([sys.executable, "-m", "benchlib.host.cellrun", f.name], kernel_env(slot), log,
+            rc = execute_argv([sys.executable, "-m", "dtype_bench.host.cellrun", f.name], kernel_env(slot), log,
                               timeout * len(pending) if timeout else None)
         finally:
             Path(f.name).unlink(missing_ok=True)
@@ -115,7 +115,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m benchlib.host.cellrun CELL.json", file=sys.stderr)
+        print("usage: python -m dtype_bench.host.cellrun CELL.json", file=sys.stderr)
         return 2
     signal.signal(signal.SIGINT, sigint_once)  # the terminal's Ctrl-C and the sweep's forwarded one stop it once
     return run_cell(json.loads(Path(args[0]).read_text()))

@@ -10,7 +10,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchlib.core.records import shared_gpu
+from benchlib.core.records import fmt, last_line, shared_gpu
 
 
 def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts: dict[str, Path] | None = None) -> None:
@@ -382,16 +382,3 @@ def baseline_cell(m: dict) -> str:
         return ""
     beat = {True: "beaten", False: "not beaten"}.get(m.get("quality/beats_baseline"), "")
     return f"{fmt(m['baseline/quality'])} {str(m.get('baseline/name') or '').replace('_', '-')}" + (f" ({beat})" if beat else "")
-
-
-def fmt(v) -> str:
-    """A number for a table cell: 4 significant digits, '-' when missing."""
-    if v is None or (isinstance(v, float) and v != v):
-        return "-"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def last_line(text: str | None) -> str:
-    """The last non-blank line of a text (a traceback's message)."""
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else ""

@@ -1,4 +1,4 @@
-"""``dtype-bench sweep``: the core sweep (``benchlib.study.sweep``) with what one GPU host adds,
+"""``dtype-bench sweep``: the core sweep (``dtype_bench.study.sweep``) with what one GPU host adds,
 every option of it here (``build_parser``) and each seam of the sweep filled in by ``GpuHost``."""
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 from benchlib.core.env import BYTECODE_CACHE_ENV, COMPILE_CACHE_ENV, CPUS_ENV, parse_cpus
 from benchlib.core.errors import UserError
 from benchlib.core.runconfig import ConfigError
-from benchlib.host.budget import Budget, parse_duration
-from benchlib.host.cellrun import execute_cell
-from benchlib.host.pack import Packer
-from benchlib.host.slots import cpu_share, gpu_sharing, pin_slots, run_all, slots_for, visible_gpus
-from benchlib.study import sweep
-from benchlib.study.runner import Item, _rel
+from dtype_bench.host.budget import Budget, parse_duration
+from dtype_bench.host.cellrun import execute_cell
+from dtype_bench.host.pack import Packer
+from dtype_bench.host.slots import cpu_share, gpu_sharing, pin_slots, run_all, slots_for, visible_gpus
+from dtype_bench.study import sweep
+from dtype_bench.study.runner import Item, _rel
 
 PACK_EVERY_S = 60.0
 """How often ``--pack-to`` rewrites its archive while the runs go."""
