@@ -73,3 +73,20 @@ def test_every_committed_study_is_compacted_and_the_readme_is_what_compact_write
     readme = REPO / "executed" / "README.md"
     assert readme.read_text() == readme_text(REPO / "executed"), \
         "executed/README.md is not what `dtype-bench compact --readme` writes: run it"
+
+
+def test_analyze_on_a_committed_study_rewrites_nothing(tmp_path):
+    """`dtype-bench analyze` on a compacted committed study draws its tables and charts again to the
+    same bytes and adds no file: a read-only look leaves the tree clean."""
+    import filecmp
+    import shutil
+    from benchlib.analysis import report
+    src = REPO / "executed" / "h200" / "reference_real_speed_pure"
+    copy = tmp_path / src.name
+    shutil.copytree(src, copy)
+    assert report.main_analyze([str(copy)]) == 0
+    before = {p.relative_to(src) for p in src.rglob("*") if p.is_file()}
+    after = {p.relative_to(copy) for p in copy.rglob("*") if p.is_file()}
+    assert after == before
+    changed = [str(p) for p in sorted(before) if not filecmp.cmp(src / p, copy / p, shallow=False)]
+    assert not changed
