@@ -205,11 +205,20 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
                     "no candidate failed, degraded or came out worse on any scenario")
     stuck = _stuck_line(arms)
     out += ["", stuck] if stuck else []
-    out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | from |", "|---|---|---|---|---|"]
+    out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
+            "|---|---|---|---|---|---|"]
+    by_study = {name: [r for f in folders for r in load_records(f)]}
+    by_study.update({n_: _records_or_none(d) for n_, _, d in studies[1:]})
+    real = _same_data(by_study[name], [r for rs in by_study.values() for r in rs])
     for hid, (n, h) in _hypotheses(studies, comparison).items():
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
                                          name if n != name else None)
-        out.append(f"| {hid} | {h['claim']} | {h['verdict']} | {_short(why, 200)} | `{n}` |")
+        decided = [r for part in n.split(" x ") for r in by_study.get(part, [])]  # "speed x quality": both
+        verdict = h["verdict"]
+        if missing := unmet_premise(hid, decided):  # a verdict away from the seed's premise is not its verdict
+            verdict, why = "untestable here", f"{missing}; measured below it: {h['verdict']} ({why})"
+        out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
+                   f"{premise(hid, decided, real)} | `{n}` |")
     arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
@@ -325,6 +334,93 @@ def _hypotheses(studies, comparison: dict) -> dict:
         if h4:
             hyps["seed001.H4"] = (f"{timing[0]} x {studies[0][0]}", h4)  # speed of one, quality of the other
     return hyps
+
+
+SEED_HEAD = {"labels": 4_000, "params": 3_300_000}
+"""Seed 001's premise for H1 and H3: EUR-Lex's ~4k labels (H1) and its ~3.3M-parameter classifier head (H3)."""
+SEED_H2_STEPS = (5_000, 10_000)
+"""Seed 001's H2: unscaled fp16 'diverges in LM around 5-10k steps'."""
+
+
+def _same_data(quality: list[dict], every: list[dict]) -> list[dict]:
+    """Of ``every`` record, those of a scenario the quality records have, trained on the same data."""
+    want = _size_and_data(quality)
+    return [r for r in every if (str(r.get("scenario")), Path(str((r.get("run") or {}).get("data"))).name)
+            in {(s, d) for s, v in want.items() for _, d in v}]
+
+
+def _records_or_none(folder: Path) -> list[dict]:
+    try:
+        return load_records(folder)
+    except FileNotFoundError:
+        return []
+
+
+def _heads(records: list[dict]) -> dict[str, tuple[int, int]]:
+    """Classification scenario -> (labels, classifier-head parameters: width x labels + labels)."""
+    out = {}
+    for r in records:
+        m = r.get("model") if isinstance(r.get("model"), dict) else {}
+        labels, mm = m.get("num_labels"), m.get("matmuls") or []
+        if r.get("scenario") in ("C", "D", "E", "F") and labels and mm:
+            out[r["scenario"]] = (int(labels), int(mm[0]["in"]) * int(labels) + int(labels))
+    return dict(sorted(out.items()))
+
+
+def _span_of(values: list) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+
+
+def unmet_premise(hid: str, records: list[dict]) -> str:
+    """Where a hypothesis names a premise its runs did not reach (seed 001 H1: ~4k labels; H3: a
+    ~3.3M-parameter head), what is missing, in words; '' where reached or not applicable."""
+    heads = _heads(records)
+    if hid not in ("seed001.H1", "seed001.H3") or not heads:
+        return ""
+    labels, params = max(n for n, _ in heads.values()), max(p for _, p in heads.values())
+    if hid.endswith("H1") and labels < SEED_HEAD["labels"]:
+        return f"needs ~{SEED_HEAD['labels']:,} labels; the most here: {labels:,}"
+    if hid.endswith("H3") and params < SEED_HEAD["params"]:
+        return f"needs a ~{SEED_HEAD['params'] / 1e6:.1f}M-parameter head; the largest here: {params / 1e3:,.0f}k"
+    return ""
+
+
+def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
+    """What the verdict's runs covered, set against the seed's stated premise, in one cell: the label
+    counts and head sizes (seed 001 H1, H3), where unscaled fp16 turned and diverged on LM against
+    the seed's 5-10k steps (H2, over every study's records), the models a frontier or an
+    architecture contrast compares (H4, seed 002 H2/H3); steps and beta2 of the quality runs."""
+    steps = sorted({(r.get("run") or {}).get("steps") for r in quality if (r.get("run") or {}).get("steps")})
+    beta2 = sorted({float((r.get('run') or {}).get('beta2', DEFAULT_BETA2)) for r in quality})
+    base = f"{_span_of(steps)} steps, beta2 {'/'.join(f'{b:g}' for b in beta2)}" if steps and beta2 else ""
+    parts = []
+    if hid in ("seed001.H1", "seed001.H3") and (heads := _heads(quality)):
+        shown = ", ".join(f"{s} {n:,} labels ({p / 1e3:,.0f}k)" for s, (n, p) in heads.items())
+        big = max(heads.values(), key=lambda t: t[1])
+        want = (f"~{SEED_HEAD['labels']:,} labels" if hid.endswith("H1") else
+                f"a ~{SEED_HEAD['params'] / 1e6:.1f}M-parameter head")
+        reached = big[0] >= SEED_HEAD["labels"] if hid.endswith("H1") else big[1] >= SEED_HEAD["params"]
+        parts.append(f"heads: {shown}; the seed's premise ({want}) " + ("reached" if reached else "not reached here"))
+    if hid == "seed001.H2":
+        lm = [r for r in every if r.get("scenario") == "A" and r.get("config") == "fp16_naive_noscale"]
+        turned = [m["stability/degraded_step"] for r in lm if (m := r.get("metrics") or {}).get("stability/degraded_step")]
+        died = [m["stability/diverged_step"] for r in lm if (m := r.get("metrics") or {}).get("stability/diverged_step")]
+        longest = max([(r.get("run") or {}).get("steps") or 0 for r in lm], default=0)
+        if turned or died:
+            seen = (f"unscaled fp16 on LM: loss turned up at step {_span_of(turned)}" if turned else "unscaled fp16 on LM")
+            seen += f", diverged at {_span_of(died)}" if died else f", no divergence in runs of up to {longest:,} steps"
+            early = min(turned + died) < SEED_H2_STEPS[0]
+            parts.append(seen + ("; the seed's 5-10k-step timing is refuted (it fails far sooner)" if early else
+                                 "; consistent with the seed's 5-10k-step timing"))
+    if hid in ("seed001.H4", "seed002.H2", "seed002.H3"):
+        models = sorted({f"{(r.get('model') or {}).get('model_type')} {((r.get('model') or {}).get('parameters') or 0) / 1e6:.1f}M"
+                         for r in quality if isinstance(r.get("model"), dict)})
+        sizes = [float(m.split()[-1][:-1]) for m in models]
+        if len(models) > 1:
+            parts.append(f"models {', '.join(models)}" + ("; architecture and size confounded" if sizes and
+                                                          max(sizes) > 2 * min(sizes) else ""))
+    return _short("; ".join(([base] if base else []) + parts), 260).replace("|", "/")
 
 
 def _established(cells: pd.DataFrame) -> list[str]:
