@@ -77,3 +77,21 @@ def test_a_config_the_speed_study_did_not_time_is_never_fastest():
 def test_the_rule_names_the_arms_and_the_speed_scenarios():
     text = pick.pick([arm(0.95, REF), arm(0.999, REF)], stats(SPEED))["rule"]
     assert "beta2 0.95, beta2 0.999" in text and "(A, E)" in text
+
+
+def _timed(rows: dict) -> pd.DataFrame:
+    """config_stats with seeds' spread: ``rows[config] = (mean tokens/s, sd, n)`` on A; memory alike."""
+    out = []
+    for c, (m, sd, n) in rows.items():
+        out.append({"metric": "throughput", "scenario": "A", "config": c, "rel": m / 100, "mean": m, "std": sd, "n": n})
+        out.append({"metric": "memory", "scenario": "A", "config": c, "rel": 1.0, "mean": 5.0, "std": 0.0, "n": n})
+    return pd.DataFrame(out)
+
+
+def test_a_gap_inside_the_seeds_noise_is_no_win_and_the_same_gap_beyond_it_is():
+    """4% faster by the means: with seeds that spread 10% it is a tie; with seeds that spread 0.5%
+    (3 each) it is a win; a single seed has no spread to test, so the gap decides."""
+    assert pick.faster(_timed({"a": (104, 10, 3), "b": (100, 10, 3)}), "a", "b", 1.0) == 0
+    assert pick.faster(_timed({"a": (104, 0.5, 3), "b": (100, 0.5, 3)}), "a", "b", 1.0) == 1
+    assert pick.faster(_timed({"a": (100, 0.5, 3), "b": (104, 0.5, 3)}), "a", "b", 1.0) == -1
+    assert pick.faster(_timed({"a": (104, None, 1), "b": (100, None, 1)}), "a", "b", 1.0) == 1

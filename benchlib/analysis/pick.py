@@ -8,9 +8,10 @@ The rule (``RULE``, printed under the answer table):
    and is nowhere failed, degraded or worse.
 2. **Fastest by scenario wins.** Between two that qualify, ``a`` is faster than ``b`` when its
    throughput (x fp32, the speed study's, each config's runs alone on a GPU) is at least
-   ``Rules.min_size_pct`` % higher on more of the speed study's scenarios than ``b``'s is on ``a``;
-   equal counts go to the one lighter in peak memory by that much on more scenarios; else they tie
-   and both are named. No mean over scenarios or GPUs breaks a tie.
+   ``Rules.min_size_pct`` % higher, and higher beyond its seeds' noise (a one-sided Welch t-test at
+   ``Rules.alpha``), on more of the speed study's scenarios than ``b``'s is on ``a``; equal counts
+   go to the one lighter in peak memory by that much on more scenarios; else they tie and both are
+   named. No mean over scenarios or GPUs breaks a tie.
 3. **Else provisional.** Where nothing qualifies, the fastest candidate that is nowhere failed,
    degraded or worse at any beta2 is named as provisional, with the cells where it is not shown
    safe; a config the speed study did not time is never "fastest".
@@ -69,15 +70,39 @@ def _table(stats: pd.DataFrame, metric: str) -> pd.DataFrame:
     return t.pivot(index="config", columns="scenario", values=col)
 
 
-def faster(stats: pd.DataFrame, a: str, b: str, pct: float) -> int:
-    """+1 where ``a`` is faster than ``b`` by rule 2 (module docstring), -1 where ``b`` is, 0 a tie."""
+def faster(stats: pd.DataFrame, a: str, b: str, pct: float, alpha: float = Rules.alpha) -> int:
+    """+1 where ``a`` is faster than ``b`` by rule 2 (module docstring), -1 where ``b`` is, 0 a tie.
+    A scenario counts for one side where its mean is ``pct`` % better and, where both have seeds'
+    spreads (``std``, ``n`` >= 2), the difference is beyond seed noise (``beyond_noise``)."""
     for metric, better in (("throughput", 1), ("memory", -1)):
         t = _table(stats, metric).reindex(index=[a, b])
         ratio = (t.loc[a] / t.loc[b]).dropna() ** better
-        wins, losses = int((ratio >= 1 + pct / 100).sum()), int((ratio <= 1 / (1 + pct / 100)).sum())
+        wins = sum(r >= 1 + pct / 100 and beyond_noise(stats, metric, s, a, b, alpha) for s, r in ratio.items())
+        losses = sum(r <= 1 / (1 + pct / 100) and beyond_noise(stats, metric, s, b, a, alpha) for s, r in ratio.items())
         if wins != losses:
             return 1 if wins > losses else -1
     return 0
+
+
+def beyond_noise(stats: pd.DataFrame, metric: str, scenario: str, better: str, worse: str, alpha: float) -> bool:
+    """Whether ``better`` beats ``worse`` on ``metric`` on ``scenario`` beyond the seeds' noise: a
+    one-sided Welch t-test on the seeds' mean, sd and count (scipy's ``ttest_ind_from_stats``) at
+    ``alpha``; True where a side has no spread to test (one seed, or none recorded): the gap alone
+    decides there, as before."""
+    from scipy import stats as st
+    rows = stats[(stats["metric"] == metric) & (stats["scenario"] == scenario)].set_index("config")
+    need = {"mean", "std", "n"}
+    if not need <= set(rows.columns) or better not in rows.index or worse not in rows.index:
+        return True
+    x, y = rows.loc[better], rows.loc[worse]
+    if any(pd.isna(v) for v in (x["std"], y["std"], x["n"], y["n"])) or min(x["n"], y["n"]) < 2:
+        return True
+    if x["std"] == 0 and y["std"] == 0:
+        return x["mean"] != y["mean"]
+    sign = 1 if metric == "throughput" else -1  # more tokens/s, fewer GiB
+    p = st.ttest_ind_from_stats(sign * x["mean"], x["std"], int(x["n"]), sign * y["mean"], y["std"], int(y["n"]),
+                                equal_var=False, alternative="greater").pvalue
+    return bool(p < alpha)
 
 
 def fastest(stats: pd.DataFrame, configs: list[str], pct: float) -> tuple[list[str], list[str]]:
@@ -136,9 +161,10 @@ def rule_text(arms: list[Arm], on: list[str], rules: Rules) -> str:
             f"minimum effect at a one-sided {1 - rules.alpha:.0%} t-bound: {rules.min_effect_loss_pct:g}% of a loss, "
             f"{rules.min_effect_score_pct:g}% of a score) on every scenario whose quality entered verdicts, at every "
             f"beta2 measured ({', '.join(a.label for a in arms)}), and nowhere failed, degraded or worse. Among those, "
-            f"a is faster than b when its throughput is >= {rules.min_size_pct:g}% higher on more of the speed study's "
+            f"a is faster than b when its throughput is >= {rules.min_size_pct:g}% higher, and higher beyond the seeds' "
+            f"noise (one-sided Welch t-test at {rules.alpha:g}), on more of the speed studies' "
             f"scenarios ({', '.join(on) or 'none'}) than the other way round; equal counts go to the one >= "
-            f"{rules.min_size_pct:g}% lighter in peak memory on more scenarios; otherwise both are named. No mean over "
+            f"{rules.min_size_pct:g}% lighter in peak memory (by the same test) on more scenarios; otherwise both are named. No mean over "
             f"scenarios or GPUs breaks a tie. With no such candidate, the fastest one never failed, degraded or worse "
             f"is named as provisional, with where it is not shown safe.")
 
