@@ -170,7 +170,6 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         name = " + ".join(f.name for f in folders)
     studies = [(name, comparison, folder), *studies[1:]]
     speeds = _speed_sources(studies[1:], folders)
-    speed = speeds[0][:3] if speeds else None  # the first, for its flips and hypotheses
     stats = _speed_stats(speeds) if speeds else _own_speed(folder)
     sources_ = [(n, d, scns) for n, _, d, scns in speeds]
     speed_names = ", ".join(f"`{n}` ({', '.join(scns)})" for n, _, _, scns in speeds)
@@ -410,7 +409,7 @@ def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
         if turned or died:
             seen = (f"unscaled fp16 on LM: loss turned up at step {_span_of(turned)}" if turned else "unscaled fp16 on LM")
             seen += f", diverged at {_span_of(died)}" if died else f", no divergence in runs of up to {longest:,} steps"
-            early = min(turned + died) < SEED_H2_STEPS[0]
+            early = min(turned + died) < SEED_H2_STEPS[0]  # before the seed's window opens
             parts.append(seen + ("; the seed's 5-10k-step timing is refuted (it fails far sooner)" if early else
                                  "; consistent with the seed's 5-10k-step timing"))
     if hid in ("seed001.H4", "seed002.H2", "seed002.H3"):
