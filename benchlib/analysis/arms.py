@@ -31,7 +31,7 @@ from scipy import stats as sps
 
 from benchlib.analysis.charts import chart_title, no_data_chart, renderer_available, save as save_chart
 from benchlib.analysis.scaling import markdown_table
-from benchlib.core.records import COMPLETED, describe_environment, load_records, records_frame
+from benchlib.core.records import COMPLETED, describe_environment, last_line, load_records, records_frame
 from benchlib.core.scenarios import get_scenario
 
 CONF = 0.95
@@ -42,8 +42,7 @@ TASK_METRIC = {"clm": "val_loss", "mlm": "val_loss", "multilabel": "p_at_1", "si
 
 
 def _last_line(text) -> str:
-    lines = [ln.strip() for ln in str(text or "").splitlines() if ln.strip()]
-    return lines[-1][:160] if lines else ""
+    return last_line(str(text or ""))[:160]
 
 
 def _quality(rec: dict, values: dict) -> float:
