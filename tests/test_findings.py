@@ -382,3 +382,16 @@ def test_unscaled_fp16_failing_long_before_5k_steps_refutes_the_seeds_timing():
     assert "45" in early and "2,000" in early and "refuted" in early
     late = findings.premise("seed001.H2", [], [lm(None, 7000, 10_000)])
     assert "consistent" in late and "refuted" not in late
+
+
+def test_a_speed_study_on_other_data_gives_no_scenario_its_speed(tmp_path, monkeypatch):
+    """A synthetic study's C beside a real answer: C's speed comes from the study that timed C on the
+    answer's data, whatever order the studies come in."""
+    def recs(scenarios, data, size="base"):
+        return [{"scenario": s, "run": {"data": data, "size": size}} for s in scenarios]
+    folders = {"q": recs("AC", "data/real/debtags"), "syn": recs("AC", "synthetic"), "real": recs("C", "data/real/debtags")}
+    monkeypatch.setattr(findings, "load_records", lambda d: folders[Path(d).name])
+    syn = speed_study(tmp_path / "syn", {"A": {"fp32_baseline": 1.0}, "C": {"fp32_baseline": 1.0}})
+    real = speed_study(tmp_path / "real", {"C": {"fp32_baseline": 1.0}})
+    got = findings._speed_sources([("syn",) + syn[1:], ("real",) + real[1:]], [Path("q")])
+    assert [(n, scns) for n, _, _, scns in got] == [("real", ["C"])]

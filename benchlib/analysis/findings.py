@@ -546,8 +546,9 @@ def _speed_only(comparison: dict) -> bool:
 
 def _speed_sources(studies: list[tuple[str, dict, Path]], quality: list[Path]) -> list[tuple[str, dict, Path, list[str]]]:
     """The answer's speed: each scenario from the first of ``studies`` built for speed (with its
-    ``config_stats.csv``) that timed it at the quality runs' model size on their data, so that a
-    scenario's configs are never compared across studies (hosts) and never timed on other data.
+    ``config_stats.csv``) that timed it on the quality runs' data (a size of its own is said by
+    ``answer.model_mismatch``), so that a scenario's configs are never compared across studies
+    (hosts) and never timed on other data.
     (name, comparison, folder, the scenarios it supplies), in the order given; a study that supplies
     no scenario is left out."""
     want = _size_and_data([r for f in quality for r in load_records(f)])
@@ -563,7 +564,8 @@ def _speed_sources(studies: list[tuple[str, dict, Path]], quality: list[Path]) -
             st = pd.read_csv(d / "comparison" / "config_stats.csv")
             scns = [str(x) for x in sorted(st.loc[st["metric"] == "throughput", "scenario"].unique()) if str(x) not in taken]
         else:
-            scns = [s for s in sorted(have) if s not in taken and s in want and have[s] <= want[s]]
+            scns = [s for s in sorted(have) if s not in taken and s in want
+                    and {d for _, d in have[s]} <= {d for _, d in want[s]}]
         if scns:
             out.append((n, comp, d, scns))
             taken |= set(scns)
