@@ -395,3 +395,11 @@ def test_a_speed_study_on_other_data_gives_no_scenario_its_speed(tmp_path, monke
     real = speed_study(tmp_path / "real", {"C": {"fp32_baseline": 1.0}})
     got = findings._speed_sources([("syn",) + syn[1:], ("real",) + real[1:]], [Path("q")])
     assert [(n, scns) for n, _, _, scns in got] == [("real", ["C"])]
+
+
+def test_a_frontier_hypothesis_says_which_task_pairs_keep_one_model():
+    def rec(s, kind, params):
+        return {"scenario": s, "model": {"model_type": kind, "parameters": params}}
+    text = findings._task_pairs([rec("A", "gpt2", 124e6), rec("E", "gpt2", 125e6), rec("F", "bert", 22e6)])
+    assert "E against LM: one model" in text and "F against LM: architecture or size differ" in text
+    assert findings._task_pairs([rec("E", "gpt2", 124e6)]) == ""  # no LM scenario: nothing to pair

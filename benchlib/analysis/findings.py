@@ -412,14 +412,40 @@ def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
             early = min(turned + died) < SEED_H2_STEPS[0]  # before the seed's window opens
             parts.append(seen + ("; the seed's 5-10k-step timing is refuted (it fails far sooner)" if early else
                                  "; consistent with the seed's 5-10k-step timing"))
-    if hid in ("seed001.H4", "seed002.H2", "seed002.H3"):
-        models = sorted({f"{(r.get('model') or {}).get('model_type')} {((r.get('model') or {}).get('parameters') or 0) / 1e6:.1f}M"
-                         for r in quality if isinstance(r.get("model"), dict)})
+    if hid == "seed001.H4":
+        parts += [_task_pairs(quality)]
+    if hid in ("seed002.H2", "seed002.H3"):
+        models = sorted({_model_of(r) for r in quality if isinstance(r.get("model"), dict)})
         sizes = [float(m.split()[-1][:-1]) for m in models]
         if len(models) > 1:
             parts.append(f"models {', '.join(models)}" + ("; architecture and size confounded" if sizes and
                                                           max(sizes) > 2 * min(sizes) else ""))
+    parts = [x for x in parts if x]
     return _short("; ".join(([base] if base else []) + parts), 260).replace("|", "/")
+
+
+def _model_of(r: dict) -> str:
+    m = r.get("model") or {}
+    return f"{m.get('model_type')} {(m.get('parameters') or 0) / 1e6:.1f}M"
+
+
+def _task_pairs(records: list[dict]) -> str:
+    """Which LM-against-classification pairs of a frontier comparison keep one model (a task contrast)
+    and which change architecture or size too (confounded), from the records' models."""
+    by = {}
+    for r in records:
+        if isinstance(r.get("model"), dict):
+            by.setdefault(str(r.get("scenario")), set()).add(((r["model"].get("model_type")),
+                                                             (r["model"].get("parameters") or 0) / 1e6))
+    lm = {m for s in ("A", "B") for m in by.get(s, ())}
+    if not lm:
+        return ""
+    same = lambda m: any(m[0] == t and 0.5 <= m[1] / max(p, 1e-9) <= 2 for t, p in lm)  # noqa: E731
+    one = sorted(s for s in by if s not in ("A", "B") and all(same(m) for m in by[s]))
+    other = sorted(s for s in by if s not in ("A", "B") and s not in one)
+    return "; ".join(x for x in (f"{', '.join(one)} against LM: one model (a task contrast)" if one else "",
+                                 f"{', '.join(other)} against LM: architecture or size differ too (confounded)"
+                                 if other else "") if x)
 
 
 def _established(cells: pd.DataFrame) -> list[str]:
