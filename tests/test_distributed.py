@@ -138,10 +138,14 @@ def single_reference(tmp: Path, monkeypatch, cfg: dict, world: int = 2) -> dict:
 # ---- one torchrun for the sharded strategies, activation checkpointing, accumulation -----
 SPECS = {
     "fsdp2": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp2"}},
+    # the optimizer and clipping on plain local shards: the same numbers as on DTensors
+    "fsdp2_local_shards": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp2", "local_shards": True}},
     "fsdp1": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp1"}, "eval_every": 1},  # evaluation between steps, too
     "fsdp_manual": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp_manual"}},
     "ddp_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "ddp"}, "grad_accum": 2, "activation_checkpointing": True},
     "fsdp2_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp2"}, "grad_accum": 2, "activation_checkpointing": True},
+    "fsdp2_local_shards_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp2", "local_shards": True},
+                                                "grad_accum": 2, "activation_checkpointing": True},
     "fsdp1_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp1"}, "grad_accum": 2, "activation_checkpointing": True},
     "fsdp_manual_accum2_checkpointing": {**TINY, "dist": {"timeout_s": 60, "strategy": "fsdp_manual"}, "grad_accum": 2,
                                          "activation_checkpointing": True},
@@ -216,7 +220,7 @@ def test_every_rank_writes_its_windows_and_rank_0_the_record(two_ranks):
 def test_sharded_strategies_hold_half_the_parameters_and_optimizer_state_per_rank(two_ranks, references):
     root = two_ranks
     full = references[1]["metrics"]
-    for name in ("fsdp2", "fsdp1", "fsdp_manual"):
+    for name in ("fsdp2", "fsdp2_local_shards", "fsdp1", "fsdp_manual"):
         m = read_record(root / name / "result.json")["metrics"]
         # dim-0 shards are padded to a multiple of 2 rows: at most a few rows over half
         assert m["dist/param_bytes_max"] == pytest.approx(full["dist/param_bytes_max"] / 2, rel=0.02)

@@ -72,6 +72,11 @@ class DistConfig:
     prefetch: int = 1
     """FSDP2: explicit forward/backward prefetch of the next N blocks (0 = FSDP's implicit
     prefetch only); FSDP1: forward_prefetch on when > 0."""
+    local_shards: bool = False
+    """FSDP2: the optimizer and gradient clipping work on each parameter's local shard, a plain
+    tensor sharing the DTensor's storage, instead of the DTensors themselves. Same numbers
+    (per-element AdamW on the same shards; the norm's squares summed over ranks), without
+    DTensor's per-op, per-tensor dispatch on the host."""
     mp: Literal["policy", "autocast"] = "policy"
     """FSDP2/manual with AMP configs: policy = gather weights in the autocast dtype, reduce
     gradients in fp32 (MixedPrecisionPolicy); autocast = gather fp32 weights, cast per op.

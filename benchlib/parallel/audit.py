@@ -72,6 +72,8 @@ VARIANTS = {
     "fsdp2_reduce_bf16": ("fsdp2", {}, "FSDP2 with MixedPrecisionPolicy(reduce_dtype=bf16): gradients "
                           "reduce-scattered in bf16"),
     "ddp_bf16_compress": ("ddp", {}, "DDP with torch's bf16_compress_hook: gradient buckets all-reduced in bf16"),
+    "fsdp2_local_shards": ("fsdp2", {"local_shards": True}, "FSDP2 with dist.local_shards: the optimizer and "
+                           "clipping step plain local shards, not DTensors"),
 }
 WORLD = 2
 DTYPE_QUANTITIES = ["param", "forward_weight", "output", "grad_local", "grad_reduce", "grad", "exp_avg",
@@ -238,7 +240,11 @@ class Probe:
 
     # ---- hooks ---------------------------------------------------------------------------
     def _param_names(self) -> dict[int, str]:
-        return {id(p): clean_name(n) for n, p in self.model.named_parameters()}
+        # a DTensor's local shard too: what the optimizer steps under dist.local_shards
+        names = {id(p): clean_name(n) for n, p in self.model.named_parameters()}
+        names.update({id(p._local_tensor): clean_name(n) for n, p in self.model.named_parameters()
+                      if hasattr(p, "_local_tensor")})
+        return names
 
     def _hook_modules(self, model: nn.Module) -> None:
         """A forward pre-hook (the weights as read, a tensor hook for their gradients) and a forward

@@ -7,6 +7,7 @@ over a process group joined from torchrun's environment (collectives, failures, 
     opt = dist.regroup(build_optimizer(model, ...))  # fsdp1: weight-decay groups by original shape
     scaler = dist.loss_scaler(LossScaler(...))       # sharded grads: inf checks agree across ranks
     dist.set_grad_sync(step_model, last_micro)       # before each micro-batch's forward
+    dist.before_optimizer()                          # fsdp2 local_shards: gradients to the shards
     gnorm = dist.clip_grad_norm_(params, max_norm)   # norm of the whole (sharded) gradient
     dist.all_reduce_mean_(losses)                    # every rank logs / stops on the same loss
     dist.report(rec, out, cfg, timer, losses, opt)   # rank{r}.jsonl + seed 003's aggregates
@@ -94,6 +95,10 @@ class Strategy:
     def set_grad_sync(self, step_model: Callable, sync: bool) -> None:
         """Called before each micro-batch's forward: gradients are communicated only on the
         last micro-batch of an accumulation (``sync``)."""
+
+    def before_optimizer(self) -> None:
+        """Backward (and its communication) is done: called before the gradients are unscaled,
+        clipped and stepped."""
 
     def clip_grad_norm_(self, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
         return torch.nn.utils.clip_grad_norm_(params, max_norm)

@@ -121,10 +121,48 @@ class FSDP2Strategy(ShardedStrategy):
     def set_grad_sync(self, step_model, sync):
         self.root.set_requires_gradient_sync(sync)
 
+    def regroup(self, opt):
+        """``dist.local_shards``: the optimizer steps each DTensor parameter's local shard, the
+        tensor FSDP2's all-gathers read (``_local_tensor``: ``to_local()`` makes a new view per call)."""
+        self._shards = []
+        if self.settings.local_shards:
+            for g in opt.param_groups:
+                self._shards += [(p, p._local_tensor) for p in g["params"]]
+                g["params"] = [p._local_tensor for p in g["params"]]
+        return opt
+
+    def loss_scaler(self, scaler):
+        # local shards are plain tensors: their inf checks must agree across ranks (DTensor grads'
+        # checks are reduced by DTensor itself)
+        return _sharded_scaler(self, scaler) if self.settings.local_shards else scaler
+
+    def before_optimizer(self):
+        # the reduced gradient shards move to the local tensors; the DTensors keep none, so the
+        # next backward makes new ones rather than adding into gradients zero_grad never saw
+        for p, loc in self._shards:
+            loc.grad = None if p.grad is None else p.grad._local_tensor
+            p.grad = None
+
     def clip_grad_norm_(self, params, max_norm):
+        if self._shards:  # plain local shards: this rank's squares, summed over the ranks
+            return _clip_local_shards(params, max_norm, self.dist)
         # DTensor grads: the norm is reduced over every shard, and its global value returned
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+
+
+def _clip_local_shards(params, max_norm: float, dist) -> torch.Tensor:
+    """``clip_grad_norm_`` over gradients sharded across the ranks as plain tensors: the 2-norm of
+    the whole gradient (each shard's norm in fp32, squared and summed over ranks), then every shard
+    scaled by ``min(1, max_norm / (norm + 1e-6))`` as torch's clip does."""
+    grads = [p.grad for p in params if p.grad is not None and p.grad.numel()]
+    sq = (torch.stack([n.float() for n in torch._foreach_norm(grads, 2.0)]).square().sum() if grads
+          else torch.zeros((), device=params[0].device))
+    dist.all_reduce(sq, op=dist.ReduceOp.SUM)
+    norm = sq.sqrt()
+    if grads and max_norm != float("inf"):
+        torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp(max=1.0))
+    return norm
 
 
 def _sharded_scaler(strategy: ProcessGroupStrategy, scaler):

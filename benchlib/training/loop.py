@@ -213,8 +213,10 @@ def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Str
     step_model: Callable = dist.wrap(model, compile=cfg.compile == "on" and not cfg.cudagraphs)
     if cfg.cudagraphs:  # single process only (RunConfig checks)
         step_model = torch.compile(step_model, mode="reduce-overhead")
-    params = [p for p in model.parameters() if p.requires_grad]
     opt = dist.regroup(build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device))
+    # the tensors the optimizer steps (FSDP2 with dist.local_shards: the local shards, which
+    # dist.before_optimizer hands their gradients): unscaled, clipped and watched as stepped
+    params = [p for g in opt.param_groups for p in g["params"]]
     scaler = dist.loss_scaler(LossScaler(dtype, device))
     next_batch = data.sampler(cfg.batch_size, device, dist.data_seed(cfg.seed))
     # evaluation keeps no activations for backward: classification evaluates 4 micro-batches at
@@ -478,6 +480,7 @@ def _optimizer_step(opt: torch.optim.Optimizer, scaler: LossScaler, params: list
     extras (the largest gradient, ``forensics``' samples). Timed (``WindowTimer.optimizer``) on the
     steps that log nothing, as no other step pays for those extras."""
     extras = {}
+    dist.before_optimizer()
     if forensics is not None:
         extras.update(forensics.gradients())  # as backward made them: scaled, in their dtype
     with timer.optimizer(timed=not log_now):
