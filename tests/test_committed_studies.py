@@ -90,3 +90,18 @@ def test_analyze_on_a_committed_study_rewrites_nothing(tmp_path):
     assert after == before
     changed = [str(p) for p in sorted(before) if not filecmp.cmp(src / p, copy / p, shallow=False)]
     assert not changed
+
+
+def test_the_readmes_multi_gpu_findings_are_what_the_committed_multi_gpu_studies_give(monkeypatch):
+    from benchlib.analysis import scaling
+    from benchlib.analysis.findings import replace_block
+    monkeypatch.chdir(REPO)  # the block names the studies as the README's command does
+    studies = ["executed/2xh200/strategies", "executed/2xh200/scaling"]
+    if not all((REPO / s / "records.jsonl.gz").is_file() for s in studies):
+        pytest.skip("no committed multi-GPU study")
+    body = scaling.multi_gpu_findings(*studies, "docs/bench/parity_audit_2xh200_2026-11-29")
+    readme = (REPO / "README.md").read_text()
+    assert replace_block(readme, body, *scaling.MULTI_GPU_MARKERS) == readme, \
+        "README's multi-GPU findings differ from the committed studies: run the command above the block"
+    # the check can fail: a changed record changes the block
+    assert scaling.multi_gpu_findings(studies[0], studies[0]) != body

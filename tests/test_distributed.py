@@ -409,12 +409,23 @@ def test_scaling_analysis_gives_speedup_efficiency_summary_and_charts(two_ranks,
     assert "|---|" in md and "| fsdp2_2 |" in md
 
 
-@pytest.mark.parametrize("plan", ["scaling.yaml", "fsdp.yaml"])
+@pytest.mark.parametrize("plan", ["scaling.yaml", "fsdp.yaml", "strategies.yaml"])
 def test_the_study_files_expand_to_valid_runs_one_per_arm(plan):
     from benchlib.study.studyfile import load_study
     runs = load_study(REPO / "params" / plan).runs()
     by_arm = {r.arm: r.cfg for r in runs}
-    if plan == "fsdp.yaml":
+    if plan == "strategies.yaml":
+        # every precision policy under every strategy; the ablations under amp_bf16 alone
+        cells = {(c.dist.strategy, c.config) for r in runs if not (c := r.cfg).activation_checkpointing
+                 and c.dist.limit_all_gathers}
+        policies = {"fp32_tf32_matmul", "amp_bf16", "amp_fp16", "bf16_pure", "bf16_pure_fp32v"}
+        assert cells == {(s, p) for s in ("single", "ddp", "fsdp2", "fsdp1", "fsdp_manual") for p in policies}
+        ablations = [r.cfg for r in runs if r.cfg.activation_checkpointing or not r.cfg.dist.limit_all_gathers]
+        assert {c.config for c in ablations} == {"amp_bf16"}
+        assert {c.dist.strategy for c in ablations if c.activation_checkpointing} == {"ddp", "fsdp2", "fsdp1", "fsdp_manual"}
+        assert by_arm["fsdp1_no_limit"].dist.strategy == "fsdp1" and not by_arm["fsdp1_no_limit"].dist.limit_all_gathers
+        assert all(r.cfg.dist.nproc == (1 if r.arm == "single" else 2) for r in runs)
+    elif plan == "fsdp.yaml":
         # seed 004: both FSDP implementations, each with its ablations
         assert set(by_arm) >= {"ddp_fp32", "fsdp_manual_bf16", "fsdp_manual_bf16_no_checkpoint", "fsdp_official",
                                "fsdp_official_no_checkpoint", "fsdp_official_no_limit_all_gathers"}
@@ -425,7 +436,9 @@ def test_the_study_files_expand_to_valid_runs_one_per_arm(plan):
         assert all(c.dist.nproc == 2 for c in by_arm.values())
     else:
         assert {(c.dist.strategy, c.dist.nproc) for c in by_arm.values()} >= {("ddp", 1), ("ddp", 2), ("fsdp2", 1), ("fsdp2", 2)}
-        assert (by_arm["fsdp2_tuned_2"].dist.compile_unit, by_arm["fsdp2_tuned_2"].dist.reshard) == ("blocks", "none")
+        tuned = by_arm["fsdp2_2"].dist
+        assert (tuned.compile_unit, tuned.reshard, tuned.local_shards) == ("blocks", "none", True)
+        assert not by_arm["fsdp2_dtensor_2"].dist.local_shards  # each lever's worth: the tuned arm without it
     assert all(r.cfg.extra["arm"] == r.arm and r.run_id.startswith(f"{r.arm}/") for r in runs)
 
 
@@ -451,6 +464,22 @@ def test_efficiency_compares_like_with_like_and_vs_single_compares_with_one_plai
     assert table.loc["tuned_2", "efficiency_pct"] == pytest.approx(100.0)   # its own 1-GPU run: 120 / (2 x 60)
     assert table.loc["tuned_2", "vs_single_pct"] == pytest.approx(60.0)     # 120 / (2 x 100)
     assert table.loc["fsdp2_2", "vs_single_pct"] == pytest.approx(45.0)
+
+
+def test_a_study_of_several_configs_compares_each_strategy_with_ddp_and_one_gpu_of_its_own_config():
+    import pandas as pd
+    base = {k: None for k in scaling.RUN_KEYS} | {"scenario": "A", "status": "ok", "memory": 1.0, "dist": ""}
+    rows = [("single", "single", 1, "amp_bf16", 100.0), ("ddp", "ddp", 2, "amp_bf16", 190.0),
+            ("fsdp2", "fsdp2", 2, "amp_bf16", 152.0), ("single", "single", 1, "bf16_pure", 150.0),
+            ("ddp", "ddp", 2, "bf16_pure", 290.0), ("fsdp2", "fsdp2", 2, "bf16_pure", 145.0)]
+    df = pd.DataFrame([{**base, "arm": a, "strategy": st, "nproc": n, "config": c, "dist/tokens_per_s": t,
+                        "dist/step_ms": 1000 / t} for a, st, n, c, t in rows])
+    table = scaling.scaling_table(df).set_index(["arm", "config"])
+    assert table.loc[("fsdp2", "amp_bf16"), "vs_ddp_pct"] == pytest.approx(80.0)     # 152 / 190, not bf16_pure's DDP
+    assert table.loc[("fsdp2", "bf16_pure"), "vs_ddp_pct"] == pytest.approx(50.0)
+    assert table.loc[("fsdp2", "bf16_pure"), "vs_single_pct"] == pytest.approx(48.33, abs=0.01)  # 145 / (2 x 150)
+    assert table.loc[("ddp", "amp_bf16"), "efficiency_pct"] == pytest.approx(95.0)
+    assert pd.isna(table.loc[("single", "amp_bf16"), "vs_ddp_pct"])
 
 
 def test_scaling_notebook_analyses_existing_records_under_papermill(two_ranks, references, tmp_path):
