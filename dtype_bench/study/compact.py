@@ -344,8 +344,8 @@ RICHER = {"text/html", "text/markdown"}
 
 
 def thin_notebook(path: Path) -> tuple[int, int]:
-    """Rewrite one executed notebook's chart outputs as SVG, drop the plain-text copies of
-    richer outputs and collapse its progress-bar redraws; (bytes before, bytes after)."""
+    """Rewrite one executed notebook's chart outputs as lean SVG (``charts.lean_svg``), drop the
+    plain-text copies of richer outputs and collapse its progress-bar redraws; (bytes before, bytes after)."""
     import nbformat
 
     from benchlib.analysis.charts import render
@@ -367,6 +367,10 @@ def thin_notebook(path: Path) -> tuple[int, int]:
                 changed = True
             key = next((k for k in data if k.startswith("application/vnd.vegalite")), None)
             if key is None:
+                svg = data.get("image/svg+xml")
+                text = "".join(svg) if isinstance(svg, list) else svg
+                if text and (lean := charts.lean_svg(text)) != text:  # drawn before charts were this lean
+                    data["image/svg+xml"], changed = lean, True
                 continue
             svg = render(_binned(dict(data[key])), "svg").decode()
             out["data"] = {"text/plain": data.get("text/plain", "<chart>"), "image/svg+xml": svg}
