@@ -634,6 +634,8 @@ def lean_svg(text: str) -> str:
         _hoist(root)
         _drop_inherited(root, dict(INHERITED))
         _unwrap(root)
+        for el in root.iter(_SVG + "path"):
+            el.set("d", _relative(el.get("d", "")))
         for el in root.iter():  # in one order, however they came to be there
             el.attrib = dict(sorted(el.attrib.items()))
         lean, before = ET.tostring(root, encoding="unicode"), lean
@@ -641,6 +643,29 @@ def lean_svg(text: str) -> str:
 
 
 _TRANSLATE = re.compile(r"translate\((-?[\d.]+),(-?[\d.]+)\)")
+_POLYLINE = re.compile(r"M(-?\d+(?:\.\d)?),(-?\d+(?:\.\d)?)((?:L-?\d+(?:\.\d)?,-?\d+(?:\.\d)?){2,})(Z?)")
+
+
+def _tenths(v: str) -> int:
+    whole, _, tenth = v.lstrip("-").partition(".")
+    return (-1 if v.startswith("-") else 1) * (int(whole) * 10 + int(tenth or 0))
+
+
+def _num(t: int) -> str:
+    sign, (whole, tenth) = "-" if t < 0 else "", divmod(abs(t), 10)
+    return sign + (str(whole) if whole or not tenth else "") + (f".{tenth}" if tenth else "")
+
+
+def _relative(d: str) -> str:
+    """A polyline's path (a line or an area: absolute moves to a tenth of a pixel) with each
+    point after the first relative to the one before, exactly: the same points in fewer bytes."""
+    if (m := _POLYLINE.fullmatch(d)) is None:
+        return d
+    points = [(_tenths(m[1]), _tenths(m[2]))] + [(_tenths(x), _tenths(y)) for x, y in
+                                                  re.findall(r"L(-?[\d.]+),(-?[\d.]+)", m[3])]
+    steps = [_num(v) for (x0, y0), (x1, y1) in zip(points, points[1:]) for v in (x1 - x0, y1 - y0)]
+    return f"M{m[1]},{m[2]}l" + "".join(("" if k == 0 or v.startswith("-") else ",") + v
+                                        for k, v in enumerate(steps)) + m[4]
 
 
 def _lines_as_paths(el) -> None:
