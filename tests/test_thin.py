@@ -70,6 +70,22 @@ def test_thin_leans_an_svg_output_drawn_before_charts_were_lean(tmp_path):
     assert compact.thin_notebook(path) == (after, after)
 
 
+def test_thin_drops_a_tables_indentation_and_nothing_shown(tmp_path):
+    """pandas writes each cell of an HTML table on an indented line of its own; thinning drops the
+    whitespace before the table's tags, which no browser shows, and keeps a cell's own text."""
+    table = ('<div>\n<table border="1" class="dataframe">\n  <thead>\n    <tr>\n      <th>a b</th>\n    </tr>\n'
+             '  </thead>\n  <tbody>\n    <tr>\n      <td> 1 </td>\n    </tr>\n  </tbody>\n</table>\n</div>')
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("df", outputs=[
+        nbformat.v4.new_output("execute_result", data={"text/html": table, "text/plain": "   a b\n0  1"})])]
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, str(path))
+    compact.thin_notebook(path)
+    out = nbformat.read(str(path), as_version=4).cells[0].outputs[0]["data"]
+    assert out == {"text/html": '<div><table border="1" class="dataframe"><thead><tr><th>a b</th></tr></thead>'
+                                '<tbody><tr><td> 1 </td></tr></tbody></table>\n</div>'}
+
+
 def test_a_large_study_writes_no_page_per_run_and_links_no_notebook_json(tmp_path, monkeypatch):
     """Above RUN_PAGES_MAX runs the HTML export writes no page per run (they would repeat the
     notebooks in every GPU job's tree) and its runs link nothing, never the .ipynb; at or below it,
