@@ -53,7 +53,7 @@ def test_thin_rewrites_charts_as_svg_and_keeps_the_rest(tmp_path):
 
 def test_thin_leans_an_svg_output_drawn_before_charts_were_lean(tmp_path):
     """An SVG output with what draws nothing (ARIA, a transparent text) is rewritten by
-    ``charts.lean_svg``, once."""
+    ``charts.lean_svg``, and the notebook's JSON without indentation, once."""
     svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20"><g role="graphics-object" '
            'aria-roledescription="group mark container"><text opacity="0">x</text>'
            '<line x2="5" stroke="#888" stroke-width="1" aria-hidden="true" /></g></svg>')
@@ -68,6 +68,7 @@ def test_thin_leans_an_svg_output_drawn_before_charts_were_lean(tmp_path):
     assert out["image/svg+xml"] == charts.lean_svg(svg) and "aria" not in out["image/svg+xml"]
     assert "opacity" not in out["image/svg+xml"] and "<line" in out["image/svg+xml"]
     assert compact.thin_notebook(path) == (after, after)
+    assert "\n" not in path.read_text().rstrip("\n")  # its JSON on one line, no indentation
 
 
 def test_thin_drops_a_tables_indentation_and_nothing_shown(tmp_path):

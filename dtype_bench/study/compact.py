@@ -347,8 +347,10 @@ RICHER = {"text/html", "text/markdown"}
 
 def thin_notebook(path: Path) -> tuple[int, int]:
     """Rewrite one executed notebook's chart outputs as lean SVG (``charts.lean_svg``), drop the
-    plain-text copies of richer outputs and the indentation of tables, and collapse its progress-bar
-    redraws; (bytes before, bytes after)."""
+    plain-text copies of richer outputs and the indentation of tables, collapse its progress-bar
+    redraws, and write its JSON without indentation; (bytes before, bytes after)."""
+    import json
+
     import nbformat
 
     from benchlib.analysis.charts import render
@@ -383,8 +385,10 @@ def thin_notebook(path: Path) -> tuple[int, int]:
             out["data"] = {"text/plain": data.get("text/plain", "<chart>"), "image/svg+xml": svg}
             out.get("metadata", {}).pop("image/png", None)
             changed = True
-    if changed:
-        nbformat.write(nb, str(path))
+    nbformat.validate(nb)
+    text = json.dumps(nb, ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "\n"
+    if changed or text != path.read_text():  # without the indentation: every reader parses it the same
+        path.write_text(text)
     return before, path.stat().st_size
 
 
