@@ -651,7 +651,7 @@ def _tenths(v: str) -> int:
     return (-1 if v.startswith("-") else 1) * (int(whole) * 10 + int(tenth or 0))
 
 
-def _num(t: int) -> str:
+def _tenths_text(t: int) -> str:
     sign, (whole, tenth) = "-" if t < 0 else "", divmod(abs(t), 10)
     return sign + (str(whole) if whole or not tenth else "") + (f".{tenth}" if tenth else "")
 
@@ -663,7 +663,7 @@ def _relative(d: str) -> str:
         return d
     points = [(_tenths(m[1]), _tenths(m[2]))] + [(_tenths(x), _tenths(y)) for x, y in
                                                   re.findall(r"L(-?[\d.]+),(-?[\d.]+)", m[3])]
-    steps = [_num(v) for (x0, y0), (x1, y1) in zip(points, points[1:]) for v in (x1 - x0, y1 - y0)]
+    steps = [_tenths_text(v) for (x0, y0), (x1, y1) in zip(points, points[1:]) for v in (x1 - x0, y1 - y0)]
     return f"M{m[1]},{m[2]}l" + "".join(("" if k == 0 or v.startswith("-") else ",") + v
                                         for k, v in enumerate(steps)) + m[4]
 
