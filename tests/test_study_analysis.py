@@ -135,11 +135,12 @@ def test_a_page_keeps_the_highlighters_spans_its_style_colours_and_no_other(tmp_
 
     from dtype_bench.study.html_export import export_html
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("total = compute(1)")]
+    nb.cells = [nbformat.v4.new_code_cell("total = compute(1)"),
+                nbformat.v4.new_markdown_cell('<span class="note">kept</span>')]  # not code: as written
     path = tmp_path / "a.ipynb"
     nbformat.write(nb, str(path))
     export_html(path, tmp_path / "a.html")
     page = (tmp_path / "a.html").read_text()
     assert ".highlight .o" in page and ".highlight .n " not in page  # an operator has a colour, a name none
     assert '<span class="o">=</span>' in page and '<span class="n">' not in page
-    assert "total" in page and "compute" in page
+    assert "total" in page and "compute" in page and '<span class="note">kept</span>' in page

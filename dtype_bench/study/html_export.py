@@ -69,7 +69,10 @@ def _unstyled_tokens(body: str) -> str:
     """The page without the highlighter's spans around code tokens its style gives no rule (names,
     ~20% of a page's code): their text alone, shown the same."""
     styled = set(re.findall(r"\.highlight \.(\w+)\b", "".join(re.findall(r"<style[^>]*>.*?</style>", body, re.S))))
-    return re.sub(r'<span class="(\w+)">([^<]*)</span>', lambda m: m[0] if m[1] in styled else m[2], body)
+
+    def plain(code: re.Match) -> str:
+        return re.sub(r'<span class="(\w+)">([^<]*)</span>', lambda m: m[0] if m[1] in styled else m[2], code[0])
+    return re.sub(r'<div class="highlight[^"]*"><pre>.*?</pre>', plain, body, flags=re.S)
 
 
 def _shared_css(body: str, css_root: Path, html: Path) -> str:
