@@ -110,3 +110,37 @@ def test_a_page_drops_nbconverts_mermaid_loader_unless_it_draws_a_diagram():
     assert _without_mermaid(css + loader + "<p>text</p>") == css + "<p>text</p>"
     diagram = css + loader + '<div class="jp-Mermaid"><pre class="mermaid">graph TD; a-->b</pre></div>'
     assert _without_mermaid(diagram) == diagram
+
+
+@pytest.mark.parametrize("markdown, kept", [("plain text", False), ("a loss of $\\ln V$", True)])
+def test_a_page_drops_mathjax_and_require_js_unless_it_uses_them(tmp_path, markdown, kept):
+    """nbconvert's head loads require.js and MathJax with its configuration in every page; a page
+    whose notebook holds no TeX and no JavaScript output has neither."""
+    import nbformat
+
+    from dtype_bench.study.html_export import export_html
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(markdown), nbformat.v4.new_code_cell("1 + 1", outputs=[
+        nbformat.v4.new_output("execute_result", data={"text/plain": "2"})])]
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, str(path))
+    export_html(path, tmp_path / "a.html")
+    page = (tmp_path / "a.html").read_text()
+    assert ("mathjax" in page.lower()) == kept and "require.min.js" not in page
+    assert "plain text" in page or "ln V" in page
+
+
+def test_a_page_keeps_the_highlighters_spans_its_style_colours_and_no_other(tmp_path):
+    import nbformat
+
+    from dtype_bench.study.html_export import export_html
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("total = compute(1)"),
+                nbformat.v4.new_markdown_cell('<span class="note">kept</span>')]  # not code: as written
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, str(path))
+    export_html(path, tmp_path / "a.html")
+    page = (tmp_path / "a.html").read_text()
+    assert ".highlight .o" in page and ".highlight .n " not in page  # an operator has a colour, a name none
+    assert '<span class="o">=</span>' in page and '<span class="n">' not in page
+    assert "total" in page and "compute" in page and '<span class="note">kept</span>' in page

@@ -51,6 +51,42 @@ def test_thin_rewrites_charts_as_svg_and_keeps_the_rest(tmp_path):
     assert compact.thin_notebook(nb_path) == (after, after)  # a second pass changes nothing
 
 
+def test_thin_leans_an_svg_output_drawn_before_charts_were_lean(tmp_path):
+    """An SVG output with what draws nothing (ARIA, a transparent text) is rewritten by
+    ``charts.lean_svg``, and the notebook's JSON without indentation, once."""
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20"><g role="graphics-object" '
+           'aria-roledescription="group mark container"><text opacity="0">x</text>'
+           '<line x2="5" stroke="#888" stroke-width="1" aria-hidden="true" /></g></svg>')
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("nb.plot_curves(result)", outputs=[
+        nbformat.v4.new_output("display_data", data={"image/svg+xml": svg, "text/plain": "<chart: curves>"})])]
+    path = tmp_path / "seed0.ipynb"
+    nbformat.write(nb, str(path))
+    before, after = compact.thin_notebook(path)
+    out = nbformat.read(str(path), as_version=4).cells[0].outputs[0]["data"]
+    assert after < before and out["text/plain"] == "<chart: curves>"
+    assert out["image/svg+xml"] == charts.lean_svg(svg) and "aria" not in out["image/svg+xml"]
+    assert "opacity" not in out["image/svg+xml"] and "<line" in out["image/svg+xml"]
+    assert compact.thin_notebook(path) == (after, after)
+    assert "\n" not in path.read_text().rstrip("\n")  # its JSON on one line, no indentation
+
+
+def test_thin_drops_a_tables_indentation_and_nothing_shown(tmp_path):
+    """pandas writes each cell of an HTML table on an indented line of its own; thinning drops the
+    whitespace before the table's tags, which no browser shows, and keeps a cell's own text."""
+    table = ('<div>\n<table border="1" class="dataframe">\n  <thead>\n    <tr>\n      <th>a b</th>\n    </tr>\n'
+             '  </thead>\n  <tbody>\n    <tr>\n      <td> 1 </td>\n    </tr>\n  </tbody>\n</table>\n</div>')
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("df", outputs=[
+        nbformat.v4.new_output("execute_result", data={"text/html": table, "text/plain": "   a b\n0  1"})])]
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, str(path))
+    compact.thin_notebook(path)
+    out = nbformat.read(str(path), as_version=4).cells[0].outputs[0]["data"]
+    assert out == {"text/html": '<div><table border="1" class="dataframe"><thead><tr><th>a b</th></tr></thead>'
+                                '<tbody><tr><td> 1 </td></tr></tbody></table>\n</div>'}
+
+
 def test_a_large_study_writes_no_page_per_run_and_links_no_notebook_json(tmp_path, monkeypatch):
     """Above RUN_PAGES_MAX runs the HTML export writes no page per run (they would repeat the
     notebooks in every GPU job's tree) and its runs link nothing, never the .ipynb; at or below it,

@@ -20,6 +20,7 @@ import pandas as pd
 
 from benchlib.core.env import STATIC_CHARTS_ENV
 from benchlib.analysis.placement import padded_domain, place_labels
+from benchlib.analysis.svg import lean_svg
 from benchlib.analysis.tables import BASELINE, HEADLINE, NOT_JUDGED, SAFE, config_order, label, pareto_front
 
 WIDTH = 360
@@ -593,24 +594,6 @@ def render(spec: dict, fmt: str, scale: float = 1.0) -> bytes:
     if fmt == "svg":
         return lean_svg(compact_svg(vlc.vegalite_to_svg(spec, vl_version=version))).encode()
     raise ValueError(f"chart format {fmt!r}: use png or svg")
-
-
-NO_DRAWING = ("class", "pointer-events")
-"""SVG attributes of vl-convert's charts that change nothing drawn; ``lean_svg`` drops them and
-``opacity="1"`` (the ARIA annotations stay)."""
-
-
-def lean_svg(text: str) -> str:
-    """A chart's SVG without ``NO_DRAWING`` (15% of a chart, the same pixels). Every SVG this module
-    renders is lean, so a committed study's charts drawn again are the same bytes."""
-    import xml.etree.ElementTree as ET
-    for prefix, uri in (("", "http://www.w3.org/2000/svg"), ("xlink", "http://www.w3.org/1999/xlink")):
-        ET.register_namespace(prefix, uri)
-    root = ET.fromstring(text)
-    for el in root.iter():
-        for k in [k for k, v in el.attrib.items() if k in NO_DRAWING or (k == "opacity" and v == "1")]:
-            del el.attrib[k]
-    return ET.tostring(root, encoding="unicode")
 
 
 _GEOMETRY = re.compile(r'\b(d|transform|x|y|x1|x2|y1|y2|cx|cy|r|width|height|points)="([^"]*)"')

@@ -339,13 +339,18 @@ def _binned(spec: dict) -> dict:
     return curves_chart(bin_curves(frame), title=title).to_dict(validate=False)
 
 
+TABLE_SPACE = re.compile(r"(?<=>)\s+(?=</?(?:table|thead|tbody|tr|th|td)\b)")
+"""Whitespace before a table's tags (pandas indents every cell on a line of its own): a browser shows none of it."""
 RICHER = {"text/html", "text/markdown"}
 """An output holding one of these drops its ``text/plain`` copy (a chart keeps ``<chart: title>``)."""
 
 
 def thin_notebook(path: Path) -> tuple[int, int]:
-    """Rewrite one executed notebook's chart outputs as SVG, drop the plain-text copies of
-    richer outputs and collapse its progress-bar redraws; (bytes before, bytes after)."""
+    """Rewrite one executed notebook's chart outputs as lean SVG (``charts.lean_svg``), drop the
+    plain-text copies of richer outputs and the indentation of tables, collapse its progress-bar
+    redraws, and write its JSON without indentation; (bytes before, bytes after)."""
+    import json
+
     import nbformat
 
     from benchlib.analysis.charts import render
@@ -365,15 +370,25 @@ def thin_notebook(path: Path) -> tuple[int, int]:
             if "text/plain" in data and RICHER & set(data):  # every reader shows the richer form
                 del data["text/plain"]
                 changed = True
+            html = data.get("text/html")
+            html = "".join(html) if isinstance(html, list) else html
+            if html and (lean := TABLE_SPACE.sub("", html)) != html:  # a table's indentation: nothing shown
+                data["text/html"], changed = lean, True
             key = next((k for k in data if k.startswith("application/vnd.vegalite")), None)
             if key is None:
+                svg = data.get("image/svg+xml")
+                text = "".join(svg) if isinstance(svg, list) else svg
+                if text and (lean := charts.lean_svg(text)) != text:  # drawn before charts were this lean
+                    data["image/svg+xml"], changed = lean, True
                 continue
             svg = render(_binned(dict(data[key])), "svg").decode()
             out["data"] = {"text/plain": data.get("text/plain", "<chart>"), "image/svg+xml": svg}
             out.get("metadata", {}).pop("image/png", None)
             changed = True
-    if changed:
-        nbformat.write(nb, str(path))
+    nbformat.validate(nb)
+    text = json.dumps(nb, ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "\n"
+    if changed or text != path.read_text():  # without the indentation: every reader parses it the same
+        path.write_text(text)
     return before, path.stat().st_size
 
 

@@ -29,7 +29,7 @@ def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts
     _relink_charts(nb, notebook, html)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     html.parent.mkdir(parents=True, exist_ok=True)
-    body = with_alt_text(_without_mermaid(body), _png_titles(nb))
+    body = with_alt_text(_unstyled_tokens(_without_unused_scripts(_without_mermaid(body), nb)), _png_titles(nb))
     if css_root is not None:
         body = _shared_css(body, css_root, html)
     html.write_text(body)
@@ -43,6 +43,36 @@ MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOM
 def _without_mermaid(body: str) -> str:
     lean = MERMAID.sub("", body, count=1)
     return body if re.search(r'class="[^"]*\bjp-Mermaid\b', lean) else lean
+
+
+REQUIRE_JS = re.compile(r'<script src="[^"]*/require\.min\.js"></script>\s*')
+MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\s*", re.S)
+MATH = re.compile(r"\$|\\\(|\\\[")
+
+
+def _without_unused_scripts(body: str, nb) -> str:
+    """The page without nbconvert's require.js (~0.1 kB) unless an output is JavaScript or a
+    widget, and without MathJax and its configuration (~1.7 kB) unless a markdown cell or output
+    holds TeX (``$``, ``\\(``, ``\\[``) or an output is LaTeX."""
+    data = [o.get("data") or {} for c in nb.cells for o in c.get("outputs", [])]
+    kinds = {k for d in data for k in d}
+    texts = [c.source for c in nb.cells if c.cell_type == "markdown"] + [str(d["text/markdown"]) for d in data
+                                                                         if "text/markdown" in d]
+    if not any("javascript" in k or "widget" in k for k in kinds):
+        body = REQUIRE_JS.sub("", body, count=1)
+    if "text/latex" not in kinds and not any(MATH.search(t) for t in texts):
+        body = MATHJAX.sub("", body, count=1)
+    return body
+
+
+def _unstyled_tokens(body: str) -> str:
+    """The page without the highlighter's spans around code tokens its style gives no rule (names,
+    ~20% of a page's code): their text alone, shown the same."""
+    styled = set(re.findall(r"\.highlight \.(\w+)\b", "".join(re.findall(r"<style[^>]*>.*?</style>", body, re.S))))
+
+    def plain(code: re.Match) -> str:
+        return re.sub(r'<span class="(\w+)">([^<]*)</span>', lambda m: m[0] if m[1] in styled else m[2], code[0])
+    return re.sub(r'<div class="highlight[^"]*"><pre>.*?</pre>', plain, body, flags=re.S)
 
 
 def _shared_css(body: str, css_root: Path, html: Path) -> str:
