@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis.gates import quality_runs
-from benchlib.analysis.safety import safety
+from benchlib.analysis.recommend import safety
 from benchlib.analysis.stats import Rules, bootstrap
 from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
 from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergence_contrast,  # noqa: F401
