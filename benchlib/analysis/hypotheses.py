@@ -59,7 +59,7 @@ def _size_pairs(df: pd.DataFrame, used: list[str]) -> list[str]:
 
 def _host_pairs(df: pd.DataFrame, used: list[str]) -> list[str]:
     """'E on 1 host(s), F on 1 other(s)' for each matched pair in ``used`` whose two scenarios' runs
-    share no machine (``boot_id`` in the ``host`` column, ``identity.host_of``); pairs whose runs
+    share no machine (``boot_id`` in the ``host`` column, ``tables.host_of``); pairs whose runs
     name no machine are not judged."""
     if "host" not in df:
         return []
