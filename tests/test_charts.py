@@ -421,7 +421,7 @@ def test_the_overview_is_three_titled_charts():
 
 
 def test_the_overview_grid_shows_where_each_config_breaks():
-    from benchlib.analysis.safety import safety
+    from benchlib.analysis.recommend import safety
     summaries, stats = overview_inputs()
     verdicts = safety(overview_frame(), Rules(n_boot=200))
     spec = overview.overview_charts(summaries, stats, [], verdicts=verdicts)["where_configs_break"].to_dict()

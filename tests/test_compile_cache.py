@@ -74,7 +74,7 @@ EAGER = STUDY.replace('compile: "on"', 'compile: "off"').replace("steps: 3", "st
 
 
 def test_runs_write_their_bytecode_to_the_folder_and_say_so(tmp_path, monkeypatch):
-    from benchlib.core.env import BYTECODE_CACHE_ENV
+    from dtype_bench.host.sweep import BYTECODE_CACHE_ENV
     monkeypatch.delenv(BYTECODE_CACHE_ENV, raising=False)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # the sweep unsets it for its runs: restored after
     study, out, cache = tmp_path / "cached.yaml", tmp_path / "executed", tmp_path / "pyc"

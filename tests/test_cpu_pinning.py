@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import fake_papermill
 
-from benchlib.core.env import CPUS_ENV, format_cpus, parse_cpus
+from dtype_bench.study.runner import CPUS_ENV, format_cpus, parse_cpus
 from benchlib.core.records import read_record
 from benchlib.core.runconfig import ConfigError
 from dtype_bench.host import slots

@@ -16,7 +16,7 @@ from benchlib.analysis import report
 from benchlib.analysis import charts
 from benchlib.analysis import hypotheses as hy
 from benchlib.analysis import recommend
-from benchlib.analysis.safety import safety
+from benchlib.analysis.recommend import safety
 from benchlib.analysis.stats import Rules
 from benchlib.core.dtypes import REGISTRY
 from benchlib.core.scenarios import SCENARIOS

@@ -1,8 +1,8 @@
-"""The default by a rule a reader can check (``analysis.pick``): safe at every beta2 measured, then
+"""The default by a rule a reader can check (``analysis.recommend.pick``): safe at every beta2 measured, then
 fastest by scenario wins, memory next, else a tie named; provisional where nothing qualifies."""
 import pandas as pd
 
-from benchlib.analysis import pick
+from benchlib.analysis import recommend
 from benchlib.analysis.stats import Rules
 
 
@@ -17,10 +17,10 @@ def stats(rel: dict, mem: dict | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def arm(beta2: float, verdicts: dict) -> pick.Arm:
+def arm(beta2: float, verdicts: dict) -> recommend.Arm:
     """An arm whose cells are ``verdicts[config][scenario]``."""
     rows = [{"scenario": s, "config": c, "verdict": v} for c, by in verdicts.items() for s, v in by.items()]
-    return pick.Arm(f"study at {beta2}", beta2, pd.DataFrame(rows), {})
+    return recommend.Arm(f"study at {beta2}", beta2, pd.DataFrame(rows), {})
 
 
 REF = {"fp32_baseline": {"A": "reference", "E": "reference"}}
@@ -30,21 +30,21 @@ SPEED = {"fp32_baseline": {"A": 1.0, "E": 1.0}, "amp_bf16": {"A": 8.2, "E": 4.9}
 def test_the_fastest_config_safe_at_both_beta2_is_the_default():
     a = arm(0.95, {**REF, "amp_bf16": {"A": "safe", "E": "safe"}, "bf16_pure": {"A": "safe", "E": "safe"}})
     b = arm(0.999, {**REF, "amp_bf16": {"A": "safe", "E": "safe"}, "bf16_pure": {"A": "safe", "E": "safe"}})
-    p = pick.pick([a, b], stats(SPEED))
+    p = recommend.pick([a, b], stats(SPEED))
     assert p["kind"] == "default" and p["configs"] == ["bf16_pure"]
 
 
 def test_a_config_unsafe_at_the_second_beta2_is_not_the_default_even_when_fastest():
     a = arm(0.95, {**REF, "amp_bf16": {"A": "safe", "E": "safe"}, "bf16_pure": {"A": "safe", "E": "safe"}})
     b = arm(0.999, {**REF, "amp_bf16": {"A": "safe", "E": "safe"}, "bf16_pure": {"A": "degraded", "E": "safe"}})
-    p = pick.pick([a, b], stats(SPEED))
+    p = recommend.pick([a, b], stats(SPEED))
     assert p["kind"] == "default" and p["configs"] == ["amp_bf16"]
     assert p["per_arm"] == {"beta2 0.95": ["amp_bf16", "bf16_pure"], "beta2 0.999": ["amp_bf16"]}
 
 
 def test_the_reference_is_never_the_pick():
     a = arm(0.95, {**REF, "amp_bf16": {"A": "inconclusive", "E": "safe"}})
-    p = pick.pick([a], stats(SPEED))
+    p = recommend.pick([a], stats(SPEED))
     assert "fp32_baseline" not in p["configs"] and p["kind"] == "provisional" and p["configs"] == ["amp_bf16"]
     assert "A (inconclusive)" in p["sentence"]
 
@@ -54,28 +54,28 @@ def test_speed_ties_are_not_broken_by_a_mean_over_scenarios_but_by_memory_then_n
     # would call bf16_pure faster, the rule does not
     rel = {"fp32_baseline": {"A": 1.0, "F": 1.0}, "amp_bf16_fp32_head": {"A": 7.0, "F": 1.82},
            "bf16_pure": {"A": 9.0, "F": 1.60}}
-    assert pick.faster(stats(rel), "bf16_pure", "amp_bf16_fp32_head", 1.0) == 0
+    assert recommend.faster(stats(rel), "bf16_pure", "amp_bf16_fp32_head", 1.0) == 0
     lighter = stats(rel, {"bf16_pure": {"A": 5.5, "F": 0.3}, "amp_bf16_fp32_head": {"A": 10.1, "F": 0.5}})
-    assert pick.faster(lighter, "bf16_pure", "amp_bf16_fp32_head", 1.0) == 1
+    assert recommend.faster(lighter, "bf16_pure", "amp_bf16_fp32_head", 1.0) == 1
     both = ["amp_bf16_fp32_head", "bf16_pure"]
     verdicts = {c: {"A": "safe", "F": "safe"} for c in both}
-    p = pick.pick([arm(0.95, {"fp32_baseline": {"A": "reference", "F": "reference"}, **verdicts})], stats(rel))
+    p = recommend.pick([arm(0.95, {"fp32_baseline": {"A": "reference", "F": "reference"}, **verdicts})], stats(rel))
     assert p["kind"] == "tie" and sorted(p["configs"]) == both
 
 
 def test_a_gap_under_one_percent_is_no_win():
     rel = {"a": {"A": 2.00}, "b": {"A": 1.99}}
-    assert pick.faster(stats({k: v for k, v in rel.items()}), "a", "b", Rules().min_size_pct) == 0
+    assert recommend.faster(stats({k: v for k, v in rel.items()}), "a", "b", Rules().min_size_pct) == 0
 
 
 def test_a_config_the_speed_study_did_not_time_is_never_fastest():
     a = arm(0.95, {**REF, "bf16_pure_fp32v": {"A": "safe", "E": "safe"}})
-    p = pick.pick([a], stats(SPEED))
+    p = recommend.pick([a], stats(SPEED))
     assert p["configs"] == [] and "not timed" in p["sentence"] and "bf16_pure_fp32v" in p["sentence"]
 
 
 def test_the_rule_names_the_arms_and_the_speed_scenarios():
-    text = pick.pick([arm(0.95, REF), arm(0.999, REF)], stats(SPEED))["rule"]
+    text = recommend.pick([arm(0.95, REF), arm(0.999, REF)], stats(SPEED))["rule"]
     assert "beta2 0.95, beta2 0.999" in text and "(A, E)" in text
 
 
@@ -91,7 +91,7 @@ def _timed(rows: dict) -> pd.DataFrame:
 def test_a_gap_inside_the_seeds_noise_is_no_win_and_the_same_gap_beyond_it_is():
     """4% faster by the means: with seeds that spread 10% it is a tie; with seeds that spread 0.5%
     (3 each) it is a win; a single seed has no spread to test, so the gap decides."""
-    assert pick.faster(_timed({"a": (104, 10, 3), "b": (100, 10, 3)}), "a", "b", 1.0) == 0
-    assert pick.faster(_timed({"a": (104, 0.5, 3), "b": (100, 0.5, 3)}), "a", "b", 1.0) == 1
-    assert pick.faster(_timed({"a": (100, 0.5, 3), "b": (104, 0.5, 3)}), "a", "b", 1.0) == -1
-    assert pick.faster(_timed({"a": (104, None, 1), "b": (100, None, 1)}), "a", "b", 1.0) == 1
+    assert recommend.faster(_timed({"a": (104, 10, 3), "b": (100, 10, 3)}), "a", "b", 1.0) == 0
+    assert recommend.faster(_timed({"a": (104, 0.5, 3), "b": (100, 0.5, 3)}), "a", "b", 1.0) == 1
+    assert recommend.faster(_timed({"a": (100, 0.5, 3), "b": (104, 0.5, 3)}), "a", "b", 1.0) == -1
+    assert recommend.faster(_timed({"a": (104, None, 1), "b": (100, None, 1)}), "a", "b", 1.0) == 1

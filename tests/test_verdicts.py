@@ -13,7 +13,7 @@ import pytest
 from benchlib.analysis import contrasts, findings, recommend, report, tables
 from benchlib.analysis import hypotheses as hy
 from benchlib.analysis.flips import order_reversals
-from benchlib.analysis.identity import ConfigIdentityError
+from benchlib.analysis.tables import ConfigIdentityError
 from benchlib.analysis.stats import Rules
 from benchlib.core.dtypes import REGISTRY
 from fixtures.records import grid, make_record

@@ -23,8 +23,7 @@ from benchlib.analysis import answer, arms, transfer
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.hypotheses import bf16_on_frontier
-from benchlib.analysis import pick
-from benchlib.analysis.recommend import candidates
+from benchlib.analysis.recommend import Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, load_study
 from benchlib.core.errors import UserError
@@ -175,7 +174,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     speed_names = ", ".join(f"`{n}` ({', '.join(scns)})" for n, _, _, scns in speeds)
     arms = _arms(studies, folders)
     cells = answer.cells(comparison, stats)
-    picked = pick.pick([pick.Arm(a["label"], a["beta2"], a["cells"] if i else cells, a["recipe"])
+    picked = pick_default([Arm(a["label"], a["beta2"], a["cells"] if i else cells, a["recipe"])
                         for i, a in enumerate(arms)], stats)
     used = [f for a in arms for f in a["folders"]] + [d for _, _, d, _ in speeds]
     out = ["## Findings", "", f"{STUDIES_MARK} {' '.join(_rel(f) for f in used)} -->", ""]

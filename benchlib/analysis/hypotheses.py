@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.analysis.gates import quality_runs
-from benchlib.analysis.safety import safety
+from benchlib.analysis.recommend import safety
 from benchlib.analysis.stats import Rules, bootstrap
 from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
 from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergence_contrast,  # noqa: F401
@@ -59,7 +59,7 @@ def _size_pairs(df: pd.DataFrame, used: list[str]) -> list[str]:
 
 def _host_pairs(df: pd.DataFrame, used: list[str]) -> list[str]:
     """'E on 1 host(s), F on 1 other(s)' for each matched pair in ``used`` whose two scenarios' runs
-    share no machine (``boot_id`` in the ``host`` column, ``identity.host_of``); pairs whose runs
+    share no machine (``boot_id`` in the ``host`` column, ``tables.host_of``); pairs whose runs
     name no machine are not judged."""
     if "host" not in df:
         return []

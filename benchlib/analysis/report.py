@@ -22,8 +22,7 @@ from benchlib.analysis.stats import Rules
 from benchlib.analysis.hypotheses import evaluate_all, verdict_table
 from benchlib.analysis.findings import _speed_only
 from benchlib.analysis.overview import overview_charts
-from benchlib.analysis.recommend import recommendations, recommended_configs
-from benchlib.analysis.safety import safety
+from benchlib.analysis.recommend import recommendations, recommended_configs, safety
 from benchlib.core.argparser import field_help
 from benchlib.core.records import json_safe
 from benchlib.core.scenarios import get_scenario

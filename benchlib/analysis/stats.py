@@ -192,18 +192,6 @@ def piece(cells: dict, s: str, x: str, ref: str | None, f: Callable, rules: Rule
     return None
 
 
-def boot_p(dist: np.ndarray, point: float) -> float:
-    """Two-sided p-value of 'the effect is 0': twice the share of resamples beyond 0 (>= 1 / (B + 1))."""
-    dist = np.asarray(dist, float)
-    dist = dist[np.isfinite(dist)]
-    if not len(dist) or not np.isfinite(point):
-        return math.nan
-    if point == 0:
-        return 1.0
-    far = np.mean(dist <= 0) if point > 0 else np.mean(dist >= 0)
-    return float(min(1.0, max(2 * far, 1 / (len(dist) + 1))))
-
-
 def exact_p(diffs: np.ndarray, rules: Rules) -> float:
     """Two-sided p-value of paired differences by a sign-flip permutation test."""
     d = np.asarray(diffs, float)

@@ -1,29 +1,44 @@
 """A study's result records -> tables (seed 000's analysis plan): loading (``study_frame``: runs
 named by their numeric definition, evidence gates applied), stage 1 per scenario (``summarize``,
-``loss_curves``, ``describe_experiment``) and, re-exported from ``ranks``, stage 2.
+``loss_curves``, ``describe_experiment``) and stage 2 (``config_stats``: means, ranks and gains vs
+fp32 per scenario, config and metric; ``rank_correlations``, ``group_ranks``; the metrics'
+directions, ``sign``).
+
+A run is named by its numeric definition (``identify``): by its recorded name where the registry's
+entry of that name has its definition; else by the registry's name for the definition (an old
+``fp16_naive`` with fp16 moments is ``fp16_fp16_states``; ``config_recorded`` keeps the name); else
+``<name>@<6 hex>`` where the registry name's meaning has changed (a *legacy* definition, never a
+pick); an unknown name is kept, and two runs sharing it but not a definition are refused
+(``ConfigIdentityError``). A record without numeric fields takes its name's registry definition.
+``cost_hash`` marks configurations identical for speed and memory only (``core.dtypes.cost_definition``),
+counted once by flips and picks. ``host_of`` says on which host a run ran.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from itertools import combinations
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from benchlib.analysis.gates import (FAILED, LABELS, MEASURED, NOT_JUDGED, _first, apply_gates,  # noqa: F401
                                     excluded_configs, gated, healthy_runs, label, learned_scenarios, not_judged, quality_metrics,
                                     quality_runs, scenario_notes, shared_note, speed_runs, unhealthy,
                                     why_not_established)
-from benchlib.analysis.identity import host_of, identities
-from benchlib.analysis.ranks import (BASELINE, HEADLINE, STATUS_COLS, config_stats, group_ranks, groups,  # noqa: F401
-                                     rank_correlations, sign, spearman)
-from benchlib.analysis.stats import Rules, seeds
-from benchlib.core.dtypes import REGISTRY
+from benchlib.analysis.stats import Rules, rng_kw, seeds
+from benchlib.core.dtypes import ALIASES, REGISTRY, DtypeConfig, cost_definition, definition_of, hash_definition
 from benchlib.core.errors import UserError
 from benchlib.core.records import METRICS, load_records, read_steps, records_frame, steps_file
 from benchlib.core.scenarios import SCENARIOS
 
+HEADLINE = ("throughput", "memory", "quality")
+BASELINE = "fp32_baseline"
+STATUS_COLS = {"ok": "n_ok", "diverged": "n_diverged", "degraded": "n_degraded", "stalled": "n_stalled",
+               "oom": "n_oom", "error": "n_error", "skipped": "n_skipped"}
 # quality/ keys that are not quality values (flags, names, counts; baselines and errors below)
 NOT_QUALITY = ("quality/beats_baseline", "quality/learned_metric", "quality/n_eval")
 EXTRA_QUALITY = [k for k in METRICS if k.startswith("quality/") and k not in NOT_QUALITY
@@ -37,8 +52,87 @@ SUMMARY_COLS = ["config", "seed", "throughput", "throughput_std", "memory", "mem
 
 
 # ---- loading ------------------------------------------------------------------------------
+HOST_KEYS = ("host_id", "boot_id", "gpu_uuid")  # not hostname: many GPU hosts share one (``vm``)
+LEGACY = "legacy"  # the role of a definition the registry no longer has
+_NUMERIC = {f.name for f in dataclasses.fields(DtypeConfig)} - {"name", "description", "role"}
+_BY_HASH = {c.definition_hash: c.name for c in REGISTRY.values()}
+
+
+class ConfigIdentityError(ValueError):
+    """Runs that share a configuration name but not its numeric definition."""
+
+
+def definition_hash(dtype: dict) -> str | None:
+    """The record's definition hash (recorded, else computed from its fields); None where its
+    ``dtype`` entry has no numeric field and its name is not in the registry."""
+    full = dtype if dtype.get("definition_hash") else _full(dtype)
+    if full.get("definition_hash"):
+        return str(full["definition_hash"])
+    return hash_definition(definition_of(full)) if _NUMERIC & set(full) else None
+
+
+def _full(dtype: dict) -> dict:
+    """The record's dtype entry, or its registry entry where it names no numeric field."""
+    if _NUMERIC & set(dtype):
+        return dtype
+    name = ALIASES.get(dtype.get("name", ""), dtype.get("name", ""))
+    return REGISTRY[name].to_dict() if name in REGISTRY else dtype
+
+
+def fp8_converted(rec: dict) -> bool | None:
+    """Whether the run converted any Linear layer to float8 (``model.matmuls``); None: not said."""
+    mm = (rec.get("model") or {}).get("matmuls")
+    return any(bool(m.get("fp8")) for m in mm) if isinstance(mm, list) and mm else None
+
+
+def identify(rec: dict) -> dict:
+    """``config`` (the analysis' name, see the module docstring), ``config_recorded``,
+    ``definition_hash``, ``cost_hash`` and ``role`` of one record."""
+    recorded = ALIASES.get(rec["config"], rec["config"])
+    dtype = {**(rec.get("dtype") or {}), "name": recorded}
+    h = definition_hash(dtype)
+    full = _full(dtype)
+    fp8 = fp8_converted(rec) if full.get("fp8", "none") != "none" else None
+    cost = hash_definition(cost_definition(full, fp8)) if _NUMERIC & set(full) else h
+    if recorded in REGISTRY and (h is None or REGISTRY[recorded].definition_hash == h):
+        name = recorded
+    elif h in _BY_HASH:
+        name = _BY_HASH[h]
+    elif recorded in REGISTRY:
+        name = f"{recorded}@{h[:6]}"
+    else:
+        name = recorded
+    if name in REGISTRY:
+        role = REGISTRY[name].role
+    else:
+        role = LEGACY if "@" in name else str((rec.get("dtype") or {}).get("role") or "candidate")
+    return {"config": name, "config_recorded": rec["config"], "definition_hash": h, "cost_hash": cost, "role": role}
+
+
+def identities(records: list[dict]) -> list[dict]:
+    """``identify`` for every record; ``ConfigIdentityError`` where runs share a name, not a definition."""
+    ids = [identify(r) for r in records]
+    seen: dict[str, dict] = {}
+    for r, i in zip(records, ids):
+        seen.setdefault(i["config"], {}).setdefault(i["definition_hash"], []).append(r["run_id"])
+    for name, defs in seen.items():
+        if len(defs) > 1:
+            runs = "; ".join(f"{', '.join(sorted(ids_)[:3])}{' ...' if len(ids_) > 3 else ''} (definition {h})"
+                             for h, ids_ in sorted(defs.items(), key=lambda x: str(x[0])))
+            raise ConfigIdentityError(f"runs share the config name {name!r} but not its definition, refusing to "
+                                      f"merge them: {runs}; give the configurations different names or analyse "
+                                      f"them apart")
+    return ids
+
+
+def host_of(env: dict) -> str | None:
+    """The host identity of a run's ``env`` (``HOST_KEYS`` present, joined); None = unknown."""
+    parts = [f"{k}={env[k]}" for k in HOST_KEYS if env.get(k)]
+    return ";".join(parts) or None
+
+
 def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
-    """``records_frame`` normalised for analysis: runs named by ``identity.identities`` (raises
+    """``records_frame`` normalised for analysis: runs named by ``identities`` (raises
     ``ConfigIdentityError``), ``host``, numeric headline columns, ``q_sign`` (+1: higher quality is
     better), one row per (scenario, config, seed) (the later record wins), then ``gates.apply_gates``."""
     records = list(records)
@@ -332,6 +426,102 @@ def describe_experiment(summary: pd.DataFrame, scenario: str, rules=None) -> str
     if skipped:
         lines.append(f"- skipped (this hardware or installation cannot run them): {', '.join(skipped)}.")
     return "\n".join(lines)
+
+
+# ---- stage 2: across scenarios -------------------------------------------------------------
+def sign(df: pd.DataFrame, metric: str, scenario: str) -> int:
+    """+1 where higher is better: throughput +1, memory -1, quality from the records."""
+    if metric != "quality":
+        return -1 if metric == "memory" else 1
+    signs = df.attrs.get("q_sign") or df.groupby("scenario")["q_sign"].first().to_dict()
+    if scenario in signs:
+        return int(signs[scenario])
+    return 1 if SCENARIOS[scenario].higher_is_better else -1
+
+
+def config_stats(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (scenario, config, metric): ``mean``, ``std``, ``n`` over the runs that count,
+    status counts, ``n_failed``, ``established`` (quality judged), ``ranked`` (quality ranked: its
+    configs told apart), ``rank`` (1 = best; on quality a config with only failed runs ranks last),
+    ``rel`` (ratio to fp32_baseline) and ``gain_pct`` (> 0 = better)."""
+    df = gated(df)
+    rows = []
+    speed, qual = speed_runs(df), quality_runs(df)
+    for (s, c), g in df.groupby(["scenario", "config"]):
+        counts = {col: int((g["status"] == st).sum()) for st, col in STATUS_COLS.items()}
+        for m in HEADLINE:
+            v = g.loc[(qual if m == "quality" else speed)[g.index], m].dropna()
+            rows.append({"scenario": s, "config": c, "metric": m, "mean": v.mean() if len(v) else np.nan,
+                         "std": v.std(ddof=1) if len(v) > 1 else np.nan, "n": len(v), "n_runs": len(g),
+                         "sign": sign(df, m, s), **counts, "n_failed": int(g["health"].isin(FAILED).sum()),
+                         "established": bool(g["quality_established"].iloc[0]) if m == "quality" else True,
+                         "ranked": bool(g["quality_ranked"].iloc[0]) if m == "quality" else True})
+    st = pd.DataFrame(rows)
+    st["score"] = st["mean"] * st["sign"]
+    st["rank"] = st.groupby(["scenario", "metric"])["score"].rank(ascending=False, method="min")
+    st.loc[~st["ranked"], "rank"] = np.nan  # configs not told apart: their quality order is seed noise
+    last = (st["metric"] == "quality") & st["mean"].isna() & (st["n_failed"] > 0) & st["ranked"]
+    n_ranked = st[st["metric"] == "quality"].groupby("scenario")["rank"].count()
+    st.loc[last, "rank"] = st.loc[last, "scenario"].map(n_ranked).astype(float) + 1
+    ref = st.set_index(["scenario", "metric"]).index.map(
+        st[st["config"] == BASELINE].set_index(["scenario", "metric"])["mean"].to_dict())
+    ref = np.asarray(ref, float)
+    st["rel"] = st["mean"] / ref
+    st["gain_pct"] = 100 * st["sign"] * (st["mean"] - ref) / np.abs(ref)
+    return st
+
+
+def groups(scenarios: Iterable[str]) -> dict[str, list[str]]:
+    """Seed 000's two experiments: language modelling (A, B) and classification (C-F)."""
+    s = sorted(set(scenarios))
+    return {"lm": [x for x in s if SCENARIOS[x].is_lm], "cls": [x for x in s if not SCENARIOS[x].is_lm]}
+
+
+def spearman(a: pd.Series, b: pd.Series, n_perm: int = 20000, seed: int = 0) -> tuple[float, float, int]:
+    """Spearman's rho over the entries present in both and a two-sided permutation p-value, exact
+    for n <= 8 (spearmanr's t-approximation says p = 0 for a perfect order of 3 configs)."""
+    both = a.notna() & b.notna()
+    x, y, n = a[both].to_numpy(float), b[both].to_numpy(float), int(both.sum())
+    if n < 3 or len(set(x)) < 2 or len(set(y)) < 2:
+        return np.nan, np.nan, n
+    rho = float(sps.spearmanr(x, y).statistic)
+    ry = sps.rankdata(y) - (n + 1) / 2
+
+    def pearson_of_ranks(v, axis=-1):  # Spearman's rho of the permuted ranks, vectorised
+        v = v - v.mean(axis=axis, keepdims=True)
+        return (v @ ry) / (np.linalg.norm(v, axis=axis) * np.linalg.norm(ry))
+    res = sps.permutation_test((sps.rankdata(x),), pearson_of_ranks, permutation_type="pairings", vectorized=True,
+                               n_resamples=np.inf if n <= 8 else n_perm, **rng_kw(sps.permutation_test, seed))
+    return rho, float(res.pvalue), n
+
+
+def rank_correlations(stats: pd.DataFrame) -> pd.DataFrame:
+    """``spearman`` of the configs' ranks between every pair of scenarios and, as ``LM``/``CLS``,
+    the two groups' mean ranks, per metric."""
+    rows = []
+    for m in HEADLINE:
+        piv = stats[stats["metric"] == m].pivot(index="config", columns="scenario", values="rank")
+        for a, b in combinations(piv.columns, 2):
+            rho, p, n = spearman(piv[a], piv[b])
+            rows.append({"metric": m, "a": a, "b": b, "rho": rho, "p": p, "n_configs": n})
+        g = groups(piv.columns)
+        if g["lm"] and g["cls"]:
+            rho, p, n = spearman(piv[g["lm"]].mean(axis=1), piv[g["cls"]].mean(axis=1))
+            rows.append({"metric": m, "a": "LM", "b": "CLS", "rho": rho, "p": p, "n_configs": n})
+    return pd.DataFrame(rows, columns=["metric", "a", "b", "rho", "p", "n_configs"])
+
+
+def group_ranks(stats: pd.DataFrame) -> pd.DataFrame:
+    """Per (metric, group, config): mean rank over the group's scenarios and its rank."""
+    rows = []
+    for m in HEADLINE:
+        piv = stats[stats["metric"] == m].pivot(index="config", columns="scenario", values="rank")
+        for name, scns in groups(piv.columns).items():
+            if scns:
+                mr = piv[scns].mean(axis=1)
+                rows += [{"metric": m, "group": name, "config": c, "mean_rank": v, "rank": r}
+                         for c, v, r in zip(mr.index, mr, mr.rank(method="min"))]
+    return pd.DataFrame(rows, columns=["metric", "group", "config", "mean_rank", "rank"])
 
 
 # ---- per-seed values of a metric (what the statistics resample) -------------------------------

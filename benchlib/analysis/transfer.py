@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.analysis.contrasts import contrast
-from benchlib.analysis.safety import safety
+from benchlib.analysis.recommend import safety
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import gated, resolve_study_dir, seed_series, study_frame
 from benchlib.core.records import describe_environment, load_records

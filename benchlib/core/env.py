@@ -106,10 +106,6 @@ image only (each spec copies its data); a notebook run by hand keeps the interac
 COMPILE_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 """The variable torch.compile reads for its cache folder (``dtype-bench sweep --compile-cache``)."""
 
-BYTECODE_CACHE_ENV = "PYTHONPYCACHEPREFIX"
-"""Where Python writes the bytecode it compiles from imported sources (``dtype-bench sweep
---bytecode-cache``)."""
-
 
 def python_bytecode() -> str:
     """Where this process keeps the bytecode of what it imports: "not written" under
@@ -230,35 +226,3 @@ def process_age_s() -> float | None:
 def peak_rss_gib() -> float:
     import resource
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-
-
-CPUS_ENV = "DTYPE_BENCH_CPUS"
-"""A slot's cores (``--cpus``): ``execute_argv`` starts the run's process pinned to them, so its
-threads and the compiler's workers stay off the cores of runs timed beside it."""
-
-
-def parse_cpus(text: str, allowed: set[int] | None = None) -> list[int]:
-    """The cores of a list such as ``0-15,32-47``, in order; a one-line error naming what is
-    malformed or outside the cores this process may use (``allowed``, default its affinity)."""
-    cores: set[int] = set()
-    for part in (p.strip() for p in text.split(",")):
-        lo, _, hi = part.partition("-")
-        if not (lo.isdigit() and (not hi or hi.isdigit())) or (hi and int(hi) < int(lo)):
-            raise ValueError(f"--cpus {text}: {part or 'an empty item'!r} is not a core or a range like 0-15")
-        cores.update(range(int(lo), int(hi or lo) + 1))
-    allowed = set(os.sched_getaffinity(0)) if allowed is None else allowed
-    if cores - allowed:
-        raise ValueError(f"--cpus {text}: core(s) {format_cpus(sorted(cores - allowed))} are not available here "
-                         f"(this process may use {format_cpus(sorted(allowed))})")
-    return sorted(cores)
-
-
-def format_cpus(cores: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
-    runs: list[list[int]] = []
-    for c in cores:
-        if runs and c == runs[-1][1] + 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)

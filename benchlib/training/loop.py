@@ -31,9 +31,8 @@ from benchlib.parallel.group import Strategy, unsupported_reason, world_size
 from benchlib.parallel.launch import launch, needs_launch
 from benchlib.parallel.strategies import setup
 from benchlib.training.measures import memory_metrics, quality_metrics, speed_metrics, stability_metrics
-from benchlib.training.fp8 import linear_shapes
 from benchlib.training.models import BenchModel, ModelSpec, autocast_context, build_model
-from benchlib.training.precision import LossScaler, build_optimizer, lr_at, set_matmul_flags
+from benchlib.training.precision import LossScaler, build_optimizer, convert_fp8, linear_shapes, lr_at, set_matmul_flags
 from benchlib.training import compile_cache, resume
 from benchlib.core.records import FINISHED, CorruptRecord, new_record, read_record, write_record
 from benchlib.training.preflight import out_problem, refusal
@@ -257,7 +256,6 @@ def _build(cfg: RunConfig, device: torch.device, rec: dict, data: TaskData) -> t
             model.head.bias.copy_(bias.to(model.head.bias.dtype))
     model.to(device)  # the first CUDA allocation: creates the context
     if cfg.dtype.fp8 != "none":
-        from benchlib.training.fp8 import convert_fp8
         convert_fp8(model, cfg.dtype.fp8)
     return model, model_s, time.perf_counter() - t_model - model_s
 

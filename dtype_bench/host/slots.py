@@ -11,8 +11,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
-from benchlib.core.env import CPUS_ENV, format_cpus
-from dtype_bench.study.runner import RUNNING, interrupt
+from dtype_bench.study.runner import CPUS_ENV, RUNNING, format_cpus, interrupt
 
 _REFUSED = object()  # what run_all's task returns for an item that ``admit`` refused
 

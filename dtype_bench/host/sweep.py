@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from benchlib.core.env import BYTECODE_CACHE_ENV, COMPILE_CACHE_ENV, CPUS_ENV, parse_cpus
+from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.errors import UserError
 from benchlib.core.runconfig import ConfigError
 from dtype_bench.host.budget import Budget, parse_duration
@@ -15,8 +15,9 @@ from dtype_bench.host.cellrun import execute_cell
 from dtype_bench.host.pack import Packer
 from dtype_bench.host.slots import cpu_share, gpu_sharing, pin_slots, run_all, slots_for, visible_gpus
 from dtype_bench.study import sweep
-from dtype_bench.study.runner import Item, _rel
+from dtype_bench.study.runner import CPUS_ENV, Item, _rel, parse_cpus
 
+BYTECODE_CACHE_ENV = "PYTHONPYCACHEPREFIX"  # where Python writes the bytecode of what it imports
 PACK_EVERY_S = 60.0
 """How often ``--pack-to`` rewrites its archive while the runs go."""
 

@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.core.env import CPUS_ENV, parse_cpus
 from benchlib.core.records import (COMPLETED, FINISHED, RESULT, SIDECAR, STEPS_FILES, CorruptRecord, read_record,
                                    write_record, write_sidecar)
 from benchlib.core.runconfig import RunConfig, flatten, resolved
@@ -363,6 +362,38 @@ def execute(cmd: list[str], env: dict, log: Path, timeout: int | None = None) ->
     if timeout:
         argv += ["--execution-timeout", str(timeout)]
     return execute_argv(argv, env, log)
+
+
+CPUS_ENV = "DTYPE_BENCH_CPUS"
+"""A slot's cores (``--cpus``): ``execute_argv`` starts the run's process pinned to them, so its
+threads and the compiler's workers stay off the cores of runs timed beside it."""
+
+
+def parse_cpus(text: str, allowed: set[int] | None = None) -> list[int]:
+    """The cores of a list such as ``0-15,32-47``, in order; a one-line error naming what is
+    malformed or outside the cores this process may use (``allowed``, default its affinity)."""
+    cores: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        lo, _, hi = part.partition("-")
+        if not (lo.isdigit() and (not hi or hi.isdigit())) or (hi and int(hi) < int(lo)):
+            raise ValueError(f"--cpus {text}: {part or 'an empty item'!r} is not a core or a range like 0-15")
+        cores.update(range(int(lo), int(hi or lo) + 1))
+    allowed = set(os.sched_getaffinity(0)) if allowed is None else allowed
+    if cores - allowed:
+        raise ValueError(f"--cpus {text}: core(s) {format_cpus(sorted(cores - allowed))} are not available here "
+                         f"(this process may use {format_cpus(sorted(allowed))})")
+    return sorted(cores)
+
+
+def format_cpus(cores: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
+    runs: list[list[int]] = []
+    for c in cores:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
 # Pins itself to the cores of argv[1], then becomes argv[2:] (exec keeps the affinity): the sweep's
