@@ -267,6 +267,9 @@ def test_an_lm_recipe_says_how_often_it_reads_its_corpus_and_from_which_step():
         return {"scenario": scenario, "run": {"steps": steps, "batch_size": 10, "grad_accum": 1, "seq_len": 100},
                 "data": {"n_train_tokens": n}}
     assert answer.passes(rec("A", 1000)) == (4.0, 250)
+    recorded = rec("A", 1000)  # a run that recorded its passes: its own numbers, not recomputed
+    recorded["data"].update(corpus_passes=8.0, one_pass_step=125)
+    assert answer.passes(recorded) == (8.0, 125)
     assert answer.passes(rec("D", 1000)) is None
     assert "4.0 times: one pass by step 250" in answer._passes([rec("A", 1000)])
     assert "0.40 of one pass" in answer._passes([rec("A", 100)])

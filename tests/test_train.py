@@ -69,6 +69,11 @@ def test_a_tiny_gpt2_learns_the_synthetic_lm_toward_its_floor(tmp_path):
     # more than half of the initial excess over the entropy-rate floor is gone
     assert m["quality/val_loss"] - floor < 0.5 * (start - floor)
     assert m["quality/val_loss"] > floor - 0.05  # cannot beat the Bayes floor (beyond sampling noise)
+    # the record says how often the steps read the corpus over, and from which step on text recurs
+    d, r = rec["data"], rec["run"]
+    per_step = r["batch_size"] * r["grad_accum"] * r["seq_len"]
+    assert d["tokens_per_step"] == per_step and d["corpus_passes"] == pytest.approx(300 * per_step / d["n_train_tokens"])
+    assert (d["one_pass_step"] - 1) * per_step < d["n_train_tokens"] <= d["one_pass_step"] * per_step
 
 
 def test_a_tiny_roberta_learns_multilabel_classification_toward_its_bayes_floor(tmp_path):

@@ -423,6 +423,8 @@ def passes(record: dict) -> tuple[float, int] | None:
     (windows are drawn at random, with replacement, so some text recurs before it and some is unread
     after it); None where the record does not say (a classification run reads documents)."""
     run, data = record.get("run") or {}, record.get("data") or {}
+    if "one_pass_step" in data:  # what the run recorded (records before 2026-11-29: computed below)
+        return data["corpus_passes"], data["one_pass_step"]
     n, steps = data.get("n_train_tokens"), run.get("steps")
     per_step = (run.get("batch_size") or 0) * (run.get("grad_accum") or 1) * (run.get("seq_len") or 0)
     if record.get("scenario") not in ("A", "B") or not n or not steps or not per_step:

@@ -199,6 +199,7 @@ def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Str
     rec["data"] = {"source": data.source, "vocab_size": data.vocab_size, "num_labels": data.num_labels,
                    "loss_floor": data.loss_floor, **{k: v for k, v in data.meta.items()
                                                       if isinstance(v, (int, float, str, bool, type(None)))}}
+    _mark_passes(cfg, rec["data"], dist.world)
     model, model_s, to_device_s = _build(cfg, device, rec, data)
     fpt = model.flops_per_token(cfg.seq_len)  # before sharding hides parameter sizes
     # ddp / fsdp wrap (and shard) before the optimizer sees the parameters
@@ -235,6 +236,18 @@ def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Str
         rec["resumed"] = {"from_step": 0, "not_loaded": why}
     run.setup_s = time.perf_counter() - t_setup
     return run
+
+
+def _mark_passes(cfg: RunConfig, data: dict, world: int) -> None:
+    """A language-model run says how often its steps read the training corpus over
+    (``corpus_passes``: tokens read / training tokens) and from which step on a pass's worth is read
+    (``one_pass_step``): every logged step from there reads text it may have read already. Windows
+    are drawn at random, with replacement, so some text recurs sooner and some is never read."""
+    n = data.get("n_train_tokens")
+    if cfg.scn.is_lm and n:
+        per_step = cfg.batch_size * cfg.grad_accum * cfg.seq_len * world
+        data.update(tokens_per_step=per_step, corpus_passes=cfg.steps * per_step / n,
+                    one_pass_step=math.ceil(n / per_step))
 
 
 def _build(cfg: RunConfig, device: torch.device, rec: dict, data: TaskData) -> tuple[BenchModel, float, float]:
