@@ -286,6 +286,11 @@ def test_which_configs_each_strategy_skips(strategy, config, scenario, skipped):
     assert (why is not None) == skipped, why
 
 
+def test_fsdp2_runs_8bit_adam_on_plain_local_shards():
+    cfg = RunConfig.from_dict({"config": "amp_bf16_8bit_adam", "dist": {"strategy": "fsdp2", "nproc": 2, "local_shards": True}})
+    assert group.unsupported_reason(cfg) is None
+
+
 def test_strategy_single_under_a_multi_process_torchrun_is_an_error(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ConfigError, match="WORLD_SIZE=2"):

@@ -48,9 +48,10 @@ def unsupported_reason(cfg: RunConfig) -> str | None:
     s, d = cfg.dist.strategy, cfg.dtype
     if s not in SHARDED:
         return None
-    if d.optimizer == "adamw8bit" and s == "fsdp2":
+    if d.optimizer == "adamw8bit" and s == "fsdp2" and not cfg.dist.local_shards:
         return ("bitsandbytes' 8-bit AdamW steps plain tensors; FSDP2's parameters are DTensors, "
-                "so its quantised states cannot be sharded with them (use ddp, fsdp1 or fsdp_manual)")
+                "so its quantised states cannot be sharded with them (use dist.local_shards, which hands "
+                "the optimizer plain shards, or ddp, fsdp1, fsdp_manual)")
     if d.head_dtype and d.head_dtype != d.param_dtype and not cfg.scn.is_lm:
         return (f"{d.name} stores the classification head in {d.head_dtype} and the body in "
                 f"{d.param_dtype}; {s} all-gathers one shard group in one dtype and the head is "
