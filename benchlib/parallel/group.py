@@ -97,6 +97,10 @@ class Strategy:
         """Called before each micro-batch's forward: gradients are communicated only on the
         last micro-batch of an accumulation (``sync``)."""
 
+    def stepped(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The tensors the optimizer steps for ``params`` (after ``regroup``): the parameters themselves."""
+        return params
+
     def before_optimizer(self) -> None:
         """Backward (and its communication) is done: called before the gradients are unscaled,
         clipped and stepped."""

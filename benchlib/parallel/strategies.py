@@ -131,6 +131,10 @@ class FSDP2Strategy(ShardedStrategy):
                 g["params"] = [p._local_tensor for p in g["params"]]
         return opt
 
+    def stepped(self, params):
+        local = {id(p): loc for p, loc in self._shards}
+        return [local.get(id(p), p) for p in params]
+
     def loss_scaler(self, scaler):
         # local shards are plain tensors: their inf checks must agree across ranks (DTensor grads'
         # checks are reduced by DTensor itself)

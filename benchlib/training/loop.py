@@ -214,9 +214,9 @@ def _setup(cfg: RunConfig, device: torch.device, out: Path, rec: dict, dist: Str
     if cfg.cudagraphs:  # single process only (RunConfig checks)
         step_model = torch.compile(step_model, mode="reduce-overhead")
     opt = dist.regroup(build_optimizer(model, dtype, cfg.lr, cfg.weight_decay, cfg.beta2, device))
-    # the tensors the optimizer steps (FSDP2 with dist.local_shards: the local shards, which
-    # dist.before_optimizer hands their gradients): unscaled, clipped and watched as stepped
-    params = [p for g in opt.param_groups for p in g["params"]]
+    # the tensors the optimizer steps, in the model's order (FSDP2 with dist.local_shards: the local
+    # shards, which dist.before_optimizer hands their gradients): unscaled, clipped and watched
+    params = dist.stepped([p for p in model.parameters() if p.requires_grad])
     scaler = dist.loss_scaler(LossScaler(dtype, device))
     next_batch = data.sampler(cfg.batch_size, device, dist.data_seed(cfg.seed))
     # evaluation keeps no activations for backward: classification evaluates 4 micro-batches at
