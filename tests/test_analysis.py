@@ -103,6 +103,16 @@ def test_loss_curves_average_seeds_with_a_band_and_mark_divergences(tmp_path):
     assert (amp["loss_lo"] == 2.0).all() and (amp["loss_hi"] == 4.0).all()
     cap = 3 * 3.0  # 3 x the median first loss (2, 3, 4)
     assert marks[["config", "step", "loss"]].values.tolist() == [["fp16_naive", 5, cap]]
+    assert curves["one_pass"].isna().all()  # these records say nothing of a corpus
+
+
+def test_loss_curves_carry_the_step_by_which_one_pass_over_the_corpus_is_read(tmp_path):
+    for seed, one_pass in ((0, 6), (1, 4)):
+        rec = make_record("A", "amp_bf16", seed, steps=10)
+        rec["data"] = {**rec.get("data", {}), "corpus_passes": 10 / one_pass, "one_pass_step": one_pass}
+        write_run(tmp_path, rec, [{"step": s, "loss": 2.0} for s in range(10)])
+    curves, _ = tables.loss_curves(tables.load_study(tmp_path), max_points=100)
+    assert (curves["one_pass"] == 4).all()  # the earliest of the scenario's runs
 
 
 def test_loss_curves_are_binned_to_at_most_max_points(tmp_path):

@@ -302,6 +302,16 @@ def test_loss_bands_over_seeds_are_drawn_only_where_two_seeds_ran():
     assert one["title"]["subtitle"] == "one seed per config: no band"
 
 
+def test_an_lm_curve_past_one_pass_over_its_corpus_marks_that_step():
+    past = curves_frame("A", 11.0, 3.0, n_runs=3).assign(one_pass=4)
+    spec = charts.loss_curves_chart(past, NO_DIVERGENCE).to_dict()
+    rules = [u for u in units(spec) if mark_type(u) == "rule"]
+    assert len(rules) == 1 and rules[0]["encoding"]["x"]["field"] == "one_pass"
+    assert "one pass over the training corpus read by step 4" in spec["title"]["subtitle"]
+    never = charts.loss_curves_chart(curves_frame("A", 11.0, 3.0, n_runs=3).assign(one_pass=np.nan), NO_DIVERGENCE)
+    assert not [u for u in units(never.to_dict()) if mark_type(u) == "rule"]
+
+
 def heat_stats():
     """Gains vs fp32 as seed 000's H200 study had them: +827% throughput, -4% and -17% quality;
     quality on D not established."""

@@ -16,7 +16,7 @@ import pandas as pd
 from benchlib.analysis.recommend import candidates
 from benchlib.analysis.stats import label
 from benchlib.analysis.tables import config_order
-from benchlib.core.records import load_records, shared_gpu
+from benchlib.core.records import corpus_passes, load_records, shared_gpu
 
 BASELINE, TF32, AMP = "fp32_baseline", "fp32_tf32_matmul", "amp_bf16"
 FAILURES = ("diverged", "stalled", "degraded", "oom", "error")  # the outcomes a failed verdict's mark names
@@ -418,18 +418,8 @@ def recipe_lines(name: str, recipe: dict, records: list[dict]) -> list[str]:
 
 
 def passes(record: dict) -> tuple[float, int] | None:
-    """For a language-model run: how many times its steps read the training corpus over (tokens read /
-    the corpus's training tokens), and the step by which it has read one pass's worth of tokens
-    (windows are drawn at random, with replacement, so some text recurs before it and some is unread
-    after it); None where the record does not say (a classification run reads documents)."""
-    run, data = record.get("run") or {}, record.get("data") or {}
-    if "one_pass_step" in data:  # what the run recorded (records before 2026-11-29: computed below)
-        return data["corpus_passes"], data["one_pass_step"]
-    n, steps = data.get("n_train_tokens"), run.get("steps")
-    per_step = (run.get("batch_size") or 0) * (run.get("grad_accum") or 1) * (run.get("seq_len") or 0)
-    if record.get("scenario") not in ("A", "B") or not n or not steps or not per_step:
-        return None
-    return steps * per_step / n, math.ceil(n / per_step)
+    """``records.corpus_passes``: (passes over the corpus, the step by which one pass is read)."""
+    return corpus_passes(record)
 
 
 def _passes(records: list[dict]) -> str:

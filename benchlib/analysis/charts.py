@@ -450,7 +450,8 @@ def _curve_layers(curves: pd.DataFrame, divergences: pd.DataFrame, legend: bool)
     """Mean loss per config, the min-max band where >= 2 seeds ran, red crosses at divergences, on
     a log scale (a BCE falls from 0.7 to 0.008: linear, all but the first steps are flat)."""
     data = pd.concat([curves.assign(kind="curve"), divergences.assign(kind="diverged")], ignore_index=True)
-    data = data[["scenario", "config", "step", "loss", "loss_lo", "loss_hi", "n_runs", "seed", "kind"]]
+    data = data[["scenario", "config", "step", "loss", "loss_lo", "loss_hi", "n_runs", "seed", "kind",
+                 *(["one_pass"] if "one_pass" in data else [])]]
     data = data[data["loss"] > 0]  # a log axis has no place for 0 (nor for a missing loss)
     data["loss_lo"] = data["loss_lo"].where(data["loss_lo"] > 0)
     logy = alt.Scale(type="log")
@@ -466,11 +467,21 @@ def _curve_layers(curves: pd.DataFrame, divergences: pd.DataFrame, legend: bool)
     marks = base.transform_filter("datum.kind == 'diverged'").mark_point(
         shape="cross", size=120, filled=True, color="#d62728").encode(
         y=alt.Y("loss:Q", scale=logy), tooltip=["config:N", "seed:Q", alt.Tooltip("step:Q", title="diverged at step")])
-    return alt.layer(band, line, marks, data=data).resolve_legend(fill="independent")
+    layers = [band, line, marks]
+    if "one_pass" in curves and curves["one_pass"].notna().any():  # steps past it may re-read text
+        layers.append(base.transform_filter(f"{curve} && isValid(datum.one_pass)").transform_aggregate(
+            one_pass="min(one_pass)").mark_rule(strokeDash=[4, 3], color="#636363").encode(
+            x="one_pass:Q", tooltip=[alt.Tooltip("one_pass:Q", title="one pass over the corpus read by step")]))
+    return alt.layer(*layers, data=data).resolve_legend(fill="independent")
 
 
 def _band_note(curves: pd.DataFrame) -> str | alt.UndefinedType:
-    return "one seed per config: no band" if curves["n_runs"].max() < 2 else alt.Undefined
+    notes = ["one seed per config: no band"] if curves["n_runs"].max() < 2 else []
+    if "one_pass" in curves and curves["one_pass"].notna().any():
+        at = curves["one_pass"].dropna().unique()
+        notes.append("dashed: one pass over the training corpus read" + (f" by step {int(at[0]):,}" if len(at) == 1 else "")
+                     + "; later steps may read text again")
+    return "; ".join(notes) if notes else alt.Undefined
 
 
 def loss_curves_chart(curves: pd.DataFrame, divergences: pd.DataFrame) -> alt.Chart:

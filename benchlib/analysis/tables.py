@@ -341,13 +341,14 @@ def loss_curves(df: pd.DataFrame, max_points: int = 60, cap_ratio: float = 3.0
     """Training loss of finished and diverged runs for charting: steps binned to at most
     ``max_points`` per scenario, then the mean, min and max over seeds per (scenario, config,
     step). Losses above ``cap_ratio`` x the median initial loss, or non-finite, are drawn at that
-    cap. Second frame: one row per diverged run at its divergence step."""
+    cap; ``one_pass``: an LM scenario's step from which its runs have read one pass's worth of their
+    corpus (NaN where no curve gets there). Second frame: one row per diverged run at its divergence step."""
     runs = []
     for _, r in df[df["status"].isin([*MEASURED, "diverged"])].iterrows():
         c = _run_curve(r["path"])
         if c is not None:
             runs.append((r, *c))
-    cols = ["scenario", "config", "step", "loss", "loss_lo", "loss_hi", "n_runs", "cap"]
+    cols = ["scenario", "config", "step", "loss", "loss_lo", "loss_hi", "n_runs", "cap", "one_pass"]
     if not runs:
         return pd.DataFrame(columns=cols), pd.DataFrame(columns=["scenario", "config", "seed", "step", "loss"])
     parts, marks = [], []
@@ -355,11 +356,17 @@ def loss_curves(df: pd.DataFrame, max_points: int = 60, cap_ratio: float = 3.0
         mine = [(r, s, l) for r, s, l in runs if r["scenario"] == scn]
         first = [l[np.isfinite(l)][0] for _, _, l in mine if np.isfinite(l).any()]
         cap = cap_ratio * float(np.median(first)) if first else np.inf
-        width = max(1, math.ceil((max(int(s.max()) for _, s, _ in mine) + 1) / max_points))
+        last = max(int(s.max()) for _, s, _ in mine)
+        width = max(1, math.ceil((last + 1) / max_points))
+        # an LM scenario's first step past one pass over its corpus, where its curves reach it
+        passes = [r.get("one_pass_step") for r, _, _ in mine]
+        one_pass = min((p for p in passes if pd.notna(p)), default=np.nan)
+        one_pass = one_pass if one_pass <= last else np.nan
         for r, steps, loss in mine:
             capped = np.where(np.isfinite(loss), np.minimum(loss, cap), cap)
             b = pd.DataFrame({"step": steps // width * width, "loss": capped}).groupby("step").mean()
-            parts.append(b.reset_index().assign(scenario=scn, config=r["config"], seed=r["seed"], cap=cap))
+            parts.append(b.reset_index().assign(scenario=scn, config=r["config"], seed=r["seed"], cap=cap,
+                                                one_pass=one_pass))
             ds = r["stability/diverged_step"]
             if r["status"] == "diverged" and pd.notna(ds):
                 at = capped[steps == int(ds)]
@@ -368,7 +375,7 @@ def loss_curves(df: pd.DataFrame, max_points: int = 60, cap_ratio: float = 3.0
     long = pd.concat(parts)
     curves = long.groupby(["scenario", "config", "step"]).agg(
         loss=("loss", "mean"), loss_lo=("loss", "min"), loss_hi=("loss", "max"),
-        n_runs=("loss", "size"), cap=("cap", "first")).reset_index()
+        n_runs=("loss", "size"), cap=("cap", "first"), one_pass=("one_pass", "first")).reset_index()
     return curves[cols], pd.DataFrame(marks, columns=["scenario", "config", "seed", "step", "loss"])
 
 

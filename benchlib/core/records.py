@@ -551,9 +551,27 @@ def interrupted(rec: dict) -> bool:
     return rec.get("status") == "error" and bool((rec.get("sweep") or {}).get("interrupted"))
 
 
+def corpus_passes(record: dict) -> tuple[float, int] | None:
+    """For a language-model run: how many times its steps read the training corpus over (tokens read /
+    the corpus's training tokens), and the step by which it has read one pass's worth of tokens
+    (windows are drawn at random, with replacement, so some text recurs before it and some is unread
+    after it); what the run recorded, else computed from its settings; None where the record does not
+    say (a classification run reads documents)."""
+    run, data = record.get("run") or {}, record.get("data") or {}
+    if "one_pass_step" in data:
+        return data["corpus_passes"], data["one_pass_step"]
+    n, steps = data.get("n_train_tokens"), run.get("steps")
+    per_step = ((run.get("batch_size") or 0) * (run.get("grad_accum") or 1) * (run.get("seq_len") or 0)
+                * ((run.get("dist") or {}).get("nproc") or 1))
+    if record.get("scenario") not in ("A", "B") or not n or not steps or not per_step:
+        return None
+    return steps * per_step / n, math.ceil(n / per_step)
+
+
 def records_frame(records: Iterable[dict]) -> "pandas.DataFrame":  # noqa: F821
     """One row per record: identity columns, status, ``shared_gpu``, every metric (the speed
-    of a run that shared its GPU blanked: NaN), and the run parameters (prefixed ``run.``)."""
+    of a run that shared its GPU blanked: NaN), the run parameters (prefixed ``run.``) and, for a
+    language-model run, ``one_pass_step`` (``corpus_passes``)."""
     import pandas as pd
     rows = []
     for r in records:
@@ -565,6 +583,7 @@ def records_frame(records: Iterable[dict]) -> "pandas.DataFrame":  # noqa: F821
         if row["shared_gpu"]:
             row.update({k: math.nan for k in ("wall_s", *SPEED_METRICS) if k in row})
         row.update({f"run.{k}": v for k, v in r["run"].items() if not isinstance(v, dict)})
+        row["one_pass_step"] = p[1] if (p := corpus_passes(r)) else None
         rows.append(row)
     return pd.DataFrame(rows)
 
