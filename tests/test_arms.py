@@ -65,7 +65,7 @@ def test_the_sweep_runs_arms_under_torchrun_isolates_a_failing_one_and_resumes_o
                             f"  broken_2: {{model_name_or_path: {shlex.quote(str(empty))}, "
                             "dist: {strategy: ddp, nproc: 2, timeout_s: 60}}\n")
     root = tmp_path / "executed"
-    assert sweep.main([str(path), "--out", str(root), "--no-html"]) == 1  # one arm failed
+    assert sweep.main([str(path), "--out", str(root), "--no_html"]) == 1  # one arm failed
     runs = root / "arms" / "runs"
     single = validate(read_record(runs / "single/A/fp32_baseline/seed0/result.json"))
     ddp = validate(read_record(runs / "ddp_2/A/fp32_baseline/seed0/result.json"))
@@ -81,7 +81,7 @@ def test_the_sweep_runs_arms_under_torchrun_isolates_a_failing_one_and_resumes_o
     assert (root / "arms" / "analysis" / "20_scaling.ipynb").exists()
     assert (root / "arms" / "scaling" / "summary.json").exists()
     # resume: only the failed arm runs again
-    assert sweep.main([str(path), "--out", str(root), "--dry-run"]) == 0
+    assert sweep.main([str(path), "--out", str(root), "--dry_run"]) == 0
     assert "done 2, to run 1 (error 1)" in capsys.readouterr().out
 
 

@@ -25,7 +25,7 @@ def test_the_overview_page_draws_every_chart_with_its_title_and_no_error(tmp_pat
     # the committed GPU study, its HTML exported afresh by this code
     root = tmp_path / "h200"
     shutil.copytree(REPO / "executed/h200/quick", root / "quick", ignore=shutil.ignore_patterns("html", "overview"))
-    assert sweep.main([str(REPO / "params/quick.yaml"), "--out", str(root), "--analysis-only", "--no-analysis"]) == 0
+    assert sweep.main([str(REPO / "params/quick.yaml"), "--out", str(root), "--analysis_only", "--no_analysis"]) == 0
     index = root / "quick/html/index.html"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])

@@ -1,4 +1,4 @@
-"""``dtype-bench sweep --time-budget``: a study done in chunks on a host whose jobs have a hard
+"""``dtype-bench sweep --time_budget``: a study done in chunks on a host whose jobs have a hard
 time limit. Runs are faked (conftest's fake papermill) on a fake clock: each takes 100 s."""
 import os
 import signal
@@ -39,7 +39,7 @@ def chunked(tmp_path, monkeypatch):
     monkeypatch.setattr(budget, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     return SimpleNamespace(path=path, root=root, calls=calls, clock=clock,
-                           argv=[str(path), "--out", str(root), "--no-html"])
+                           argv=[str(path), "--out", str(root), "--no_html"])
 
 
 @pytest.mark.parametrize("text, seconds", [("540", 540), ("540s", 540), ("9m", 540), ("1.5h", 5400), (" 90 S ", 90)])
@@ -49,23 +49,23 @@ def test_durations_read_with_or_without_a_unit(text, seconds):
 
 @pytest.mark.parametrize("text", ["9x", "-3", "0", "m", "1,5h", ""])
 def test_a_bad_duration_is_one_line_naming_the_flag(text):
-    with pytest.raises(UserError, match="--time-budget") as e:
+    with pytest.raises(UserError, match="--time_budget") as e:
         budget.parse_duration(text)
     assert "\n" not in str(e.value)
 
 
 def test_a_bad_duration_on_the_command_line_fails_before_anything_runs(chunked, capsys):
     with pytest.raises(SystemExit) as e:
-        host_sweep.main(chunked.argv + ["--time-budget", "9x"])
+        host_sweep.main(chunked.argv + ["--time_budget", "9x"])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert line_with(err, "--time-budget", "'9x'") and err.count("\n") == 1  # one line naming the flag and value
+    assert line_with(err, "--time_budget", "'9x'") and err.count("\n") == 1  # one line naming the flag and value
     assert chunked.calls == []
 
 
 def test_a_budget_too_small_starts_nothing_and_exits_0_saying_so(chunked, capsys, monkeypatch):
     monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran with runs left"))
-    assert host_sweep.main(chunked.argv + ["--time-budget", "60"]) == 0  # the first run's estimate: 120 s
+    assert host_sweep.main(chunked.argv + ["--time_budget", "60"]) == 0  # the first run's estimate: 120 s
     out = capsys.readouterr().out
     assert chunked.calls == []
     assert line_with(out.splitlines()[-1], "time budget", "4 of 4", "same command")  # nothing ran; how to resume
@@ -76,7 +76,7 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
     monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran with runs left"))
     # run 1: estimate 120 s (nothing finished yet), 250 s left; run 2: estimate 1.1 x 100 + 10 = 120 s,
     # 150 s left; run 3: 50 s left
-    assert host_sweep.main(chunked.argv + ["--time-budget", "250s"]) == 0
+    assert host_sweep.main(chunked.argv + ["--time_budget", "250s"]) == 0
     out = capsys.readouterr().out
     assert chunked.calls == ["A/fp32_baseline/seed0", "A/amp_bf16/seed0"]  # seed-major: all of seed 0 first
     assert line_with(out, "time budget", "2 of 4", "same command")  # what is left, and how to resume
@@ -85,7 +85,7 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
     chunked.calls.clear()
     analysed = []
     monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, analyses=():  analysed.append(study_dir) or ([], []))
-    assert host_sweep.main(chunked.argv + ["--time-budget", "1h"]) == 0
+    assert host_sweep.main(chunked.argv + ["--time_budget", "1h"]) == 0
     out = capsys.readouterr().out
     assert chunked.calls == ["A/fp32_baseline/seed1", "A/amp_bf16/seed1"]
     assert "time budget:" not in out and analysed == [chunked.root / "chunks"]
@@ -93,11 +93,11 @@ def test_a_budget_that_fits_two_of_four_runs_starts_two_in_the_study_order(chunk
 
 def test_the_analysis_waits_when_the_time_left_cannot_cover_it(chunked, capsys, monkeypatch):
     monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: pytest.fail("the analysis ran without the time for it"))
-    assert host_sweep.main(chunked.argv + ["--time-budget", "500"]) == 0  # 4 x 100 s, 100 s left < AFTER_RUNS_S
+    assert host_sweep.main(chunked.argv + ["--time_budget", "500"]) == 0  # 4 x 100 s, 100 s left < AFTER_RUNS_S
     out = capsys.readouterr().out
     assert len(chunked.calls) == 4
     assert (f"time budget: 100 s left, the analysis notebooks and the HTML export need up to "
-            f"{budget.AFTER_RUNS_S:.0f} s: run the same command with --analysis-only") in out
+            f"{budget.AFTER_RUNS_S:.0f} s: run the same command with --analysis_only") in out
 
 
 def test_a_run_is_estimated_from_finished_runs_of_its_kind_scaled_to_its_steps(tmp_path):
@@ -180,7 +180,7 @@ def test_a_run_killed_mid_way_leaves_no_record_that_looks_finished(tmp_path):
             write_json_atomic(out / "result.json", {{**runner.error_record(items[out].spec, out, None), "status": "ok"}})
             time.sleep(600)
         runner.execute = execute
-        sweep.main([{str(path)!r}, "--out", {str(root)!r}, "--no-html", "--no-analysis"])
+        sweep.main([{str(path)!r}, "--out", {str(root)!r}, "--no_html", "--no_analysis"])
     """)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.DEVNULL,
@@ -235,7 +235,7 @@ def test_runs_still_going_when_the_budget_is_spent_are_interrupted_and_run_again
 
     monkeypatch.setattr(runner, "execute", execute)
     monkeypatch.setattr(budget.Budget, "estimate", lambda self, item: 0.0)  # every run looks short
-    assert host_sweep.main([str(path), "--out", str(root), "--no-html", "--time-budget", "1.5"]) == 0
+    assert host_sweep.main([str(path), "--out", str(root), "--no_html", "--time_budget", "1.5"]) == 0
     out = capsys.readouterr().out
     assert calls == ["A/fp32_baseline/seed0", "hung"]
     assert line_with(out, "time budget", "stopped", "same command")
@@ -324,19 +324,19 @@ def test_pack_to_keeps_an_archive_of_the_finished_runs_while_the_sweep_goes(chun
     monkeypatch.setattr(runner, "execute", slow_second)
     monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: ([], []))
     monkeypatch.setattr(host_sweep, "PACK_EVERY_S", 0.05)
-    assert host_sweep.main(chunked.argv + ["--time-budget", "250s", "--pack-to", str(archive)]) == 0
+    assert host_sweep.main(chunked.argv + ["--time_budget", "250s", "--pack_to", str(archive)]) == 0
     assert seen_during == ["executed/chunks/runs/A/fp32_baseline/seed0/result.json"]
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert {n for n in names if n.endswith("result.json")} == {
         "executed/chunks/runs/A/fp32_baseline/seed0/result.json", "executed/chunks/runs/A/amp_bf16/seed0/result.json"}
     assert not list(archive.parent.glob("*.partial"))
-    assert f"--pack-to: packed {len(names)} files (" in capsys.readouterr().out
+    assert f"--pack_to: packed {len(names)} files (" in capsys.readouterr().out
 
 
 def test_pack_to_is_refused_for_a_scheduler(chunked):
-    with pytest.raises(ConfigError, match="^--pack-to is for runs executed here"):
-        host_sweep.main(chunked.argv + ["--pack-to", "x.tgz", "--executor", "slurm"])
+    with pytest.raises(ConfigError, match="^--pack_to is for runs executed here"):
+        host_sweep.main(chunked.argv + ["--pack_to", "x.tgz", "--executor", "slurm"])
 
 
 def test_a_run_is_costed_from_runs_that_shared_the_gpu_as_it_will(tmp_path):

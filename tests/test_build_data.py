@@ -267,7 +267,7 @@ def test_without_datasets_a_parquet_file_is_refused_in_one_line(tmp_path, monkey
 
 
 def test_a_training_subsample_keeps_the_lowest_ranked_documents_and_the_held_out_splits_whole(indices, tmp_path):
-    """``--max-train-docs``: a smaller set to carry to a host, evaluated on the same validation."""
+    """``--max_train_docs``: a smaller set to carry to a host, evaluated on the same validation."""
     whole = build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "whole")
     sub = build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "sub", max_train_docs=20)
     full = _rows(tmp_path / "whole/debsection/train.jsonl.gz")
@@ -280,6 +280,6 @@ def test_a_training_subsample_keeps_the_lowest_ranked_documents_and_the_held_out
             assert (tmp_path / f"sub/{name}/{split}.jsonl.gz").read_bytes() == (
                 tmp_path / f"whole/{name}/{split}.jsonl.gz").read_bytes()
     assert sub["debsection"]["train_subsample"].startswith(f"20 of {len(full)} training documents")
-    assert sub["debsection"]["built_by"].endswith("--max-train-docs 20") and "train_subsample" not in whole["debsection"]
-    with pytest.raises(BadDataError, match=r"--max-train-docs 0: give a positive number"):
+    assert sub["debsection"]["built_by"].endswith("--max_train_docs 20") and "train_subsample" not in whole["debsection"]
+    with pytest.raises(BadDataError, match=r"--max_train_docs 0: give a positive number"):
         build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "x", max_train_docs=0)

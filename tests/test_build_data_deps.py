@@ -101,7 +101,7 @@ def test_a_label_needs_min_docs_training_descriptions_and_a_document_needs_a_lab
         assert sum(map(len, rows.values())) == sum(facts["documents"].values()) == n_docs
         assert facts["descriptions_without_kept_label"] == len(expected) - n_docs
         assert facts["label_cardinality"] == round(sum(train[x] for x in kept) / len(rows["train"]), 3)
-        assert facts["built_by"].startswith(f"python -m dtype_bench.build_data deps OUT --min-label-docs {k}")
+        assert facts["built_by"].startswith(f"python -m dtype_bench.build_data deps OUT --min_label_docs {k}")
     # pkg0's description is pkg0's document: the later pkg0-extra (libsecond) adds nothing
     assert not any("libsecond" in r["labels"] for s in ("train", "validation", "test")
                    for r in _rows(tmp_path / f"3/{s}.jsonl.gz"))
@@ -123,7 +123,7 @@ def test_the_splits_follow_each_description_alone_and_rebuild_to_the_same_bytes(
 def test_the_command_line_builds_it_and_the_classification_loader_reads_it(deps_indices, tmp_path):
     out = tmp_path / "debdeps"
     assert build_data.main(["deps", str(out), "--packages", str(deps_indices["Packages"]), "--translations",
-                            str(deps_indices["Translation-en"]), "--min-label-docs", "3"]) == 0
+                            str(deps_indices["Translation-en"]), "--min_label_docs", "3"]) == 0
     facts = build_data.read_provenance(out)
     d = load_task_data(resolved(RunConfig(scenario="C", data=str(out), cache_dir=str(tmp_path / "cache"), seq_len=32)))
     assert d.num_labels == facts["distinct_labels"]

@@ -34,7 +34,7 @@ def carried(tmp_path, monkeypatch):
     path, there, here = tmp_path / "ft.yaml", tmp_path / "there", tmp_path / "here"
     path.write_text(STUDY)
     monkeypatch.setattr(runner, "execute", fake_papermill(path, there, {}, [], [0]))
-    assert sweep.main([str(path), "--out", str(there), "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(path), "--out", str(there), "--no_analysis", "--no_html"]) == 0
     shutil.copytree(there, here, ignore=shutil.ignore_patterns("model"))
     for rec in [*here.rglob("result.json"), *here.rglob(SIDECAR)]:
         rec.write_text(rec.read_text().replace(str(there), FOREIGN))
@@ -47,7 +47,7 @@ def test_records_from_another_machine_count_as_finished(carried, capsys):
     path, here, calls = carried
     d0 = read_record(here / "ft/runs/D/fp32_baseline/seed0/result.json")
     assert d0["run"]["out_dir"].startswith(FOREIGN) and d0["run"]["model_name_or_path"].startswith(FOREIGN)
-    assert sweep.main([str(path), "--out", str(here), "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(path), "--out", str(here), "--no_analysis", "--no_html"]) == 0
     out = capsys.readouterr().out
     assert calls == []  # no papermill call
     assert "done 9, to run 0" in out and "trained again" not in out
@@ -58,7 +58,7 @@ def test_a_lost_checkpoint_is_made_again_only_for_the_runs_still_to_run(carried,
     path, here, calls = carried
     (here / "ft/runs/D/fp32_baseline/seed1/result.json").unlink()  # one run that loads roberta's still to run
     old = read_record(here / "ft.pretrain/roberta/result.json")["env"]["date"]
-    assert sweep.main([str(path), "--out", str(here), "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(path), "--out", str(here), "--no_analysis", "--no_html"]) == 0
     out = capsys.readouterr().out
     # roberta's last phase starts from phase 1's checkpoint, lost too; gpt2's is needed by no run
     assert calls == ["pretrain/roberta/phase1", "pretrain/roberta", "D/fp32_baseline/seed1"]
@@ -67,7 +67,7 @@ def test_a_lost_checkpoint_is_made_again_only_for_the_runs_still_to_run(carried,
     new = read_record(here / "ft.pretrain/roberta/result.json")
     assert new["sweep"]["lost_checkpoints"] == [old] and new["env"]["date"] != old
     # D seed 0 loaded the lost checkpoint: still finished, nothing stale
-    assert sweep.main([str(path), "--out", str(here), "--dry-run"]) == 0
+    assert sweep.main([str(path), "--out", str(here), "--dry_run"]) == 0
     assert "done 9, to run 0" in capsys.readouterr().out
     assert {i.run_id: i.state for i in runner.plan(load_study(path), here)}["D/fp32_baseline/seed0"] == "done:ok"
 
@@ -79,7 +79,7 @@ def test_runs_that_loaded_a_remade_checkpoint_stay_finished_when_the_old_record_
     path, here, calls = carried
     (here / "ft/runs/D/fp32_baseline/seed1/result.json").unlink()
     committed = {f: (here / "ft.pretrain/roberta" / f).read_text() for f in ("result.json", SIDECAR)}
-    assert sweep.main([str(path), "--out", str(here), "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(path), "--out", str(here), "--no_analysis", "--no_html"]) == 0
     assert calls[-1] == "D/fp32_baseline/seed1"
     for f, text in committed.items():  # the next job's copy of the tree
         (here / "ft.pretrain/roberta" / f).write_text(text)

@@ -40,7 +40,7 @@ def test_a_cells_seeds_form_one_unit_and_notebook_runs_stay_alone(tmp_path):
 
 def test_the_dry_run_shows_a_papermill_command_only_for_runs_with_a_notebook(tmp_path, capsys):
     path, _ = _plan(tmp_path, STUDY.replace("notebook_seeds: []", "notebook_seeds: [0]"))
-    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--dry-run"]) == 0
+    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--dry_run"]) == 0
     out = capsys.readouterr().out.split("A/fp32_baseline/seed1")
     assert "papermill notebooks/01_train_lm.ipynb" in out[0]
     assert "papermill" not in out[1] and "a cell run without a notebook" in out[1]
@@ -48,7 +48,7 @@ def test_the_dry_run_shows_a_papermill_command_only_for_runs_with_a_notebook(tmp
 
 def test_a_cell_trains_its_seeds_in_one_process_and_a_rerun_skips_them(tmp_path, capsys):
     path, items = _plan(tmp_path)
-    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
+    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no_html", "--no_analysis"]) == 0
     recs = [read_record(i.result) for i in items]
     assert all(r["status"] in TRAINED for r in recs)  # 3 steps: trained, if not far
     for item, rec in zip(items, recs):
@@ -60,7 +60,7 @@ def test_a_cell_trains_its_seeds_in_one_process_and_a_rerun_skips_them(tmp_path,
     cell_log = (items[0].out_dir / cellrun.CELL_LOG).read_text()
     assert [line.split(":")[0] for line in cell_log.splitlines()] == ["A/fp32_baseline/seed0", "A/fp32_baseline/seed1"]
     capsys.readouterr()
-    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
+    assert host_sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no_html", "--no_analysis"]) == 0
     assert "done 2, to run 0" in capsys.readouterr().out
 
 
@@ -167,7 +167,7 @@ def test_runs_a_cell_left_for_want_of_time_get_no_record_and_wait_for_the_next_c
 
     monkeypatch.setattr(cellrun, "execute_argv", fake)
     monkeypatch.setattr(host_sweep, "execute_cell", cellrun.execute_cell)
-    ns = host_sweep.build_parser().parse_args([str(tmp_path / "cells.yaml"), "--time-budget", "600"])
+    ns = host_sweep.build_parser().parse_args([str(tmp_path / "cells.yaml"), "--time_budget", "600"])
     host = host_sweep.GpuHost(ns)
     out = host.run_cell(items, {})
     assert [(i.run_id, r["status"]) for i, r in out] == [("A/fp32_baseline/seed0", "ok")] and calls == [3]
@@ -206,7 +206,7 @@ def test_cell_runs_and_their_summary_need_no_notebook_stack(tmp_path):
     path, _ = _plan(tmp_path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocked), str(REPO)]))
     done = subprocess.run([sys.executable, "-m", "dtype_bench", "sweep", str(path), "--out", str(tmp_path / "executed"),
-                           "--no-analysis", "--no-html"], env=env, capture_output=True, text=True, timeout=600)
+                           "--no_analysis", "--no_html"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     records = [read_record(tmp_path / f"executed/cells/runs/A/fp32_baseline/seed{k}/result.json") for k in (0, 1)]
     assert [r["status"] in TRAINED for r in records] == [True, True]

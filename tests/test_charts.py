@@ -458,11 +458,11 @@ def test_the_overview_rings_each_scenarios_recommended_config():
 def test_throughput_of_runs_that_shared_a_gpu_is_not_measured_and_the_heatmap_says_so_once():
     st = heat_stats()
     st.loc[st["metric"] == "throughput", ["mean", "gain_pct"]] = np.nan  # blanked: runs side by side
-    note = "reference fp32_baseline: learned; 3 of 3 run(s) shared their GPU with other runs (--runs-per-gpu)"
+    note = "reference fp32_baseline: learned; 3 of 3 run(s) shared their GPU with other runs (--runs_per_gpu)"
     spec = charts.relative_heatmap(st, notes={"A": note, "D": note}).to_dict()
     sub = spec["title"]["subtitle"]
     said = [line for line in sub if line.startswith("throughput")]
-    assert said == ["throughput on A, D: no data, speed not measured: the runs shared a GPU (--runs-per-gpu)"]
+    assert said == ["throughput on A, D: no data, speed not measured: the runs shared a GPU (--runs_per_gpu)"]
     assert not any("learned" in line for line in said)  # the gate's note belongs to quality
     assert "speed not measured: the runs shared a GPU" in json.dumps(spec)  # the throughput panel too
 

@@ -240,7 +240,7 @@ def test_a_study_file_with_a_pretrain_section_still_parameterises_the_notebooks(
 
 
 def test_dry_run_shows_the_pretrain_stage(tmp_path, capsys):
-    assert sweep.main([str(_study(tmp_path)), "--dry-run", "--out", str(tmp_path / "executed")]) == 0
+    assert sweep.main([str(_study(tmp_path)), "--dry_run", "--out", str(tmp_path / "executed")]) == 0
     out = capsys.readouterr().out
     assert "ft (" in out and "6 runs" in out
     assert "pretrain stage first" in out and line_with(out, "pretrain/gpt2 ", "A/amp_bf16/seed0", "5 steps", "new")
@@ -284,7 +284,7 @@ def test_bad_pretrain_settings_fail_at_load_in_one_line_naming_file_and_key(tmp_
 def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path, monkeypatch, capsys):
     path, root = _study(tmp_path), tmp_path / "executed"
     calls, clock = [], [0]
-    argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
+    argv = [str(path), "--out", str(root), "--no_analysis", "--no_html"]
     monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {"pretrain/gpt2": "error"}, calls, clock))
     assert sweep.main(argv) == 1
     # the stage first, then what loads no checkpoint (A), then what does (D); C never started
@@ -300,7 +300,7 @@ def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path,
     assert line_with(capsys.readouterr().err, "2 run(s)", "skipped", "pretrain")
 
     # resume: the failed pretrain and its waiting runs run again, nothing else
-    assert sweep.main(argv + ["--dry-run"]) == 0
+    assert sweep.main(argv + ["--dry_run"]) == 0
     assert "done 5, to run 3 (error 1, waiting 2)" in capsys.readouterr().out
     calls.clear()
     monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {}, calls, clock))
@@ -313,11 +313,11 @@ def test_a_failed_pretrain_skips_its_runs_which_the_next_sweep_retries(tmp_path,
     # a checkpoint trained again: the runs that loaded the old one are stale
     assert sweep.main(argv + ["--only", "pretrain/roberta", "--force"]) == 0
     capsys.readouterr()
-    assert sweep.main(argv + ["--dry-run", "--only", "D/*"]) == 0
+    assert sweep.main(argv + ["--dry_run", "--only", "D/*"]) == 0
     out = capsys.readouterr().out
     assert "to run 2 (stale 2)" in out and "its checkpoint was retrained" in out
     (root / "ft.pretrain/roberta/result.json").unlink()  # to be trained again: its runs follow it
-    assert sweep.main(argv + ["--dry-run"]) == 0
+    assert sweep.main(argv + ["--dry_run"]) == 0
     assert "done 5, to run 3 (new 1, stale 2)" in capsys.readouterr().out
 
 
@@ -325,7 +325,7 @@ def test_a_stalled_pretrain_hands_on_its_checkpoint_with_a_warning_and_a_diverge
         tmp_path, monkeypatch, capsys):
     path, root = _study(tmp_path), tmp_path / "executed"
     calls, clock = [], [0]
-    argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
+    argv = [str(path), "--out", str(root), "--no_analysis", "--no_html"]
     outcomes = {"pretrain/gpt2": "stalled", "pretrain/roberta": "diverged"}
     monkeypatch.setattr(runner, "execute", fake_papermill(path, root, outcomes, calls, clock))
     assert sweep.main(argv) == 1  # D's runs wait for a usable checkpoint

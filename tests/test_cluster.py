@@ -115,7 +115,7 @@ def test_sbatch_script_carries_the_study_files_resources(tmp_path):
 
 def test_dry_run_shows_each_array_and_submits_nothing(tmp_path, capsys):
     path = _write(tmp_path, ARMS)
-    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--executor", "slurm", "--dry-run"]) == 0
+    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--executor", "slurm", "--dry_run"]) == 0
     out = capsys.readouterr().out
     assert "would submit 4 runs (slurm)" in out
     assert "--- run array: 2 task(s), 1 GPU(s) each" in out and "--- run array: 2 task(s), 2 GPU(s) each" in out
@@ -222,7 +222,7 @@ def test_analysis_only_first_records_the_runs_whose_job_ended_without_one(tmp_pa
     _ledger(study, root, {"A/fp32_baseline/seed0": "8_0"})
     monkeypatch.setattr(cluster, "job_states", lambda ledger: {"A/fp32_baseline/seed0": "NODE_FAIL"})
     monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, analyses=():  ([], []))
-    assert sweep.main([str(path), "--out", str(root), "--analysis-only", "--no-html"]) == 1
+    assert sweep.main([str(path), "--out", str(root), "--analysis_only", "--no_html"]) == 1
     rec = _records(root / "mini")["A/fp32_baseline/seed0"]
     assert rec["status"] == "error" and rec["reason"].startswith("slurm job 8_0 lost its node")
     assert "1 run(s) ended in error" in capsys.readouterr().err
@@ -263,7 +263,7 @@ def test_slurm_without_slurm_is_one_line(tmp_path, capsys):
     from dtype_bench import cli
     assert cli.main(["sweep", str(_write(tmp_path, MINI)), "--out", str(tmp_path / "x"), "--executor", "slurm"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "no Slurm on this machine" in err and "--dry-run" in err
+    assert len(err.splitlines()) == 1 and "no Slurm on this machine" in err and "--dry_run" in err
 
 
 # ---- end to end through submitit's local executor --------------------------------------
@@ -271,7 +271,7 @@ def test_local_executor_runs_the_study_resubmits_nothing_then_only_the_failed_ru
     root = tmp_path / "executed"
     # D asks for a GPU this machine does not have: its task fails, A's does not
     path = _write(tmp_path, MINI + "overrides: {D: {device: cuda}}\n")
-    rc = sweep.main([str(path), "--out", str(root), "--executor", "local", "--no-analysis", "--no-html"])
+    rc = sweep.main([str(path), "--out", str(root), "--executor", "local", "--no_analysis", "--no_html"])
     assert rc == 1
     recs = _records(root / "mini")
     assert recs["A/fp32_baseline/seed0"]["status"] in COMPLETED
@@ -285,7 +285,7 @@ def test_local_executor_runs_the_study_resubmits_nothing_then_only_the_failed_ru
 
     # the fix: D on the CPU; resubmitting runs D alone
     path.write_text(MINI)
-    assert sweep.main([str(path), "--out", str(root), "--executor", "local", "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(path), "--out", str(root), "--executor", "local", "--no_analysis", "--no_html"]) == 0
     out = capsys.readouterr().out
     assert "done 1, to run 1 (error 1)" in out and "local job" in out and out.count("local job") == 1
     assert _records(root / "mini")["D/fp32_baseline/seed0"]["status"] in COMPLETED
@@ -295,7 +295,7 @@ def test_local_executor_runs_the_study_resubmits_nothing_then_only_the_failed_ru
     assert after["D/fp32_baseline/seed0"]["job_id"] != ledger["D/fp32_baseline/seed0"]["job_id"]
 
     # and once more: nothing to submit
-    assert sweep.main([str(path), "--out", str(root), "--executor", "local", "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(path), "--out", str(root), "--executor", "local", "--no_analysis", "--no_html"]) == 0
     out = capsys.readouterr().out
     assert "done 2, to run 0" in out and "local job" not in out
 
@@ -337,7 +337,7 @@ live = pytest.mark.skipif(not SLURM, reason="no Slurm here (CI starts one with .
 def test_the_smoke_study_through_a_real_slurm(tmp_path, capsys):
     root = tmp_path / "executed"
     smoke = REPO / "params" / "smoke.yaml"
-    rc = sweep.main([str(smoke), "--out", str(root), "--executor", "slurm", "--wait", "--no-analysis", "--no-html"])
+    rc = sweep.main([str(smoke), "--out", str(root), "--executor", "slurm", "--wait", "--no_analysis", "--no_html"])
     recs = _records(root / "smoke")
     assert rc == 0, {k: r["reason"] for k, r in recs.items() if r["status"] == "error"}
     # every run finished through Slurm; which of them diverge (fp16_naive on A, near its edge at
@@ -347,7 +347,7 @@ def test_the_smoke_study_through_a_real_slurm(tmp_path, capsys):
     assert len(jobs) == 18 and all(r["sweep"]["job"]["executor"] == "slurm" for r in recs.values())
     assert len({j.split("_")[0] for j in jobs}) == 1  # one array
     capsys.readouterr()
-    assert sweep.main([str(smoke), "--out", str(root), "--executor", "slurm", "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(smoke), "--out", str(root), "--executor", "slurm", "--no_analysis", "--no_html"]) == 0
     assert "done 18, to run 0" in capsys.readouterr().out
     assert sweep.main([str(smoke), "--out", str(root), "--status"]) == 0
     assert "study smoke: done 18" in capsys.readouterr().out
@@ -359,7 +359,7 @@ def test_a_run_over_its_slurm_time_limit_is_recorded_as_such(tmp_path):
     # a one-minute limit: Slurm's warning (90 s before the end) comes at once
     path = _write(tmp_path, MINI.replace("scenarios: [A, D]", "scenarios: [A]").replace("steps: 4", "steps: 3000"))
     assert sweep.main([str(path), "--out", str(root), "--executor", "slurm", "--set", "time_min=1", "--wait",
-                       "--no-analysis", "--no-html"]) == 1
+                       "--no_analysis", "--no_html"]) == 1
     rec = _records(root / "mini")["A/fp32_baseline/seed0"]
     assert rec["status"] == "error" and "time limit" in rec["reason"]
 
@@ -391,7 +391,7 @@ def test_slurm_submission_runs_after_the_pretrain_array_and_the_analysis_after_a
     assert (k3, sorted(a[2] for a in a3), p3["dependency"]) == ("array", ["C/amp_bf16/seed0", "C/fp32_baseline/seed0"],
                                                                 "afterany:41")
     assert k4 == "job" and p4["dependency"] == "afterany:41:42:43"
-    assert f4 == [sys.executable, "-m", "dtype_bench", "sweep", str(path), "--out", str(root), "--analysis-only"]
+    assert f4 == [sys.executable, "-m", "dtype_bench", "sweep", str(path), "--out", str(root), "--analysis_only"]
     ledger = read_record_json(cluster.cluster_dir(load_study(path), root) / cluster.LEDGER)
     assert ledger["pretrain/gpt2"]["job_id"] == "41_0" and len(ledger) == 5
 

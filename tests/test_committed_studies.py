@@ -4,7 +4,7 @@ together, e.g. the decoder and encoder studies on real data) (its records table:
 compacted): tables, flips, recommendations and verdicts are reproduced (floats to a relative
 1e-6; the bootstrap is seeded). A code change that moves a committed verdict fails here until the
 study's analysis is run again and committed (``dtype-bench sweep params/<study>.yaml --out
-executed/<gpu> --analysis-only``, then ``dtype-bench compact executed/<gpu>/<study>``).
+executed/<gpu> --analysis_only``, then ``dtype-bench compact executed/<gpu>/<study>``).
 ``executed/README.md`` is what ``dtype-bench compact --readme`` writes from the studies there."""
 import json
 import math

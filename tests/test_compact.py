@@ -156,7 +156,7 @@ def test_a_sweep_refuses_a_compacted_study_until_it_is_expanded(tmp_path):
     compact.compact(root / "smoke", tmp_path / "executed")
     assert [runner.run_state(i)[0] for i in items] == ["new"] * 4  # what a sweep would see: so it refuses
     r = subprocess.run([sys.executable, "-m", "dtype_bench", "sweep", str(REPO / "params" / "smoke.yaml"), "--out",
-                        str(root), "--dry-run"], capture_output=True, text=True, cwd=REPO)
+                        str(root), "--dry_run"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "is compacted" in r.stderr and "compact --expand" in r.stderr
     assert r.stderr.strip().count("\n") == 0
     assert compact.main(["--expand", str(root / "smoke")]) == 0

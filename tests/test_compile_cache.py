@@ -1,4 +1,4 @@
-"""torch.compile's on-disk cache across runs (``sweep --compile-cache``): a run in a fresh
+"""torch.compile's on-disk cache across runs (``sweep --compile_cache``): a run in a fresh
 process loads the graphs an earlier run compiled into the folder, and its record says so."""
 import pytest
 
@@ -17,7 +17,7 @@ def test_a_second_host_of_the_folder_loads_what_the_first_compiled(tmp_path, mon
     monkeypatch.delenv(COMPILE_CACHE_ENV, raising=False)  # the sweep sets it for its runs: restored after
     study, out, cache = tmp_path / "cached.yaml", tmp_path / "executed", tmp_path / "inductor"
     study.write_text(STUDY)
-    args = [str(study), "--out", str(out), "--no-html", "--no-analysis", "--compile-cache", str(cache)]
+    args = [str(study), "--out", str(out), "--no_html", "--no_analysis", "--compile_cache", str(cache)]
     result = out / "cached" / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json"
 
     assert host_sweep.main(args) == 0
@@ -64,11 +64,11 @@ def test_a_cache_folder_that_cannot_be_made_is_named(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("")
     study = tmp_path / "cached.yaml"
     study.write_text(STUDY)
-    with pytest.raises(ConfigError, match=r"--compile-cache .*file/inductor: cannot create it"):
-        host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--compile-cache", str(tmp_path / "file" / "inductor")])
+    with pytest.raises(ConfigError, match=r"--compile_cache .*file/inductor: cannot create it"):
+        host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--compile_cache", str(tmp_path / "file" / "inductor")])
 
 
-# Python's bytecode (``sweep --bytecode-cache``): a host whose packages ship no .pyc and that sets
+# Python's bytecode (``sweep --bytecode_cache``): a host whose packages ship no .pyc and that sets
 # PYTHONDONTWRITEBYTECODE compiles every import again in each run's process
 EAGER = STUDY.replace('compile: "on"', 'compile: "off"').replace("steps: 3", "steps: 2")
 
@@ -79,7 +79,7 @@ def test_runs_write_their_bytecode_to_the_folder_and_say_so(tmp_path, monkeypatc
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # the sweep unsets it for its runs: restored after
     study, out, cache = tmp_path / "cached.yaml", tmp_path / "executed", tmp_path / "pyc"
     study.write_text(EAGER)
-    assert host_sweep.main([str(study), "--out", str(out), "--no-html", "--no-analysis", "--bytecode-cache", str(cache)]) == 0
+    assert host_sweep.main([str(study), "--out", str(out), "--no_html", "--no_analysis", "--bytecode_cache", str(cache)]) == 0
     rec = read_record(out / "cached" / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json")
     assert rec["env"]["python_bytecode"] == str(cache.resolve())
     # the run's process wrote it there, under the source's own path (no __pycache__ in a prefix)
@@ -90,7 +90,7 @@ def test_a_host_that_writes_no_bytecode_is_told_how_to_keep_it(tmp_path, monkeyp
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     study = tmp_path / "cached.yaml"
     study.write_text(EAGER)
-    assert host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis", "--dry-run"]) == 0
-    assert "--bytecode-cache" not in capsys.readouterr().out  # nothing runs: nothing to say
-    assert host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no-html", "--no-analysis"]) == 0
-    assert "--bytecode-cache DIR" in capsys.readouterr().out
+    assert host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no_html", "--no_analysis", "--dry_run"]) == 0
+    assert "--bytecode_cache" not in capsys.readouterr().out  # nothing runs: nothing to say
+    assert host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no_html", "--no_analysis"]) == 0
+    assert "--bytecode_cache DIR" in capsys.readouterr().out

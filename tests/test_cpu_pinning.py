@@ -67,8 +67,8 @@ def test_a_sweep_with_cpus_pins_every_run_and_its_records_say_how_many(tmp_path,
     for var in CPU_THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
     core = sorted(os.sched_getaffinity(0))[0]
-    assert host_sweep.main([str(path), "--out", str(root), "--gpus", "1", "--cpus", str(core), "--no-analysis",
-                            "--no-html"]) == 0
+    assert host_sweep.main([str(path), "--out", str(root), "--gpus", "1", "--cpus", str(core), "--no_analysis",
+                            "--no_html"]) == 0
     assert len(envs) == 4 and all(e[CPUS_ENV] == str(core) and e["CUDA_VISIBLE_DEVICES"] == "1" for e in envs)
     recs = [read_record(p) for p in (root / "pinned" / "runs").rglob("result.json")]
     assert len(recs) == 4 and all(r["sweep"]["cpus_per_run"] == 1 for r in recs)
@@ -80,8 +80,8 @@ def test_more_runs_side_by_side_than_cores_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "execute", lambda *a, **k: pytest.fail("no run may start"))
     core = sorted(os.sched_getaffinity(0))[0]
     with pytest.raises(ConfigError, match="1 core"):
-        host_sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--cpus", str(core), "--no-analysis",
-                         "--no-html"])
+        host_sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--cpus", str(core), "--no_analysis",
+                         "--no_html"])
 
 
 def test_a_core_the_host_does_not_have_is_a_usage_error_naming_it(tmp_path, capsys):

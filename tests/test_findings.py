@@ -145,8 +145,8 @@ def test_the_fp8_and_arm_cost_sections_come_from_those_studies_records(tmp_path)
     text = "\n".join(findings.arm_cost_section(ck))
     assert line_with(text, "`checkpointed`", "+20%", "40%", "`plain`")  # 120 vs 100 ms, 6 vs 10 GiB
     assert text.count("\n") == 0
-    with pytest.raises(UserError, match="--fp8-sizes .*no study folder"):
-        findings.main([str(QUICK), "--fp8-sizes", str(tmp_path / "nowhere")])
+    with pytest.raises(UserError, match="--fp8_sizes .*no study folder"):
+        findings.main([str(QUICK), "--fp8_sizes", str(tmp_path / "nowhere")])
 
 
 REFERENCE = REPO / "executed" / "h100" / "reference" / "comparison" / "comparison.json"

@@ -91,7 +91,7 @@ def test_sigterm_stops_the_runs_as_ctrl_c_does_while_they_go():
 
 def test_a_run_interrupted_after_its_training_is_no_failed_config_and_runs_again(tmp_path):
     """Ctrl-C between the training's record and the notebook's end leaves an ``error`` record: the
-    next sweep runs it again, and an analysis of the study meanwhile (--analysis-only) must not read
+    next sweep runs it again, and an analysis of the study meanwhile (--analysis_only) must not read
     it as its config failing."""
     from benchlib.core.records import load_records, write_json_atomic
     from dtype_bench.study import sweep

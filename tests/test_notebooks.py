@@ -179,7 +179,7 @@ def test_a_sweep_run_is_injected_its_resolved_configuration_alone_and_papermill_
     study.write_text("study: one\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nsize: tiny\nsteps: 3\n"
                      "lr: 0.002\ndevice: cpu\n")
     root = tmp_path / "executed"
-    assert sweep.main([str(study), "--out", str(root), "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(study), "--out", str(root), "--no_analysis", "--no_html"]) == 0
     run = root / "one/runs/A/fp32_baseline"
     log = (run / "seed0/papermill.log").read_text()
     assert "Executing" in log and "Passed unknown parameter" not in log

@@ -141,7 +141,7 @@ def test_outside_git_pack_takes_the_files_newer_than_a_marker(tmp_path, monkeypa
     os.utime(marker, (2_000, 2_000))
     monkeypatch.chdir(tmp_path / "host")
     monkeypatch.setattr(pack, "git_root", lambda path: None)  # as on a host whose copy has no .git
-    with pytest.raises(UserError, match="not in a git work tree: give --newer-than FILE"):
+    with pytest.raises(UserError, match="not in a git work tree: give --newer_than FILE"):
         pack.pack([tmp_path / "host/executed/ref"], tmp_path / "a.tgz")
     pack.pack([tmp_path / "host/executed/ref"], tmp_path / "a.tgz", newer_than=marker)
     assert _names(tmp_path / "a.tgz") == [str(new.relative_to(tmp_path / "host"))]

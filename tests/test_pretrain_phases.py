@@ -121,7 +121,7 @@ def test_selecting_an_arch_picks_all_its_phases_and_a_run_pulls_them_all(tmp_pat
 def test_phases_run_in_order_resume_and_a_rerun_phase_one_makes_the_rest_stale(tmp_path, monkeypatch, capsys):
     path, root = _study(tmp_path), tmp_path / "executed"
     calls, clock = [], [0]
-    argv = [str(path), "--out", str(root), "--no-analysis", "--no-html"]
+    argv = [str(path), "--out", str(root), "--no_analysis", "--no_html"]
     monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {"pretrain/roberta/phase1": "error"}, calls, clock))
     assert sweep.main(argv) == 1
     assert calls == ["pretrain/gpt2", "pretrain/roberta/phase1", "A/fp32_baseline/seed0", "C/fp32_baseline/seed0"]
@@ -160,7 +160,7 @@ def test_phases_run_in_order_resume_and_a_rerun_phase_one_makes_the_rest_stale(t
 
 def test_dry_run_and_status_list_the_phases(tmp_path, capsys):
     path, root = _study(tmp_path), tmp_path / "executed"
-    assert sweep.main([str(path), "--dry-run", "--out", str(root)]) == 0
+    assert sweep.main([str(path), "--dry_run", "--out", str(root)]) == 0
     out = capsys.readouterr().out
     assert "pretrain stage first in 2 phases" in out
     # each phase on its own line: its phase, the run whose settings it takes, its steps, its state
@@ -195,7 +195,7 @@ def test_slurm_submits_one_array_per_phase_each_after_the_one_before(tmp_path, f
 def test_slurm_dry_run_shows_each_phases_array_and_its_dependency(tmp_path, capsys):
     pytest.importorskip("submitit")
     path, root = _study(tmp_path), tmp_path / "executed"
-    assert sweep.main([str(path), "--out", str(root), "--executor", "slurm", "--dry-run"]) == 0
+    assert sweep.main([str(path), "--out", str(root), "--executor", "slurm", "--dry_run"]) == 0
     out = capsys.readouterr().out
     assert "--- pretrain.phase1 array: 2 task(s)" in out and "--- pretrain.phase2 array: 1 task(s)" in out
     assert "--dependency='afterany:<the pretrain.phase1 array>'" in out
@@ -209,7 +209,7 @@ def test_a_real_two_phase_sweep_hands_phase_ones_checkpoint_to_phase_two_and_pha
     text = (PHASED.replace("scenarios: [A, C, D]", "scenarios: [D]").replace("  gpt2: {config: amp_bf16, steps: 5}\n", "")
             .replace("seq_len: 32", "seq_len: 48").replace("seq_len: 16", "seq_len: 64"))
     path, root = _study(tmp_path, text), tmp_path / "executed"
-    assert sweep.main([str(path), "--out", str(root), "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(path), "--out", str(root), "--no_analysis", "--no_html"]) == 0
     p1 = read_record(root / "ft.pretrain/roberta.phase1/result.json")
     p2 = read_record(root / "ft.pretrain/roberta/result.json")
     d = read_record(root / "ft/runs/D/fp32_baseline/seed0/result.json")

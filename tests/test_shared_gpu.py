@@ -1,4 +1,4 @@
-"""``dtype-bench sweep --runs-per-gpu N``: N quality-only runs side by side on each GPU; their
+"""``dtype-bench sweep --runs_per_gpu N``: N quality-only runs side by side on each GPU; their
 records say so and the analysis leaves their speed blank."""
 import math
 import threading
@@ -50,8 +50,8 @@ def test_a_cpu_sweep_with_runs_per_gpu_runs_one_at_a_time_and_marks_nothing(tmp_
     envs = []
     fake = fake_papermill(path, root, {}, [], [0])
     monkeypatch.setattr(runner, "execute", lambda cmd, env, log, timeout=None: envs.append(env) or fake(cmd, env, log))
-    assert host_sweep.main([str(path), "--out", str(root), "--runs-per-gpu", "2", "--no-analysis", "--no-html"]) == 0
-    assert "--runs-per-gpu 2: CPU runs, one at a time" in capsys.readouterr().out
+    assert host_sweep.main([str(path), "--out", str(root), "--runs_per_gpu", "2", "--no_analysis", "--no_html"]) == 0
+    assert "--runs_per_gpu 2: CPU runs, one at a time" in capsys.readouterr().out
     assert len(envs) == 8 and not any("runs_per_gpu" in read_record(p)["sweep"]
                                       for p in (root / "many" / "runs").rglob("result.json"))
 
@@ -79,15 +79,15 @@ def test_a_sweep_with_two_runs_per_gpu_pins_them_and_marks_their_records(tmp_pat
     for var in CPU_THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 16)
-    assert host_sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--runs-per-gpu", "2", "--no-analysis",
-                       "--no-html"]) == 0
+    assert host_sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--runs_per_gpu", "2", "--no_analysis",
+                       "--no_html"]) == 0
     assert sorted(Counter(seen).items()) == [("0", 4), ("1", 4)] and max(peak.values()) <= 2
     # four runs side by side split the 16 cores: 4 CPU threads and 4 compile workers each
     assert all(e["OMP_NUM_THREADS"] == e["TORCHINDUCTOR_COMPILE_THREADS"] == "4" for e in envs)
     recs = [read_record(p) for p in (root / "many" / "runs").rglob("result.json")]
     assert len(recs) == 8 and all(r["sweep"]["runs_per_gpu"] == 2 and r["sweep"]["cpu_threads"] == 4 for r in recs)
     out = capsys.readouterr().out
-    assert line_with(out, "speed", "8 runs", "--runs-per-gpu")  # no speed for the 8, and the flag why
+    assert line_with(out, "speed", "8 runs", "--runs_per_gpu")  # no speed for the 8, and the flag why
 
 
 def test_a_sweep_on_the_one_gpu_named_pins_its_runs_there(tmp_path, monkeypatch):
@@ -99,7 +99,7 @@ def test_a_sweep_on_the_one_gpu_named_pins_its_runs_there(tmp_path, monkeypatch)
         fake, seen = fake_papermill(path, out, {}, [], [0]), []
         monkeypatch.setattr(runner, "execute", lambda cmd, env, log, timeout=None:
                             seen.append(env.get("CUDA_VISIBLE_DEVICES")) or fake(cmd, env, log))
-        assert host_sweep.main([str(path), "--out", str(out), *flags, "--no-analysis", "--no-html"]) == 0
+        assert host_sweep.main([str(path), "--out", str(out), *flags, "--no_analysis", "--no_html"]) == 0
         return seen
     assert sweep(root, "--gpus", "1") == ["1"] * 8
     monkeypatch.setattr(host_sweep, "visible_gpus", lambda: ["0", "1"])
@@ -110,8 +110,8 @@ def test_runs_per_gpu_refuses_multi_process_arms(tmp_path, monkeypatch):
     path = tmp_path / "arms.yaml"
     path.write_text("study: arms\nscenarios: [A]\nconfigs: [amp_bf16]\nsize: tiny\nsteps: 3\ndevice: cuda\n"
                     "arms:\n  ddp2: {dist: {strategy: ddp, nproc: 2}}\n")
-    with pytest.raises(ConfigError, match="--runs-per-gpu 2: an arm on 2 processes"):
-        host_sweep.main([str(path), "--out", str(tmp_path / "x"), "--gpus", "0,1", "--runs-per-gpu", "2"])
+    with pytest.raises(ConfigError, match="--runs_per_gpu 2: an arm on 2 processes"):
+        host_sweep.main([str(path), "--out", str(tmp_path / "x"), "--gpus", "0,1", "--runs_per_gpu", "2"])
 
 
 def _shared(rec):
@@ -141,7 +141,7 @@ def test_the_summary_table_blanks_shared_speed_and_says_why():
     assert s.loc[("fp32_baseline", "mean"), "throughput"] == 100.0  # from the run that had its GPU alone
     assert math.isnan(s.loc[("amp_bf16", "mean"), "throughput"]) and s.loc[("amp_bf16", "mean"), "shared_gpu"]
     assert s.loc[("amp_bf16", "mean"), "quality"] == 3.0
-    assert line_with(s["note"].iloc[0], "3 of 4", "shared", "--runs-per-gpu")
+    assert line_with(s["note"].iloc[0], "3 of 4", "shared", "--runs_per_gpu")
     assert "3 of 4 run(s) shared their GPU" in tables.describe_experiment(s.reset_index(), "A")
 
 

@@ -66,7 +66,7 @@ def _runs(tmp_path, name, spec):
     path = tmp_path / f"{name}.yaml"
     text = TINY if "configs:" not in spec else TINY.replace("configs: [fp32_baseline]\n", "")
     path.write_text(f"study: {name}\n" + text + "eval_batches: 1\ntiming_windows: 2\nlog_every: 2\n" + spec)
-    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no_analysis", "--no_html"]) == 0
     return tmp_path / "executed" / name
 
 

@@ -135,7 +135,7 @@ def test_bad_study_file_runs_nothing(tmp_path, capsys):
 
 # ---- planning, selection, commands -------------------------------------------------------
 def test_dry_run_prints_the_papermill_commands_and_executes_nothing(tmp_path, capsys):
-    assert sweep.main([str(PARAMS / "smoke.yaml"), "--dry-run", "--out", str(tmp_path)]) == 0
+    assert sweep.main([str(PARAMS / "smoke.yaml"), "--dry_run", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "done 0, to run 18 (new 18)" in out
     assert out.count("papermill ") == 18
@@ -191,10 +191,10 @@ def test_a_changed_reading_key_updates_finished_records_instead_of_training_agai
     rec["run"].pop("judge_quality")  # a record made before the study said so
     write_json_atomic(item.result, {**rec, "status": "stalled", "sweep": {"wall_s": 1.0}})
     assert sweep.run_state(item) == ("done:stalled", "")
-    assert sweep.main([str(study), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    assert sweep.main([str(study), "--out", str(tmp_path / "out"), "--dry_run"]) == 0
     assert "judge_quality" not in read_record(item.result)["run"]  # a dry run changes nothing
-    assert sweep.main([str(study), "--out", str(tmp_path / "out"), "--analysis-only", "--no-html",
-                       "--no-analysis"]) == 0
+    assert sweep.main([str(study), "--out", str(tmp_path / "out"), "--analysis_only", "--no_html",
+                       "--no_analysis"]) == 0
     assert line_with(capsys.readouterr().out, "1 finished record", "judge_quality", "True -> False")
     after = read_record(item.result)
     assert after["run"]["judge_quality"] is False and after["run_reading_was"] == {"judge_quality": True}
@@ -307,7 +307,7 @@ def test_smoke_html_reads_offline_with_collapsed_progress_bars(smoke):
 def test_rerun_executes_nothing(smoke_copy, capsys, monkeypatch):
     before = _mtimes(smoke_copy / "smoke")
     monkeypatch.setattr(runner, "run_one", lambda *a, **k: pytest.fail("a finished run was executed again"))
-    assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no-analysis"]) == 0
+    assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no_analysis"]) == 0
     out = capsys.readouterr().out
     assert "done 18, to run 0" in out and "scenario F:" in out
     status_line = next(line for line in out.splitlines() if line.startswith("status: "))
@@ -318,12 +318,12 @@ def test_rerun_executes_nothing(smoke_copy, capsys, monkeypatch):
 
 def test_analysis_only_executes_no_run_and_runs_the_analysis(smoke_copy, capsys, monkeypatch):
     (smoke_copy / "smoke/runs/B/amp_bf16/seed0/result.json").unlink()  # one run still to do
-    monkeypatch.setattr(runner, "run_one", lambda *a, **k: pytest.fail("--analysis-only executed a run"))
+    monkeypatch.setattr(runner, "run_one", lambda *a, **k: pytest.fail("--analysis_only executed a run"))
     analysed = []
     monkeypatch.setattr(sweep, "run_analysis", lambda study_dir, slot, arms=False: analysed.append(study_dir) or ([], []))
-    assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--analysis-only", "--no-html"]) == 0
+    assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--analysis_only", "--no_html"]) == 0
     out = capsys.readouterr().out
-    assert "done 17, to run 1" in out and "--analysis-only: the 1 run to run stay unrun" in out
+    assert "done 17, to run 1" in out and "--analysis_only: the 1 run to run stay unrun" in out
     assert analysed == [smoke_copy / "smoke"]
 
 
@@ -332,7 +332,7 @@ def test_deleted_and_corrupted_results_rerun_just_those(smoke_copy, capsys):
     (runs / "B/amp_bf16/seed0/result.json").unlink()
     (runs / "E/fp32_baseline/seed0/result.json").write_text('{"schema": 1, "status": "ok", "trunc')
     before = _mtimes(smoke_copy / "smoke")
-    assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no-analysis", "--no-html"]) == 0
+    assert sweep.main([str(PARAMS / "smoke.yaml"), "--out", str(smoke_copy), "--no_analysis", "--no_html"]) == 0
     out = capsys.readouterr().out
     assert "done 16, to run 2 (new 1, corrupt 1)" in out
     assert re.search(r"study efficiency: \d+% of the runs' 1 slot x \d+ s was spent in training steps", out)
@@ -360,7 +360,7 @@ def test_failed_runs_are_recorded_and_the_others_finish(tmp_path, monkeypatch, c
     real = runner.source_notebook
     monkeypatch.setattr(runner, "source_notebook", lambda s: broken.get(s) or real(s))
     study = _study(tmp_path, "study: faults\nscenarios: [C, D, A]\nconfigs: [fp32_baseline]\nsteps: 3\ndevice: cpu\n")
-    assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no-analysis"]) == 1
+    assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no_analysis"]) == 1
     records = _records(tmp_path / "executed" / "faults")
     assert records["A/fp32_baseline/seed0"]["status"] in COMPLETED  # ran after the two failures
     raised, died = validate(records["C/fp32_baseline/seed0"]), validate(records["D/fp32_baseline/seed0"])
@@ -369,7 +369,7 @@ def test_failed_runs_are_recorded_and_the_others_finish(tmp_path, monkeypatch, c
     assert "DeadKernelError" in died["reason"]
     assert "2 run(s) ended in error" in capsys.readouterr().err
     # resume: the errors run again, the finished run does not
-    assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--dry-run"]) == 0
+    assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--dry_run"]) == 0
     assert "done 1, to run 2 (error 2)" in capsys.readouterr().out
 
 
@@ -430,7 +430,7 @@ def test_the_sweep_leaves_the_record_as_training_wrote_it_and_says_its_part_in_t
         return 0 if out.name == "seed0" else 1
 
     monkeypatch.setattr(runner, "execute", training)
-    assert sweep.main([str(study), "--out", str(root), "--no-analysis", "--no-html"]) == 1
+    assert sweep.main([str(study), "--out", str(root), "--no_analysis", "--no_html"]) == 1
     for seed in ("seed0", "seed1"):
         folder = root / "two/runs/A/fp32_baseline" / seed
         assert (folder / "result.json").read_bytes() == written[seed]  # not one byte changed by the sweep
@@ -470,10 +470,10 @@ def test_a_missing_corpus_stops_only_a_sweep_that_would_run_on_it(tmp_path, caps
     text = ("study: two\nscenarios: [C, D]\nconfigs: [amp_bf16]\nsize: tiny\n"
             f"overrides:\n  C: {{data: {tmp_path / 'c'}}}\n  D: {{data: {tmp_path / 'd'}}}\n")
     path = _study(tmp_path, text)
-    assert sweep.main([str(path), "--dry-run", "--scenario", "D", "--out", str(tmp_path / "out")]) == 0
+    assert sweep.main([str(path), "--dry_run", "--scenario", "D", "--out", str(tmp_path / "out")]) == 0
     assert "D/amp_bf16/seed0" in capsys.readouterr().out
     with pytest.raises(ConfigError) as e:
-        sweep.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
+        sweep.main([str(path), "--dry_run", "--out", str(tmp_path / "out")])
     assert e.value.args[0].startswith("C/amp_bf16/seed0: data=") and str(tmp_path / "c") in str(e.value)
     with pytest.raises(ConfigError, match="no such file"):  # a run configured on its own is checked at once
         load_study(path).runs()[0].cfg.replace(seed=1)

@@ -250,8 +250,8 @@ def test_a_missing_study_file_is_one_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, parts", [
-    (["--runs-per-gpu", "0"], ["--runs-per-gpu: must be >= 1", "got 0"]),
-    (["--dry-ru"], ["unrecognized arguments: --dry-ru", "Did you mean '--dry-run'?"]),
+    (["--runs_per_gpu", "0"], ["--runs_per_gpu: must be >= 1", "got 0"]),
+    (["--dry-ru"], ["unrecognized arguments: --dry-ru", "Did you mean '--dry_run'?"]),
 ])
 def test_bad_sweep_flags_are_one_line(study, capsys, argv, parts):
     assert exit_code(["sweep", str(study), *argv]) == 2
@@ -280,7 +280,7 @@ def test_a_corrupted_record_is_run_again_and_the_others_are_kept(study, tmp_path
     ok.result.write_text(json.dumps(rec))
     assert sweep.run_state(ok)[0].startswith("done")
     ok.result.write_text(ok.result.read_text()[:40])  # cut short, as by a full disk
-    assert main(["sweep", str(study), "--out", str(root), "--dry-run"]) == 0
+    assert main(["sweep", str(study), "--out", str(root), "--dry_run"]) == 0
     assert "to run 1 (corrupt 1)" in capsys.readouterr().out
 
 
@@ -317,7 +317,7 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
         runner.write_record(out, rec)
         return 0
     monkeypatch.setattr(runner, "execute", execute)
-    assert main(["sweep", str(path), "--out", str(root), "--no-analysis", "--no-html"]) == 0
+    assert main(["sweep", str(path), "--out", str(root), "--no_analysis", "--no_html"]) == 0
     said = capsys.readouterr()
     lines = [ln for ln in (said.out + said.err).splitlines() if "validation: one file: a random 10%" in ln]
     assert len(lines) == 1 and "data: /data/docs.jsonl" in lines[0]
@@ -370,7 +370,7 @@ def test_ctrl_c_ends_a_sweep_in_one_line_naming_its_out(study, tmp_path, capsys,
         raise KeyboardInterrupt
     monkeypatch.setattr(runner, "execute", interrupted)
     root = tmp_path / "executed"
-    assert main(["sweep", str(study), "--out", str(root), "--no-analysis", "--no-html"]) == 130
+    assert main(["sweep", str(study), "--out", str(root), "--no_analysis", "--no_html"]) == 130
     err = capsys.readouterr().err
     said = [line for line in err.replace("\r", "\n").splitlines() if line.strip() and "run/s]" not in line]  # less the bar
     assert len(said) == 1 and "Traceback" not in err, err
@@ -386,17 +386,17 @@ def test_a_second_sweep_on_a_study_folder_in_use_is_refused_naming_the_holder(st
                                str(root / "s")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        for extra in ([], ["--analysis-only", "--no-analysis", "--no-html"]):
+        for extra in ([], ["--analysis_only", "--no_analysis", "--no_html"]):
             assert main(["sweep", str(study), "--out", str(root), *extra]) == 2
             one_line(capsys, str(root / "s"), f"pid {holder.pid}", "another sweep")
-        for look in (["--dry-run"], ["--status"]):  # what a sweep would do, while one goes: fine
+        for look in (["--dry_run"], ["--status"]):  # what a sweep would do, while one goes: fine
             assert main(["sweep", str(study), "--out", str(root), *look]) == 0
             assert f"pid {holder.pid}" in capsys.readouterr().out
     finally:
         holder.kill()
         holder.wait()
     # killed, not ended: the lock went with its process
-    assert main(["sweep", str(study), "--out", str(root), "--analysis-only", "--no-analysis", "--no-html"]) == 0
+    assert main(["sweep", str(study), "--out", str(root), "--analysis_only", "--no_analysis", "--no_html"]) == 0
 
 
 def test_the_sweep_lock_is_one_holder_at_a_time_and_released_on_exit(tmp_path):
@@ -470,7 +470,7 @@ def test_a_study_file_mistake_names_the_key_and_what_is_valid(tmp_path, capsys, 
 def test_a_duplicate_key_in_a_nested_mapping_is_refused_too(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text(STUDY + "overrides:\n  A:\n    steps: 3\n    lr: 1.0e-3\n    steps: 4\n")
-    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert main(["sweep", str(path), "--dry_run"]) == 2
     one_line(capsys, str(path), "duplicate key 'steps'", "line 12", "line 10")
 
 
@@ -478,7 +478,7 @@ def test_a_duplicate_key_in_a_nested_mapping_is_refused_too(tmp_path, capsys):
 def test_a_binary_study_file_is_named(tmp_path, capsys, data):
     path = tmp_path / "study.yaml"
     path.write_bytes(data)
-    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert main(["sweep", str(path), "--dry_run"]) == 2
     one_line(capsys, str(path))
 
 
@@ -489,5 +489,5 @@ def test_the_sweep_s_analysis_names_a_corrupt_record_and_fails(study, tmp_path, 
     item.out_dir.mkdir(parents=True)
     shutil.copy(finished / "result.json", item.result)
     item.result.write_text(item.result.read_text()[:40])  # cut short, as by a full disk
-    assert main(["sweep", str(study), "--out", str(root), "--analysis-only", "--no-analysis", "--no-html"]) == 1
+    assert main(["sweep", str(study), "--out", str(root), "--analysis_only", "--no_analysis", "--no_html"]) == 1
     line_with(capsys.readouterr().err, "corrupt", "A/fp32_baseline/seed0")

@@ -321,7 +321,7 @@ def _subtitle(summary: pd.DataFrame, notes: list[str] = ()) -> list[str] | alt.U
     return lines or alt.Undefined
 
 
-NO_SPEED = "speed not measured: the runs shared a GPU (--runs-per-gpu)"
+NO_SPEED = "speed not measured: the runs shared a GPU (--runs_per_gpu)"
 
 
 def why_none(summary: pd.DataFrame, what: str) -> str:

@@ -6,7 +6,7 @@
 
 The first study is the answer (its quality verdicts); the first later one built for speed gives
 throughput and memory; each hypothesis comes from the study that decides it; the others, and
-``--fp8-sizes`` / ``--arm-cost`` (``arms.compare``), are supporting lines, as is ``--transfer``
+``--fp8_sizes`` / ``--arm_cost`` (``arms.compare``), are supporting lines, as is ``--transfer``
 (``transfer.findings_line``). ``--readme`` replaces the
 block between the ``findings`` markers (appended when absent), so a rerun rewrites nothing.
 """
@@ -685,8 +685,8 @@ def _parser() -> argparse.ArgumentParser:
                                 description="The README's Findings section from a study's comparison.json")
     p.add_argument("comparison", nargs="+", help="<study>/comparison/comparison.json (written by dtype-bench "
                    "compare); several: the first one's recommendation, each hypothesis from the study that decides it.")
-    p.add_argument("--fp8-sizes", metavar="STUDY", help="Also where FP8 pays, from this fp8_sizes study's records.")
-    p.add_argument("--arm-cost", metavar="STUDY", help="Also what this study's arms cost against its plain arm "
+    p.add_argument("--fp8_sizes", metavar="STUDY", help="Also where FP8 pays, from this fp8_sizes study's records.")
+    p.add_argument("--arm_cost", metavar="STUDY", help="Also what this study's arms cost against its plain arm "
                    "(e.g. executed/h100/checkpointing).")
     p.add_argument("--transfer", metavar="DIR", help="Also where verdicts come from: DIR/transfer.csv (dtype-bench transfer).")
     p.add_argument("--readme", help="Rewrite this file's findings block instead of printing.")
@@ -704,7 +704,7 @@ def generate(ns: argparse.Namespace) -> str:
 def _inputs(ns: argparse.Namespace) -> tuple:
     """(studies, sources, extra lines, the first comparison's folders) for ``render``."""
     extra, sources = [], list(ns.comparison)
-    for flag, folder, section in (("--fp8-sizes", ns.fp8_sizes, fp8_section), ("--arm-cost", ns.arm_cost, arm_cost_section),
+    for flag, folder, section in (("--fp8_sizes", ns.fp8_sizes, fp8_section), ("--arm_cost", ns.arm_cost, arm_cost_section),
                                   ("--transfer", ns.transfer, transfer.findings_line)):
         if folder:
             try:

@@ -441,5 +441,5 @@ def scenario_notes(df: pd.DataFrame) -> dict[str, str]:
 def shared_note(d: pd.DataFrame) -> str:
     """What the blanked speed of runs that shared their GPU means, or ''."""
     n = int(d["shared_gpu"].sum()) if "shared_gpu" in d else 0
-    return (f"{n} of {len(d)} run(s) shared their GPU with other runs (--runs-per-gpu): their throughput, step "
+    return (f"{n} of {len(d)} run(s) shared their GPU with other runs (--runs_per_gpu): their throughput, step "
             f"time and MFU are not their own and are left blank (shared_gpu)") if n else ""

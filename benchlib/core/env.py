@@ -104,7 +104,7 @@ STATIC_CHARTS_ENV = "DTYPE_BENCH_STATIC_CHARTS"
 image only (each spec copies its data); a notebook run by hand keeps the interactive chart."""
 
 COMPILE_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
-"""The variable torch.compile reads for its cache folder (``dtype-bench sweep --compile-cache``)."""
+"""The variable torch.compile reads for its cache folder (``dtype-bench sweep --compile_cache``)."""
 
 
 def python_bytecode() -> str:

@@ -223,7 +223,7 @@ stays: the allocator's peaks count this process's tensors alone."""
 
 
 def shared_gpu(rec: dict) -> bool:
-    """Whether the sweep ran other runs side by side on this run's GPU (``--runs-per-gpu``)."""
+    """Whether the sweep ran other runs side by side on this run's GPU (``--runs_per_gpu``)."""
     return ((rec.get("sweep") or {}).get("runs_per_gpu") or 1) > 1
 
 

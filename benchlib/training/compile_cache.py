@@ -1,7 +1,7 @@
 """Did a run's compilation come from torch.compile's on-disk caches (``TORCHINDUCTOR_CACHE_DIR``)?
 Counted per run (``counters`` before, ``metrics(before)`` after), so a study's fixed cost splits
 into runs that compiled and runs that loaded. The cache keys hold the torch and Triton versions
-and the GPU, not the host: ``dtype-bench sweep --compile-cache DIR`` shares one folder.
+and the GPU, not the host: ``dtype-bench sweep --compile_cache DIR`` shares one folder.
 
 Each run compiles into a subfolder per autocast dtype (``by_autocast``): torch 2.11's AOTAutograd
 cache key says whether autocast is on, not in which dtype (pytorch/pytorch PR 181564; 2.13 keys
@@ -25,7 +25,7 @@ _KEYS = {  # record metric -> (dynamo counter group, counter)
 def by_autocast(autocast: str | None) -> str:
     """Point torch.compile's caches (``TORCHINDUCTOR_CACHE_DIR``) at ``<folder>/autocast-<dtype>``
     (``autocast-off`` without autocast) for the rest of this process, and return that folder.
-    ``<folder>`` is the one set (the sweep's ``--compile-cache``, else torch's default); a second
+    ``<folder>`` is the one set (the sweep's ``--compile_cache``, else torch's default); a second
     run in the process keys from it again, not from the first run's subfolder."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     now = os.path.abspath(os.environ.get(COMPILE_CACHE_ENV) or default_cache_dir())

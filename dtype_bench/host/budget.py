@@ -1,4 +1,4 @@
-"""``dtype-bench sweep X.yaml --time-budget 9m``: a study done in chunks on a host whose jobs
+"""``dtype-bench sweep X.yaml --time_budget 9m``: a study done in chunks on a host whose jobs
 have a hard time limit. Each call starts only the runs that can finish in the time left (as
 estimated from the study's finished records, ``Budget.estimate``), in order, and exits 0 saying
 how many are left; the next call resumes. The analysis runs only once every run is done and
@@ -30,7 +30,7 @@ def parse_duration(text: str) -> float:
     """Seconds from ``540``, ``540s``, ``9m``, ``1.5h``."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", str(text).lower())
     if not m or m.group(2) not in UNITS or float(m.group(1)) <= 0:
-        raise UserError(f"--time-budget {text!r}: expected a positive duration such as 540, 540s, 9m or 1.5h")
+        raise UserError(f"--time_budget {text!r}: expected a positive duration such as 540, 540s, 9m or 1.5h")
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
@@ -182,8 +182,8 @@ class Budget:
         """Why the analysis and the HTML export wait for a later call, or ''."""
         if self.deferred:
             return ("time budget: the analysis notebooks and the HTML export wait for the call that finishes "
-                    "the last run (or --analysis-only)")
+                    "the last run (or --analysis_only)")
         if self.left() < AFTER_RUNS_S:
             return (f"time budget: {max(self.left(), 0):.0f} s left, the analysis notebooks and the HTML export "
-                    f"need up to {AFTER_RUNS_S:.0f} s: run the same command with --analysis-only")
+                    f"need up to {AFTER_RUNS_S:.0f} s: run the same command with --analysis_only")
         return ""

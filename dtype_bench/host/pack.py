@@ -4,7 +4,7 @@ puts it in place in the repository here.
 
 What goes in: the files under the study's folder (and ``<study>.pretrain/``) that git reports as
 new or modified, ignored ones included; with ``--since REF`` also those changed since that
-commit; with ``--newer-than FILE`` (or outside git) those modified after FILE. Checkpoints,
+commit; with ``--newer_than FILE`` (or outside git) those modified after FILE. Checkpoints,
 hidden files, the files of a pretrain run whose record is the committed one and those of a run
 with no ``result.json`` yet stay out. Paths are relative to the repository root (outside git:
 the current folder), so ``tar xzf chunk.tgz -C <repository>`` does what ``unpack`` does, less
@@ -54,7 +54,7 @@ def changed_files(root: Path, dirs: list[Path], since: str | None = None) -> lis
 
 def newer_files(dirs: list[Path], marker: Path) -> list[Path]:
     if not marker.exists():
-        raise UserError(f"--newer-than {marker}: no such file (touch it before the sweep)")
+        raise UserError(f"--newer_than {marker}: no such file (touch it before the sweep)")
     t = marker.stat().st_mtime
     return sorted(p for d in dirs for p in d.rglob("*") if p.is_file() and p.stat().st_mtime > t)
 
@@ -77,7 +77,7 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
         dirs += [p for p in (d, d.with_name(d.name + ".pretrain")) if p.is_dir() and p not in dirs]
     root = git_root(dirs[0])
     if root is None and newer_than is None:
-        raise UserError(f"{dirs[0]} is not in a git work tree: give --newer-than FILE (a file touched before the sweep)")
+        raise UserError(f"{dirs[0]} is not in a git work tree: give --newer_than FILE (a file touched before the sweep)")
     if root is None and since:
         raise UserError(f"--since {since}: {dirs[0]} is not in a git work tree")
     root = root or Path.cwd().resolve()
@@ -147,7 +147,7 @@ def _of_unfinished_runs(files: list[Path], dirs: list[Path]) -> set[Path]:
 
 
 class Packer:
-    """``dtype-bench sweep --pack-to FILE``: keeps ``FILE`` an archive of the study's new records
+    """``dtype-bench sweep --pack_to FILE``: keeps ``FILE`` an archive of the study's new records
     while the sweep runs (rewritten whole every ``every_s`` seconds, then renamed into place) and
     once more at the end, so a job killed at its hard limit still returns what it finished."""
 
@@ -158,7 +158,7 @@ class Packer:
         here = next(p for p in (self.study_dir.resolve(), *self.study_dir.resolve().parents) if p.is_dir())
         root = git_root(here) or Path.cwd().resolve()
         if not self.study_dir.resolve().is_relative_to(root):  # said before the runs, not after them
-            raise UserError(f"--pack-to: the study folder {self.study_dir} is not below {root}, and the archive "
+            raise UserError(f"--pack_to: the study folder {self.study_dir} is not below {root}, and the archive "
                             f"names files by their path from there: give --out below it")
         self._since = None if git_root(here) else Path(tempfile.mkstemp(prefix="dtype-bench-pack-since-")[1])
         self._started = time.time()
@@ -286,7 +286,7 @@ def main_pack(argv: list[str] | None = None) -> int:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--since", metavar="GIT_REF", default=None,
                        help="Also the files changed since this commit (default: uncommitted files only).")
-    which.add_argument("--newer-than", type=Path, metavar="FILE", default=None,
+    which.add_argument("--newer_than", type=Path, metavar="FILE", default=None,
                        help="The files modified after FILE instead (no git needed: touch FILE before the sweep).")
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
     print(pack(ns.study_dir, ns.out, ns.since, ns.newer_than))

@@ -1,5 +1,5 @@
 """Where the sweep's runs execute side by side: one slot per concurrent run, each pinned to its
-GPU(s) through ``CUDA_VISIBLE_DEVICES`` (``--runs-per-gpu N``: N slots per GPU, whose runs' records
+GPU(s) through ``CUDA_VISIBLE_DEVICES`` (``--runs_per_gpu N``: N slots per GPU, whose runs' records
 say so, ``sweep.runs_per_gpu``), and a loop that runs every item in a free slot.
 """
 from __future__ import annotations

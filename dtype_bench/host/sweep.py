@@ -19,7 +19,7 @@ from dtype_bench.study.runner import CPUS_ENV, Item, _rel, parse_cpus
 
 BYTECODE_CACHE_ENV = "PYTHONPYCACHEPREFIX"  # where Python writes the bytecode of what it imports
 PACK_EVERY_S = 60.0
-"""How often ``--pack-to`` rewrites its archive while the runs go."""
+"""How often ``--pack_to`` rewrites its archive while the runs go."""
 
 
 def _at_least_one(text: str) -> int:
@@ -33,7 +33,7 @@ def _duration(text: str) -> float:
     try:
         return parse_duration(text)
     except UserError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--time-budget ")) from None
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--time_budget ")) from None
 
 
 def _cpus(text: str) -> list[int]:
@@ -48,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     here = p.add_argument_group("this host (runs executed here)")
     here.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
                       metavar="ID,...", help="GPUs to use, a run on each at a time (default: the first visible "
-                                             "one; with --runs-per-gpu, all visible).")
-    here.add_argument("--runs-per-gpu", type=_at_least_one, default=1, metavar="N",
+                                             "one; with --runs_per_gpu, all visible).")
+    here.add_argument("--runs_per_gpu", type=_at_least_one, default=1, metavar="N",
                       help="N runs side by side on each GPU, for quality-only runs of small models: their "
                            "records say so (sweep.runs_per_gpu) and the analysis blanks their speed (default: 1).")
     here.add_argument("--cpus", type=_cpus, default=None, metavar="LIST",
@@ -57,20 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
                            "side, each run's process and its compiler's workers pinned to its share: sweeps "
                            "timing runs on a host's other GPUs at the same time then do not take each other's "
                            "cores. Records say how many (sweep.cpus_per_run). Default: no pinning.")
-    here.add_argument("--time-budget", type=_duration, default=None, metavar="DURATION",
+    here.add_argument("--time_budget", type=_duration, default=None, metavar="DURATION",
                       help="Start no run that cannot finish within DURATION of the sweep's start (540, 540s, "
                            "9m, 1.5h; estimated from the study's finished records), then exit 0 saying how many "
                            "runs are left: the same command resumes (default: no limit).")
-    here.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
+    here.add_argument("--compile_cache", type=Path, default=None, metavar="DIR",
                       help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
                            "copied from another host of the same GPU, or shared by a cluster's nodes loads "
                            "compiled graphs instead of compiling them; records say what hit (compile/cache).")
-    here.add_argument("--bytecode-cache", type=Path, default=None, metavar="DIR",
+    here.add_argument("--bytecode_cache", type=Path, default=None, metavar="DIR",
                       help="Python's bytecode folder for every run (PYTHONPYCACHEPREFIX, and PYTHONDONTWRITEBYTECODE "
                            "unset): on a host whose packages ship no .pyc, the first run compiles what it imports "
                            "and the others load it (8-12 s a run on the H100 hosts, docs/performance.md); records "
                            "say where (env.python_bytecode).")
-    here.add_argument("--pack-to", type=Path, default=None, metavar="FILE",
+    here.add_argument("--pack_to", type=Path, default=None, metavar="FILE",
                       help=f"Keep FILE an archive of the study's new records while the runs go (every "
                            f"{PACK_EVERY_S:.0f} s, dtype-bench pack), and once more at the end: for a job with a "
                            f"hard limit whose output folder alone comes back.")
@@ -95,10 +95,10 @@ class GpuHost(sweep.Host):
         if kind == "inprocess":
             return
         if self.ns.pack_to:
-            raise ConfigError(f"--pack-to is for runs executed here; --executor {kind}'s jobs write their records "
+            raise ConfigError(f"--pack_to is for runs executed here; --executor {kind}'s jobs write their records "
                               f"where this machine reads them")
         if self.budget:
-            raise ConfigError(f"--time-budget is for runs executed here; a scheduler's task has its own limit "
+            raise ConfigError(f"--time_budget is for runs executed here; a scheduler's task has its own limit "
                               f"(executor.time_min), not --executor {kind}")
 
     def slots(self, todo: list[Item]) -> list[dict]:
@@ -113,7 +113,7 @@ class GpuHost(sweep.Host):
         if gpus and per_run > len(gpus):
             raise ConfigError(f"{_rel(ns.study)}: an arm runs on {per_run} processes and {len(gpus)} GPU(s) are visible here")
         if n > 1 and per_run > 1:
-            raise ConfigError(f"--runs-per-gpu {n}: an arm on {per_run} processes measures its GPUs' "
+            raise ConfigError(f"--runs_per_gpu {n}: an arm on {per_run} processes measures its GPUs' "
                               f"speed, and runs sharing them would measure each other; use it for single-process runs")
         jobs = len(gpus) * n if (ns.gpus is not None or n > 1) else 1
         slots = slots_for(jobs, gpus, per_run, n)
@@ -127,7 +127,7 @@ class GpuHost(sweep.Host):
         else:
             slots = [{**s, **cpu_share(len(slots))} for s in slots]  # side-by-side runs split the cores
         if (jobs > 1 or n > 1) and len(slots) == 1:
-            print(f"  {f'--runs-per-gpu {n}' if n > 1 else '--gpus'}: {'CPU runs' if not gpus else 'one slot'}, "
+            print(f"  {f'--runs_per_gpu {n}' if n > 1 else '--gpus'}: {'CPU runs' if not gpus else 'one slot'}, "
                   f"one at a time")
         return slots
 
@@ -149,7 +149,7 @@ class GpuHost(sweep.Host):
 
     def stop(self) -> None:
         if self.packer:
-            print(f"--pack-to: {self.packer.stop()}")
+            print(f"--pack_to: {self.packer.stop()}")
 
 
 def _folder(path: Path, flag: str) -> str:
@@ -167,13 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     ns.argv = argv  # the command that goes on after a Ctrl-C (sweep.resume_command)
     # the caches below are environment variables: the runs' kernels, cell processes and jobs inherit them
     if ns.compile_cache:
-        os.environ[COMPILE_CACHE_ENV] = _folder(ns.compile_cache, "--compile-cache")
+        os.environ[COMPILE_CACHE_ENV] = _folder(ns.compile_cache, "--compile_cache")
     if ns.bytecode_cache:
-        os.environ[BYTECODE_CACHE_ENV] = _folder(ns.bytecode_cache, "--bytecode-cache")
+        os.environ[BYTECODE_CACHE_ENV] = _folder(ns.bytecode_cache, "--bytecode_cache")
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     elif os.environ.get("PYTHONDONTWRITEBYTECODE") and not (ns.analysis_only or ns.status or ns.dry_run):
         print("PYTHONDONTWRITEBYTECODE is set: each run compiles again every module it imports that has no .pyc "
-              "(8-12 s a run on the H100 hosts, whose packages ship none); --bytecode-cache DIR compiles them once")
+              "(8-12 s a run on the H100 hosts, whose packages ship none); --bytecode_cache DIR compiles them once")
     return sweep.run(ns, GpuHost(ns))
 
 

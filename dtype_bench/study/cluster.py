@@ -78,9 +78,9 @@ def run_task(study_file: str, out_root: str, run_id: str, cwd: str, timeout: int
 
 
 def analysis_command(study_file: str, out_root: str) -> list[str]:
-    """The job after the arrays: the sweep's ``--analysis-only`` over the records there."""
+    """The job after the arrays: the sweep's ``--analysis_only`` over the records there."""
     import sys
-    return [sys.executable, "-m", "dtype_bench", "sweep", study_file, "--out", out_root, "--analysis-only"]
+    return [sys.executable, "-m", "dtype_bench", "sweep", study_file, "--out", out_root, "--analysis_only"]
 
 
 def task_identity() -> dict:
@@ -222,7 +222,7 @@ def slurm_parameters(settings: ExecutorSettings, gpus: int, name: str, dependenc
 
 def sbatch_script(settings: ExecutorSettings, gpus: int, n_tasks: int, folder: Path, name: str,
                   dependency: str | None = None) -> str:
-    """The sbatch file submitit writes for an array of ``n_tasks`` (``--dry-run``)."""
+    """The sbatch file submitit writes for an array of ``n_tasks`` (``--dry_run``)."""
     from submitit.slurm.slurm import _make_sbatch_string  # the text SlurmExecutor submits
     import shlex
     import sys
@@ -308,7 +308,7 @@ class Submission:
             ex = submitit.SlurmExecutor(folder=self.folder / "%j")
         except RuntimeError as e:  # submitit: srun not found
             raise ConfigError(f"--executor slurm: no Slurm on this machine ({e}); submit from the cluster's "
-                              f"login node, or look at the submission with --dry-run") from None
+                              f"login node, or look at the submission with --dry_run") from None
         ledger = read_ledger(self.study, self.root)
         jobs, phase_ids = [], {}  # pretrain phase -> the job ids of its arrays (and of its jobs in flight)
         for i in flying:

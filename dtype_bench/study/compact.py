@@ -7,7 +7,7 @@ and every notebook of a run without a finished record (the logs of finished runs
 notebooks go), each chart once as a file that the analysis notebooks link, and one HTML report
 whose style sheet lies once in ``--root``. ``<root>/README.md`` is then written again where this
 command wrote it before (or with ``--readme``). The sweep refuses a compacted study but for
-``--analysis-only``; ``--expand`` writes its records back as files, and the sweep resumes it.
+``--analysis_only``; ``--expand`` writes its records back as files, and the sweep resumes it.
 Compacting twice changes nothing the second time.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``<study>/.sweep.lock`` (the file holds the holder's pid) while a sweep may write there, and a
 second sweep on the same folder is refused in one line naming the folder and that pid. The
 kernel drops the lock with its process however it ends (Ctrl-C, kill -9, a crash), so a file left
-behind never blocks; a sweep that ends removes it. ``--dry-run`` and ``--status`` take no lock:
+behind never blocks; a sweep that ends removes it. ``--dry_run`` and ``--status`` take no lock:
 they read (``holder`` says whether a sweep is writing meanwhile).
 """
 from __future__ import annotations

@@ -59,14 +59,14 @@ notebooks as well as in their files.
   `benchlib.analysis.load_study` the analysis frame; `pandas.read_parquet` reads `steps.parquet`
   whole.
 - Again from the records: `dtype-bench sweep params/<study>.yaml --out executed/<machine>
-  --analysis-only`, then `dtype-bench compact executed/<machine>/<study>`.
+  --analysis_only`, then `dtype-bench compact executed/<machine>/<study>`.
 
 ## Resuming
 
 A fresh study resumes with the same sweep command: finished records (`ok`, `degraded`,
 `stalled`, `diverged`, `oom`, `skipped`) are skipped; missing, `error`, unreadable, stale and
 unfinished ones run again, their record replaced. A compacted study is not resumed: the sweep
-refuses it (but for `--analysis-only`) rather than run every run again; `dtype-bench compact
+refuses it (but for `--analysis_only`) rather than run every run again; `dtype-bench compact
 --expand executed/<machine>/<study> [.../<study>.pretrain]` writes its records back as
 `result.json` files, the sweep then resumes it (its runs stay finished), and `dtype-bench
 compact` compacts it again.

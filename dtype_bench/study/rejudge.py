@@ -68,7 +68,7 @@ def rejudge(folder: Path, dry_run: bool = False) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(prog="dtype-bench rejudge", description=__doc__.split("\n\n")[0])
     ap.add_argument("folders", nargs="+", type=Path, help="Study folders with result.json files below them.")
-    ap.add_argument("--dry-run", action="store_true", help="Print what would change; write nothing.")
+    ap.add_argument("--dry_run", action="store_true", help="Print what would change; write nothing.")
     args = ap.parse_args(argv)
     for folder in args.folders:
         lines = rejudge(folder, args.dry_run)

@@ -180,7 +180,7 @@ def summary(items: list[Item]) -> str:
                      "far the short runs got and keep their speed and memory; diverged, oom and error fail; "
                      "no quality column")
     if df["shared_gpu"].any():
-        lines.append(f"speed left blank for {_n(int(df['shared_gpu'].sum()), 'run')} that shared a GPU (--runs-per-gpu)")
+        lines.append(f"speed left blank for {_n(int(df['shared_gpu'].sum()), 'run')} that shared a GPU (--runs_per_gpu)")
     for col in ("throughput", "memory", "quality"):
         if col not in df:
             df[col] = float("nan")
@@ -222,7 +222,7 @@ def build_parser() -> ArgumentParser:
     (``ExecutorSettings``, through ``field_help``)."""
     p = ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("study", type=Path, help="The study file, e.g. params/smoke.yaml.")
-    p.add_argument("--dry-run", action="store_true",
+    p.add_argument("--dry_run", action="store_true",
                    help="Print what would run (the papermill commands) and what is done; run nothing.")
     sel = p.add_argument_group("which runs (default: every run of the study)")
     sel.add_argument("--only", action="append", default=[], metavar="GLOB",
@@ -237,9 +237,9 @@ def build_parser() -> ArgumentParser:
     out = p.add_argument_group("results")
     out.add_argument("--out", type=Path, default=Path("executed"), metavar="DIR",
                      help="Root of executed studies (default: executed).")
-    out.add_argument("--no-analysis", action="store_true", help="Skip the analysis notebooks at the end.")
-    out.add_argument("--no-html", action="store_true", help="Skip the HTML export.")
-    out.add_argument("--analysis-only", action="store_true",
+    out.add_argument("--no_analysis", action="store_true", help="Skip the analysis notebooks at the end.")
+    out.add_argument("--no_html", action="store_true", help="Skip the HTML export.")
+    out.add_argument("--analysis_only", action="store_true",
                      help="Execute nothing: run the analysis notebooks (and the HTML export) over the records "
                           "there, e.g. results copied from a GPU host.")
     c = p.add_argument_group("scheduler (submitit; settings also from the study file's executor: section)")
@@ -296,7 +296,7 @@ def resume_command(ns: argparse.Namespace) -> str:
 
 def run(ns: argparse.Namespace, host: Host) -> int:
     """Plan the study, execute what is left (through ``host`` or a scheduler), then analyse; all
-    but ``--dry-run`` and ``--status`` holding the study folder's lock (``study_lock``), and a
+    but ``--dry_run`` and ``--status`` holding the study folder's lock (``study_lock``), and a
     Ctrl-C ends in one line naming the command that goes on."""
     study = load_study(ns.study)  # validates every run before anything executes
     _refuse_compacted(ns, study)
@@ -349,7 +349,7 @@ def _run(ns: argparse.Namespace, study: Study, host: Host) -> int:
               f"carried between machines): trained again for {_some(users, 3)}")
     todo = [] if ns.analysis_only else pending
     if ns.analysis_only and pending:
-        print(f"  --analysis-only: the {_n(len(pending), 'run')} to run stay unrun")
+        print(f"  --analysis_only: the {_n(len(pending), 'run')} to run stay unrun")
     if settings.kind != "inprocess" and todo:
         return _submit(ns, study, settings, todo, host.run_cell,
                        lambda wall: _after_runs(ns, study, every, items, todo, [], wall))
