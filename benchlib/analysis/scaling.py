@@ -385,10 +385,19 @@ def multi_gpu_findings(strategies: str | Path, tuning: str | Path, audit: str | 
     ddp = [cell("ddp", c)["vs_single_pct"] for c in configs if cell("ddp", c) is not None]
     best = {c: max((a for a in SHARDED if cell(a, c) is not None), key=lambda a: cell(a, c)["tokens_per_s"]) for c in configs}
     top = max(set(best.values()), key=list(best.values()).count)
+
+    def lead(c):  # the best sharded run's tokens/s over the next one's, and the windows' largest relative std
+        runs_c = sorted((cell(a, c) for a in SHARDED if cell(a, c) is not None), key=lambda r: -r["tokens_per_s"])
+        return (runs_c[0]["tokens_per_s"] / runs_c[1]["tokens_per_s"] - 1,
+                max(r["step_ms_std"] / r["step_ms"] for r in runs_c[:2]))
+    clear = [c for c in configs if best[c] == top and lead(c)[0] > 2 * lead(c)[1]]
     lines += [f"- **DDP keeps {min(ddp):.0f}-{max(ddp):.0f}% of one GPU per GPU** under every policy here.",
               f"- **The fastest sharded strategy is `{top}`** under {list(best.values()).count(top)} of {len(configs)} "
-              "policies; per policy, the best sharded run against DDP: " + "; ".join(
-                  f"{c} {best[c]} {_pct(cell(best[c], c)['vs_ddp_pct'])}" for c in configs) + ".",
+              f"policies by mean tokens/s (one seed), by more than twice the timed windows' sd under {len(clear)}"
+              + (f" ({', '.join(clear)})" if clear else "") + "; per policy, the best sharded run against DDP, then its "
+              "lead over the next sharded strategy and the windows' sd: " + "; ".join(
+                  f"{c} {best[c]} {_pct(cell(best[c], c)['vs_ddp_pct'])}, +{100 * lead(c)[0]:.0f}% (sd {100 * lead(c)[1]:.0f}%)"
+                  for c in configs) + ".",
               "- **Sharding saves little memory at this size**: per GPU, DDP against the lightest sharded run, " + "; ".join(
                   f"{c} {cell('ddp', c)['gib_per_device']:.1f} -> {min(cell(a, c)['gib_per_device'] for a in SHARDED):.1f} GiB"
                   for c in configs) + " (activations, not weights and Adam's state, fill the GPU)."]
