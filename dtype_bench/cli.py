@@ -64,7 +64,7 @@ def _cmd_settings(ns: argparse.Namespace) -> int:
     from benchlib.core import settings
     roles = settings.ALL_ROLES if ns.all else ("candidate",)
     if ns.readme:
-        from benchlib.analysis.findings import replace_block
+        from benchlib.core.blocks import replace_block
         path = Path(ns.readme)
         path.write_text(replace_block(path.read_text(), settings.readme_block(roles), *settings.SETTINGS_MARKERS))
         print(f"{path}: settings table updated")
@@ -88,7 +88,7 @@ def _cmd_configs(ns: argparse.Namespace) -> int:
             device = env.pick_device("auto")
             cap, name = env.capability(device), env.device_name(device)
         if ns.readme:  # the README's block is the table of generations, whatever GPU is here
-            from benchlib.analysis.findings import replace_block
+            from benchlib.core.blocks import replace_block
             path = Path(ns.readme)
             path.write_text(replace_block(path.read_text(), support_markdown() + "\n", *SUPPORT_MARKERS))
             print(f"{path}: support matrix updated")

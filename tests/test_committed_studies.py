@@ -94,7 +94,7 @@ def test_analyze_on_a_committed_study_rewrites_nothing(tmp_path):
 
 def test_the_readmes_multi_gpu_findings_are_what_the_committed_multi_gpu_studies_give(monkeypatch):
     from benchlib.analysis import scaling
-    from benchlib.analysis.findings import replace_block
+    from benchlib.core.blocks import replace_block
     monkeypatch.chdir(REPO)  # the block names the studies as the README's command does
     studies = ["executed/2xh200/strategies", "executed/2xh200/scaling"]
     if not all((REPO / s / "records.jsonl.gz").is_file() for s in studies):

@@ -26,6 +26,7 @@ from benchlib.analysis.hypotheses import bf16_on_frontier
 from benchlib.analysis.recommend import Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, load_study
+from benchlib.core.blocks import replace_block
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, short_commit
 from benchlib.core.sizes import SHAPES
@@ -672,14 +673,6 @@ def answer_for(study_dir: Path, root: Path | None = None) -> str | None:
     return text if _rel(Path(study_dir).resolve()) in answer_studies(text) else None
 
 
-def replace_block(text: str, body: str, start: str = START, end: str = END) -> str:
-    """``text`` with the block between the markers replaced by ``body`` (appended when absent)."""
-    block = f"{start}\n{body}{end}"
-    if start in text and end in text and text.index(start) < text.index(end):
-        return text[:text.index(start)] + block + text[text.index(end) + len(end):]
-    return text.rstrip("\n") + "\n\n" + block + "\n"
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dtype-bench findings",
                                 description="The README's Findings section from a study's comparison.json")
@@ -770,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.readme:
         readme = Path(ns.readme)
         old = readme.read_text() if readme.exists() else ""
-        new = replace_block(old, body)
+        new = replace_block(old, body, START, END)
         if new != old:
             readme.write_text(new)
         print(f"{readme}: findings {'updated' if new != old else 'unchanged'}")

@@ -18,6 +18,7 @@ import altair as alt
 import pandas as pd
 
 from benchlib.analysis.charts import FORMATS, save
+from benchlib.core.blocks import replace_block
 from benchlib.core.records import COMPLETED, json_safe, load_records, read_steps, records_frame, steps_file
 from benchlib.core.runconfig import DistConfig, flatten
 
@@ -477,7 +478,6 @@ def main(argv: list[str] | None = None) -> int:
         if not ns.readme:
             print(body, end="")
             return 0
-        from benchlib.analysis.findings import replace_block
         path = Path(ns.readme)
         path.write_text(replace_block(path.read_text(), body, *MULTI_GPU_MARKERS))
         print(f"{path}: multi-GPU findings written")
