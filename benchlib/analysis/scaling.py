@@ -362,7 +362,8 @@ def _pct(x) -> str:
 def _recipe(root, runs) -> str:
     r, env = runs.iloc[0], load_records(root)[0]["env"]
     return (f"scenario {r['scenario']}, `{r['size']}` (GPT-2 124M shapes), {r['batch_size']} x {r['seq_len']} tokens per "
-            f"GPU, {r['steps']} steps, compile {r['compile']}, seed {', '.join(map(str, sorted(set(runs['seed']))))}; "
+            f"GPU, {r['steps']} steps, beta2 {r.get('run.beta2', '-')}, compile {r['compile']}, "
+            f"seed {', '.join(map(str, sorted(set(runs['seed']))))}; metric: tokens/s and peak GiB per GPU; "
             f"{env.get('device_count')}x {env.get('device_name')}, {env.get('cpu_model')} ({env.get('cpu_count')} cores), "
             f"torch {env.get('torch')}, commit {env.get('git_commit')}")
 
