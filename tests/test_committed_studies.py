@@ -8,6 +8,7 @@ executed/<gpu> --analysis_only``, then ``dtype-bench compact executed/<gpu>/<stu
 ``executed/README.md`` is what ``dtype-bench compact --readme`` writes from the studies there."""
 import json
 import math
+import re
 import subprocess
 
 import pytest
@@ -100,6 +101,7 @@ def test_the_readmes_multi_gpu_findings_are_what_the_committed_multi_gpu_studies
     if not all((REPO / s / "records.jsonl.gz").is_file() for s in studies):
         pytest.skip("no committed multi-GPU study")
     body = scaling.multi_gpu_findings(*studies, "docs/bench/parity_audit_2xh200_2026-11-29")
+    assert not re.search(r"\{[A-Za-z_][^}]*\}", body), "a placeholder was left unformatted in the block"
     readme = (REPO / "README.md").read_text()
     assert replace_block(readme, body, *scaling.MULTI_GPU_MARKERS) == readme, \
         "README's multi-GPU findings differ from the committed studies: run the command above the block"

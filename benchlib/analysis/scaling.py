@@ -377,7 +377,7 @@ def multi_gpu_findings(strategies: str | Path, tuning: str | Path, audit: str | 
     configs = list(dict.fromkeys(runs["config"]))
     cell = lambda a, c: sc.loc[(a, c)] if (a, c) in sc.index else None  # noqa: E731
     lines = [f"**Strategy x precision policy** ({_recipe(strategies, runs)}): per GPU, % of one plain GPU's tokens/s under "
-             "the same config, then peak GiB per GPU. Study `{Path(strategies).as_posix()}`.", "",
+             f"the same config, then peak GiB per GPU. Study `{Path(strategies).as_posix()}`.", "",
              "| policy | " + " | ".join(GRID_ARMS) + " |", "|---" * (len(GRID_ARMS) + 1) + "|"]
     for c in configs:
         cells = [(f"{_pct(r['vs_single_pct'])} · {r['gib_per_device']:.1f}" if r is not None else "-")
