@@ -72,3 +72,20 @@ def test_the_readme_and_docs_name_only_study_files_that_exist():
     named = {(p.name, m) for p in texts for m in re.findall(r"params/([a-z][\w.-]*\.yaml)", p.read_text())}
     missing = sorted((doc, f) for doc, f in named if not (PARAMS / f).exists())
     assert not missing, f"study files named but not in params/: {missing}"
+
+
+@pytest.mark.parametrize("name, scenario", [("reference_real_b999", "A"), ("reference_real_c_b999", "C")])
+def test_a_beta2_arm_is_its_reference_studys_recipe_with_only_the_fine_tunings_beta2_changed(name, scenario):
+    """A beta2 arm's verdict differs from reference_real's by beta2 alone: every shared (config, seed)
+    run has reference_real's recipe but beta2 0.999, and the checkpoint C reads is made as there."""
+    mine, ref = (load_study(PARAMS / f"{n}.yaml") for n in (name, "reference_real"))
+    ref_runs = {(r.cfg.config, r.cfg.seed): r.cfg.to_dict() for r in ref.runs() if r.cfg.scenario == scenario}
+    shared = [r for r in mine.runs() if (r.cfg.config, r.cfg.seed) in ref_runs]
+    assert {r.cfg.scenario for r in mine.runs()} == {scenario} and len(shared) >= 6
+    for r in shared:
+        d, e = r.cfg.to_dict(), ref_runs[(r.cfg.config, r.cfg.seed)]
+        assert {k for k in d if d[k] != e.get(k)} == {"beta2", "extra"} and (d["beta2"], e["beta2"]) == (0.999, 0.95)
+    if mine.pretrain:
+        (pre,), (ref_pre,) = (sum(s.pretrain_runs().values(), []) for s in (mine, ref))
+        a, b = pre.cfg.to_dict(), ref_pre.cfg.to_dict()
+        assert {k for k in a if a[k] != b.get(k)} == {"extra"}
