@@ -82,9 +82,10 @@ def test_a_compacted_study_reads_back_the_same_records_steps_and_comparison(tmp_
     for path, rows in steps.items():  # each log's rows kept, values as logged
         assert read_steps(steps_file(path.rsplit("/", 1)[0])) == compact.kept_rows(rows) and len(rows) == 1200
     assert not same(report.compare(report.load_study(study), FAST).result, before)
-    # one example per training notebook (LM: A, classification: D), and the failed run's notebook
+    # one example per (scenario, config), the lowest seed, and the failed run's notebook
     kept = sorted(p.relative_to(study / "runs").as_posix() for p in study.rglob("*.ipynb") if "runs" in p.parts)
-    assert kept == ["A/bf16_pure/seed0.ipynb", "A/fp32_baseline/seed0.ipynb", "D/fp32_baseline/seed0.ipynb"]
+    assert kept == ["A/amp_bf16/seed0.ipynb", "A/bf16_pure/seed0.ipynb", "A/fp32_baseline/seed0.ipynb",
+                    "D/amp_bf16/seed0.ipynb", "D/fp32_baseline/seed0.ipynb"]
     # logs: a finished run's go (its rank logs too: no arms, no reader), the failed run keeps its own
     logs = {p.relative_to(study / "runs").as_posix() for p in study.rglob("*")
             if p.name in ("papermill.log", "rank0.jsonl")}

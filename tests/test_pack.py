@@ -246,3 +246,17 @@ def test_pack_to_a_study_outside_the_tree_is_refused_before_any_run(tmp_path, mo
     with pytest.raises(UserError, match="not below .*give --out below it"):
         pack.Packer(tmp_path / "elsewhere", tmp_path / "a.tgz", 60)
     pack.Packer(tmp_path / "host" / "executed", tmp_path / "a.tgz", 60)  # below the tree: fine
+
+
+def test_on_a_warm_host_a_pretrain_an_earlier_job_made_comes_back_with_the_later_jobs_runs(repo, tmp_path):
+    """The first job on a warm host trained the checkpoint and was cut off by its budget; the next
+    job there ran the rest. Nothing of that pretrain is committed, so its record, older than the
+    second sweep, is the host's own and comes back (the runs name it)."""
+    ex = repo / "executed"
+    _write(ex / "ref.pretrain/gpt2/result.json", '{"status": "ok"}')
+    _write(ex / "ref.pretrain/gpt2/steps.jsonl", '{"step": 0}')
+    _write(ex / "ref/runs/C/amp_bf16/seed1/result.json", '{"status": "ok", "seed": 1}')
+    out = tmp_path / "chunk.tgz"
+    pack.pack([ex / "ref"], out, started=time.time() + 1)
+    assert "executed/ref.pretrain/gpt2/result.json" in _names(out)
+    assert "executed/ref.pretrain/gpt2/steps.jsonl" in _names(out)

@@ -80,14 +80,17 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
         raise UserError(f"{dirs[0]} is not in a git work tree: give --newer_than FILE (a file touched before the sweep)")
     if root is None and since:
         raise UserError(f"--since {since}: {dirs[0]} is not in a git work tree")
-    root = root or Path.cwd().resolve()
+    in_git, root = root is not None, root or Path.cwd().resolve()
     if not all(d.is_relative_to(root) for d in dirs):
         raise UserError(f"{dirs[0]} is not below {root}: run pack from the repository root")
     files = newer_files(dirs, newer_than) if newer_than else changed_files(root, dirs, since)
     out = Path(out).resolve()
     files = [f for f in files if f != out]
     rel = {f: PurePosixPath(f.relative_to(root).as_posix()) for f in files}
-    stale, unfinished = _beside_a_standing_record(files, dirs, started), _of_unfinished_runs(files, dirs)
+    committed = ({root / n for n in _git(root, "git ls-files", "ls-files", "-z", "--",
+                                         *(str(d.relative_to(root)) for d in dirs))}
+                 if in_git else None)
+    stale, unfinished = _beside_a_standing_record(files, dirs, started, committed), _of_unfinished_runs(files, dirs)
     skipped = Counter(left_out(r) or ("stale pretrain" if f in stale else "unfinished run")
                       for f, r in rel.items() if left_out(r) or f in stale or f in unfinished)
     files = [f for f in files if not left_out(rel[f]) and f not in stale and f not in unfinished]
@@ -116,16 +119,18 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
     return "\n".join(lines)
 
 
-def _beside_a_standing_record(files: list[Path], dirs: list[Path], started: float | None = None) -> set[Path]:
+def _beside_a_standing_record(files: list[Path], dirs: list[Path], started: float | None = None,
+                              committed: set[Path] | None = None) -> set[Path]:
     """Files of a pretrain run folder whose record is not among ``files`` or older than
-    ``started``: a checkpoint trained again here while the repository's record stands."""
+    ``started``: a checkpoint trained again here while the repository's record stands. In a git
+    tree only a ``committed`` record stands: one an earlier job on this warm host wrote is its own."""
     changed = set(files)
     out = set()
     for f in files:
         run = (f.with_suffix("") if f.suffix == ".ipynb" and f.parent.name.endswith(".pretrain") else  # its notebook
                next((d for d in f.parents if d.parent.name.endswith(".pretrain") and d.parent in dirs), None))
         record = run / "result.json" if run is not None else None
-        if record is not None and record.exists() and (
+        if record is not None and record.exists() and (committed is None or record in committed) and (
                 record not in changed or (started is not None and record.stat().st_mtime < started)):
             out.add(f)
     return out

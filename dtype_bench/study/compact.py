@@ -2,7 +2,7 @@
 
 Compacting keeps what the analysis reads and one copy of everything else: the records in one
 table (``records.jsonl.gz``), the step logs thinned in another (``steps.parquet``; rank logs
-only in studies with arms), one example run notebook per training notebook (``--examples``)
+only in studies with arms), one example run notebook per (scenario, config) and arm (``--examples``)
 and every notebook of a run without a finished record (the logs of finished runs and analysis
 notebooks go), each chart once as a file that the analysis notebooks link, and one HTML report
 whose style sheet lies once in ``--root``. ``<root>/README.md`` is then written again where this
@@ -118,23 +118,15 @@ def _drop_logs(folder: Path, runs: dict) -> int:
 
 
 def _keep_examples(folder: Path, runs: dict, examples: int) -> int:
-    """Keep ``examples`` run notebooks per training notebook (ok first, then the lowest seed, the
-    registry's config order, the scenario) and those of runs without a finished record; remove
-    (and count) the others."""
-    from benchlib.core.dtypes import REGISTRY
-    from benchlib.study.studyfile import GROUPS
-    order = {c: i for i, c in enumerate(REGISTRY)}
-    group = {s: g for g, members in GROUPS.items() for s in members}
+    """Keep ``examples`` run notebooks per (arm, scenario, config) (ok first, then the lowest seed),
+    so a reader can open how each cell of the answer was made, and those of runs without a
+    finished record; remove (and count) the others."""
     notebooks = {run.with_suffix(".ipynb"): rec for run, rec in runs.items() if run.with_suffix(".ipynb").exists()}
-    ranked = sorted(notebooks, key=lambda nb: (notebooks[nb]["status"] != "ok", notebooks[nb]["seed"],
-                                               order.get(notebooks[nb]["config"], len(order)),
-                                               notebooks[nb]["scenario"], nb.parts))
+    ranked = sorted(notebooks, key=lambda nb: (notebooks[nb]["status"] != "ok", notebooks[nb]["seed"], nb.parts))
     kept, shown = [], Counter()
-    for nb in ranked:
-        rec = notebooks[nb]
-        kind = group.get(rec["scenario"], rec["scenario"])
-        if rec["status"] not in FINISHED or shown[kind] < examples:
-            shown[kind] += rec["status"] in FINISHED
+    for nb in ranked:  # a notebook's folder is its cell's: runs/[<arm>/]<scenario>/<config>/seed<k>.ipynb
+        if notebooks[nb]["status"] not in FINISHED or shown[nb.parent] < examples:
+            shown[nb.parent] += notebooks[nb]["status"] in FINISHED
             kept.append(nb)
     for nb in kept:
         thin_notebook(nb)
@@ -294,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="The folder of all studies: its README.md is written again, the HTML style sheet goes there "
                         "(default: executed).")
     p.add_argument("--examples", type=int, default=1, metavar="N",
-                   help="Run notebooks kept per training notebook, LM and classification (default: 1).")
+                   help="Run notebooks kept per (arm, scenario, config) (default: 1).")
     p.add_argument("--readme", action="store_true",
                    help="Write <root>/README.md from the studies there (without folders: only that); without it, the "
                         "README is written again where this command wrote it before.")
