@@ -55,6 +55,18 @@ def test_a_committed_comparison_is_reproduced_from_its_records(path):
     assert not diffs, f"{len(diffs)} differences, first: " + "; ".join(diffs[:5])
 
 
+@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(REPO)) for p in COMMITTED])
+def test_a_config_named_safe_on_a_scenario_was_tested_safe_there_not_its_reference(path):
+    """A scenario's reference passes without a test: "safe on the most scenarios" counts only
+    cells a config was shown safe in (the beta2 0.999 studies' reference is a candidate)."""
+    comp = json.loads(path.read_text())
+    verdict = {(e["scenario"], e["config"]): e["verdict"] for e in comp.get("recommendation_evidence", [])}
+    for line in comp["recommendations"]["universal"]:
+        m = re.match(r"safe on the most scenarios: (\S+) \(\d+/\d+: ([^)]*)\)", line)
+        if m:
+            assert all(verdict.get((s, m.group(1))) == "safe" for s in m.group(2).split(", ")), line
+
+
 def test_the_check_sees_a_changed_verdict():
     a = {"hypotheses": {"H1": {"verdict": "supported", "effect": {"estimate": 0.5}}}}
     b = {"hypotheses": {"H1": {"verdict": "inconclusive", "effect": {"estimate": 0.5 + 1e-3}}}}
