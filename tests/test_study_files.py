@@ -74,7 +74,8 @@ def test_the_readme_and_docs_name_only_study_files_that_exist():
     assert not missing, f"study files named but not in params/: {missing}"
 
 
-@pytest.mark.parametrize("name, scenario", [("reference_real_b999", "A"), ("reference_real_c_b999", "C")])
+@pytest.mark.parametrize("name, scenario", [("reference_real_b999", "A"), ("reference_real_c_b999", "C"),
+                                                   ("reference_real_e_b999", "E")])
 def test_a_beta2_arm_is_its_reference_studys_recipe_with_only_the_fine_tunings_beta2_changed(name, scenario):
     """A beta2 arm's verdict differs from reference_real's by beta2 alone: every shared (config, seed)
     run has reference_real's recipe but beta2 0.999, and the checkpoint C reads is made as there."""
