@@ -99,3 +99,21 @@ def test_single_label_reports_macro_f1_without_judging_on_it():
     con = pd.DataFrame(frame(recs).attrs["contrasts"]).set_index("config")
     assert con.loc["amp_bf16", "verdict"] == "safe" and con.loc["amp_bf16", "verdict2"] == "degraded"
     assert con.loc["amp_bf16", "judged2"] == False  # noqa: E712 - reported only
+
+
+def test_the_seed_plan_shows_a_non_inferior_cell_safe_at_its_planned_power_and_not_with_one_seed_less():
+    """``seeds_to_show_safe`` plans from what 3 seeds measured (here exactly the true gap and spread):
+    the simulated cells at the planned count are judged safe at least 80% of the time, by the same
+    rule the studies use; one seed fewer falls short of that."""
+    gap, sigma, n0 = 0.3 * M, 0.6, 3
+    half = contrasts._t(RULES, n0 - 1) * sigma / np.sqrt(n0)
+    n = contrasts.seeds_to_show_safe(gap, gap - half, gap + half, n0, M, RULES)
+    assert n is not None and n > n0
+    assert verdict_rate(n, gap, sigma, "safe", seed=1) >= contrasts.POWER - TOL
+    assert verdict_rate(n - 1, gap, sigma, "safe", seed=2) < contrasts.POWER + TOL
+
+
+def test_no_number_of_seeds_is_planned_for_a_gap_at_the_minimum_effect():
+    assert contrasts.seeds_to_show_safe(M, 0.2, 1.8, 3, M, RULES) is None
+    assert contrasts.seeds_to_show_safe(0.0, float("nan"), 1.0, 3, M, RULES) is None
+    assert contrasts.seeds_to_show_safe(0.99 * M, 0.5, 1.5, 3, M, RULES) == contrasts.MOST_SEEDS + 1

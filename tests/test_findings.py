@@ -403,3 +403,23 @@ def test_a_frontier_hypothesis_says_which_task_pairs_keep_one_model():
     text = findings._task_pairs([rec("A", "gpt2", 124e6), rec("E", "gpt2", 125e6), rec("F", "bert", 22e6)])
     assert "E against LM: one model" in text and "F against LM: architecture or size differ" in text
     assert findings._task_pairs([rec("E", "gpt2", 124e6)]) == ""  # no LM scenario: nothing to pair
+
+
+def test_the_seed_plan_line_names_the_seeds_each_inconclusive_cell_needs_or_that_none_would_do():
+    from benchlib.analysis.findings import _seeds_line
+    ev = [{"scenario": "A", "config": "amp_bf16", "verdict": "inconclusive", "paired": True, "n_paired": 3,
+           "gap_pct": 0.1, "ci_low": -0.2, "ci_high": 0.4},
+          {"scenario": "A", "config": "bf16_pure", "verdict": "inconclusive", "paired": True, "n_paired": 3,
+           "gap_pct": 0.6, "ci_low": -0.2, "ci_high": 1.4},  # measured beyond the 0.5% of a loss
+          {"scenario": "C", "config": "amp_bf16", "verdict": "inconclusive", "paired": True, "n_paired": 3,
+           "gap_pct": 0.1, "ci_low": -0.2, "ci_high": 0.4, "metric2": "macro_f1", "judged2": True,
+           "gap2_pct": 1.5, "ci2_low": -2.0, "ci2_high": 5.0},  # fine on micro-F1, beyond 1% on macro-F1
+          {"scenario": "A", "config": "amp_fp16", "verdict": "safe", "paired": True, "n_paired": 3,
+           "gap_pct": 0.0, "ci_low": -0.1, "ci_high": 0.1}]
+    comp = {"recommendation_evidence": ev, "quality_metric": {"A": {"name": "val_loss"}, "C": {"name": "micro_f1"}}}
+    line = _seeds_line([{"label": "beta2 0.95", "comparison": comp}])
+    assert "A amp_bf16 3 -> " in line and "A bf16_pure 3 -> never" in line and "C amp_bf16 3 -> never" in line
+    assert "amp_fp16" not in line  # decided cells need no plan
+    planned = int(line.split("A amp_bf16 3 -> ")[1].split(",")[0])
+    assert planned > 3
+    assert _seeds_line([{"label": "beta2 0.95", "comparison": {"recommendation_evidence": ev[3:]}}]) == ""

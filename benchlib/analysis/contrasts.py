@@ -79,6 +79,29 @@ def _t(rules: Rules, df: float) -> float:
     return float(sps.t.ppf(1 - rules.alpha, df)) if np.isfinite(df) else float(sps.norm.ppf(1 - rules.alpha))
 
 
+POWER = 0.8  # the chance a planned number of seeds shows a truly non-inferior cell safe
+MOST_SEEDS = 100  # beyond this a plan says "more than": the cell is not worth deciding by seeds
+
+
+def seeds_to_show_safe(gap: float, lo: float, hi: float, n: int, margin: float, rules: Rules = Rules(),
+                       power: float = POWER) -> int | None:
+    """Seeds a paired cell needs for the one-sided (1 - alpha) t-bound of its gap (% of the
+    reference, > 0 worse) to fall below ``margin`` with probability ``power``, were the true gap and
+    the per-seed spread those measured (``gap``, and the spread behind the two-sided 1 - 2 alpha
+    interval ``lo``-``hi`` over ``n`` seeds): statsmodels' power of a one-sample t-test. None where
+    the measured gap is at or beyond the margin (no number of seeds shows that safe) or there is no
+    interval; ``MOST_SEEDS + 1`` where more than ``MOST_SEEDS`` would be needed."""
+    from statsmodels.stats.power import TTestPower
+    if n < 2 or not all(np.isfinite(v) for v in (gap, lo, hi)) or gap >= margin:
+        return None
+    sd = (hi - lo) / 2 / _t(rules, n - 1) * math.sqrt(n)
+    if sd <= 0:
+        return n
+    power_at = functools.partial(TTestPower().power, effect_size=(margin - gap) / sd, alpha=rules.alpha,
+                                 alternative="larger")
+    return next((k for k in range(2, MOST_SEEDS + 1) if power_at(nobs=k) >= power), MOST_SEEDS + 1)
+
+
 def tests(c: dict, m: float) -> dict:
     """One-sided p-values of a contrast against 0 and the minimum effect ``m``: ``p_worse`` (gap <= 0),
     ``p_degraded`` (gap <= m) and ``p_safe`` (gap >= m). A contrast without spread (every seed's

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.analysis import answer, arms, transfer
+from benchlib.analysis.contrasts import MOST_SEEDS, POWER, seeds_to_show_safe
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.hypotheses import bf16_on_frontier
@@ -202,8 +203,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     out += ["", "**Where it breaks** (candidates; every run and reason in the reports):"]
     out += _bullets([line for a in arms for line in _breaks(a["cells"] if a is not arms[0] else cells, a["label"])],
                     "no candidate failed, degraded or came out worse on any scenario")
-    stuck = _stuck_line(arms)
-    out += ["", stuck] if stuck else []
+    out += [line for part in (_stuck_line(arms), _seeds_line(arms)) if part for line in ("", part)]
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
             "|---|---|---|---|---|---|"]
     by_study = {name: [r for f in folders for r in load_records(f)]}
@@ -250,6 +250,39 @@ def _stuck_line(arms: list[dict]) -> str:
             "should shrink, the share left bit-identical; mean over logged steps and seeds; near 1 means v only rises; "
             "stochastic rounding moves a few entries a step, unbiased, so its share is high but its v decays): "
             + "; ".join(parts) + ".")
+
+
+def _seed_plan(e: dict, metric: str, rules: Rules = Rules()) -> int | None:
+    """Seeds an inconclusive paired cell needs to show it safe on every metric it is judged on
+    (``seeds_to_show_safe``), the most of them; None where one of them cannot be."""
+    metrics = [(metric, "gap_pct", "ci_low", "ci_high")] + (
+        [(e["metric2"], "gap2_pct", "ci2_low", "ci2_high")] if e.get("judged2") and e.get("metric2") else [])
+    plans = [seeds_to_show_safe(*(float(e.get(k) if e.get(k) is not None else "nan") for k in cols),
+                                int(e["n_paired"]), rules.min_effect_pct(m)) for m, *cols in metrics]
+    return None if None in plans else max(plans)
+
+
+def _seeds_line(arms: list[dict]) -> str:
+    """Per arm, each inconclusive candidate cell measured on paired seeds: the seeds that would
+    decide it at the gap and spread measured, or that none would; '' where no cell is inconclusive."""
+    parts = []
+    for a in arms:
+        comp = a["comparison"]
+        cells = [e for e in comp.get("recommendation_evidence", []) if e.get("verdict") == "inconclusive"
+                 and e.get("role", "candidate") == "candidate" and e.get("paired")]
+        order = config_order([e["config"] for e in cells])
+        plans = [(e, _seed_plan(e, (comp.get("quality_metric") or {}).get(e["scenario"], {}).get("name")))
+                 for e in sorted(cells, key=lambda e: (e["scenario"], order.index(e["config"])))]
+        if plans:
+            parts.append(f"at {a['label']}: " + ", ".join(
+                f"{e['scenario']} {e['config']} {int(e['n_paired'])} -> "
+                + ("never" if k is None else f"more than {k - 1}" if k > MOST_SEEDS else str(k)) for e, k in plans))
+    if not parts:
+        return ""
+    return (f"**Seeds a decision needs** (each inconclusive candidate: the paired seeds that show it safe with "
+            f"{POWER:.0%} power were its true gap and per-seed spread those measured, from the seeds it has; "
+            "\"never\": its measured gap is at or beyond the minimum effect, so no number of seeds shows it safe "
+            "at this recipe): " + "; ".join(parts) + ".")
 
 
 def _own_speed(folder: Path) -> pd.DataFrame | None:
