@@ -65,6 +65,9 @@ def test_a_config_named_safe_on_a_scenario_was_tested_safe_there_not_its_referen
         m = re.match(r"safe on the most scenarios: (\S+) \(\d+/\d+: ([^)]*)\)", line)
         if m:
             assert all(verdict.get((s, m.group(1))) == "safe" for s in m.group(2).split(", ")), line
+        m = re.match(r"safe on every scenario whose quality is established \(([^)]*)\): (.*)", line)
+        for c in re.findall(r"(?:^|; )(\S+) \(", m.group(2)) if m else []:
+            assert all(verdict.get((s, c)) == "safe" for s in m.group(1).split(", ")), line
 
 
 def test_the_check_sees_a_changed_verdict():

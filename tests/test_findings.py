@@ -423,3 +423,21 @@ def test_the_seed_plan_line_names_the_seeds_each_inconclusive_cell_needs_or_that
     planned = int(line.split("A amp_bf16 3 -> ")[1].split(",")[0])
     assert planned > 3
     assert _seeds_line([{"label": "beta2 0.95", "comparison": {"recommendation_evidence": ev[3:]}}]) == ""
+
+
+def test_a_studys_own_comparison_says_untestable_here_below_the_premise_as_the_answer_does():
+    """The per-study comparison (its report and notebook) applies the same premise as the README:
+    below ~4k labels H1's measured verdict is kept only as ``measured_verdict``."""
+    import pandas as pd
+    from benchlib.analysis import hypotheses as hy
+    from benchlib.analysis.tables import head_params
+    measured = {"seed001.H1": {"verdict": "rejected", "reason": "no effect", "claim": "c", "effect": None},
+                "seed001.H4": {"verdict": "rejected", "reason": "same frontier", "claim": "c", "effect": None}}
+
+    def frame(labels, width):
+        rec = _cls_record("D", labels, width)
+        return pd.DataFrame([{"scenario": "D", "run.num_labels": labels, "model.head_params": head_params(rec)}])
+    small = hy.at_premise(measured, frame(595, 384))
+    assert small["seed001.H1"]["verdict"] == hy.UNTESTABLE_HERE and small["seed001.H1"]["measured_verdict"] == "rejected"
+    assert "595" in small["seed001.H1"]["reason"] and small["seed001.H4"] == measured["seed001.H4"]
+    assert hy.at_premise(measured, frame(4_300, 768)) == measured

@@ -23,10 +23,10 @@ from benchlib.analysis import answer, arms, transfer
 from benchlib.analysis.contrasts import MOST_SEEDS, POWER, seeds_to_show_safe
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason
-from benchlib.analysis.hypotheses import bf16_on_frontier
+from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
 from benchlib.analysis.recommend import Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules
-from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, load_study
+from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, head_params, load_study
 from benchlib.core.blocks import replace_block
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, short_commit
@@ -213,9 +213,9 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
                                          name if n != name else None)
         decided = [r for part in n.split(" x ") for r in by_study.get(part, [])]  # "speed x quality": both
-        verdict = h["verdict"]
-        if missing := unmet_premise(hid, decided):  # a verdict away from the seed's premise is not its verdict
-            verdict, why = "untestable here", f"{missing}; measured below it: {h['verdict']} ({why})"
+        verdict = h["verdict"]  # a comparison already says "untestable here" away from the premise (at_premise)
+        if verdict != UNTESTABLE_HERE and (missing := unmet_premise(hid, decided)):  # one decided across studies
+            verdict, why = UNTESTABLE_HERE, f"{missing}; measured below it: {h['verdict']} ({why})"
         out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
                    f"{premise(hid, decided, real)} | `{n}` |")
     arm_names = {a["study"] for a in arms[1:]}
@@ -368,8 +368,6 @@ def _hypotheses(studies, comparison: dict) -> dict:
     return hyps
 
 
-SEED_HEAD = {"labels": 4_000, "params": 3_300_000}
-"""Seed 001's premise for H1 and H3: EUR-Lex's ~4k labels (H1) and its ~3.3M-parameter classifier head (H3)."""
 SEED_H2_STEPS = (5_000, 10_000)
 """Seed 001's H2: unscaled fp16 'diverges in LM around 5-10k steps'."""
 
@@ -392,10 +390,9 @@ def _heads(records: list[dict]) -> dict[str, tuple[int, int]]:
     """Classification scenario -> (labels, classifier-head parameters: width x labels + labels)."""
     out = {}
     for r in records:
-        m = r.get("model") if isinstance(r.get("model"), dict) else {}
-        labels, mm = m.get("num_labels"), m.get("matmuls") or []
-        if r.get("scenario") in ("C", "D", "E", "F") and labels and mm:
-            out[r["scenario"]] = (int(labels), int(mm[0]["in"]) * int(labels) + int(labels))
+        p = head_params(r)
+        if p == p:  # not NaN
+            out[r["scenario"]] = (int(r["model"]["num_labels"]), int(p))
     return dict(sorted(out.items()))
 
 
@@ -408,14 +405,9 @@ def unmet_premise(hid: str, records: list[dict]) -> str:
     """Where a hypothesis names a premise its runs did not reach (seed 001 H1: ~4k labels; H3: a
     ~3.3M-parameter head), what is missing, in words; '' where reached or not applicable."""
     heads = _heads(records)
-    if hid not in ("seed001.H1", "seed001.H3") or not heads:
+    if not heads:
         return ""
-    labels, params = max(n for n, _ in heads.values()), max(p for _, p in heads.values())
-    if hid.endswith("H1") and labels < SEED_HEAD["labels"]:
-        return f"needs ~{SEED_HEAD['labels']:,} labels; the most here: {labels:,}"
-    if hid.endswith("H3") and params < SEED_HEAD["params"]:
-        return f"needs a ~{SEED_HEAD['params'] / 1e6:.1f}M-parameter head; the largest here: {params / 1e3:,.0f}k"
-    return ""
+    return premise_unmet(hid, max(n for n, _ in heads.values()), max(p for _, p in heads.values()))
 
 
 def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
@@ -650,6 +642,8 @@ def _to_settle(h: dict) -> str:
     """For an undecided verdict: the seeds that would settle it, or why there is no estimate."""
     if h["verdict"] in DECIDED:
         return ""
+    if h.get("measured_verdict"):  # untestable here: what is missing, then what was measured below it
+        return str(h["reason"]).replace("|", "/")
     need = (h.get("effect") or {}).get("seeds_to_settle")
     if need is not None:
         return f"~{need} seeds per (scenario, config) at this effect and noise"

@@ -366,6 +366,38 @@ def evaluate_all(df: pd.DataFrame, rules: Rules = Rules()) -> dict[str, dict]:
         except Exception as e:  # noqa: BLE001 - the comparison must finish; the reason names the error
             out[hid] = result(fn, inspect.getdoc(fn).split(".")[0], "inconclusive",
                               f"could not evaluate: {type(e).__name__}: {e}")
+    return at_premise(out, df)
+
+
+SEED_HEAD = {"labels": 4_000, "params": 3_300_000}
+"""Seed 001's premise for H1 and H3: EUR-Lex's ~4k labels (H1) and its ~3.3M-parameter classifier head (H3)."""
+UNTESTABLE_HERE = VERDICTS[-1]
+
+
+def premise_unmet(hid: str, labels: int, params: int) -> str:
+    """What a run set with at most ``labels`` labels and a head of at most ``params`` parameters lacks
+    of seed 001's premise for ``hid`` (H1: ~4k labels; H3: a ~3.3M-parameter head), in words; ''
+    where reached or where the hypothesis names no such premise."""
+    if hid == "seed001.H1" and labels < SEED_HEAD["labels"]:
+        return f"needs ~{SEED_HEAD['labels']:,} labels; the most here: {labels:,}"
+    if hid == "seed001.H3" and params < SEED_HEAD["params"]:
+        return f"needs a ~{SEED_HEAD['params'] / 1e6:.1f}M-parameter head; the largest here: {params / 1e3:,.0f}k"
+    return ""
+
+
+def at_premise(hyps: dict[str, dict], df: pd.DataFrame) -> dict[str, dict]:
+    """A verdict drawn away from the seed's premise (too few labels, too small a head) is not the
+    seed's verdict: it becomes "untestable here", naming what is missing and what was measured below
+    it (``measured_verdict``). The classification runs' label counts and head sizes are ``df``'s."""
+    cls = df[df["scenario"].isin(["C", "D", "E", "F"])] if "scenario" in df else df.iloc[:0]
+    labels = pd.to_numeric(cls.get("run.num_labels"), errors="coerce").max() if len(cls) else np.nan
+    params = pd.to_numeric(cls.get("model.head_params"), errors="coerce").max() if len(cls) else np.nan
+    out = dict(hyps)
+    for hid, h in hyps.items():
+        missing = premise_unmet(hid, int(labels), int(params)) if np.isfinite(labels) and np.isfinite(params) else ""
+        if missing and h["verdict"] != UNTESTABLE_HERE:
+            out[hid] = {**h, "verdict": UNTESTABLE_HERE, "measured_verdict": h["verdict"],
+                        "reason": f"{missing}; measured below it: {h['verdict']} ({h['reason']})"}
     return out
 
 

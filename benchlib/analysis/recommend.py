@@ -161,13 +161,14 @@ def recommendations(df: pd.DataFrame, stats: pd.DataFrame, rules: Rules = Rules(
                 + by_reason(why_not) + ")"] if why_not else [])
         why += [short] if short else []
         rec["universal"].append(NO_PICK + ("; ".join(why) or "no config is safe on every scenario"))
-        on_est = speed_order([c for c, ss in safe.items() if est and set(est) <= ss])
+        # shown safe by a test: a scenario's reference passes without one, and is not named here
+        tested = {c: ss for c, ss in ((c, set(g.loc[g["verdict"].eq("safe"), "scenario"]))
+                                      for c, g in mine.groupby("config")) if ss}
+        on_est = speed_order([c for c, ss in tested.items() if est and set(est) <= ss])
         if why_not and on_est:
             rec["universal"].append(f"safe on every scenario whose quality is established ({', '.join(est)}): "
                                     + "; ".join(f"{c} ({numbers(c, est)})" for c in on_est))
-        elif tested := {c: ss for c, ss in ((c, set(g.loc[g["verdict"].eq("safe"), "scenario"]))
-                                            for c, g in mine.groupby("config")) if ss}:
-            # shown safe by a test: a scenario's reference passes without one
+        elif tested:
             most = max(tested, key=lambda c: (len(tested[c]), -piv["throughput_rank"].loc[c].mean()))
             rec["universal"].append(f"safe on the most scenarios: {most} ({len(tested[most])}/{len(scns)}: "
                                     f"{', '.join(sorted(tested[most]))})")

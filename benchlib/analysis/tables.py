@@ -79,6 +79,15 @@ def _full(dtype: dict) -> dict:
     return REGISTRY[name].to_dict() if name in REGISTRY else dtype
 
 
+def head_params(rec: dict) -> float:
+    """A classification run's output-head parameters (width x labels + labels; the width is the
+    input of the model's first matmul), NaN where the record does not say."""
+    m = rec.get("model") if isinstance(rec.get("model"), dict) else {}
+    labels, mm = m.get("num_labels"), m.get("matmuls") or []
+    ok = rec.get("scenario") in ("C", "D", "E", "F") and labels and isinstance(mm, list) and mm
+    return float(int(mm[0]["in"]) * int(labels) + int(labels)) if ok else float("nan")
+
+
 def fp8_converted(rec: dict) -> bool | None:
     """Whether the run converted any Linear layer to float8 (``model.matmuls``); None: not said."""
     mm = (rec.get("model") or {}).get("matmuls")
@@ -144,6 +153,7 @@ def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
     df["model.type"] = [(r.get("model") or {}).get("model_type") for r in records]
     df["model.parameters"] = pd.to_numeric(pd.Series([(r.get("model") or {}).get("parameters") for r in records],
                                                      index=df.index, dtype=object), errors="coerce")
+    df["model.head_params"] = [head_params(r) for r in records]
     for col, values in pd.DataFrame(identities(records), index=df.index).items():
         df[col] = values
     num = [*HEADLINE, "throughput_std", "tokens_per_s", "stability/diverged_step", "stability/degraded_step",

@@ -22,7 +22,8 @@ from benchlib.analysis.tables import gated, seed_series, why_not_established
 from benchlib.core.records import TRAINED
 from benchlib.core.scenarios import SCENARIOS
 
-VERDICTS = ("supported", "rejected", "inconclusive", "untestable")
+VERDICTS = ("supported", "rejected", "inconclusive", "untestable", "untestable here")
+"""untestable here: measured away from the seed's stated premise (``hypotheses.at_premise``)."""
 SETTLE_MAX = 1000  # more seeds than this per cell: the effect is too small to be worth settling
 
 
