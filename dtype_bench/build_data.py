@@ -301,9 +301,9 @@ def kind_of(path: str) -> str | None:
 
 
 def _licence(copyright_text: str) -> str:
-    """The ``License:`` of the ``Files: *`` stanza of a Debian copyright file."""
+    """The ``License:`` (or ``Licence:``) of the ``Files: *`` stanza of a Debian copyright file."""
     stanza = re.search(r"^Files:\s*\*\s*$(.*?)(?:\n\n|\Z)", copyright_text, re.M | re.S)
-    found = re.search(r"^License:\s*(\S.*)$", stanza.group(1) if stanza else "", re.M)
+    found = re.search(r"^Licen[cs]e:\s*(\S.*)$", stanza.group(1) if stanza else "", re.M)
     return found.group(1).strip() if found else "see the package's copyright file"
 
 
@@ -325,7 +325,7 @@ def _read_deb(deb: Path, include: re.Pattern, exclude: re.Pattern | None, kinds:
     except (ArError, DebError, OSError, KeyError, ValueError) as e:
         raise BadDataError(f"{deb}: not a readable Debian package ({e})") from None
     name, version = control["Package"], control["Version"]
-    licence, chosen, matched = "see the package's copyright file", {}, 0
+    licence, chosen, matched = f"no copyright file in the package (usr/share/doc/{name}/copyright)", {}, 0
     with pkg.data.tgz() as tar:
         for member in tar:
             if not member.isfile():

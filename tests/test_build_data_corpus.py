@@ -123,6 +123,18 @@ def test_the_corpus_is_deterministic_and_split_by_each_file_path(debs, tmp_path)
     assert {i for i in range(12) if any(t.startswith(f"Notes {i}\n") for t in val)} == want
 
 
+def test_the_licence_is_read_in_either_spelling_and_a_missing_file_is_said():
+    assert build_data._licence("Files: *\nCopyright: 2000 X\nLicence: LGPL 2.1+\n text\n\nFiles: a/*\nLicense: MIT\n") == "LGPL 2.1+"
+    assert build_data._licence("Upstream: free text, no stanzas\n") == "see the package's copyright file"
+
+
+def test_a_package_without_a_copyright_file_says_so(tmp_path):
+    rng = np.random.default_rng(4)
+    bare = make_deb(tmp_path, "bare-doc", {f"usr/share/doc/bare-doc/{i}.txt": _page(rng) for i in range(100)}, licence=None)
+    facts = build_data.build_text([bare], tmp_path / "o", selection="docs")
+    assert facts["licence"] == "per package (packages): no copyright file in the package (usr/share/doc/bare-doc/copyright)"
+
+
 def test_errors_name_the_bad_input(debs, tmp_path):
     with pytest.raises(BadDataError, match=r"package file not found: .*gone-doc_1\.0_all\.deb .*apt-get download gone-doc\)"):
         build_data.build_text([debs["alpha"], tmp_path / "gone-doc_1.0_all.deb"], tmp_path / "o", selection="docs")
