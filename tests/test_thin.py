@@ -181,9 +181,10 @@ def test_an_analysis_page_links_the_chart_files_it_shows_instead_of_repeating_th
     page = study / "html" / "analysis" / "10.html"
     html_export.export_html(study / "analysis" / "10.ipynb", page, study / "html", html_export.saved_charts(study))
     text = page.read_text()
-    import base64
-    inline = [base64.b64decode(d).decode() for d in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', text)]
-    assert inline == [other]  # nbconvert inlines an SVG output as a data URI; the saved one is linked
+    from html import unescape
+    from urllib.parse import unquote
+    inline = [unquote(unescape(d)) for d in re.findall(r'src="data:image/svg\+xml,([^"]+)"', text)]
+    assert inline == [other]  # an SVG output is inlined as a data URI; the saved one is linked
     img = re.search(r'<img[^>]*src="\.\./\.\./A/plots/memory\.svg"[^>]*>', text)
     assert img and 'alt="Peak memory"' in img.group(0)
     assert (page.parent / "../../A/plots/memory.svg").resolve() == (study / "A/plots/memory.svg").resolve()

@@ -14,12 +14,12 @@ from benchlib.core.records import fmt, last_line, shared_gpu
 
 
 def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts: dict[str, Path] | None = None) -> None:
-    """Static HTML that reads offline: PNG charts inline, progress-bar redraws collapsed. With
-    ``css_root``, the page style (~260 kB) is written once there and linked (``_shared_css``);
-    with ``charts`` (``saved_charts``), an SVG output that is one of the study's chart files
-    byte for byte links that file instead of repeating it."""
+    """Static HTML that reads offline: the notebook through ``PAGE_TEMPLATE`` (its cells without
+    JupyterLab's wrappers), styled by ``PAGE_CSS``, progress-bar redraws collapsed. With
+    ``css_root``, the style is written once there and linked (``_shared_css``); with ``charts``
+    (``saved_charts``), an SVG output that is one of the study's chart files byte for byte links
+    that file instead of repeating it."""
     import nbformat
-    from nbconvert import HTMLExporter
     nb = nbformat.read(str(notebook), as_version=4)
     for cell in nb.cells:
         if "outputs" in cell:
@@ -27,47 +27,146 @@ def export_html(notebook: Path, html: Path, css_root: Path | None = None, charts
     if charts:
         _link_saved_charts(nb, html, charts)
     _relink_charts(nb, notebook, html)
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    body = with_alt_text(_unstyled_tokens(_page(nb, notebook.stem)), _png_titles(nb))
     html.parent.mkdir(parents=True, exist_ok=True)
-    body = with_alt_text(_unstyled_tokens(_without_unused_scripts(_without_mermaid(body), nb)), _png_titles(nb))
     if css_root is not None:
         body = _shared_css(body, css_root, html)
     html.write_text(body)
 
 
-MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded", async \(\) => \{'
-                     r'\s*const diagrams = document\.querySelectorAll\("\.jp-Mermaid.*?</script>\s*', re.S)
-"""nbconvert's loader of Mermaid diagrams (~12 kB in every page), needed only where a page has one."""
+PAGE_TEMPLATE = """{%- extends 'classic/base.html.j2' -%}
+{% from 'mathjax.html.j2' import mathjax %}
+{%- block header -%}
+<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{ resources.page.title | escape_html }}</title><style>{{ resources.page.css }}</style>
+{%- if resources.page.scripts %}<script src="{{ resources.jquery_url }}"></script>
+<script src="{{ resources.require_js_url }}"></script>{% endif %}
+{%- if resources.page.math %}{{ mathjax(resources.mathjax_url) }}{% endif %}
+</head><body><main>
+{%- endblock header -%}
+{%- block footer -%}{{ super() }}</main></body></html>{%- endblock footer -%}
+{%- block codecell -%}{{ super.super() }}{%- endblock codecell -%}
+{%- block input_group -%}{{ super.super() }}{%- endblock input_group -%}
+{%- block output_group -%}{{ super.super() }}{%- endblock output_group -%}
+{%- block input -%}{{ cell.source | highlight_code(metadata=cell.metadata) | clean_html }}{%- endblock input -%}
+{%- block output -%}{{ super.super() }}{%- endblock output -%}
+{%- block markdowncell scoped -%}
+{%- set html_value = cell.source | markdown2html | strip_files_prefix -%}
+<div class="md">{{ html_value | clean_html if resources.should_sanitize_html else html_value }}</div>
+{%- endblock markdowncell -%}
+{%- block stream_stdout -%}<pre class="out">{{ output.text | ansi2html }}</pre>{%- endblock stream_stdout -%}
+{%- block stream_stderr -%}<pre class="out err">{{ output.text | ansi2html }}</pre>{%- endblock stream_stderr -%}
+{%- block error -%}<pre class="out err">{{ super.super() }}</pre>{%- endblock error -%}
+{%- block data_text scoped -%}<pre class="out">{{ output.data['text/plain'] | ansi2html }}</pre>{%- endblock data_text -%}
+{%- block data_html scoped -%}
+{%- set html_value = output.data['text/html'] -%}
+<div class="out">{{ html_value | clean_html if resources.should_sanitize_html else html_value }}</div>
+{%- endblock data_html -%}
+{%- block data_markdown scoped -%}
+{%- set html_value = output.data['text/markdown'] | markdown2html -%}
+<div class="out md">{{ html_value | clean_html if resources.should_sanitize_html else html_value }}</div>
+{%- endblock data_markdown -%}
+{%- block data_svg scoped -%}
+<div class="out"><img alt="{{ output.data | chart_title | escape_html }}"
+ src="{{ output.data['image/svg+xml'] | svg_data_uri }}"></div>
+{%- endblock data_svg -%}
+"""
+"""The page of a notebook: nbconvert's classic cells without their wrappers and prompts (a
+markdown cell a ``div.md``, a code cell its highlighted source, each output a ``pre.out`` or
+``div.out``), the style inline (``export_html`` moves it to a shared file), MathJax and
+require.js only where ``_page`` finds them needed; the rarer outputs (PNG, LaTeX, JavaScript,
+widgets) as the classic template writes them."""
+
+PAGE_CSS = """\
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:#1f2328;\
+margin:0 auto;padding:1em 2em 3em;max-width:80em}
+h1,h2,h3,h4{line-height:1.25;margin:1.4em 0 .5em}
+a{color:#0b5cad}
+a.anchor-link{margin-left:.3em;text-decoration:none;visibility:hidden}
+:hover>a.anchor-link{visibility:visible}
+code,pre{font:13px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace}
+code{background:#f2f3f5;border-radius:3px;padding:0 .25em}
+pre{margin:0;white-space:pre-wrap;overflow-wrap:anywhere}
+pre code{background:none;padding:0}
+blockquote{border-left:4px solid #d0d4d9;color:#444;margin:1em 0;padding:0 1em}
+img{max-width:100%;height:auto}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}
+th,td{border:1px solid #c8ccd1;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#eef0f3}
+tbody tr:nth-child(even){background:#f8f9fa}
+.dataframe td,.dataframe thead th{text-align:right}
+.dataframe tbody tr th:only-of-type{vertical-align:middle}
+.highlight{background:#f4f6fa;border-left:3px solid #5b84c4;margin:1.2em 0 .3em;padding:.5em .8em;overflow-x:auto}
+.highlight pre{white-space:pre;overflow-wrap:normal}
+.out{margin:.3em 0 1em;padding:0 .8em 0 calc(.8em + 3px);overflow-x:auto}
+.err{background:#fff3f2;border-left:3px solid #d9534f;padding:.4em .8em}
+.highlight .c1,.highlight .c,.highlight .cm{color:#6a737d;font-style:italic}
+.highlight .k,.highlight .kn,.highlight .kc,.highlight .ow{color:#7a2fa8;font-weight:600}
+.highlight .s1,.highlight .s2,.highlight .sa,.highlight .se,.highlight .si,.highlight .sd{color:#1a7f37}
+.highlight .mi,.highlight .mf{color:#0550ae}
+.highlight .nf,.highlight .nc{color:#8250df}
+.ansi-red-fg{color:#c62828}.ansi-green-fg{color:#2e7d32}.ansi-yellow-fg{color:#9a6700}.ansi-blue-fg{color:#1565c0}
+.ansi-bold{font-weight:bold}
+@media print{.highlight,.out{break-inside:avoid}}
+"""
+"""The pages' style, written for this project: readable text, tables with borders, code distinct
+from its outputs (a tinted block with a blue edge; an output indented to its text, an error red),
+images no wider than the page, and colours for the few highlighter tokens worth telling apart
+(comments, keywords, strings, numbers, names defined): ``_unstyled_tokens`` drops the others'
+spans."""
 
 
-def _without_mermaid(body: str) -> str:
-    lean = MERMAID.sub("", body, count=1)
-    return body if re.search(r'class="[^"]*\bjp-Mermaid\b', lean) else lean
+def _page(nb, title: str) -> str:
+    """The notebook ``nb`` as one HTML page (``PAGE_TEMPLATE``) titled ``title``."""
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+    exporter = HTMLExporter(template_name="classic", template_file="page.html.j2", exclude_input_prompt=True,
+                            exclude_output_prompt=True, extra_loaders=[DictLoader({"page.html.j2": PAGE_TEMPLATE})],
+                            filters={"svg_data_uri": svg_data_uri, "chart_title": chart_title})
+    math, scripts = _needs(nb)
+    body, _ = exporter.from_notebook_node(nb, resources={"page": {"title": title, "css": PAGE_CSS, "math": math,
+                                                                  "scripts": scripts}})
+    return _without_pandas_style(body)
 
 
-REQUIRE_JS = re.compile(r'<script src="[^"]*/require\.min\.js"></script>\s*')
-MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\s*", re.S)
 MATH = re.compile(r"\$|\\\(|\\\[")
 
 
-def _without_unused_scripts(body: str, nb) -> str:
-    """The page without nbconvert's require.js (~0.1 kB) unless an output is JavaScript or a
-    widget, and without MathJax and its configuration (~1.7 kB) unless a markdown cell or output
-    holds TeX (``$``, ``\\(``, ``\\[``) or an output is LaTeX."""
+def _needs(nb) -> tuple[bool, bool]:
+    """Whether a page needs MathJax (a markdown cell or output holds TeX: ``$``, ``\\(``,
+    ``\\[``, or an output is LaTeX) and require.js with jQuery (an output is JavaScript or a
+    widget): nbconvert would load both in every page (~2 kB, and two scripts from the web)."""
     data = [o.get("data") or {} for c in nb.cells for o in c.get("outputs", [])]
     kinds = {k for d in data for k in d}
     texts = [c.source for c in nb.cells if c.cell_type == "markdown"] + [str(d["text/markdown"]) for d in data
                                                                          if "text/markdown" in d]
-    if not any("javascript" in k or "widget" in k for k in kinds):
-        body = REQUIRE_JS.sub("", body, count=1)
-    if "text/latex" not in kinds and not any(MATH.search(t) for t in texts):
-        body = MATHJAX.sub("", body, count=1)
-    return body
+    math = "text/latex" in kinds or any(MATH.search(t) for t in texts)
+    return math, any("javascript" in k or "widget" in k for k in kinds)
+
+
+def svg_data_uri(svg) -> str:
+    """An SVG as a ``data:`` URI for an ``<img>`` src, escaped only where a URL or the attribute
+    needs it (a sixth smaller than the base64 nbconvert writes)."""
+    from urllib.parse import quote
+    text = "".join(svg) if isinstance(svg, list) else svg
+    return "data:image/svg+xml," + quote(text, safe=" !$'()*+,-./:;=?@[]^_`{|}~")
+
+
+PANDAS_STYLE = re.compile(r'<style scoped(?:="")?>\s*\.dataframe tbody tr th:only-of-type \{\s*vertical-align: middle;'
+                          r'\s*\}\s*\.dataframe tbody tr th \{\s*vertical-align: top;\s*\}'
+                          r'\s*\.dataframe thead th \{\s*text-align: right;\s*\}\s*</style>\s*')
+"""pandas' style block in every table output, its rules in ``PAGE_CSS`` already."""
+
+
+def _without_pandas_style(body: str) -> str:
+    """The page without ``PANDAS_STYLE``'s blocks (an output's other style is kept)."""
+    return PANDAS_STYLE.sub("", body)
 
 
 def _unstyled_tokens(body: str) -> str:
     """The page without the highlighter's spans around code tokens its style gives no rule (names,
-    ~20% of a page's code): their text alone, shown the same."""
+    operators, punctuation, whitespace: most of a page's spans): their text alone, shown the same."""
     styled = set(re.findall(r"\.highlight \.(\w+)\b", "".join(re.findall(r"<style[^>]*>.*?</style>", body, re.S))))
 
     def plain(code: re.Match) -> str:
@@ -76,8 +175,9 @@ def _unstyled_tokens(body: str) -> str:
 
 
 def _shared_css(body: str, css_root: Path, html: Path) -> str:
-    """Move the page's distinct ``<style>`` blocks to ``css_root/notebook-<hash>.css`` (named by
-    its content: one file for all the pages that share it) and link it."""
+    """Move the page's distinct ``<style>`` blocks (``PAGE_CSS``, and an output's own) to
+    ``css_root/notebook-<hash>.css`` (named by its content: one file for all the pages that share
+    it) and link it."""
     import hashlib
     styles = re.findall(r"<style[^>]*>.*?</style>", body, re.S)
     if not styles:
@@ -159,17 +259,18 @@ def _relink_charts(nb, notebook: Path, html: Path) -> None:
             out["data"]["text/html"] = _img(href, alt)
 
 
+def chart_title(data: dict) -> str:
+    """A chart output's title (its ``text/plain``, ``<chart: title>`` as ``analysis.show`` writes
+    it), its alternative text; "chart" where it has none."""
+    text = str(data.get("text/plain") or "").strip()
+    m = CHART_TEXT.match(text)
+    return (m.group(1) if m else text) or "chart"
+
+
 def _png_titles(nb) -> dict[str, str]:
     """Alternative text for each PNG output, keyed by the start of its data."""
-    titles = {}
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if "image/png" in data:
-                text = str(data.get("text/plain") or "").strip()
-                m = CHART_TEXT.match(text)
-                titles[data["image/png"].strip()[:200]] = (m.group(1) if m else text) or "chart"
-    return titles
+    return {data["image/png"].strip()[:200]: chart_title(data) for cell in nb.cells for out in cell.get("outputs", [])
+            if "image/png" in (data := out.get("data", {}))}
 
 
 def with_alt_text(body: str, titles: dict[str, str]) -> str:
@@ -220,7 +321,7 @@ def study_overview(study_dir: Path) -> tuple[dict, str]:
 
 
 RUN_PAGES_MAX = 20
-"""A fresh study of more runs gets no HTML page per run (~110 kB each)."""
+"""A fresh study of more runs gets no HTML page per run (~30 kB each)."""
 
 
 def export_study_html(study_dir: Path, items: list | None = None, analysis: list[Path] | None = None,
