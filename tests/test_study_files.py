@@ -90,3 +90,25 @@ def test_a_beta2_arm_is_its_reference_studys_recipe_with_only_the_fine_tunings_b
         (pre,), (ref_pre,) = (sum(s.pretrain_runs().values(), []) for s in (mine, ref))
         a, b = pre.cfg.to_dict(), ref_pre.cfg.to_dict()
         assert {k for k in a if a[k] != b.get(k)} == {"extra"}
+
+
+@pytest.mark.parametrize("name, beta2", [("reference_debdocs", 0.95), ("reference_debdocs_b999", 0.999)])
+def test_a_on_the_larger_corpus_is_reference_reals_a_with_only_the_text_changed(name, beta2):
+    """A verdict that differs from reference_real's (or its beta2 arm's) A is the corpus's: the recipe
+    is A's but for the data (and beta2 in the 0.999 arm), and the 1,500 steps read the text about once."""
+    from benchlib.data.files import read_provenance
+    mine, ref = (load_study(PARAMS / f"{n}.yaml") for n in (name, "reference_real"))
+    ref_runs = {(r.cfg.config, r.cfg.seed): r.cfg.to_dict() for r in ref.runs() if r.cfg.scenario == "A"}
+    shared = [r for r in mine.runs() if (r.cfg.config, r.cfg.seed) in ref_runs]
+    assert len(shared) >= 12 and {r.cfg.scenario for r in mine.runs()} == {"A"}
+    for r in shared:
+        d, e = r.cfg.to_dict(), ref_runs[(r.cfg.config, r.cfg.seed)]
+        changed = {k for k in d if d[k] != e.get(k)}
+        assert changed == ({"data", "extra"} if beta2 == 0.95 else {"data", "extra", "beta2"}) and d["beta2"] == beta2
+        assert d["data"].endswith("debdocs")
+    corpus = REPO / shared[0].cfg.data
+    if (corpus / "provenance.yaml").is_file():  # built here (docs/data/README.md): about one pass
+        from benchlib.core.runconfig import resolved
+        chars, run = read_provenance(corpus)["characters"], resolved(shared[0].cfg)
+        tokens = run.steps * run.batch_size * run.grad_accum * run.seq_len
+        assert 0.8 < chars / 4.04 / tokens < 1.3
