@@ -194,8 +194,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
             + _references(arms) + " ".join(notes) + " "
             + (answer.model_mismatch(folders, sources_, sorted(cells["scenario"].unique())) + " " if speeds else "")
             + answer.controls_line(comparison)]
-    out += ["", picked["rule"]]
-    out += ["", f"![The answer as a chart: each cell's quality change and interval]({CHART.as_posix()})"]
+    out += ["", picked["rule"] + "  ", f"![The answer as a chart: each cell's quality change and interval]({CHART.as_posix()})"]
     if speeds:
         shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, answer.AMP, *picked["configs"]]))
         out += ["", f"Absolute speed ({speed_names}, mean over seeds; MFU against the GPU's dense bf16 peak):", ""]
@@ -203,7 +202,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     out += ["", "**Where it breaks** (candidates; every run and reason in the reports):"]
     out += _bullets([line for a in arms for line in _breaks(a["cells"] if a is not arms[0] else cells, a["label"])],
                     "no candidate failed, degraded or came out worse on any scenario")
-    out += [line for part in (_stuck_line(arms), _seeds_line(arms)) if part for line in ("", part)]
+    forensics = "  \n".join(part for part in (_stuck_line(arms), _seeds_line(arms)) if part)
+    out += ["", forensics] if forensics else []
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
             "|---|---|---|---|---|---|"]
     by_study = {name: [r for f in folders for r in load_records(f)]}
