@@ -441,3 +441,10 @@ def test_a_studys_own_comparison_says_untestable_here_below_the_premise_as_the_a
     assert small["seed001.H1"]["verdict"] == hy.UNTESTABLE_HERE and small["seed001.H1"]["measured_verdict"] == "rejected"
     assert "595" in small["seed001.H1"]["reason"] and small["seed001.H4"] == measured["seed001.H4"]
     assert hy.at_premise(measured, frame(4_300, 768)) == measured
+
+
+def test_a_frame_without_head_sizes_leaves_the_hypotheses_as_measured():
+    import pandas as pd
+    from benchlib.analysis import hypotheses as hy
+    measured = {"seed001.H1": {"verdict": "rejected", "reason": "no effect", "claim": "c", "effect": None}}
+    assert hy.at_premise(measured, pd.DataFrame([{"scenario": "D", "run.num_labels": 595}])) == measured

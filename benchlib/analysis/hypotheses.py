@@ -390,8 +390,8 @@ def at_premise(hyps: dict[str, dict], df: pd.DataFrame) -> dict[str, dict]:
     seed's verdict: it becomes "untestable here", naming what is missing and what was measured below
     it (``measured_verdict``). The classification runs' label counts and head sizes are ``df``'s."""
     cls = df[df["scenario"].isin(["C", "D", "E", "F"])] if "scenario" in df else df.iloc[:0]
-    labels = pd.to_numeric(cls.get("run.num_labels"), errors="coerce").max() if len(cls) else np.nan
-    params = pd.to_numeric(cls.get("model.head_params"), errors="coerce").max() if len(cls) else np.nan
+    col = lambda c: pd.to_numeric(cls[c], errors="coerce").max() if c in cls and len(cls) else np.nan  # noqa: E731
+    labels, params = col("run.num_labels"), col("model.head_params")
     out = dict(hyps)
     for hid, h in hyps.items():
         missing = premise_unmet(hid, int(labels), int(params)) if np.isfinite(labels) and np.isfinite(params) else ""
