@@ -10,6 +10,10 @@ PYTHON ?= python3
 # CPU build 2.13.0 (a local wheel on CI machines); with one, a plain `torch` (CUDA build).
 TORCH_SPEC ?= $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo torch; else echo torch==2.13.0; fi)
 STAMP := .setup.stamp
+# The suite over TEST_WORKERS processes (pytest-xdist); a file's tests share one (tests/conftest.py).
+# `make test TEST_WORKERS=1` runs it in one process, as plain `pytest` does.
+TEST_WORKERS ?= 2
+TEST_PARALLEL = $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 .PHONY: setup smoke test test-fast quick configs lab clean-stamp
 
@@ -21,10 +25,10 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: setup
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q $(TEST_PARALLEL)
 
 test-fast: setup
-	$(PYTHON) -m pytest -q -m "not slow"
+	$(PYTHON) -m pytest -q -m "not slow" $(TEST_PARALLEL)
 
 # tiny models run fastest on one intra-op thread (a thread barrier per tiny kernel costs more than it saves)
 smoke: setup

@@ -41,6 +41,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+        # `make test` spreads the suite over the cores with pytest-xdist (--dist loadgroup): a file's
+        # tests stay on one worker (its module fixtures run once), and every test of the session's
+        # smoke study shares one worker, so that study runs once
+        item.add_marker(pytest.mark.xdist_group("smoke_study" if "smoke_study" in item.fixturenames
+                                                else item.path.name))
 
 @pytest.fixture(scope="session")
 def smoke_study(tmp_path_factory):
