@@ -27,14 +27,13 @@ def test_the_default_is_the_scenario_tables_or_scaling_for_a_study_with_arms(tmp
 
 
 @pytest.mark.parametrize("value,expected", [
-    ("fp8_sizes", "analysis: 'fp8_sizes' is not an analysis. Valid: scenarios, scaling, arm-cost, fp8-sizes, "
-                  "serving. Did you mean 'fp8-sizes'?"),
+    ("fp8_sizes", "Did you mean 'fp8-sizes'?"),
     ("[]", "analysis: expected a name or a list of names"),
 ])
 def test_a_bad_analysis_is_refused_in_one_line_naming_it(tmp_path, value, expected):
     with pytest.raises(ValueError) as e:
         _load(tmp_path, f"analysis: {value}\n")
-    assert expected in str(e.value) and "\n" not in str(e.value)
+    assert expected in str(e.value) and "\n" not in str(e.value) and value in str(e.value)
 
 
 def test_every_analysis_has_its_notebooks():

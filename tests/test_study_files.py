@@ -112,3 +112,21 @@ def test_a_on_the_larger_corpus_is_reference_reals_a_with_only_the_text_changed(
         chars, run = read_provenance(corpus)["characters"], resolved(shared[0].cfg)
         tokens = run.steps * run.batch_size * run.grad_accum * run.seq_len
         assert 0.8 < chars / 4.04 / tokens < 1.3
+
+
+@pytest.mark.parametrize("name, quality_arm", [("reference_horizon", "reference_debdocs"),
+                                               ("reference_horizon_b999", "reference_debdocs_b999")])
+def test_the_horizon_arm_is_the_quality_arms_a_four_times_longer_with_its_gap_drawn_against_the_step(name, quality_arm):
+    """What differs from the quality arm is the horizon alone (steps, and the evaluations that draw the
+    gap against the step), and the study asks for the horizon analysis."""
+    mine, ref = (load_study(PARAMS / f"{n}.yaml") for n in (name, quality_arm))
+    ref_runs = {(r.cfg.config, r.cfg.seed): r.cfg.to_dict() for r in ref.runs()}
+    runs = list(mine.runs())
+    assert {r.cfg.scenario for r in runs} == {"A"} and "horizon" in mine.analyses
+    assert {"fp32_tf32_matmul", "amp_bf16", "bf16_pure", "bf16_pure_fp32v", "bf16_pure_sr_moments",
+            "amp_bf16_8bit_adam", "fp16_naive"} <= {r.cfg.config for r in runs}
+    assert len({r.cfg.seed for r in runs}) >= 3
+    for r in runs:
+        d, e = r.cfg.to_dict(), ref_runs[(r.cfg.config, r.cfg.seed)]
+        assert {k for k in d if d[k] != e.get(k)} == {"steps", "eval_every", "extra"}
+        assert d["steps"] >= 4 * e["steps"]

@@ -50,11 +50,12 @@ from benchlib.study.executor import ExecutorSettings
 # Keys that describe the matrix; every other top-level key is a RunConfig setting.
 STUDY_KEYS = ("study", "description", "scenarios", "configs", "seeds", "order", "config_seeds", "notebook_seeds",
               "overrides", "pretrain", "arms", "executor", "analysis")
-ANALYSES = ("scenarios", "scaling", "arm-cost", "fp8-sizes", "serving")
+ANALYSES = ("scenarios", "scaling", "arm-cost", "fp8-sizes", "serving", "horizon")
 """``analysis:`` what the analysis notebooks (``sweep.ANALYSIS_NOTEBOOKS``) answer: ``scenarios``
 (per scenario, then across them; the default), ``scaling`` (one GPU against several; the default
 with ``arms:``), ``arm-cost`` (each arm against the baseline arm), ``fp8-sizes`` (float8's
-speed-up per model size), ``serving`` (trained in one precision, served in another)."""
+speed-up per model size), ``serving`` (trained in one precision, served in another), ``horizon``
+(each config's gap to the reference against the training step)."""
 ORDERS = ("seeds", "cells")
 """``order:`` ``seeds`` (the default): all of seed 0 before any of the next, so a study cut short
 holds whole seeds; ``cells``: each (scenario, config)'s seeds (and arms) back to back, so the

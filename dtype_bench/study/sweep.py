@@ -45,6 +45,7 @@ ANALYSIS_NOTEBOOKS = {
     "arm-cost": {"21_arm_cost.ipynb": {}},
     "fp8-sizes": {"22_fp8_sizes.ipynb": {}},
     "serving": {"23_serving.ipynb": {}},
+    "horizon": {"24_horizon.ipynb": {}},
 }
 """The notebooks of each analysis a study names (``studyfile.ANALYSES``) and their parameters
 besides ``study_dir``."""

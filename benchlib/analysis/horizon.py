@@ -1,0 +1,122 @@
+"""Does a config's gap to the reference grow with training? (issue 54's horizon arm)
+
+An LM run evaluates its validation loss every ``eval_every`` steps. At each evaluation step, each
+config's per-seed values are compared with the scenario's reference at the same step and seed
+(``contrasts.contrast``: paired t-interval, the verdicts' rule), so the gap can be read against the
+step: ``gaps``. ``trend`` asks whether the gap at the last evaluation is worse than at the first,
+paired by seed (one-sided t-test). Steps past one pass over the corpus (``one_pass_step``) are
+marked: there the loss partly measures memorisation. ``change_pct`` < 0 = worse, as in the answer.
+"""
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import scipy.stats as sps
+
+from benchlib.analysis import charts
+from benchlib.analysis.contrasts import contrast
+from benchlib.analysis.gates import MEASURED, val_history
+from benchlib.analysis.stats import Rules
+
+GAP_COLUMNS = ["scenario", "config", "reference", "step", "n_paired", "change_pct", "ci_low", "ci_high",
+               "past_one_pass"]
+TREND_COLUMNS = ["scenario", "config", "reference", "first_step", "last_step", "n_paired", "change_first_pct",
+                 "change_last_pct", "growth_pct", "p_grows_worse", "grows_worse"]
+
+
+def evaluations(df: pd.DataFrame) -> pd.DataFrame:
+    """(scenario, config, seed, step, val_loss, one_pass_step) of every evaluation during training
+    of the measured runs in a study frame (``tables.load_study``)."""
+    rows = []
+    for _, r in df[df["status"].isin(MEASURED)].iterrows():
+        one_pass = r.get("one_pass_step", math.nan)
+        rows += [(r["scenario"], r["config"], int(r["seed"]), step, v, one_pass) for step, v in val_history(r["path"])]
+    return pd.DataFrame(rows, columns=["scenario", "config", "seed", "step", "val_loss", "one_pass_step"])
+
+
+def _reference(ev: pd.DataFrame, rules: Rules) -> str | None:
+    seeds = ev.groupby("config")["seed"].nunique()
+    return next((c for c in rules.reference_configs if seeds.get(c, 0) >= rules.min_seeds), None)
+
+
+def gaps(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
+    """Each config's change of validation loss against the reference at each evaluation step, in %
+    of the reference's (< 0 worse), with the 90% t-interval over the seeds both have at that step."""
+    out = []
+    for scn, e in ev.groupby("scenario"):
+        ref = _reference(e, rules)
+        if ref is None:
+            continue
+        one_pass = pd.to_numeric(e["one_pass_step"], errors="coerce").min()
+        at = e.pivot_table(index=["config", "step"], columns="seed", values="val_loss", aggfunc="first")
+        for (cfg, step), x in at.iterrows():
+            if cfg == ref or (ref, step) not in at.index:
+                continue
+            c = contrast(x, at.loc[(ref, step)], -1, rules, exact=False)  # lower loss is better
+            out.append({"scenario": scn, "config": cfg, "reference": ref, "step": int(step),
+                        "n_paired": c["n_paired"], "change_pct": -c["gap_pct"], "ci_low": -c["ci_high"],
+                        "ci_high": -c["ci_low"], "past_one_pass": bool(np.isfinite(one_pass) and step >= one_pass)})
+    return pd.DataFrame(out, columns=GAP_COLUMNS)
+
+
+def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
+    """Per (scenario, config): the change at the first and the last evaluation both it and the
+    reference made, ``growth_pct`` (last - first, < 0: the gap grew worse), and the one-sided paired
+    t-test that it grew worse over the seeds (``grows_worse`` at ``rules.alpha``; None below two seeds)."""
+    out = []
+    for scn, e in ev.groupby("scenario"):
+        ref = _reference(e, rules)
+        if ref is None:
+            continue
+        at = e.pivot_table(index=["config", "seed"], columns="step", values="val_loss", aggfunc="first")
+        for cfg in sorted(set(e["config"]) - {ref}):
+            if cfg not in at.index.get_level_values(0):
+                continue
+            x, r = at.loc[cfg], at.loc[ref]
+            seeds = x.index.intersection(r.index)
+            steps = [s for s in at.columns if x.loc[seeds, s].notna().all() and r.loc[seeds, s].notna().all()]
+            if len(seeds) == 0 or len(steps) < 2:
+                continue
+            first, last = steps[0], steps[-1]
+            change = {s: 100 * (r.loc[seeds, s] - x.loc[seeds, s]) / r.loc[seeds, s].mean() for s in (first, last)}
+            growth = (change[last] - change[first]).to_numpy(float)
+            p = float(sps.ttest_1samp(growth, 0.0, alternative="less").pvalue) if len(growth) >= 2 else math.nan
+            out.append({"scenario": scn, "config": cfg, "reference": ref, "first_step": int(first),
+                        "last_step": int(last), "n_paired": len(seeds),
+                        "change_first_pct": float(change[first].mean()), "change_last_pct": float(change[last].mean()),
+                        "growth_pct": float(growth.mean()), "p_grows_worse": p,
+                        "grows_worse": None if math.isnan(p) else bool(p < rules.alpha)})
+    return pd.DataFrame(out, columns=TREND_COLUMNS)
+
+
+def chart(g: pd.DataFrame, ev: pd.DataFrame, rules: Rules = Rules()) -> alt.Chart:
+    """The gap against the step, one line per config with its interval as a band, one panel per
+    scenario; dashed: minus the minimum effect (below it a verdict cannot be "safe"); grey rule:
+    one pass over the corpus, past which the loss partly measures memorisation."""
+    title = "Does the gap to the reference grow with training?"
+    if g.empty:
+        return charts.no_data_chart("no config and reference with evaluations at the same steps", title)
+    colour = charts._color(g["config"].unique())
+    passes = ev.groupby("scenario")["one_pass_step"].min()
+    panels = []
+    for scn, part in g.groupby("scenario"):
+        d = part.assign(band_lo=part["ci_low"].fillna(part["change_pct"]), band_hi=part["ci_high"].fillna(part["change_pct"]))
+        base = alt.Chart(d).encode(x=alt.X("step:Q", title="training step"))
+        band = base.mark_area(opacity=0.15).encode(
+            y=alt.Y("band_lo:Q", title=f"{scn}: val loss change vs reference (%, < 0 worse)"), y2="band_hi:Q", color=colour)
+        line = base.mark_line(point=True).encode(
+            y="change_pct:Q", color=colour,
+            tooltip=["config", "step", alt.Tooltip("change_pct:Q", format="+.2f"), alt.Tooltip("ci_low:Q", format="+.2f"),
+                     alt.Tooltip("ci_high:Q", format="+.2f"), "n_paired", "past_one_pass"])
+        minimum = alt.Chart(pd.DataFrame({"y": [-rules.min_effect_loss_pct]})).mark_rule(strokeDash=[4, 3]).encode(y="y:Q")
+        layers = [band, line, minimum]
+        if pd.notna(passes.get(scn)):
+            layers.append(alt.Chart(pd.DataFrame({"x": [passes[scn]]})).mark_rule(color="grey").encode(x="x:Q"))
+        panels.append(alt.layer(*layers).properties(width=charts.WIDTH, height=260))
+    ref = ", ".join(sorted(g["reference"].unique()))
+    return alt.vconcat(*panels).properties(title=charts.chart_title(
+        title, [f"paired by seed against {ref}; band: {1 - 2 * rules.alpha:.0%} t-interval; dashed: "
+                f"-{rules.min_effect_loss_pct}% (the minimum effect); grey: one pass over the corpus"]))

@@ -1,0 +1,69 @@
+"""The horizon analysis (benchlib.analysis.horizon, notebooks/24_horizon.ipynb): each config's gap to the
+reference against the training step, and whether it grows."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchlib.analysis import horizon
+from benchlib.analysis.stats import Rules
+
+STEPS = [250, 500, 750, 1000, 1250, 1500]
+
+
+def _evaluations(one_pass=1000):
+    """Four seeds of a reference whose loss falls, a config whose loss drifts 0.4% a step further above
+    it at every evaluation, and one that stays within seed noise of it."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(4):
+        for k, step in enumerate(STEPS):
+            ref = 6.0 - 0.3 * k + rng.normal(0, 0.01)
+            for config, v in (("fp32_tf32_matmul", ref), ("grows", ref * (1 + 0.004 * (k + 1)) + rng.normal(0, 0.003)),
+                              ("flat", ref + rng.normal(0, 0.003))):
+                rows.append(("A", config, seed, step, v, one_pass))
+    return pd.DataFrame(rows, columns=["scenario", "config", "seed", "step", "val_loss", "one_pass_step"])
+
+
+def test_a_gap_that_grows_is_found_and_one_within_noise_is_not():
+    ev = _evaluations()
+    trend = horizon.trend(ev).set_index("config")
+    assert set(trend.index) == {"grows", "flat"} and (trend["reference"] == "fp32_tf32_matmul").all()
+    assert trend.loc["grows", "grows_worse"] and trend.loc["grows", "growth_pct"] < -1.5
+    assert not trend.loc["flat", "grows_worse"]
+    assert (trend["first_step"] == STEPS[0]).all() and (trend["last_step"] == STEPS[-1]).all()
+
+
+def test_each_evaluation_step_has_its_paired_interval_and_says_whether_it_lies_past_one_pass():
+    gaps = horizon.gaps(_evaluations(one_pass=1000))
+    grows = gaps[gaps["config"] == "grows"].set_index("step")
+    assert list(grows.index) == STEPS and (grows["n_paired"] == 4).all()
+    assert grows.loc[1500, "ci_high"] < -Rules().min_effect_loss_pct  # worse by more than the minimum effect, late
+    assert grows.loc[250, "ci_low"] < grows.loc[250, "change_pct"] < grows.loc[250, "ci_high"]
+    assert list(grows["past_one_pass"]) == [s >= 1000 for s in STEPS]
+    assert not gaps["past_one_pass"].where(gaps["step"] < 1000, False).any()
+
+
+def test_without_a_reference_of_enough_seeds_there_is_no_gap_and_the_chart_says_why():
+    ev = _evaluations()
+    ev = ev[~((ev["config"] == "fp32_tf32_matmul") & (ev["seed"] > 1))]
+    assert horizon.gaps(ev).empty and horizon.trend(ev).empty
+    spec = horizon.chart(horizon.gaps(ev), ev).to_dict()
+    assert "no config and reference" in str(spec)
+
+
+@pytest.mark.slow  # a sweep and a papermill kernel
+@pytest.mark.timeout(600)
+def test_the_horizon_notebook_runs_on_a_studys_records(tmp_path):
+    from dtype_bench.study import sweep
+    from conftest import REPO, papermill
+    study = tmp_path / "h.yaml"
+    study.write_text("study: h\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1, 2]\nnotebook_seeds: []\n"
+                     "size: tiny\nsteps: 6\neval_every: 2\neval_batches: 1\ndevice: cpu\nanalysis: horizon\n")
+    assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no_analysis", "--no_html"]) == 0
+    out = tmp_path / "24.ipynb"
+    p = papermill(str(REPO / "notebooks" / "24_horizon.ipynb"), str(out), "-p", "study_dir", str(tmp_path / "executed" / "h"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    trend = pd.read_csv(tmp_path / "executed" / "h" / "horizon" / "trend.csv")
+    assert list(trend["config"]) == ["amp_bf16"] and trend["n_paired"].iloc[0] == 3
+    assert trend["first_step"].iloc[0] < trend["last_step"].iloc[0]
+    assert (tmp_path / "executed" / "h" / "horizon" / "horizon.svg").is_file()
