@@ -165,6 +165,17 @@ def test_a_sweep_refuses_a_compacted_study_until_it_is_expanded(tmp_path):
     assert not (root / "smoke" / RECORDS_TABLE).exists()
 
 
+def test_a_gpu_host_without_altair_expands_a_committed_study(tmp_path):
+    """A GPU host resumes a committed study after `compact --expand`; it has no reason to carry Altair."""
+    study = tmp_path / "reference_real_e_b999"
+    shutil.copytree(REPO / "executed" / "h200" / "reference_real_e_b999", study)
+    code = ("import sys; sys.modules['altair'] = None\n"  # import altair now raises ImportError
+            "from dtype_bench.cli import main; sys.exit(main(['compact', '--expand', sys.argv[1]]))")
+    r = subprocess.run([sys.executable, "-c", code, str(study)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(list(study.rglob("result.json"))) == 18 and not (study / RECORDS_TABLE).exists()
+
+
 def test_compact_names_a_folder_that_holds_no_runs(tmp_path):
     (tmp_path / "executed" / "empty").mkdir(parents=True)
     r = subprocess.run([sys.executable, "-m", "dtype_bench", "compact", "--root", str(tmp_path / "executed"),

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib.analysis import charts
+from benchlib.analysis.svg import lean_svg as lean_svg_text
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.errors import UserError
 from benchlib.core.records import (FINISHED, RECORDS_TABLE, SIDECAR, STEPS_FILES, find_records, load_records, read_table,
@@ -184,9 +184,9 @@ def _charts_once(folder: Path) -> tuple[dict, int, int]:
 
 
 def lean_svg(path: Path) -> None:
-    """Rewrite a chart's SVG file lean (``charts.lean_svg``: one drawn before charts were lean)."""
+    """Rewrite a chart's SVG file lean (``svg.lean_svg``: one drawn before charts were lean)."""
     text = path.read_text()
-    lean = charts.lean_svg(text)
+    lean = lean_svg_text(text)
     if lean != text:
         path.write_text(lean)
 
@@ -338,7 +338,7 @@ RICHER = {"text/html", "text/markdown"}
 
 
 def thin_notebook(path: Path) -> tuple[int, int]:
-    """Rewrite one executed notebook's chart outputs as lean SVG (``charts.lean_svg``), drop the
+    """Rewrite one executed notebook's chart outputs as lean SVG (``svg.lean_svg``), drop the
     plain-text copies of richer outputs and the indentation of tables, collapse its progress-bar
     redraws, and write its JSON without indentation; (bytes before, bytes after)."""
     import json
@@ -370,7 +370,7 @@ def thin_notebook(path: Path) -> tuple[int, int]:
             if key is None:
                 svg = data.get("image/svg+xml")
                 text = "".join(svg) if isinstance(svg, list) else svg
-                if text and (lean := charts.lean_svg(text)) != text:  # drawn before charts were this lean
+                if text and (lean := lean_svg_text(text)) != text:  # drawn before charts were this lean
                     data["image/svg+xml"], changed = lean, True
                 continue
             svg = render(_binned(dict(data[key])), "svg").decode()
