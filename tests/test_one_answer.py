@@ -45,16 +45,20 @@ def test_executed_readme_states_the_same_answer():
 
 @pytest.mark.parametrize("study", findings.answer_studies(ANSWER.read_text()) if ANSWER.exists() else [])
 def test_each_studys_report_and_notebook_state_the_same_default(study):
-    default = _default(ANSWER.read_text()).replace("**", "")
+    raw = _default(ANSWER.read_text())
+    default = raw.replace("**", "")
+    pick = re.search(r"\*\*((?:Provisional|Default): [^*]+)\*\*", raw)  # the configs the answer names
     html = (REPO / study / "html" / "index.html").read_text()
     plain = re.sub(r"<[^>]+>", "", html)
     assert default.split(" - ")[0].split(":")[0] in plain  # "No default under the rules" / "Default"
     assert default.split(" - ")[0][:60] in plain.replace("\n", " ")
+    assert pick is None or pick.group(1) in plain.replace("\n", " ")
     nb = REPO / study / "analysis" / "11_compare_experiments.ipynb"
     if nb.exists():
         cells = json.loads(nb.read_text())["cells"]
         shown = "".join(str(o.get("data", {}).get("text/markdown", "")) for c in cells for o in c.get("outputs", []))
         assert default.split(" - ")[0][:60] in shown.replace("\n", " ").replace("**", "")
+        assert pick is None or pick.group(1) in shown.replace("\n", " ").replace("**", "")
 
 
 def test_no_output_of_an_answer_study_names_another_default():

@@ -95,3 +95,13 @@ def test_a_gap_inside_the_seeds_noise_is_no_win_and_the_same_gap_beyond_it_is():
     assert recommend.faster(_timed({"a": (104, 0.5, 3), "b": (100, 0.5, 3)}), "a", "b", 1.0) == 1
     assert recommend.faster(_timed({"a": (100, 0.5, 3), "b": (104, 0.5, 3)}), "a", "b", 1.0) == -1
     assert recommend.faster(_timed({"a": (104, None, 1), "b": (100, None, 1)}), "a", "b", 1.0) == 1
+
+
+def test_a_config_whose_measured_loss_reaches_the_minimum_effect_is_not_provisional_and_is_named_as_left_out():
+    a = arm(0.95, {**REF, "amp_bf16": {"A": "inconclusive", "E": "safe"}, "bf16_pure": {"A": "safe", "E": "safe"}})
+    b = arm(0.999, {**REF, "amp_bf16": {"A": "inconclusive", "E": "safe"}, "bf16_pure": {"A": "inconclusive", "E": "safe"}})
+    assert recommend.pick([a, b], stats(SPEED))["configs"] == ["bf16_pure"]  # the faster, without its measured loss
+    p = recommend.pick([a, b], stats(SPEED), beyond={"bf16_pure": ["beta2 0.999 on A"]})
+    assert p["kind"] == "provisional" and p["configs"] == ["amp_bf16"]
+    assert "bf16_pure" in p["sentence"] and "beta2 0.999 on A" in p["sentence"]
+    assert recommend.pick([a, b], stats(SPEED), beyond={"bf16_pure": []})["configs"] == ["bf16_pure"]

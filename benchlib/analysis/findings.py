@@ -177,7 +177,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     arms = _arms(studies, folders)
     cells = answer.cells(comparison, stats)
     picked = pick_default([Arm(a["label"], a["beta2"], a["cells"] if i else cells, a["recipe"])
-                        for i, a in enumerate(arms)], stats)
+                           for i, a in enumerate(arms)], stats, beyond=_beyond(arms))
     used = [f for a in arms for f in a["folders"]] + [d for _, _, d, _ in speeds]
     out = ["## Findings", "", f"{STUDIES_MARK} {' '.join(_rel(f) for f in used)} -->", ""]
     out += answer.scope_box((name, folders), sources_, arms) + [""]
@@ -260,6 +260,23 @@ def _seed_plan(e: dict, metric: str, rules: Rules = Rules()) -> int | None:
     plans = [seeds_to_show_safe(*(float(e.get(k) if e.get(k) is not None else "nan") for k in cols),
                                 int(e["n_paired"]), rules.min_effect_pct(m)) for m, *cols in metrics]
     return None if None in plans else max(plans)
+
+
+def _never(comp: dict) -> list[dict]:
+    """A comparison's inconclusive candidate cells measured on paired seeds whose measured loss is at
+    or beyond the minimum effect on a metric they are judged on: no number of seeds shows them safe."""
+    return [e for e in comp.get("recommendation_evidence", []) if e.get("verdict") == "inconclusive"
+            and e.get("role", "candidate") == "candidate" and e.get("paired")
+            and _seed_plan(e, (comp.get("quality_metric") or {}).get(e["scenario"], {}).get("name")) is None]
+
+
+def _beyond(arms: list[dict]) -> dict[str, list[str]]:
+    """config -> the cells ("beta2 0.999 on A") of ``_never`` over the arms (``recommend.pick``'s rule 3)."""
+    out: dict[str, list[str]] = {}
+    for a in arms:
+        for e in _never(a["comparison"]):
+            out.setdefault(e["config"], []).append(f"{a['label']} on {e['scenario']}")
+    return out
 
 
 def _seeds_line(arms: list[dict]) -> str:

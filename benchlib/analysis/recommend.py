@@ -21,8 +21,10 @@ The rule (``rule_text``, printed under the answer table):
    go to the one lighter in peak memory by that much on more scenarios; else they tie and both are
    named. No mean over scenarios or GPUs breaks a tie.
 3. **Else provisional.** Where nothing qualifies, the fastest candidate that is nowhere failed,
-   degraded or worse at any beta2 is named as provisional, with the cells where it is not shown
-   safe; a config the speed study did not time is never "fastest".
+   degraded or worse at any beta2, and nowhere measured a loss at or beyond the minimum effect (a
+   cell no number of seeds could show safe at its recipe: ``beyond``), is named as provisional, with
+   the cells where it is not shown safe and the faster ones left out for their measured loss; a
+   config the speed study did not time is never "fastest".
 """
 from __future__ import annotations
 
@@ -349,10 +351,13 @@ def fastest(stats: pd.DataFrame, configs: list[str], pct: float) -> tuple[list[s
     return config_order(top), missing
 
 
-def pick(arms: list[Arm], stats: pd.DataFrame | None, rules: Rules = Rules()) -> dict:
+def pick(arms: list[Arm], stats: pd.DataFrame | None, rules: Rules = Rules(),
+         beyond: dict[str, list[str]] | None = None) -> dict:
     """``kind`` (default / tie / provisional / none), ``configs`` (the pick, several on a tie),
     ``sentence`` (Markdown, bold), ``per_arm`` (beta2 label -> the candidates qualifying there) and
-    ``rule`` (``RULE``'s text with this answer's arms and speed scenarios)."""
+    ``rule`` (``RULE``'s text with this answer's arms and speed scenarios). ``beyond``: config -> the
+    cells ("beta2 0.999 on A") where its measured loss is at or beyond the minimum effect, which
+    keep it from being provisional (rule 3)."""
     refs = set().union(*(set(a.cells.loc[a.cells["verdict"] == "reference", "config"]) for a in arms))
     cands = config_order(set().union(*(set(a.cells["config"]) for a in arms)) - refs)  # a reference is no pick
     per_arm = {a.label: [c for c in cands if a.qualifies(c)] for a in arms}
@@ -373,15 +378,23 @@ def pick(arms: list[Arm], stats: pd.DataFrame | None, rules: Rules = Rules()) ->
                                + (f"; not timed: {', '.join(missing)}" if missing else "") + ".")
             return out
     shown = "; ".join(f"at {k}: {', '.join(v) or 'none'}" for k, v in per_arm.items())
-    ok = [c for c in cands if not any(a.broken(c) for a in arms)]
+    beyond = {c: v for c, v in (beyond or {}).items() if v}
+    unbroken = [c for c in cands if not any(a.broken(c) for a in arms)]
+    ok = [c for c in unbroken if c not in beyond]
     top, missing = fastest(stats, ok, rules.min_size_pct) if stats is not None else ([], ok)
     gaps = {c: "; ".join(f"at {a.label} on {', '.join(a.not_shown(c))}" for a in arms if a.not_shown(c)) for c in top}
+    # the candidates left out for a measured loss that would otherwise have been as fast or faster
+    left = [c for c in unbroken if c in beyond and stats is not None and top
+            and not any(faster(stats, t, c, rules.min_size_pct) > 0 for t in top)]
     if top:
         out.update(kind="provisional", configs=top)
         out["sentence"] = (f"**No default under the rules**: no candidate is shown safe on every scenario that entered "
                            f"verdicts at every beta2 measured ({where}; safe everywhere {shown}). **Provisional: "
                            + " and ".join(top) + "**, the fastest candidate that nowhere failed, degraded or came "
-                           "out worse; " + "; ".join(f"{c} is not shown safe {g}" for c, g in gaps.items()) + ".")
+                           "out worse, nor measured a loss at or beyond the minimum effect; "
+                           + "; ".join(f"{c} is not shown safe {g}" for c, g in gaps.items())
+                           + "".join(f"; {c}, not slower, is left out: its measured loss reaches the minimum effect "
+                                     f"at {', '.join(beyond[c])}" for c in left) + ".")
     else:
         out["sentence"] = (f"**No default**: no candidate is shown safe everywhere ({shown}), and none timed by the "
                            f"speed study is free of failures" + (f" (not timed: {', '.join(missing)})" if missing else "")
@@ -399,5 +412,6 @@ def rule_text(arms: list[Arm], on: list[str], rules: Rules) -> str:
             f"noise (one-sided Welch t-test at {rules.alpha:g}), on more of the speed studies' "
             f"scenarios ({', '.join(on) or 'none'}) than the other way round; equal counts go to the one >= "
             f"{rules.min_size_pct:g}% lighter in peak memory (by the same test) on more scenarios; otherwise both are named. No mean over "
-            f"scenarios or GPUs breaks a tie. With no such candidate, the fastest one never failed, degraded or worse "
-            f"is named as provisional, with where it is not shown safe.")
+            f"scenarios or GPUs breaks a tie. With no such candidate, the fastest one never failed, degraded or worse, "
+            f"and nowhere with a measured loss at or beyond the minimum effect, is named as provisional, with where "
+            f"it is not shown safe.")
