@@ -448,3 +448,21 @@ def test_a_frame_without_head_sizes_leaves_the_hypotheses_as_measured():
     from benchlib.analysis import hypotheses as hy
     measured = {"seed001.H1": {"verdict": "rejected", "reason": "no effect", "claim": "c", "effect": None}}
     assert hy.at_premise(measured, pd.DataFrame([{"scenario": "D", "run.num_labels": 595}])) == measured
+
+
+def test_a_cell_whose_measured_loss_reaches_the_minimum_effect_keeps_its_config_from_the_provisional_pick():
+    """``findings._beyond``: a judged metric's measured gap at or beyond the minimum effect; a reported-only
+    metric (judged2 false) or an interval missing does not count."""
+    from benchlib.analysis import findings
+
+    def cell(config, **kw):
+        return {"scenario": "C", "config": config, "verdict": "inconclusive", "paired": True, "n_paired": 3,
+                "gap_pct": 0.2, "ci_low": -0.3, "ci_high": 0.7, "metric2": "macro_f1", **kw}
+    comp = {"quality_metric": {"C": {"name": "micro_f1"}}, "recommendation_evidence": [
+        cell("micro_reaches", gap_pct=1.2),
+        cell("macro_reaches", judged2=True, gap2_pct=1.5, ci2_low=-0.5, ci2_high=3.5),
+        cell("macro_reported_only", judged2=False, gap2_pct=1.5),
+        cell("inside", judged2=True, gap2_pct=0.4, ci2_low=None, ci2_high=None),
+        {**cell("degraded_counts_as_broken", gap_pct=1.2), "verdict": "degraded"}]}
+    beyond = findings._beyond([{"label": "beta2 0.999", "comparison": comp}])
+    assert beyond == {"micro_reaches": ["beta2 0.999 on C"], "macro_reaches": ["beta2 0.999 on C"]}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from pathlib import Path
 
@@ -265,9 +266,16 @@ def _seed_plan(e: dict, metric: str, rules: Rules = Rules()) -> int | None:
 def _never(comp: dict) -> list[dict]:
     """A comparison's inconclusive candidate cells measured on paired seeds whose measured loss is at
     or beyond the minimum effect on a metric they are judged on: no number of seeds shows them safe."""
+    rules = Rules()
+
+    def reaches(e: dict) -> bool:
+        metric = (comp.get("quality_metric") or {}).get(e["scenario"], {}).get("name")
+        judged = [(metric, e.get("gap_pct"))] + ([(e["metric2"], e.get("gap2_pct"))]
+                                                 if e.get("judged2") and e.get("metric2") else [])
+        return any(g is not None and math.isfinite(g) and g >= rules.min_effect_pct(m) for m, g in judged)
+
     return [e for e in comp.get("recommendation_evidence", []) if e.get("verdict") == "inconclusive"
-            and e.get("role", "candidate") == "candidate" and e.get("paired")
-            and _seed_plan(e, (comp.get("quality_metric") or {}).get(e["scenario"], {}).get("name")) is None]
+            and e.get("role", "candidate") == "candidate" and e.get("paired") and reaches(e)]
 
 
 def _beyond(arms: list[dict]) -> dict[str, list[str]]:
