@@ -356,8 +356,10 @@ def test_the_smoke_study_through_a_real_slurm(tmp_path, capsys):
 @live
 def test_a_run_over_its_slurm_time_limit_is_recorded_as_such(tmp_path):
     root = tmp_path / "executed"
-    # a one-minute limit: Slurm's warning (90 s before the end) comes at once
-    path = _write(tmp_path, MINI.replace("scenarios: [A, D]", "scenarios: [A]").replace("steps: 4", "steps: 3000"))
+    # a one-minute limit: Slurm's warning (90 s before the end) comes at once. Slurm enforces limits
+    # on a periodic check (30-60 s late), so the run must be far longer than that: 3,000 steps
+    # finished in 75 s on a 2-core CI machine before the check came; 40,000 would take ~15 min
+    path = _write(tmp_path, MINI.replace("scenarios: [A, D]", "scenarios: [A]").replace("steps: 4", "steps: 40000"))
     assert sweep.main([str(path), "--out", str(root), "--executor", "slurm", "--set", "time_min=1", "--wait",
                        "--no_analysis", "--no_html"]) == 1
     rec = _records(root / "mini")["A/fp32_baseline/seed0"]
