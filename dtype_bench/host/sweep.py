@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ns = build_parser().parse_args(argv)
     ns.argv = argv  # the command that goes on after a Ctrl-C (sweep.resume_command)
+    sweep.rehearse_if_asked(ns)
     # the caches below are environment variables: the runs' kernels, cell processes and jobs inherit them
     if ns.compile_cache:
         os.environ[COMPILE_CACHE_ENV] = _folder(ns.compile_cache, "--compile_cache")

@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -225,6 +226,11 @@ def build_parser() -> ArgumentParser:
     p.add_argument("study", type=Path, help="The study file, e.g. params/smoke.yaml.")
     p.add_argument("--dry_run", action="store_true",
                    help="Print what would run (the papermill commands) and what is done; run nothing.")
+    p.add_argument("--rehearse", action="store_true",
+                   help="Run the study's rehearsal here instead: every config at the first seed, at tiny on this CPU "
+                        "with synthetic data and 8 steps, pretrain stages and analyses included, into "
+                        "OUT/<study>.rehearsal (default OUT: a new temporary folder). It checks the study's wiring "
+                        "before a GPU call, not its numbers.")
     sel = p.add_argument_group("which runs (default: every run of the study)")
     sel.add_argument("--only", action="append", default=[], metavar="GLOB",
                      help="Run ids to select, e.g. 'A/*' or '*/amp_bf16/seed0' (repeatable).")
@@ -284,7 +290,20 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ns = parse_args(argv)
     ns.argv = argv
+    rehearse_if_asked(ns)
     return run(ns, Host())
+
+
+def rehearse_if_asked(ns: argparse.Namespace) -> None:
+    """``--rehearse``: ``ns`` names the study's rehearsal (``dtype_bench.study.rehearse``), written
+    into ``--out`` (if given, else a new temporary folder), instead of the study."""
+    if not ns.rehearse:
+        return
+    from dtype_bench.study.rehearse import write_rehearsal
+    if not any(a == "--out" or a.startswith("--out=") for a in getattr(ns, "argv", None) or []):
+        ns.out = Path(tempfile.mkdtemp(prefix="dtype-bench-rehearsal-"))
+    source, ns.study = ns.study, write_rehearsal(ns.study, ns.out)
+    print(f"rehearsal of {source}: {ns.study}")
 
 
 def resume_command(ns: argparse.Namespace) -> str:
