@@ -63,3 +63,16 @@ def test_premise_labels_rehearses_its_pretrain_and_the_fine_tuning_that_loads_it
         assert rec["status"] not in ("error", "skipped"), rec.get("reason")
         assert rec["pretrained"]["path"].startswith(str(out / "premise_labels.rehearsal.pretrain"))
     assert (REPO / "params/premise_labels.yaml").read_text().count("device: cuda") == 1  # the study file is untouched
+
+
+def test_the_rehearsal_says_what_the_gpu_call_reads_besides_the_repository(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "train.txt").write_bytes(b"x" * 3 * 2**20)
+    path = tmp_path / "s.yaml"
+    path.write_text("scenarios: [A, C]\nconfigs: [amp_bf16, amp_bf16_8bit_adam]\nseeds: [0, 1]\nnotebook_seeds: [0]\n"
+                    "device: cuda\noverrides:\n  A: {data: corpus}\n  C: {data: labels/debdeps}\n")
+    lines = rehearse.needs(load_study(path))
+    assert "corpus: 3.0 MiB" in lines and any(ln.startswith("labels/debdeps: not here") for ln in lines)
+    assert "bitsandbytes (for amp_bf16_8bit_adam)" in lines
+    assert any("4 runs execute a notebook" in ln for ln in lines)  # seed 0 of 2 scenarios x 2 configs

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from benchlib.study.studyfile import PRETRAINED, STUDY_KEYS, read_yaml
+from benchlib.core.dtypes import get_config
+from benchlib.study.studyfile import PRETRAINED, STUDY_KEYS, Study, read_yaml
 
 # what every run of a rehearsal is: small enough that a study of 10 configs rehearses in a minute;
 # steps enough that an eval, a saved state and a logged step each happen twice
@@ -79,3 +80,29 @@ def write_rehearsal(path: Path, out: Path) -> Path:
     header = f"# The rehearsal of {path} (dtype-bench sweep --rehearse): written by dtype_bench.study.rehearse\n"
     target.write_text(header + yaml.safe_dump(rehearsal(d), sort_keys=False))
     return target
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def needs(study: Study) -> list[str]:
+    """What a GPU call of ``study`` (the real one) reads besides the repository, one line each:
+    every local corpus, tokenizer and checkpoint its runs and pretrain stages name, with its size
+    here (or that it is not here), then the packages beyond torch and transformers it needs."""
+    runs = study.runs() + [r for rs in study.pretrain_runs().values() for r in rs]
+    paths = {v for r in runs for v in (r.cfg.data, r.cfg.tokenizer, r.cfg.model_name_or_path)
+             if v and ("/" in v or Path(v).exists()) and v != PRETRAINED and not v.startswith("<")}
+    here = [p for p in sorted(paths) if Path(p).exists()]
+    lines = [f"{p}: {_size(Path(p)) / 2**20:.1f} MiB" if p in here else f"{p}: not here (build it first: "
+             f"docs/data/README.md)" for p in sorted(paths)]
+    if len(here) > 1:
+        lines.append(f"in all {sum(_size(Path(p)) for p in here) / 2**20:.1f} MiB")
+    eight_bit = sorted({r.cfg.config for r in runs if "bitsandbytes" in get_config(r.cfg.config).requirements()})
+    if eight_bit:
+        lines.append(f"bitsandbytes (for {', '.join(eight_bit)})")
+    notebooks = sum(r.notebook for r in study.runs()) + sum(len(v) for v in study.pretrain_runs().values())
+    if notebooks:
+        lines.append(f"the notebook stack (papermill, ipykernel; {notebooks} run{'s' * (notebooks > 1)} execute"
+                     f"{'s' * (notebooks == 1)} a notebook)")
+    return lines

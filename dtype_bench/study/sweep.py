@@ -299,11 +299,12 @@ def rehearse_if_asked(ns: argparse.Namespace) -> None:
     into ``--out`` (if given, else a new temporary folder), instead of the study."""
     if not ns.rehearse:
         return
-    from dtype_bench.study.rehearse import write_rehearsal
+    from dtype_bench.study.rehearse import needs, write_rehearsal
     if not any(a == "--out" or a.startswith("--out=") for a in getattr(ns, "argv", None) or []):
         ns.out = Path(tempfile.mkdtemp(prefix="dtype-bench-rehearsal-"))
     source, ns.study = ns.study, write_rehearsal(ns.study, ns.out)
     print(f"rehearsal of {source}: {ns.study}")
+    print("  its GPU call reads, besides the repository: " + "; ".join(needs(load_study(source))))
 
 
 def resume_command(ns: argparse.Namespace) -> str:
