@@ -166,6 +166,29 @@ def test_changed_study_settings_make_a_record_stale(tmp_path):
     assert sweep.run_state(item) == ("stale", "parameters changed: steps 99 -> 150")  # A runs 150 steps in smoke
 
 
+@pytest.mark.parametrize("recorded, installed, state", [(None, "0.49.0", "retry"), (None, None, "done:skipped"),
+                                                          ("0.49.0", "0.49.0", "done:skipped")])
+def test_a_run_skipped_for_want_of_a_package_runs_again_once_the_package_is_installed(tmp_path, monkeypatch,
+                                                                                         recorded, installed, state):
+    """F's 8-bit Adam seeds 3-4 at beta2 0.999 were written ``skipped`` on a host without bitsandbytes
+    and counted as done ever after. A package present but broken (its version in the record) is not
+    retried on every sweep."""
+    import importlib.metadata
+
+    def version(pkg):
+        if pkg != "bitsandbytes" or installed is None:
+            raise importlib.metadata.PackageNotFoundError(pkg)
+        return installed
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    item = sweep.plan(load_study(PARAMS / "smoke.yaml"), tmp_path)[0]
+    rec = runner.error_record(item.spec, item.out_dir, "")
+    write_json_atomic(item.result, {**rec, "status": "skipped", "sweep": {"wall_s": 0.1},
+                                    "env": {**rec["env"], "bitsandbytes": recorded},
+                                    "reason": "amp_bf16_8bit_adam needs bitsandbytes.optim (pip install bitsandbytes): "
+                                              "ModuleNotFoundError: No module named 'bitsandbytes'"})
+    assert sweep.run_state(item)[0] == state
+
+
 def test_cuda_graphs_asked_of_an_uncompiled_run_is_not_a_change(tmp_path):
     """``cudagraphs: true`` for a scenario reaches bf16_no_compile too, which runs without them
     and records them off: that record stands (a speed study re-ran it every call before)."""

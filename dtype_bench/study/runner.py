@@ -14,6 +14,7 @@ that the runs that loaded it stay finished.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import signal
@@ -223,9 +224,26 @@ def is_waiting(rec: dict) -> bool:
     return rec.get("status") == "skipped" and bool((rec.get("sweep") or {}).get("waiting_for"))
 
 
+MISSING_PACKAGE = re.compile(r"\(pip install ([\w.-]+)\)")
+"""In a ``skipped`` record's reason (``core.env.unsupported_reason``): the package its run lacked."""
+
+
+def package_now_here(rec: dict) -> str | None:
+    """The package a ``skipped`` run lacked (its reason names it, its record's ``env`` has no
+    version of it) that this environment now has, else None: such a run is retried. A package
+    present but broken leaves a record with its version, which is not retried again."""
+    m = MISSING_PACKAGE.search(str(rec.get("reason") or "")) if rec.get("status") == "skipped" else None
+    if not m or (rec.get("env") or {}).get(m.group(1)) is not None:
+        return None
+    try:
+        return f"{m.group(1)} {importlib.metadata.version(m.group(1))}"
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def run_state(item: Item) -> tuple[str, str]:
     """(state, detail): done:<status> (skipped on resume), or why it runs: new / error / corrupt
-    / stale / unfinished / waiting."""
+    / stale / unfinished / waiting / retry (skipped for want of a package installed now)."""
     if not item.result.exists():
         return "new", ""
     try:
@@ -236,6 +254,8 @@ def run_state(item: Item) -> tuple[str, str]:
         return "waiting", _last_line(rec.get("reason"))
     if rec["status"] not in FINISHED:
         return "error", _last_line(rec.get("reason"))
+    if pkg := package_now_here(rec):
+        return "retry", f"skipped for want of a package, {pkg} is installed now"
     # where the checkpoint lies depends on the machine (which one it loaded: checkpoint_changed)
     changed = stale_keys(rec, item.spec.params, ("model_name_or_path",) if item.needs is not None else ())
     if changed:
