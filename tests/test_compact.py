@@ -157,9 +157,14 @@ def test_a_sweep_refuses_a_compacted_study_until_it_is_expanded(tmp_path):
     compact.compact(root / "smoke", tmp_path / "executed")
     assert [runner.run_state(i)[0] for i in items] == ["new"] * 4  # what a sweep would see: so it refuses
     r = subprocess.run([sys.executable, "-m", "dtype_bench", "sweep", str(REPO / "params" / "smoke.yaml"), "--out",
-                        str(root), "--dry_run"], capture_output=True, text=True, cwd=REPO)
+                        str(root), "--no_analysis", "--no_html"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "is compacted" in r.stderr and "compact --expand" in r.stderr
     assert r.stderr.strip().count("\n") == 0
+    # --dry_run reads the compacted table: what is done and what is left, without expanding it
+    r = subprocess.run([sys.executable, "-m", "dtype_bench", "sweep", str(REPO / "params" / "smoke.yaml"), "--out",
+                        str(root), "--dry_run"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0 and f"done 4, to run {len(study.runs()) - 4} (new {len(study.runs()) - 4})" in r.stdout
+    assert (root / "smoke" / RECORDS_TABLE).exists()
     assert compact.main(["--expand", str(root / "smoke")]) == 0
     assert [runner.run_state(i)[0] for i in items] == ["done:ok"] * 4  # resumed past, as before
     assert not (root / "smoke" / RECORDS_TABLE).exists()

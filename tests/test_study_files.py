@@ -130,3 +130,12 @@ def test_the_horizon_arm_is_the_quality_arms_a_four_times_longer_with_its_gap_dr
         d, e = r.cfg.to_dict(), ref_runs[(r.cfg.config, r.cfg.seed)]
         assert {k for k in d if d[k] != e.get(k)} == {"steps", "eval_every", "extra"}
         assert d["steps"] >= 4 * e["steps"]
+
+
+@pytest.mark.parametrize("path", STUDY_FILES, ids=[p.stem for p in STUDY_FILES])
+def test_a_study_trains_every_run_at_one_beta2_as_its_analysis_requires(path):
+    """The analysis refuses records of two beta2 values (``tables.one_recipe``): a study file that
+    plans them would spend its GPU time and then fail its analysis (reference_real_roberta's B at
+    0.98 beside D and F at 0.95 did, in its CPU rehearsal). Pretrain stages are not analysed."""
+    values = {r.cfg.beta2 for r in load_study(path).runs()}
+    assert len(values) == 1, f"{path.name}: runs at beta2 {sorted(values)}"

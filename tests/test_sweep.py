@@ -189,6 +189,24 @@ def test_a_run_skipped_for_want_of_a_package_runs_again_once_the_package_is_inst
     assert sweep.run_state(item)[0] == state
 
 
+@pytest.mark.parametrize("verb", ["--dry_run", "--status"])
+def test_a_compacted_committed_study_says_what_is_left_to_run_without_expanding_it(verb, monkeypatch, capsys):
+    """The committed beta2 0.999 encoder study: 88 records in its table, F's 8-bit Adam seeds 3-4
+    skipped for want of bitsandbytes (retried where it is installed); nothing is written."""
+    import importlib.metadata
+    monkeypatch.setattr(importlib.metadata, "version", lambda pkg: "0.49.0")
+    study = REPO / "executed" / "h200" / "reference_real_encoder_b999"
+    before = {p: p.stat().st_mtime_ns for p in study.rglob("*")}
+    assert sweep.main([str(PARAMS / "reference_real_encoder_b999.yaml"), "--out", str(study.parent), verb]) == 0
+    out = capsys.readouterr().out
+    if verb == "--dry_run":
+        assert "done 88, to run 2 (retry 2)" in out
+        assert re.search(r"retry\s+F/amp_bf16_8bit_adam/seed3", out)
+    else:
+        assert "study reference_real_encoder_b999: done 88, not submitted 2" in out
+    assert {p: p.stat().st_mtime_ns for p in study.rglob("*")} == before
+
+
 def test_cuda_graphs_asked_of_an_uncompiled_run_is_not_a_change(tmp_path):
     """``cudagraphs: true`` for a scenario reaches bf16_no_compile too, which runs without them
     and records them off: that record stands (a speed study re-ran it every call before)."""
@@ -375,6 +393,20 @@ def _notebook(path, code):
                                   metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nbformat.write(nb, str(path))
     return path
+
+
+def test_a_failed_analysis_fails_the_sweep_and_names_the_command_that_runs_it_again(tmp_path, monkeypatch, capsys):
+    """Its runs' records stand (a rehearsal of reference_real_roberta ended 0 with its analysis failed)."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs / "10_analyze_experiment.ipynb", "raise RuntimeError('analysis broke in the test')")
+    monkeypatch.setattr(sweep, "NOTEBOOK_DIR", nbs)
+    path = _study(tmp_path, "scenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0]\nnotebook_seeds: []\nsize: tiny\n"
+                            "steps: 2\ndevice: cpu\n")
+    assert sweep.main([str(path), "--out", str(tmp_path / "executed"), "--no_html"]) == 1
+    err = capsys.readouterr().err
+    assert "analysis failed: 10_analyze_experiment.ipynb" in err and "--analysis_only" in err
+    assert _records(tmp_path / "executed" / "mini")["A/fp32_baseline/seed0"]["status"] in FINISHED
 
 
 def test_failed_runs_are_recorded_and_the_others_finish(tmp_path, monkeypatch, capsys):

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.core.records import (COMPLETED, FINISHED, RESULT, SIDECAR, STEPS_FILES, CorruptRecord, read_record,
-                                   write_record, write_sidecar)
+from benchlib.core.records import (COMPLETED, FINISHED, RECORDS_TABLE, RESULT, SIDECAR, STEPS_FILES, CorruptRecord,
+                                   compacted, read_record, read_table, write_record, write_sidecar)
 from benchlib.core.runconfig import RunConfig, flatten, resolved
 from benchlib.core.records import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
@@ -55,6 +55,7 @@ class Item:
     phase: int = 0                # pretrain items: which phase (1, 2, ...) of its arch's pretraining
     arch: str | None = None       # pretrain items: the architecture whose checkpoint it makes
     pulled: bool = False          # selected only because a selected run needs it
+    stored: dict | None = None    # its record in a compacted study's table (no result.json): read, never run
 
     @property
     def run_id(self) -> str:
@@ -81,6 +82,8 @@ class Item:
 
 def readable(item: Item) -> dict | None:
     """The item's record, or None where it has none or it is unreadable."""
+    if item.stored is not None and not item.result.exists():
+        return item.stored
     try:
         return read_record(item.result)
     except CorruptRecord:
@@ -96,9 +99,11 @@ def pretrain_root(study: Study, root: Path) -> Path:
     return Path(root) / f"{study.name}.pretrain"
 
 
-def plan(study: Study, root: Path) -> list[Item]:
-    """The pretrain items first, phase by phase, then the study's runs (``pretrained`` resolved)."""
-    pre = {arch: pretrain_items(study, root, arch) for arch in ARCHS if arch in study.pretrain}
+def plan(study: Study, root: Path, stored: dict[Path, dict] | None = None) -> list[Item]:
+    """The pretrain items first, phase by phase, then the study's runs (``pretrained`` resolved);
+    ``stored``: records of a compacted study by their ``result.json`` path (``stored_records``)."""
+    stored = stored or {}
+    pre = {arch: pretrain_items(study, root, arch, stored) for arch in ARCHS if arch in study.pretrain}
     checkpoints = {arch: _rel(phases[-1].model_dir) for arch, phases in pre.items()}
     items = []
     for spec in study.runs(checkpoints):
@@ -106,13 +111,19 @@ def plan(study: Study, root: Path) -> list[Item]:
         base = root / study.name / "runs" / (spec.arm or "") / c.scenario / c.dtype.name
         arch = study.needs_pretrained(c.scenario)
         item = Item(spec, base / f"seed{c.seed}.ipynb", base / f"seed{c.seed}", needs=pre[arch][-1] if arch else None)
+        item.stored = stored.get((base / f"seed{c.seed}" / "result.json").resolve())
         _set_state(item)
         items.append(item)
     stage = sorted((i for phases in pre.values() for i in phases), key=lambda i: i.phase)  # stable: GPT-2 first
     return stage + items
 
 
-def pretrain_items(study: Study, root: Path, arch: str) -> list[Item]:
+def stored_records(*folders: Path) -> dict[Path, dict]:
+    """The records of compacted study folders (their tables) by the ``result.json`` path each had."""
+    return {Path(r["_path"]).resolve(): r for f in compacted(*folders) for r in read_table(f / RECORDS_TABLE)}
+
+
+def pretrain_items(study: Study, root: Path, arch: str, stored: dict[Path, dict] | None = None) -> list[Item]:
     """The items of ``arch``'s pretrain phases, in order."""
     base, n, out = pretrain_root(study, root), study.pretrain_phases(arch), []
     for k in range(1, n + 1):
@@ -120,7 +131,7 @@ def pretrain_items(study: Study, root: Path, arch: str) -> list[Item]:
         prev = out[-1] if out else None
         spec = study.pretrain_run(arch, k, _rel(prev.model_dir) if prev else None)
         item = Item(spec, base / f"{name}.ipynb", base / name, stage="pretrain", needs=prev, label=label,
-                    phase=k, arch=arch)
+                    phase=k, arch=arch, stored=(stored or {}).get((base / name / "result.json").resolve()))
         _set_state(item)
         out.append(item)
     return out
@@ -244,10 +255,10 @@ def package_now_here(rec: dict) -> str | None:
 def run_state(item: Item) -> tuple[str, str]:
     """(state, detail): done:<status> (skipped on resume), or why it runs: new / error / corrupt
     / stale / unfinished / waiting / retry (skipped for want of a package installed now)."""
-    if not item.result.exists():
+    if not item.result.exists() and item.stored is None:
         return "new", ""
     try:
-        rec = read_record(item.result)
+        rec = readable(item) if item.stored is not None else read_record(item.result)
     except CorruptRecord as e:
         return "corrupt", str(e)
     if is_waiting(rec):

@@ -36,7 +36,7 @@ from dtype_bench.study.lock import holder, study_lock
 from dtype_bench.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, execute_unit,
                                    is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
                                    pretrain_root, pretrain_warning, readable, refresh_reading, remake_lost, run_state,
-                                   steps_share)
+                                   steps_share, stored_records)
 from benchlib.core.timing import STEPS_SHARE_TARGET
 from benchlib.study.studyfile import Study, load_study
 
@@ -320,12 +320,12 @@ def run(ns: argparse.Namespace, host: Host) -> int:
     but ``--dry_run`` and ``--status`` holding the study folder's lock (``study_lock``), and a
     Ctrl-C ends in one line naming the command that goes on."""
     study = load_study(ns.study)  # validates every run before anything executes
-    _refuse_compacted(ns, study)
     study_dir = ns.out / study.name
-    if ns.dry_run or ns.status:  # they read: fine while a sweep writes
+    if ns.dry_run or ns.status:  # they read: fine while a sweep writes, and a compacted study's table
         if pid := holder(study_dir):
             print(f"  a sweep (pid {pid}) is running on {_rel(study_dir)} now: the states below change as it goes")
-        return _run(ns, study, host)
+        return _run(ns, study, host, stored_records(study_dir, pretrain_root(study, ns.out)))
+    _refuse_compacted(ns, study)
     from benchlib.training.preflight import out_problem  # --out must take the study, said before any run
     if problem := out_problem(study_dir, "--out"):
         raise ConfigError(problem)
@@ -338,8 +338,8 @@ def run(ns: argparse.Namespace, host: Host) -> int:
         return 130
 
 
-def _run(ns: argparse.Namespace, study: Study, host: Host) -> int:
-    every = plan(study, ns.out)
+def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None = None) -> int:
+    every = plan(study, ns.out, stored)
     items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
     for i in items if ns.force else []:
         if not i.todo and not i.pulled:
@@ -515,6 +515,9 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
                 print(split)
     for f in failed:
         print(f"analysis failed: {f}", file=sys.stderr)
+    if failed:
+        print(f"  the runs' records stand; once fixed: dtype-bench sweep {_rel(ns.study)} --out {_rel(ns.out)} "
+              f"--analysis_only", file=sys.stderr)
     arm = "<arm>/" if study.arms else ""
     print(f"\nwhere to look:\n  runs:     {_rel(study_dir / 'runs')}/{arm}<scenario>/<config>/seed<k>.ipynb"
           " (+ seed<k>/result.json)")
@@ -540,7 +543,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
               f" the next sweep runs them once it exists", file=sys.stderr)
     if later:
         print(budget.left_line(len(items)))
-    return 1 if errors or corrupt or waiting else 0
+    return 1 if errors or corrupt or waiting or failed else 0
 
 
 def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
