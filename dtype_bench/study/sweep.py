@@ -304,7 +304,7 @@ def rehearse_if_asked(ns: argparse.Namespace) -> None:
         ns.out = Path(tempfile.mkdtemp(prefix="dtype-bench-rehearsal-"))
     source, ns.study = ns.study, write_rehearsal(ns.study, ns.out)
     print(f"rehearsal of {source}: {ns.study}")
-    print("  its GPU call reads, besides the repository: " + "; ".join(needs(load_study(source))))
+    print("  its GPU call reads, besides the repository: " + ("; ".join(needs(load_study(source))) or "nothing"))
 
 
 def resume_command(ns: argparse.Namespace) -> str:
