@@ -528,7 +528,13 @@ def test_a_missing_corpus_stops_only_a_sweep_that_would_run_on_it(tmp_path, caps
     assert sweep.main([str(path), "--dry_run", "--scenario", "D", "--out", str(tmp_path / "out")]) == 0
     assert "D/amp_bf16/seed0" in capsys.readouterr().out
     with pytest.raises(ConfigError) as e:
-        sweep.main([str(path), "--dry_run", "--out", str(tmp_path / "out")])
+        sweep.main([str(path), "--out", str(tmp_path / "out"), "--no_analysis", "--no_html"])
     assert e.value.args[0].startswith("C/amp_bf16/seed0: data=") and str(tmp_path / "c") in str(e.value)
+    assert not (tmp_path / "out" / "two" / "runs").exists()  # nothing ran
+    # the dry run shows the plan all the same (the GPU host may have the corpus) and says what is missing
+    capsys.readouterr()
+    assert sweep.main([str(path), "--dry_run", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "to run 2" in out and "a sweep here would stop: C/amp_bf16/seed0: data=" in out
     with pytest.raises(ConfigError, match="no such file"):  # a run configured on its own is checked at once
         load_study(path).runs()[0].cfg.replace(seed=1)

@@ -26,7 +26,7 @@ from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
 from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.records import TRAINED, compacted
-from benchlib.core.runconfig import ConfigError
+from benchlib.core.runconfig import ConfigError, paths_unchecked
 from dtype_bench.study import runner
 from benchlib.study.executor import KINDS, ExecutorSettings
 from dtype_bench.study.html_export import export_study_html
@@ -362,8 +362,12 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
     remade = [] if ns.analysis_only else remake_lost(items)  # checkpoints not carried with their records
     pending = [i for i in items if i.todo]
     if missing := [f"{i.run_id}: {p}" for i in ([] if ns.analysis_only else pending) if (p := i.spec.cfg.path_problem())]:
-        raise ConfigError(missing[0] + (f" (and {len(missing) - 1} more runs to execute)" if len(missing) > 1 else ""))
+        problem = missing[0] + (f" (and {len(missing) - 1} more runs to execute)" if len(missing) > 1 else "")
+        if not ns.dry_run:
+            raise ConfigError(problem)
     _print_plan(study, ns.study, every, items, pending, study_dir, ns.dry_run, host.run_cell is not None)
+    if ns.dry_run and missing:  # the plan all the same: where it runs, the data may be there
+        print(f"  not here, so a sweep here would stop: {problem}")
     for p in remade:
         users = [i.run_id for i in items if i.todo and i.needs is p]
         print(f"  {p.run_id}: its record is here but not its checkpoint {_rel(p.model_dir)} (checkpoints are not "
@@ -568,7 +572,8 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
                               if i.needs is not None else "")
         print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
         if i.todo and (i.in_notebook or not cells):
-            print(f"      {shlex.join(papermill_command(i))}")
+            with paths_unchecked():  # a corpus missing here is said once, below the plan
+                print(f"      {shlex.join(papermill_command(i))}")
         elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
             print(f"      a cell run without a notebook (notebook_seeds), in one `python -m dtype_bench.host.cellrun` "
                   f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
