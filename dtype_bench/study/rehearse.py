@@ -26,7 +26,6 @@ REHEARSAL = {"size": "tiny", "device": "cpu", "compile": "off", "cudagraphs": Fa
              "timing_windows": 2}
 SHRUNK = {"eval_every": 4, "state_every": 4}  # kept off where the study has them off (0)
 DROPPED = ("tokenizer", "vocab_size", "cache_dir")  # a tokenizer file, a vocabulary of the real text
-# the host's own data: the study's corpus and checkpoints are where its GPU host has them
 SUFFIX = ".rehearsal"
 
 

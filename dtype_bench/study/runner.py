@@ -258,7 +258,7 @@ def run_state(item: Item) -> tuple[str, str]:
     if not item.result.exists() and item.stored is None:
         return "new", ""
     try:
-        rec = readable(item) if item.stored is not None else read_record(item.result)
+        rec = read_record(item.result) if item.result.exists() else item.stored
     except CorruptRecord as e:
         return "corrupt", str(e)
     if is_waiting(rec):
