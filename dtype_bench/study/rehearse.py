@@ -52,8 +52,8 @@ def rehearsal(study: dict) -> dict:
     d["study"] = f"{d.get('study') or 'study'}{SUFFIX}"
     d["seeds"] = list(d.get("seeds") or [0])[:1]
     d.pop("config_seeds", None)  # each config at the first seed
-    if d.get("notebook_seeds") is not None:
-        d["notebook_seeds"] = [k for k in d["notebook_seeds"] if k in d["seeds"]]
+    if d.get("notebook_seeds"):  # a study that executes notebooks rehearses each cell in one
+        d["notebook_seeds"] = d["seeds"]
     d.pop("executor", None)  # here, in this process
     d["overrides"] = {layer: _nested(v) for layer, v in (d.get("overrides") or {}).items()}
     d["pretrain"] = {arch: [rehearse_settings(p) for p in v] if isinstance(v, list) else rehearse_settings(v)
