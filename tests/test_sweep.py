@@ -540,3 +540,36 @@ def test_a_missing_corpus_stops_only_a_sweep_that_would_run_on_it(tmp_path, caps
     assert "to run 2" in out and "a sweep here would stop: C/amp_bf16/seed0: data=" in out
     with pytest.raises(ConfigError, match="no such file"):  # a run configured on its own is checked at once
         load_study(path).runs()[0].cfg.replace(seed=1)
+
+
+def test_a_notebook_whose_kernel_died_while_starting_is_started_again_and_a_real_failure_is_not(tmp_path, monkeypatch):
+    """Two sweeps on one H200 host started a notebook in the same second; both kernels died before
+    any cell ran ("Kernel died before replying to kernel_info") and the runs were recorded as errors."""
+    from conftest import fake_papermill
+
+    study = tmp_path / "two.yaml"
+    study.write_text("study: two\nscenarios: [A]\nconfigs: [fp32_baseline]\nseeds: [0, 1]\nsize: tiny\nsteps: 3\n"
+                     "device: cpu\n")
+    root, calls = tmp_path / "executed", []
+    fake = fake_papermill(study, root, {}, [], [0])
+
+    def flaky(cmd, env, log, timeout=None):  # seed 0's kernel dies at start once; seed 1's notebook fails in a cell
+        seed = Path(runner.injected(cmd)["out_dir"]).name
+        calls.append(seed)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        if seed == "seed0" and calls.count(seed) == 1:
+            log.write_text("Traceback ...\nRuntimeError: " + runner.KERNEL_NEVER_STARTED + "\n")
+            return 1
+        if seed == "seed1":
+            log.write_text("Traceback ...\nRuntimeError: " + runner.KERNEL_NEVER_STARTED + " (quoted by a cell)\n")
+            fake(cmd, env, log, timeout)  # a cell ran: training wrote its record
+            return 1
+        return fake(cmd, env, log, timeout)
+
+    monkeypatch.setattr(runner, "execute", flaky)
+    monkeypatch.setattr(runner.time, "sleep", lambda s: None)
+    assert sweep.main([str(study), "--out", str(root), "--no_analysis", "--no_html"]) == 1
+    assert Counter(calls) == {"seed0": 2, "seed1": 1}
+    first = read_record(root / "two/runs/A/fp32_baseline/seed0/result.json")
+    assert first["status"] == "ok" and first["sweep"]["kernel_restarts"] == 1
+    assert read_record(root / "two/runs/A/fp32_baseline/seed1/result.json")["status"] == "error"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import random
 import re
 import signal
 import subprocess
@@ -487,6 +488,19 @@ def error_record(spec: RunSpec, out_dir: Path, reason: str) -> dict:
     return {**new_record(cfg, device), "reason": reason}
 
 
+KERNEL_START_RETRIES = 2
+KERNEL_NEVER_STARTED = "Kernel died before replying to kernel_info"
+"""nbclient's error when the notebook's kernel dies while starting, before any cell ran. Kernels
+started in the same second can collide: jupyter_client picks the kernel's ports before the kernel
+binds them (jupyter/jupyter_client#154). Seen on an H200 host when two sweeps started a notebook
+at once; ``run_one`` starts such a notebook again."""
+
+
+def kernel_never_started(item: Item, log: Path) -> bool:
+    """Whether a failed notebook's kernel died before running a cell (nothing trained, no record)."""
+    return not item.result.exists() and KERNEL_NEVER_STARTED in log_tail(log)
+
+
 def run_one(item: Item, slot: dict, timeout: int | None = None,
             sweep_extra: dict | None = None) -> dict:
     """Execute one run's notebook and return its record (an ``error`` one with papermill's last
@@ -494,14 +508,22 @@ def run_one(item: Item, slot: dict, timeout: int | None = None,
     clear(item.out_dir)
     log = item.out_dir / "papermill.log"
     t0 = time.perf_counter()
-    try:
-        rc = execute(papermill_command(item), kernel_env(slot), log, timeout)
-    except KeyboardInterrupt:
-        _mark_interrupted(item)
-        raise
-    except OSError as e:
-        rc = 1
-        log.write_text(f"could not start papermill: {e}")
+    restarts = 0
+    while True:
+        try:
+            rc = execute(papermill_command(item), kernel_env(slot), log, timeout)
+        except KeyboardInterrupt:
+            _mark_interrupted(item)
+            raise
+        except OSError as e:
+            rc = 1
+            log.write_text(f"could not start papermill: {e}")
+        if rc == 0 or restarts >= KERNEL_START_RETRIES or not kernel_never_started(item, log):
+            break
+        restarts += 1  # nothing ran: start the same notebook again, a moment later
+        time.sleep(random.uniform(1.0, 5.0))
+    if restarts:
+        sweep_extra = {**(sweep_extra or {}), "kernel_restarts": restarts}
     rec, unreadable, over = None, "it wrote no result.json", {}
     try:
         rec = read_record(item.result)
