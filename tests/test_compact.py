@@ -15,7 +15,7 @@ from test_committed_studies import same
 
 from benchlib.analysis import report
 from benchlib.analysis.stats import Rules
-from benchlib.core.records import (RECORDS_TABLE, STEPS_TABLE, load_records, read_steps, steps_file,
+from benchlib.core.records import (RECORDS_TABLE, STEPS_TABLE, load_records, read_steps, read_table, steps_file,
                                    write_steps_table)
 from dtype_bench.study import compact, html_export
 
@@ -174,11 +174,12 @@ def test_a_gpu_host_without_altair_expands_a_committed_study(tmp_path):
     """A GPU host resumes a committed study after `compact --expand`; it has no reason to carry Altair."""
     study = tmp_path / "reference_real_e_b999"
     shutil.copytree(REPO / "executed" / "h200" / "reference_real_e_b999", study)
+    records = len(read_table(study / RECORDS_TABLE, strict=True))
     code = ("import sys; sys.modules['altair'] = None\n"  # import altair now raises ImportError
             "from dtype_bench.cli import main; sys.exit(main(['compact', '--expand', sys.argv[1]]))")
     r = subprocess.run([sys.executable, "-c", code, str(study)], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert len(list(study.rglob("result.json"))) == 18 and not (study / RECORDS_TABLE).exists()
+    assert records > 0 and len(list(study.rglob("result.json"))) == records and not (study / RECORDS_TABLE).exists()
 
 
 def test_compact_names_a_folder_that_holds_no_runs(tmp_path):
