@@ -466,3 +466,21 @@ def test_a_cell_whose_measured_loss_reaches_the_minimum_effect_keeps_its_config_
         {**cell("degraded_counts_as_broken", gap_pct=1.2), "verdict": "degraded"}]}
     beyond = findings._beyond([{"label": "beta2 0.999", "comparison": comp}])
     assert beyond == {"micro_reaches": ["beta2 0.999 on C"], "macro_reaches": ["beta2 0.999 on C"]}
+
+
+def test_a_reported_metric_worse_beyond_seed_noise_is_named_where_the_verdict_does_not_say_so():
+    """E's macro-F1 is reported, not judged: bf16_pure_fp32v at beta2 0.999 is safe on accuracy while
+    its macro-F1 interval lies below 0. A judged metric, an interval that reaches 0, or a verdict that
+    already says the config breaks are not listed."""
+    import pandas as pd
+
+    from benchlib.analysis.findings import _reported_worse
+    row = dict(scenario="E", config="bf16_pure_fp32v", verdict="safe", metric2="macro_f1", judged2=False,
+               delta2_pct=-1.58, delta2_lo=-2.57, delta2_hi=-0.58)
+    cells = pd.DataFrame([row,
+                          {**row, "config": "amp_bf16", "delta2_hi": 0.4},               # reaches 0
+                          {**row, "scenario": "C", "config": "bf16_pure", "judged2": True},  # judged: in the verdict
+                          {**row, "config": "bf16_naive", "verdict": "degraded"},         # already breaks
+                          {**row, "config": "amp_fp16", "metric2": None}])
+    [line] = _reported_worse(cells, "beta2 0.999")
+    assert line.startswith("bf16_pure_fp32v at beta2 0.999: E (safe)") and "-1.58% [-2.57, -0.58]" in line

@@ -37,8 +37,9 @@ def verdicts(comparison: dict) -> pd.DataFrame:
         ev[col] = pd.to_numeric(ev.get(col), errors="coerce")
     ev["delta2_pct"], ev["delta2_lo"], ev["delta2_hi"] = -ev["gap2_pct"], -ev["ci2_high"], -ev["ci2_low"]
     ev["metric2"] = ev.get("metric2")
+    ev["judged2"] = ev["judged2"].fillna(False).astype(bool) if "judged2" in ev else False
     return ev[["scenario", "config", "role", "verdict", "mark", "delta_pct", "delta_lo", "delta_hi", "metric2",
-               "delta2_pct", "delta2_lo", "delta2_hi", "reason"]]
+               "judged2", "delta2_pct", "delta2_lo", "delta2_hi", "reason"]]
 
 
 def mark(verdict: str, reason: str) -> str:

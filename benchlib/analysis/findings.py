@@ -26,7 +26,7 @@ from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
 from benchlib.analysis.recommend import Arm, candidates, pick as pick_default
-from benchlib.analysis.stats import Rules
+from benchlib.analysis.stats import Rules, label
 from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, head_params, load_study
 from benchlib.core.blocks import replace_block
 from benchlib.core.errors import UserError
@@ -203,7 +203,11 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     out += ["", "**Where it breaks** (candidates; every run and reason in the reports):"]
     out += _bullets([line for a in arms for line in _breaks(a["cells"] if a is not arms[0] else cells, a["label"])],
                     "no candidate failed, degraded or came out worse on any scenario")
-    forensics = "  \n".join(part for part in (_stuck_line(arms), _seeds_line(arms)) if part)
+    reported = "; ".join(line for a in arms for line in _reported_worse(a["cells"] if a is not arms[0] else cells,
+                                                                           a["label"]))
+    reported = reported and ("**Worse on a reported metric** (not judged, so the verdict stands; its interval lies "
+                             f"below 0): {reported}.")
+    forensics = "  \n".join(part for part in (reported, _stuck_line(arms), _seeds_line(arms)) if part)
     out += ["", forensics] if forensics else []
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
             "|---|---|---|---|---|---|"]
@@ -513,6 +517,23 @@ def _breaks(cells: pd.DataFrame, arm: str = "") -> list[str]:
         first = g["reason"].iloc[0].split(" (")[0]
         out.append(f"{cfg}{f' at {arm}' if arm else ''}: {answer.where_marks(g)} (e.g. {g['scenario'].iloc[0]}: "
                    f"{first})")
+    return out
+
+
+def _reported_worse(cells: pd.DataFrame, arm: str = "") -> list[str]:
+    """One line per candidate config whose reported, not judged, second metric (single-label
+    macro-F1) is worse beyond seed noise where its verdict is not already a failure: its interval lies
+    wholly below 0."""
+    if "judged2" not in cells:
+        return []
+    bad = cells[~cells["judged2"].astype(bool) & cells["metric2"].notna() & (cells["delta2_hi"] < 0)
+                & ~cells["verdict"].isin(["failed", "degraded", "worse"])]  # those already say where it breaks
+    out = []
+    for cfg in config_order(bad["config"].unique()):
+        g = bad[bad["config"] == cfg]
+        out.append(f"{cfg}{f' at {arm}' if arm else ''}: " + ", ".join(
+            f"{r.scenario} ({r.verdict}) {label(r.metric2)} {r.delta2_pct:+.2f}% [{r.delta2_lo:+.2f}, {r.delta2_hi:+.2f}]"
+            for r in g.itertuples()))
     return out
 
 
