@@ -399,3 +399,25 @@ def test_a_failed_config_is_on_no_throughput_memory_frontier_of_h4():
     h = hy.bf16_on_frontier(df, FAST)
     assert h["evidence"]["configs"] == ["amp_bf16", "fp32_baseline"]
     assert h["evidence"]["frontiers"]["A-C"]["A"] == ["amp_bf16"]
+
+
+def test_a_run_fine_tuned_from_another_pretrain_checkpoint_than_its_seed_pairs_with_none():
+    """The synthetic reference study fine-tuned C-F's seeds from pretrains made on different days: at
+    E seed 2, 8 configs loaded one checkpoint and 8 another. A seed's checkpoint is the reference's,
+    else the one most of its runs loaded (the later on a tie)."""
+    recs = grid(["E"], ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1, 2))
+    recs += [make_record("E", c, 3) for c in ("bf16_pure", "amp_bf16_8bit_adam")]  # no reference config at seed 3
+    dates = {("amp_bf16", 2): "2026-11-23", ("amp_bf16_8bit_adam", 3): "2026-11-25"}
+    for r in recs:
+        r["pretrained"] = {"checkpoint": {"date": dates.get((r["config"], r["seed"]), "2026-11-24")}}
+    df = tables.study_frame(recs)
+    odd = df.loc[df["checkpoint_note"] != "", ["config", "seed"]].values.tolist()
+    assert sorted(odd) == [["amp_bf16", 2], ["bf16_pure", 3]]  # seed 3: a tie, the later checkpoint is the seed's
+    note = df.loc[(df["config"] == "amp_bf16") & (df["seed"] == 2), "checkpoint_note"].item()
+    assert "2026-11-23" in note and "2026-11-24" in note
+    assert "2 of 11 run(s) fine-tuned from another pretrain checkpoint" in gates.scenario_notes(df)["E"]
+    counted = gates.quality_runs(df.assign(quality_established=True))
+    assert not counted[df["checkpoint_note"] != ""].any() and counted[df["checkpoint_note"] == ""].all()
+    for r in recs:  # one checkpoint for every run: nothing is set apart
+        r["pretrained"]["checkpoint"]["date"] = "2026-11-24"
+    assert (tables.study_frame(recs)["checkpoint_note"] == "").all()

@@ -237,7 +237,8 @@ def reliability(df: pd.DataFrame, scenarios, rules: Rules, degraded: set = froze
     left out: they rank last on every seed and would make any scenario look discriminating."""
     out = {}
     for s in scenarios:
-        d = df[(df["scenario"] == s) & (df["role"] == "candidate") & (df["status"] == "ok") & (df["health"] == "ok")]
+        d = df[(df["scenario"] == s) & (df["role"] == "candidate") & (df["status"] == "ok") & (df["health"] == "ok")
+               & (df["checkpoint_note"] == "")]
         d = d[[(s, c) not in degraded for c in d["config"]]]
         t = d.pivot_table(index="config", columns="seed", values="quality", aggfunc="first") * (
             d["q_sign"].iloc[0] if len(d) else 1)
@@ -311,9 +312,10 @@ def apply_gates(df: pd.DataFrame, rules=None) -> pd.DataFrame:
     learned = dict(zip(lt["scenario"], lt["learned"]))
     df["learned"] = pd.Series([learned.get(s) for s in df["scenario"]], index=df.index, dtype=object)
     df["health"], df["health_reason"] = _health(df, lt)
+    df["checkpoint_note"] = checkpoint_notes(df, rules)
     over = dict(zip(lt["scenario"], lt["overfit"]))  # learned, but its end-of-run quality reads memorisation
     usable = [s for s in qm if learned.get(s) is True and qm[s]["column"] is not None and not over.get(s)]
-    counts = (df["status"] == "ok") & (df["health"] == "ok")
+    counts = (df["status"] == "ok") & (df["health"] == "ok") & (df["checkpoint_note"] == "")
     con = reference_contrasts(df[df["scenario"].isin(usable) & counts], rules)
     rel = reliability(df, usable, rules, set(zip(con.loc[con["verdict"] == "degraded", "scenario"],
                                                  con.loc[con["verdict"] == "degraded", "config"])))
@@ -365,6 +367,40 @@ def _health(df: pd.DataFrame, lt: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return health, reason
 
 
+def checkpoint_notes(df: pd.DataFrame, rules: Rules) -> pd.Series:
+    """Per run, '' or why its quality pairs with no run of its seed: it fine-tuned from another of the
+    study's pretrain checkpoints than its (scenario, seed)'s, which is the one the first reference
+    config run there loaded (``Rules.reference_configs``), else the one most of its runs loaded (the
+    later on a tie). Two runs that start from
+    different weights differ by their checkpoints as well as their configs."""
+    notes = pd.Series("", index=df.index, dtype=object)
+    if "pretrained.date" not in df:
+        return notes
+    for _, g in df[df["pretrained.date"].notna()].groupby(["scenario", "seed"]):
+        dates = g["pretrained.date"]
+        if dates.nunique() < 2:
+            continue
+        ref = next((g.loc[g["config"] == c, "pretrained.date"].iloc[0] for c in rules.reference_configs
+                    if (g["config"] == c).any()), None)
+        if ref is None:
+            n = dates.value_counts()
+            ref = max(n.index, key=lambda d: (n[d], d))
+        for i in g.index[dates != ref]:
+            notes[i] = (f"fine-tuned from the pretrain checkpoint of {dates[i]}, not from its seed's ({ref}): "
+                        "its quality pairs with no run")
+    return notes
+
+
+def checkpoint_note(d: pd.DataFrame) -> str:
+    """How many runs pair with none for their checkpoint (``checkpoint_notes``), with an example, or ''."""
+    bad = d[d["checkpoint_note"] != ""] if "checkpoint_note" in d else d.iloc[:0]
+    if bad.empty:
+        return ""
+    r = bad.iloc[0]
+    return (f"{len(bad)} of {len(d)} run(s) fine-tuned from another pretrain checkpoint than their seed's, so their "
+            f"quality enters no pair, verdict or rank (e.g. {r['config']}/seed{int(r['seed'])}: {r['checkpoint_note']})")
+
+
 def gated(df: pd.DataFrame, rules=None) -> pd.DataFrame:
     """``df`` as it is when already gated with ``rules`` (None: with any), else ``apply_gates``."""
     if "health" in df and (rules is None or df.attrs.get("gate") == _gate_key(rules)):
@@ -379,8 +415,10 @@ def speed_runs(df: pd.DataFrame) -> pd.Series:
 
 
 def quality_runs(df: pd.DataFrame) -> pd.Series:
-    """Runs whose quality counts: ok runs of established scenarios, healthy or degraded."""
-    return df["quality_established"] & (df["status"] == "ok") & df["health"].isin(["ok", "degraded"])
+    """Runs whose quality counts: ok runs of established scenarios, healthy or degraded, each fine-tuned
+    from its seed's pretrain checkpoint (``checkpoint_notes``)."""
+    ok = df["checkpoint_note"] == "" if "checkpoint_note" in df else True
+    return df["quality_established"] & (df["status"] == "ok") & df["health"].isin(["ok", "degraded"]) & ok
 
 
 def healthy_runs(df: pd.DataFrame) -> pd.Series:
@@ -434,7 +472,8 @@ def scenario_notes(df: pd.DataFrame) -> dict[str, str]:
         qm = df.attrs["quality_metric"].get(s, {})
         rel = df.attrs.get("reliability", {}).get(s, {})
         out[s] = "; ".join(x for x in (lrn.get("reason", ""), rel.get("reason", ""), qm.get("note", ""),
-                                       shared_note(df[df["scenario"] == s])) if x)
+                                       shared_note(df[df["scenario"] == s]),
+                                       checkpoint_note(df[df["scenario"] == s])) if x)
     return out
 
 

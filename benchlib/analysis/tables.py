@@ -154,6 +154,7 @@ def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
     df["model.parameters"] = pd.to_numeric(pd.Series([(r.get("model") or {}).get("parameters") for r in records],
                                                      index=df.index, dtype=object), errors="coerce")
     df["model.head_params"] = [head_params(r) for r in records]
+    df["pretrained.date"] = [((r.get("pretrained") or {}).get("checkpoint") or {}).get("date") for r in records]
     for col, values in pd.DataFrame(identities(records), index=df.index).items():
         df[col] = values
     num = [*HEADLINE, "throughput_std", "tokens_per_s", "stability/diverged_step", "stability/degraded_step",
