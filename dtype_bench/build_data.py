@@ -4,7 +4,9 @@ record. ``docs/data/README.md`` says what was built from which package and how t
 
 Verbs: ``text`` (LM text, A and B: one document per file of one or more ``.deb`` files whose path
 matches ``--include`` and not ``--exclude``; below),
-``tokenizer`` (a byte-level BPE trained on built text, ``build_tokenizer``), ``labels``
+``source`` (LM text from the Python source of the installed distributions, ``build_source``: built on
+the GPU host from its own packages, for a corpus too large to carry), ``tokenizer`` (a byte-level BPE
+trained on built text, ``build_tokenizer``), ``labels``
 (``debtags``, C and D: a package's description and its debtags; ``debsection``, E and F: its section;
 ``--max_train_docs``: a training subsample), ``deps`` (C and D: a description and the packages it depends
 on, thousands of labels) and ``checkpoint`` (the pretrained encoder of D and F: the Hugging Face model
@@ -476,6 +478,72 @@ def _text_facts(debs: list[Path], packages: list[dict], counts: dict, include: s
                          for p in packages]}
 
 
+# ---- LM text from installed Python distributions ---------------------------------------------
+MAX_SOURCE_BYTES = 200_000
+"""Larger ``.py`` files (generated tables, vendored data) are left out of ``source`` text."""
+
+
+def _dist_licence(meta) -> str:
+    """A distribution's licence: its License-Expression, else the first line of License, else its
+    licence classifiers, else 'not stated'."""
+    text = meta.get("License-Expression") or (meta.get("License") or "").strip().splitlines()[:1]
+    text = text if isinstance(text, str) else (text[0][:80] if text else "")
+    classes = [c.split(" :: ")[-1] for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
+    return text or "; ".join(classes) or "not stated"
+
+
+def build_source(out: Path, roots: list[Path] | None = None) -> dict:
+    """``out/{train,validation}.jsonl.gz`` and ``provenance.yaml`` from the Python source of the
+    distributions installed under ``roots`` (default this interpreter's site-packages): one document
+    per ``.py`` file a distribution's RECORD lists, as written; files under ``MIN_CHARS`` or over
+    ``MAX_SOURCE_BYTES``, not UTF-8, or identical to one kept (in key order) left out. Built on the
+    host that trains, from its own packages, so a corpus of 100M tokens and more needs nothing carried
+    to it; its provenance names every distribution, version and licence."""
+    import importlib.metadata as md
+    import sysconfig
+    roots = list(roots or dict.fromkeys(Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")))
+    dists = {}
+    for d in md.distributions(path=[str(r) for r in roots]):
+        dists.setdefault((d.metadata["Name"] or "").lower(), d)  # the first on the path, as imports find it
+    packages, rows, seen = [], {}, set()
+    for key in sorted(k for k in dists if k):
+        d = dists[key]
+        p = {"name": d.metadata["Name"], "version": d.version, "licence": _dist_licence(d.metadata),
+             "documents": 0, "characters": 0, "left_out": 0}
+        for f in sorted((f for f in d.files or [] if f.suffix == ".py"), key=str):
+            try:
+                raw = Path(f.locate()).read_bytes()
+                text = raw.decode()
+            except (OSError, UnicodeDecodeError):
+                raw = text = None
+            digest = hashlib.sha256(raw).digest() if raw is not None else None
+            if text is None or not MIN_CHARS <= len(raw) <= MAX_SOURCE_BYTES or digest in seen:
+                p["left_out"] += 1
+                continue
+            seen.add(digest)
+            rows[f"{p['name']}/{f}"] = {"text": text}
+            p["documents"] += 1
+            p["characters"] += len(text)
+        if p["documents"]:
+            packages.append(p)
+    if not rows:
+        raise BadDataError(f"no Python source of an installed distribution under {', '.join(map(str, roots))}")
+    counts = _write_splits(out, rows, TEXT_SPLIT)
+    facts = {"origin": "installed Python distributions (PyPI)", "package": f"{len(packages)} distributions (packages)",
+             "version": "per package (packages)",
+             "licence": "per package (packages): " + "; ".join(sorted({p["licence"] for p in packages})[:12])
+                        + ("; ..." if len({p["licence"] for p in packages}) > 12 else ""),
+             "documents": counts, "characters": sum(p["characters"] for p in packages),
+             "selection": f".py files each distribution's RECORD lists, as written; files under {MIN_CHARS} "
+                          f"characters or over {MAX_SOURCE_BYTES:,} bytes, not UTF-8, or identical to one kept "
+                          f"(in key order) left out",
+             "split": _split_rule("<distribution>/<file's path in its RECORD>", TEXT_SPLIT),
+             "built_by": "python -m dtype_bench.build_data source OUT" + "".join(f" --root {r}" for r in roots),
+             "packages": packages}
+    _write_provenance(out, facts)
+    return facts
+
+
 def _split_rule(key: str, percents: dict[str, int]) -> str:
     held = ", ".join(f"{k} {v}%" for k, v in percents.items())
     return f"SHA-256 of {key}, first 8 hex digits mod 100: {held}, the rest train"
@@ -804,6 +872,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="least share of common English function words a document needs (english_share; "
                         "~0.3 in English prose); replaces the selection's: 0 for linux-doc (every page kept), "
                         f"{SELECTIONS['docs'][2]} for docs")
+    src = sub.add_parser("source", help="LM text from the Python source of the installed distributions")
+    src.set_defaults(build=lambda a: build_source(a.out, a.root))
+    src.add_argument("out", type=Path, help="folder to write train/validation .jsonl.gz and provenance.yaml to")
+    src.add_argument("--root", type=Path, action="append",
+                     help="a site-packages folder to read (repeatable; default this interpreter's)")
     tk = sub.add_parser("tokenizer", help="a BPE tokenizer directory trained on built text")
     tk.set_defaults(build=lambda a: build_tokenizer(a.text, a.out, a.vocab))
     tk.add_argument("text", type=Path)

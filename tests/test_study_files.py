@@ -138,3 +138,16 @@ def test_the_horizon_arm_is_the_quality_arms_a_four_times_longer_with_its_gap_dr
         assert {k for k in d if d[k] != e.get(k)} == {"steps", "eval_every", "extra"}
         assert d["steps"] >= 4 * e["steps"]
 
+
+
+def test_the_horizon_arm_on_the_hosts_python_source_differs_from_the_debdocs_one_by_its_corpus_alone():
+    """A gap that grows on one horizon arm and not the other is the corpus's (read 0.75 times against
+    3.9), not a recipe's."""
+    mine, ref = (load_study(PARAMS / f"{n}.yaml") for n in ("reference_horizon_source_b999", "reference_horizon_b999"))
+    ref_runs = {(r.cfg.config, r.cfg.seed): r.cfg.to_dict() for r in ref.runs()}
+    runs = list(mine.runs())
+    assert len(runs) == len(ref_runs) and "horizon" in mine.analyses
+    for r in runs:
+        d = r.cfg.to_dict()
+        assert {k for k in d if d[k] != ref_runs[(r.cfg.config, r.cfg.seed)].get(k)} == {"data", "extra"}
+        assert d["data"].endswith("pysource") and d["beta2"] == 0.999

@@ -1,0 +1,77 @@
+"""``build_data source``: LM text from the Python source of installed distributions, built on the
+GPU host from its own packages (a corpus too large to carry there). Tested on a site-packages
+folder made here: two distributions with METADATA and RECORD, as pip leaves them."""
+import gzip
+import json
+
+import pytest
+import yaml
+
+from dtype_bench import build_data
+
+BODY = "def f(x):\n    '''Return x doubled.'''\n    return 2 * x\n" * 10
+
+
+def _dist(site, name, version, files, licence=None, classifier=None):
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta += [f"License-Expression: {licence}"] if licence else []
+    meta += [f"Classifier: License :: OSI Approved :: {classifier}"] if classifier else []
+    (info / "METADATA").write_text("\n".join(meta) + "\n")
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_bytes(text if isinstance(text, bytes) else text.encode())
+    (info / "RECORD").write_text("".join(f"{rel},,\n" for rel in [*files, f"{info.name}/METADATA"]))
+
+
+@pytest.fixture
+def site(tmp_path):
+    s = tmp_path / "site-packages"
+    _dist(s, "alpha", "1.0", {f"alpha/m{i}.py": BODY + f"# module {i}\n" for i in range(40)}
+          | {"alpha/tiny.py": "x = 1\n", "alpha/huge.py": "#" * (build_data.MAX_SOURCE_BYTES + 1),
+             "alpha/latin.py": b"# caf\xe9\n" + BODY.encode(), "alpha/notes.txt": BODY}, licence="MIT")
+    _dist(s, "beta", "2.3", {f"beta/n{i}.py": BODY + f"# beta {i}\n" for i in range(20)}
+          | {"beta/copy.py": BODY + "# module 0\n"}, classifier="BSD License")  # the same text as alpha/m0.py
+    return s
+
+
+def _rows(path):
+    return [json.loads(line) for line in gzip.open(path, "rt")]
+
+
+def test_each_python_file_of_each_distribution_is_a_document_and_the_provenance_names_them(site, tmp_path):
+    facts = build_data.build_source(tmp_path / "out", [site])
+    out = tmp_path / "out"
+    rows = _rows(out / "train.jsonl.gz") + _rows(out / "validation.jsonl.gz")
+    assert len(rows) == 40 + 20 and all(r["text"].startswith("def f(x)") for r in rows)
+    assert sum(facts["documents"].values()) == 60 and facts["documents"]["validation"] > 0
+    by = {p["name"]: p for p in facts["packages"]}
+    assert (by["alpha"]["version"], by["alpha"]["licence"], by["alpha"]["documents"]) == ("1.0", "MIT", 40)
+    assert by["alpha"]["left_out"] == 3  # too short, too large, not UTF-8; .txt is not read
+    assert (by["beta"]["licence"], by["beta"]["documents"], by["beta"]["left_out"]) == ("BSD License", 20, 1)
+    assert yaml.safe_load((out / "provenance.yaml").read_text())["characters"] == sum(len(r["text"]) for r in rows)
+    assert f"--root {site}" in facts["built_by"]
+
+
+def test_the_corpus_is_the_same_bytes_when_built_again(site, tmp_path):
+    build_data.build_source(tmp_path / "a", [site])
+    build_data.build_source(tmp_path / "b", [site])
+    for name in ("train.jsonl.gz", "validation.jsonl.gz", "provenance.yaml"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_a_folder_without_installed_source_is_refused_in_one_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert build_data.main(["source", str(tmp_path / "out"), "--root", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no Python source") and str(tmp_path / "empty") in err and "\n" not in err
+
+
+def test_the_lm_loader_reads_the_source_corpus(site, tmp_path):
+    from test_build_data import _cfg
+    from benchlib.data.load import load_task_data
+    build_data.build_source(tmp_path / "c", [site])
+    d = load_task_data(_cfg("A", tmp_path / "c", tmp_path, seq_len=32))
+    assert d.meta["provenance_origin"] == "installed Python distributions (PyPI)"
+    assert d.meta["n_train_tokens"] > d.meta["n_val_tokens"] > 0
