@@ -151,3 +151,14 @@ def test_the_horizon_arm_on_the_hosts_python_source_differs_from_the_debdocs_one
         d = r.cfg.to_dict()
         assert {k for k in d if d[k] != ref_runs[(r.cfg.config, r.cfg.seed)].get(k)} == {"data", "extra"}
         assert d["data"].endswith("pysource") and d["beta2"] == 0.999
+
+
+def test_the_one_gpu_speed_study_is_the_speed_studys_recipe_under_another_name():
+    """Its multipliers differ from reference_real_speed's by where the runs were timed, not how."""
+    mine, ref = (load_study(PARAMS / f"{n}.yaml") for n in ("reference_real_speed_onegpu", "reference_real_speed"))
+    ref_runs = {(r.cfg.scenario, r.cfg.config, r.cfg.seed): r.cfg.to_dict() for r in ref.runs()}
+    runs = list(mine.runs())
+    assert len(runs) == len(ref_runs) and mine.order == ref.order and mine.notebook_seeds == ref.notebook_seeds
+    for r in runs:
+        d, e = r.cfg.to_dict(), ref_runs[(r.cfg.scenario, r.cfg.config, r.cfg.seed)]
+        assert {k for k in d if d[k] != e.get(k)} == {"extra"} and d["extra"]["study"] == "reference_real_speed_onegpu"
