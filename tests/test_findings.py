@@ -484,3 +484,31 @@ def test_a_reported_metric_worse_beyond_seed_noise_is_named_where_the_verdict_do
                           {**row, "config": "amp_fp16", "metric2": None}])
     [line] = _reported_worse(cells, "beta2 0.999")
     assert line.startswith("bf16_pure_fp32v at beta2 0.999: E (safe)") and "-1.58% [-2.57, -0.58]" in line
+
+
+def test_closest_to_a_default_lists_the_candidates_more_seeds_alone_could_show_safe_everywhere():
+    """amp_fp16 at the real study: inconclusive cells whose measured gap is small are decidable by more
+    paired seeds; a cell whose loss reaches the minimum effect, or a degraded one, is not."""
+    import pandas as pd
+
+    from benchlib.analysis.findings import _closest
+    cells = pd.DataFrame([("A", "fp32_baseline", "reference"), ("C", "fp32_baseline", "reference"),
+                          ("A", "amp_fp16", "safe"), ("C", "amp_fp16", "inconclusive"),
+                          ("A", "bf16_pure", "safe"), ("C", "bf16_pure", "inconclusive"),
+                          ("A", "fp16_naive", "degraded"), ("C", "fp16_naive", "safe")],
+                         columns=["scenario", "config", "verdict"])
+    near = dict(verdict="inconclusive", paired=True, n_paired=3, gap_pct=0.1, ci_low=-0.6, ci_high=0.8)
+    comparison = {"quality_metric": {"A": {"name": "val_loss"}, "C": {"name": "micro_f1"}},
+                  "recommendation_evidence": [
+                      {"scenario": "A", "config": "amp_fp16", "verdict": "safe"},
+                      {"scenario": "C", "config": "amp_fp16", **near},
+                      {"scenario": "A", "config": "bf16_pure", "verdict": "safe"},
+                      {"scenario": "C", "config": "bf16_pure", **near, "gap_pct": 1.2, "ci_high": 1.9},  # never
+                      {"scenario": "A", "config": "fp16_naive", "verdict": "degraded"},
+                      {"scenario": "C", "config": "fp16_naive", "verdict": "safe"}]}
+    line = _closest([{"label": "beta2 0.95", "cells": cells, "comparison": comparison}], cells)
+    assert "amp_fp16, " in line and "bf16_pure" not in line and "fp16_naive" not in line
+    extra = int(line.split("amp_fp16, ")[1].split(" ")[0])
+    assert extra > 0 and f"beta2 0.95 C +{extra}" in line
+    safe = cells[cells["config"] != "fp16_naive"].assign(verdict=lambda d: d["verdict"].replace("inconclusive", "safe"))
+    assert _closest([{"label": "x", "cells": safe, "comparison": comparison}], safe) == ""  # nothing left to decide

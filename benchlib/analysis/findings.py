@@ -25,7 +25,7 @@ from benchlib.analysis.contrasts import MOST_SEEDS, POWER, seeds_to_show_safe
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
-from benchlib.analysis.recommend import Arm, candidates, pick as pick_default
+from benchlib.analysis.recommend import ENTERED, PASS, Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules, label
 from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, head_params, load_study
 from benchlib.core.blocks import replace_block
@@ -207,7 +207,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
                                                                            a["label"]))
     reported = reported and ("**Worse on a reported metric** (not judged, so the verdict stands; its interval lies "
                              f"below 0): {reported}.")
-    forensics = "  \n".join(part for part in (reported, _stuck_line(arms), _seeds_line(arms)) if part)
+    seeds = " ".join(part for part in (_seeds_line(arms), _closest(arms, cells)) if part)
+    forensics = "  \n".join(part for part in (reported, _stuck_line(arms), seeds) if part)
     out += ["", forensics] if forensics else []
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
             "|---|---|---|---|---|---|"]
@@ -312,6 +313,36 @@ def _seeds_line(arms: list[dict]) -> str:
             f"{POWER:.0%} power were its true gap and per-seed spread those measured, from the seeds it has; "
             "\"never\": its measured gap is at or beyond the minimum effect, so no number of seeds shows it safe "
             "at this recipe): " + "; ".join(parts) + ".")
+
+
+def _closest(arms: list[dict], first_cells: pd.DataFrame, shown: int = 3) -> str:
+    """The candidates that more paired seeds alone could show safe on every scenario that entered
+    verdicts at every beta2 (each cell safe, or inconclusive with a finite ``_seed_plan``), with the
+    seeds each cell still needs, fewest first; '' where none could."""
+    plans: dict[str, list[tuple[str, int]]] = {}
+    blocked: set[str] = set()
+    for a in arms:
+        cells = first_cells if a is arms[0] else a["cells"]
+        on = sorted(set(cells.loc[cells["verdict"].isin(ENTERED), "scenario"]))
+        metric = {s: (a["comparison"].get("quality_metric") or {}).get(s, {}).get("name") for s in on}
+        evidence = {(e["scenario"], e["config"]): e for e in a["comparison"].get("recommendation_evidence", [])}
+        verdict = {(r.scenario, r.config): r.verdict for r in cells.itertuples()}
+        for cfg in set(cells.loc[cells["verdict"] != "reference", "config"]):
+            for s in on:
+                e, v = evidence.get((s, cfg), {}), verdict.get((s, cfg))
+                if v in PASS:
+                    continue
+                k = _seed_plan(e, metric[s]) if v == "inconclusive" and e.get("paired") else None
+                if k is None or k > MOST_SEEDS:
+                    blocked.add(cfg)
+                else:
+                    plans.setdefault(cfg, []).append((f"{a['label']} {s}", k - int(e["n_paired"])))
+    near = sorted(((sum(n for _, n in v), c, v) for c, v in plans.items() if c not in blocked), key=lambda t: t[:2])
+    if not near:
+        return ""
+    return ("Closest to a default (every cell safe, or decidable by more paired seeds alone at the gap and spread "
+            "measured): " + "; ".join(f"{c}, {n} more paired seeds ({', '.join(f'{w} +{k}' for w, k in v)})"
+                                      for n, c, v in near[:shown]) + ".")
 
 
 def _own_speed(folder: Path) -> pd.DataFrame | None:
