@@ -9,7 +9,8 @@ valid values.
     configs: [fp32_baseline, amp_bf16]  # or: full_matrix | core_six | all (also inside a list)
     seeds: [0, 1, 2]
     order: seeds                      # ``ORDERS``
-    config_seeds: {bf16_no_compile: [0]}  # a config that runs fewer seeds (a subset)
+    config_seeds: {bf16_no_compile: [0], C/amp_fp16: [0, 1, 2, 3]}  # fewer seeds (a subset), for a
+                                      # config or for a config on one scenario (wins over the config's)
     notebook_seeds: [0]               # seeds whose runs execute a notebook (default: all); the
                                       # others run without one, a cell's seeds in one process
     analysis: [scenarios]             # ``ANALYSES``
@@ -98,7 +99,7 @@ class Study:
     pretrain: dict = field(default_factory=dict)  # arch -> one settings dict per phase, in order
     arms: dict = field(default_factory=dict)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
-    config_seeds: dict = field(default_factory=dict)  # config -> its seeds, a subset of ``seeds``
+    config_seeds: dict = field(default_factory=dict)  # config or scenario/config -> its seeds, a subset of ``seeds``
     order: str = "seeds"
     analysis: list | None = None  # None: the default (``analyses``)
     notebook_seeds: list | None = None  # None: every seed
@@ -109,8 +110,10 @@ class Study:
         arms and ``scenarios`` for one without."""
         return self.analysis if self.analysis is not None else ["scaling" if self.arms else "scenarios"]
 
-    def seeds_of(self, config: str) -> list[int]:
-        return self.config_seeds.get(config, self.seeds)
+    def seeds_of(self, config: str, scenario: str | None = None) -> list[int]:
+        """The seeds ``config`` runs (on ``scenario``): ``config_seeds``' ``scenario/config``, else its
+        ``config``, else ``seeds``."""
+        return self.config_seeds.get(f"{scenario}/{config}", self.config_seeds.get(config, self.seeds))
 
     @staticmethod
     def layers(scenario: str) -> list[str]:
@@ -169,8 +172,8 @@ class Study:
     def _matrix(self, configs: list[str]) -> list[tuple[int, str, str]]:
         """(seed, scenario, config) of every run, in the study's ``order``."""
         if self.order == "cells":
-            return [(k, s, c) for s in self.scenarios for c in configs for k in self.seeds_of(c)]
-        return [(k, s, c) for k in self.seeds for s in self.scenarios for c in configs if k in self.seeds_of(c)]
+            return [(k, s, c) for s in self.scenarios for c in configs for k in self.seeds_of(c, s)]
+        return [(k, s, c) for k in self.seeds for s in self.scenarios for c in configs if k in self.seeds_of(c, s)]
 
     def pretrain_phases(self, arch: str) -> int:
         """How many runs (phases) pretrain ``arch``'s checkpoint."""
@@ -290,8 +293,9 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     if not _folder_name(name):
         raise ConfigError(f"{where}study: a plain folder name is expected, got {name!r}")
     configs, seeds = _configs(d.get("configs", "full_matrix"), where), _seeds(d.get("seeds", [0]), where)
-    return Study(name=name, scenarios=_scenarios(d.get("scenarios", "all"), where),
-                 configs=configs, seeds=seeds, config_seeds=_config_seeds(d.get("config_seeds"), configs, seeds, where),
+    scenarios = _scenarios(d.get("scenarios", "all"), where)
+    return Study(name=name, scenarios=scenarios, configs=configs, seeds=seeds,
+                 config_seeds=_config_seeds(d.get("config_seeds"), configs, seeds, where, scenarios),
                  notebook_seeds=_notebook_seeds(d.get("notebook_seeds"), seeds, where), order=_order(d.get("order"), where),
                  settings=settings, overrides=_overrides(d.get("overrides") or {}, where),
                  description=str(d.get("description", "")), pretrain=_pretrain(d.get("pretrain"), where),
@@ -430,18 +434,22 @@ def _notebook_seeds(v: Any, seeds: list[int], where: str) -> list[int] | None:
     return None if v is None else _subset(v, seeds, f"{where}notebook_seeds: ")
 
 
-def _config_seeds(v: Any, configs: list[str], seeds: list[int], where: str) -> dict:
-    """``config_seeds:`` config -> its seeds: a config of the study, a subset of its seeds."""
+def _config_seeds(v: Any, configs: list[str], seeds: list[int], where: str, scenarios: list[str] = ()) -> dict:
+    """``config_seeds:`` config (or scenario/config) -> its seeds: a config (and scenario) of the
+    study, a subset of its seeds."""
     if v is None:
         return {}
     here = f"{where}config_seeds: "
     if not isinstance(v, dict):
         raise ConfigError(f"{here}expected a mapping of config to seeds, e.g. {{bf16_no_compile: [0]}}")
     out = {}
-    for c, ks in v.items():
+    for key, ks in v.items():
+        s, _, c = str(key).rpartition("/")
+        if s and s not in scenarios:
+            raise ConfigError(f"{here}{key!r}: {s!r} is not one of the study's scenarios ({', '.join(scenarios)})")
         if c not in configs:
-            raise ConfigError(f"{here}{c!r} is not one of the study's configs.{closest(str(c), configs)}")
-        out[c] = _subset(_seeds(ks, f"{here}{c}: "), seeds, f"{here}{c}: ")
+            raise ConfigError(f"{here}{key!r}: {c!r} is not one of the study's configs.{closest(c, configs)}")
+        out[str(key)] = _subset(_seeds(ks, f"{here}{key}: "), seeds, f"{here}{key}: ")
     return out
 
 
