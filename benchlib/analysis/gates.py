@@ -371,8 +371,8 @@ def checkpoint_notes(df: pd.DataFrame, rules: Rules) -> pd.Series:
     """Per run, '' or why its quality pairs with no run of its seed: it fine-tuned from another of the
     study's pretrain checkpoints than its (scenario, seed)'s, which is the one the first reference
     config run there loaded (``Rules.reference_configs``), else the one most of its runs loaded (the
-    later on a tie). Two runs that start from
-    different weights differ by their checkpoints as well as their configs."""
+    later on a tie). Two runs that start from different weights differ by their checkpoints as well as
+    their configs."""
     notes = pd.Series("", index=df.index, dtype=object)
     if "pretrained.date" not in df:
         return notes
