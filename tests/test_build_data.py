@@ -226,7 +226,8 @@ def test_the_real_data_study_expands_with_each_scenario_on_its_built_data(deb, i
     runs = study.runs()
     data = {r.cfg.scenario: r.cfg.data for r in runs}
     assert data == {"A": "data/real/linux-doc", "C": "data/real/debtags", "E": "data/real/train28k/debsection"}
-    assert {r.cfg.size for r in runs} == {"base"} and len({r.cfg.seed for r in runs}) == 3
+    assert {r.cfg.size for r in runs} == {"base"}
+    assert {r.cfg.seed for r in runs if r.cfg.config == "amp_bf16"} == {0, 1, 2}  # amp_fp16's cells have more
     pretrain = [spec.cfg for specs in study.pretrain_runs().values() for spec in specs]
     assert [(c.scenario, c.data) for c in pretrain] == [("A", "data/real/linux-doc")]
     assert {c.tokenizer for c in [r.cfg for r in runs] + pretrain} == {"data/real/tokenizer-bpe-50304"}
