@@ -120,3 +120,22 @@ def test_a_pretrain_left_for_later_or_interrupted_leaves_no_run_waiting_for_ever
         slots.run_all(order.units, slots.slots_for(2, ["0", "1"]), interrupted, on_done=order.done(lambda u, r: None),
                       admit=order.admit, stop=order.stop)
     assert order.stop.is_set()
+
+
+def test_cells_are_split_over_slots_that_would_stay_idle(tmp_path):
+    """Two configs at ten seeds each on twenty slots: one process a cell would run two at a time."""
+    from dtype_bench.study.runner import cells
+    path = tmp_path / "cells.yaml"
+    path.write_text("scenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+                    "size: tiny\ndevice: cpu\nnotebook_seeds: []\n")
+    items = sweep.plan(load_study(path), tmp_path / "executed")
+    assert [len(u) for u in cells(items)] == [10, 10]  # one slot: a process a cell, as before
+    spread = cells(items, slots=20)
+    assert len(spread) == 20 and all(len(u) == 1 for u in spread)
+    four = cells(items, slots=4)
+    assert sorted(len(u) for u in four) == [5, 5, 5, 5]
+    for unit in four:  # each unit one cell, its seeds in order
+        assert len({i.spec.cfg.dtype.name for i in unit}) == 1
+        assert [i.spec.cfg.seed for i in unit] == sorted(i.spec.cfg.seed for i in unit)
+    assert sorted(i.run_id for u in four for i in u) == sorted(i.run_id for i in items)
+    assert len(sweep.Dependencies(items, admit=lambda unit: True, slots=3).units) == 3

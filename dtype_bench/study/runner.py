@@ -580,9 +580,11 @@ def loaded(item: Item) -> dict:
         "run": pre.run_id, "run_id": rec["run_id"], "date": rec["env"].get("date"), "model": _rel(pre.model_dir)}}
 
 
-def cells(items: list[Item]) -> list[list[Item]]:
+def cells(items: list[Item], slots: int = 1) -> list[list[Item]]:
     """``items`` as units of execution, in order: each run with a notebook alone; the runs
-    without of one (arm, scenario, config) cell together, where the first of them stood."""
+    without of one (arm, scenario, config) cell together, where the first of them stood. Where
+    there are fewer units than ``slots``, the longest cell is halved (seeds in order) until every
+    slot has one or no cell has two runs: one process a cell would leave the other slots idle."""
     units: list[list[Item]] = []
     by_cell: dict[tuple, list[Item]] = {}
     for item in items:
@@ -595,6 +597,12 @@ def cells(items: list[Item]) -> list[list[Item]]:
             by_cell[key] = []
             units.append(by_cell[key])
         by_cell[key].append(item)
+    while units and len(units) < slots:
+        k = max(range(len(units)), key=lambda j: len(units[j]))
+        if len(units[k]) < 2:
+            break
+        half = (len(units[k]) + 1) // 2
+        units[k:k + 1] = [units[k][:half], units[k][half:]]
     return units
 
 

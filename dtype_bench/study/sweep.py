@@ -574,9 +574,10 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
         if i.todo and (i.in_notebook or not cells):
             with paths_unchecked():  # a corpus missing here is said once, below the plan
                 print(f"      {shlex.join(papermill_command(i))}")
-        elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds
-            print(f"      a cell run without a notebook (notebook_seeds), in one `python -m dtype_bench.host.cellrun` "
-                  f"process with the other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run")
+        elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds (or some of them)
+            print(f"      a cell run without a notebook (notebook_seeds), in a `python -m dtype_bench.host.cellrun` "
+                  f"process with other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run "
+                  f"(a cell is split over slots it would leave idle)")
 
 
 class Dependencies:
@@ -585,11 +586,11 @@ class Dependencies:
     checkpoint this sweep makes waits for it before it starts, so the slots the pretrain stage
     leaves free train runs of their own meanwhile."""
 
-    def __init__(self, todo: list[Item], admit) -> None:
+    def __init__(self, todo: list[Item], admit, slots: int = 1) -> None:
         pre = sorted((i for i in todo if i.stage == "pretrain"), key=lambda i: i.phase)
         runs = [i for i in todo if i.stage != "pretrain"]
-        self.units = [[i] for i in pre] + cells([i for i in runs if i.needs is None]) \
-            + cells([i for i in runs if i.needs is not None])
+        self.units = [[i] for i in pre] + cells([i for i in runs if i.needs is None], slots) \
+            + cells([i for i in runs if i.needs is not None], slots)
         self.settled = {id(i): threading.Event() for i in pre}
         self.stop = threading.Event()
         self._admit = admit
@@ -660,7 +661,7 @@ def _execute_all(todo: list[Item], items: list[Item], slots: list[dict], timeout
     try:
         extra = host.sweep_fields(slots) or None
         run = lambda unit, slot: execute_unit(unit, slot, timeout, extra, host.run_cell)  # noqa: E731
-        order = Dependencies(todo, budget.admit if budget else (lambda unit: True))  # the pretrain stage first
+        order = Dependencies(todo, budget.admit if budget else (lambda unit: True), len(slots))  # the pretrain stage first
         host.run_all(order.units, slots, run, on_start, order.done(on_done), order.admit, order.stop)
     finally:
         bar.close()
