@@ -117,3 +117,49 @@ def test_no_number_of_seeds_is_planned_for_a_gap_at_the_minimum_effect():
     assert contrasts.seeds_to_show_safe(M, 0.2, 1.8, 3, M, RULES) is None
     assert contrasts.seeds_to_show_safe(0.0, float("nan"), 1.0, 3, M, RULES) is None
     assert contrasts.seeds_to_show_safe(0.99 * M, 0.5, 1.5, 3, M, RULES) == contrasts.MOST_SEEDS + 1
+
+
+# ---- whether the gap depends on the pretrain checkpoint (contrasts.checkpoint_blocks) ----------
+def test_a_gap_that_moves_with_the_checkpoint_is_told_from_one_that_does_not():
+    blocks = pd.Series(["2026-01-01"] * 3 + ["2026-02-01"] * 4, index=range(7))
+    moved = contrasts.checkpoint_blocks(pd.Series([-0.3, -0.2, -0.4, 0.4, 0.5, 0.3, 0.45]), blocks)
+    assert moved["n_checkpoints"] == 2 and moved["p_checkpoint"] < 0.01
+    assert moved["checkpoint_gaps"] == "+0.30 (3) / -0.41 (4)"  # quality change: negative = worse
+    same = contrasts.checkpoint_blocks(pd.Series([-0.3, 0.3, 0.0, 0.3, -0.3, 0.1, -0.1]), blocks)
+    assert same["p_checkpoint"] > 0.5
+    one = contrasts.checkpoint_blocks(pd.Series([0.1, 0.2, 0.3]), pd.Series(["2026-01-01"] * 3))
+    assert one["n_checkpoints"] == 1 and np.isnan(one["p_checkpoint"]) and one["checkpoint_gaps"] == ""
+    lone = contrasts.checkpoint_blocks(pd.Series([0.1, 0.2, 0.3, 2.0]), pd.Series(["a", "a", "a", "b"]))
+    assert lone["n_checkpoints"] == 2 and np.isnan(lone["p_checkpoint"])  # one seed measures no spread
+
+
+def test_the_checkpoint_test_raises_few_false_alarms_at_the_studies_layout_and_finds_a_shift():
+    """3 seeds on one checkpoint and 4 on another, as C at beta2 0.999: with no checkpoint effect the
+    test says 'differs' at most alpha of the time; a shift of three per-seed spreads it finds mostly."""
+    rng = np.random.default_rng(3)
+    blocks = pd.Series([0] * 3 + [1] * 4)
+
+    def rate(shift: float) -> float:
+        hits = 0
+        for _ in range(REPS):
+            d = pd.Series(rng.normal(0, 1, 7) + shift * (blocks.to_numpy() == 1))
+            hits += contrasts.checkpoint_blocks(d, blocks)["p_checkpoint"] < RULES.alpha
+        return hits / REPS
+
+    assert rate(0.0) <= RULES.alpha + TOL
+    assert rate(3.0) >= 0.8
+
+
+def test_a_study_with_two_checkpoints_reports_the_test_in_its_evidence():
+    def run(cfg, seed, q, date):
+        rec = make_record("C", cfg, seed, quality=q, **{"quality/macro_f1": q / 4})
+        rec["pretrained"] = {"checkpoint": {"date": date}}
+        return rec
+    dates = ["2026-01-01"] * 3 + ["2026-02-01"] * 3
+    ref = [0.600, 0.610, 0.605, 0.602, 0.608, 0.604]
+    shift = [0.003, 0.002, 0.004, -0.003, -0.004, -0.002]  # better on the first checkpoint, worse on the second
+    recs = ([run("fp32_baseline", k, v, dates[k]) for k, v in enumerate(ref)]
+            + [run("amp_bf16", k, v + shift[k], dates[k]) for k, v in enumerate(ref)])
+    s = recommend.safety(frame(recs), dataclasses.replace(RULES, min_rank_reliability=-1.0)).set_index("config")
+    assert s.loc["amp_bf16", "n_checkpoints"] == 2 and s.loc["amp_bf16", "p_checkpoint"] < 0.01
+    assert s.loc["amp_bf16", "checkpoint_gaps"] == "+0.50 (3) / -0.50 (3)"  # % of the reference, worse negative

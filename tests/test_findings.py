@@ -512,3 +512,22 @@ def test_closest_to_a_default_lists_the_candidates_more_seeds_alone_could_show_s
     assert extra > 0 and f"beta2 0.95 C +{extra}" in line
     safe = cells[cells["config"] != "fp16_naive"].assign(verdict=lambda d: d["verdict"].replace("inconclusive", "safe"))
     assert _closest([{"label": "x", "cells": safe, "comparison": comparison}], safe) == ""  # nothing left to decide
+
+
+def test_the_checkpoint_line_names_cells_whose_gap_moves_with_the_checkpoint_after_holm():
+    from benchlib.analysis.findings import _checkpoint_line
+
+    def arm(*evidence):
+        return {"label": "beta2 0.999", "comparison": {"quality_metric": {"C": {"name": "micro_f1"}},
+                                                       "recommendation_evidence": list(evidence)}}
+    moved = {"scenario": "C", "config": "amp_fp16", "p_checkpoint": 0.001, "checkpoint_gaps": "+0.30 (3) / -0.43 (6)",
+             "metric2": "macro_f1", "p2_checkpoint": 0.4, "checkpoint2_gaps": "+0.4 (3) / -1.4 (6)"}
+    still = {"scenario": "C", "config": "amp_bf16", "p_checkpoint": 0.03, "checkpoint_gaps": "+0.1 (3) / -0.1 (3)"}
+    line = _checkpoint_line([arm(moved, still)])
+    assert "amp_fp16 micro-F1 +0.30 (3) / -0.43 (6)" in line and "3 (cell, metric)s" in line
+    assert "amp_bf16" not in line  # 0.03 is not below alpha after Holm over three
+    alone = _checkpoint_line([arm(still)])
+    assert "amp_bf16 micro-F1" in alone  # tested alone, 0.03 is below alpha
+    noise = _checkpoint_line([arm({**still, "p_checkpoint": 0.2})])
+    assert "none differs" in noise and "amp_bf16" not in noise
+    assert _checkpoint_line([arm({"scenario": "C", "config": "amp_bf16", "p_checkpoint": float("nan")})]) == ""

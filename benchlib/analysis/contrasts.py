@@ -32,7 +32,8 @@ from benchlib.core.scenarios import SCENARIOS
 
 COLUMNS = ["scenario", "config", "reference", "metric", "n_config", "n_reference", "n_paired", "paired", "gap_pct",
            "se_pct", "df", "ci_low", "ci_high", "p_worse", "p_degraded", "p_safe", "p_adj", "p_degraded_adj", "p_exact",
-           "min_effect_pct", "verdict", "reason", "metric2", "judged2", "gap2_pct", "ci2_low", "ci2_high", "verdict2"]
+           "min_effect_pct", "verdict", "reason", "metric2", "judged2", "gap2_pct", "ci2_low", "ci2_high", "verdict2",
+           "n_checkpoints", "p_checkpoint", "checkpoint_gaps", "p2_checkpoint", "checkpoint2_gaps"]
 VERDICTS = ("reference", "safe", "worse", "inconclusive", "degraded", "not tested")
 TESTED = ("safe", "worse", "inconclusive", "degraded")
 SECOND_METRIC = {"multilabel": ("macro_f1", True), "singlelabel": ("macro_f1", False)}
@@ -41,13 +42,15 @@ by frequent labels; macro-F1 weighs every label alike and is where a precision l
 shows (issue 53: -7% macro-F1 inside micro-F1's noise)."""
 
 
-def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules, exact: bool = True) -> dict:
+def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules, exact: bool = True,
+             blocks: pd.Series | None = None) -> dict:
     """The gap of per-seed values ``x`` to ``ref`` (indexed by seed), % of the reference's mean, > 0
     worse: paired by seed over the shared seeds where there are ``rules.min_seeds``, else Welch's
     unpaired comparison where both have that many; the point gap alone below that. ``ci_low`` /
     ``ci_high``: the two-sided (1 - 2 alpha) t-interval; ``p_worse`` / ``p_degraded`` /
     ``p_safe``: one-sided t-tests of gap <= 0, gap <= m and gap >= m (m: ``min_effect_pct``
-    of the caller, filled in by ``tests``); ``exact``: also the sign-flip test's p (``p_exact``)."""
+    of the caller, filled in by ``tests``); ``exact``: also the sign-flip test's p (``p_exact``);
+    ``blocks`` (seed -> the pretrain checkpoint its pair fine-tuned from): ``checkpoint_blocks``."""
     x, ref = x.dropna(), ref.dropna()
     shared = sorted(set(x.index) & set(ref.index))
     out = {"n_config": len(x), "n_reference": len(ref), "n_paired": len(shared), "paired": None, "gap_pct": math.nan,
@@ -62,6 +65,8 @@ def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules, exact: bool 
         d = (ref[shared].to_numpy(float) - x[shared].to_numpy(float)) * scale
         gap, se, df = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))), len(d) - 1
         out["p_exact"] = exact_p(d, rules) if exact else math.nan
+        if blocks is not None:
+            out.update(checkpoint_blocks(pd.Series(d, index=shared), blocks))
     elif len(x) >= enough and len(ref) >= enough:
         vx, vr = x.var(ddof=1) * scale ** 2 / len(x), ref.var(ddof=1) * scale ** 2 / len(ref)
         gap, se = float((ref.mean() - x.mean()) * scale), float(math.sqrt(vx + vr))
@@ -71,6 +76,26 @@ def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules, exact: bool 
         return out
     half = _t(rules, df) * se
     out.update(paired=paired, gap_pct=gap, se_pct=se, df=float(df), ci_low=gap - half, ci_high=gap + half)
+    return out
+
+
+def checkpoint_blocks(d: pd.Series, blocks: pd.Series) -> dict:
+    """Whether the per-seed gaps ``d`` (indexed by seed) differ between the pretrain checkpoints
+    their pairs fine-tuned from (``blocks``: seed -> checkpoint): one-way ANOVA
+    (``scipy.stats.f_oneway``) over the checkpoints with two or more seeds, where there are two such.
+    The t-interval treats seeds as exchangeable; where the gap depends on the checkpoint, a verdict
+    holds for these checkpoints, not for the pretraining recipe that made them.
+    ``checkpoint_gaps``: each checkpoint's mean quality change (-gap: negative = worse) and seeds, in the
+    order they were made."""
+    b = blocks.reindex(d.index)
+    groups = [(k, g.to_numpy(float)) for k, g in d[b.notna()].groupby(b[b.notna()], sort=True)]
+    out = {"n_checkpoints": len(groups), "p_checkpoint": math.nan,
+           "checkpoint_gaps": " / ".join(f"{-v.mean():+.2f} ({len(v)})" for _, v in groups) if len(groups) > 1 else ""}
+    tested = [v for _, v in groups if len(v) >= 2]
+    if len(tested) >= 2:
+        with np.errstate(all="ignore"):
+            p = float(sps.f_oneway(*tested).pvalue)
+        out["p_checkpoint"] = p if np.isfinite(p) else float(len({round(v.mean(), 12) for v in tested}) == 1)
     return out
 
 
@@ -176,7 +201,9 @@ def reference_contrasts(runs: pd.DataFrame, rules: Rules) -> pd.DataFrame:
                 row.update({k: v for k, v in per[0].items()})
                 if len(metrics) > 1:
                     row.update(metric2=metrics[1][0], judged2=metrics[1][3], gap2_pct=per[1]["gap_pct"],
-                               ci2_low=per[1]["ci_low"], ci2_high=per[1]["ci_high"], _second=per[1])
+                               ci2_low=per[1]["ci_low"], ci2_high=per[1]["ci_high"], _second=per[1],
+                               p2_checkpoint=per[1].get("p_checkpoint", math.nan),
+                               checkpoint2_gaps=per[1].get("checkpoint_gaps", ""))
                 if row["paired"] is None:
                     row["reason"] = (f"not tested: {seeds(len(vals[c]))} of {c} and {len(vals[ref])} of the reference "
                                      f"{ref} ({row['n_paired']} shared): needs >= {rules.min_seeds} of both to measure "
@@ -189,9 +216,15 @@ def reference_contrasts(runs: pd.DataFrame, rules: Rules) -> pd.DataFrame:
 
 
 def _one(d: pd.DataFrame, c: str, ref: str, col: str, sign: int, rules: Rules) -> dict:
-    """``contrast`` of config ``c`` with ``ref`` on one metric column of a scenario's runs."""
+    """``contrast`` of config ``c`` with ``ref`` on one metric column of a scenario's runs, with the
+    checkpoint each seed's reference run fine-tuned from (``pretrained.date``) where runs record one."""
     v = {k: g.set_index("seed")[col].dropna() for k, g in d[d["config"].isin([c, ref])].groupby("config")}
-    return contrast(v.get(c, pd.Series(dtype=float)), v.get(ref, pd.Series(dtype=float)), sign, rules)
+    blocks = None
+    if "pretrained.date" in d:
+        r = d[(d["config"] == ref) & d["pretrained.date"].notna()]
+        blocks = r.drop_duplicates("seed").set_index("seed")["pretrained.date"] if len(r) else None
+    return contrast(v.get(c, pd.Series(dtype=float)), v.get(ref, pd.Series(dtype=float)), sign, rules,
+                    blocks=blocks)
 
 
 def _decide(rows: list[dict], metrics: list, m: float, rules: Rules) -> None:

@@ -26,7 +26,7 @@ from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
 from benchlib.analysis.recommend import ENTERED, PASS, Arm, candidates, pick as pick_default
-from benchlib.analysis.stats import Rules, label
+from benchlib.analysis.stats import Rules, adjust, label
 from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, head_params, load_study
 from benchlib.core.blocks import replace_block
 from benchlib.core.errors import UserError
@@ -207,7 +207,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
                                                                            a["label"]))
     reported = reported and ("**Worse on a reported metric** (not judged, so the verdict stands; its interval lies "
                              f"below 0): {reported}.")
-    seeds = " ".join(part for part in (_seeds_line(arms), _closest(arms, cells)) if part)
+    seeds = " ".join(part for part in (_checkpoint_line(arms), _seeds_line(arms), _closest(arms, cells)) if part)
     forensics = "  \n".join(part for part in (reported, _stuck_line(arms), seeds) if part)
     out += ["", forensics] if forensics else []
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
@@ -256,6 +256,37 @@ def _stuck_line(arms: list[dict]) -> str:
             "should shrink, the share left bit-identical; mean over logged steps and seeds; near 1 means v only rises; "
             "stochastic rounding moves a few entries a step, unbiased, so its share is high but its v decays): "
             + "; ".join(parts) + ".")
+
+
+def _checkpoint_line(arms: list[dict], rules: Rules = Rules()) -> str:
+    """The fine-tuning cells whose per-seed gap differs between the pretrain checkpoints their pairs
+    loaded (``contrasts.checkpoint_blocks``; Holm over each arm's tested (cell, metric)s), with the
+    count tested; '' where no cell's seeds span two checkpoints with two seeds each."""
+    parts, tested = [], 0
+    for a in arms:
+        comp = a["comparison"]
+        metric = {s: (q or {}).get("name") for s, q in (comp.get("quality_metric") or {}).items()}
+        keys = {}
+        for e in comp.get("recommendation_evidence", []):
+            for col, gaps, name in (("p_checkpoint", "checkpoint_gaps", metric.get(e["scenario"])),
+                                    ("p2_checkpoint", "checkpoint2_gaps", e.get("metric2"))):
+                p = e.get(col)
+                if isinstance(p, (int, float)) and math.isfinite(p) and e.get("role", "candidate") != "reference":
+                    keys[(e["scenario"], e["config"], name)] = (p, e.get(gaps) or "")
+        tested += len(keys)
+        adj = adjust({k: p for k, (p, _) in keys.items()}, rules)
+        hits = [f"{s} {c} {label(m)} {keys[(s, c, m)][1]} (p {adj[(s, c, m)]:.2g})" for s, c, m in sorted(keys)
+                if adj[(s, c, m)] < rules.alpha]
+        if hits:
+            parts.append(f"at {a['label']}: " + ", ".join(hits))
+    if not tested:
+        return ""
+    return ("**Gap that depends on the checkpoint** (fine-tuning cells whose paired seeds loaded several of the "
+            "study's pretrain checkpoints; one-way ANOVA of the per-seed gaps across checkpoints, Holm over the "
+            f"{tested} (cell, metric)s tested; where one differs, the intervals above, which treat seeds as "
+            "exchangeable, hold for these checkpoints, not for the pretraining recipe): "
+            + ("; ".join(parts) + " (each checkpoint's mean quality change in %, seeds)" if parts
+               else "none differs beyond seed noise") + ".")
 
 
 def _seed_plan(e: dict, metric: str, rules: Rules = Rules()) -> int | None:

@@ -47,7 +47,8 @@ and beta2 arms (``pick``, ``executed/ANSWER.md``), never one study's."""
 HARD_FAILURES = ("diverged", "oom", "error")  # failures without any quality reference
 COLUMNS = ["scenario", "config", "role", "runs", "ok", "reference", "best", "gap_pct", "ci_low", "ci_high", "p_adj",
            "p_exact", "n_paired", "paired", "tested", "verdict", "safe", "reason", "metric2", "judged2", "gap2_pct",
-           "ci2_low", "ci2_high", "verdict2"]
+           "ci2_low", "ci2_high", "verdict2", "n_checkpoints", "p_checkpoint", "checkpoint_gaps", "p2_checkpoint",
+           "checkpoint2_gaps"]
 
 
 def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
@@ -70,7 +71,9 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                "ok": int((g["health"] == "ok").sum()), "reference": k.get("reference"),
                "best": max(seeded, key=seeded.get) if seeded else None,
                **{col: k.get(col, np.nan) for col in ("gap_pct", "ci_low", "ci_high", "p_adj", "p_exact", "n_paired")},
-               **{col: k.get(col) for col in ("metric2", "judged2", "gap2_pct", "ci2_low", "ci2_high", "verdict2")},
+               **{col: k.get(col) for col in ("metric2", "judged2", "gap2_pct", "ci2_low", "ci2_high", "verdict2",
+                                              "n_checkpoints", "p_checkpoint", "checkpoint_gaps", "p2_checkpoint",
+                                              "checkpoint2_gaps")},
                "paired": k.get("paired"), "tested": k.get("verdict") in TESTED,
                "verdict": "not tested", "safe": None}
         bad = unhealthy(g)
