@@ -122,6 +122,22 @@ def test_a_run_is_estimated_from_finished_runs_of_its_kind_scaled_to_its_steps(t
     assert b.estimate(b0) == pytest.approx(budget.UNSEEN_FACTOR * (20 + 96 * b0.spec.cfg.steps))
 
 
+def test_a_pretrain_with_no_record_is_costed_as_its_scenarios_runs_per_step(tmp_path):
+    """A pretrain no call has made is estimated from its scenario's finished runs of the other stage,
+    scaled to its steps (it was 1.5 x the costliest run of any config: 1,442 s for a pretrain that
+    takes about 250 s, so a 540-s call never started it)."""
+    text = STUDY + "pretrain:\n  gpt2: {config: amp_bf16, steps: 20}\n"
+    items = sweep.plan(load_study(_write(tmp_path, text)), tmp_path / "executed")
+    pre = next(i for i in items if i.stage == "pretrain")
+    a0 = next(i for i in items if i.stage != "pretrain" and i.spec.cfg.dtype.name == "amp_bf16")
+    rec = runner.error_record(a0.spec, a0.out_dir, None)
+    rec.update(status="ok", run={**rec["run"], "steps": 10}, sweep={"wall_s": 50.0, "fixed_s": 20.0})
+    write_json_atomic(a0.result, rec)
+    b = budget.Budget(600)
+    b.learn(items)
+    assert b.estimate(pre) == pytest.approx(1.1 * (20 + 3 * 20) + 10)  # 3 s a step, 20 steps
+
+
 def test_a_run_cut_off_with_its_state_saved_is_costed_by_the_steps_it_has_left(tmp_path):
     """The deadline cut a 10-step run off after step 4 with its state saved: the next call costs it
     at its fixed cost plus 5 steps, so it starts where a whole run would not fit. A state saved by

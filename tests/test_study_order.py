@@ -139,3 +139,25 @@ def test_cells_are_split_over_slots_that_would_stay_idle(tmp_path):
         assert [i.spec.cfg.seed for i in unit] == sorted(i.spec.cfg.seed for i in unit)
     assert sorted(i.run_id for u in four for i in u) == sorted(i.run_id for i in items)
     assert len(sweep.Dependencies(items, admit=lambda unit: True, slots=3).units) == 3
+
+
+def test_a_pretrain_the_real_budget_defers_leaves_no_run_waiting_and_says_why(tmp_path):
+    """The budget drops what it defers from the unit it is asked about; the runs that load a deferred
+    pretrain went on waiting for it (a GPU call hung to its limit). Now they are deferred with it, and
+    the line saying what is left names the run no call of this budget would start."""
+    from dtype_bench.host.budget import Budget
+    items = _ordered(tmp_path)
+    budget = Budget(30.0)  # nothing has finished: every run is estimated at DEFAULT_RUN_S (120 s)
+    order = sweep.Dependencies(items, admit=budget.admit)
+    ran = []
+    worker = threading.Thread(target=slots.run_all, daemon=True, kwargs=dict(
+        items=order.units, slots=slots.slots_for(2, ["0", "1"]), fn=lambda u, s: ran.append(u) or [],
+        on_done=order.done(lambda u, r: None), admit=order.admit, stop=order.stop))
+    worker.start()
+    worker.join(30)
+    alive = worker.is_alive()
+    order.stop.set()
+    assert not alive and ran == []
+    assert {i.run_id for i in budget.deferred} == {i.run_id for i in items}
+    line = budget.left_line(len(items))
+    assert "pretrain/gpt2" in line and "more than the whole budget (30 s)" in line

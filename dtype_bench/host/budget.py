@@ -97,15 +97,20 @@ class Budget:
     def estimate(self, item) -> float:
         """Seconds ``item`` is expected to take for the steps it has left (``steps_left``): the
         longest ``run_cost`` of a finished run of its
-        stage, scenario, arm and size (its own config's if any) with ``MARGIN``; with none,
-        ``UNSEEN_FACTOR`` x the costliest of a sibling (same model and kind of task), else of any
-        run, never below ``DEFAULT_RUN_S``."""
+        stage, scenario, arm and size (its own config's if any) with ``MARGIN``; with none, of its
+        scenario, arm and size in the other stage (a pretrain with no record of its own costs what
+        its scenario's runs cost per step); else ``UNSEEN_FACTOR`` x the costliest of a sibling (same
+        model and kind of task), else of any run, never below ``DEFAULT_RUN_S``."""
         cfg = item.spec.cfg
         steps = self.steps_left(item)
         own = self._costs(self.seen.get(_key(item), []), item, steps)
         if own:
             return MARGIN[0] * max(own) + MARGIN[1]
         stage, scenario, arm, size = _key(item)
+        staged = [r for (st, sc, a, sz), recs in self.seen.items() for r in recs  # a pretrain as its scenario's runs
+                  if (sc, a, sz) == (scenario, arm, size) and st != stage]
+        if staged and (alike := self._costs(staged, item, steps)):
+            return MARGIN[0] * max(alike) + MARGIN[1]
         siblings = [r for (st, sc, a, sz), recs in self.seen.items() for r in recs
                     if (st, a, sz) == (stage, arm, size) and sc != scenario
                     and _kind(SCENARIOS.get(sc)) == _kind(cfg.scn)]
@@ -175,8 +180,15 @@ class Budget:
             self.deferred += [i for i in items if readable(i) is None and not any(i is d for d in self.deferred)]
 
     def left_line(self, total: int) -> str:
-        return (f"time budget: {len(self.deferred)} of {total} runs left; "
-                f"run the same command again to resume")
+        """How many runs are left, and the first of them no call of this budget would start: its
+        estimate (from no finished run of its kind, ``estimate``) is more than the whole budget."""
+        line = f"time budget: {len(self.deferred)} of {total} runs left; run the same command again to resume"
+        never = next(((i, e) for i in self.deferred if (e := self.estimate(i)) > self.seconds), None)
+        if never:
+            line += (f"; but {never[0].run_id} is estimated at {never[1]:.0f} s, more than the whole budget "
+                     f"({self.seconds:.0f} s), so no call of this budget starts it (nor the runs that load it): "
+                     "give it a longer --time_budget or none")
+        return line
 
     def why_no_analysis(self) -> str:
         """Why the analysis and the HTML export wait for a later call, or ''."""

@@ -602,9 +602,10 @@ class Dependencies:
             while ev is not None and not ev.wait(0.5):
                 if self.stop.is_set():
                     return False
+        items = list(unit)  # the budget drops from ``unit`` what it defers
         ok = self._admit(unit)
         if not ok:
-            self._settle(unit)  # a deferred pretrain: the runs that load it are deferred with it
+            self._settle(items)  # a deferred pretrain: the runs that load it are deferred with it
         return ok
 
     def done(self, on_done):
