@@ -286,7 +286,8 @@ def _checkpoint_line(arms: list[dict], rules: Rules = Rules()) -> str:
             f"{tested} (cell, metric)s tested; where one differs, the intervals above, which treat seeds as "
             "exchangeable, hold for these checkpoints, not for the pretraining recipe): "
             + ("; ".join(parts) + " (each checkpoint's mean quality change in %, seeds)" if parts
-               else "none differs beyond seed noise") + ".")
+               else "none shown to differ beyond seed noise (with a few seeds a checkpoint the test finds only shifts "
+                 "of several per-seed spreads)") + ".")
 
 
 def _seed_plan(e: dict, metric: str, rules: Rules = Rules()) -> int | None:
