@@ -15,7 +15,7 @@ from dtype_bench.host.cellrun import execute_cell
 from dtype_bench.host.pack import Packer
 from dtype_bench.host.slots import cpu_share, gpu_sharing, pin_slots, run_all, slots_for, visible_gpus
 from dtype_bench.study import sweep
-from dtype_bench.study.runner import CPUS_ENV, Item, _rel, parse_cpus
+from dtype_bench.study.runner import CPUS_ENV, INTERRUPT_WAIT_S, Item, _rel, parse_cpus
 
 BYTECODE_CACHE_ENV = "PYTHONPYCACHEPREFIX"  # where Python writes the bytecode of what it imports
 PACK_EVERY_S = 60.0
@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     here.add_argument("--time_budget", type=_duration, default=None, metavar="DURATION",
                       help="Start no run that cannot finish within DURATION of the sweep's start (540, 540s, "
                            "9m, 1.5h; estimated from the study's finished records), then exit 0 saying how many "
-                           "runs are left: the same command resumes (default: no limit).")
+                           "runs are left: the same command resumes (default: no limit). Runs still going at its "
+                           f"end get Ctrl-C and up to {INTERRUPT_WAIT_S} s to stop, then --pack_to packs: under a "
+                           "hard limit, give DURATION that much less, and a margin.")
     here.add_argument("--compile_cache", type=Path, default=None, metavar="DIR",
                       help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
                            "copied from another host of the same GPU, or shared by a cluster's nodes loads "
