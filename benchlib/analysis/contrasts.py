@@ -30,10 +30,12 @@ from scipy import stats as sps
 from benchlib.analysis.stats import Rules, adjust, exact_p, label, seeds
 from benchlib.core.scenarios import SCENARIOS
 
+CHECKPOINT_COLUMNS = ("n_checkpoints", "p_checkpoint", "checkpoint_gaps", "p2_checkpoint", "checkpoint2_gaps")
+"""``checkpoint_blocks`` on the first and the second metric, carried from contrasts to the evidence."""
 COLUMNS = ["scenario", "config", "reference", "metric", "n_config", "n_reference", "n_paired", "paired", "gap_pct",
            "se_pct", "df", "ci_low", "ci_high", "p_worse", "p_degraded", "p_safe", "p_adj", "p_degraded_adj", "p_exact",
            "min_effect_pct", "verdict", "reason", "metric2", "judged2", "gap2_pct", "ci2_low", "ci2_high", "verdict2",
-           "n_checkpoints", "p_checkpoint", "checkpoint_gaps", "p2_checkpoint", "checkpoint2_gaps"]
+           *CHECKPOINT_COLUMNS]
 VERDICTS = ("reference", "safe", "worse", "inconclusive", "degraded", "not tested")
 TESTED = ("safe", "worse", "inconclusive", "degraded")
 SECOND_METRIC = {"multilabel": ("macro_f1", True), "singlelabel": ("macro_f1", False)}

@@ -36,7 +36,7 @@ import pandas as pd
 
 from benchlib.analysis.gates import by_reason
 from benchlib.analysis.stats import Rules
-from benchlib.analysis.contrasts import TESTED
+from benchlib.analysis.contrasts import CHECKPOINT_COLUMNS, TESTED
 from benchlib.analysis.tables import (config_order, gated, groups, label, seed_series, unhealthy,
                                      why_not_established)
 from benchlib.core.dtypes import REGISTRY
@@ -47,8 +47,7 @@ and beta2 arms (``pick``, ``executed/ANSWER.md``), never one study's."""
 HARD_FAILURES = ("diverged", "oom", "error")  # failures without any quality reference
 COLUMNS = ["scenario", "config", "role", "runs", "ok", "reference", "best", "gap_pct", "ci_low", "ci_high", "p_adj",
            "p_exact", "n_paired", "paired", "tested", "verdict", "safe", "reason", "metric2", "judged2", "gap2_pct",
-           "ci2_low", "ci2_high", "verdict2", "n_checkpoints", "p_checkpoint", "checkpoint_gaps", "p2_checkpoint",
-           "checkpoint2_gaps"]
+           "ci2_low", "ci2_high", "verdict2", *CHECKPOINT_COLUMNS]
 
 
 def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
@@ -72,8 +71,7 @@ def safety(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                "best": max(seeded, key=seeded.get) if seeded else None,
                **{col: k.get(col, np.nan) for col in ("gap_pct", "ci_low", "ci_high", "p_adj", "p_exact", "n_paired")},
                **{col: k.get(col) for col in ("metric2", "judged2", "gap2_pct", "ci2_low", "ci2_high", "verdict2",
-                                              "n_checkpoints", "p_checkpoint", "checkpoint_gaps", "p2_checkpoint",
-                                              "checkpoint2_gaps")},
+                                              *CHECKPOINT_COLUMNS)},
                "paired": k.get("paired"), "tested": k.get("verdict") in TESTED,
                "verdict": "not tested", "safe": None}
         bad = unhealthy(g)
