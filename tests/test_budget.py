@@ -374,3 +374,26 @@ def test_a_run_is_costed_from_runs_that_shared_the_gpu_as_it_will(tmp_path):
     two.learn(items)
     assert alone.estimate(fp32[1]) == pytest.approx(1.1 * 381 + 10) and alone.admit([fp32[1]])
     assert two.estimate(fp32[1]) == pytest.approx(1.1 * 512 + 10) and not two.admit([fp32[1]])
+
+
+def test_costs_from_another_study_prices_runs_this_study_has_no_record_of(tmp_path, capsys):
+    """A study repeating another's recipe: its first call costs fp32_baseline by the other study's
+    fp32 run (1.1 x its cost + 10 s), not at the default for a run of a kind nothing finished of;
+    records of another scenario or size are not taken."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY)), tmp_path / "executed")
+    other = sweep.plan(load_study(_write(tmp_path, STUDY.replace("[A]", "[A, B]"), "other.yaml")), tmp_path / "old")
+    for item in other:
+        rec = runner.error_record(item.spec, item.out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": 300.0 if item.spec.cfg.scenario == "A" else 900.0})
+        write_json_atomic(item.result, rec)
+    fresh = budget.Budget(600)
+    fresh.learn(items)
+    assert fresh.estimate(items[0]) == budget.DEFAULT_RUN_S
+    from benchlib.core.records import load_records
+    b = budget.Budget(600)
+    b.learn(items)
+    assert b.learn_from(load_records(tmp_path / "old"), items) > 0
+    assert b.estimate(items[0]) == pytest.approx(1.1 * 300 + 10)
+    with pytest.raises(SystemExit):
+        host_sweep.build_parser().parse_args([str(tmp_path / "chunks.yaml"), "--costs_from", str(tmp_path / "nowhere")])
+    assert "--costs_from" in capsys.readouterr().err

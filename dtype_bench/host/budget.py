@@ -77,6 +77,20 @@ class Budget:
             if (rec := readable(item)) is not None:
                 self.observe(item, rec)
 
+    def learn_from(self, records: list[dict], items: list) -> int:
+        """Take ``records`` of another study (``sweep --costs_from``) as runs of this plan's items
+        of the same scenario, config and size: a study that repeats another's recipe (the same
+        speed runs on one GPU) is costed by it before it has records of its own. How many were taken."""
+        taken = 0
+        for item in items:
+            cfg = item.spec.cfg
+            for rec in records:
+                if (item.stage == "run" and (rec.get("scenario"), rec.get("config")) == (cfg.scenario, cfg.dtype.name)
+                        and (rec.get("run") or {}).get("size") == cfg.size and run_cost(rec, 1) is not None):
+                    self.seen.setdefault(_key(item), []).append(rec)
+                    taken += 1
+        return taken
+
     def observe(self, item, rec: dict) -> None:
         if run_cost(rec, 1) is not None:
             self.seen.setdefault(_key(item), []).append(rec)

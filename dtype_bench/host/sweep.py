@@ -9,6 +9,7 @@ from pathlib import Path
 
 from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.errors import UserError
+from benchlib.core.records import load_records
 from benchlib.core.runconfig import ConfigError
 from dtype_bench.host.budget import Budget, parse_duration
 from dtype_bench.host.cellrun import execute_cell
@@ -43,6 +44,12 @@ def _cpus(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(e).removeprefix(f"--cpus {text}: ")) from None
 
 
+def _folder(text: str) -> Path:
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"no such folder: {text}")
+    return Path(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = sweep.build_parser()
     here = p.add_argument_group("this host (runs executed here)")
@@ -63,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "runs are left: the same command resumes (default: no limit). Runs still going at its "
                            f"end get Ctrl-C and up to {INTERRUPT_WAIT_S} s to stop, then --pack_to packs: under a "
                            "hard limit, give DURATION that much less, and a margin.")
+    here.add_argument("--costs_from", type=_folder, action="append", default=[], metavar="STUDY_DIR",
+                      help="With --time_budget: also cost this study's runs by the finished records of STUDY_DIR "
+                           "(another study run with the same recipe) for the same scenario, config and size, so a "
+                           "first call does not price runs it has no record of at 1.5x the costliest one; read "
+                           "only. Repeat for several.")
     here.add_argument("--compile_cache", type=Path, default=None, metavar="DIR",
                       help="torch.compile's cache folder for every run (TORCHINDUCTOR_CACHE_DIR): a folder kept, "
                            "copied from another host of the same GPU, or shared by a cluster's nodes loads "
@@ -146,6 +158,8 @@ class GpuHost(sweep.Host):
     def start(self, study_dir: Path, every: list[Item]) -> None:
         if self.budget:
             self.budget.learn(every)
+            for folder in self.ns.costs_from:
+                self.budget.learn_from(load_records(folder), every)
         if self.ns.pack_to:
             self.packer = Packer(study_dir, self.ns.pack_to, PACK_EVERY_S).start()
 
