@@ -44,7 +44,7 @@ def _cpus(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(e).removeprefix(f"--cpus {text}: ")) from None
 
 
-def _folder(text: str) -> Path:
+def _study_dir(text: str) -> Path:
     if not Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"no such folder: {text}")
     return Path(text)
@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "runs are left: the same command resumes (default: no limit). Runs still going at its "
                            f"end get Ctrl-C and up to {INTERRUPT_WAIT_S} s to stop, then --pack_to packs: under a "
                            "hard limit, give DURATION that much less, and a margin.")
-    here.add_argument("--costs_from", type=_folder, action="append", default=[], metavar="STUDY_DIR",
+    here.add_argument("--costs_from", type=_study_dir, action="append", default=[], metavar="STUDY_DIR",
                       help="With --time_budget: also cost this study's runs by the finished records of STUDY_DIR "
                            "(another study run with the same recipe) for the same scenario, config and size, so a "
                            "first call does not price runs it has no record of at 1.5x the costliest one; read "
