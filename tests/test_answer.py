@@ -101,12 +101,15 @@ def test_the_scope_says_where_gpu_to_gpu_noise_lands():
     """Seeds of a config spread over GPUs: between-GPU noise is in the seed noise; each config's
     seeds on one GPU and configs on several: it is in the differences between configs."""
     def recs(gpu_of):
-        return [{"scenario": "A", "config": c, "run": {}, "env": {"gpu_uuid": gpu_of(c, k), "boot_id": "b1"}}
+        return [{"scenario": "A", "config": c, "seed": k, "run": {}, "env": {"gpu_uuid": gpu_of(c, k), "boot_id": "b1"}}
                 for c in ("fp32_baseline", "amp_bf16") for k in range(3)]
     per_config = answer._hosts(answer.describe(recs(lambda c, k: f"GPU-{c}")))
     per_seed = answer._hosts(answer.describe(recs(lambda c, k: f"GPU-{k}")))
     assert "2 different GPUs of one host" in per_config and "differences between configs" in per_config
-    assert "3 different GPUs" in per_seed and "seed noise includes between-GPU noise" in per_seed
+    assert "3 different GPUs" in per_seed and "between-GPU noise is in the seed noise" in per_seed
+    assert "each seed's configs on one GPU" in per_seed and "each seed's configs" not in per_config
+    scattered = answer._hosts(answer.describe(recs(lambda c, k: f"GPU-{c}-{k}")))  # every run its own GPU
+    assert "seed noise includes between-GPU noise" in scattered and "each seed's configs" not in scattered
     assert "one GPU" in answer._hosts(answer.describe(recs(lambda c, k: "GPU-0")))
     # one cell's seeds split (a cell too long for one job), the other's on one GPU: both are said
     mixed = answer._hosts(answer.describe(recs(lambda c, k: f"GPU-{c}-{k // 2 if c == 'fp32_baseline' else 0}")))

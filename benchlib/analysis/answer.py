@@ -208,6 +208,7 @@ def describe(records: list[dict]) -> dict:
             "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
             "hosts": len({r.get("env", {}).get("boot_id") for r in records if r.get("env", {}).get("boot_id")}),
             "cells": len(cells := _cell_gpus(records)),
+            "seed_on_one": bool(seeds_at := _seed_gpus(records)) and all(len(g) == 1 for g in seeds_at.values()),
             "spread": sorted(f"{sc}/{c}" for (sc, c), g in cells.items() if len(g) > 1),
             "step_cv": _step_cv(records), "beside": _beside(records),
             "pinned": sum("cpus_per_run" in (r.get("sweep") or {}) for r in records),
@@ -285,11 +286,14 @@ def scope_box(quality: tuple[str, Path | list[Path]], speed_study, arms: list[di
             lines.append(f"> **Quality** (`{quality[0]}`): `{q['size']}` models"
                          + (f" ({q['checkpoints']})" if q["checkpoints"] else "") + f", {q['data']} data, "
                          f"{q['steps']} steps, {q['seeds']} seed(s) per cell, scenarios {q['scenarios']}.")
+    speed = []
     for n, d in timed:
         host, timing = _hosts(d), _timing(d)
-        lines.append(f"> **Speed and memory** (`{n}`): `{d['size']}` models, {d['data']} data, "
+        speed.append(f"(`{n}`): `{d['size']}` models, {d['data']} data, "
                      f"{d['steps']} steps, {d['seeds']} seed(s) per cell, scenarios {d['scenarios']}, alone on the GPU "
                      f"({d['device']}); {host}" + (f"; {timing}" if timing else "") + ".")
+    if speed:  # one line however many studies time the scenarios: the scope stays a screenful
+        lines.append("> **Speed and memory** " + " ".join(speed))
     if not timed:
         lines.append("> **Speed and memory**: not measured alone on a GPU in this study.")
     return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
@@ -301,6 +305,15 @@ def _cell_gpus(records: list[dict]) -> dict[tuple, set]:
     for r in records:
         if u := r.get("env", {}).get("gpu_uuid"):
             out.setdefault((r.get("scenario"), r.get("config")), set()).add(u)
+    return out
+
+
+def _seed_gpus(records: list[dict]) -> dict[tuple, set]:
+    """(scenario, seed) -> the GPUs its configs ran on, for records that name one."""
+    out: dict[tuple, set] = {}
+    for r in records:
+        if u := r.get("env", {}).get("gpu_uuid"):
+            out.setdefault((r.get("scenario"), r.get("seed")), set()).add(u)
     return out
 
 
@@ -318,7 +331,10 @@ def _hosts(d: dict) -> str:
                                              " of one host" if d.get("hosts") == 1 else "")
     spread, cells = d.get("spread", []), d.get("cells", 0)
     if part or not cells or len(spread) == cells:
-        return part + where + ", so its seed noise includes between-GPU noise"
+        paired = (": each seed's configs on one GPU, so between-GPU noise is in the seed noise, not in the "
+                  "differences between configs within a seed") if d.get("seed_on_one") and not part else \
+            ", so its seed noise includes between-GPU noise"
+        return part + where + paired
     one = "a config's seeds on one GPU" + (f" in {cells - len(spread)} of {cells} cells" if spread else "")
     line = f"{where}: {one}, so differences between configs include between-GPU differences that the seed noise does not measure"
     if spread:  # e.g. a cell too long for one job, its seeds split over GPUs
