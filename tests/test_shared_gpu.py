@@ -148,3 +148,54 @@ def test_the_summary_table_blanks_shared_speed_and_says_why():
 def test_a_summary_without_shared_runs_has_no_shared_gpu_column():
     recs = [with_baseline(make_record("A", c, 0)) for c in ("fp32_baseline", "amp_bf16")]
     assert "shared_gpu" not in tables.summarize(tables.study_frame(recs), "A")
+
+
+def test_seed_per_gpu_runs_each_seeds_configs_on_one_gpu_and_says_so(tmp_path, monkeypatch):
+    """Two GPUs, four seeds: seeds 0 and 2 on one GPU, 1 and 3 on the other, both GPUs busy at once,
+    and every record says how it was placed; without the flag a seed's configs land on either GPU."""
+    path, root = tmp_path / "many.yaml", tmp_path / "executed"
+    path.write_text(STUDY + "device: cuda\n")
+    fake, lock, where = fake_papermill(path, root, {}, [], [0]), threading.Lock(), {}
+    busy, peak = Counter(), [0]
+
+    def execute(cmd, env, log, timeout=None):
+        seed = int(runner.injected(cmd)["seed"])
+        with lock:
+            where.setdefault(env["CUDA_VISIBLE_DEVICES"], []).append(seed)
+            busy["all"] += 1
+            peak[0] = max(peak[0], busy["all"])
+        threading.Event().wait(0.05)
+        with lock:
+            busy["all"] -= 1
+        return fake(cmd, env, log, timeout)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    assert host_sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--seed_per_gpu", "--no_analysis",
+                            "--no_html"]) == 0
+    recs = [read_record(p) for p in (root / "many" / "runs").rglob("result.json")]
+    assert len(recs) == 8 and all(r["sweep"].get("seed_per_gpu") is True for r in recs)
+    gpu_of_seed = {}
+    for gpu, seeds in where.items():
+        for seed in seeds:
+            gpu_of_seed.setdefault(seed, set()).add(gpu)
+    assert all(len(g) == 1 for g in gpu_of_seed.values()) and len(gpu_of_seed) == 4
+    assert gpu_of_seed[0] == gpu_of_seed[2] != gpu_of_seed[1] == gpu_of_seed[3]
+    assert peak[0] == 2  # the two GPUs' lanes ran side by side
+
+
+def test_seed_per_gpu_splits_a_cells_seeds_into_one_process_each():
+    """A cell run (one process for a config's seeds) would put several seeds in one slot: with
+    --seed_per_gpu each seed of it is its own unit, in its seed's slot."""
+    from types import SimpleNamespace
+    item = lambda cfg, seed: SimpleNamespace(name=f"{cfg}/{seed}", spec=SimpleNamespace(cfg=SimpleNamespace(seed=seed)))
+    units = [[item("fp32", 0), item("fp32", 1)], [item("bf16", 0), item("bf16", 1)]]
+    host = host_sweep.GpuHost(SimpleNamespace(seed_per_gpu=True, time_budget=None, runs_per_gpu=1))
+    ran, lock = [], threading.Lock()
+
+    def run(unit, slot):
+        with lock:
+            ran.append((slot["CUDA_VISIBLE_DEVICES"], [i.name for i in unit]))
+        return []
+    host.run_all(units, [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}], run,
+                 lambda u, s: None, lambda u, r: None, lambda u: True, threading.Event())
+    assert sorted(ran) == [("0", ["bf16/0"]), ("0", ["fp32/0"]), ("1", ["bf16/1"]), ("1", ["fp32/1"])]

@@ -64,9 +64,11 @@ def gpu_sharing(slots: list[dict]) -> int:
 
 def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = lambda i, s: None,
             on_done: Callable = lambda i, r: None, admit: Callable = lambda i: True,
-            stop: threading.Event | None = None) -> None:
+            stop: threading.Event | None = None, key: Callable | None = None) -> None:
     """Run ``fn(item, slot)`` for every item ``admit`` lets through, in order, one per slot at a
-    time; ``stop`` is set when the loop ends by an exception, for an ``admit`` that waits."""
+    time; ``stop`` is set when the loop ends by an exception, for an ``admit`` that waits. With
+    ``key``, the items of one key run in one slot, one after another, keys dealt to the slots in
+    the order they first appear (``sweep --seed_per_gpu``: a seed's configs timed on one GPU)."""
     free: queue.Queue = queue.Queue()
     for s in slots:
         free.put(s)
@@ -91,8 +93,17 @@ def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = l
         return
     pool = ThreadPoolExecutor(len(slots))
     try:
-        for f in as_completed([pool.submit(task, i) for i in items]):
-            done(*f.result())
+        if key is None:
+            jobs = [pool.submit(task, i) for i in items]
+        else:  # a lane per slot, each run as a one-slot sweep
+            keys = list(dict.fromkeys(key(i) for i in items))
+            lanes = [[i for i in items if keys.index(key(i)) % len(slots) == k] for k in range(len(slots))]
+            jobs = [pool.submit(run_all, lane, [s], fn, on_start, on_done, admit, stop) for lane, s in zip(lanes, slots)]
+        for f in as_completed(jobs):
+            if key is None:
+                done(*f.result())
+            else:
+                f.result()
     except BaseException as e:
         if stop is not None:
             stop.set()

@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     here.add_argument("--runs_per_gpu", type=_at_least_one, default=1, metavar="N",
                       help="N runs side by side on each GPU, for quality-only runs of small models: their "
                            "records say so (sweep.runs_per_gpu) and the analysis blanks their speed (default: 1).")
+    here.add_argument("--seed_per_gpu", action="store_true",
+                      help="Run each seed's runs on one GPU (one slot), one after another, seeds dealt to the "
+                           "GPUs in order: a speed study's configs then compare on one device within a seed, and "
+                           "between-GPU differences fall in the seed noise. Records say so (sweep.seed_per_gpu).")
     here.add_argument("--cpus", type=_cpus, default=None, metavar="LIST",
                       help="Cores for this sweep's runs (0-15 or 0-7,32-39), split evenly between runs side by "
                            "side, each run's process and its compiler's workers pinned to its share: sweeps "
@@ -93,7 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 class GpuHost(sweep.Host):
     """The sweep's seams on a GPU host, from ``build_parser``'s flags."""
-    run_all = staticmethod(run_all)  # side by side in the slots
 
     def __init__(self, ns: argparse.Namespace):
         self.ns = ns
@@ -108,6 +111,8 @@ class GpuHost(sweep.Host):
     def check(self, kind: str) -> None:
         if kind == "inprocess":
             return
+        if self.ns.seed_per_gpu:
+            raise ConfigError(f"--seed_per_gpu places runs on this host's GPUs; --executor {kind} places its own")
         if self.ns.pack_to:
             raise ConfigError(f"--pack_to is for runs executed here; --executor {kind}'s jobs write their records "
                               f"where this machine reads them")
@@ -145,8 +150,17 @@ class GpuHost(sweep.Host):
                   f"one at a time")
         return slots
 
+    def run_all(self, units: list, slots: list[dict], run, on_start, on_done, admit, stop) -> None:
+        """Side by side in the slots; with --seed_per_gpu, each seed's runs in one slot (a cell's
+        seeds in one process each)."""
+        if not self.ns.seed_per_gpu:
+            return run_all(units, slots, run, on_start, on_done, admit, stop)
+        seed = lambda i: i.spec.cfg.seed  # noqa: E731
+        per_seed = [[i for i in u if seed(i) == k] for u in units for k in dict.fromkeys(map(seed, u))]
+        run_all(per_seed, slots, run, on_start, on_done, admit, stop, key=lambda u: seed(u[0]))
+
     def sweep_fields(self, slots: list[dict]) -> dict:
-        extra = {}
+        extra = {"seed_per_gpu": True} if self.ns.seed_per_gpu and len(slots) > 1 else {}
         if gpu_sharing(slots) > 1:  # runs side by side on one GPU time each other: their records say so
             extra["runs_per_gpu"] = gpu_sharing(slots)
         if "OMP_NUM_THREADS" in slots[0] and len(slots) > 1:  # cpu_share's split, not the user's setting
