@@ -347,7 +347,8 @@ def _seeds_line(arms: list[dict]) -> str:
         return ""
     return (f"**Seeds a decision needs** (each inconclusive candidate: the paired seeds that show it safe with "
             f"{POWER:.0%} power on every judged metric together were its true gap and per-seed spread those "
-            "measured, from the seeds it has; "
+            "measured, from the seeds it has: a floor near the minimum effect, where a few seeds' gap is "
+            "optimistic and such plans come out safe far less often (docs/journal.md, 2026-11-29); "
             "\"never\": its measured gap is at or beyond the minimum effect, so no number of seeds shows it safe "
             "at this recipe): " + "; ".join(parts) + ".")
 
