@@ -365,7 +365,8 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         problem = missing[0] + (f" (and {len(missing) - 1} more runs to execute)" if len(missing) > 1 else "")
         if not ns.dry_run:
             raise ConfigError(problem)
-    _print_plan(study, ns.study, every, items, pending, study_dir, ns.dry_run, host.run_cell is not None)
+    _print_plan(study, ns.study, every, items, pending, study_dir, ns.dry_run, host.run_cell is not None,
+                getattr(ns, "seed_per_gpu", False))
     if ns.dry_run and missing:  # the plan all the same: where it runs, the data may be there
         print(f"  not here, so a sweep here would stop: {problem}")
     for p in remade:
@@ -551,7 +552,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
 
 
 def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
-                study_dir: Path, commands: bool, cells: bool) -> None:
+                study_dir: Path, commands: bool, cells: bool, per_seed: bool = False) -> None:
     shape = f"{_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
     if study.arms:
         shape = f"{_n(len(study.arms), 'arm')} x {_n(len(study.scenarios), 'scenario')} x {_n(len(study.seeds), 'seed')}"
@@ -576,8 +577,9 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
                 print(f"      {shlex.join(papermill_command(i))}")
         elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds (or some of them)
             print(f"      a cell run without a notebook (notebook_seeds), in a `python -m dtype_bench.host.cellrun` "
-                  f"process with other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run "
-                  f"(a cell is split over slots it would leave idle)")
+                  + ("process of its own, on its seed's GPU (--seed_per_gpu)" if per_seed else
+                     f"process with other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run "
+                     f"(a cell is split over slots it would leave idle)"))
 
 
 class Dependencies:
