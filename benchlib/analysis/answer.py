@@ -207,8 +207,8 @@ def describe(records: list[dict]) -> dict:
             "torch": ", ".join(sorted({str(r.get("env", {}).get("torch")) for r in records if r.get("env", {}).get("torch")})),
             "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
             "hosts": len({r.get("env", {}).get("boot_id") for r in records if r.get("env", {}).get("boot_id")}),
-            "cells": len(cells := _cell_gpus(records)),
-            "seed_on_one": bool(seeds_at := _seed_gpus(records)) and all(len(g) == 1 for g in seeds_at.values()),
+            "cells": len(cells := _gpus_by(records, "scenario", "config")),
+            "seed_on_one": bool(seeds_at := _gpus_by(records, "scenario", "seed")) and all(len(g) == 1 for g in seeds_at.values()),
             "spread": sorted(f"{sc}/{c}" for (sc, c), g in cells.items() if len(g) > 1),
             "step_cv": _step_cv(records), "beside": _beside(records),
             "pinned": sum("cpus_per_run" in (r.get("sweep") or {}) for r in records),
@@ -299,21 +299,13 @@ def scope_box(quality: tuple[str, Path | list[Path]], speed_study, arms: list[di
     return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
 
 
-def _cell_gpus(records: list[dict]) -> dict[tuple, set]:
-    """(scenario, config) -> the GPUs (``env.gpu_uuid``) its seeds ran on, for records that name one."""
+def _gpus_by(records: list[dict], *keys: str) -> dict[tuple, set]:
+    """(the records' ``keys``) -> the GPUs (``env.gpu_uuid``) its runs ran on, for records that name
+    one: by (scenario, config), where a config's seeds ran; by (scenario, seed), where a seed's configs did."""
     out: dict[tuple, set] = {}
     for r in records:
         if u := r.get("env", {}).get("gpu_uuid"):
-            out.setdefault((r.get("scenario"), r.get("config")), set()).add(u)
-    return out
-
-
-def _seed_gpus(records: list[dict]) -> dict[tuple, set]:
-    """(scenario, seed) -> the GPUs its configs ran on, for records that name one."""
-    out: dict[tuple, set] = {}
-    for r in records:
-        if u := r.get("env", {}).get("gpu_uuid"):
-            out.setdefault((r.get("scenario"), r.get("seed")), set()).add(u)
+            out.setdefault(tuple(r.get(k) for k in keys), set()).add(u)
     return out
 
 
