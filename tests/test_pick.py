@@ -1,5 +1,6 @@
 """The default by a rule a reader can check (``analysis.recommend.pick``): safe at every beta2 measured, then
 fastest by scenario wins, memory next, else a tie named; provisional where nothing qualifies."""
+import numpy as np
 import pandas as pd
 
 from benchlib.analysis import recommend
@@ -105,3 +106,20 @@ def test_a_config_whose_measured_loss_reaches_the_minimum_effect_is_not_provisio
     assert p["kind"] == "provisional" and p["configs"] == ["amp_bf16"]
     assert "bf16_pure" in p["sentence"] and "beta2 0.999 on A" in p["sentence"]
     assert recommend.pick([a, b], stats(SPEED), beyond={"bf16_pure": []})["configs"] == ["bf16_pure"]
+
+
+def test_a_gap_each_seed_shows_on_its_own_gpu_is_a_win_that_welch_would_call_noise():
+    """a is 2% faster than b on every seed, each seed's two runs on one GPU, the GPUs 10% apart:
+    paired by seed the win is beyond noise; Welch's test on the pooled seeds calls it a tie; with
+    a seed's runs on two GPUs there is no pairing and Welch's decides."""
+    base = {0: 100.0, 1: 110.0, 2: 95.0}
+    per_seed = pd.DataFrame([{"scenario": "A", "config": c, "seed": k, "gpu": f"GPU-{k}",
+                              "throughput": v * (1.02 if c == "a" else 1.0), "memory": 5.0}
+                             for k, v in base.items() for c in ("a", "b")])
+    sd = float(np.std(list(base.values()), ddof=1))
+    stats = _timed({"a": (102 * 305 / 300, sd, 3), "b": (305 / 3, sd, 3)})
+    assert recommend.faster(stats, "a", "b", 1.0) == 0
+    assert recommend.faster(stats, "a", "b", 1.0, per_seed=per_seed) == 1
+    assert recommend.faster(stats, "b", "a", 1.0, per_seed=per_seed) == -1
+    apart = per_seed.assign(gpu=[f"GPU-{k}-{c}" for k, c in zip(per_seed["seed"], per_seed["config"])])
+    assert recommend.faster(stats, "a", "b", 1.0, per_seed=apart) == 0

@@ -23,14 +23,14 @@ import pandas as pd
 from benchlib.analysis import answer, arms, transfer
 from benchlib.analysis.contrasts import MOST_SEEDS, POWER, seeds_to_show_safe
 from benchlib.analysis.overhead import efficiency_line
-from benchlib.analysis.gates import by_reason
+from benchlib.analysis.gates import by_reason, speed_runs
 from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
 from benchlib.analysis.recommend import ENTERED, PASS, Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules, adjust, label
 from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, head_params, load_study
 from benchlib.core.blocks import replace_block
 from benchlib.core.errors import UserError
-from benchlib.core.records import load_records, short_commit
+from benchlib.core.records import load_records, records_frame, short_commit
 from benchlib.core.sizes import SHAPES
 from benchlib.core.timing import STEPS_SHARE_TARGET
 
@@ -178,7 +178,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     arms = _arms(studies, folders)
     cells = answer.cells(comparison, stats)
     picked = pick_default([Arm(a["label"], a["beta2"], a["cells"] if i else cells, a["recipe"])
-                           for i, a in enumerate(arms)], stats, beyond=_beyond(arms))
+                           for i, a in enumerate(arms)], stats, beyond=_beyond(arms), per_seed=_per_seed(speeds))
     used = [f for a in arms for f in a["folders"]] + [d for _, _, d, _ in speeds]
     out = ["## Findings", "", f"{STUDIES_MARK} {' '.join(_rel(f) for f in used)} -->", ""]
     out += answer.scope_box((name, folders), sources_, arms) + [""]
@@ -745,6 +745,23 @@ def _size_and_data(records: list[dict]) -> dict[str, set]:
         run = r.get("run") or {}
         out.setdefault(str(r.get("scenario")), set()).add((run.get("size"), Path(str(run.get("data"))).name))
     return out
+
+
+def _per_seed(sources: list[tuple[str, dict, Path, list[str]]]) -> pd.DataFrame | None:
+    """Each speed source's timed runs of its scenarios, a row each: scenario, config, seed, the GPU
+    (``env.gpu_uuid``), throughput and memory, for ``recommend.beyond_noise``'s paired test."""
+    rows = []
+    for _, _, d, scns in sources:
+        try:
+            recs = [r for r in load_records(d) if str(r.get("scenario")) in scns]
+        except FileNotFoundError:
+            continue
+        df = records_frame(recs)
+        if df.empty:
+            continue
+        df["gpu"] = [r.get("env", {}).get("gpu_uuid") for r in recs]
+        rows.append(df.loc[speed_runs(df), ["scenario", "config", "seed", "gpu", "throughput", "memory"]])
+    return pd.concat(rows, ignore_index=True) if rows else None
 
 
 def _speed_stats(sources: list[tuple[str, dict, Path, list[str]]]) -> pd.DataFrame:

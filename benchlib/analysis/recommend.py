@@ -16,8 +16,8 @@ The rule (``rule_text``, printed under the answer table):
    and is nowhere failed, degraded or worse.
 2. **Fastest by scenario wins.** Between two that qualify, ``a`` is faster than ``b`` when its
    throughput (x fp32, the speed study's, each config's runs alone on a GPU) is at least
-   ``Rules.min_size_pct`` % higher, and higher beyond its seeds' noise (a one-sided Welch t-test at
-   ``Rules.alpha``), on more of the speed study's scenarios than ``b``'s is on ``a``; equal counts
+   ``Rules.min_size_pct`` % higher, and higher beyond its seeds' noise (a one-sided t-test at
+   ``Rules.alpha``, paired by seed where a seed's two runs shared a GPU, else Welch's), on more of the speed study's scenarios than ``b``'s is on ``a``; equal counts
    go to the one lighter in peak memory by that much on more scenarios; else they tie and both are
    named. No mean over scenarios or GPUs breaks a tie.
 3. **Else provisional.** Where nothing qualifies, the fastest candidate that is nowhere failed,
@@ -307,26 +307,51 @@ def _table(stats: pd.DataFrame, metric: str) -> pd.DataFrame:
     return t.pivot(index="config", columns="scenario", values=col)
 
 
-def faster(stats: pd.DataFrame, a: str, b: str, pct: float, alpha: float = Rules.alpha) -> int:
+def faster(stats: pd.DataFrame, a: str, b: str, pct: float, alpha: float = Rules.alpha,
+           per_seed: pd.DataFrame | None = None) -> int:
     """+1 where ``a`` is faster than ``b`` by rule 2 (module docstring), -1 where ``b`` is, 0 a tie.
     A scenario counts for one side where its mean is ``pct`` % better and, where both have seeds'
     spreads (``std``, ``n`` >= 2), the difference is beyond seed noise (``beyond_noise``)."""
     for metric, better in (("throughput", 1), ("memory", -1)):
         t = _table(stats, metric).reindex(index=[a, b])
         ratio = (t.loc[a] / t.loc[b]).dropna() ** better
-        wins = sum(r >= 1 + pct / 100 and beyond_noise(stats, metric, s, a, b, alpha) for s, r in ratio.items())
-        losses = sum(r <= 1 / (1 + pct / 100) and beyond_noise(stats, metric, s, b, a, alpha) for s, r in ratio.items())
+        wins = sum(r >= 1 + pct / 100 and beyond_noise(stats, metric, s, a, b, alpha, per_seed)
+                   for s, r in ratio.items())
+        losses = sum(r <= 1 / (1 + pct / 100) and beyond_noise(stats, metric, s, b, a, alpha, per_seed)
+                     for s, r in ratio.items())
         if wins != losses:
             return 1 if wins > losses else -1
     return 0
 
 
-def beyond_noise(stats: pd.DataFrame, metric: str, scenario: str, better: str, worse: str, alpha: float) -> bool:
+def paired_seeds(per_seed: pd.DataFrame | None, metric: str, scenario: str, a: str, b: str) -> pd.DataFrame:
+    """seed -> (a's, b's) ``metric`` on ``scenario``, for the seeds whose two runs ran on one GPU
+    (``per_seed``: scenario, config, seed, gpu and the metrics, a run a row); empty without."""
+    if per_seed is None or per_seed.empty:
+        return pd.DataFrame(columns=[a, b])
+    rows = per_seed[(per_seed["scenario"] == scenario) & per_seed["config"].isin([a, b]) & per_seed["gpu"].notna()]
+    wide = rows.pivot_table(index="seed", columns="config", values=[metric, "gpu"], aggfunc="first")
+    if metric not in wide or not {a, b} <= set(wide[metric].columns):
+        return pd.DataFrame(columns=[a, b])
+    same = wide["gpu"][a] == wide["gpu"][b]
+    return wide[metric].loc[same, [a, b]].dropna().astype(float)
+
+
+def beyond_noise(stats: pd.DataFrame, metric: str, scenario: str, better: str, worse: str, alpha: float,
+                 per_seed: pd.DataFrame | None = None) -> bool:
     """Whether ``better`` beats ``worse`` on ``metric`` on ``scenario`` beyond the seeds' noise: a
-    one-sided Welch t-test on the seeds' mean, sd and count (scipy's ``ttest_ind_from_stats``) at
-    ``alpha``; True where a side has no spread to test (one seed, or none recorded): the gap alone
-    decides there, as before."""
+    one-sided t-test at ``alpha``, paired by seed (scipy's ``ttest_rel``) where at least two seeds
+    ran both configs on one GPU (``paired_seeds``: the GPU-to-GPU difference then cancels), else
+    Welch's on the seeds' mean, sd and count (``ttest_ind_from_stats``); True where a side has no
+    spread to test (one seed, or none recorded): the gap alone decides there, as before."""
     from scipy import stats as st
+    sign = 1 if metric == "throughput" else -1  # more tokens/s, fewer GiB
+    pairs = paired_seeds(per_seed, metric, scenario, better, worse)
+    if len(pairs) >= 2:
+        d = sign * (pairs[better] - pairs[worse])
+        if d.std() == 0:
+            return bool(d.mean() > 0)
+        return bool(st.ttest_rel(sign * pairs[better], sign * pairs[worse], alternative="greater").pvalue < alpha)
     rows = stats[(stats["metric"] == metric) & (stats["scenario"] == scenario)].set_index("config")
     need = {"mean", "std", "n"}
     if not need <= set(rows.columns) or better not in rows.index or worse not in rows.index:
@@ -336,24 +361,24 @@ def beyond_noise(stats: pd.DataFrame, metric: str, scenario: str, better: str, w
         return True
     if x["std"] == 0 and y["std"] == 0:
         return x["mean"] != y["mean"]
-    sign = 1 if metric == "throughput" else -1  # more tokens/s, fewer GiB
     p = st.ttest_ind_from_stats(sign * x["mean"], x["std"], int(x["n"]), sign * y["mean"], y["std"], int(y["n"]),
                                 equal_var=False, alternative="greater").pvalue
     return bool(p < alpha)
 
 
-def fastest(stats: pd.DataFrame, configs: list[str], pct: float) -> tuple[list[str], list[str]]:
+def fastest(stats: pd.DataFrame, configs: list[str], pct: float,
+            per_seed: pd.DataFrame | None = None) -> tuple[list[str], list[str]]:
     """(the configs no other of ``configs`` is faster than, by ``faster``; those not timed on every
     scenario of the speed study)."""
     timed = _table(stats, "throughput").reindex(index=configs)
     missing = [c for c in configs if timed.loc[c].isna().any()]
     pool = [c for c in configs if c not in missing]
-    top = [c for c in pool if not any(faster(stats, d, c, pct) > 0 for d in pool if d != c)]
+    top = [c for c in pool if not any(faster(stats, d, c, pct, per_seed=per_seed) > 0 for d in pool if d != c)]
     return config_order(top), missing
 
 
 def pick(arms: list[Arm], stats: pd.DataFrame | None, rules: Rules = Rules(),
-         beyond: dict[str, list[str]] | None = None) -> dict:
+         beyond: dict[str, list[str]] | None = None, per_seed: pd.DataFrame | None = None) -> dict:
     """``kind`` (default / tie / provisional / none), ``configs`` (the pick, several on a tie),
     ``sentence`` (Markdown, bold), ``per_arm`` (beta2 label -> the candidates qualifying there) and
     ``rule`` (``RULE``'s text with this answer's arms and speed scenarios). ``beyond``: config -> the
@@ -367,7 +392,7 @@ def pick(arms: list[Arm], stats: pd.DataFrame | None, rules: Rules = Rules(),
     out = {"per_arm": per_arm, "rule": rule_text(arms, on, rules), "configs": [], "kind": "none"}
     where = ", ".join(f"{a.label}: {', '.join(a.established()) or 'none'}" for a in arms)
     if every and stats is not None:
-        top, missing = fastest(stats, every, rules.min_size_pct)
+        top, missing = fastest(stats, every, rules.min_size_pct, per_seed)
         if not top:
             out["sentence"] = (f"**No default yet**: {', '.join(every)} shown safe everywhere ({where}), but the speed "
                                f"study has not timed {', '.join(missing)} on each of {', '.join(on)}.")
@@ -382,11 +407,11 @@ def pick(arms: list[Arm], stats: pd.DataFrame | None, rules: Rules = Rules(),
     beyond = {c: v for c, v in (beyond or {}).items() if v}
     unbroken = [c for c in cands if not any(a.broken(c) for a in arms)]
     ok = [c for c in unbroken if c not in beyond]
-    top, missing = fastest(stats, ok, rules.min_size_pct) if stats is not None else ([], ok)
+    top, missing = fastest(stats, ok, rules.min_size_pct, per_seed) if stats is not None else ([], ok)
     gaps = {c: "; ".join(f"at {a.label} on {', '.join(a.not_shown(c))}" for a in arms if a.not_shown(c)) for c in top}
     # the candidates left out for a measured loss that would otherwise have been as fast or faster
     left = [c for c in unbroken if c in beyond and stats is not None and top
-            and not any(faster(stats, t, c, rules.min_size_pct) > 0 for t in top)]
+            and not any(faster(stats, t, c, rules.min_size_pct, per_seed=per_seed) > 0 for t in top)]
     if top:
         out.update(kind="provisional", configs=top)
         out["sentence"] = (f"**No default under the rules**: no candidate is shown safe on every scenario that entered "
@@ -410,7 +435,8 @@ def rule_text(arms: list[Arm], on: list[str], rules: Rules) -> str:
             f"{rules.min_effect_score_pct:g}% of a score) on every scenario whose quality entered verdicts, at every "
             f"beta2 measured ({', '.join(a.label for a in arms)}), and nowhere failed, degraded or worse. Among those, "
             f"a is faster than b when its throughput is >= {rules.min_size_pct:g}% higher, and higher beyond the seeds' "
-            f"noise (one-sided Welch t-test at {rules.alpha:g}), on more of the speed studies' "
+            f"noise (one-sided t-test at {rules.alpha:g}: paired by seed where a seed's two runs shared a GPU, else "
+            f"Welch's), on more of the speed studies' "
             f"scenarios ({', '.join(on) or 'none'}) than the other way round; equal counts go to the one >= "
             f"{rules.min_size_pct:g}% lighter in peak memory (by the same test) on more scenarios; otherwise both are named. No mean over "
             f"scenarios or GPUs breaks a tie. With no such candidate, the fastest one never failed, degraded or worse, "
