@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, line_with
 
-from benchlib.analysis import findings
+from benchlib.analysis import contrasts, findings
 from benchlib.analysis.gates import NOT_JUDGED
 from benchlib.core.errors import UserError
 
@@ -420,8 +420,10 @@ def test_the_seed_plan_line_names_the_seeds_each_inconclusive_cell_needs_or_that
     line = _seeds_line([{"label": "beta2 0.95", "comparison": comp}])
     assert "A amp_bf16 3 -> " in line and "A bf16_pure 3 -> never" in line and "C amp_bf16 3 -> never" in line
     assert "amp_fp16" not in line  # decided cells need no plan
-    planned = int(line.split("A amp_bf16 3 -> ")[1].split(",")[0])
-    assert planned > 3
+    planned, cautious = line.split("A amp_bf16 3 -> ")[1].split(",")[0].split(" (")
+    assert int(planned) > 3
+    # in brackets the cautious plan (gap and spread at their upper bounds): never fewer seeds
+    assert cautious.rstrip(")") in ("never", f"more than {contrasts.MOST_SEEDS}") or int(cautious.rstrip(")")) >= int(planned)
     assert _seeds_line([{"label": "beta2 0.95", "comparison": {"recommendation_evidence": ev[3:]}}]) == ""
 
 

@@ -108,20 +108,29 @@ def _t(rules: Rules, df: float) -> float:
 
 POWER = 0.8  # the chance a planned number of seeds shows a truly non-inferior cell safe
 MOST_SEEDS = 100  # beyond this a plan says "more than": the cell is not worth deciding by seeds
+PLAN_UPPER = 0.8  # the cautious plan: gap and spread at their one-sided 80% upper confidence bounds
 
 
 def seeds_to_show_safe(gap: float, lo: float, hi: float, n: int, margin: float, rules: Rules = Rules(),
-                       power: float = POWER) -> int | None:
+                       power: float = POWER, upper: float | None = None) -> int | None:
     """Seeds a paired cell needs for the one-sided (1 - alpha) t-bound of its gap (% of the
     reference, > 0 worse) to fall below ``margin`` with probability ``power``, were the true gap and
     the per-seed spread those measured (``gap``, and the spread behind the two-sided 1 - 2 alpha
-    interval ``lo``-``hi`` over ``n`` seeds): statsmodels' power of a one-sample t-test. None where
-    the measured gap is at or beyond the margin (no number of seeds shows that safe) or there is no
-    interval; ``MOST_SEEDS + 1`` where more than ``MOST_SEEDS`` would be needed."""
+    interval ``lo``-``hi`` over ``n`` seeds): statsmodels' power of a one-sample t-test. With
+    ``upper`` (``PLAN_UPPER``), were they at their one-sided ``upper`` confidence bounds instead (the
+    gap's t-bound, the spread's chi-square bound): a few seeds' measured gap near the margin is
+    optimistic, and the plan from it too (docs/journal.md, 2026-11-29). None where the gap planned
+    from is at or beyond the margin (no number of seeds shows that safe) or there is no interval;
+    ``MOST_SEEDS + 1`` where more than ``MOST_SEEDS`` would be needed."""
     from statsmodels.stats.power import TTestPower
     if n < 2 or not all(np.isfinite(v) for v in (gap, lo, hi)) or gap >= margin:
         return None
     sd = (hi - lo) / 2 / _t(rules, n - 1) * math.sqrt(n)
+    if upper is not None:
+        gap += float(sps.t.ppf(upper, n - 1)) * sd / math.sqrt(n)
+        sd *= math.sqrt((n - 1) / float(sps.chi2.ppf(1 - upper, n - 1)))
+        if gap >= margin:
+            return None
     if sd <= 0:
         return n
     power_at = functools.partial(TTestPower().power, effect_size=(margin - gap) / sd, alpha=rules.alpha,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.analysis import answer, arms, transfer
-from benchlib.analysis.contrasts import MOST_SEEDS, POWER, seeds_to_show_safe
+from benchlib.analysis.contrasts import MOST_SEEDS, PLAN_UPPER, POWER, seeds_to_show_safe
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason, speed_runs
 from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
@@ -290,7 +290,7 @@ def _checkpoint_line(arms: list[dict], rules: Rules = Rules()) -> str:
                  "of several per-seed spreads)") + ".")
 
 
-def _seed_plan(e: dict, metric: str, rules: Rules = Rules()) -> int | None:
+def _seed_plan(e: dict, metric: str, rules: Rules = Rules(), upper: float | None = None) -> int | None:
     """Seeds an inconclusive paired cell needs to show it safe on every metric it is judged on
     (``seeds_to_show_safe``), the most of them; None where one of them cannot be. Each of k judged
     metrics is planned at POWER ** (1 / k), so that all of them pass together with POWER were they
@@ -300,7 +300,8 @@ def _seed_plan(e: dict, metric: str, rules: Rules = Rules()) -> int | None:
         [(e["metric2"], "gap2_pct", "ci2_low", "ci2_high")] if e.get("judged2") and e.get("metric2") else [])
     each = POWER ** (1 / len(metrics))
     plans = [seeds_to_show_safe(*(float(e.get(k) if e.get(k) is not None else "nan") for k in cols),
-                                int(e["n_paired"]), rules.min_effect_pct(m), power=each) for m, *cols in metrics]
+                                int(e["n_paired"]), rules.min_effect_pct(m), power=each, upper=upper)
+             for m, *cols in metrics]
     return None if None in plans else max(plans)
 
 
@@ -337,26 +338,47 @@ def _seeds_line(arms: list[dict]) -> str:
         cells = [e for e in comp.get("recommendation_evidence", []) if e.get("verdict") == "inconclusive"
                  and e.get("role", "candidate") == "candidate" and e.get("paired")]
         order = config_order([e["config"] for e in cells])
-        plans = [(e, _seed_plan(e, (comp.get("quality_metric") or {}).get(e["scenario"], {}).get("name")))
+        metric = lambda e: (comp.get("quality_metric") or {}).get(e["scenario"], {}).get("name")  # noqa: E731
+        plans = [(e, _seed_plan(e, metric(e)), _seed_plan(e, metric(e), upper=PLAN_UPPER))
                  for e in sorted(cells, key=lambda e: (e["scenario"], order.index(e["config"])))]
         if plans:
             parts.append(f"at {a['label']}: " + ", ".join(
-                f"{e['scenario']} {e['config']} {int(e['n_paired'])} -> "
-                + ("never" if k is None else f"more than {k - 1}" if k > MOST_SEEDS else str(k)) for e, k in plans))
+                f"{e['scenario']} {e['config']} {int(e['n_paired'])} -> {_count(k)}"
+                + (f" ({_count(c)})" if k is not None else "") for e, k, c in plans))
     if not parts:
         return ""
     return (f"**Seeds a decision needs** (each inconclusive candidate: the paired seeds that show it safe with "
             f"{POWER:.0%} power on every judged metric together were its true gap and per-seed spread those "
-            "measured, from the seeds it has: a floor near the minimum effect, where a few seeds' gap is "
-            "optimistic and such plans come out safe far less often (docs/journal.md, 2026-11-29); "
-            "\"never\": its measured gap is at or beyond the minimum effect, so no number of seeds shows it safe "
+            f"measured, from the seeds it has; in brackets, were they at their one-sided {PLAN_UPPER:.0%} upper "
+            "confidence bounds: near the minimum effect a few seeds' gap is optimistic, and only the bracketed "
+            "count came out safe about as often as planned in simulation (docs/journal.md, 2026-11-29); "
+            "\"never\": the gap is at or beyond the minimum effect, so no number of seeds shows it safe "
             "at this recipe): " + "; ".join(parts) + ".")
+
+
+def _count(k: int | None) -> str:
+    """A seed plan as the answer prints it."""
+    return "never" if k is None else f"more than {k - 1}" if k > MOST_SEEDS else str(k)
 
 
 def _closest(arms: list[dict], first_cells: pd.DataFrame, shown: int = 3) -> str:
     """The candidates that more paired seeds alone could show safe on every scenario that entered
     verdicts at every beta2 (each cell safe, or inconclusive with a finite ``_seed_plan``), with the
-    seeds each cell still needs, fewest first; '' where none could."""
+    seeds each cell still needs, fewest first, and whether any still could by the cautious plans
+    (``PLAN_UPPER``); '' where none could."""
+    near = _decidable(arms, first_cells)
+    if not near:
+        return ""
+    cautious = _decidable(arms, first_cells, PLAN_UPPER)
+    return ("Closest to a default (every cell safe, or decidable by more paired seeds alone at the gap and spread "
+            "measured): " + "; ".join(f"{c}, {n} more paired seeds ({', '.join(f'{w} +{k}' for w, k in v)})"
+                                      for n, c, v in near[:shown])
+            + (f"; by the bracketed, cautious plans: {cautious[0][1]}, {cautious[0][0]} more" if cautious else
+               f"; by the bracketed, cautious plans none is decidable within {MOST_SEEDS} seeds a cell") + ".")
+
+
+def _decidable(arms: list[dict], first_cells: pd.DataFrame, upper: float | None = None) -> list[tuple]:
+    """(seeds still needed in all, config, [(cell, seeds)]) of each candidate ``_closest`` names, fewest first."""
     plans: dict[str, list[tuple[str, int]]] = {}
     blocked: set[str] = set()
     for a in arms:
@@ -370,17 +392,12 @@ def _closest(arms: list[dict], first_cells: pd.DataFrame, shown: int = 3) -> str
                 e, v = evidence.get((s, cfg), {}), verdict.get((s, cfg))
                 if v in PASS:
                     continue
-                k = _seed_plan(e, metric[s]) if v == "inconclusive" and e.get("paired") else None
+                k = _seed_plan(e, metric[s], upper=upper) if v == "inconclusive" and e.get("paired") else None
                 if k is None or k > MOST_SEEDS:
                     blocked.add(cfg)
                 else:
                     plans.setdefault(cfg, []).append((f"{a['label']} {s}", k - int(e["n_paired"])))
-    near = sorted(((sum(n for _, n in v), c, v) for c, v in plans.items() if c not in blocked), key=lambda t: t[:2])
-    if not near:
-        return ""
-    return ("Closest to a default (every cell safe, or decidable by more paired seeds alone at the gap and spread "
-            "measured): " + "; ".join(f"{c}, {n} more paired seeds ({', '.join(f'{w} +{k}' for w, k in v)})"
-                                      for n, c, v in near[:shown]) + ".")
+    return sorted(((sum(n for _, n in v), c, v) for c, v in plans.items() if c not in blocked), key=lambda t: t[:2])
 
 
 def _own_speed(folder: Path) -> pd.DataFrame | None:
