@@ -211,3 +211,30 @@ def test_cell_runs_and_their_summary_need_no_notebook_stack(tmp_path):
     records = [read_record(tmp_path / f"executed/cells/runs/A/fp32_baseline/seed{k}/result.json") for k in (0, 1)]
     assert [r["status"] in TRAINED for r in records] == [True, True]
     assert "scenario A:" in done.stdout  # the summary table, without Altair
+
+
+def test_a_cell_run_gets_a_rendered_notebook_from_its_record_without_training_again(tmp_path):
+    """``compact --replay``: each (scenario, config) whose runs trained without a notebook gets one,
+    executed in replay mode: it shows the run's own record (status, curves) and trains nothing, the
+    record left as it was; a cell that has a notebook gets none; a compacted study replays from its
+    tables."""
+    from dtype_bench.study import compact, replay
+    path, items = _plan(tmp_path, STUDY.replace("seeds: [0, 1]", "seeds: [0, 1]\nconfig_seeds: {amp_bf16: [0]}")
+                        .replace("[fp32_baseline]", "[fp32_baseline, amp_bf16]"))
+    root = tmp_path / "executed"
+    assert host_sweep.main([str(path), "--out", str(root), "--no_html", "--no_analysis"]) == 0
+    study = root / "cells"
+    before = {i.run_id: i.result.read_bytes() for i in items if i.result.exists()}
+    assert [r["run_id"] for r in replay.missing(study)] == ["A/amp_bf16/seed0", "A/fp32_baseline/seed0"]
+    compact.compact(study, root)  # the records and steps now in tables: the replay reads them there
+    assert compact.main([str(study), "--root", str(root), "--replay"]) == 0
+    nb = json.loads((study / "runs" / "A" / "fp32_baseline" / "seed0.ipynb").read_text())
+    shown = "".join(o.get("text", "") if isinstance(o.get("text"), str) else "".join(o.get("text", []))
+                    for c in nb["cells"] for o in c.get("outputs", []))
+    assert "replayed, not trained here" in shown and "in a cell process without a notebook" in shown
+    assert (study / "runs" / "A" / "amp_bf16" / "seed0.ipynb").exists() and replay.missing(study) == []
+    assert compact.main([str(study), "--root", str(root), "--replay"]) == 0  # nothing left to render
+    from benchlib.core.records import load_records
+    now = {r["run_id"]: r for r in load_records(study)}
+    assert set(now) == set(before) and all(now[k]["status"] == json.loads(v)["status"] for k, v in before.items())
+    assert not any((study / "runs" / "A" / c / "seed0" / "result.json").exists() for c in ("fp32_baseline", "amp_bf16"))

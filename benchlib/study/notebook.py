@@ -17,6 +17,9 @@ from benchlib.core.records import fmt
 from benchlib.study.studyfile import GROUPS, RUN_IDENTITY, STUDY_KEYS, parse_study
 
 NOTEBOOK_FOR = {"lm": "01_train_lm.ipynb", "cls": "02_train_cls.ipynb"}
+REPLAY_ENV = "DTYPE_BENCH_REPLAY"
+"""Set (by ``dtype-bench compact --replay``): ``train`` renders the run's finished record and step
+log instead of training, for a run that trained without a notebook (a cell run)."""
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
 _PARAM_TYPES = (str, int, float, bool, type(None), dict, list)
 
@@ -27,6 +30,10 @@ def show_environment(when: bool = True) -> None:
     notebook."""
     from benchlib.core import env
     pd.set_option("display.max_colwidth", 200)
+    if os.environ.get(REPLAY_ENV):
+        print("replay:    this notebook renders a finished run's record and step log, it does not train; the "
+              "run's own GPU, versions, commit and date are printed under 1. Train")
+        return
     device = env.pick_device("auto")
     e = env.environment(device)
     gpu = f"{e['device_name']} x{e['device_count']} (capability {e.get('capability')})" if device.type == "cuda" \
@@ -131,6 +138,8 @@ def train(cfg: RunConfig, out_dir: str | Path | None = None, many: bool = False)
     from benchlib.core.records import read_steps
     from benchlib.training.loop import run
     out = Path(out_dir or cfg.out_dir or default_out_dir(cfg, many))
+    if os.environ.get(REPLAY_ENV):
+        return replay(cfg, out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TqdmWarning)  # "IProgress not found": the text bar is fine
         rec = run(cfg, out_dir=out, progress=True)
@@ -141,6 +150,33 @@ def train(cfg: RunConfig, out_dir: str | Path | None = None, many: bool = False)
         line += "\n  " + rec["reason"].strip().replace("\n", "\n  ")
     print(line + f"\nrecord: {out / 'result.json'}")
     return TrainResult(rec, steps, out)
+
+
+def replay(cfg: RunConfig, out: Path) -> TrainResult:
+    """The finished run in ``out`` as ``train`` would have returned it, read from its record (its
+    ``result.json``, or its row in a compacted study's records table) and step log; what trained it,
+    where and when, printed from the record."""
+    from benchlib.core.records import RESULT, load_records, read_steps
+    rec = next((r for r in load_records(_records_root(out)) if Path(r["_path"]).resolve() == (out / RESULT).resolve()),
+               None)
+    if rec is None or rec.get("run_id") != cfg.run_id:
+        raise ConfigError(f"{REPLAY_ENV}: no finished record of {cfg.run_id} in {out}")
+    e = rec.get("env", {})
+    how = "in a cell process without a notebook, " if (rec.get("sweep") or {}).get("notebook") is False else ""
+    print(f"{rec['run_id']}: replayed, not trained here. It trained {how}on {e.get('device_name', '?')}, torch "
+          f"{e.get('torch', '?')}, commit {e.get('git_commit', '?')}, {e.get('date', '?')}: {rec['status']} in "
+          f"{rec['wall_s']:.1f} s")
+    if rec.get("reason"):
+        print("  " + rec["reason"].strip().replace("\n", "\n  "))
+    return TrainResult(rec, pd.DataFrame(read_steps(out / "steps.jsonl")), out)
+
+
+def _records_root(out: Path) -> Path:
+    """The run folder, or the compacted study above it whose records table holds its record."""
+    from benchlib.core.records import RECORDS_TABLE, RESULT
+    if (out / RESULT).is_file():
+        return out
+    return next((up for up in list(out.parents)[:6] if (up / RECORDS_TABLE).is_file()), out)
 
 
 def compare_configs(scenario: str, configs: list[str], **settings) -> list[RunConfig]:

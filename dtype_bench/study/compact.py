@@ -290,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", action="store_true",
                    help="Write <root>/README.md from the studies there (without folders: only that); without it, the "
                         "README is written again where this command wrote it before.")
+    p.add_argument("--replay", action="store_true",
+                   help="First give each (scenario, config) that has no run notebook (its runs trained in a cell "
+                        "process) one, rendered on this machine from its lowest seed's record and step log by the "
+                        "training notebook in replay mode (it does not train); about 60 KB a cell with its HTML.")
     p.add_argument("--expand", action="store_true",
                    help="Write a compacted folder's records back as result.json files, so that a sweep can resume it.")
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
@@ -307,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"{f}: no such folder")
         if not f.resolve().is_relative_to(ns.root.resolve()):
             raise UserError(f"{f} is not below --root {ns.root}: the style sheet and README.md go there")
+        if ns.replay:
+            from dtype_bench.study.replay import render_missing
+            print(f"{f}: {render_missing(f)} run notebook(s) rendered from their records")
         print(compact(f, ns.root, ns.examples).line())
     from dtype_bench.study.readme import is_generated, write_readme
     if ns.readme or is_generated(ns.root / "README.md"):
