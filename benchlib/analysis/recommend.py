@@ -17,7 +17,8 @@ The rule (``rule_text``, printed under the answer table):
 2. **Fastest by scenario wins.** Between two that qualify, ``a`` is faster than ``b`` when its
    throughput (x fp32, the speed study's, each config's runs alone on a GPU) is at least
    ``Rules.min_size_pct`` % higher, and higher beyond its seeds' noise (a one-sided t-test at
-   ``Rules.alpha``, paired by seed where a seed's two runs shared a GPU, else Welch's), on more of the speed study's scenarios than ``b``'s is on ``a``; equal counts
+   ``Rules.alpha``, paired by seed where a seed's two runs shared a GPU, else Welch's), on more
+   of the speed study's scenarios than ``b``'s is on ``a``; equal counts
    go to the one lighter in peak memory by that much on more scenarios; else they tie and both are
    named. No mean over scenarios or GPUs breaks a tie.
 3. **Else provisional.** Where nothing qualifies, the fastest candidate that is nowhere failed,
@@ -340,7 +341,7 @@ def paired_seeds(per_seed: pd.DataFrame | None, metric: str, scenario: str, a: s
 def beyond_noise(stats: pd.DataFrame, metric: str, scenario: str, better: str, worse: str, alpha: float,
                  per_seed: pd.DataFrame | None = None) -> bool:
     """Whether ``better`` beats ``worse`` on ``metric`` on ``scenario`` beyond the seeds' noise: a
-    one-sided t-test at ``alpha``, paired by seed (scipy's ``ttest_rel``) where at least two seeds
+    one-sided t-test at ``alpha``, paired by seed (on the per-seed differences) where at least two seeds
     ran both configs on one GPU (``paired_seeds``: the GPU-to-GPU difference then cancels), else
     Welch's on the seeds' mean, sd and count (``ttest_ind_from_stats``); True where a side has no
     spread to test (one seed, or none recorded): the gap alone decides there, as before."""
@@ -348,10 +349,10 @@ def beyond_noise(stats: pd.DataFrame, metric: str, scenario: str, better: str, w
     sign = 1 if metric == "throughput" else -1  # more tokens/s, fewer GiB
     pairs = paired_seeds(per_seed, metric, scenario, better, worse)
     if len(pairs) >= 2:
-        d = sign * (pairs[better] - pairs[worse])
+        d = sign * (pairs[better] - pairs[worse])  # per seed; ttest_1samp on it is ttest_rel
         if d.std() == 0:
             return bool(d.mean() > 0)
-        return bool(st.ttest_rel(sign * pairs[better], sign * pairs[worse], alternative="greater").pvalue < alpha)
+        return bool(st.ttest_1samp(d, 0.0, alternative="greater").pvalue < alpha)
     rows = stats[(stats["metric"] == metric) & (stats["scenario"] == scenario)].set_index("config")
     need = {"mean", "std", "n"}
     if not need <= set(rows.columns) or better not in rows.index or worse not in rows.index:

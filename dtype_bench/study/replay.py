@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchlib.core.records import TRAINED, load_records
 from benchlib.study.notebook import REPLAY_ENV
-from dtype_bench.study.runner import _rel, execute, kernel_env, source_notebook
+from dtype_bench.study.runner import _rel, execute, kernel_env, notebook_command
 
 
 def missing(folder: Path) -> list[dict]:
@@ -26,13 +26,10 @@ def missing(folder: Path) -> list[dict]:
 
 def render(rec: dict, timeout: int = 600) -> Path:
     """The run notebook of ``rec``'s run, executed in replay mode beside its run folder."""
-    import yaml
     run = Path(rec["_path"]).parent
     notebook = run.with_suffix(".ipynb")
     notebook.parent.mkdir(parents=True, exist_ok=True)  # a compacted study keeps no empty run folders
-    config = {**rec["run"], "out_dir": _rel(run)}
-    inline = yaml.safe_dump({"run_config": config}, default_flow_style=True, sort_keys=False, width=1 << 20)
-    cmd = ["papermill", _rel(source_notebook(rec["scenario"])), _rel(notebook), "-y", inline.strip()]
+    cmd = notebook_command(rec["scenario"], notebook, {**rec["run"], "out_dir": _rel(run)})
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "papermill.log"
         rc = execute(cmd, {**kernel_env({"CUDA_VISIBLE_DEVICES": ""}), REPLAY_ENV: "1"}, log, timeout)

@@ -323,9 +323,14 @@ def run_config(item: Item) -> dict:
 
 def papermill_command(item: Item) -> list[str]:
     """The papermill command of one run: ``run_config`` injected as the notebook's parameter."""
+    return notebook_command(item.spec.cfg.scenario, item.notebook, run_config(item))
+
+
+def notebook_command(scenario: str, notebook: Path, config: dict) -> list[str]:
+    """papermill executing ``scenario``'s training notebook into ``notebook`` with ``config`` injected."""
     import yaml
-    inline = yaml.safe_dump({"run_config": run_config(item)}, default_flow_style=True, sort_keys=False, width=1 << 20)
-    return ["papermill", _rel(source_notebook(item.spec.cfg.scenario)), _rel(item.notebook), "-y", inline.strip()]
+    inline = yaml.safe_dump({"run_config": config}, default_flow_style=True, sort_keys=False, width=1 << 20)
+    return ["papermill", _rel(source_notebook(scenario)), _rel(notebook), "-y", inline.strip()]
 
 
 def injected(cmd: list[str]) -> dict:
