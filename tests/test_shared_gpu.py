@@ -81,7 +81,9 @@ def test_a_sweep_with_two_runs_per_gpu_pins_them_and_marks_their_records(tmp_pat
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert host_sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--runs_per_gpu", "2", "--no_analysis",
                        "--no_html"]) == 0
-    assert sorted(Counter(seen).items()) == [("0", 4), ("1", 4)] and max(peak.values()) <= 2
+    # a freed slot takes the next run, so the split between the GPUs follows the runs' timing; what
+    # holds is that both GPUs work and neither has more than two runs at once
+    assert len(seen) == 8 and set(seen) == {"0", "1"} and max(peak.values()) <= 2
     # four runs side by side split the 16 cores: 4 CPU threads and 4 compile workers each
     assert all(e["OMP_NUM_THREADS"] == e["TORCHINDUCTOR_COMPILE_THREADS"] == "4" for e in envs)
     recs = [read_record(p) for p in (root / "many" / "runs").rglob("result.json")]
