@@ -160,10 +160,13 @@ def test_seed_per_gpu_runs_each_seeds_configs_on_one_gpu_and_says_so(tmp_path, m
     fake, lock, where = fake_papermill(path, root, {}, [], [0]), threading.Lock(), {}
     busy, peak = Counter(), [0]
 
+    order = {}
+
     def execute(cmd, env, log, timeout=None):
         seed = int(runner.injected(cmd)["seed"])
         with lock:
             where.setdefault(env["CUDA_VISIBLE_DEVICES"], []).append(seed)
+            order.setdefault(seed, []).append(runner.injected(cmd)["config"])
             busy["all"] += 1
             peak[0] = max(peak[0], busy["all"])
         threading.Event().wait(0.05)
@@ -183,13 +186,25 @@ def test_seed_per_gpu_runs_each_seeds_configs_on_one_gpu_and_says_so(tmp_path, m
     assert all(len(g) == 1 for g in gpu_of_seed.values()) and len(gpu_of_seed) == 4
     assert gpu_of_seed[0] == gpu_of_seed[2] != gpu_of_seed[1] == gpu_of_seed[3]
     assert peak[0] == 2  # the two GPUs' lanes ran side by side
+    # the second GPU's seeds take the configs from the other end: past the middle, each GPU's runs
+    # load the graphs the other compiled
+    assert order[0] == order[2] == ["fp32_baseline", "amp_bf16"] and order[1] == order[3] == ["amp_bf16", "fp32_baseline"]
+
+
+def test_the_second_gpus_reversed_order_keeps_a_pretrain_before_the_runs_that_load_it():
+    from types import SimpleNamespace
+    unit = lambda name, stage="run", needs=None: [SimpleNamespace(name=name, stage=stage, needs=needs)]
+    lane = [unit("pre", "pretrain"), unit("A/fp32"), unit("A/bf16"), unit("C/fp32", needs="pre"), unit("C/bf16", needs="pre")]
+    assert host_sweep.alternate(0, lane) == lane
+    assert [u[0].name for u in host_sweep.alternate(1, lane)] == ["pre", "A/bf16", "A/fp32", "C/bf16", "C/fp32"]
 
 
 def test_seed_per_gpu_splits_a_cells_seeds_into_one_process_each():
     """A cell run (one process for a config's seeds) would put several seeds in one slot: with
     --seed_per_gpu each seed of it is its own unit, in its seed's slot."""
     from types import SimpleNamespace
-    item = lambda cfg, seed: SimpleNamespace(name=f"{cfg}/{seed}", spec=SimpleNamespace(cfg=SimpleNamespace(seed=seed)))
+    item = lambda cfg, seed: SimpleNamespace(name=f"{cfg}/{seed}", spec=SimpleNamespace(cfg=SimpleNamespace(seed=seed)),
+                                             stage="run", needs=None)
     units = [[item("fp32", 0), item("fp32", 1)], [item("bf16", 0), item("bf16", 1)]]
     host = host_sweep.GpuHost(SimpleNamespace(seed_per_gpu=True, time_budget=None, runs_per_gpu=1))
     ran, lock = [], threading.Lock()

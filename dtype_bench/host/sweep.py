@@ -62,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     here.add_argument("--seed_per_gpu", action="store_true",
                       help="Run each seed's runs on one GPU (one slot), one after another, seeds dealt to the "
                            "GPUs in order: a speed study's configs then compare on one device within a seed, and "
-                           "between-GPU differences fall in the seed noise. Records say so (sweep.seed_per_gpu).")
+                           "between-GPU differences fall in the seed noise. Every other GPU takes its runs in "
+                           "reverse order, so each loads the graphs the other compiled. Records say so "
+                           "(sweep.seed_per_gpu).")
     here.add_argument("--cpus", type=_cpus, default=None, metavar="LIST",
                       help="Cores for this sweep's runs (0-15 or 0-7,32-39), split evenly between runs side by "
                            "side, each run's process and its compiler's workers pinned to its share: sweeps "
@@ -152,12 +154,12 @@ class GpuHost(sweep.Host):
 
     def run_all(self, units: list, slots: list[dict], run, on_start, on_done, admit, stop) -> None:
         """Side by side in the slots; with --seed_per_gpu, each seed's runs in one slot (a cell's
-        seeds in one process each)."""
+        seeds in one process each), every other slot's in reverse order (``alternate``)."""
         if not self.ns.seed_per_gpu:
             return run_all(units, slots, run, on_start, on_done, admit, stop)
         seed = lambda i: i.spec.cfg.seed  # noqa: E731
         per_seed = [[i for i in u if seed(i) == k] for u in units for k in dict.fromkeys(map(seed, u))]
-        run_all(per_seed, slots, run, on_start, on_done, admit, stop, key=lambda u: seed(u[0]))
+        run_all(per_seed, slots, run, on_start, on_done, admit, stop, key=lambda u: seed(u[0]), lane_order=alternate)
 
     def sweep_fields(self, slots: list[dict]) -> dict:
         extra = {"seed_per_gpu": True} if self.ns.seed_per_gpu and len(slots) > 1 else {}
@@ -206,6 +208,18 @@ def main(argv: list[str] | None = None) -> int:
         print("PYTHONDONTWRITEBYTECODE is set: each run compiles again every module it imports that has no .pyc "
               "(8-12 s a run on the H100 hosts, whose packages ship none); --bytecode_cache DIR compiles them once")
     return sweep.run(ns, GpuHost(ns))
+
+
+def alternate(k: int, lane: list) -> list:
+    """Slot ``k``'s units, reversed where ``k`` is odd within each stage (pretrain, then runs that
+    load no checkpoint, then those that do, so no unit waits on one behind it in its own slot):
+    two GPUs' seeds meet their configs from opposite ends, so past the middle each run loads the
+    graphs the other GPU compiled (torch.compile's cache is the host's), and a config's place in
+    the order, with what the host did before it, differs between seeds."""
+    if k % 2 == 0:
+        return lane
+    stage = lambda u: 0 if u[0].stage == "pretrain" else 1 if u[0].needs is None else 2  # noqa: E731
+    return [u for s in (0, 1, 2) for u in reversed([u for u in lane if stage(u) == s])]
 
 
 if __name__ == "__main__":
