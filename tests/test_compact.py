@@ -8,12 +8,13 @@ import subprocess
 import sys
 
 import nbformat
+import pandas as pd
 import pytest
 from conftest import REPO, line_with
 from fixtures.records import grid, loss_rows, make_record, real_study, write_run
 from test_committed_studies import same
 
-from benchlib.analysis import report
+from benchlib.analysis import report, tables
 from benchlib.analysis.stats import Rules
 from benchlib.core.records import (RECORDS_TABLE, STEPS_TABLE, load_records, read_steps, read_table, steps_file,
                                    write_steps_table)
@@ -72,6 +73,7 @@ def test_a_compacted_study_reads_back_the_same_records_steps_and_comparison(tmp_
     records = load_records(study)
     steps = {r["_path"]: read_steps(steps_file(r["_path"].rsplit("/", 1)[0])) for r in records if r["status"] == "ok"}
     before = report.compare(report.load_study(study), FAST).result
+    curves = tables.loss_curves(tables.load_study(study))
     assert len(list(study.rglob("result.json"))) == len(records) == 13
 
     done = compact.compact(study, root)
@@ -82,6 +84,8 @@ def test_a_compacted_study_reads_back_the_same_records_steps_and_comparison(tmp_
     for path, rows in steps.items():  # each log's rows kept, values as logged
         assert read_steps(steps_file(path.rsplit("/", 1)[0])) == compact.kept_rows(rows) and len(rows) == 1200
     assert not same(report.compare(report.load_study(study), FAST).result, before)
+    for was, now in zip(curves, tables.loss_curves(tables.load_study(study))):  # the charts draw the same curves
+        pd.testing.assert_frame_equal(was.reset_index(drop=True), now.reset_index(drop=True))
     # one example per (scenario, config), the lowest seed, and the failed run's notebook
     kept = sorted(p.relative_to(study / "runs").as_posix() for p in study.rglob("*.ipynb") if "runs" in p.parts)
     assert kept == ["A/amp_bf16/seed0.ipynb", "A/bf16_pure/seed0.ipynb", "A/fp32_baseline/seed0.ipynb",

@@ -32,7 +32,7 @@ from benchlib.analysis.gates import (FAILED, LABELS, MEASURED, NOT_JUDGED, _firs
 from benchlib.analysis.stats import Rules, rng_kw, seeds
 from benchlib.core.dtypes import ALIASES, REGISTRY, DtypeConfig, cost_definition, definition_of, hash_definition
 from benchlib.core.errors import UserError
-from benchlib.core.records import METRICS, load_records, read_steps, records_frame, steps_file
+from benchlib.core.records import METRICS, kept_rows, load_records, read_steps, records_frame, steps_file
 from benchlib.core.scenarios import SCENARIOS
 
 HEADLINE = ("throughput", "memory", "quality")
@@ -340,7 +340,7 @@ def _run_curve(path: str) -> tuple[np.ndarray, np.ndarray] | None:
     p = steps_file(Path(path).parent) if path else None
     if p is None:
         return None
-    rows = [r for r in read_steps(p) if "loss" in r]
+    rows = [r for r in kept_rows(read_steps(p)) if "loss" in r]  # as compacted: the same curve before and after
     if not rows:
         return None
     loss = np.array([np.nan if r["loss"] is None else r["loss"] for r in rows], float)

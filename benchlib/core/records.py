@@ -384,6 +384,23 @@ def read_steps(path: str | os.PathLike) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+KEEP_ROWS = 500
+
+
+def kept_rows(rows: list[dict], keep: int = KEEP_ROWS) -> list[dict]:
+    """The rows a compacted step log keeps (``dtype-bench compact``), in order: at most about
+    ``keep`` plain (step, loss, grad_norm) rows evenly spaced, every row that holds more
+    (intervals, evaluations, non-finite losses), the last step and the lowest loss. Keeping them
+    again keeps them all, so what is drawn from a run's log (``analysis.tables.loss_curves``) is
+    the same before and after its study is compacted."""
+    plain = [r for r in rows if set(r) <= {"step", "loss", "grad_norm"}
+             and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.values())]
+    every = 1 if len(plain) <= keep + 2 else math.ceil(len(plain) / keep)  # + the last and the lowest
+    best = min((r for r in plain if "loss" in r), key=lambda r: r["loss"], default=None)
+    drop = {id(r) for i, r in enumerate(plain) if i % every and r is not rows[-1] and r is not best}
+    return [r for r in rows if id(r) not in drop]
+
+
 def _steps_table_of(folder: Path) -> tuple[Path, str] | None:
     """The steps table in a folder above ``folder`` and the run's key there, or None."""
     for up in list(folder.parents)[:6]:

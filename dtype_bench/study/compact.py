@@ -22,8 +22,8 @@ from pathlib import Path
 from benchlib.analysis.svg import lean_svg as lean_svg_text
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.errors import UserError
-from benchlib.core.records import (FINISHED, RECORDS_TABLE, SIDECAR, STEPS_FILES, find_records, load_records, read_table,
-                                   write_record, write_table)
+from benchlib.core.records import (FINISHED, KEEP_ROWS, RECORDS_TABLE, SIDECAR, STEPS_FILES, find_records,  # noqa: F401
+                                   kept_rows, load_records, read_table, write_record, write_table)
 
 CHART_SUFFIXES = (".svg", ".png", ".vl.json")
 """A chart's files, in the order one is kept (the Vega-Lite spec only where there is no image)."""
@@ -389,22 +389,6 @@ def thin_notebook(path: Path) -> tuple[int, int]:
     if changed or text != path.read_text():  # without the indentation: every reader parses it the same
         path.write_text(text)
     return before, path.stat().st_size
-
-
-KEEP_ROWS = 500
-
-
-def kept_rows(rows: list[dict], keep: int = KEEP_ROWS) -> list[dict]:
-    """The rows a compacted step log keeps, in order: at most ``keep`` plain (step, loss,
-    grad_norm) rows evenly spaced, every row that holds more (intervals, evaluations,
-    non-finite losses), the last step and the lowest loss."""
-    import math
-    plain = [r for r in rows if set(r) <= {"step", "loss", "grad_norm"}
-             and all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.values())]
-    every = max(1, math.ceil(len(plain) / keep))
-    best = min((r for r in plain if "loss" in r), key=lambda r: r["loss"], default=None)
-    drop = {id(r) for i, r in enumerate(plain) if i % every and r is not rows[-1] and r is not best}
-    return [r for r in rows if id(r) not in drop]
 
 
 KEEP_LOG_LINES = 200
