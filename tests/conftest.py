@@ -35,6 +35,7 @@ SLOW_FILES = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """The `slow` tier: tests that start other processes or train for minutes. `make test` (CI)
     runs every tier; `make test-fast` (`pytest -m "not slow"`) the rest, for a quick loop."""
