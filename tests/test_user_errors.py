@@ -439,6 +439,23 @@ def test_load_study_names_each_record_it_leaves_out(tmp_path, capsys):
         line_with(err, "warning", str(f), "excluded")
 
 
+def test_a_records_table_line_without_its_location_is_left_out_by_line_not_a_traceback(tmp_path, capsys):
+    """A table of records written by hand (no ``_file``, where each result.json was): every verb
+    that reads it names the line it leaves out, and a table with no readable line is one error."""
+    import gzip
+    import json as _json
+    from fixtures.records import make_record
+    from benchlib.core.records import RECORDS_TABLE, load_records
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    with gzip.open(folder / RECORDS_TABLE, "wt") as f:
+        f.write(_json.dumps(make_record("A", "amp_bf16", 0)) + "\n")
+    assert load_records(folder) == []
+    line_with(capsys.readouterr().err, f"{RECORDS_TABLE}:1", "no _file", "excluded")
+    assert main(["analyze", str(folder)]) != 0
+    line_with(capsys.readouterr().err, "error", str(folder))
+
+
 @pytest.mark.parametrize("argv, parts", [
     (["--seed", "-1"], ["seed must be >= 0, got -1"]),
     (["--config", "AMP-BF16"], ["unknown dtype config 'AMP-BF16'", "Did you mean 'amp_bf16'?"]),

@@ -502,7 +502,7 @@ def read_table(path: str | os.PathLike, strict: bool = False) -> list[dict]:
     for i, line in enumerate(lines, 1):
         try:
             rec = json.loads(line)
-            file = rec.pop("_file") if isinstance(rec, dict) else None
+            file = rec.pop("_file", None) if isinstance(rec, dict) else None
             if not isinstance(file, str):
                 raise CorruptRecord(f"{path}:{i}: no _file (where the record's result.json was)")
             validate(rec, f"{path}:{i}")
