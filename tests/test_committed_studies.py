@@ -91,13 +91,15 @@ def test_every_committed_study_is_compacted_and_the_readme_is_what_compact_write
         "executed/README.md is not what `dtype-bench compact --readme` writes: run it"
 
 
-def test_analyze_on_a_committed_study_rewrites_nothing(tmp_path):
+@pytest.mark.parametrize("study", ["reference_real_speed_pure", "reference_real_b999"])
+def test_analyze_on_a_committed_study_rewrites_nothing(tmp_path, study):
     """`dtype-bench analyze` on a compacted committed study draws its tables and charts again to the
-    same bytes and adds no file: a read-only look leaves the tree clean."""
+    same bytes and adds no file: a read-only look leaves the tree clean (reference_real_b999: its
+    loss curves, drawn from the step rows a compacted study keeps)."""
     import filecmp
     import shutil
     from benchlib.analysis import report
-    src = REPO / "executed" / "h200" / "reference_real_speed_pure"
+    src = REPO / "executed" / "h200" / study
     copy = tmp_path / src.name
     shutil.copytree(src, copy)
     assert report.main_analyze([str(copy)]) == 0
