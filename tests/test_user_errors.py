@@ -252,6 +252,7 @@ def test_a_missing_study_file_is_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("argv, parts", [
     (["--runs_per_gpu", "0"], ["--runs_per_gpu: must be >= 1", "got 0"]),
     (["--dry-ru"], ["unrecognized arguments: --dry-ru", "Did you mean '--dry_run'?"]),
+    (["--gpus", "0,1,0"], ["--gpus", "GPU 0 named twice", "--runs_per_gpu"]),  # two runs on GPU 0, unmarked
 ])
 def test_bad_sweep_flags_are_one_line(study, capsys, argv, parts):
     assert exit_code(["sweep", str(study), *argv]) == 2

@@ -44,6 +44,15 @@ def _cpus(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(e).removeprefix(f"--cpus {text}: ")) from None
 
 
+def _gpus(text: str) -> list[str]:
+    gpus = [g.strip() for g in text.split(",") if g.strip()]
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:  # two slots on one GPU would time each other: that is --runs_per_gpu, which says so
+        raise argparse.ArgumentTypeError(f"GPU {', '.join(twice)} named twice; for runs side by side on one GPU "
+                                         f"use --runs_per_gpu N")
+    return gpus
+
+
 def _study_dir(text: str) -> Path:
     if not Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"no such folder: {text}")
@@ -53,7 +62,7 @@ def _study_dir(text: str) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     p = sweep.build_parser()
     here = p.add_argument_group("this host (runs executed here)")
-    here.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
+    here.add_argument("--gpus", type=_gpus, default=None,
                       metavar="ID,...", help="GPUs to use, a run on each at a time (default: the first visible "
                                              "one; with --runs_per_gpu, all visible).")
     here.add_argument("--runs_per_gpu", type=_at_least_one, default=1, metavar="N",
