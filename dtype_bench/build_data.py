@@ -51,6 +51,7 @@ from typing import Iterable, Iterator
 
 import yaml
 
+from benchlib.core.argparser import ArgumentParser
 from benchlib.core.records import atomic_file
 from benchlib.data.files import BPE_SPECIALS, PROVENANCE, _bpe_tokenizer, _hash_files, read_provenance
 from benchlib.data.tasks import BadDataError
@@ -851,7 +852,7 @@ def build_checkpoint(wheel: Path, out: Path, store: str = "fp16") -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dtype_bench.build_data", description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="python -m dtype_bench.build_data", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
     t = sub.add_parser("text", help="LM text from one or more documentation .deb files")
     t.set_defaults(build=lambda a: build_text(a.debs, a.out, a.include, a.exclude, a.selection,

@@ -17,7 +17,6 @@ steps; dtype-bench's runs draw batches from a synthetic corpus, nanoGPT reuses o
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -25,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from benchlib.core.argparser import ArgumentParser
 
 _NANOGPT_LINE = re.compile(r"time per iteration:\s*([0-9.]+)\s*ms", re.IGNORECASE)
 
@@ -84,7 +84,7 @@ def compare(nanogpt: Path, out: Path, batch_size: int = 12, block_size: int = 10
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dtype_bench.parity", description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="python -m dtype_bench.parity", description=__doc__.split("\n\n")[0])
     ap.add_argument("--nanogpt", type=Path, required=True, help="a nanoGPT checkout holding bench.py and model.py")
     ap.add_argument("--out", type=Path, default=None, help="folder for the run's record and parity.json "
                                                          "(default: a temporary folder)")

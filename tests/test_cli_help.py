@@ -249,3 +249,26 @@ def test_the_spelling_check_finds_a_kebab_flag():
     p = ArgumentParser(prog="x")
     p.add_argument("--time-budget", help="A budget.")
     assert snake_case_problems(p, "x") == ["x --time-budget"]
+
+
+@pytest.mark.parametrize("command", [*VERBS, *SCRIPTS])
+def test_every_command_refuses_a_flag_s_prefix_in_one_line(command):
+    """`compare --n_boo 5` once ran as --n_boot 5 (argparse's own parser matches prefixes) and a
+    mistake printed its usage too: every command's parser is the project's."""
+    parser = script_parser(command) if command in SCRIPTS else verb_parser(command)
+    assert isinstance(parser, ArgumentParser) and parser.allow_abbrev is False
+
+
+@pytest.mark.parametrize("verb, argv", [
+    ("findings", ["executed/h200/reference_real_speed_pure/comparison/comparison.json", "--readme", "READ_ME.md"]),
+    ("scaling", ["executed/2xh200/strategies", "--findings", "a", "b", "--readme", "READ_ME.md"]),
+])
+def test_a_mistyped_readme_is_refused_not_written(verb, argv, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    from dtype_bench.cli import main
+    with pytest.raises(SystemExit) as e:
+        main([verb, *argv])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "READ_ME.md" in err and "no such file" in err and len(err.strip().splitlines()) == 1
+    assert not (ROOT / "READ_ME.md").exists()

@@ -6,7 +6,6 @@ same for one study. ``controls_line`` says where the controls and ablations brea
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 

@@ -18,7 +18,6 @@ spread over timed windows is recorded. ``compare`` summarises per group and arm:
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -29,6 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from benchlib.core.argparser import ArgumentParser
 from benchlib.analysis.charts import chart_title, no_data_chart, renderer_available, save as save_chart
 from benchlib.analysis.scaling import markdown_table
 from benchlib.core.records import COMPLETED, describe_environment, last_line, load_records, records_frame
@@ -258,8 +258,8 @@ def save(folder: str | Path, stem: str, table: pd.DataFrame, chart_: alt.TopLeve
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dtype-bench arms", description="What one setting (an arm) costs or gains against a "
-                                "baseline, paired run by run; the module's doc says how.")
+    p = ArgumentParser(prog="dtype-bench arms", description="What one setting (an arm) costs or gains against a "
+                       "baseline, paired run by run; the module's doc says how.")
     p.add_argument("folder", help="A study folder, or a folder of inference.json files.")
     p.add_argument("--arm", required=True, help="The column whose values are the arms (arm, config, serve_mode, mode, "
                                                 "run.activation_checkpointing, ...).")

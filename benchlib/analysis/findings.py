@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchlib.core.argparser import ArgumentParser, existing_file
 from benchlib.analysis import answer, arms, transfer
 from benchlib.analysis.contrasts import MOST_SEEDS, PLAN_UPPER, POWER, seeds_to_show_safe
 from benchlib.analysis.overhead import efficiency_line
@@ -850,7 +851,7 @@ def answer_for(study_dir: Path, root: Path | None = None) -> str | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dtype-bench findings",
+    p = ArgumentParser(prog="dtype-bench findings",
                                 description="The README's Findings section from a study's comparison.json")
     p.add_argument("comparison", nargs="+", help="<study>/comparison/comparison.json (written by dtype-bench "
                    "compare); several: the first one's recommendation, each hypothesis from the study that decides it.")
@@ -858,7 +859,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--arm_cost", metavar="STUDY", help="Also what this study's arms cost against its plain arm "
                    "(e.g. executed/h100/checkpointing).")
     p.add_argument("--transfer", metavar="DIR", help="Also where verdicts come from: DIR/transfer.csv (dtype-bench transfer).")
-    p.add_argument("--readme", help="Rewrite this file's findings block instead of printing.")
+    p.add_argument("--readme", type=existing_file, help="Rewrite this file's findings block instead of printing.")
     p.add_argument("--answer", metavar="FILE", help=f"Also write the answer alone (scope, default, table, rule, "
                    f"where it breaks) to FILE, e.g. {ANSWER_FILE}: the reports and notebooks of the studies it is made "
                    f"of show it.")

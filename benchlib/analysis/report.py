@@ -4,7 +4,6 @@ tables and charts) and the CLI (``dtype-bench analyze`` / ``compare``).
 """
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from benchlib.analysis.hypotheses import evaluate_all, verdict_table
 from benchlib.analysis.findings import _speed_only
 from benchlib.analysis.overview import overview_charts
 from benchlib.analysis.recommend import recommendations, recommended_configs, safety
-from benchlib.core.argparser import field_help
+from benchlib.core.argparser import ArgumentParser, field_help
 from benchlib.core.records import json_safe
 from benchlib.core.scenarios import get_scenario
 
@@ -252,8 +251,8 @@ def _n(runs: pd.Series) -> str:
 
 
 def main_analyze(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dtype-bench analyze", description="Per-experiment summary.csv and charts "
-                                "(seed 000 stage 1) from every result.json under a folder.")
+    p = ArgumentParser(prog="dtype-bench analyze", description="Per-experiment summary.csv and charts "
+                       "(seed 000 stage 1) from every result.json under a folder.")
     p.add_argument("study_dir", nargs="?", help="The study folder, e.g. executed/<study>.")
     p.add_argument("--results_dir", help="Seed 000's name for study_dir.")
     p.add_argument("--scenario", help="One scenario A-F (default: every scenario found).")
@@ -272,8 +271,8 @@ def main_analyze(argv: list[str] | None = None) -> int:
 
 
 def main_compare(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dtype-bench compare", description="Cross-experiment ranking correlation, "
-                                "flips beyond seed noise, hypothesis verdicts, recommendations (seed 000 stage 2).")
+    p = ArgumentParser(prog="dtype-bench compare", description="Cross-experiment ranking correlation, "
+                       "flips beyond seed noise, hypothesis verdicts, recommendations (seed 000 stage 2).")
     p.add_argument("study_dir", nargs="*", help="Folders of records, e.g. executed/<study>.")
     p.add_argument("--lm_results", help="Seed 000: the folder of the LM experiment's records.")
     p.add_argument("--cls_results", help="Seed 000: the folder of the classification experiment's records.")

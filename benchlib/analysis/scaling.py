@@ -5,7 +5,6 @@ throughput (``throughput_table``), speed-up and efficiency of N devices against 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -17,6 +16,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from benchlib.core.argparser import ArgumentParser, existing_file
 from benchlib.analysis.charts import FORMATS, save
 from benchlib.core.blocks import replace_block
 from benchlib.core.records import COMPLETED, json_safe, load_records, read_steps, records_frame, steps_file
@@ -461,8 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "analyze":
         argv = argv[1:]
-    p = argparse.ArgumentParser(prog="dtype-bench scaling", description="Scaling analysis of multi-GPU runs "
-                                "(seeds 003, 004): tables, summary.json and charts from the records under a folder.")
+    p = ArgumentParser(prog="dtype-bench scaling", description="Scaling analysis of multi-GPU runs "
+                       "(seeds 003, 004): tables, summary.json and charts from the records under a folder.")
     p.add_argument("root", help="The folder of the multi-GPU runs' records, e.g. executed/scaling.")
     p.add_argument("--baseline", default=BASELINE_ARM, help=f"Seed 004's baseline arm (default: {BASELINE_ARM}).")
     p.add_argument("--out", default=None, help="Output folder (default: ROOT/scaling).")
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--findings", nargs=2, metavar=("TUNING", "AUDIT"), help="Instead of the tables, the README's "
                    "multi-GPU findings: ROOT is the strategy x policy study, TUNING the DDP/FSDP2 tuning study, "
                    "AUDIT a parity audit's folder (its verdicts.csv).")
-    p.add_argument("--readme", help="With --findings: rewrite this file's block between "
+    p.add_argument("--readme", type=existing_file, help="With --findings: rewrite this file's block between "
                    f"{MULTI_GPU_MARKERS[0]} and {MULTI_GPU_MARKERS[1]} instead of printing.")
     ns = p.parse_args(argv)
     if ns.findings:

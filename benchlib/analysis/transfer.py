@@ -31,13 +31,13 @@ Where each cell's **verdict comes from** (``source``):
 """
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
+from benchlib.core.argparser import ArgumentParser
 from benchlib.analysis.contrasts import contrast
 from benchlib.analysis.recommend import safety
 from benchlib.analysis.stats import Rules
@@ -210,8 +210,8 @@ def to_markdown(t: pd.DataFrame, syn: tuple[list[Path], str], real: tuple[list[P
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dtype-bench transfer", description="A synthetic study's effects next to "
-                                "a real-data study's, and where each verdict comes from")
+    p = ArgumentParser(prog="dtype-bench transfer", description="A synthetic study's effects next to "
+                       "a real-data study's, and where each verdict comes from")
     p.add_argument("synthetic", metavar="SYNTH_STUDY_DIR", help="The synthetic study (e.g. executed/h100/reference).")
     p.add_argument("real", metavar="REAL_STUDY_DIR", nargs="+",
                    help="The studies whose records carry real data (several: their runs together, e.g. the decoder "

@@ -30,6 +30,15 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2)
 
 
+def existing_file(text: str) -> str:
+    """A flag's file that must be there already (a README whose block is rewritten): a path
+    mistyped is refused rather than written as a new file."""
+    from pathlib import Path
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text} (it rewrites a block of a file that exists)")
+    return text
+
+
 def _flags(parser: argparse.ArgumentParser) -> list[str]:
     """Every --flag of the parser and its subcommands (the top parser reports their unknowns)."""
     out = []
