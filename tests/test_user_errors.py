@@ -244,6 +244,14 @@ def test_a_bad_study_file_is_one_line_and_nothing_is_written(tmp_path, capsys, t
     assert not (tmp_path / "executed").exists()
 
 
+def test_analysis_only_before_any_run_is_one_line_naming_the_command_that_runs_it(study, tmp_path, capsys):
+    """It ran both analysis notebooks, which failed, and said "the runs' records stand" of none."""
+    root = tmp_path / "executed"
+    assert main(["sweep", str(study), "--out", str(root), "--analysis_only"]) == 2
+    one_line(capsys, "--analysis_only", "no run", "nothing to analyse", f"dtype-bench sweep {study}")
+    assert not (root / "s" / "analysis").exists()
+
+
 def test_a_missing_study_file_is_one_line(tmp_path, capsys):
     assert main(["sweep", str(tmp_path / "nope.yaml")]) == 2
     one_line(capsys, "no study file", "nope.yaml")
@@ -396,8 +404,9 @@ def test_a_second_sweep_on_a_study_folder_in_use_is_refused_naming_the_holder(st
     finally:
         holder.kill()
         holder.wait()
-    # killed, not ended: the lock went with its process
-    assert main(["sweep", str(study), "--out", str(root), "--analysis_only", "--no_analysis", "--no_html"]) == 0
+    # killed, not ended: the lock went with its process (what stops the sweep now is that nothing ran)
+    assert main(["sweep", str(study), "--out", str(root), "--analysis_only", "--no_analysis", "--no_html"]) == 2
+    assert "another sweep" not in one_line(capsys, "nothing to analyse")
 
 
 def test_the_sweep_lock_is_one_holder_at_a_time_and_released_on_exit(tmp_path):

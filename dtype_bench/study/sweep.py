@@ -25,7 +25,7 @@ from typing import Callable
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
 from benchlib.core.env import COMPILE_CACHE_ENV
-from benchlib.core.records import TRAINED, compacted
+from benchlib.core.records import TRAINED, compacted, find_records, find_tables
 from benchlib.core.runconfig import ConfigError, paths_unchecked
 from dtype_bench.study import runner
 from benchlib.study.executor import KINDS, ExecutorSettings
@@ -361,6 +361,9 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         print(f"  {_n(n, 'finished record')} updated, not trained again: {what}")
     remade = [] if ns.analysis_only else remake_lost(items)  # checkpoints not carried with their records
     pending = [i for i in items if i.todo]
+    if ns.analysis_only and not ns.dry_run and not (study_dir.is_dir() and (find_records(study_dir) or find_tables(study_dir))):
+        raise ConfigError(f"--analysis_only: no run of {study.name} has a record under {_rel(study_dir)} yet, so "
+                          f"there is nothing to analyse; run it first: dtype-bench sweep {_rel(ns.study)} --out {_rel(ns.out)}")
     if missing := [f"{i.run_id}: {p}" for i in ([] if ns.analysis_only else pending) if (p := i.spec.cfg.path_problem())]:
         problem = missing[0] + (f" (and {len(missing) - 1} more runs to execute)" if len(missing) > 1 else "")
         if not ns.dry_run:
