@@ -87,6 +87,16 @@ class Comparison:
     files: list
 
 
+def _source(path) -> str:
+    """A compared study's folder as comparison.json names it: relative to the repository where it
+    lies inside it (the same file from every clone), else absolute."""
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(Path(__file__).resolve().parents[2]).as_posix()
+    except ValueError:
+        return str(p)
+
+
 def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Comparison:
     """Stage 2 on a study frame: tables, flips, verdicts, recommendations and ``comparison.json``."""
     rules = rules or Rules()
@@ -106,7 +116,7 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     learned = learned_scenarios(df, rules)
     unhealthy = df[df["health"] != "ok"]
     result = {
-        "sources": [str(s) for s in sources], "scenarios": sorted(df["scenario"].unique()),
+        "sources": [_source(s) for s in sources], "scenarios": sorted(df["scenario"].unique()),
         "recipe": recipe(df),
         "configs": config_order(df["config"].unique()), "groups": groups(df["scenario"].unique()),
         "runs": df["status"].value_counts().to_dict(),
