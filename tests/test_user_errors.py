@@ -409,6 +409,28 @@ def test_a_second_sweep_on_a_study_folder_in_use_is_refused_naming_the_holder(st
     assert "another sweep" not in one_line(capsys, "nothing to analyse")
 
 
+def test_compact_refuses_a_study_folder_a_sweep_is_writing(tmp_path, capsys):
+    from fixtures.records import grid, write_study
+    root = tmp_path / "executed"
+    study = write_study(root / "s", grid("A", ["fp32_baseline", "amp_bf16"], seeds=(0,)))
+    before = sorted(p.relative_to(study) for p in study.rglob("*"))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path\n"
+                               "from dtype_bench.study.lock import study_lock\n"
+                               "with study_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)\n",
+                               str(study)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for extra in ([], ["--expand"]):
+            assert main(["compact", str(study), "--root", str(root), *extra]) == 2
+            one_line(capsys, str(study), f"pid {holder.pid}", "sweep")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert sorted(p.relative_to(study) for p in study.rglob("*") if p.name != ".sweep.lock") == before  # untouched
+    assert main(["compact", str(study), "--root", str(root)]) == 0  # the sweep gone: compacted
+    assert not (study / ".sweep.lock").exists() and (study / "records.jsonl.gz").is_file()
+
+
 def test_the_sweep_lock_is_one_holder_at_a_time_and_released_on_exit(tmp_path):
     from dtype_bench.study.lock import StudyInUse, study_lock
     with study_lock(tmp_path / "s"):

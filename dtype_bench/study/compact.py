@@ -12,6 +12,7 @@ Compacting twice changes nothing the second time.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import shutil
@@ -299,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(sys.argv[1:] if argv is None else argv)
     if ns.expand:
         for f in ns.folders:
-            print(f"{f}: {expand(f)} records written back as result.json; resume with dtype-bench sweep, "
-                  f"then compact again")
+            with _unused(f):
+                print(f"{f}: {expand(f)} records written back as result.json; resume with dtype-bench sweep, "
+                      f"then compact again")
         return 0
     if not ns.folders and not ns.readme:
         p.error("give the study folders to compact, or --readme")
@@ -311,14 +313,28 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"{f}: no such folder")
         if not f.resolve().is_relative_to(ns.root.resolve()):
             raise UserError(f"{f} is not below --root {ns.root}: the style sheet and README.md go there")
-        if ns.replay:
-            from dtype_bench.study.replay import render_missing
-            print(f"{f}: {render_missing(f)} run notebook(s) rendered from their records")
-        print(compact(f, ns.root, ns.examples).line())
+        with _unused(f):
+            if ns.replay:
+                from dtype_bench.study.replay import render_missing
+                print(f"{f}: {render_missing(f)} run notebook(s) rendered from their records")
+            print(compact(f, ns.root, ns.examples).line())
     from dtype_bench.study.readme import is_generated, write_readme
     if ns.readme or is_generated(ns.root / "README.md"):
         print(f"{write_readme(ns.root)}: written from the studies there")
     return 0
+
+
+@contextlib.contextmanager
+def _unused(folder: Path):
+    """Hold the study folder's sweep lock while its files are rewritten: a sweep writing there
+    meanwhile (its runs' records, its analysis) would lose them or find a layout it refuses."""
+    from dtype_bench.study.lock import StudyInUse, holder, study_lock
+    try:
+        with study_lock(folder):
+            yield
+    except StudyInUse:
+        raise UserError(f"{folder}: a sweep (pid {holder(folder) or 'unknown'}) is writing this study folder; "
+                        f"compact it once that sweep has ended") from None
 
 
 # ---- thinning one file (each function changes nothing the second time) ----------------------
