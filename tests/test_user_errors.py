@@ -423,6 +423,10 @@ def test_compact_refuses_a_study_folder_a_sweep_is_writing(tmp_path, capsys):
         for extra in ([], ["--expand"]):
             assert main(["compact", str(study), "--root", str(root), *extra]) == 2
             one_line(capsys, str(study), f"pid {holder.pid}", "sweep")
+        pretrain = root / "s.pretrain"  # the same sweep writes its pretrain stage
+        pretrain.mkdir()
+        assert main(["compact", str(pretrain), "--root", str(root)]) == 2
+        one_line(capsys, str(pretrain), f"pid {holder.pid}", "sweep")
     finally:
         holder.kill()
         holder.wait()

@@ -326,14 +326,19 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _unused(folder: Path):
-    """Hold the study folder's sweep lock while its files are rewritten: a sweep writing there
-    meanwhile (its runs' records, its analysis) would lose them or find a layout it refuses."""
+    """Hold the study folder's sweep lock while its files are rewritten (for ``<study>.pretrain``,
+    its study's, which the sweep that writes both holds): a sweep writing there meanwhile (its
+    runs' records, its analysis) would lose them or find a layout it refuses."""
     from dtype_bench.study.lock import StudyInUse, holder, study_lock
+    study = folder.with_name(folder.name.removesuffix(".pretrain"))
+    if study != folder and not study.is_dir():  # no sweep of the study writes its pretrain stage now
+        yield
+        return
     try:
-        with study_lock(folder):
+        with study_lock(study):
             yield
     except StudyInUse:
-        raise UserError(f"{folder}: a sweep (pid {holder(folder) or 'unknown'}) is writing this study folder; "
+        raise UserError(f"{folder}: a sweep (pid {holder(study) or 'unknown'}) is writing this study's folders; "
                         f"compact it once that sweep has ended") from None
 
 
