@@ -235,6 +235,8 @@ def study(tmp_path):
     ("", ["a study file is a mapping"]),
     (STUDY + "stepz: 3\n", ["unknown key 'stepz'", "Did you mean 'steps'?"]),
     (STUDY.replace("fp32_baseline", "fp32_baselin"), ["unknown dtype config 'fp32_baselin'", "Did you mean"]),
+    (STUDY.replace("seeds: [0]", "seeds: 3"), ["seeds: 3", "[3]", "[0, 1, 2]"]),  # it ran seed 3 alone
+    (STUDY.replace("seeds: [0]", "seeds: [0, 1, 0]"), ["seeds: 0 is listed twice"]),  # it ran seeds 0 and 1
 ])
 def test_a_bad_study_file_is_one_line_and_nothing_is_written(tmp_path, capsys, text, parts):
     path = tmp_path / "bad.yaml"

@@ -292,7 +292,7 @@ def parse_study(d: Any, where: str = "", default_name: str = "study") -> Study:
     name = d.get("study", default_name)
     if not _folder_name(name):
         raise ConfigError(f"{where}study: a plain folder name is expected, got {name!r}")
-    configs, seeds = _configs(d.get("configs", "full_matrix"), where), _seeds(d.get("seeds", [0]), where)
+    configs, seeds = _configs(d.get("configs", "full_matrix"), where), _study_seeds(d.get("seeds", [0]), where)
     scenarios = _scenarios(d.get("scenarios", "all"), where)
     return Study(name=name, scenarios=scenarios, configs=configs, seeds=seeds,
                  config_seeds=_config_seeds(d.get("config_seeds"), configs, seeds, where, scenarios),
@@ -419,6 +419,18 @@ def _seeds(v: Any, where: str) -> list[int]:
     if bad:
         raise ConfigError(f"{where}seeds: expected a list of non-negative integers, e.g. [0, 1, 2]; got {bad[0]!r}")
     return list(dict.fromkeys(seeds))
+
+
+def _study_seeds(v: Any, where: str) -> list[int]:
+    """The study's ``seeds:``, a list: a bare number could mean that seed or that many, and a seed
+    listed twice is a typo for another (both are refused, not read one way silently)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        raise ConfigError(f"{where}seeds: {v} could be seed {v} or {v} seeds: write a list, [{v}] for the one seed "
+                          f"or {list(range(v))} for {v} seeds")
+    twice = [s for i, s in enumerate(v) if s in v[:i]] if isinstance(v, list) else []
+    if twice:
+        raise ConfigError(f"{where}seeds: {twice[0]!r} is listed twice in {v}")
+    return _seeds(v, where)
 
 
 def _order(v: Any, where: str) -> str:
