@@ -115,7 +115,8 @@ def test_hub_studies_fine_tune_the_pretrained_hub_models_at_a_fine_tuning_rate()
     ("seeds: [0, one]\n", ["seeds: expected a list of non-negative integers", "'one'"]),
     ("config: amp_bf16\n", ["'config' is set per run; use 'configs'"]),
     ("steps: !!python/object/apply:os.system [echo hacked]\n", ["not a valid (safe) YAML file"]),
-    ("lr: 1e-3\n", ["lr='1e-3' has the wrong type", "write the number with a dot"]),
+    ("lr: '0.001'\n", ["lr='0.001' has the wrong type", "without quotes", "lr: 0.001"]),
+    ("steps: 1e3\n", ["steps='1e3' has the wrong type: expected int", "steps: 1000"]),
 ])
 def test_bad_study_file_fails_naming_file_key_and_valid_values(tmp_path, text, expected):
     path = _study(tmp_path, text, "bad.yaml")
@@ -123,6 +124,14 @@ def test_bad_study_file_fails_naming_file_key_and_valid_values(tmp_path, text, e
         load_study(path)
     for part in [str(path), *expected]:
         assert part in str(e.value)
+
+
+def test_a_float_in_exponent_form_is_a_float_as_yaml_1_2_reads_it(tmp_path):
+    """lr: 1e-3 is text to YAML 1.1 (PyYAML, and papermill's -f): a float field takes it; an
+    integer field does not (steps: 1e3 is refused above)."""
+    study = load_study(_study(tmp_path, "lr: 1e-3\nweight_decay: 5E-2\n", "exp.yaml"))
+    cfg = sweep.plan(study, tmp_path / "executed")[0].spec.cfg
+    assert cfg.lr == 0.001 and cfg.weight_decay == 0.05
 
 
 def test_bad_study_file_runs_nothing(tmp_path, capsys):

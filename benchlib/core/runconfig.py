@@ -440,6 +440,10 @@ def _check_key(key: str, valid: list[str], where: str) -> None:
         raise ConfigError(f"{where}unknown parameter {key!r}.{closest(key, valid)} Valid: {', '.join(valid)}")
 
 
+EXPONENT_FLOAT = re.compile(r"[-+]?[0-9]+(?:\.[0-9]*)?[eE][-+]?[0-9]+")
+"""A number in exponent form without a dot: a float in YAML 1.2, text to YAML 1.1's loaders."""
+
+
 def _check_types(cfg) -> None:
     hints = typing.get_type_hints(type(cfg))
     prefix = next((f"{k}." for k, v in SECTIONS.items() if isinstance(cfg, v)), "")
@@ -451,6 +455,9 @@ def _check_types(cfg) -> None:
         # ints are fine where floats are expected; keep them as float for the record
         if tp is float and isinstance(v, int) and not isinstance(v, bool):
             setattr(cfg, f.name, float(v))
+            continue
+        if float in (tp, *typing.get_args(tp)) and isinstance(v, str) and EXPONENT_FLOAT.fullmatch(v):
+            setattr(cfg, f.name, float(v))  # lr: 1e-3, which YAML 1.1 (PyYAML, papermill -f) reads as text
             continue
         if not _type_ok(v, tp):
             raise ConfigError(_type_problem(f"{prefix}{f.name}", v, tp))

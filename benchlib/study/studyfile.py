@@ -333,8 +333,7 @@ def _check_settings(settings: dict, where: str) -> None:
 
 
 def _number_hint(settings: dict, message: str) -> str:
-    """Where the error is of a number that YAML read as text, how to write it: an integer key's
-    without quotes; a float's with a dot too (YAML 1.1 reads 1e-3 as text)."""
+    """Where the error is of a number that YAML read as text (written in quotes), how to write it."""
     for k, v in flatten(settings).items():
         if not (isinstance(v, str) and _is_number(v) and message.find(f"{k}={v!r}") >= 0):
             continue
@@ -343,8 +342,9 @@ def _number_hint(settings: dict, message: str) -> str:
         except KeyError:
             return ""
         if int in (tp, *typing.get_args(tp)):
-            return f" (YAML reads {v!r} as text: {k} must be an integer, written without quotes, e.g. {k}: {v})"
-        return f" (YAML reads {v!r} as text: write the number with a dot and no quotes, e.g. 1.0e-3)"
+            digits = v if v.strip().lstrip("+-").isdigit() else f"{float(v):.0f}"  # 1e3: 1000
+            return f" (YAML reads {v!r} as text: {k} must be an integer, written without quotes, e.g. {k}: {digits})"
+        return f" (YAML reads {v!r} as text: write the number without quotes, e.g. {k}: {v})"
     return ""
 
 
