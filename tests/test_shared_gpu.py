@@ -218,3 +218,24 @@ def test_seed_per_gpu_splits_a_cells_seeds_into_one_process_each():
     host.run_all(units, [{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}], run,
                  lambda u, s: None, lambda u, r: None, lambda u: True, threading.Event())
     assert sorted(ran) == [("0", ["bf16/0"]), ("0", ["fp32/0"]), ("1", ["bf16/1"]), ("1", ["fp32/1"])]
+
+
+def test_a_resumed_seed_per_gpu_sweep_deals_each_seed_to_the_same_gpu(tmp_path, monkeypatch):
+    """Seeds are dealt to GPUs by their place among the selected seeds, not among the runs left, so a
+    sweep resumed after its time budget (the same command again) puts the rest of each seed's configs
+    on the GPU its first ones ran on: seeds 0 and 2 on GPU 0, seed 1 on GPU 1. Before, the runs left
+    decided, and the four calls of reference_real_speed_onegpu E/F (2026-11-30) moved seeds between GPUs."""
+    path, root = tmp_path / "many.yaml", tmp_path / "executed"
+    path.write_text(STUDY.replace("seeds: [0, 1, 2, 3]", "seeds: [0, 1, 2]") + "device: cuda\n")
+    fake, where = fake_papermill(path, root, {}, [], [0]), {}
+
+    def execute(cmd, env, log, timeout=None):
+        seed = int(runner.injected(cmd)["seed"])
+        where.setdefault(seed, set()).add(env["CUDA_VISIBLE_DEVICES"])
+        return fake(cmd, env, log, timeout)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    common = [str(path), "--out", str(root), "--gpus", "0,1", "--seed_per_gpu", "--no_analysis", "--no_html"]
+    assert host_sweep.main(common + ["--seed", "0"]) == 0  # as if a first call finished seed 0 alone
+    assert host_sweep.main(common) == 0  # resumed: seeds 1 and 2 left, dealt as in a sweep of all three
+    assert where == {0: {"0"}, 1: {"1"}, 2: {"0"}}

@@ -65,12 +65,14 @@ def gpu_sharing(slots: list[dict]) -> int:
 def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = lambda i, s: None,
             on_done: Callable = lambda i, r: None, admit: Callable = lambda i: True,
             stop: threading.Event | None = None, key: Callable | None = None,
-            lane_order: Callable[[int, list], list] = lambda k, lane: lane) -> None:
+            lane_order: Callable[[int, list], list] = lambda k, lane: lane,
+            slot_of: Callable | None = None) -> None:
     """Run ``fn(item, slot)`` for every item ``admit`` lets through, in order, one per slot at a
     time; ``stop`` is set when the loop ends by an exception, for an ``admit`` that waits. With
     ``key``, the items of one key run in one slot, one after another, keys dealt to the slots in
-    the order they first appear (``sweep --seed_per_gpu``: a seed's configs timed on one GPU), and
-    slot ``k``'s items in the order ``lane_order(k, items)``."""
+    the order they first appear, or to slot ``slot_of(key) % len(slots)`` (``sweep --seed_per_gpu``: a
+    seed's configs timed on one GPU, its slot the same whichever runs are left), and slot ``k``'s
+    items in the order ``lane_order(k, items)``."""
     free: queue.Queue = queue.Queue()
     for s in slots:
         free.put(s)
@@ -99,7 +101,8 @@ def run_all(items: list, slots: list[dict], fn: Callable, on_start: Callable = l
             jobs = [pool.submit(task, i) for i in items]
         else:  # a lane per slot, each run as a one-slot sweep
             keys = list(dict.fromkeys(key(i) for i in items))
-            lanes = [lane_order(k, [i for i in items if keys.index(key(i)) % len(slots) == k]) for k in range(len(slots))]
+            slot = slot_of or keys.index
+            lanes = [lane_order(k, [i for i in items if slot(key(i)) % len(slots) == k]) for k in range(len(slots))]
             jobs = [pool.submit(run_all, lane, [s], fn, on_start, on_done, admit, stop) for lane, s in zip(lanes, slots)]
         for f in as_completed(jobs):
             if key is None:

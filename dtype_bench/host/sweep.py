@@ -113,6 +113,7 @@ class GpuHost(sweep.Host):
         self.ns = ns
         self.budget = Budget(ns.time_budget, ns.runs_per_gpu) if ns.time_budget else None  # its clock starts now
         self.packer = None
+        self.seeds: list[int] = []  # the selected runs' seeds (start): --seed_per_gpu deals them to the GPUs
 
     def run_cell(self, items: list[Item], slot: dict, timeout: int | None = None,
                  sweep_extra: dict | None = None) -> list:
@@ -168,7 +169,11 @@ class GpuHost(sweep.Host):
             return run_all(units, slots, run, on_start, on_done, admit, stop)
         seed = lambda i: i.spec.cfg.seed  # noqa: E731
         per_seed = [[i for i in u if seed(i) == k] for u in units for k in dict.fromkeys(map(seed, u))]
-        run_all(per_seed, slots, run, on_start, on_done, admit, stop, key=lambda u: seed(u[0]), lane_order=alternate)
+        # a seed's slot from its place among the selected seeds, not among the runs left: a resumed
+        # sweep puts the rest of each seed's configs on the GPU its first ones ran on
+        seeds = self.seeds or sorted({seed(u[0]) for u in per_seed})
+        run_all(per_seed, slots, run, on_start, on_done, admit, stop, key=lambda u: seed(u[0]), lane_order=alternate,
+                slot_of=seeds.index)
 
     def sweep_fields(self, slots: list[dict]) -> dict:
         extra = {"seed_per_gpu": True} if self.ns.seed_per_gpu and len(slots) > 1 else {}
@@ -180,7 +185,8 @@ class GpuHost(sweep.Host):
             extra["cpus_per_run"] = len(parse_cpus(slots[0][CPUS_ENV]))
         return extra
 
-    def start(self, study_dir: Path, every: list[Item]) -> None:
+    def start(self, study_dir: Path, every: list[Item], selected: list[Item]) -> None:
+        self.seeds = sorted({i.spec.cfg.seed for i in selected})
         if self.budget:
             self.budget.learn(every)
             for folder in self.ns.costs_from:

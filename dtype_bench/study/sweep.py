@@ -77,8 +77,8 @@ class Host:
                 on_start(unit, slots[0])
                 on_done(unit, run(unit, slots[0]))
 
-    def start(self, study_dir: Path, every: list[Item]) -> None:
-        """Before the runs execute here."""
+    def start(self, study_dir: Path, every: list[Item], selected: list[Item]) -> None:
+        """Before the runs execute here (``every`` the study's runs, ``selected`` the filters' pick)."""
 
     def stop(self) -> None:
         """After the runs and the analysis."""
@@ -386,7 +386,7 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         return 0
 
     slots = host.slots(todo)
-    host.start(study_dir, every)
+    host.start(study_dir, every, items)
     try:
         return _run_here(ns, study, every, items, todo, slots, host)
     finally:
