@@ -117,6 +117,21 @@ def test_the_scope_says_where_gpu_to_gpu_noise_lands():
     assert "A/fp32_baseline: seeds on several GPUs" in mixed and "A/amp_bf16" not in mixed
 
 
+def test_a_seed_per_gpu_study_names_the_seeds_whose_configs_ran_on_several_gpus():
+    """--seed_per_gpu pairs configs within a seed on one GPU; where a seed's configs still ran on two
+    (a resumed sweep before seeds were dealt stably), the scope names that seed instead of calling
+    the whole study paired, and says nothing of configs' seeds on one GPU."""
+    def recs(gpu_of):
+        return [{"scenario": sc, "config": c, "seed": k, "run": {}, "sweep": {"seed_per_gpu": True},
+                 "env": {"gpu_uuid": gpu_of(sc, c, k), "boot_id": "b1"}}
+                for sc in ("A", "E") for c in ("fp32_baseline", "amp_bf16") for k in range(2)]
+    paired = answer._hosts(answer.describe(recs(lambda sc, c, k: f"GPU-{k}")))
+    assert "each seed's configs on one GPU" in paired and "several GPUs" not in paired
+    moved = answer._hosts(answer.describe(recs(lambda sc, c, k: f"GPU-{k if sc == 'A' or c == 'amp_bf16' else 1 - k}")))
+    assert "each seed's configs on one GPU in A" in moved and "E seed 0, E seed 1: configs on several GPUs" in moved
+    assert "a config's seeds on one GPU" not in moved
+
+
 
 def _quality_comparisons() -> list[dict]:
     """The README's comparisons that judged quality: the first and its beta2 arms."""

@@ -208,6 +208,9 @@ def describe(records: list[dict]) -> dict:
             "hosts": len({r.get("env", {}).get("boot_id") for r in records if r.get("env", {}).get("boot_id")}),
             "cells": len(cells := _gpus_by(records, "scenario", "config")),
             "seed_on_one": bool(seeds_at := _gpus_by(records, "scenario", "seed")) and all(len(g) == 1 for g in seeds_at.values()),
+            "seed_dealt": any((r.get("sweep") or {}).get("seed_per_gpu") for r in records),
+            "seed_split": sorted({f"{sc} seed {k}" for (sc, k), g in seeds_at.items() if len(g) > 1}),
+            "seed_scenarios": sorted({str(sc) for sc, _ in seeds_at}),
             "spread": sorted(f"{sc}/{c}" for (sc, c), g in cells.items() if len(g) > 1),
             "step_cv": _step_cv(records), "beside": _beside(records),
             "pinned": sum("cpus_per_run" in (r.get("sweep") or {}) for r in records),
@@ -321,6 +324,14 @@ def _hosts(d: dict) -> str:
     where = f"{d['gpus']} different GPUs" + (f" of {d['hosts']} hosts" if d.get("hosts", 0) > 1 else
                                              " of one host" if d.get("hosts") == 1 else "")
     spread, cells = d.get("spread", []), d.get("cells", 0)
+    if d.get("seed_dealt") and d.get("seed_split") and not part:  # runs of --seed_per_gpu, yet a seed on several GPUs
+        split = d["seed_split"]
+        whole = [sc for sc in d.get("seed_scenarios", []) if not any(x.startswith(f"{sc} seed ") for x in split)]
+        named = ", ".join(split[:4]) + (f" and {len(split) - 4} more" if len(split) > 4 else "")
+        return (where + (f": each seed's configs on one GPU in {', '.join(whole)}, so there between-GPU noise is in "
+                         f"the seed noise; " if whole else ": ")
+                + f"{named}: configs on several GPUs, so differences between configs within those seeds include "
+                  f"between-GPU differences that the seed noise does not measure")
     if part or not cells or len(spread) == cells:
         paired = (": each seed's configs on one GPU, so between-GPU noise is in the seed noise, not in the "
                   "differences between configs within a seed") if d.get("seed_on_one") and not part else \
