@@ -205,8 +205,8 @@ def test_seed_per_gpu_splits_a_cells_seeds_into_one_process_each():
     """A cell run (one process for a config's seeds) would put several seeds in one slot: with
     --seed_per_gpu each seed of it is its own unit, in its seed's slot."""
     from types import SimpleNamespace
-    item = lambda cfg, seed: SimpleNamespace(name=f"{cfg}/{seed}", spec=SimpleNamespace(cfg=SimpleNamespace(seed=seed)),
-                                             stage="run", needs=None)
+    item = lambda cfg, seed: SimpleNamespace(name=f"{cfg}/{seed}", stage="run", needs=None,
+                                             spec=SimpleNamespace(arm=None, cfg=SimpleNamespace(scenario="A", seed=seed)))
     units = [[item("fp32", 0), item("fp32", 1)], [item("bf16", 0), item("bf16", 1)]]
     host = host_sweep.GpuHost(SimpleNamespace(seed_per_gpu=True, time_budget=None, runs_per_gpu=1))
     ran, lock = [], threading.Lock()
@@ -239,3 +239,21 @@ def test_a_resumed_seed_per_gpu_sweep_deals_each_seed_to_the_same_gpu(tmp_path, 
     assert host_sweep.main(common + ["--seed", "0"]) == 0  # as if a first call finished seed 0 alone
     assert host_sweep.main(common) == 0  # resumed: seeds 1 and 2 left, dealt as in a sweep of all three
     assert where == {0: {"0"}, 1: {"1"}, 2: {"0"}}
+
+
+def test_seed_per_gpu_gives_each_scenarios_seed_a_lane_so_one_seed_of_two_scenarios_fills_two_gpus(tmp_path, monkeypatch):
+    """A seed's configs need one GPU per scenario, not one for every scenario: seed 2 of A and of E
+    (a third seed added later) run side by side on two GPUs, each scenario's configs on one."""
+    path, root = tmp_path / "two.yaml", tmp_path / "executed"
+    path.write_text(STUDY.replace("scenarios: [A]", "scenarios: [A, E]").replace("seeds: [0, 1, 2, 3]", "seeds: [2]")
+                    + "device: cuda\n")
+    fake, where = fake_papermill(path, root, {}, [], [0]), {}
+
+    def execute(cmd, env, log, timeout=None):
+        where.setdefault(runner.injected(cmd)["scenario"], set()).add(env["CUDA_VISIBLE_DEVICES"])
+        return fake(cmd, env, log, timeout)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    assert host_sweep.main([str(path), "--out", str(root), "--gpus", "0,1", "--seed_per_gpu", "--no_analysis",
+                            "--no_html"]) == 0
+    assert where == {"A": {"0"}, "E": {"1"}}

@@ -69,9 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="N runs side by side on each GPU, for quality-only runs of small models: their "
                            "records say so (sweep.runs_per_gpu) and the analysis blanks their speed (default: 1).")
     here.add_argument("--seed_per_gpu", action="store_true",
-                      help="Run each seed's runs on one GPU (one slot), one after another, seeds dealt to the "
-                           "GPUs in order: a speed study's configs then compare on one device within a seed, and "
-                           "between-GPU differences fall in the seed noise. Every other GPU takes its runs in "
+                      help="Run each seed's configs of a scenario on one GPU (one slot), one after another, the "
+                           "(scenario, seed) pairs dealt to the GPUs in order, the same whichever runs are left: a "
+                           "speed study's configs then compare on one device within a seed, and between-GPU "
+                           "differences fall in the seed noise. Every other GPU takes its runs in "
                            "reverse order, so each loads the graphs the other compiled. Records say so "
                            "(sweep.seed_per_gpu).")
     here.add_argument("--cpus", type=_cpus, default=None, metavar="LIST",
@@ -113,7 +114,7 @@ class GpuHost(sweep.Host):
         self.ns = ns
         self.budget = Budget(ns.time_budget, ns.runs_per_gpu) if ns.time_budget else None  # its clock starts now
         self.packer = None
-        self.seeds: list[int] = []  # the selected runs' seeds (start): --seed_per_gpu deals them to the GPUs
+        self.lanes: list[tuple] = []  # the selected (arm, scenario, seed) (start): --seed_per_gpu deals them to GPUs
 
     def run_cell(self, items: list[Item], slot: dict, timeout: int | None = None,
                  sweep_extra: dict | None = None) -> list:
@@ -168,12 +169,13 @@ class GpuHost(sweep.Host):
         if not self.ns.seed_per_gpu:
             return run_all(units, slots, run, on_start, on_done, admit, stop)
         seed = lambda i: i.spec.cfg.seed  # noqa: E731
+        lane = lambda i: (i.spec.arm or "", i.spec.cfg.scenario, i.spec.cfg.seed)  # noqa: E731
         per_seed = [[i for i in u if seed(i) == k] for u in units for k in dict.fromkeys(map(seed, u))]
-        # a seed's slot from its place among the selected seeds, not among the runs left: a resumed
-        # sweep puts the rest of each seed's configs on the GPU its first ones ran on
-        seeds = self.seeds or sorted({seed(u[0]) for u in per_seed})
-        run_all(per_seed, slots, run, on_start, on_done, admit, stop, key=lambda u: seed(u[0]), lane_order=alternate,
-                slot_of=seeds.index)
+        # a lane's slot from its place among the selected (scenario, seed) pairs, not among the runs
+        # left: a resumed sweep puts the rest of a seed's configs on the GPU its first ones ran on
+        lanes = self.lanes or sorted({lane(u[0]) for u in per_seed})
+        run_all(per_seed, slots, run, on_start, on_done, admit, stop, key=lambda u: lane(u[0]), lane_order=alternate,
+                slot_of=lanes.index)
 
     def sweep_fields(self, slots: list[dict]) -> dict:
         extra = {"seed_per_gpu": True} if self.ns.seed_per_gpu and len(slots) > 1 else {}
@@ -186,7 +188,7 @@ class GpuHost(sweep.Host):
         return extra
 
     def start(self, study_dir: Path, every: list[Item], selected: list[Item]) -> None:
-        self.seeds = sorted({i.spec.cfg.seed for i in selected})
+        self.lanes = sorted({(i.spec.arm or "", i.spec.cfg.scenario, i.spec.cfg.seed) for i in selected})
         if self.budget:
             self.budget.learn(every)
             for folder in self.ns.costs_from:
