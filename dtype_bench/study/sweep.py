@@ -25,7 +25,7 @@ from typing import Callable
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.dtypes import ALIASES
 from benchlib.core.env import COMPILE_CACHE_ENV
-from benchlib.core.records import TRAINED, compacted, find_records, find_tables
+from benchlib.core.records import RECORDS_TABLE, TRAINED, compacted, find_records, find_tables
 from benchlib.core.runconfig import ConfigError, paths_unchecked
 from dtype_bench.study import runner
 from benchlib.study.executor import KINDS, ExecutorSettings
@@ -325,13 +325,12 @@ def run(ns: argparse.Namespace, host: Host) -> int:
         if pid := holder(study_dir):
             print(f"  a sweep (pid {pid}) is running on {_rel(study_dir)} now: the states below change as it goes")
         return _run(ns, study, host, stored_records(study_dir, pretrain_root(study, ns.out)))
-    _refuse_compacted(ns, study)
     from benchlib.training.preflight import out_problem  # --out must take the study, said before any run
     if problem := out_problem(study_dir, "--out"):
         raise ConfigError(problem)
     try:
         with study_lock(study_dir):
-            return _run(ns, study, host)
+            return _run(ns, study, host, _stored_if_compacted(ns, study))
     except KeyboardInterrupt:
         print(f"dtype-bench sweep: interrupted: runs without a finished record run again with: {resume_command(ns)}",
               file=sys.stderr)
@@ -393,17 +392,16 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         host.stop()
 
 
-def _refuse_compacted(ns: argparse.Namespace, study: Study) -> None:
-    """A compacted study (``dtype-bench compact``) keeps its records in one table, not as the
-    files a sweep resumes from: run nothing over it (but its analysis), rather than run it all again."""
+def _stored_if_compacted(ns: argparse.Namespace, study: Study) -> dict | None:
+    """A compacted study's records (``dtype-bench compact``: one table, no ``result.json`` files),
+    which the plan reads as done: a sweep resumes past them, its new runs write ``result.json``
+    beside the table (where both hold a run, the file wins), and ``compact`` folds them in."""
     folders = compacted(ns.out / study.name, pretrain_root(study, ns.out))
-    if folders and ns.analysis_only:
-        print(f"  {_rel(folders[0])} is compacted: the analysis reads its records.jsonl.gz (the run states and counts "
-              f"below are of result.json files, which it has none of); compact it again after the analysis")
-    elif folders:
-        raise ConfigError(f"{_rel(folders[0])} is compacted (its records are in records.jsonl.gz): a sweep would run "
-                          f"every run again; `dtype-bench compact --expand {' '.join(_rel(f) for f in folders)}` writes "
-                          f"its records back as files, then this command resumes it")
+    if not folders:
+        return None
+    print(f"  {_rel(folders[0])} is compacted: its runs are read from {RECORDS_TABLE}; runs made now write their "
+          f"files beside it, and `dtype-bench compact {_rel(folders[0])}` folds them in")
+    return stored_records(*folders)
 
 
 def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
