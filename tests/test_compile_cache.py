@@ -1,5 +1,6 @@
 """torch.compile's on-disk cache across runs (``sweep --compile_cache``): a run in a fresh
 process loads the graphs an earlier run compiled into the folder, and its record says so."""
+import os
 import pytest
 
 from benchlib.core.env import COMPILE_CACHE_ENV
@@ -86,11 +87,26 @@ def test_runs_write_their_bytecode_to_the_folder_and_say_so(tmp_path, monkeypatc
     assert any(p.parent.name == "training" for p in cache.rglob("loop.cpython-*.pyc"))
 
 
-def test_a_host_that_writes_no_bytecode_is_told_how_to_keep_it(tmp_path, monkeypatch, capsys):
+def test_a_host_that_writes_no_bytecode_keeps_it_in_the_users_cache_unless_told_off(tmp_path, monkeypatch, capsys):
+    """PYTHONDONTWRITEBYTECODE (set by the GPU hosts' images) cost each run of 2026-11-30's E/F calls its
+    imports again: the sweep now keeps the bytecode under ~/.cache/dtype-bench, and says so."""
+    from dtype_bench.host.sweep import BYTECODE_CACHE_ENV
+    monkeypatch.delenv(BYTECODE_CACHE_ENV, raising=False)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     study = tmp_path / "cached.yaml"
     study.write_text(EAGER)
-    assert host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no_html", "--no_analysis", "--dry_run"]) == 0
+    common = [str(study), "--out", str(tmp_path / "executed"), "--no_html", "--no_analysis"]
+    assert host_sweep.main(common + ["--dry_run"]) == 0
     assert "--bytecode_cache" not in capsys.readouterr().out  # nothing runs: nothing to say
-    assert host_sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no_html", "--no_analysis"]) == 0
-    assert "--bytecode_cache DIR" in capsys.readouterr().out
+    assert host_sweep.main(common) == 0
+    assert "--bytecode_cache off" in capsys.readouterr().out
+    rec = read_record(tmp_path / "executed" / "cached" / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json")
+    cache = tmp_path / "home" / ".cache" / "dtype-bench" / "pycache"
+    assert rec["env"]["python_bytecode"] == str(cache.resolve()) and any(cache.rglob("loop.cpython-*.pyc"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # the sweep unset it for its runs
+    monkeypatch.delenv(BYTECODE_CACHE_ENV, raising=False)
+    assert host_sweep.main(common + ["--bytecode_cache", "off", "--force"]) == 0
+    assert "bytecode" not in capsys.readouterr().out and os.environ.get("PYTHONDONTWRITEBYTECODE") == "1"
+    rec = read_record(tmp_path / "executed" / "cached" / "runs" / "A" / "fp32_baseline" / "seed0" / "result.json")
+    assert rec["env"]["python_bytecode"] == "not written"

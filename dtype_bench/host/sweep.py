@@ -19,6 +19,7 @@ from dtype_bench.study import sweep
 from dtype_bench.study.runner import CPUS_ENV, INTERRUPT_WAIT_S, Item, _rel, parse_cpus
 
 BYTECODE_CACHE_ENV = "PYTHONPYCACHEPREFIX"  # where Python writes the bytecode of what it imports
+DEFAULT_BYTECODE_CACHE = Path("~/.cache/dtype-bench/pycache")  # beside the runs' cache_dir (RunConfig)
 PACK_EVERY_S = 60.0
 """How often ``--pack_to`` rewrites its archive while the runs go."""
 
@@ -99,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="Python's bytecode folder for every run (PYTHONPYCACHEPREFIX, and PYTHONDONTWRITEBYTECODE "
                            "unset): on a host whose packages ship no .pyc, the first run compiles what it imports "
                            "and the others load it (8-12 s a run on the H100 hosts, docs/performance.md); records "
-                           "say where (env.python_bytecode).")
+                           "say where (env.python_bytecode). Default: where PYTHONDONTWRITEBYTECODE is set, "
+                           "~/.cache/dtype-bench/pycache; 'off' keeps none.")
     here.add_argument("--pack_to", type=Path, default=None, metavar="FILE",
                       help=f"Keep FILE an archive of the study's new records while the runs go (every "
                            f"{PACK_EVERY_S:.0f} s, dtype-bench pack), and once more at the end: for a job with a "
@@ -218,12 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     # the caches below are environment variables: the runs' kernels, cell processes and jobs inherit them
     if ns.compile_cache:
         os.environ[COMPILE_CACHE_ENV] = _folder(ns.compile_cache, "--compile_cache")
+    runs = not (ns.analysis_only or ns.status or ns.dry_run)
+    if str(ns.bytecode_cache) == "off":
+        ns.bytecode_cache = None
+    elif ns.bytecode_cache is None and os.environ.get("PYTHONDONTWRITEBYTECODE") and runs:
+        ns.bytecode_cache = DEFAULT_BYTECODE_CACHE.expanduser()
+        print(f"PYTHONDONTWRITEBYTECODE is set: without bytecode each run would compile again every module it imports "
+              f"(8-12 s a run on the H100 hosts); the runs keep it in {ns.bytecode_cache} (--bytecode_cache DIR "
+              f"chooses the folder, --bytecode_cache off keeps none)")
     if ns.bytecode_cache:
         os.environ[BYTECODE_CACHE_ENV] = _folder(ns.bytecode_cache, "--bytecode_cache")
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    elif os.environ.get("PYTHONDONTWRITEBYTECODE") and not (ns.analysis_only or ns.status or ns.dry_run):
-        print("PYTHONDONTWRITEBYTECODE is set: each run compiles again every module it imports that has no .pyc "
-              "(8-12 s a run on the H100 hosts, whose packages ship none); --bytecode_cache DIR compiles them once")
     return sweep.run(ns, GpuHost(ns))
 
 
