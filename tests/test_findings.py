@@ -533,3 +533,15 @@ def test_the_checkpoint_line_names_cells_whose_gap_moves_with_the_checkpoint_aft
     noise = _checkpoint_line([arm({**still, "p_checkpoint": 0.2})])
     assert "none shown to differ" in noise and "amp_bf16" not in noise
     assert _checkpoint_line([arm({"scenario": "C", "config": "amp_bf16", "p_checkpoint": float("nan")})]) == ""
+
+
+def test_a_supporting_speed_study_names_the_study_the_answers_speed_comes_from():
+    """A speed study whose scenarios the answer times from another study keeps its own line, with the
+    scenarios the answer takes elsewhere and from where: its multipliers are not the answer's."""
+    folder = REPO / "executed" / "h200" / "reference_real_speed"
+    comparison = json.loads((folder / "comparison" / "comparison.json").read_text())
+    alone = findings._supporting("reference_real_speed", comparison, folder, {})
+    moved = findings._supporting("reference_real_speed", comparison, folder, {"E": "onegpu", "F": "onegpu", "C": "other"})
+    assert "answer's speed" not in alone
+    assert "answer's speed: E, F from `onegpu`" in moved and "`other`" not in moved  # it timed no C
+    assert moved.replace(" (the answer's speed: E, F from `onegpu`)", "") == alone

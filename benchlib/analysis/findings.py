@@ -229,7 +229,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
                         + [(n, d) for n, _, d in studies[1:] if n not in arm_names]), "", "**Supporting studies**"]
-    out += [f"- {line}" for line in [_supporting(n, c, d) for n, c, d in studies[1:]
+    timed_by = {s: sp[0] for sp in speeds for s in sp[3]}  # scenario -> the study the answer's speed is from
+    out += [f"- {line}" for line in [_supporting(n, c, d, timed_by) for n, c, d in studies[1:]
                                       if n not in {sp[0] for sp in speeds} and n not in arm_names] + list(extra)]
     out += ["", f"<sub>{_footnote([(f.name, None, f) for a in arms for f in a['folders']], [sp[:3] for sp in speeds], sources)}</sub>"]
     return "\n".join(out) + "\n"
@@ -656,8 +657,10 @@ def _efficiency(parts: list[tuple[str, Path]]) -> str:
             + ("; ".join(lines) if lines else "no record carries the sweep's timing") + ".")
 
 
-def _supporting(name: str, comparison: dict, folder: Path) -> str:
-    """A supporting study in one line: its scope and where its candidates break."""
+def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, str] | None = None) -> str:
+    """A supporting study in one line: its scope and where its candidates break; a speed study
+    whose scenarios the answer times from other studies (``timed_by``: scenario -> study) says so,
+    so that its multipliers are not read as the answer's."""
     try:
         d = answer.describe(load_records(folder))
     except FileNotFoundError:
@@ -672,7 +675,13 @@ def _supporting(name: str, comparison: dict, folder: Path) -> str:
         fails = str(e)
     long = _long_stability(comparison)
     timed = _speed_line(folder) if _speed_only(comparison) else ""
-    return (f"`{name}` ({scope}): {fails}" + (f"; fp16 in runs of >= {H2_WINDOW:,} steps: {long}" if long else "")
+    by: dict[str, list[str]] = {}  # the answer's speed study -> which of this study's scenarios it times
+    for s in str(d.get("scenarios", "")) if timed else "":
+        if s in (timed_by or {}):
+            by.setdefault(timed_by[s], []).append(s)
+    instead = (" (the answer's speed: " + "; ".join(f"{', '.join(v)} from `{k}`" for k, v in by.items()) + ")"
+               if by else "")
+    return (f"`{name}` ({scope}){instead}: {fails}" + (f"; fp16 in runs of >= {H2_WINDOW:,} steps: {long}" if long else "")
             + (f"; {timed}" if timed else "") + ".")
 
 
