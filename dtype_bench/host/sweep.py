@@ -175,7 +175,7 @@ class GpuHost(sweep.Host):
         per_seed = [[i for i in u if seed(i) == k] for u in units for k in dict.fromkeys(map(seed, u))]
         # a lane's slot from its place among the selected (scenario, seed) pairs, not among the runs
         # left: a resumed sweep puts the rest of a seed's configs on the GPU its first ones ran on
-        lanes = self.lanes or sorted({lane(u[0]) for u in per_seed})
+        lanes = self.lanes + sorted({lane(u[0]) for u in per_seed} - set(self.lanes))  # any not selected: after
         run_all(per_seed, slots, run, on_start, on_done, admit, stop, key=lambda u: lane(u[0]), lane_order=alternate,
                 slot_of=lanes.index)
 
