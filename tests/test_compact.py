@@ -170,6 +170,45 @@ def test_a_sweep_resumes_a_compacted_study_past_its_stored_runs(tmp_path, monkey
     assert len(read_table(root / "two" / RECORDS_TABLE, strict=True)) == 4 and not list((root / "two").rglob("result.json"))
 
 
+def test_force_before_reruns_older_records_and_the_same_command_resumes(tmp_path, monkeypatch):
+    """Runs made before a time run again (a seed to be timed whole on one GPU, say), and a call
+    stopped half-way resumes with the same command: what was remade since is kept."""
+    from conftest import fake_papermill
+    from dtype_bench.host import sweep as host_sweep
+    from dtype_bench.study import runner
+    path, root = tmp_path / "two.yaml", tmp_path / "executed"
+    path.write_text("study: two\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1]\nsize: tiny\n"
+                    "steps: 3\ndevice: cpu\n")
+    calls, clock = [], [0]
+    fake = fake_papermill(path, root, {}, calls, clock)
+    monkeypatch.setattr(runner, "execute", fake)
+    common = [str(path), "--out", str(root), "--no_analysis", "--no_html"]
+    assert host_sweep.main(common) == 0 and len(calls) == 4  # records of 00:00:01 to 00:00:04
+    compact.compact(root / "two", root)
+    again = common + ["--seed", "0", "--force_before", "2030-01-01T00:00:05"]
+
+    def stopped_after_one(cmd, env, log, timeout=None):
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return fake(cmd, env, log, timeout)
+    monkeypatch.setattr(runner, "execute", stopped_after_one)
+    assert host_sweep.main(again) == 130 and len(calls) == 5  # one seed-0 run remade, then stopped
+    monkeypatch.setattr(runner, "execute", fake)
+    assert host_sweep.main(again) == 0
+    assert len(calls) == 6 and set(calls[4:]) == {"A/amp_bf16/seed0", "A/fp32_baseline/seed0"}  # each remade once
+    assert host_sweep.main(again) == 0 and len(calls) == 6  # all made since: nothing runs
+    dates = {(r["config"], r["seed"]): r["env"]["date"] for r in load_records(root / "two")}
+    assert all(d >= "2030-01-01T00:00:05" for (c, seed), d in dates.items() if seed == 0)
+    assert all(d < "2030-01-01T00:00:05" for (c, seed), d in dates.items() if seed == 1)  # not selected: kept
+
+
+def test_force_before_refuses_a_time_it_cannot_read(tmp_path, capsys):
+    from dtype_bench.host import sweep as host_sweep
+    with pytest.raises(SystemExit):
+        host_sweep.main([str(REPO / "params" / "smoke.yaml"), "--out", str(tmp_path), "--force_before", "yesterday"])
+    assert "yesterday" in capsys.readouterr().err
+
+
 def test_a_dry_run_reads_a_compacted_study_and_expand_gives_its_files_back(tmp_path):
     from benchlib.core.records import write_json_atomic
     from dtype_bench.study import runner

@@ -18,7 +18,9 @@ import sys
 import tempfile
 import threading
 import time
+from argparse import ArgumentTypeError
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -239,6 +241,10 @@ def build_parser() -> ArgumentParser:
     sel.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], metavar="N,...",
                      help="Seeds to select.")
     sel.add_argument("--force", action="store_true", help="Run the selected runs again even if finished.")
+    sel.add_argument("--force_before", type=_utc_time, default=None, metavar="TIME",
+                     help="Run the selected runs again whose record was made before TIME (UTC, e.g. "
+                          "2026-11-30T03:00), keeping those made since: unlike --force, the same command resumes "
+                          "where a call or a time budget stopped it.")
     sel.add_argument("--timeout", type=int, default=None, metavar="SECONDS",
                      help="Seconds one notebook cell may run before the run fails (default: no limit).")
     out = p.add_argument_group("results")
@@ -343,6 +349,9 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
     for i in items if ns.force else []:
         if not i.todo and not i.pulled:
             i.state, i.detail = "rerun", "--force"
+    for i in items if getattr(ns, "force_before", None) else []:
+        if not i.todo and not i.pulled and (made := _made(i)) is not None and made < ns.force_before:
+            i.state, i.detail = "rerun", f"--force_before: its record is of {made:%Y-%m-%d %H:%M} UTC"
     settings = executor_settings(ns, study)
     host.check(settings.kind)
     if ns.status:
@@ -390,6 +399,23 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         return _run_here(ns, study, every, items, todo, slots, host)
     finally:
         host.stop()
+
+
+def _utc_time(text: str) -> datetime:
+    """An ISO date or time, read as UTC where it names no zone."""
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise ArgumentTypeError(f"{text!r} is not an ISO date or time, e.g. 2026-11-30T03:00") from None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def _made(item: Item) -> datetime | None:
+    """When the item's record was made (its ``env.date``); None where it has no readable date."""
+    try:
+        return _utc_time(((readable(item) or {}).get("env") or {}).get("date") or "")
+    except ArgumentTypeError:
+        return None
 
 
 def _stored_if_compacted(ns: argparse.Namespace, study: Study) -> dict | None:
