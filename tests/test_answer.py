@@ -292,3 +292,28 @@ def test_an_lm_recipe_says_how_often_it_reads_its_corpus_and_from_which_step():
     assert "4.0 times: one pass by step 250" in answer._passes([rec("A", 1000)])
     assert "0.40 of one pass" in answer._passes([rec("A", 100)])
     assert answer._passes([rec("E", 1000)]) == ""
+
+
+def test_a_seed_dealt_one_gpu_whose_configs_ran_on_two_keeps_no_speed():
+    """In a --seed_per_gpu study a seed's configs share one GPU, so their speed compares on one device;
+    a seed whose configs ran on two GPUs anyway leaves its throughput out of the tables (memory, per
+    process, stays), and only there: the same split in a study not dealt by seed stays measured."""
+    from benchlib.core.records import records_frame
+    from fixtures.records import make_record
+
+    def recs(dealt):
+        out = []
+        for k in range(3):
+            for c, tp in (("fp32_baseline", 100.0), ("amp_bf16", 300.0)):
+                r = make_record("E", c, seed=k, throughput=tp + k)
+                r["env"]["gpu_uuid"] = "GPU-1" if (k == 0 and c == "amp_bf16") else f"GPU-{k}"
+                r["sweep"] = {"seed_per_gpu": True} if dealt else {}
+                out.append(r)
+        return out
+    df = records_frame(recs(dealt=True)).set_index(["config", "seed"])
+    assert df["split_seed"].sum() == 2 and df.loc[("amp_bf16", 0), "split_seed"]
+    assert df.loc[[("fp32_baseline", 0), ("amp_bf16", 0)], "throughput"].isna().all()
+    assert df.loc[[("fp32_baseline", 1), ("amp_bf16", 2)], "throughput"].notna().all()
+    assert df["memory"].notna().all()
+    undealt = records_frame(recs(dealt=False))
+    assert not undealt["split_seed"].any() and undealt["throughput"].notna().all()

@@ -330,8 +330,8 @@ def _hosts(d: dict) -> str:
         named = ", ".join(split[:4]) + (f" and {len(split) - 4} more" if len(split) > 4 else "")
         return (where + (f": each seed's configs on one GPU in {', '.join(whole)}, so there between-GPU noise is in "
                          f"the seed noise; " if whole else ": ")
-                + f"{named}: configs on several GPUs, so differences between configs within those seeds include "
-                  f"between-GPU differences that the seed noise does not measure")
+                + f"{named}: configs on several GPUs, so their speed is left out (between-GPU differences would "
+                  f"enter the differences between configs); speed from the seeds timed whole")
     if part or not cells or len(spread) == cells:
         paired = (": each seed's configs on one GPU, so between-GPU noise is in the seed noise, not in the "
                   "differences between configs within a seed") if d.get("seed_on_one") and not part else \

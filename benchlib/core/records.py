@@ -227,6 +227,17 @@ def shared_gpu(rec: dict) -> bool:
     return ((rec.get("sweep") or {}).get("runs_per_gpu") or 1) > 1
 
 
+def split_seeds(records: list[dict]) -> set[tuple]:
+    """(scenario, seed) of the runs dealt a GPU per seed (``sweep.seed_per_gpu``) whose configs
+    nonetheless ran on several GPUs (``env.gpu_uuid``): the differences between their configs
+    include between-GPU differences, which the design meant to keep out."""
+    gpus: dict[tuple, set] = {}
+    for r in records:
+        if (r.get("sweep") or {}).get("seed_per_gpu") and (u := (r.get("env") or {}).get("gpu_uuid")):
+            gpus.setdefault((r.get("scenario"), r.get("seed")), set()).add(u)
+    return {k for k, g in gpus.items() if len(g) > 1}
+
+
 class CorruptRecord(ValueError):
     pass
 
@@ -586,17 +597,22 @@ def corpus_passes(record: dict) -> tuple[float, int] | None:
 
 
 def records_frame(records: Iterable[dict]) -> "pandas.DataFrame":  # noqa: F821
-    """One row per record: identity columns, status, ``shared_gpu``, every metric (the speed
-    of a run that shared its GPU blanked: NaN), the run parameters (prefixed ``run.``) and, for a
+    """One row per record: identity columns, status, ``shared_gpu``, ``split_seed``, every metric
+    (the speed of a run that shared its GPU, or of a seed dealt one GPU whose configs ran on several
+    (``split_seeds``), blanked: NaN), the run parameters (prefixed ``run.``) and, for a
     language-model run, ``one_pass_step`` (``corpus_passes``)."""
     import pandas as pd
-    rows = []
+    rows, records = [], list(records)
+    split = split_seeds(records)
     for r in records:
         row = {"run_id": r["run_id"], "scenario": r["scenario"], "config": r["config"],
                "seed": r["seed"], "status": r["status"], "reason": r.get("reason"),
                "device": r["env"].get("device_name"), "wall_s": r.get("wall_s"),
-               "path": r.get("_path"), "shared_gpu": shared_gpu(r)}
+               "path": r.get("_path"), "shared_gpu": shared_gpu(r),
+               "split_seed": (r["scenario"], r["seed"]) in split}
         row.update(r["metrics"])
+        if row["split_seed"]:  # its time is its own, but compares configs across GPUs: wall_s stays
+            row.update({k: math.nan for k in SPEED_METRICS if k in row})
         if row["shared_gpu"]:
             row.update({k: math.nan for k in ("wall_s", *SPEED_METRICS) if k in row})
         row.update({f"run.{k}": v for k, v in r["run"].items() if not isinstance(v, dict)})
