@@ -191,3 +191,17 @@ def test_a_sweep_run_is_injected_its_resolved_configuration_alone_and_papermill_
     assert rec["status"] in COMPLETED and rec["run"]["lr"] == 0.002
     assert rec["run"]["batch_size"] == resolved(RunConfig(size="tiny")).batch_size  # resolved before it was injected
     assert (run / "seed0/result.json").stat().st_mtime_ns <= (run / "seed0" / SIDECAR).stat().st_mtime_ns
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_an_analysis_notebook_opens_on_a_committed_study(path):
+    """Run All on a fresh clone: a notebook's default ``study_dir`` is a study folder in git."""
+    import subprocess
+    nb = nbformat.read(str(path), as_version=4)
+    body = ast.parse(nb.cells[_parameters_cell(nb)].source).body
+    values = {t.target.id if isinstance(t, ast.AnnAssign) else t.targets[0].id: ast.literal_eval(t.value)
+              for t in body if isinstance(t, (ast.Assign, ast.AnnAssign)) and t.value is not None}
+    if "study_dir" not in values:
+        pytest.skip("no study_dir parameter")
+    tracked = subprocess.run(["git", "ls-files", values["study_dir"]], cwd=REPO, capture_output=True, text=True).stdout
+    assert tracked.strip(), f"{path.name}: study_dir {values['study_dir']!r} is not a committed folder"

@@ -87,6 +87,18 @@ def test_each_question_notebook_runs_on_a_studys_records(tmp_path, notebook, spe
     assert "Traceback" not in out.read_text()
 
 
+def test_the_serving_notebook_reads_the_committed_infer_study(tmp_path):
+    """Its default: `dtype-bench infer`'s five modes of one trained GPT-2, each against fp32 weights."""
+    import pandas as pd
+    study = tmp_path / "infer"
+    shutil.copytree(REPO / "executed" / "h100" / "inference_2026-11-23", study, ignore=shutil.ignore_patterns("serve"))
+    p = papermill(str(REPO / "notebooks/23_serving.ipynb"), str(tmp_path / "23.ipynb"), "-p", "study_dir", str(study))
+    assert p.returncode == 0, p.stderr[-3000:]
+    served = pd.read_csv(study / "serve" / "serve.csv").set_index("mode")
+    assert sorted(served.index) == ["autocast_bf16", "autocast_fp16", "bf16", "fp16"]  # fp32 is the baseline
+    assert (served["change_pct"].abs() < 0.05).all()  # its README: val loss 2.9917-2.9919 in all five modes
+
+
 def test_the_fp8_notebook_reads_the_committed_h100_study(tmp_path):
     committed = REPO / "executed" / "h100" / "fp8_sizes"
     if not committed.is_dir():

@@ -89,6 +89,13 @@ def serve_rows(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def serving_arm(df: pd.DataFrame) -> str:
+    """The column of ``rows(folder, "serve_mode")`` that names the serving precision: ``serve_mode``
+    for a study run with ``serve_modes`` (baseline ``trained``, the run's own evaluation), ``mode``
+    for ``dtype-bench infer``'s ``inference.json`` (baseline fp32 weights): ``BASELINES`` has both."""
+    return "serve_mode" if "serve_mode" in df else "mode"
+
+
 def inference_rows(paths: list[Path]) -> pd.DataFrame:
     """One row per mode of each ``inference.json`` (``dtype-bench infer``): one model served in
     several precisions; ``weights`` names it, ``memory`` is the mode's peak."""
