@@ -317,3 +317,9 @@ def test_a_seed_dealt_one_gpu_whose_configs_ran_on_two_keeps_no_speed():
     assert df["memory"].notna().all()
     undealt = records_frame(recs(dealt=False))
     assert not undealt["split_seed"].any() and undealt["throughput"].notna().all()
+    arms = recs(dealt=True)  # two arms: each (arm, seed) is a lane of its own, one GPU each
+    for r in arms:
+        r["run"]["extra"] = {"arm": "plain" if r["config"] == "fp32_baseline" else "checkpointed"}
+        r["env"]["gpu_uuid"] = f"GPU-{r['seed']}-{r['run']['extra']['arm']}"
+    assert not records_frame(arms)["split_seed"].any()
+    assert "several GPUs" not in answer._hosts(answer.describe(arms))

@@ -15,7 +15,7 @@ import pandas as pd
 from benchlib.analysis.recommend import candidates
 from benchlib.analysis.stats import label
 from benchlib.analysis.tables import config_order
-from benchlib.core.records import corpus_passes, load_records, shared_gpu
+from benchlib.core.records import corpus_passes, load_records, shared_gpu, split_seeds
 
 BASELINE, TF32, AMP = "fp32_baseline", "fp32_tf32_matmul", "amp_bf16"
 FAILURES = ("diverged", "stalled", "degraded", "oom", "error")  # the outcomes a failed verdict's mark names
@@ -209,7 +209,7 @@ def describe(records: list[dict]) -> dict:
             "cells": len(cells := _gpus_by(records, "scenario", "config")),
             "seed_on_one": bool(seeds_at := _gpus_by(records, "scenario", "seed")) and all(len(g) == 1 for g in seeds_at.values()),
             "seed_dealt": any((r.get("sweep") or {}).get("seed_per_gpu") for r in records),
-            "seed_split": sorted({f"{sc} seed {k}" for (sc, k), g in seeds_at.items() if len(g) > 1}),
+            "seed_split": sorted((f"{a} " if a else "") + f"{sc} seed {k}" for a, sc, k in split_seeds(records)),
             "seed_scenarios": sorted({str(sc) for sc, _ in seeds_at}),
             "spread": sorted(f"{sc}/{c}" for (sc, c), g in cells.items() if len(g) > 1),
             "step_cv": _step_cv(records), "beside": _beside(records),
@@ -326,7 +326,8 @@ def _hosts(d: dict) -> str:
     spread, cells = d.get("spread", []), d.get("cells", 0)
     if d.get("seed_dealt") and d.get("seed_split") and not part:  # runs of --seed_per_gpu, yet a seed on several GPUs
         split = d["seed_split"]
-        whole = [sc for sc in d.get("seed_scenarios", []) if not any(x.startswith(f"{sc} seed ") for x in split)]
+        whole = [sc for sc in d.get("seed_scenarios", []) if not any(x.split(" seed ")[0].split(" ")[-1] == sc
+                                                                     for x in split)]  # "[arm ]A seed 0"
         named = ", ".join(split[:4]) + (f" and {len(split) - 4} more" if len(split) > 4 else "")
         return (where + (f": each seed's configs on one GPU in {', '.join(whole)}, so there between-GPU noise is in "
                          f"the seed noise; " if whole else ": ")

@@ -228,14 +228,19 @@ def shared_gpu(rec: dict) -> bool:
 
 
 def split_seeds(records: list[dict]) -> set[tuple]:
-    """(scenario, seed) of the runs dealt a GPU per seed (``sweep.seed_per_gpu``) whose configs
-    nonetheless ran on several GPUs (``env.gpu_uuid``): the differences between their configs
-    include between-GPU differences, which the design meant to keep out."""
+    """(arm, scenario, seed) lanes of the runs dealt a GPU per lane (``sweep.seed_per_gpu``) whose
+    configs nonetheless ran on several GPUs (``env.gpu_uuid``): the differences between their
+    configs include between-GPU differences, which the design meant to keep out."""
     gpus: dict[tuple, set] = {}
     for r in records:
         if (r.get("sweep") or {}).get("seed_per_gpu") and (u := (r.get("env") or {}).get("gpu_uuid")):
-            gpus.setdefault((r.get("scenario"), r.get("seed")), set()).add(u)
+            gpus.setdefault(_lane(r), set()).add(u)
     return {k for k, g in gpus.items() if len(g) > 1}
+
+
+def _lane(rec: dict) -> tuple:
+    """A run's (arm, scenario, seed): the unit ``--seed_per_gpu`` gives one GPU."""
+    return ((rec.get("run") or {}).get("extra") or {}).get("arm"), rec.get("scenario"), rec.get("seed")
 
 
 class CorruptRecord(ValueError):
@@ -609,7 +614,7 @@ def records_frame(records: Iterable[dict]) -> "pandas.DataFrame":  # noqa: F821
                "seed": r["seed"], "status": r["status"], "reason": r.get("reason"),
                "device": r["env"].get("device_name"), "wall_s": r.get("wall_s"),
                "path": r.get("_path"), "shared_gpu": shared_gpu(r),
-               "split_seed": (r["scenario"], r["seed"]) in split}
+               "split_seed": _lane(r) in split}
         row.update(r["metrics"])
         if row["split_seed"]:  # its time is its own, but compares configs across GPUs: wall_s stays
             row.update({k: math.nan for k in SPEED_METRICS if k in row})
