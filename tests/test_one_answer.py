@@ -43,6 +43,34 @@ def test_executed_readme_states_the_same_answer():
     assert _default(text) == _default(ANSWER.read_text()) and _table(text) == _table(ANSWER.read_text())
 
 
+NUMBERS = r"(?:-|\d+\.\d\dx) / \d+\.\d\dx / \d+\.\d\dx|[+-]\d+\.\d\d% \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]"
+"""A verdict table's numbers: each cell's speed multipliers and each quality change with its interval."""
+
+
+def _numbers_after(text: str, anchor: str, n: int) -> list[str]:
+    """The first ``n`` verdict-table numbers from the answer's default sentence on."""
+    flat = text.replace("\n", " ").replace("**", "")
+    assert anchor in flat
+    return re.findall(NUMBERS, flat[flat.index(anchor):])[:n]
+
+
+@pytest.mark.parametrize("study", findings.answer_studies(ANSWER.read_text()) if ANSWER.exists() else [])
+def test_each_studys_report_and_notebook_show_the_answers_numbers(study):
+    """Not only its default: every multiplier and interval of the table, in order (an analysis run
+    before the findings that changed the answer shows the answer before them)."""
+    answer = ANSWER.read_text()
+    numbers = re.findall(NUMBERS, answer)
+    anchor = _default(answer).replace("**", "").split(":")[0].strip()  # "No default under the rules" / "Default"
+    assert numbers
+    html = re.sub(r"<[^>]+>", " ", (REPO / study / "html" / "index.html").read_text())
+    assert _numbers_after(re.sub(r" +", " ", html), anchor, len(numbers)) == numbers, f"{study}: its report"
+    nb = REPO / study / "analysis" / "11_compare_experiments.ipynb"
+    if nb.exists():
+        cells = json.loads(nb.read_text())["cells"]
+        shown = "".join(str(o.get("data", {}).get("text/markdown", "")) for c in cells for o in c.get("outputs", []))
+        assert _numbers_after(shown, anchor, len(numbers)) == numbers, f"{study}: its comparison notebook"
+
+
 @pytest.mark.parametrize("study", findings.answer_studies(ANSWER.read_text()) if ANSWER.exists() else [])
 def test_each_studys_report_and_notebook_state_the_same_default(study):
     raw = _default(ANSWER.read_text())
@@ -68,3 +96,20 @@ def test_no_output_of_an_answer_study_names_another_default():
         if comp.exists():
             lines = json.loads(comp.read_text())["recommendations"]["universal"]
             assert not any(line.startswith("default:") for line in lines), study
+
+
+def test_findings_names_the_studies_whose_notebooks_show_another_answer(tmp_path):
+    """`findings --answer` says which of the answer's studies must be analysed again: those whose
+    comparison notebook shows a row of an earlier answer."""
+    answer = (f"{findings.STUDIES_MARK} executed/h1/one executed/h1/two -->\n\n**No default under the rules**\n\n"
+              "| config | A |\n|---|---|\n| amp_bf16 | **safe**<br>8.37x / 2.70x / 1.00x |\n")
+
+    def analysed(study, row):
+        nb = tmp_path / study / "analysis" / "11_compare_experiments.ipynb"
+        nb.parent.mkdir(parents=True)
+        out = {"output_type": "display_data", "data": {"text/markdown": answer.replace(
+            "| amp_bf16 | **safe**<br>8.37x / 2.70x / 1.00x |", row)}, "metadata": {}}
+        nb.write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [out]}]}))
+    analysed("executed/h1/one", "| amp_bf16 | **safe**<br>8.37x / 2.70x / 1.00x |")
+    analysed("executed/h1/two", "| amp_bf16 | **safe**<br>4.31x / 1.50x / 1.00x |")
+    assert findings.showing_another_answer(answer, tmp_path) == ["executed/h1/two"]

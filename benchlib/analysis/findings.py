@@ -847,6 +847,21 @@ def answer_studies(text: str) -> list[str]:
     return line.removeprefix(STUDIES_MARK).removesuffix("-->").split()
 
 
+def showing_another_answer(text: str, root: Path = Path(".")) -> list[str]:
+    """The studies ``text`` (an answer) is made of whose comparison notebook shows a table row other
+    than its own: analysed before the findings that changed it (``answer_for`` reads the answer then)."""
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    out = []
+    for study in answer_studies(text):
+        nb = root / study / "analysis" / "11_compare_experiments.ipynb"
+        if nb.is_file():
+            shown = "".join(str(o.get("data", {}).get("text/markdown", "")) for c in json.loads(nb.read_text())["cells"]
+                            for o in c.get("outputs", []))
+            if not all(r in shown for r in rows):
+                out.append(study)
+    return out
+
+
 def answer_for(study_dir: Path, root: Path | None = None) -> str | None:
     """The committed answer (``ANSWER_FILE`` under ``root``, the repository) where ``study_dir`` is one
     of the studies it is made of, else None: a study's report and notebook show it beside their own
@@ -946,6 +961,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path}: answer {'updated' if changed else 'unchanged'}")
         from benchlib.analysis.charts import save
         print(f"{save(answer_chart(ns), CHART.with_suffix(''), ('svg',))[0]}: the answer as a chart")
+        if stale := showing_another_answer(text):
+            print(f"{len(stale)} of its studies' notebooks and reports show another answer until each is analysed "
+                  f"again (dtype-bench sweep STUDY_FILE --out ROOT --analysis_only, then compact): {', '.join(stale)}")
     if ns.readme:
         readme = Path(ns.readme)
         old = readme.read_text() if readme.exists() else ""
