@@ -323,3 +323,13 @@ def test_a_seed_dealt_one_gpu_whose_configs_ran_on_two_keeps_no_speed():
         r["env"]["gpu_uuid"] = f"GPU-{r['seed']}-{r['run']['extra']['arm']}"
     assert not records_frame(arms)["split_seed"].any()
     assert "several GPUs" not in answer._hosts(answer.describe(arms))
+
+
+def test_the_scope_says_which_scenarios_seeds_ran_on_several_hosts():
+    def rec(sc, k, boot):
+        return {"scenario": sc, "config": "amp_bf16", "seed": k, "run": {}, "sweep": {},
+                "env": {"gpu_uuid": f"GPU-{boot}-{k}", "boot_id": boot}}
+    recs = [rec("A", 0, "b1"), rec("A", 1, "b1"), rec("E", 0, "b1"), rec("E", 1, "b2")]
+    assert "(A on 1 host, E on 2 hosts)" in answer._hosts(answer.describe(recs))
+    one = answer._hosts(answer.describe([r for r in recs if r["env"]["boot_id"] == "b1"]))
+    assert "of one host" in one and "hosts)" not in one

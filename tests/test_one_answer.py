@@ -113,3 +113,7 @@ def test_findings_names_the_studies_whose_notebooks_show_another_answer(tmp_path
     analysed("executed/h1/one", "| amp_bf16 | **safe**<br>8.37x / 2.70x / 1.00x |")
     analysed("executed/h1/two", "| amp_bf16 | **safe**<br>4.31x / 1.50x / 1.00x |")
     assert findings.showing_another_answer(answer, tmp_path) == ["executed/h1/two"]
+
+
+def test_no_committed_answer_study_shows_another_scope_or_table():
+    assert findings.showing_another_answer(ANSWER.read_text(), REPO) == []

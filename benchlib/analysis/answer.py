@@ -206,6 +206,7 @@ def describe(records: list[dict]) -> dict:
             "torch": ", ".join(sorted({str(r.get("env", {}).get("torch")) for r in records if r.get("env", {}).get("torch")})),
             "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
             "hosts": len({r.get("env", {}).get("boot_id") for r in records if r.get("env", {}).get("boot_id")}),
+            "scenario_hosts": {sc: len(b) for sc, b in sorted(_by(records, "scenario", "boot_id").items())},
             "cells": len(cells := _gpus_by(records, "scenario", "config")),
             "seed_on_one": bool(seeds_at := _gpus_by(records, "scenario", "seed")) and all(len(g) == 1 for g in seeds_at.values()),
             "seed_dealt": any((r.get("sweep") or {}).get("seed_per_gpu") for r in records),
@@ -301,6 +302,15 @@ def scope_box(quality: tuple[str, Path | list[Path]], speed_study, arms: list[di
     return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
 
 
+def _by(records: list[dict], key: str, env_key: str) -> dict[str, set]:
+    """``key`` (a record field) -> the values of ``env.<env_key>`` its records name."""
+    out: dict[str, set] = {}
+    for r in records:
+        if v := r.get("env", {}).get(env_key):
+            out.setdefault(str(r.get(key)), set()).add(v)
+    return out
+
+
 def _gpus_by(records: list[dict], *keys: str) -> dict[tuple, set]:
     """(the records' ``keys``) -> the GPUs (``env.gpu_uuid``) its runs ran on, for records that name
     one: by (scenario, config), where a config's seeds ran; by (scenario, seed), where a seed's configs did."""
@@ -321,8 +331,11 @@ def _hosts(d: dict) -> str:
     part = "" if d["with_gpu_id"] == d["n"] else f"{d['with_gpu_id']} of {d['n']} records carry a GPU id: "
     if d["gpus"] == 1:
         return part + "one GPU" + (" among them; the rest not identified" if part else " for every seed")
+    per = d.get("scenario_hosts") or {}
     where = f"{d['gpus']} different GPUs" + (f" of {d['hosts']} hosts" if d.get("hosts", 0) > 1 else
                                              " of one host" if d.get("hosts") == 1 else "")
+    if d.get("hosts", 0) > 1 and len(per) > 1:  # which scenario's seeds compare across hosts
+        where += " (" + ", ".join(f"{sc} on {n} host{'s' if n > 1 else ''}" for sc, n in per.items()) + ")"
     spread, cells = d.get("spread", []), d.get("cells", 0)
     if d.get("seed_dealt") and d.get("seed_split") and not part:  # runs of --seed_per_gpu, yet a seed on several GPUs
         split = d["seed_split"]
