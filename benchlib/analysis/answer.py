@@ -206,7 +206,8 @@ def describe(records: list[dict]) -> dict:
             "torch": ", ".join(sorted({str(r.get("env", {}).get("torch")) for r in records if r.get("env", {}).get("torch")})),
             "gpus": len({u for u in uuids if u}), "with_gpu_id": sum(bool(u) for u in uuids),
             "hosts": len({r.get("env", {}).get("boot_id") for r in records if r.get("env", {}).get("boot_id")}),
-            "scenario_hosts": {sc: len(b) for sc, b in sorted(_by(records, "scenario", "boot_id").items())},
+            "scenario_hosts": {str(sc): len(b) for (sc,), b in sorted(_gpus_by(records, "scenario", env_key="boot_id").items(),
+                                                                        key=lambda kv: str(kv[0][0]))},
             "cells": len(cells := _gpus_by(records, "scenario", "config")),
             "seed_on_one": bool(seeds_at := _gpus_by(records, "scenario", "seed")) and all(len(g) == 1 for g in seeds_at.values()),
             "seed_dealt": any((r.get("sweep") or {}).get("seed_per_gpu") for r in records),
@@ -302,21 +303,13 @@ def scope_box(quality: tuple[str, Path | list[Path]], speed_study, arms: list[di
     return [ln + ("  " if i < len(lines) - 1 else "") for i, ln in enumerate(lines)]  # "  ": a Markdown line break
 
 
-def _by(records: list[dict], key: str, env_key: str) -> dict[str, set]:
-    """``key`` (a record field) -> the values of ``env.<env_key>`` its records name."""
-    out: dict[str, set] = {}
-    for r in records:
-        if v := r.get("env", {}).get(env_key):
-            out.setdefault(str(r.get(key)), set()).add(v)
-    return out
-
-
-def _gpus_by(records: list[dict], *keys: str) -> dict[tuple, set]:
-    """(the records' ``keys``) -> the GPUs (``env.gpu_uuid``) its runs ran on, for records that name
-    one: by (scenario, config), where a config's seeds ran; by (scenario, seed), where a seed's configs did."""
+def _gpus_by(records: list[dict], *keys: str, env_key: str = "gpu_uuid") -> dict[tuple, set]:
+    """(the records' ``keys``) -> the GPUs (``env.gpu_uuid``; the hosts with ``env_key="boot_id"``) its
+    runs ran on, for records that name one: by (scenario, config), where a config's seeds ran; by
+    (scenario, seed), where a seed's configs did."""
     out: dict[tuple, set] = {}
     for r in records:
-        if u := r.get("env", {}).get("gpu_uuid"):
+        if u := r.get("env", {}).get(env_key):
             out.setdefault(tuple(r.get(k) for k in keys), set()).add(u)
     return out
 

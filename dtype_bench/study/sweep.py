@@ -351,7 +351,7 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
             i.state, i.detail = "rerun", "--force"
     for i in items if getattr(ns, "force_before", None) else []:
         if not i.todo and not i.pulled and (made := _made(i)) is not None and made < ns.force_before:
-            i.state, i.detail = "rerun", f"--force_before: its record is of {made:%Y-%m-%d %H:%M} UTC"
+            i.state, i.detail = "rerun", f"--force_before: its record is of {made.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
     settings = executor_settings(ns, study)
     host.check(settings.kind)
     if ns.status:
