@@ -226,6 +226,28 @@ def test_a_speed_studys_throughput_flips_join_the_quality_studys_flips(tmp_path)
     assert "not read in a speed study" not in flips and f"({len(ref['flips']) + 1})" in flips
 
 
+def test_reversals_the_rules_could_not_test_are_counted_not_shown_absent(tmp_path):
+    """A speed study whose scenarios were timed on different hosts has order reversals the noise test
+    cannot take: the flips line counts them and says why, so "no flip" is not read as "none"."""
+    ref = json.loads(QUICK.read_text())
+    ref["flips"] = []
+    ref["method"]["reversals"] = {"quality": {"reversed_pairs": 2, "testable": 2, "significant": 0, "flips": 0}}
+    name, comp, folder = speed_study(tmp_path, {"A": {c: 2.0 for c in ref["configs"]}})
+    comp["flips"] = []
+    comp["method"]["reversals"] = {"throughput": {"reversed_pairs": 5, "testable": 1, "significant": 0, "flips": 0},
+                                   "memory": {"reversed_pairs": 2, "testable": 2, "significant": 0, "flips": 0}}
+
+    def flips_line():
+        text = findings.render([("quick", ref, QUICK.parent.parent), (name, comp, folder)], ["r.json", "s.json"])
+        return next(ln for ln in text.splitlines() if ln.startswith("**Flips between tasks**"))
+
+    line = flips_line()
+    assert "Not tested: `reference_speed`: 4 throughput reversal(s) between scenarios" in line
+    assert "timed on one host, >= 3 seeds a cell" in line and "quality flip" not in line  # quality: all tested
+    comp["method"]["reversals"]["throughput"]["testable"] = 5
+    assert "not tested" not in flips_line().lower()
+
+
 def test_faster_on_one_scenario_and_slower_on_another_is_a_tie_named_with_both(tmp_path):
     """amp_bf16 3% behind amp_fp16 on A and 3% ahead on D, equal memory: no mean over scenarios decides."""
     comp = evidence({"fp32_baseline": {"A": "reference", "D": "reference"}, "amp_fp16": SAFE_AD, "amp_bf16": SAFE_AD})

@@ -627,14 +627,32 @@ def _reported_worse(cells: pd.DataFrame, arm: str = "") -> list[str]:
 
 def _flips(name: str, comparison: dict, speeds: list) -> str:
     """The flips the rules allow, in at most a few words each, or one line saying none passed
-    (``speeds``: the speed studies' (name, comparison, folder))."""
+    (``speeds``: the speed studies' (name, comparison, folder)), then the reversals the rules could
+    not test: no flip there is not shown absent."""
     flips = [(name, f) for f in comparison.get("flips", [])]
     flips += [(n, f) for n, c, _ in speeds for f in c.get("flips", []) if f.get("metric") in ("throughput", "memory")]
+    by_quality = _untested(name, comparison, ("quality",))
+    by_speed = [u for n, c, _ in speeds for u in _untested(n, c, ("throughput", "memory"))]
+    rules = comparison.get("method", {}).get("rules", {})
+    why = ([f"a speed or memory flip is tested between two scenarios timed on one host, >= "
+            f"{rules.get('min_flip_seeds_speed', '?')} seeds a cell"] if by_speed else []) + (
+           [f"a quality flip needs >= {rules.get('min_seeds', '?')} counted seeds a cell"] if by_quality else [])
+    tail = f"not tested: {', '.join(by_quality + by_speed)} between scenarios ({'; '.join(why)})" if why else ""
     if not flips:
         return (f"**Flips between tasks**: none passed the rules (quality in `{name}`"
-                + (f", speed and memory in {', '.join(f'`{n}`' for n, _, _ in speeds)}" if speeds else "") + ").")
+                + (f", speed and memory in {', '.join(f'`{n}`' for n, _, _ in speeds)}" if speeds else "") + ")."
+                + (f" {tail[0].upper()}{tail[1:]}." if tail else ""))
     shown = "; ".join(f"`{n}`: {_short(f.get('interpretation', f), 160)}" for n, f in flips[:3])
-    return f"**Flips between tasks** ({len(flips)}): {shown}" + (f"; {len(flips) - 3} more in the report" if len(flips) > 3 else "")
+    more = f"; {len(flips) - 3} more in the report" if len(flips) > 3 else ""
+    return f"**Flips between tasks** ({len(flips)}): {shown}{more}" + (f"; {tail}" if tail else "")
+
+
+def _untested(name: str, comparison: dict, metrics: tuple) -> list[str]:
+    """``name``'s reversed config pairs the noise test could not take, per metric (``method.reversals``)."""
+    rev = comparison.get("method", {}).get("reversals", {})
+    parts = [f"{n} {m}" for m in metrics
+             if (n := rev.get(m, {}).get("reversed_pairs", 0) - rev.get(m, {}).get("testable", 0)) > 0]
+    return [f"`{name}`: {' and '.join(parts)} reversal(s)"] if parts else []
 
 
 def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
