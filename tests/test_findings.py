@@ -567,3 +567,19 @@ def test_a_supporting_speed_study_names_the_study_the_answers_speed_comes_from()
     assert "answer's speed" not in alone
     assert "answer's speed: E, F from `onegpu`" in moved and "`other`" not in moved  # it timed no C
     assert moved.replace(" (the answer's speed: E, F from `onegpu`)", "") == alone
+
+
+def test_a_supporting_speed_line_names_an_untimed_config_instead_of_printing_nan(tmp_path):
+    """A config whose every run diverged has no throughput, one timed seed has no spread: the line
+    says so in words, never "nanx (nan%; nan)"."""
+    import pandas as pd
+    rows = [{"scenario": "A", "config": c, "metric": m, "mean": v, "std": sd}
+            for c, v, sd, gib in (("amp_bf16", 100.0, 1.0, 6.8), ("bf16_pure", 110.0, float("nan"), 5.5),
+                                  ("fp16_fp16_states", float("nan"), float("nan"), float("nan")))
+            for m, v, sd in (("throughput", v, sd), ("memory", gib, 0.0))]
+    (tmp_path / "comparison").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "comparison" / "config_stats.csv", index=False)
+    line = findings._speed_line(tmp_path)
+    assert "bf16_pure 1.10x (one seed; 5.5)" in line
+    assert "fp16_fp16_states not timed (no run finished)" in line
+    assert "nan" not in line.lower()

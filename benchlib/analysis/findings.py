@@ -719,9 +719,18 @@ def _speed_line(folder: Path) -> str:
         anchor = answer.AMP if answer.AMP in g.index else g.index[0]
         gib = st[(st["metric"] == "memory") & (st["scenario"] == scn)].set_index("config")["mean"]
         parts.append(f"{scn}, throughput x `{anchor}` (seed sd % of the mean; peak GiB): " + ", ".join(
-            f"{c} {r['mean'] / g.loc[anchor, 'mean']:.2f}x ({100 * r['std'] / r['mean']:.1f}%; {gib.get(c, float('nan')):.1f})"
-            for c, r in g.iterrows() if c != anchor) + f"; `{anchor}` {g.loc[anchor, 'mean']:,.0f} {_unit(scn)}")
+            _times(c, r, g.loc[anchor, "mean"], gib.get(c, float("nan"))) for c, r in g.iterrows() if c != anchor)
+            + f"; `{anchor}` {g.loc[anchor, 'mean']:,.0f} {_unit(scn)}")
     return "; ".join(parts)
+
+
+def _times(config: str, row: pd.Series, anchor_mean: float, gib: float) -> str:
+    """One config's multiple of the anchor's throughput, its seed spread and peak GiB; a config with no
+    timed run (every run failed) says so rather than printing nan."""
+    if pd.isna(row["mean"]):
+        return f"{config} not timed (no run finished)"
+    spread = "one seed" if pd.isna(row["std"]) else f"{100 * row['std'] / row['mean']:.1f}%"
+    return f"{config} {row['mean'] / anchor_mean:.2f}x ({spread}; " + ("-" if pd.isna(gib) else f"{gib:.1f}") + ")"
 
 
 def _unit(scenario: str) -> str:
