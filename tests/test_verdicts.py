@@ -374,3 +374,19 @@ def test_the_frontier_hypothesis_across_studies_rests_on_configs_that_passed_the
                            ["q", "s"])
     row = next(line for line in text.splitlines() if line.startswith("| seed001.H4"))
     assert row.split("|")[3].strip() == h4["verdict"] and "speed x quality" in row
+
+
+@pytest.mark.parametrize("d_model, confounded", [(("bert", 22.8e6), True), (("roberta", 124.1e6), False)])
+def test_a_flip_between_architectures_of_different_sizes_says_the_size_confounds_it(d_model, confounded):
+    """C (GPT-2 124.9M) against D: a reversal there reads "(architecture)" only when D's model is of
+    GPT-2's size; against a 22.8M BERT it names both models and says the split is confounded."""
+    q = {("C", "amp_bf16"): 0.50, ("C", "bf16_pure"): 0.60, ("D", "amp_bf16"): 0.60, ("D", "bf16_pure"): 0.50}
+    records = grid("CD", ["amp_bf16", "bf16_pure"], value=lambda s, c, k: {"quality": q[s, c] * (1 + 0.001 * k)})
+    for r in records:
+        kind, n = ("gpt2", 124.9e6) if r["scenario"] == "C" else d_model
+        r["model"] = {"model_type": kind, "parameters": n}
+    flips = report.compare(frame(records), FAST).result["flips"]
+    text = " ".join(f["interpretation"] for f in flips if f["metric"] == "quality")
+    assert "better on GPT-2 than on" in text  # the reversal is found either way
+    assert ("size differs too" in text and "confounded" in text) is confounded
+    assert ("BERT 22.8M" in text) is confounded

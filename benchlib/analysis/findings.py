@@ -642,7 +642,7 @@ def _flips(name: str, comparison: dict, speeds: list) -> str:
         return (f"**Flips between tasks**: none passed the rules (quality in `{name}`"
                 + (f", speed and memory in {', '.join(f'`{n}`' for n, _, _ in speeds)}" if speeds else "") + ")."
                 + (f" {tail[0].upper()}{tail[1:]}." if tail else ""))
-    shown = "; ".join(f"`{n}`: {_short(f.get('interpretation', f), 160)}" for n, f in flips[:3])
+    shown = "; ".join(f"`{n}`: {_short(f.get('interpretation', f), 480).rstrip('.')}" for n, f in flips[:3])
     more = f"; {len(flips) - 3} more in the report" if len(flips) > 3 else ""
     return f"**Flips between tasks** ({len(flips)}): {shown}{more}" + (f"; {tail}" if tail else "")
 

@@ -16,7 +16,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from benchlib.analysis.stats import Rules, adjust, bootstrap, piece
+from benchlib.analysis.stats import SIZE_RATIO, Rules, adjust, bootstrap, piece
 from benchlib.analysis.tables import HEADLINE, config_order, gated, quality_runs, seed_series, speed_runs, trained_runs
 from benchlib.core.scenarios import SCENARIOS
 
@@ -167,14 +167,47 @@ def stability_flips(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     return _correct(pd.DataFrame(rows, columns=cols), rules)
 
 
-def _pattern(better: set, worse: set) -> str:
-    """Name the split when the scenarios a config wins on and loses on fall into two groups."""
+ARCH_NAMES = {"gpt2": "GPT-2", "roberta": "RoBERTa", "bert": "BERT"}
+
+
+def scenario_models(df: pd.DataFrame) -> dict[str, tuple[str, float]]:
+    """Each scenario's (model type, parameters) from its records, where one model ran there."""
+    if "model.type" not in df or "model.parameters" not in df:
+        return {}
+    out = {}
+    for s, g in df.groupby("scenario"):
+        types, n = g["model.type"].dropna().unique(), g["model.parameters"].median()
+        if len(types) == 1 and np.isfinite(n) and n > 0:
+            out[s] = (str(types[0]), float(n))
+    return out
+
+
+def _pattern(better: set, worse: set, models: dict | None = None) -> str:
+    """Name the split when the scenarios a config wins on and loses on fall into two groups; where
+    the two sides' models (``scenario_models``) differ in size too, or in model for a task split,
+    say so: such a split decides no claim about the task or the architecture alone."""
+    models = models or {}
+    arch = lambda s: models[s][0] if s in models else ("gpt2" if SCENARIOS[s].arch == "gpt2" else "roberta")  # noqa: E731
     for what, key in (("task", lambda s: "LM" if SCENARIOS[s].is_lm else "classification"),
-                      ("architecture", lambda s: "GPT-2" if SCENARIOS[s].arch == "gpt2" else "RoBERTa")):
+                      ("architecture", lambda s: ARCH_NAMES.get(arch(s), arch(s)))):
         b, w = {key(s) for s in better}, {key(s) for s in worse}
         if len(b) == 1 and len(w) == 1 and b != w:
-            return f"; better on {b.pop()} than on {w.pop()} ({what})"
+            return f"; better on {b.pop()} than on {w.pop()} ({what}{_confound(what, better, worse, models)})"
     return ""
+
+
+def _confound(what: str, better: set, worse: set, models: dict) -> str:
+    """'' where the split's two sides ran one model (a task split) or models of one size (an
+    architecture split), else what else differs, with the models."""
+    if not all(s in models for s in better | worse):
+        return ""
+    sides = [{models[s] for s in side} for side in (better, worse)]
+    sizes = [n for side in sides for _, n in side]
+    one_size = max(sizes) <= SIZE_RATIO * min(sizes)  # a task head on one backbone is one model
+    if one_size and (what == "architecture" or len({t for side in sides for t, _ in side}) == 1):
+        return ""
+    named = " vs ".join(", ".join(f"{ARCH_NAMES.get(t, t)} {n / 1e6:.1f}M" for t, n in sorted(side)) for side in sides)
+    return f"; {'the model' if what == 'task' else 'size'} differs too: {named}, confounded"
 
 
 def _ranks(stats: pd.DataFrame, group_ranks: pd.DataFrame, metric: str, cfg: str) -> dict:
@@ -188,7 +221,7 @@ def _ranks(stats: pd.DataFrame, group_ranks: pd.DataFrame, metric: str, cfg: str
 
 
 def flip_entries(stats: pd.DataFrame, reversals: pd.DataFrame, stability: pd.DataFrame,
-                 group_ranks: pd.DataFrame, candidates: set | None = None) -> list[dict]:
+                 group_ranks: pd.DataFrame, candidates: set | None = None, models: dict | None = None) -> list[dict]:
     """Seed 000's ``flips``: one entry per (metric, config pair) with a significant reversal and one
     per config with a significant stability flip, each with its evidence, ranks and a generated
     interpretation; ``candidates``: the configs that may appear (default: all)."""
@@ -213,7 +246,7 @@ def flip_entries(stats: pd.DataFrame, reversals: pd.DataFrame, stability: pd.Dat
              "other_ranks": _ranks(stats, group_ranks, metric, other)["ranks"],
              "better_on": sorted({r["better_on"] for r in rev}), "worse_on": sorted({r["worse_on"] for r in rev}),
              "reversals": rev, "stability": []}
-        e["interpretation"] = _interpret_reversal(cfg, other, metric, rev)
+        e["interpretation"] = _interpret_reversal(cfg, other, metric, rev, models)
         out.append(e)
     stab = stability[stability["significant"].astype(bool)]
     for cfg, g in stab.groupby("config", sort=True):
@@ -223,12 +256,12 @@ def flip_entries(stats: pd.DataFrame, reversals: pd.DataFrame, stability: pd.Dat
                                           "support", "p_adj")} for r in g.itertuples()]
         e = {"kind": "stability", "config": cfg, "metric": "quality", **_ranks(stats, group_ranks, "quality", cfg),
              "reversals": [], "stability": st}
-        e["interpretation"] = _interpret_stability(cfg, st)
+        e["interpretation"] = _interpret_stability(cfg, st, models)
         out.append(e)
     return out
 
 
-def _interpret_reversal(cfg: str, other: str, metric: str, rev: list[dict]) -> str:
+def _interpret_reversal(cfg: str, other: str, metric: str, rev: list[dict], models: dict | None = None) -> str:
     top = max(rev, key=lambda r: r["size_pct"])
     how = "paired by seed" if all(r["paired"] for r in rev) else "not all paired by seed"
     on = ", one host" if metric != "quality" else ""
@@ -237,11 +270,11 @@ def _interpret_reversal(cfg: str, other: str, metric: str, rev: list[dict]) -> s
             f"smaller gap: {top['gap_better_pct']:.1f}% on {top['better_on']} against {top['gap_worse_pct']:.1f}% on "
             f"{top['worse_on']}; {len(rev)} scenario pair(s) beyond seed noise, corrected p <= "
             f"{max(r['p_adj'] for r in rev):.2g}, {min(r['n_seeds'] for r in rev)} seeds, {how}{on})"
-            + _pattern(set(better), set(worse)) + ".")
+            + _pattern(set(better), set(worse), models) + ".")
 
 
-def _interpret_stability(cfg: str, st: list[dict]) -> str:
+def _interpret_stability(cfg: str, st: list[dict], models: dict | None = None) -> str:
     top = min(st, key=lambda r: r["p_adj"])
     step = f", median step {top['median_step']:.0f}" if pd.notna(top["median_step"]) else ""
     return (f"{cfg} diverged in {top['diverged_on']} runs on {top['diverges_on']}{step} but in {top['diverged_off']} "
-            f"on {top['stable_on']}" + _pattern({r["stable_on"] for r in st}, {r["diverges_on"] for r in st}) + ".")
+            f"on {top['stable_on']}" + _pattern({r["stable_on"] for r in st}, {r["diverges_on"] for r in st}, models) + ".")

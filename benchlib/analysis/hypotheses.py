@@ -15,7 +15,7 @@ import pandas as pd
 
 from benchlib.analysis.gates import quality_runs
 from benchlib.analysis.recommend import safety
-from benchlib.analysis.stats import Rules, bootstrap
+from benchlib.analysis.stats import SIZE_RATIO, Rules, bootstrap
 from benchlib.analysis.tables import BASELINE, excluded_configs, groups, seed_series, speed_runs
 from benchlib.analysis.verdicts import (FP16_FAMILY, VERDICTS, decide, divergence_contrast,  # noqa: F401
                                         divergence_table, divergence_verdict, effect, effect_ci, fp16_config,
@@ -52,7 +52,7 @@ def _size_pairs(df: pd.DataFrame, used: list[str]) -> list[str]:
     for g, r in _used_pairs(used):
         size = {s: df.loc[df["scenario"] == s, "model.parameters"].median() for s in (g, r)}
         kind = {s: df.loc[df["scenario"] == s, "model.type"].dropna().unique() for s in (g, r)}
-        if all(np.isfinite(v) and v > 0 for v in size.values()) and max(size.values()) > 1.5 * min(size.values()):
+        if all(np.isfinite(v) and v > 0 for v in size.values()) and max(size.values()) > SIZE_RATIO * min(size.values()):
             notes.append(" vs ".join(f"{s} {'/'.join(kind[s]) or '?'} {size[s] / 1e6:.1f}M" for s in (g, r)))
     return notes
 

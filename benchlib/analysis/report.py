@@ -16,7 +16,7 @@ from benchlib.analysis.charts import FORMATS
 from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
                        learned_scenarios, load_study, loss_curves, rank_correlations, recipe, resolve_study_dir,
                        scenario_notes, summarize)
-from benchlib.analysis.flips import flip_entries, order_reversals, stability_flips
+from benchlib.analysis.flips import flip_entries, order_reversals, scenario_models, stability_flips
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.hypotheses import evaluate_all, verdict_table
 from benchlib.analysis.findings import _speed_only
@@ -104,7 +104,8 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     stats = config_stats(df)
     corr = rank_correlations(stats)
     rev, stab = order_reversals(df, rules), stability_flips(df, rules)
-    flips = flip_entries(stats, rev, stab, group_ranks(stats), set(df.loc[df["role"].eq("candidate"), "config"]))
+    flips = flip_entries(stats, rev, stab, group_ranks(stats), set(df.loc[df["role"].eq("candidate"), "config"]),
+                         scenario_models(df))
     recs, saf = recommendations(df, stats, rules)
     curves, div = loss_curves(df[df["config"].isin(ch.STABILITY_CONFIGS)])
     head = corr[(corr["a"] == "LM") & (corr["b"] == "CLS")].set_index("metric")

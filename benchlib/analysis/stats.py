@@ -18,6 +18,12 @@ from scipy import stats as sps
 REFERENCE_CONFIGS = ("fp32_baseline", "fp32_tf32_matmul", "amp_bf16")
 
 
+SIZE_RATIO = 1.5
+"""Two models whose parameter counts differ by more than this factor differ in size too: a contrast
+between them decides no architecture claim (a 16-bit speedup grows with width; precision
+sensitivity may change with size)."""
+
+
 @dataclass(frozen=True)
 class Rules:
     conf: float = 0.95
