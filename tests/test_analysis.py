@@ -584,6 +584,23 @@ def test_compare_cli_in_seed000_form_writes_comparison_json(tmp_path):
                                                            "stability.png"}
 
 
+def test_compare_in_seed000_form_takes_each_folder_s_own_kind_of_task(tmp_path):
+    """--lm_results gives the LM runs, --cls_results the classification runs: a study holding both
+    kinds (the LM side of a premise study) lends only its LM scenarios, so two studies' runs of one
+    scenario letter never meet in one cell."""
+    write_study(tmp_path / "lm", grid("AC", ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(0, 1, 2)))
+    write_study(tmp_path / "cls", grid("C", ["fp32_baseline", "amp_bf16", "bf16_pure"], seeds=(3, 4, 5)))
+    out = tmp_path / "cmp"
+    assert report.main_compare(["--lm_results", str(tmp_path / "lm"), "--cls_results", str(tmp_path / "cls"),
+                                "--output_dir", str(out), "--n_boot", "200", "--formats", "png"]) == 0
+    r = json.loads((out / "comparison.json").read_text())
+    assert r["scenarios"] == ["A", "C"] and sum(r["runs"].values()) == 18  # 9 of A, 9 of C: not 18 of C
+    kept = tables.load_study(tmp_path / "lm", tmp_path / "cls", tasks={tmp_path / "lm": "lm", tmp_path / "cls": "cls"})
+    assert set(kept.loc[kept["scenario"] == "C", "seed"]) == {3, 4, 5}
+    both = tables.load_study(tmp_path / "lm", tmp_path / "cls")
+    assert (both["scenario"] == "C").sum() == 18  # given as plain folders, every run counts
+
+
 def test_real_tiny_runs_go_through_analyze_and_compare(tmp_path):
     root = real_study()
     df = tables.load_study(root)

@@ -186,10 +186,12 @@ def write_comparison(comp: Comparison, output_dir: str | Path, formats: Iterable
 
 
 def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rules=None,
-                  formats: Iterable[str] = FORMATS) -> Comparison:
-    """Stage 2 from folders of records, written to ``output_dir`` (default ``<first root>/comparison``)."""
+                  formats: Iterable[str] = FORMATS, tasks: dict | None = None) -> Comparison:
+    """Stage 2 from folders of records, written to ``output_dir`` (default ``<first root>/comparison``);
+    ``tasks`` (a root as given -> "lm" or "cls") keeps only that kind of scenario's runs of the root."""
     paths = [resolve_study_dir(r) for r in roots]
-    comp = compare(load_study(*paths, rules=rules), rules, sources=paths)
+    kinds = {resolve_study_dir(r): t for r, t in (tasks or {}).items()}
+    comp = compare(load_study(*paths, rules=rules, tasks=kinds), rules, sources=paths)
     write_comparison(comp, output_dir or paths[0] / "comparison", formats)
     return comp
 
@@ -285,8 +287,10 @@ def main_compare(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="dtype-bench compare", description="Cross-experiment ranking correlation, "
                        "flips beyond seed noise, hypothesis verdicts, recommendations (seed 000 stage 2).")
     p.add_argument("study_dir", nargs="*", help="Folders of records, e.g. executed/<study>.")
-    p.add_argument("--lm_results", help="Seed 000: the folder of the LM experiment's records.")
-    p.add_argument("--cls_results", help="Seed 000: the folder of the classification experiment's records.")
+    p.add_argument("--lm_results", help="Seed 000: the folder of the LM experiment's records (its LM scenarios, "
+                   "A and B, beside --cls_results').")
+    p.add_argument("--cls_results", help="Seed 000: the folder of the classification experiment's records (its "
+                   "classification scenarios, C-F, beside --lm_results').")
     p.add_argument("--output_dir", help="Where comparison.json, its tables and charts go (default: <first folder>/comparison).")
     p.add_argument("--conf", type=float, default=Rules.conf, help=field_help(Rules, "conf"))
     p.add_argument("--n_boot", type=int, default=Rules.n_boot, help=field_help(Rules, "n_boot"))
@@ -296,8 +300,13 @@ def main_compare(argv: list[str] | None = None) -> int:
     roots = ns.study_dir + [r for r in (ns.lm_results, ns.cls_results) if r]
     if not roots:
         p.error("give a study folder, or --lm_results and --cls_results")
+    # seed 000's form: the LM scenarios of one folder, the classification scenarios of the other (a
+    # study with both kinds gives only its own side; two runs of one scenario letter would not pair)
+    tasks = ({ns.lm_results: "lm", ns.cls_results: "cls"} if ns.lm_results and ns.cls_results
+             and resolve_study_dir(ns.lm_results) != resolve_study_dir(ns.cls_results) else {})
     comp_rules = Rules(conf=ns.conf, n_boot=ns.n_boot, min_seeds=ns.min_seeds)
-    comp = compare_study(*roots, output_dir=ns.output_dir, formats=ns.formats.split(","), rules=comp_rules)
+    comp = compare_study(*roots, output_dir=ns.output_dir, formats=ns.formats.split(","), rules=comp_rules,
+                         tasks=tasks)
     r = comp.result
     print(comp.files[0])
     for line in r["notes"] + reference_notes(comp.safety, comp_rules):

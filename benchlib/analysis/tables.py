@@ -221,12 +221,19 @@ def recipe(df: pd.DataFrame) -> dict[str, dict]:
     return out
 
 
-def load_study(*roots: str | Path, rules=None) -> pd.DataFrame:
-    """Every readable ``result.json`` under the roots, as ``study_frame``."""
-    recs = [r for root in roots for r in load_records(root)]
+def load_study(*roots: str | Path, rules=None, tasks: dict | None = None) -> pd.DataFrame:
+    """Every readable ``result.json`` under the roots, as ``study_frame``; with ``tasks`` (a root ->
+    "lm" or "cls"), only that root's runs of that kind of scenario (``compare --lm_results``)."""
+    recs = [r for root in roots for r in load_records(root) if of_task(r, (tasks or {}).get(root))]
     if not recs:
         raise FileNotFoundError(f"no readable result.json under {', '.join(map(str, roots))}")
     return study_frame(recs, rules)
+
+
+def of_task(rec: dict, task: str | None) -> bool:
+    """Whether ``rec`` is a run of ``task``'s kind ("lm": A, B; "cls": C-F); any run where None."""
+    scn = SCENARIOS.get(str(rec.get("scenario")))
+    return task is None or scn is None or scn.is_lm == (task == "lm")
 
 
 def resolve_study_dir(path: str | Path) -> Path:
