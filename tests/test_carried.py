@@ -91,3 +91,29 @@ def test_runs_that_loaded_a_remade_checkpoint_stay_finished_when_the_old_record_
     write_sidecar(here / "ft/runs/D/fp32_baseline/seed1", rec, sweep=rec["sweep"])
     items = {i.run_id: i for i in runner.plan(load_study(path), here)}
     assert items["D/fp32_baseline/seed1"].state == "stale" and "retrained" in items["D/fp32_baseline/seed1"].detail
+
+
+def test_a_config_added_after_the_checkpoint_was_lost_says_its_seeds_finished_runs_will_not_pair(carried, capsys):
+    """A study file gains a config (a control) after its runs were carried here: the new runs load a
+    new checkpoint, which the seed's finished runs did not; the plan says so and how to run them all
+    again, before any GPU time goes into runs the analysis would not pair."""
+    path, here, calls = carried
+    path.write_text(STUDY.replace("configs: [fp32_baseline]", "configs: [fp32_baseline, amp_bf16_eps1e4]")
+                    .replace("scenarios: [A, C, D]", "scenarios: [A, D]"))
+    assert sweep.main([str(path), "--out", str(here), "--dry_run"]) == 0
+    out = capsys.readouterr().out
+    line = line_with(out, "pretrain/roberta", "trained again for", "D/amp_bf16_eps1e4/seed0", "--force_before")
+    assert "2 finished runs" in line and "D/fp32_baseline/seed0" in line and calls == []
+
+
+def test_the_plan_says_when_a_quality_study_has_no_positive_control(tmp_path, capsys):
+    base = "study: s\nscenarios: [A]\nseeds: [0]\nsize: tiny\nsteps: 2\ndevice: cpu\n"
+    plans = {}
+    for name, extra in {"bare": "configs: [fp32_baseline, amp_bf16]\n",
+                        "controlled": "configs: [fp32_baseline, amp_bf16, amp_bf16_eps1e4]\n",
+                        "speed": "configs: [fp32_baseline, amp_bf16]\njudge_quality: false\n"}.items():
+        (tmp_path / f"{name}.yaml").write_text(base + extra)
+        assert sweep.main([str(tmp_path / f"{name}.yaml"), "--out", str(tmp_path / "out"), "--dry_run"]) == 0
+        plans[name] = capsys.readouterr().out
+    assert line_with(plans["bare"], "no positive control on A", "amp_bf16_eps1e4")
+    assert "positive control" not in plans["controlled"] and "positive control" not in plans["speed"]

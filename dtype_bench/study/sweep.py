@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Callable
 
 from benchlib.core.argparser import ArgumentParser
-from benchlib.core.dtypes import ALIASES
+from benchlib.analysis.stats import Rules
+from benchlib.core.dtypes import ALIASES, REGISTRY
 from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.records import RECORDS_TABLE, TRAINED, compacted, find_records, find_tables
 from benchlib.core.runconfig import ConfigError, paths_unchecked
@@ -382,8 +383,14 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         print(f"  not here, so a sweep here would stop: {problem}")
     for p in remade:
         users = [i.run_id for i in items if i.todo and i.needs is p]
+        cells_ = {(i.spec.cfg.scenario, i.spec.cfg.seed) for i in items if i.todo and i.needs is p}
+        done = [i.run_id for i in every if i.needs is p and not i.todo and readable(i) is not None
+                and (i.spec.cfg.scenario, i.spec.cfg.seed) in cells_]
         print(f"  {p.run_id}: its record is here but not its checkpoint {_rel(p.model_dir)} (checkpoints are not "
-              f"carried between machines): trained again for {_some(users, 3)}")
+              f"carried between machines): trained again for {_some(users, 3)}"
+              + (f"; {_n(len(done), 'finished run')} of those seeds loaded the old one ({_some(done, 2)}) and will "
+                 f"pair with none of the new (the analysis pairs a seed's runs of one checkpoint only): "
+                 f"--force_before {datetime.now(timezone.utc):%Y-%m-%dT%H:%M} runs them all again" if done else ""))
     todo = [] if ns.analysis_only else pending
     if ns.analysis_only and pending:
         print(f"  --analysis_only: the {_n(len(pending), 'run')} to run stay unrun")
@@ -578,6 +585,22 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     return 1 if errors or corrupt or waiting or failed else 0
 
 
+def control_note(study: Study) -> str:
+    """One line where the study judges quality on a scenario and runs no positive control there (a
+    ``control`` config: one known defect, e.g. Adam eps 1e-4), else '': a scenario whose candidates
+    its seeds cannot tell apart then gives no verdict at all (``gates._sensitivity``), which is
+    better known before the GPU time than after it."""
+    controls = [c.name for c in REGISTRY.values() if c.role == "control"]
+    bare = [s for s in study.scenarios if study.run_params(s, "", 0).get("judge_quality", True)
+            and not any(REGISTRY[c].role == "control" for c in study.configs if c in REGISTRY)
+            and sum(REGISTRY[c].role == "candidate" for c in study.configs if c in REGISTRY) >= 2]
+    if not bare:
+        return ""
+    return (f"no positive control on {', '.join(bare)} (a control config: {', '.join(controls)}): where the seeds "
+            f"cannot tell the candidates apart (rank reliability < {Rules.min_rank_reliability:g}), no verdict comes "
+            f"out of the scenario; a control that comes out degraded shows the scenario detects a defect")
+
+
 def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
                 study_dir: Path, commands: bool, cells: bool, per_seed: bool = False) -> None:
     shape = f"{_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
@@ -595,6 +618,8 @@ def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], 
                                                   f"{p.spec.run_id}, {p.spec.cfg.steps} steps): {p.state}" for p in pre))
     why = ", ".join(f"{s} {sum(i.state == s for i in todo)}" for s in dict.fromkeys(i.state for i in todo))
     print(f"  done {len(items) - len(todo)}, to run {len(todo)}" + (f" ({why})" if todo else ""))
+    if todo and (note := control_note(study)):
+        print(f"  {note}")
     for i in items if commands else []:
         detail = i.detail or (f"{'starts from' if i.stage == 'pretrain' else 'loads'} {i.needs.run_id}'s checkpoint"
                               if i.needs is not None else "")
