@@ -155,7 +155,13 @@ def test_the_premise_study_is_reference_reals_c_with_the_dependency_labels(tmp_p
     ref_c = {(r.cfg.config, r.cfg.seed): r.cfg for r in ref.runs() if r.cfg.scenario == "C"}
     assert {(c.scenario, c.data) for c in runs.values()} == {("C", "data/real/debdeps")}
     assert {"amp_bf16", "amp_bf16_fp32_head", "bf16_pure", "bf16_body_fp32_head", "amp_bf16_8bit_adam",
-            "fp32_tf32_matmul"} == {c for c, _ in runs} and {k for _, k in runs} == {0, 1, 2}
+            "fp32_tf32_matmul", "amp_bf16_eps1e4", "fp16_naive_noscale"} == {c for c, _ in runs}
+    assert {k for _, k in runs} == set(range(6))
+    # its controls are the ones that came out degraded on reference_real's C (the gates' sensitivity)
+    from benchlib.core.dtypes import REGISTRY
+    controls = {c for c, _ in runs if REGISTRY[c].role == "control"}
+    detects = json.loads((REPO / "executed/h100/reference_real/comparison_all/comparison.json").read_text())
+    assert controls and controls <= set(detects["reliability"]["C"]["detects"])
 
     def recipe(c):
         return {k: v for k, v in c.to_dict().items() if k not in ("data", "extra", "out_dir")}
