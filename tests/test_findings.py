@@ -396,6 +396,25 @@ def test_a_head_hypothesis_below_the_seeds_premise_is_untestable_here_naming_wha
     assert "1,500 steps" in scope and "beta2 0.95" in scope and "not reached" in scope
 
 
+def test_a_row_below_the_premise_names_the_quality_study_that_reached_it_and_what_it_found():
+    """The README's H1/H3 row comes from the study that decides it; when that study ran below the
+    premise and another quality study reached it, the scope says what that study found there. A
+    speed study (no quality judged) that reached it says nothing about quality and is passed over."""
+    small, big = [_cls_record("D", 595, 384)], [_cls_record("C", 4_417, 768)]
+    at = {"verdict": "untestable", "reason": "no control degraded there"}
+    speed = {"learned": {"C": {"established": False, "reason": NOT_JUDGED}},
+             "hypotheses": {"seed001.H1": {"verdict": "untestable", "reason": "speed only"}}}
+    quality = {"hypotheses": {"seed001.H1": at}}
+    studies = [("first", {}, None), ("timing", speed, None), ("premise", quality, None)]
+    by = {"first": small, "timing": big, "premise": big}
+    line = findings._premise_elsewhere("seed001.H1", "first", studies, by)
+    assert "`premise`" in line and "4,417 labels" in line and "no control degraded there" in line
+    assert "timing" not in line
+    assert findings._premise_elsewhere("seed001.H1", "premise", studies, by) == ""  # decided at the premise
+    assert findings._premise_elsewhere("seed001.H4", "first", studies, by) == ""  # no head premise
+    assert findings._premise_elsewhere("seed001.H1", "first", studies[:2], by) == ""  # none reached it
+
+
 def test_unscaled_fp16_failing_long_before_5k_steps_refutes_the_seeds_timing():
     def lm(degraded, diverged, steps):
         return {"scenario": "A", "config": "fp16_naive_noscale", "run": {"steps": steps, "beta2": 0.95},

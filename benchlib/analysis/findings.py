@@ -224,7 +224,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         if verdict != UNTESTABLE_HERE and (missing := unmet_premise(hid, decided)):  # one decided across studies
             verdict, why = UNTESTABLE_HERE, f"{missing}; measured below it: {h['verdict']} ({why})"
         out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
-                   f"{premise(hid, decided, real)} | `{n}` |")
+                   f"{premise(hid, decided, real)}{_premise_elsewhere(hid, n, studies, by_study)} | `{n}` |")
     arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
@@ -525,6 +525,21 @@ def unmet_premise(hid: str, records: list[dict]) -> str:
     if not heads:
         return ""
     return premise_unmet(hid, max(n for n, _ in heads.values()), max(p for _, p in heads.values()))
+
+
+def _premise_elsewhere(hid: str, decided_by: str, studies, by_study: dict) -> str:
+    """Where the study that decides ``hid`` ran below the seed's premise and another quality study
+    given reached it, what that study found there (its verdict and why, shortened), so a row never
+    hides a run at the premise that settled nothing; '' otherwise."""
+    if hid not in ("seed001.H1", "seed001.H3") or not unmet_premise(hid, by_study.get(decided_by, [])):
+        return ""
+    for name, comp, _ in studies:
+        recs = by_study.get(name) or []
+        h = (comp.get("hypotheses") or {}).get(hid)
+        if name != decided_by and h and not _speed_only(comp) and _heads(recs) and not unmet_premise(hid, recs):
+            heads = ", ".join(f"{s} {n:,} labels ({p / 1e6:.2f}M)" for s, (n, p) in _heads(recs).items())
+            return f"; reached by `{name}` ({heads}): {h['verdict']} there ({_short(h['reason'], 360)})"
+    return ""
 
 
 def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
