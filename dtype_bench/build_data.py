@@ -493,21 +493,45 @@ def _dist_licence(meta) -> str:
     return text or "; ".join(classes) or "not stated"
 
 
-def build_source(out: Path, roots: list[Path] | None = None) -> dict:
+def _pinned(pin: Path, dists: dict) -> list[str]:
+    """The distributions ``pin`` (a source corpus's provenance.yaml) names, each installed here at
+    the version it names; else a one-line error naming the first that is missing or differs."""
+    f = pin / PROVENANCE if pin.is_dir() else pin
+    if not f.is_file():
+        raise BadDataError(f"--pin {pin}: no such file (an earlier build's {PROVENANCE})")
+    facts = yaml.safe_load(f.read_text()) or {}
+    want = {str(p["name"]).lower(): str(p["version"]) for p in (facts.get("packages") if isinstance(facts, dict) else
+                                                                 None) or [] if isinstance(p, dict) and "name" in p}
+    if not want:
+        raise BadDataError(f"--pin {pin}: names no packages (a provenance.yaml that build_data source wrote)")
+    missing = [f"{n} {v}" for n, v in want.items() if n not in dists]
+    other = [f"{n} {dists[n].version} (pinned {v})" for n, v in want.items() if n in dists and dists[n].version != v]
+    if missing or other:
+        raise BadDataError(f"--pin {pin}: this interpreter's packages give another corpus: "
+                           + "; ".join(x for x in (f"{len(missing)} missing ({', '.join(missing[:3])})" if missing else "",
+                                                   f"{len(other)} at another version ({', '.join(other[:3])})"
+                                                   if other else "") if x))
+    return sorted(want)
+
+
+def build_source(out: Path, roots: list[Path] | None = None, pin: Path | None = None) -> dict:
     """``out/{train,validation}.jsonl.gz`` and ``provenance.yaml`` from the Python source of the
     distributions installed under ``roots`` (default this interpreter's site-packages): one document
     per ``.py`` file a distribution's RECORD lists, as written; files under ``MIN_CHARS`` or over
     ``MAX_SOURCE_BYTES``, not UTF-8, or identical to one kept (in key order) left out. Built on the
     host that trains, from its own packages, so a corpus of 100M tokens and more needs nothing carried
-    to it; its provenance names every distribution, version and licence."""
+    to it; its provenance names every distribution, version and licence. With ``pin`` (an earlier
+    build's provenance.yaml), only the distributions it names, refused unless each is installed at
+    its version: a host image with other packages gives the same corpus or none."""
     import importlib.metadata as md
     import sysconfig
     roots = list(roots or dict.fromkeys(Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")))
     dists = {}
     for d in md.distributions(path=[str(r) for r in roots]):
         dists.setdefault((d.metadata["Name"] or "").lower(), d)  # the first on the path, as imports find it
+    keys = _pinned(pin, dists) if pin else sorted(k for k in dists if k)
     packages, rows, seen = [], {}, set()
-    for key in sorted(k for k in dists if k):
+    for key in keys:
         d = dists[key]
         p = {"name": d.metadata["Name"], "version": d.version, "licence": _dist_licence(d.metadata),
              "documents": 0, "characters": 0, "left_out": 0}
@@ -539,7 +563,8 @@ def build_source(out: Path, roots: list[Path] | None = None) -> dict:
                           f"characters or over {MAX_SOURCE_BYTES:,} bytes, not UTF-8, or identical to one kept "
                           f"(in key order) left out",
              "split": _split_rule("<distribution>/<file's path in its RECORD>", TEXT_SPLIT),
-             "built_by": "python -m dtype_bench.build_data source OUT" + "".join(f" --root {r}" for r in roots),
+             "built_by": "python -m dtype_bench.build_data source OUT" + "".join(f" --root {r}" for r in roots)
+                         + (f" --pin {pin}" if pin else ""),
              "packages": packages}
     _write_provenance(out, facts)
     return facts
@@ -874,10 +899,13 @@ def main(argv: list[str] | None = None) -> int:
                         "~0.3 in English prose); replaces the selection's: 0 for linux-doc (every page kept), "
                         f"{SELECTIONS['docs'][2]} for docs")
     src = sub.add_parser("source", help="LM text from the Python source of the installed distributions")
-    src.set_defaults(build=lambda a: build_source(a.out, a.root))
+    src.set_defaults(build=lambda a: build_source(a.out, a.root, a.pin))
     src.add_argument("out", type=Path, help="folder to write train/validation .jsonl.gz and provenance.yaml to")
     src.add_argument("--root", type=Path, action="append",
                      help="a site-packages folder to read (repeatable; default this interpreter's)")
+    src.add_argument("--pin", type=Path,
+                     help="an earlier build's provenance.yaml: only the distributions it names, each at its version "
+                          "or the build is refused (the same corpus on another host image, or none)")
     tk = sub.add_parser("tokenizer", help="a BPE tokenizer directory trained on built text")
     tk.set_defaults(build=lambda a: build_tokenizer(a.text, a.out, a.vocab))
     tk.add_argument("text", type=Path)

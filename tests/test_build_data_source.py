@@ -75,3 +75,34 @@ def test_the_lm_loader_reads_the_source_corpus(site, tmp_path):
     d = load_task_data(_cfg("A", tmp_path / "c", tmp_path, seq_len=32))
     assert d.meta["provenance_origin"] == "installed Python distributions (PyPI)"
     assert d.meta["n_train_tokens"] > d.meta["n_val_tokens"] > 0
+
+
+def test_a_pinned_build_reads_only_the_pinned_distributions_and_gives_the_same_bytes(site, tmp_path):
+    """A host image with one more distribution gives the same corpus when pinned to an earlier
+    build's provenance, and another one when not."""
+    build_data.build_source(tmp_path / "first", [site])
+    _dist(site, "gamma", "0.1", {f"gamma/g{i}.py": BODY + f"# gamma {i}\n" for i in range(10)}, licence="MIT")
+    pin = tmp_path / "first" / "provenance.yaml"
+    build_data.build_source(tmp_path / "pinned", [site], pin=pin)
+    build_data.build_source(tmp_path / "loose", [site])
+    for name in ("train.jsonl.gz", "validation.jsonl.gz"):
+        assert (tmp_path / "pinned" / name).read_bytes() == (tmp_path / "first" / name).read_bytes()
+    assert len(_rows(tmp_path / "loose" / "train.jsonl.gz")) > len(_rows(tmp_path / "first" / "train.jsonl.gz"))
+    assert f"--pin {pin}" in yaml.safe_load((tmp_path / "pinned" / "provenance.yaml").read_text())["built_by"]
+
+
+def test_a_pinned_distribution_missing_or_at_another_version_refuses_the_build_naming_it(site, tmp_path, capsys):
+    build_data.build_source(tmp_path / "first", [site])
+    facts = yaml.safe_load((tmp_path / "first" / "provenance.yaml").read_text())
+    facts["packages"][1]["version"] = "9.9"  # beta
+    pin = tmp_path / "pin.yaml"
+    pin.write_text(yaml.safe_dump(facts))
+    args = ["source", str(tmp_path / "out"), "--root", str(site), "--pin", str(pin)]
+    assert build_data.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "beta 2.3 (pinned 9.9)" in err and "\n" not in err and not (tmp_path / "out" / "train.jsonl.gz").exists()
+    facts["packages"].append({"name": "delta", "version": "1"})
+    facts["packages"][1]["version"] = "2.3"
+    pin.write_text(yaml.safe_dump(facts))
+    assert build_data.main(args) == 2
+    assert "1 missing (delta 1)" in capsys.readouterr().err
