@@ -117,3 +117,22 @@ def test_the_plan_says_when_a_quality_study_has_no_positive_control(tmp_path, ca
         plans[name] = capsys.readouterr().out
     assert line_with(plans["bare"], "no positive control on A", "amp_bf16_eps1e4")
     assert "positive control" not in plans["controlled"] and "positive control" not in plans["speed"]
+
+
+def test_a_sweep_whose_notebooks_cannot_start_here_says_so_before_any_run(tmp_path, monkeypatch, capsys):
+    """A GPU image without papermill: the pretrain (always a notebook) would fail first and leave the
+    runs that load it waiting; the sweep refuses in one line instead, naming the runs and the fix,
+    and a dry run (planning elsewhere) is not refused."""
+    import importlib.util
+    path = tmp_path / "ft.yaml"
+    path.write_text(STUDY)
+    calls = []
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, tmp_path / "out", {}, calls, [0]))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "papermill" else real(name, *a))
+    from dtype_bench.cli import main
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--no_analysis", "--no_html"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "papermill" in err and "pretrain/" in err and "dtype-bench[study]" in err
+    assert calls == [] and not list((tmp_path / "out").rglob("result.json"))
+    assert sweep.main([str(path), "--out", str(tmp_path / "out"), "--dry_run"]) == 0

@@ -377,6 +377,8 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         problem = missing[0] + (f" (and {len(missing) - 1} more runs to execute)" if len(missing) > 1 else "")
         if not ns.dry_run:
             raise ConfigError(problem)
+    if not ns.dry_run and not ns.analysis_only and (stack := notebook_stack_missing(pending)):
+        raise ConfigError(stack)
     _print_plan(study, ns.study, every, items, pending, study_dir, ns.dry_run, host.run_cell is not None,
                 getattr(ns, "seed_per_gpu", False))
     if ns.dry_run and missing:  # the plan all the same: where it runs, the data may be there
@@ -583,6 +585,18 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     if later:
         print(budget.left_line(len(items)))
     return 1 if errors or corrupt or waiting or failed else 0
+
+
+def notebook_stack_missing(pending: list[Item]) -> str:
+    """Why the runs to execute that run in a notebook (every pretrain phase, ``notebook_seeds``)
+    cannot start here, in one line, before any of them does; '' where papermill and ipykernel import
+    or no run needs them."""
+    import importlib.util
+    need = [i.run_id for i in pending if i.in_notebook]
+    gone = [m for m in ("papermill", "ipykernel") if need and importlib.util.find_spec(m) is None]
+    return (f"{_n(len(need), 'run')} to execute in a notebook ({_some(need, 2)}), and {' and '.join(gone)} "
+            f"{'does' if len(gone) == 1 else 'do'} not import here: install the notebook stack "
+            f"(pip install 'dtype-bench[study]', or its wheels where the host has no network)") if gone else ""
 
 
 def control_note(study: Study) -> str:
