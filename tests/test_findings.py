@@ -415,6 +415,17 @@ def test_a_row_below_the_premise_names_the_quality_study_that_reached_it_and_wha
     assert findings._premise_elsewhere("seed001.H1", "first", studies[:2], by) == ""  # none reached it
 
 
+def test_a_study_the_gates_kept_from_every_verdict_is_no_supporting_line():
+    """"No candidate failed" would misread a study whose quality entered no verdict anywhere."""
+    learned = {"C": {"learned": True, "reason": "learned"}}
+    shut = {"learned": learned, "reliability": {"C": {"told_apart": False, "detects": []}}}
+    opened = {"learned": learned, "reliability": {"C": {"told_apart": False, "detects": ["amp_bf16_eps1e4"]}}}
+    apart = {"learned": learned, "reliability": {"C": {"told_apart": True}}}
+    speed = {"learned": {"C": {"learned": False, "reason": NOT_JUDGED}}, "reliability": {}}
+    assert findings._gated_out(shut) and findings._gated_out({"learned": {"C": {"learned": False}}})
+    assert not any(findings._gated_out(c) for c in (opened, apart, speed, {}))
+
+
 def test_unscaled_fp16_failing_long_before_5k_steps_refutes_the_seeds_timing():
     def lm(degraded, diverged, steps):
         return {"scenario": "A", "config": "fp16_naive_noscale", "run": {"steps": steps, "beta2": 0.95},

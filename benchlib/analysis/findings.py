@@ -231,7 +231,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
                         + [(n, d) for n, _, d in studies[1:] if n not in arm_names]), "", "**Supporting studies**"]
     timed_by = {s: sp[0] for sp in speeds for s in sp[3]}  # scenario -> the study the answer's speed is from
     out += [f"- {line}" for line in [_supporting(n, c, d, timed_by) for n, c, d in studies[1:]
-                                      if n not in {sp[0] for sp in speeds} and n not in arm_names] + list(extra)]
+                                      if n not in {sp[0] for sp in speeds} and n not in arm_names
+                                      and not _gated_out(c)] + list(extra)]
     out += ["", f"<sub>{_footnote([(f.name, None, f) for a in arms for f in a['folders']], [sp[:3] for sp in speeds], sources)}</sub>"]
     return "\n".join(out) + "\n"
 
@@ -716,6 +717,17 @@ def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, s
                if by else "")
     return (f"`{name}` ({scope}){instead}: {fails}" + (f"; fp16 in runs of >= {H2_WINDOW:,} steps: {long}" if long else "")
             + (f"; {timed}" if timed else "") + ".")
+
+
+def _gated_out(comparison: dict) -> bool:
+    """Whether a quality study's every scenario was kept from verdicts by the gates (not learned, or
+    its configs not told apart with no control to show it detects a defect): it supports nothing
+    in the answer, and "no candidate failed" would misread it. The hypothesis rows name it where it
+    reached a seed's premise (``_premise_elsewhere``); its report says why."""
+    rel, learned = comparison.get("reliability") or {}, comparison.get("learned") or {}
+    return bool(learned) and not _speed_only(comparison) and all(
+        not v.get("learned") or ((rel.get(s) or {}).get("told_apart") is False and not (rel.get(s) or {}).get("detects"))
+        for s, v in learned.items())
 
 
 def _speed_line(folder: Path) -> str:
