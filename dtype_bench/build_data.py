@@ -495,7 +495,7 @@ def _dist_licence(meta) -> str:
 
 def _pinned(pin: Path, dists: dict) -> list[str]:
     """The distributions ``pin`` (a source corpus's provenance.yaml) names, each installed here at
-    the version it names; else a one-line error naming the first that is missing or differs."""
+    the version it names; else a one-line error naming (up to three of) those missing or different."""
     f = pin / PROVENANCE if pin.is_dir() else pin
     if not f.is_file():
         raise BadDataError(f"--pin {pin}: no such file (an earlier build's {PROVENANCE})")
