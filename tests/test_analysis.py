@@ -296,6 +296,21 @@ def test_an_inconclusive_verdict_says_how_many_seeds_would_settle_it():
     assert str(e["seeds_to_settle"]) in h["reason"]
 
 
+def test_seeds_to_settle_h1_counts_the_classification_seeds_its_ci_is_made_of():
+    """H1's CI is the classification gain alone (the LM side is a control): with 6 seeds on C and
+    3 on A, the seeds that would settle it scale from 6, not from the control's 3."""
+    def value(s, c, k):
+        q = (3.0 if s == "A" else 0.5) + 0.004 * ((k + (c == "amp_bf16_fp32_head")) % 3)
+        return {"quality": q + (0.002 if c == "amp_bf16_fp32_head" and s == "C" else 0.0)}
+    recs = (grid("C", ["amp_bf16", "amp_bf16_fp32_head"], seeds=range(6), value=value)
+            + grid("A", ["amp_bf16", "amp_bf16_fp32_head"], value=value))
+    h = hy.output_head_effect(frame(recs), FAST)
+    e = h["effect"]
+    assert h["verdict"] == "inconclusive" and h["evidence"]["cls"]["seeds"] == 6 and h["evidence"]["lm"]["seeds"] == 3
+    assert e["seeds_to_settle"] == hy.seeds_to_settle(e["estimate"], e["ci_low"], e["ci_high"], 6)
+    assert "(now 6)" in h["reason"]
+
+
 def test_seeds_to_settle_grows_with_the_square_of_noise_over_effect():
     assert hy.seeds_to_settle(1.0, -1.0, 3.0, 3) == 12   # the bound 2 from the estimate of 1: 4x the seeds
     assert hy.seeds_to_settle(-1.0, -2.0, 0.5, 4) == 9   # on the other side: 1.5 -> 2.25x

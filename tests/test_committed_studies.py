@@ -26,6 +26,12 @@ def sources_of(comparison: dict) -> list:
     return [REPO / s[s.rindex("executed/"):] for s in comparison["sources"]]
 
 
+def tasks_of(comparison: dict) -> dict:
+    """Source folder -> the kind of scenario taken from it ("lm", "cls"), for a comparison made with
+    ``--lm_results``/``--cls_results``; {} where every scenario of every source was taken."""
+    return {REPO / s[s.rindex("executed/"):]: t for s, t in (comparison.get("tasks") or {}).items()}
+
+
 def same(a, b, where="") -> list[str]:
     """Where two JSON values differ (floats within a relative 1e-6)."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -49,7 +55,9 @@ def test_a_committed_comparison_is_reproduced_from_its_records(path):
     committed = json.loads(path.read_text())
     studies = sources_of(committed)
     assert path.parent.parent in studies, f"{path} was not computed from the study it lies in: {studies}"
-    again = json.loads(json.dumps(compare(load_study(*studies), None, sources=studies).result, default=str))
+    tasks = tasks_of(committed)
+    again = json.loads(json.dumps(compare(load_study(*studies, tasks=tasks), None, sources=studies, tasks=tasks).result,
+                                  default=str))
     diffs = same(committed, again)  # sources too: named from the repository, as in every clone
     assert not diffs, f"{len(diffs)} differences, first: " + "; ".join(diffs[:5])
 

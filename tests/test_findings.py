@@ -415,6 +415,27 @@ def test_a_row_below_the_premise_names_the_quality_study_that_reached_it_and_wha
     assert findings._premise_elsewhere("seed001.H1", "first", studies[:2], by) == ""  # none reached it
 
 
+def test_a_head_hypothesis_measured_at_the_premise_is_decided_there_and_names_what_was_below():
+    """Where a quality study reached seed 001's premise and measured H1's effect (a CI, here an
+    inconclusive one), the row is that study's: its verdict and scope are the seed's. The study
+    below the premise is named with what it found there; one that measured nothing at the premise
+    (untestable there) leaves the row to the first study."""
+    small, big = [_cls_record("D", 595, 384)], [_cls_record("C", 4_417, 768)]
+    below = {"verdict": "untestable here", "measured_verdict": "rejected",
+             "reason": "needs ~4,000 labels; measured below it: rejected (CI [-0.1, 0.2] inside +-0.5: no effect)"}
+    measured = {"verdict": "inconclusive", "reason": "CI [-0.58, 0.43] includes 0",
+                "effect": {"estimate": -0.1, "ci_low": -0.58, "ci_high": 0.43}}
+    studies = [("first", {}, None), ("premise", {"hypotheses": {"seed001.H1": measured}}, None)]
+    by = {"first": small, "premise": big}
+    name, h, note = findings._at_premise("seed001.H1", "first", below, studies, by)
+    assert (name, h["verdict"]) == ("premise", "inconclusive")
+    assert "`first`" in note and "595" in note and "rejected" in note and "CI [-0.1, 0.2]" in note
+    gated = [("first", {}, None), ("premise", {"hypotheses": {"seed001.H1": {"verdict": "untestable",
+                                                                           "reason": "no control"}}}, None)]
+    assert findings._at_premise("seed001.H1", "first", below, gated, by) == ("first", below, "")
+    assert findings._at_premise("seed001.H2", "first", below, studies, by) == ("first", below, "")  # no head premise
+
+
 def test_a_study_the_gates_kept_from_every_verdict_is_no_supporting_line():
     """"No candidate failed" would misread a study whose quality entered no verdict anywhere."""
     learned = {"C": {"learned": True, "reason": "learned"}}

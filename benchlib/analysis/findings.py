@@ -217,6 +217,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     by_study.update({n_: _records_or_none(d) for n_, _, d in studies[1:]})
     real = _same_data(by_study[name], [r for rs in by_study.values() for r in rs])
     for hid, (n, h) in _hypotheses(studies, comparison).items():
+        n, h, below = _at_premise(hid, n, h, studies, by_study)
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
                                          name if n != name else None)
         decided = [r for part in n.split(" x ") for r in by_study.get(part, [])]  # "speed x quality": both
@@ -224,7 +225,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         if verdict != UNTESTABLE_HERE and (missing := unmet_premise(hid, decided)):  # one decided across studies
             verdict, why = UNTESTABLE_HERE, f"{missing}; measured below it: {h['verdict']} ({why})"
         out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
-                   f"{premise(hid, decided, real)}{_premise_elsewhere(hid, n, studies, by_study)} | `{n}` |")
+                   f"{premise(hid, decided, real)}{below or _premise_elsewhere(hid, n, studies, by_study)} | "
+                   f"{_decided_by(n, studies)} |")
     arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
@@ -526,6 +528,34 @@ def unmet_premise(hid: str, records: list[dict]) -> str:
     if not heads:
         return ""
     return premise_unmet(hid, max(n for n, _ in heads.values()), max(p for _, p in heads.values()))
+
+
+def _at_premise(hid: str, decided_by: str, h: dict, studies, by_study: dict) -> tuple[str, dict, str]:
+    """(study, verdict, what was measured below the premise): where ``decided_by`` ran below seed
+    001's premise for H1/H3 and another quality study given reached it and measured the effect
+    there (a CI, whatever its verdict), that study decides the row, since only its scope is the
+    seed's; the third item then names the study below the premise and its verdict. Otherwise
+    ``(decided_by, h, "")``."""
+    if hid not in ("seed001.H1", "seed001.H3") or not (missing := unmet_premise(hid, by_study.get(decided_by, []))):
+        return decided_by, h, ""
+    for name, comp, _ in studies:
+        recs, there = by_study.get(name) or [], (comp.get("hypotheses") or {}).get(hid)
+        if (name != decided_by and there and there.get("effect") and not _speed_only(comp) and _heads(recs)
+                and not unmet_premise(hid, recs)):
+            heads = ", ".join(f"{s} {n:,}" for s, (n, _) in _heads(by_study[decided_by]).items())
+            found = h.get("measured_verdict") or h["verdict"]
+            why = str(h["reason"]).split("measured below it: ", 1)[-1]
+            return name, there, (f"; below it (`{decided_by}`, labels {heads}): {found} "
+                                 f"({_short(why.removeprefix(found).strip(' (').rstrip(')'), 120)})")
+    return decided_by, h, ""
+
+
+def _decided_by(name: str, studies) -> str:
+    """The "from" cell: the study, and the studies its comparison also took scenarios from (a
+    comparison given ``--lm_results``/``--cls_results`` of two folders)."""
+    comp = next((c for n, c, _ in studies if n == name), {})
+    others = [Path(s).name for s in comp.get("tasks") or {} if Path(s).name != name]
+    return f"`{name}`" + (f" (with {', '.join(f'`{o}`' for o in others)})" if others else "")
 
 
 def _premise_elsewhere(hid: str, decided_by: str, studies, by_study: dict) -> str:

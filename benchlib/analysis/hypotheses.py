@@ -113,7 +113,7 @@ def output_head_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     ci, lm_ci = effect_ci(cls, rules), effect_ci(lm, rules)
     ev = {"cls": ev, "lm": ev_lm, "lm_effect": effect("LM quality gain", "%", *lm_ci, rules) if lm_ci else None}
     res = verdict_of(output_head_effect, claim, ci, ev, "classification quality gain of the fp32 head", "%",
-                     rules, rules.margin_quality_pct)
+                     rules, rules.margin_quality_pct, noise_from=ev["cls"])
     if res["verdict"] == "supported":
         if lm_ci is None:
             res.update(verdict="inconclusive", reason=res["reason"] + "; no usable LM scenario for the control")

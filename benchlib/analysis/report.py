@@ -97,8 +97,10 @@ def _source(path) -> str:
         return str(p)
 
 
-def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Comparison:
-    """Stage 2 on a study frame: tables, flips, verdicts, recommendations and ``comparison.json``."""
+def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = (), tasks: dict | None = None) -> Comparison:
+    """Stage 2 on a study frame: tables, flips, verdicts, recommendations and ``comparison.json``;
+    ``tasks`` (source -> "lm" or "cls", the kind of scenario ``df`` kept of it) is recorded beside
+    ``sources`` so that the comparison can be made again from the same runs."""
     rules = rules or Rules()
     df = gated(df, rules)
     stats = config_stats(df)
@@ -117,7 +119,8 @@ def compare(df: pd.DataFrame, rules=None, sources: Iterable[str] = ()) -> Compar
     learned = learned_scenarios(df, rules)
     unhealthy = df[df["health"] != "ok"]
     result = {
-        "sources": [_source(s) for s in sources], "scenarios": sorted(df["scenario"].unique()),
+        "sources": [_source(s) for s in sources], **({"tasks": {_source(s): t for s, t in tasks.items()}} if tasks else {}),
+        "scenarios": sorted(df["scenario"].unique()),
         "recipe": recipe(df),
         "configs": config_order(df["config"].unique()), "groups": groups(df["scenario"].unique()),
         "runs": df["status"].value_counts().to_dict(),
@@ -191,7 +194,7 @@ def compare_study(*roots: str | Path, output_dir: str | Path | None = None, rule
     ``tasks`` (a root as given -> "lm" or "cls") keeps only that kind of scenario's runs of the root."""
     paths = [resolve_study_dir(r) for r in roots]
     kinds = {resolve_study_dir(r): t for r, t in (tasks or {}).items()}
-    comp = compare(load_study(*paths, rules=rules, tasks=kinds), rules, sources=paths)
+    comp = compare(load_study(*paths, rules=rules, tasks=kinds), rules, sources=paths, tasks=kinds)
     write_comparison(comp, output_dir or paths[0] / "comparison", formats)
     return comp
 

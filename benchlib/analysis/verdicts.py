@@ -91,9 +91,12 @@ def seeds_to_settle(point: float, lo: float, hi: float, n: int) -> int | None:
     return int(np.ceil(n * (dist / abs(point)) ** 2))
 
 
-def verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False, why_missing="") -> dict:
+def verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False, why_missing="",
+               noise_from: dict | None = None) -> dict:
     """The verdict of an effect's CI (None: not enough data, ``ev``'s ``missing`` cells say why),
-    with the seeds that would settle an inconclusive one."""
+    with the seeds that would settle an inconclusive one, scaled from the fewest seeds of the
+    evidence the CI is computed from (``noise_from``; default all of ``ev``: an LM control that
+    does not enter the CI must not set the count)."""
     if ci is None:
         miss = _collect(ev, "missing")
         short = (f"needs >= {rules.min_seeds} counted seeds per (scenario, config); short: {', '.join(miss[:8])}"
@@ -102,7 +105,7 @@ def verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False
         return result(fn, claim, "inconclusive", why_missing or f"not enough data: {short}", evidence=ev)
     verdict, reason = decide(ci[1], ci[2], margin, two_sided)
     eff = effect(name, unit, *ci, rules)
-    n = min(_collect(ev, "seeds"), default=0)
+    n = min((k for k in _collect(ev if noise_from is None else noise_from, "seeds") if k), default=0)  # None: a side without data
     if verdict == "inconclusive" and n:
         need = seeds_to_settle(*ci, n)
         eff["seeds_to_settle"] = need
