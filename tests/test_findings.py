@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, line_with
 
-from benchlib.analysis import contrasts, findings
+from benchlib.analysis import answer, contrasts, findings
 from benchlib.analysis.gates import NOT_JUDGED
 from benchlib.core.errors import UserError
 
@@ -618,6 +618,32 @@ def test_a_supporting_speed_study_names_the_study_the_answers_speed_comes_from()
     assert "answer's speed" not in alone
     assert "answer's speed: E, F from `onegpu`" in moved and "`other`" not in moved  # it timed no C
     assert moved.replace(" (the answer's speed: E, F from `onegpu`)", "") == alone
+
+
+def test_a_supporting_line_of_a_study_compared_beside_another_studys_scenarios_speaks_of_its_own():
+    """premise_labels' comparison_lm takes A from reference_real as H1/H3's LM side, and bf16_naive is
+    degraded on that A: the study's own line lists only its C, never the other study's breaks."""
+    folder = REPO / "executed" / "h200" / "premise_labels"
+    comparison = json.loads((folder / "comparison_lm" / "comparison.json").read_text())
+    cells = answer.cells(comparison, None)
+    assert comparison["tasks"] and ((cells["scenario"] == "A") & (cells["verdict"] == "degraded")).any()
+    line = findings._supporting("premise_labels", comparison, folder, {})
+    assert "scenarios C" in line and " on A" not in line
+    # no candidate of its own broke: where it decides hypothesis rows at the premise, they stand for its line
+    assert findings._said_in_rows("premise_labels", comparison, folder, {"premise_labels"})
+    assert not findings._said_in_rows("premise_labels", comparison, folder, set())
+    reference = REPO / "executed" / "h100" / "reference"  # its candidates broke: its line stays
+    assert not findings._said_in_rows("reference", json.loads((reference / "comparison" / "comparison.json").read_text()),
+                                      reference, {"reference"})
+
+
+def test_an_undecided_row_gives_its_interval_beside_the_seeds_that_would_settle_it():
+    h = {"verdict": "inconclusive", "reason": "CI includes 0",
+         "effect": {"name": "gain", "unit": "%", "estimate": -0.097, "ci_low": -0.577, "ci_high": 0.43,
+                    "seeds_to_settle": 354}}
+    why = findings._to_settle(h)
+    assert "[-0.577, +0.43]" in why and "~354 seeds" in why
+    assert findings._to_settle({**h, "verdict": "rejected"}) == ""  # a decided row gives its evidence instead
 
 
 def test_a_supporting_speed_line_names_an_untimed_config_instead_of_printing_nan(tmp_path):

@@ -216,8 +216,10 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     by_study = {name: [r for f in folders for r in load_records(f)]}
     by_study.update({n_: _records_or_none(d) for n_, _, d in studies[1:]})
     real = _same_data(by_study[name], [r for rs in by_study.values() for r in rs])
+    at_premise = set()  # studies that decide a row at the seed's premise in place of the first study
     for hid, (n, h) in _hypotheses(studies, comparison).items():
         n, h, below = _at_premise(hid, n, h, studies, by_study)
+        at_premise |= {n} if below else set()
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
                                          name if n != name else None)
         decided = [r for part in n.split(" x ") for r in by_study.get(part, [])]  # "speed x quality": both
@@ -226,7 +228,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
             verdict, why = UNTESTABLE_HERE, f"{missing}; measured below it: {h['verdict']} ({why})"
         out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
                    f"{premise(hid, decided, real)}{below or _premise_elsewhere(hid, n, studies, by_study)} | "
-                   f"{_decided_by(n, studies)} |")
+                   f"{_decided_by(n, studies, linked=bool(below))} |")
     arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
@@ -234,7 +236,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     timed_by = {s: sp[0] for sp in speeds for s in sp[3]}  # scenario -> the study the answer's speed is from
     out += [f"- {line}" for line in [_supporting(n, c, d, timed_by) for n, c, d in studies[1:]
                                       if n not in {sp[0] for sp in speeds} and n not in arm_names
-                                      and not _gated_out(c)] + list(extra)]
+                                      and not _gated_out(c) and not _said_in_rows(n, c, d, at_premise)] + list(extra)]
     out += ["", f"<sub>{_footnote([(f.name, None, f) for a in arms for f in a['folders']], [sp[:3] for sp in speeds], sources)}</sub>"]
     return "\n".join(out) + "\n"
 
@@ -550,12 +552,15 @@ def _at_premise(hid: str, decided_by: str, h: dict, studies, by_study: dict) -> 
     return decided_by, h, ""
 
 
-def _decided_by(name: str, studies) -> str:
-    """The "from" cell: the study, and the studies its comparison also took scenarios from (a
-    comparison given ``--lm_results``/``--cls_results`` of two folders)."""
-    comp = next((c for n, c, _ in studies if n == name), {})
+def _decided_by(name: str, studies, linked: bool = False) -> str:
+    """The "from" cell: the study (``linked``: to its report's README, where the row stands for its
+    supporting line), and the studies its comparison also took scenarios from (a comparison given
+    ``--lm_results``/``--cls_results`` of two folders)."""
+    comp, folder = next(((c, d) for n, c, d in studies if n == name), ({}, None))
     others = [Path(s).name for s in comp.get("tasks") or {} if Path(s).name != name]
-    return f"`{name}`" + (f" (with {', '.join(f'`{o}`' for o in others)})" if others else "")
+    shown = (f"[`{name}`]({_rel(folder)}/README.md)" if linked and folder is not None and (folder / "README.md").is_file()
+             else f"`{name}`")
+    return shown + (f" (with {', '.join(f'`{o}`' for o in others)})" if others else "")
 
 
 def _premise_elsewhere(hid: str, decided_by: str, studies, by_study: dict) -> str:
@@ -732,9 +737,7 @@ def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, s
     scope = (f"{d['n']} runs on {d['device']}, `{d['size']}`, {d['steps']} steps, {d['seeds']} seed(s), "
              f"scenarios {d['scenarios']}" if d.get("n") else "no records here")
     try:
-        c = answer.cells(comparison, None)
-        broken = _breaks(c)
-        fails = "; ".join(b.split(" (e.g.")[0] for b in broken) or "no candidate failed"
+        fails = "; ".join(b.split(" (e.g.")[0] for b in _own_breaks(comparison, d)) or "no candidate failed"
     except ValueError as e:
         fails = str(e)
     long = _long_stability(comparison)
@@ -747,6 +750,26 @@ def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, s
                if by else "")
     return (f"`{name}` ({scope}){instead}: {fails}" + (f"; fp16 in runs of >= {H2_WINDOW:,} steps: {long}" if long else "")
             + (f"; {timed}" if timed else "") + ".")
+
+
+def _own_breaks(comparison: dict, described: dict) -> list[str]:
+    """Where a study's candidates break (``_breaks``), on its own scenarios only where it was compared
+    beside another study's (``tasks``; ``described``: ``answer.describe`` of its records)."""
+    c = answer.cells(comparison, None)
+    if comparison.get("tasks") and described.get("n"):
+        c = c[c["scenario"].astype(str).isin(set(str(described["scenarios"])))]
+    return _breaks(c)
+
+
+def _said_in_rows(name: str, comparison: dict, folder: Path, at_premise: set[str]) -> bool:
+    """Whether a study's supporting line would only repeat its hypothesis rows: it decides a row at
+    the seed's premise (``at_premise``), its report is linked there, and no candidate of it broke."""
+    if name not in at_premise:
+        return False
+    try:
+        return not _own_breaks(comparison, answer.describe(load_records(folder)))
+    except (FileNotFoundError, ValueError):
+        return False
 
 
 def _gated_out(comparison: dict) -> bool:
@@ -887,9 +910,10 @@ def _to_settle(h: dict) -> str:
         return ""
     if h.get("measured_verdict"):  # untestable here: what is missing, then what was measured below it
         return str(h["reason"]).replace("|", "/")
-    need = (h.get("effect") or {}).get("seeds_to_settle")
-    if need is not None:
-        return f"~{need} seeds per (scenario, config) at this effect and noise"
+    eff = h.get("effect") or {}
+    if (need := eff.get("seeds_to_settle")) is not None:
+        return (f"{eff.get('name', 'effect')} {eff['estimate']:+.3g} [{eff['ci_low']:+.3g}, {eff['ci_high']:+.3g}] "
+                f"{eff.get('unit', '')}: ~{need} seeds per (scenario, config) at this effect and noise")
     reason = str(h.get("reason") or "").split("; ")[0]
     return reason.replace("|", "/")[:120]
 
