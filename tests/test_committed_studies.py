@@ -10,6 +10,7 @@ import json
 import math
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -18,6 +19,8 @@ from benchlib.analysis.report import compare, load_study
 
 TRACKED = subprocess.run(["git", "ls-files", "executed"], capture_output=True, text=True, cwd=REPO).stdout.split()
 COMMITTED = [REPO / p for p in TRACKED if p.endswith("/comparison.json") and p.split("/")[-2].startswith("comparison")]
+STUDIES = sorted({(REPO / p).parent for p in TRACKED if p.endswith("/records.jsonl.gz")})
+"""Every committed folder of runs (a study, its pretrain, a measurement): its records table."""
 
 
 def sources_of(comparison: dict) -> list:
@@ -131,3 +134,12 @@ def test_the_readmes_multi_gpu_findings_are_what_the_committed_multi_gpu_studies
         "README's multi-GPU findings differ from the committed studies: run the command above the block"
     # the check can fail: a changed record changes the block
     assert scaling.multi_gpu_findings(studies[0], studies[0]) != body
+
+
+@pytest.mark.parametrize("folder", STUDIES, ids=[str(p.relative_to(REPO)) for p in STUDIES])
+def test_every_committed_run_notebook_is_its_records_run(folder):
+    """No committed run notebook ended before its record was made (an earlier run's, left beside a
+    rerun's record: ``compact.stale_notebooks``)."""
+    from dtype_bench.study.compact import stale_notebooks
+    from benchlib.core.records import load_records
+    assert stale_notebooks({Path(r["_path"]).parent: r for r in load_records(folder)}) == []

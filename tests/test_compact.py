@@ -250,6 +250,32 @@ def test_compact_names_a_folder_that_holds_no_runs(tmp_path):
     assert r.returncode == 2 and "not a folder of runs" in r.stderr and r.stderr.strip().count("\n") == 0
 
 
+def test_compact_refuses_an_earlier_runs_notebook_beside_a_later_record(tmp_path):
+    """A study rerun over several GPU calls: each call's copy of the tree brings the committed pretrain
+    notebook back over the new one, and only the first call's archive holds the new one. Compact names
+    the notebook that ended before its record was made, and lets a notebook rendered later (a replay) be."""
+    folder = tmp_path / "executed" / "study.pretrain"
+    rec = {**make_record("A", "amp_bf16", 0), "env": {"device_name": "test device", "date": "2026-11-30T07:59:38+00:00"}}
+    result = write_run(folder, rec)
+    notebook = result.parent.with_suffix(".ipynb")
+
+    def ran(start, end):
+        _notebook(notebook, rec)
+        nb = nbformat.read(str(notebook), as_version=4)
+        nb.metadata["papermill"] = {"start_time": start, "end_time": end}
+        nbformat.write(nb, str(notebook))
+
+    ran("2026-11-30T06:36:36.384435+00:00", "2026-11-30T06:39:21.972662+00:00")  # the committed, earlier run's
+    with pytest.raises(compact.UserError, match="study.pretrain/gpt2.ipynb|ended|before its record"):
+        compact.compact(folder, tmp_path / "executed")
+    assert result.exists()  # refused before anything was rewritten
+    ran("2026-11-30T07:59:32+00:00", "2026-11-30T08:02:09+00:00")  # this record's own run
+    assert compact.stale_notebooks({result.parent: load_records(folder)[0]}) == []
+    ran("2026-12-01T10:00:00+00:00", "2026-12-01T10:01:00+00:00")  # rendered from the record later
+    compact.compact(folder, tmp_path / "executed")
+    assert not result.exists() and (folder / RECORDS_TABLE).exists()
+
+
 def test_the_readme_says_what_each_study_is_from_its_records_and_files(tmp_path):
     from dtype_bench.study import readme
     root = tmp_path / "executed"

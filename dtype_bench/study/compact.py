@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from benchlib.analysis.svg import lean_svg as lean_svg_text
@@ -57,6 +59,8 @@ def compact(folder: Path, root: Path, examples: int = 1) -> Compacted:
     records = load_records(folder)
     if not records:
         raise UserError(f"{folder}: no result.json and no {RECORDS_TABLE} below it: not a folder of runs")
+    if stale := stale_notebooks({Path(r["_path"]).parent: r for r in records}):
+        raise UserError(stale[0] + (f" (and {len(stale) - 1} more)" if len(stale) > 1 else ""))
     done = Compacted(folder, folder_size(folder))
     files = find_records(folder)
     if files:
@@ -78,6 +82,38 @@ def compact(folder: Path, root: Path, examples: int = 1) -> Compacted:
         _export_html(folder, root, overview)
     done.after = folder_size(folder)
     return done
+
+
+NOTEBOOK_SLACK_S = 60
+"""How long before its record's date a run notebook may end (clocks of one host; a notebook ends after
+its run starts, and a replayed one is rendered later still)."""
+
+
+def stale_notebooks(runs: dict[Path, dict]) -> list[str]:
+    """Run notebooks (``<run>.ipynb`` beside the run folder) that ended before their run's record was
+    made: an earlier run's notebook beside a later record. A GPU job's copy of the tree brings the
+    committed notebook back over the one the job wrote, so of a study rerun over several calls only
+    the archive of the call that ran a notebook holds it. One line each, saying what to do."""
+    out = []
+    for run, rec in sorted(runs.items()):
+        notebook = run.with_suffix(".ipynb")
+        if not notebook.is_file():
+            continue
+        try:
+            end = _utc(json.loads(notebook.read_text())["metadata"]["papermill"]["end_time"])
+            made = _utc((rec.get("env") or {})["date"])
+        except (KeyError, TypeError, ValueError):  # not a papermill notebook, or a record without a date
+            continue
+        if (made - end).total_seconds() > NOTEBOOK_SLACK_S:
+            out.append(f"{notebook}: it ran until {end:%Y-%m-%d %H:%M} UTC, before its record was made "
+                       f"({made:%Y-%m-%d %H:%M}): an earlier run's notebook; put this run's in its place "
+                       f"(`dtype-bench unpack` the archive of the call that ran it) or delete it, then compact again")
+    return out
+
+
+def _utc(text: str) -> datetime:
+    t = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def _steps_into_table(folder: Path) -> int:
