@@ -436,6 +436,15 @@ def test_a_head_hypothesis_measured_at_the_premise_is_decided_there_and_names_wh
     assert findings._at_premise("seed001.H2", "first", below, studies, by) == ("first", below, "")  # no head premise
 
 
+def test_a_quality_hypothesis_row_names_the_metric_and_seeds_of_each_side():
+    h = {"effect": {"unit": "%"}, "evidence": {"cls": {"used": ["C", "E"], "seeds": 12},
+                                               "lm": {"used": ["A"], "seeds": 3}}}
+    comp = {"recipe": {"A": {"metric": "val_loss"}, "C": {"metric": "micro_f1"}, "E": {"metric": "accuracy"}}}
+    got = findings._measured_on(h, [("s", comp, None)], "s", {})
+    assert got == "; micro_f1 on C, accuracy on E, 12 seeds; val_loss on A, 3 seeds"
+    assert findings._measured_on({**h, "effect": {"unit": "share of runs"}}, [("s", comp, None)], "s", {}) == ""
+
+
 def test_a_study_the_gates_kept_from_every_verdict_is_no_supporting_line():
     """"No candidate failed" would misread a study whose quality entered no verdict anywhere."""
     learned = {"C": {"learned": True, "reason": "learned"}}

@@ -227,7 +227,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         if verdict != UNTESTABLE_HERE and (missing := unmet_premise(hid, decided)):  # one decided across studies
             verdict, why = UNTESTABLE_HERE, f"{missing}; measured below it: {h['verdict']} ({why})"
         out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
-                   f"{premise(hid, decided, real)}{below or _premise_elsewhere(hid, n, studies, by_study)} | "
+                   f"{premise(hid, decided, real)}{_measured_on(h, studies, n, comparison)}"
+                   f"{below or _premise_elsewhere(hid, n, studies, by_study)} | "
                    f"{_decided_by(n, studies, linked=bool(below))} |")
     arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
@@ -550,6 +551,25 @@ def _at_premise(hid: str, decided_by: str, h: dict, studies, by_study: dict) -> 
             return name, there, (f"; below it (`{decided_by}`, labels {heads}): {found} "
                                  f"({_short(why.removeprefix(found).strip(' (').rstrip(')'), 120)})")
     return decided_by, h, ""
+
+
+def _measured_on(h: dict, studies, name: str, first: dict) -> str:
+    """The metric and seeds of each side a hypothesis's effect was measured on (its evidence's ``cls``
+    and ``lm``: scenarios used, fewest seeds), from the deciding comparison's recipe, e.g.
+    "; micro_f1 on C, 12 seeds; val_loss on A, 3 seeds"; '' where the evidence names none or the effect
+    is not a quality change (a divergence rate is no metric's)."""
+    if "%" not in str((h.get("effect") or {}).get("unit", "")):
+        return ""
+    recipe = (next((c for n, c, _ in studies if n == name), first) or {}).get("recipe") or {}
+    parts = []
+    for side in ("cls", "lm"):
+        ev = (h.get("evidence") or {}).get(side)
+        if isinstance(ev, dict) and ev.get("used") and ev.get("seeds"):
+            by_metric: dict[str, list[str]] = {}
+            for s in ev["used"]:
+                by_metric.setdefault((recipe.get(s) or {}).get("metric") or "quality", []).append(s)
+            parts.append(", ".join(f"{m} on {'/'.join(v)}" for m, v in by_metric.items()) + f", {ev['seeds']} seeds")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _decided_by(name: str, studies, linked: bool = False) -> str:
