@@ -539,17 +539,16 @@ def _at_premise(hid: str, decided_by: str, h: dict, studies, by_study: dict) -> 
     there (a CI, whatever its verdict), that study decides the row, since only its scope is the
     seed's; the third item then names the study below the premise and its verdict. Otherwise
     ``(decided_by, h, "")``."""
-    if hid not in ("seed001.H1", "seed001.H3") or not (missing := unmet_premise(hid, by_study.get(decided_by, []))):
+    if hid not in ("seed001.H1", "seed001.H3") or not unmet_premise(hid, by_study.get(decided_by, [])):
         return decided_by, h, ""
     for name, comp, _ in studies:
         recs, there = by_study.get(name) or [], (comp.get("hypotheses") or {}).get(hid)
         if (name != decided_by and there and there.get("effect") and not _speed_only(comp) and _heads(recs)
                 and not unmet_premise(hid, recs)):
             heads = ", ".join(f"{s} {n:,}" for s, (n, _) in _heads(by_study[decided_by]).items())
-            found = h.get("measured_verdict") or h["verdict"]
-            why = str(h["reason"]).split("measured below it: ", 1)[-1]
-            return name, there, (f"; below it (`{decided_by}`, labels {heads}): {found} "
-                                 f"({_short(why.removeprefix(found).strip(' (').rstrip(')'), 120)})")
+            parts = str(h["reason"]).split("measured below it: ", 1)  # at_premise's "<missing>; measured below it: <v> (<why>)"
+            found = parts[1] if len(parts) == 2 else f"{h['verdict']} ({parts[0]})"
+            return name, there, f"; below it (`{decided_by}`, labels {heads}): {_short(found, 140)}"
     return decided_by, h, ""
 
 
