@@ -311,6 +311,24 @@ def test_seeds_to_settle_h1_counts_the_classification_seeds_its_ci_is_made_of():
     assert "(now 6)" in h["reason"]
 
 
+def test_seeds_to_settle_h3_weighs_each_side_by_its_own_seeds():
+    """H3's effect is classification's loss minus LM's, the two measured on different numbers of seeds:
+    each side's noise shrinks with its own seeds, so the count comes from both sides' intervals."""
+    from benchlib.analysis.verdicts import seeds_to_settle_sides
+    # half-widths 0.5 at 12 seeds and 0.2 at 3: 0.25 * 12 + 0.04 * 3 = 3.12 over an effect of 0.1^2
+    assert seeds_to_settle_sides(0.1, [((0, -0.5, 0.5), 12), ((0, -0.2, 0.2), 3)]) == 312
+    assert seeds_to_settle_sides(0.0, [((0, -0.5, 0.5), 12)]) is None
+
+    def value(s, c, k):
+        q = (3.0 if s == "A" else 0.5) + 0.004 * ((k + (c == "amp_bf16_8bit_adam")) % 3)
+        return {"quality": q - (0.002 if c == "amp_bf16_8bit_adam" and s == "C" else 0.0)}
+    recs = (grid("C", ["amp_bf16", "amp_bf16_8bit_adam"], seeds=range(6), value=value)
+            + grid("A", ["amp_bf16", "amp_bf16_8bit_adam"], value=value))
+    h = hy.adam_8bit_effect(frame(recs), FAST)
+    assert h["verdict"] == "inconclusive" and "(now 6 and 3)" in h["reason"]
+    assert str(h["effect"]["seeds_to_settle"]) in h["reason"]
+
+
 def test_seeds_to_settle_grows_with_the_square_of_noise_over_effect():
     assert hy.seeds_to_settle(1.0, -1.0, 3.0, 3) == 12   # the bound 2 from the estimate of 1: 4x the seeds
     assert hy.seeds_to_settle(-1.0, -2.0, 0.5, 4) == 9   # on the other side: 1.5 -> 2.25x

@@ -171,8 +171,10 @@ def adam_8bit_effect(df: pd.DataFrame, rules: Rules = Rules()) -> dict:
     saving = {s: 100 * (1 - mem[s, x] / mem[s, ref]) for s in sorted({s for s, _ in mem})
               if (s, x) in mem and (s, ref) in mem}
     ev = {"cls": ev_c, "lm": ev_l, "memory_saving_pct": saving}
+    ci_c, ci_l = effect_ci(cls, rules), effect_ci(lm, rules)  # each side's own noise: their seeds differ
+    sides = [(ci_c, ev_c["seeds"]), (ci_l, ev_l["seeds"])] if ci_c and ci_l else None
     res = verdict_of(adam_8bit_effect, claim, effect_ci(cls, rules, lm), ev, "degradation classification - LM",
-                     "% of quality", rules, rules.margin_quality_pct)
+                     "% of quality", rules, rules.margin_quality_pct, sides=sides)
     return _with_macro(res, macro_f1_beside(df, x, ref, -1, "classification macro-F1 loss of 8-bit Adam", rules))
 
 

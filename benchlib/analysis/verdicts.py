@@ -91,12 +91,23 @@ def seeds_to_settle(point: float, lo: float, hi: float, n: int) -> int | None:
     return int(np.ceil(n * (dist / abs(point)) ** 2))
 
 
+def seeds_to_settle_sides(point: float, sides: list[tuple[tuple, int]]) -> int | None:
+    """``seeds_to_settle`` for an effect that is a difference of sides measured on different numbers
+    of seeds (``sides``: each side's own (point, lo, hi) and seeds): each side's variance scales as
+    1/seeds, so with k seeds a cell the half-width is sqrt(sum(hw_i^2 n_i) / k); the k that brings it
+    down to the estimate. None when the estimate is 0."""
+    if point == 0 or any(not (np.isfinite(lo) and np.isfinite(hi)) for (_, lo, hi), _ in sides):
+        return None
+    return int(np.ceil(sum(((hi - lo) / 2) ** 2 * n for (_, lo, hi), n in sides) / point ** 2))
+
+
 def verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False, why_missing="",
-               noise_from: dict | None = None) -> dict:
+               noise_from: dict | None = None, sides: list[tuple[tuple, int]] | None = None) -> dict:
     """The verdict of an effect's CI (None: not enough data, ``ev``'s ``missing`` cells say why),
     with the seeds that would settle an inconclusive one, scaled from the fewest seeds of the
     evidence the CI is computed from (``noise_from``; default all of ``ev``: an LM control that
-    does not enter the CI must not set the count)."""
+    does not enter the CI must not set the count), or, for a difference of sides measured on
+    different numbers of seeds, from each side's own interval (``sides``, ``seeds_to_settle_sides``)."""
     if ci is None:
         miss = _collect(ev, "missing")
         short = (f"needs >= {rules.min_seeds} counted seeds per (scenario, config); short: {', '.join(miss[:8])}"
@@ -106,8 +117,10 @@ def verdict_of(fn, claim, ci, ev, name, unit, rules, margin=0.0, two_sided=False
     verdict, reason = decide(ci[1], ci[2], margin, two_sided)
     eff = effect(name, unit, *ci, rules)
     n = min((k for k in _collect(ev if noise_from is None else noise_from, "seeds") if k), default=0)  # None: a side without data
+    if sides and all(k for _, k in sides):
+        n = " and ".join(str(k) for _, k in sides)
     if verdict == "inconclusive" and n:
-        need = seeds_to_settle(*ci, n)
+        need = seeds_to_settle_sides(ci[0], sides) if isinstance(n, str) else seeds_to_settle(*ci, n)
         eff["seeds_to_settle"] = need
         reason += (f": the effect ({ci[0]:.3g} {unit}) is smaller than the seed noise; "
                    + ("no number of seeds settles an estimate of 0" if need is None else
