@@ -653,6 +653,8 @@ def test_an_undecided_row_gives_its_interval_beside_the_seeds_that_would_settle_
     why = findings._to_settle(h)
     assert "[-0.577, +0.43]" in why and "~354 seeds" in why
     assert findings._to_settle({**h, "verdict": "rejected"}) == ""  # a decided row gives its evidence instead
+    huge = findings._to_settle({**h, "effect": {**h["effect"], "seeds_to_settle": 1798}})
+    assert "too small to matter" in huge and "1798" not in huge  # as the verdict's own reason says it
 
 
 def test_a_supporting_speed_line_names_an_untimed_config_instead_of_printing_nan(tmp_path):

@@ -26,6 +26,7 @@ from benchlib.analysis.contrasts import MOST_SEEDS, PLAN_UPPER, POWER, seeds_to_
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason, speed_runs
 from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
+from benchlib.analysis.verdicts import SETTLE_MAX
 from benchlib.analysis.recommend import ENTERED, PASS, Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules, adjust, label
 from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, head_params, load_study
@@ -932,7 +933,9 @@ def _to_settle(h: dict) -> str:
     eff = h.get("effect") or {}
     if (need := eff.get("seeds_to_settle")) is not None:
         return (f"{eff.get('name', 'effect')} {eff['estimate']:+.3g} [{eff['ci_low']:+.3g}, {eff['ci_high']:+.3g}] "
-                f"{eff.get('unit', '')}: ~{need} seeds per (scenario, config) at this effect and noise")
+                f"{eff.get('unit', '')}: " + (f"more than {SETTLE_MAX} seeds per (scenario, config) would be needed: "
+                                              "too small to matter" if need > SETTLE_MAX else
+                                              f"~{need} seeds per (scenario, config) at this effect and noise"))
     reason = str(h.get("reason") or "").split("; ")[0]
     return reason.replace("|", "/")[:120]
 
