@@ -334,6 +334,29 @@ def test_the_sweep_says_once_which_split_rule_real_data_was_read_with(tmp_path, 
     assert len(lines) == 1 and "data: /data/docs.jsonl" in lines[0]
 
 
+def test_a_host_without_the_html_stack_ends_the_sweep_with_one_line_and_its_records(tmp_path, capsys, monkeypatch):
+    # a GPU image without nbformat: the runs recorded, then the HTML export refused in one line, not a traceback
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY)
+    root = tmp_path / "executed"
+    by_out = {i.out_dir.resolve(): i for i in sweep.plan(sweep.load_study(path), root)}
+
+    def execute(cmd, env, log, timeout=None):
+        out = Path(runner.injected(cmd)["out_dir"]).resolve()
+        runner.write_record(out, {**runner.error_record(by_out[out].spec, out, None), "status": "ok"})
+        return 0
+    monkeypatch.setattr(runner, "execute", execute)
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nbformat" else real(name, *a))
+    monkeypatch.setattr(sweep, "export_study_html", lambda *a, **k: pytest.fail("exported without nbformat"))
+    assert main(["sweep", str(path), "--out", str(root), "--no_analysis"]) == 0
+    said = capsys.readouterr()
+    lines = [ln for ln in said.err.splitlines() if "no HTML export" in ln]
+    assert len(lines) == 1 and "nbformat" in lines[0] and "--analysis_only" in lines[0]
+    assert all((i.out_dir / "result.json").exists() for i in by_out.values())
+
+
 # ---- nothing lost or silently changed (issue 56) -----------------------------------------
 def test_a_run_refuses_an_out_holding_a_record_unless_overwrite(capsys, existing):
     out, before = existing

@@ -523,7 +523,12 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     analysis = analysis or sorted((study_dir / "analysis").glob("*.ipynb"))
     runs = [i for i in every if i.stage == "run"]
     pre = [i for i in every if i.stage == "pretrain"]
-    index = None if ns.no_html or late else export_study_html(study_dir, runs, analysis, overview=not study.arms)
+    bare = "" if ns.no_html or late else html_stack_missing()
+    if bare:
+        print(f"{bare}; the records stand, and `dtype-bench sweep {_rel(ns.study)} --out {_rel(ns.out)} "
+              f"--analysis_only` makes the HTML where it is installed", file=sys.stderr)
+    index = None if ns.no_html or late or bare else export_study_html(study_dir, runs, analysis,
+                                                                      overview=not study.arms)
     print("\n" + summary(runs))
     from benchlib.analysis.answer import study_answer  # the summary ends with the study's answer table
     sys.stdout.write(f"\n{a}\n" if (a := study_answer(study_dir)) else "")
@@ -596,6 +601,16 @@ def notebook_stack_missing(pending: list[Item]) -> str:
     gone = [m for m in ("papermill", "ipykernel") if need and importlib.util.find_spec(m) is None]
     return (f"{_n(len(need), 'run')} to execute in a notebook ({_some(need, 2)}), and {' and '.join(gone)} "
             f"{'does' if len(gone) == 1 else 'do'} not import here: install the notebook stack "
+            f"(pip install 'dtype-bench[study]', or its wheels where the host has no network)") if gone else ""
+
+
+def html_stack_missing() -> str:
+    """Why the study's HTML export cannot run here (nbformat or nbconvert do not import), in one line;
+    '' where both do. The runs before it have already written their records, so a host without the
+    notebook stack (a GPU image, a ``--no_analysis`` sweep) ends with this line, not a traceback."""
+    import importlib.util
+    gone = [m for m in ("nbformat", "nbconvert") if importlib.util.find_spec(m) is None]
+    return (f"no HTML export: {' and '.join(gone)} {'does' if len(gone) == 1 else 'do'} not import here "
             f"(pip install 'dtype-bench[study]', or its wheels where the host has no network)") if gone else ""
 
 
