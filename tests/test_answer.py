@@ -333,3 +333,29 @@ def test_the_scope_says_which_scenarios_seeds_ran_on_several_hosts():
     assert "(A on 1 host, E on 2 hosts)" in answer._hosts(answer.describe(recs))
     one = answer._hosts(answer.describe([r for r in recs if r["env"]["boot_id"] == "b1"]))
     assert "of one host" in one and "hosts)" not in one
+
+
+def test_energy_from_a_multi_gpu_host_before_the_meter_named_its_gpu_is_left_out(monkeypatch):
+    """The meter read NVML's device by torch's index, which under CUDA_VISIBLE_DEVICES is the host's
+    first GPU: a second lane's runs read their neighbour's counter. Such energy is left out of the
+    absolute table, and said so; a single-GPU boot's, or a record that names its metered GPU, stays."""
+    from fixtures.records import make_record
+
+    def rec(c, k, gpu, boot, joules, named=False):
+        r = make_record("A", c, seed=k, throughput=1000.0)
+        r["metrics"].update({"tokens_per_s": 1000.0, "energy/j_per_unit": joules})
+        r["env"].update({"gpu_uuid": gpu, "boot_id": boot, "hostname": "vm"})
+        if named:
+            r["env"]["energy_gpu_uuid"] = gpu
+        return r
+    two = [rec("amp_bf16", 0, "g0", "b1", 0.002), rec("amp_bf16", 1, "g1", "b1", 0.0003)]
+    one = [rec("amp_bf16", 2, "g9", "b2", 0.002)]
+    named = [rec("amp_bf16", 3, "g1", "b3", 0.002, named=True), rec("amp_bf16", 4, "g0", "b3", 0.002, named=True)]
+    assert answer.energy_trusted(two + one + named) == [False, False, True, True, True]
+    monkeypatch.setattr(answer, "speed_records", lambda speed: two)
+    assert "mJ/tok" not in "\n".join(answer.absolute_table("x", ["amp_bf16"]))
+    assert "left out for 2 of 2 runs" in answer.energy_note("x")
+    monkeypatch.setattr(answer, "speed_records", lambda speed: two + one)
+    assert "2.00 mJ/tok" in "\n".join(answer.absolute_table("x", ["amp_bf16"]))  # the single-GPU boot's alone
+    monkeypatch.setattr(answer, "speed_records", lambda speed: named)
+    assert answer.energy_note("x") == "" and "2.00 mJ/tok" in "\n".join(answer.absolute_table("x", ["amp_bf16"]))

@@ -73,3 +73,24 @@ def test_a_failed_step_leaves_no_half_open_bracket():
     timer.after_step(0)
     timer.finish()
     assert timer.optimizer_done == [(0, 0.0)] and timer.optimizer_metrics()["time/optimizer_ms"] is None
+
+
+def test_the_energy_meter_reads_the_runs_own_gpu_by_uuid_not_nvmls_first(monkeypatch):
+    """Under CUDA_VISIBLE_DEVICES=1 torch calls the run's GPU cuda:0, while NVML's index 0 is the
+    host's first GPU: the meter finds its GPU by UUID, and reads nothing where none matches."""
+    import sys
+    import types
+    from benchlib.core import env
+
+    counters = {"GPU-aaa": 5_000_000, "GPU-bbb": 7_000_000}  # mJ
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: ["GPU-aaa", "GPU-bbb"][i],
+        nvmlDeviceGetUUID=lambda h: h.encode(), nvmlDeviceGetTotalEnergyConsumption=lambda h: counters[h])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    seen = {"uuid": "bbb"}
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(uuid=seen["uuid"]))
+    meter = env.EnergyMeter(torch.device("cuda", 0))
+    assert meter.read_j() == 7000.0
+    seen["uuid"] = "ccc"
+    assert env.EnergyMeter(torch.device("cuda", 0)).read_j() is None

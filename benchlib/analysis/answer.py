@@ -352,13 +352,44 @@ def _hosts(d: dict) -> str:
     return line
 
 
+def energy_trusted(records: list[dict]) -> list[bool]:
+    """Per record, whether its energy is its own GPU's. A record that names the GPU it metered
+    (``env.energy_gpu_uuid``) is; one from before that (the meter took NVML's device by torch's
+    index, which under CUDA_VISIBLE_DEVICES is the host's first GPU, not the run's) only where no
+    record here ran on another GPU of its machine and boot: on a multi-GPU host it may have read
+    its neighbour's counter (seen: 2.8 kJ for a run whose seeds on the other GPU took 17.7 kJ)."""
+    gpus: dict = {}
+    for r in records:
+        e = r.get("env") or {}
+        gpus.setdefault((e.get("hostname"), e.get("boot_id")), set()).add(e.get("gpu_uuid"))
+    out = []
+    for r in records:
+        e = r.get("env") or {}
+        if "energy_gpu_uuid" in e:
+            out.append(bool(e["energy_gpu_uuid"]) and e["energy_gpu_uuid"] == e.get("gpu_uuid"))
+        else:
+            out.append(e.get("boot_id") is not None and len(gpus[e.get("hostname"), e.get("boot_id")]) == 1)
+    return out
+
+
+def energy_note(speed) -> str:
+    """A sentence where the absolute table leaves out energy it cannot vouch for (``energy_trusted``),
+    else ''."""
+    recs = [r for r in speed_records(speed) if (r.get("metrics") or {}).get("energy/j_per_unit") is not None]
+    left = sum(not ok for ok in energy_trusted(recs))
+    return (f"energy per token left out for {left} of {len(recs)} runs: timed on a multi-GPU host before the "
+            f"meter named its GPU, they may have read another GPU's counter") if left else ""
+
+
 def absolute_table(speed, configs: list[str]) -> list[str]:
     """Markdown: per config and scenario, the speed study's mean tokens/s, MFU and energy per token
-    (``speed``: a folder, or a list of sources as ``speed_records`` reads them)."""
+    (``speed``: a folder, or a list of sources as ``speed_records`` reads them; energy only from
+    records ``energy_trusted`` vouches for, ``energy_note`` says how many it left out)."""
     rows = []
-    for r in speed_records(speed):
+    recs = speed_records(speed)
+    for r, own in zip(recs, energy_trusted(recs)):
         m = r.get("metrics", {})
-        tok, per_unit, unit_s = m.get("tokens_per_s"), m.get("energy/j_per_unit"), m.get("throughput")
+        tok, per_unit, unit_s = m.get("tokens_per_s"), m.get("energy/j_per_unit") if own else None, m.get("throughput")
         j_tok = per_unit * unit_s / tok if tok and per_unit is not None and unit_s else np.nan
         rows.append({"scenario": r.get("scenario"), "config": r.get("config"), "tok": tok, "mfu": m.get("mfu_pct"),
                      "j_tok": j_tok})

@@ -200,7 +200,9 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     out += ["", picked["rule"] + "  ", f"![The answer as a chart: each cell's quality change and interval]({CHART.as_posix()})"]
     if speeds:
         shown = list(dict.fromkeys([answer.BASELINE, answer.TF32, answer.AMP, *picked["configs"]]))
-        out += ["", f"Absolute speed ({speed_names}, mean over seeds; MFU against the GPU's dense bf16 peak):", ""]
+        note = answer.energy_note(sources_)
+        out += ["", f"Absolute speed ({speed_names}, mean over seeds; MFU against the GPU's dense bf16 peak"
+                    + (f"; {note}" if note else "") + "):", ""]
         out += answer.absolute_table(sources_, shown)
     out += ["", "**Where it breaks** (candidates; every run and reason in the reports):"]
     out += _bullets([line for a in arms for line in _breaks(a["cells"] if a is not arms[0] else cells, a["label"])],

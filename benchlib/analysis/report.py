@@ -241,7 +241,9 @@ def answer_markdown(study_dir: Path) -> tuple[list[str], list[str], Path | None]
             "Cell: the comparison's verdict for (scenario, config)"
             + (f"; throughput x fp32 / x TF32 and peak GiB ({where})" if speed else "")
             + f"; {answer.quality_legend(cells)}. " + answer.controls_line(comparison)]
-    absolute = ([f"Absolute speed ({where}, mean over seeds; MFU against the GPU's dense bf16 peak):", "",
+    note = answer.energy_note(speed) if speed else ""
+    absolute = ([f"Absolute speed ({where}, mean over seeds; MFU against the GPU's dense bf16 peak"
+                 + (f"; {note}" if note else "") + "):", "",
                  *answer.absolute_table(speed, config_order(cells["config"].unique()))] if speed else
                 ["No speed measured alone on a GPU for this study."])
     return out, absolute, speed

@@ -141,6 +141,8 @@ def environment(device: torch.device) -> dict:
     if device.type == "cuda":
         env["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
         env["driver"] = _nvml_driver()
+        # the GPU whose energy counter the run reads: its own, by UUID (None: no energy measured)
+        env["energy_gpu_uuid"] = env["gpu_uuid"] if nvml_handle(device)[1] is not None else None
     return env
 
 
@@ -191,20 +193,39 @@ def _nvml_driver() -> str | None:
         return None
 
 
+def nvml_handle(device: torch.device):
+    """(pynvml, handle) of the NVML device that is this CUDA device, matched by UUID; (None, None)
+    where NVML, the UUID or a match is missing. NVML numbers every GPU of the host whatever
+    CUDA_VISIBLE_DEVICES says, so a handle taken by torch's index reads the host's first GPU for a
+    run that sees only its second (records before this fix: ``energy_trusted``)."""
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None) if device.type == "cuda" else None
+    if not uuid:
+        return None, None
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        want = f"GPU-{uuid}"
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            got = pynvml.nvmlDeviceGetUUID(h)
+            if (got.decode() if isinstance(got, bytes) else got) == want:
+                return pynvml, h
+    except Exception:  # NVML missing or unreadable (a container without the library)
+        pass
+    return None, None
+
+
 class EnergyMeter:
-    """GPU energy from NVML's total-energy counter (mJ since driver load); inactive when
-    NVML or the counter is unavailable (CPU, older GPUs)."""
+    """GPU energy from NVML's total-energy counter (mJ since driver load) of the run's own GPU
+    (``nvml_handle``: by UUID); inactive where NVML, the counter or the GPU's match is unavailable
+    (CPU, older GPUs): no energy rather than another GPU's."""
 
     def __init__(self, device: torch.device):
-        self.handle = None
-        if device.type != "cuda":
+        self._nvml, self.handle = nvml_handle(device)
+        if self.handle is None:
             return
         try:
-            import pynvml
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
-            pynvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
+            self._nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
         except Exception:
             self.handle = None
 

@@ -168,7 +168,7 @@ METRICS = {
                                              "(matrices), mean over logged steps",
     "forensics/update_lost_frac_no_decay_mean": "update_lost_frac over the parameter groups without weight "
                                                 "decay (biases, norms), mean over logged steps",
-    "energy/joules": "GPU energy over the timed windows (NVML total-energy counter)",
+    "energy/joules": "GPU energy over the timed windows (NVML total-energy counter of the run's GPU, env.energy_gpu_uuid)",
     "energy/j_per_unit": "joules per token (LM) or per sample (classification)",
     "time/startup_s": "from the process start (interpreter / notebook kernel) to the run's start: imports",
     "time/setup_s": "model + data + optimizer construction",
