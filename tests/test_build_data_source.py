@@ -106,3 +106,21 @@ def test_a_pinned_distribution_missing_or_at_another_version_refuses_the_build_n
     pin.write_text(yaml.safe_dump(facts))
     assert build_data.main(args) == 2
     assert "1 missing (delta 1)" in capsys.readouterr().err
+
+
+def test_the_committed_pin_is_a_build_that_a_matching_host_accepts_and_one_other_version_refuses():
+    """docs/data/pysource.provenance.yaml, the horizon study's first build, pins the later ones: it
+    names each distribution with a version and licence and counts that add up; a host with exactly
+    those versions gets its list, one with a single other version (torch) a refusal."""
+    from pathlib import Path
+    from types import SimpleNamespace
+    pin = Path(__file__).resolve().parents[1] / "docs" / "data" / "pysource.provenance.yaml"
+    facts = yaml.safe_load(pin.read_text())
+    pkgs = facts["packages"]
+    assert len(pkgs) > 100 and all(p["version"] and p["licence"] for p in pkgs)
+    assert sum(p["characters"] for p in pkgs) == facts["characters"]
+    assert sum(p["documents"] for p in pkgs) == sum(facts["documents"].values())
+    same = {p["name"].lower(): SimpleNamespace(version=str(p["version"])) for p in pkgs}
+    assert build_data._pinned(pin, same) == sorted(same)
+    with pytest.raises(build_data.BadDataError, match="another corpus"):
+        build_data._pinned(pin, {**same, "torch": SimpleNamespace(version="0.0")})
