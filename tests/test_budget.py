@@ -155,7 +155,9 @@ def test_a_run_cut_off_with_its_state_saved_is_costed_by_the_steps_it_has_left(t
         b = budget.Budget(80)
         b.learn(items)
         assert b.estimate(a1) == pytest.approx(want)
-        assert b.admit([a1]) is (want <= 80)
+        # its own state: it fits whole; another's: too long for any 80-s call, it starts to its first save
+        assert b.first_part(a1) == (None if want <= 80 else pytest.approx(1.1 * (20 + 30) + 10))
+        assert b.admit([a1])
 
 
 def test_side_by_side_slots_start_only_what_fits(chunked):
@@ -397,3 +399,31 @@ def test_costs_from_another_study_prices_runs_this_study_has_no_record_of(tmp_pa
     with pytest.raises(SystemExit):
         host_sweep.build_parser().parse_args([str(tmp_path / "chunks.yaml"), "--costs_from", str(tmp_path / "nowhere")])
     assert "--costs_from" in capsys.readouterr().err
+
+
+def test_a_run_longer_than_any_call_starts_when_its_next_save_fits_and_one_that_fits_a_call_waits(tmp_path):
+    """A 6,000-step horizon run in a 540-s call: with its state saved every state_every steps it
+    starts where the steps to its next save fit, and the next call on the host resumes it; without
+    state_every it never starts. A run a fresh call could finish whole waits for that call."""
+    def plan(extra):
+        items = sweep.plan(load_study(_write(tmp_path, STUDY + extra)), tmp_path / ("saves" if extra else "plain"))
+        a0 = items[0]
+        rec = runner.error_record(a0.spec, a0.out_dir, None)
+        rec.update(status="ok", run={**rec["run"], "steps": 10}, sweep={"wall_s": 80.0, "fixed_s": 20.0})
+        write_json_atomic(a0.result, rec)
+        return items
+    items = plan("state_every: 5\n")
+    whole, part = 1.1 * (20 + 60) + 10, 1.1 * (20 + 30) + 10  # 10 steps; 5 steps to the first save
+    b = budget.Budget(70)
+    b.learn(items)
+    assert b.estimate(items[1]) == pytest.approx(whole) and b.first_part(items[1]) == pytest.approx(part)
+    assert b.admit([items[1]])
+    assert "no call of this budget starts it" not in b.left_line(4)
+    b = budget.Budget(120, start=-50.0)  # a fresh call fits it whole; this one has 70 s left
+    b.learn(items)
+    assert b.first_part(items[1]) is None and not b.admit([items[1]])
+    plain = plan("")
+    b = budget.Budget(70)
+    b.learn(plain)
+    assert b.first_part(plain[1]) is None and not b.admit([plain[1]])
+    assert "no call of this budget starts it" in b.left_line(4)

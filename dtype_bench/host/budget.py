@@ -108,15 +108,16 @@ class Budget:
     def left(self) -> float:
         return self.seconds - (time.monotonic() - self.start)
 
-    def estimate(self, item) -> float:
-        """Seconds ``item`` is expected to take for the steps it has left (``steps_left``): the
+    def estimate(self, item, steps: float | None = None) -> float:
+        """Seconds ``item`` is expected to take for the steps it has left (``steps_left``; or
+        ``steps``): the
         longest ``run_cost`` of a finished run of its
         stage, scenario, arm and size (its own config's if any) with ``MARGIN``; with none, of its
         scenario, arm and size in the other stage (a pretrain with no record of its own costs what
         its scenario's runs cost per step); else ``UNSEEN_FACTOR`` x the costliest of a sibling (same
         model and kind of task), else of any run, never below ``DEFAULT_RUN_S``."""
         cfg = item.spec.cfg
-        steps = self.steps_left(item)
+        steps = self.steps_left(item) if steps is None else steps
         own = self._costs(self.seen.get(_key(item), []), item, steps)
         if own:
             return MARGIN[0] * max(own) + MARGIN[1]
@@ -138,6 +139,18 @@ class Budget:
         (``resume.saved_share``: a run the last call's deadline cut off resumes there)."""
         cfg = item.spec.cfg
         return cfg.steps * (1 - (saved_share(Path(item.out_dir), cfg.run_id, cfg.steps) if cfg.state_every else 0.0))
+
+    def first_part(self, item) -> float | None:
+        """For a run that saves its state (``state_every``) and that no call of this budget could
+        finish (its estimate is more than the whole budget, e.g. a 6,000-step horizon run in a
+        540-s call): the estimate of its steps up to its next save, from which the next call on this
+        host resumes it. None for any other run: it starts only where it fits whole."""
+        cfg = item.spec.cfg
+        if not cfg.state_every or self.estimate(item) <= self.seconds:
+            return None
+        left = self.steps_left(item)
+        done = cfg.steps - left
+        return self.estimate(item, min(left, cfg.state_every - done % cfg.state_every))
 
     def _costs(self, recs: list, item, steps: float) -> list:
         """The costs of ``recs`` scaled to ``item``'s steps: those of its own config if any, else
@@ -176,7 +189,9 @@ class Budget:
                 if item.needs is not None and any(item.needs is d for d in self.deferred):
                     break
                 if n == 0 or not cell:
-                    left -= self.estimate(item)
+                    need = self.estimate(item)
+                    part = self.first_part(item) if need > left else None
+                    left -= need if part is None else part  # a run too long for any call: to its next save
                     if left < 0:
                         break
                 n += 1
@@ -197,11 +212,16 @@ class Budget:
         """How many runs are left, and the first of them no call of this budget would start: its
         estimate (from no finished run of its kind, ``estimate``) is more than the whole budget."""
         line = f"time budget: {len(self.deferred)} of {total} runs left; run the same command again to resume"
-        never = next(((i, e) for i in self.deferred if (e := self.estimate(i)) > self.seconds), None)
+        never = next(((i, e) for i in self.deferred if (e := self.estimate(i)) > self.seconds
+                      and ((p := self.first_part(i)) is None or p > self.seconds)), None)
         if never:
             line += (f"; but {never[0].run_id} is estimated at {never[1]:.0f} s, more than the whole budget "
                      f"({self.seconds:.0f} s), so no call of this budget starts it (nor the runs that load it): "
-                     "give it a longer --time_budget or none")
+                     "give it a longer --time_budget or none, or a state_every it can reach")
+        cut = [i.run_id for i in self.deferred if self.steps_left(i) < i.spec.cfg.steps]
+        if cut:
+            line += (f"; {len(cut)} resume from the state they saved ({cut[0]}{', ...' if len(cut) > 1 else ''}): "
+                     "it is on this host only, so run the next call here")
         return line
 
     def why_no_analysis(self) -> str:
