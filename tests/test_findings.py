@@ -671,3 +671,14 @@ def test_a_supporting_speed_line_names_an_untimed_config_instead_of_printing_nan
     assert "bf16_pure 1.10x (one seed; 5.5)" in line
     assert "fp16_fp16_states not timed (no run finished)" in line
     assert "nan" not in line.lower()
+
+
+def test_an_undecided_frontier_row_says_which_pair_and_configs_it_compared_and_what_it_saw():
+    h = {"verdict": "inconclusive", "reason": "CI [0, 0.5] includes 0; scenario(s) A, E count for speed only",
+         "effect": {"estimate": 0.5, "ci_low": 0.0, "ci_high": 0.5},
+         "evidence": {"pairs": {"A-E": ["amp_bf16", "bf16_pure", "fp32_baseline"]},
+                      "summary": "frontiers differ on A-E (A: bf16_pure; E: amp_bf16, bf16_pure)"}}
+    cell = findings._to_settle(h)
+    assert cell.startswith("CI [0, 0.5] includes 0: frontiers differ on A-E (A: bf16_pure; E: amp_bf16, bf16_pure)")
+    assert cell.endswith("among amp_bf16, bf16_pure, fp32_baseline") and "speed only" not in cell
+    assert findings._to_settle({**h, "evidence": {}}) == "CI [0, 0.5] includes 0"

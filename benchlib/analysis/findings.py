@@ -938,8 +938,12 @@ def _to_settle(h: dict) -> str:
                 f"{eff.get('unit', '')}: " + (f"more than {SETTLE_MAX} seeds per (scenario, config) would be needed: "
                                               "too small to matter" if need > SETTLE_MAX else
                                               f"~{need} seeds per (scenario, config) at this effect and noise"))
-    reason = str(h.get("reason") or "").split("; ")[0]
-    return reason.replace("|", "/")[:120]
+    reason = str(h.get("reason") or "").split("; ")[0][:120]
+    ev = h.get("evidence") or {}
+    if ev.get("summary") and ev.get("pairs"):  # a frontier comparison: what it compared, and what it saw
+        among = sorted({c for cs in ev["pairs"].values() for c in cs})
+        reason += f": {ev['summary']}, among {', '.join(among)}"
+    return reason.replace("|", "/")
 
 
 def _evidence(h: dict, safety: pd.DataFrame, quality_study: str | None) -> str:
