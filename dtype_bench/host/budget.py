@@ -110,8 +110,9 @@ class Budget:
 
     def estimate(self, item, steps: float | None = None) -> float:
         """Seconds ``item`` is expected to take for the steps it has left (``steps_left``), or for
-        ``steps``: the longest ``run_cost`` of a finished run of its stage, scenario, arm and size (its own config's if any) with ``MARGIN``; with none, of its
-        scenario, arm and size in the other stage (a pretrain with no record of its own costs what
+        ``steps``: the longest ``run_cost`` of a finished run of its stage, scenario, arm and size
+        (its own config's if any) with ``MARGIN``; with none, of its scenario, arm and size in the
+        other stage (a pretrain with no record of its own costs what
         its scenario's runs cost per step); else ``UNSEEN_FACTOR`` x the costliest of a sibling (same
         model and kind of task), else of any run, never below ``DEFAULT_RUN_S``."""
         cfg = item.spec.cfg
