@@ -43,9 +43,37 @@ def test_each_evaluation_step_has_its_paired_interval_and_says_whether_it_lies_p
     assert not gaps["past_one_pass"].where(gaps["step"] < 1000, False).any()
 
 
-def test_without_a_reference_of_enough_seeds_there_is_no_gap_and_the_chart_says_why():
+def test_short_of_seeds_the_point_gap_is_drawn_without_an_interval_or_a_trend_verdict():
     ev = _evaluations()
-    ev = ev[~((ev["config"] == "fp32_tf32_matmul") & (ev["seed"] > 1))]
+    ev = ev[ev["seed"] == 0]  # one seed of each config: a study stopped after its first seed
+    gaps = horizon.gaps(ev).set_index(["config", "step"])
+    assert (gaps["n_paired"] == 1).all() and gaps["ci_low"].isna().all() and gaps["ci_high"].isna().all()
+    assert gaps.loc[("grows", 1500), "change_pct"] < gaps.loc[("grows", 250), "change_pct"] < 0
+    trend = horizon.trend(ev).set_index("config")
+    assert trend.loc["grows", "growth_pct"] < -1.5 and np.isnan(trend.loc["grows", "p_grows_worse"])
+    assert trend["grows_worse"].isna().all()
+    two = _evaluations()
+    two = two[two["seed"] < 2]  # two seeds: a p-value is computable, but the verdicts ask for min_seeds
+    assert horizon.trend(two)["grows_worse"].isna().all()
+    assert "no band" in str(horizon.chart(horizon.gaps(ev), ev).to_dict())
+
+
+def test_a_broken_config_gets_the_candidates_a_panel_of_their_own():
+    ev = _evaluations()
+    broken = ev[ev["config"] == "flat"].assign(config="broken", val_loss=lambda d: d["val_loss"] * 1.1)
+    spec = horizon.chart(horizon.gaps(pd.concat([ev, broken])), ev).to_dict()
+    panels = spec["vconcat"][0]["hconcat"]
+    assert len(panels) == 2 and "within" in str(panels[1])
+    shown = {r["config"] for d in spec["datasets"].values() for r in d if "config" in r}
+    assert "broken" in shown
+    zoomed = spec["datasets"][panels[1]["layer"][0]["data"]["name"]]
+    assert {r["config"] for r in zoomed} == {"flat", "grows"}  # both within 2.5%; "broken" 10% off
+    assert len(horizon.chart(horizon.gaps(ev), ev).to_dict()["vconcat"][0]["hconcat"]) == 1
+
+
+def test_without_the_reference_config_there_is_no_gap_and_the_chart_says_why():
+    ev = _evaluations()
+    ev = ev[ev["config"] != "fp32_tf32_matmul"]
     assert horizon.gaps(ev).empty and horizon.trend(ev).empty
     spec = horizon.chart(horizon.gaps(ev), ev).to_dict()
     assert "no config and reference" in str(spec)
@@ -67,3 +95,25 @@ def test_the_horizon_notebook_runs_on_a_studys_records(tmp_path):
     assert list(trend["config"]) == ["amp_bf16"] and trend["n_paired"].iloc[0] == 3
     assert trend["first_step"].iloc[0] < trend["last_step"].iloc[0]
     assert (tmp_path / "executed" / "h" / "horizon" / "horizon.svg").is_file()
+
+
+def _frame(ev: pd.DataFrame) -> pd.DataFrame:
+    runs = ev[["scenario", "config", "seed"]].drop_duplicates()
+    return runs.assign(status="ok", **{"run.size": "tiny", "run.data": "corpus", "run.steps": 1500, "run.beta2": 0.999,
+                                       "one_pass_step": 3000})
+
+
+@pytest.mark.parametrize("seeds, says", [(1, "No verdict on growth: 1 paired seed(s), the rules ask 3"),
+                                          (4, "Grows worse (one-sided paired t, alpha 0.05): grows")])
+def test_the_findings_line_states_the_recipe_and_gives_a_growth_verdict_only_with_enough_seeds(monkeypatch, seeds, says):
+    ev = _evaluations()
+    ev = ev[ev["seed"] < seeds]
+    monkeypatch.setattr(horizon, "load_study", lambda d: _frame(ev))
+    monkeypatch.setattr(horizon, "evaluations", lambda df: ev)
+    (line,) = horizon.findings_line("executed/x/h", "on a test host")
+    assert says in line
+    assert "1500 steps, beta2 0.999" in line and "read 0.50 times" in line and "on a test host" in line
+    assert line.index("grows ") < line.index("flat ")  # the worst change at the last evaluation first
+    monkeypatch.setattr(horizon, "evaluations", lambda df: ev[ev["config"] == "flat"])
+    with pytest.raises(ValueError, match="nothing to say"):
+        horizon.findings_line("executed/x/h", "")

@@ -6,8 +6,8 @@
 
 The first study is the answer (its quality verdicts); the first later one built for speed gives
 throughput and memory; each hypothesis comes from the study that decides it; the others, and
-``--fp8_sizes`` / ``--arm_cost`` (``arms.compare``), are supporting lines, as is ``--transfer``
-(``transfer.findings_line``). ``--readme`` replaces the
+``--fp8_sizes`` / ``--arm_cost`` (``arms.compare``), are supporting lines, as are ``--transfer``
+(``transfer.findings_line``) and ``--horizon`` (``horizon.findings_line``). ``--readme`` replaces the
 block between the ``findings`` markers (appended when absent), so a rerun rewrites nothing.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.core.argparser import ArgumentParser, existing_file
-from benchlib.analysis import answer, arms, transfer
+from benchlib.analysis import answer, arms, horizon, transfer
 from benchlib.analysis.contrasts import MOST_SEEDS, PLAN_UPPER, POWER, seeds_to_show_safe
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason, speed_runs
@@ -157,6 +157,13 @@ def arm_cost_section(study_dir: Path) -> list[str]:
                      f"{_range(-m['change_pct_max'], -m['change_pct_min'], '.0f')}% peak memory against `{base}` "
                      f"over {t['pairs']} (scenario, config, seed) pairs")
     return [head + "; ".join(parts) + "."]
+
+
+def horizon_section(study_dir: Path) -> list[str]:
+    """The horizon study's line (``horizon.findings_line``) with its records' provenance."""
+    if not study_dir.is_dir():
+        raise FileNotFoundError(f"no study folder {study_dir}")
+    return horizon.findings_line(study_dir, provenance(study_dir))
 
 
 def _range(lo: float, hi: float, fmt: str) -> str:
@@ -1020,6 +1027,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--arm_cost", metavar="STUDY", help="Also what this study's arms cost against its plain arm "
                    "(e.g. executed/h100/checkpointing).")
     p.add_argument("--transfer", metavar="DIR", help="Also where verdicts come from: DIR/transfer.csv (dtype-bench transfer).")
+    p.add_argument("--horizon", metavar="STUDY", help="Also whether the gaps grow with training, from this horizon "
+                   "study's evaluations (e.g. executed/h200/reference_horizon_source_b999).")
     p.add_argument("--readme", type=existing_file, help="Rewrite this file's findings block instead of printing.")
     p.add_argument("--answer", metavar="FILE", help=f"Also write the answer alone (scope, default, table, rule, "
                    f"where it breaks) to FILE, e.g. {ANSWER_FILE}: the reports and notebooks of the studies it is made "
@@ -1036,7 +1045,8 @@ def _inputs(ns: argparse.Namespace) -> tuple:
     """(studies, sources, extra lines, the first comparison's folders) for ``render``."""
     extra, sources = [], list(ns.comparison)
     for flag, folder, section in (("--fp8_sizes", ns.fp8_sizes, fp8_section), ("--arm_cost", ns.arm_cost, arm_cost_section),
-                                  ("--transfer", ns.transfer, transfer.findings_line)):
+                                  ("--transfer", ns.transfer, transfer.findings_line),
+                                  ("--horizon", ns.horizon, horizon_section)):
         if folder:
             try:
                 extra += section(Path(folder))

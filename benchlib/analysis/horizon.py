@@ -10,6 +10,7 @@ marked: there the loss partly measures memorisation. ``change_pct`` < 0 = worse,
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import altair as alt
 import numpy as np
@@ -20,9 +21,11 @@ from benchlib.analysis import charts
 from benchlib.analysis.contrasts import contrast
 from benchlib.analysis.gates import MEASURED, val_history
 from benchlib.analysis.stats import Rules
+from benchlib.analysis.tables import load_study
 
 GAP_COLUMNS = ["scenario", "config", "reference", "step", "n_paired", "change_pct", "ci_low", "ci_high",
                "past_one_pass"]
+ZOOM_EFFECTS = 5  # a second panel keeps the configs within this many minimum effects of the reference
 TREND_COLUMNS = ["scenario", "config", "reference", "first_step", "last_step", "n_paired", "change_first_pct",
                  "change_last_pct", "growth_pct", "p_grows_worse", "grows_worse"]
 
@@ -38,13 +41,16 @@ def evaluations(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _reference(ev: pd.DataFrame, rules: Rules) -> str | None:
-    seeds = ev.groupby("config")["seed"].nunique()
-    return next((c for c in rules.reference_configs if seeds.get(c, 0) >= rules.min_seeds), None)
+    """The first of ``rules.reference_configs`` with an evaluation: a study short of seeds still
+    draws its point gaps (no interval below ``rules.min_seeds`` paired seeds, no trend verdict)."""
+    present = set(ev["config"])
+    return next((c for c in rules.reference_configs if c in present), None)
 
 
 def gaps(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     """Each config's change of validation loss against the reference at each evaluation step, in %
-    of the reference's (< 0 worse), with the 90% t-interval over the seeds both have at that step."""
+    of the reference's (< 0 worse), with the 90% t-interval over the seeds both have at that step
+    (NaN below ``rules.min_seeds`` paired seeds: the point gap alone, its seed noise unmeasured)."""
     out = []
     for scn, e in ev.groupby("scenario"):
         ref = _reference(e, rules)
@@ -65,7 +71,8 @@ def gaps(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
 def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     """Per (scenario, config): the change at the first and the last evaluation both it and the
     reference made, ``growth_pct`` (last - first, < 0: the gap grew worse), and the one-sided paired
-    t-test that it grew worse over the seeds (``grows_worse`` at ``rules.alpha``; None below two seeds)."""
+    t-test that it grew worse over the seeds (``grows_worse`` at ``rules.alpha``; p NaN and
+    ``grows_worse`` None below ``rules.min_seeds`` paired seeds, the verdicts' rule)."""
     out = []
     for scn, e in ev.groupby("scenario"):
         ref = _reference(e, rules)
@@ -83,7 +90,8 @@ def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
             first, last = steps[0], steps[-1]
             change = {s: 100 * (r.loc[seeds, s] - x.loc[seeds, s]) / r.loc[seeds, s].mean() for s in (first, last)}
             growth = (change[last] - change[first]).to_numpy(float)
-            p = float(sps.ttest_1samp(growth, 0.0, alternative="less").pvalue) if len(growth) >= 2 else math.nan
+            enough = len(growth) >= max(rules.min_seeds, 2)
+            p = float(sps.ttest_1samp(growth, 0.0, alternative="less").pvalue) if enough else math.nan
             out.append({"scenario": scn, "config": cfg, "reference": ref, "first_step": int(first),
                         "last_step": int(last), "n_paired": len(seeds),
                         "change_first_pct": float(change[first].mean()), "change_last_pct": float(change[last].mean()),
@@ -94,29 +102,78 @@ def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
 
 def chart(g: pd.DataFrame, ev: pd.DataFrame, rules: Rules = Rules()) -> alt.Chart:
     """The gap against the step, one line per config with its interval as a band, one panel per
-    scenario; dashed: minus the minimum effect (below it a verdict cannot be "safe"); grey rule:
-    one pass over the corpus, past which the loss partly measures memorisation."""
+    scenario; beside it, where some config strays past ``ZOOM_EFFECTS`` minimum effects and others
+    do not, the latter alone on their own scale; dashed: minus the minimum effect (below it a verdict
+    cannot be "safe"); grey rule: one pass over the corpus, past which the loss partly measures memorisation."""
     title = "Does the gap to the reference grow with training?"
     if g.empty:
         return charts.no_data_chart("no config and reference with evaluations at the same steps", title)
     colour = charts._color(g["config"].unique())
     passes = ev.groupby("scenario")["one_pass_step"].min()
-    panels = []
+    zoom = ZOOM_EFFECTS * rules.min_effect_loss_pct
+    rows = []
     for scn, part in g.groupby("scenario"):
-        d = part.assign(band_lo=part["ci_low"].fillna(part["change_pct"]), band_hi=part["ci_high"].fillna(part["change_pct"]))
-        base = alt.Chart(d).encode(x=alt.X("step:Q", title="training step"))
-        band = base.mark_area(opacity=0.15).encode(
-            y=alt.Y("band_lo:Q", title=f"{scn}: val loss change vs reference (%, < 0 worse)"), y2="band_hi:Q", color=colour)
-        line = base.mark_line(point=True).encode(
-            y="change_pct:Q", color=colour,
-            tooltip=["config", "step", alt.Tooltip("change_pct:Q", format="+.2f"), alt.Tooltip("ci_low:Q", format="+.2f"),
-                     alt.Tooltip("ci_high:Q", format="+.2f"), "n_paired", "past_one_pass"])
-        minimum = alt.Chart(pd.DataFrame({"y": [-rules.min_effect_loss_pct]})).mark_rule(strokeDash=[4, 3]).encode(y="y:Q")
-        layers = [band, line, minimum]
-        if pd.notna(passes.get(scn)):
-            layers.append(alt.Chart(pd.DataFrame({"x": [passes[scn]]})).mark_rule(color="grey").encode(x="x:Q"))
-        panels.append(alt.layer(*layers).properties(width=charts.WIDTH, height=260))
+        near = part.groupby("config")["change_pct"].transform(lambda c: c.abs().max() <= zoom)
+        panels = [(f"{scn}: val loss change vs reference (%, < 0 worse)", part)]
+        if not near.all() and near.any():  # a broken config would flatten the candidates' lines
+            panels.append((f"{scn}: configs within +-{zoom:g}% (zoom)", part[near]))
+        rows.append(alt.hconcat(*[_panel(d, label, colour, passes.get(scn), rules) for label, d in panels]))
     ref = ", ".join(sorted(g["reference"].unique()))
-    return alt.vconcat(*panels).properties(title=charts.chart_title(
-        title, [f"paired by seed against {ref}; band: {1 - 2 * rules.alpha:.0%} t-interval; dashed: "
-                f"-{rules.min_effect_loss_pct}% (the minimum effect); grey: one pass over the corpus"]))
+    n = sorted(g["n_paired"].unique())
+    seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+    band = (f"band: {1 - 2 * rules.alpha:.0%} t-interval" if n[-1] >= rules.min_seeds
+            else f"no band: under {rules.min_seeds} seeds the seed noise is not measured")
+    return alt.vconcat(*rows).properties(title=charts.chart_title(
+        title, [f"{seeds} seed(s) paired against {ref}; {band}",
+                f"dashed: -{rules.min_effect_loss_pct}% (the minimum effect); grey: one pass over the corpus"]))
+
+
+def _panel(part: pd.DataFrame, label: str, colour, one_pass: float | None, rules: Rules) -> alt.LayerChart:
+    d = part.assign(band_lo=part["ci_low"].fillna(part["change_pct"]), band_hi=part["ci_high"].fillna(part["change_pct"]))
+    base = alt.Chart(d).encode(x=alt.X("step:Q", title="training step"))
+    band = base.mark_area(opacity=0.15).encode(y=alt.Y("band_lo:Q", title=label), y2="band_hi:Q", color=colour)
+    line = base.mark_line(point=True).encode(
+        y="change_pct:Q", color=colour,
+        tooltip=["config", "step", alt.Tooltip("change_pct:Q", format="+.2f"), alt.Tooltip("ci_low:Q", format="+.2f"),
+                 alt.Tooltip("ci_high:Q", format="+.2f"), "n_paired", "past_one_pass"])
+    minimum = alt.Chart(pd.DataFrame({"y": [-rules.min_effect_loss_pct]})).mark_rule(strokeDash=[4, 3]).encode(y="y:Q")
+    layers = [band, line, minimum]
+    if one_pass is not None and pd.notna(one_pass):
+        layers.append(alt.Chart(pd.DataFrame({"x": [one_pass]})).mark_rule(color="grey").encode(x="x:Q"))
+    return alt.layer(*layers).properties(width=charts.WIDTH, height=260)
+
+
+def findings_line(study_dir, provenance: str) -> list[str]:
+    """One supporting line of the README's Findings (``dtype-bench findings --horizon STUDY``): the
+    study's recipe, each config's change against the reference at the first and the last evaluation,
+    worst last first, and the trend verdict, or why there is none (fewer paired seeds than the rules ask);
+    ``provenance``: the records' device, versions and commit in words (``findings.provenance``)."""
+    study_dir = Path(study_dir)
+    df = load_study(study_dir)
+    ev = evaluations(df)
+    t = trend(ev)
+    if t.empty:
+        raise ValueError("no config with evaluations at two steps beside its reference's: nothing to say of the horizon")
+    rules = Rules()
+    recs = df[df["status"].isin(MEASURED)]
+    def one(col: str) -> str:
+        vals = sorted({str(v) for v in recs.get(col, pd.Series(dtype=object)).dropna()})
+        return "/".join(vals) or "?"
+    passes = (pd.to_numeric(recs.get("run.steps"), errors="coerce")
+              / pd.to_numeric(recs.get("one_pass_step"), errors="coerce")).max() if "one_pass_step" in recs else math.nan
+    read = f" read {passes:.2f} times" if np.isfinite(passes) else ""
+    n = sorted(t["n_paired"].unique())
+    first, last = int(t["first_step"].min()), int(t["last_step"].max())
+    t = t.sort_values("change_last_pct")
+    gaps_text = "; ".join(f"{r.config} {r.change_first_pct:+.2f} -> {r.change_last_pct:+.2f}%" for r in t.itertuples())
+    if n[-1] < rules.min_seeds:
+        verdict = (f"No verdict on growth: {n[-1]} paired seed(s), the rules ask {rules.min_seeds}, "
+                   "so neither the gaps' seed noise nor their growth is measured")
+    else:
+        worse = t.loc[t["grows_worse"] == True, "config"].tolist()  # noqa: E712 (None: too few seeds)
+        verdict = (f"Grows worse (one-sided paired t, alpha {rules.alpha:g}): {', '.join(worse) or 'none'}")
+    ref = ", ".join(sorted(t["reference"].unique()))
+    return [f"Horizon, `{study_dir.name}` ({', '.join(sorted(ev['scenario'].unique()))} at `{one('run.size')}` on "
+            f"{one('run.data')}{read}, {one('run.steps')} steps, beta2 {one('run.beta2')}, {'-'.join(map(str, sorted({n[0], n[-1]})))} "
+            f"seed(s); {provenance}): val loss change vs {ref} at step {first} -> {last} (< 0 worse): "
+            f"{gaps_text}. {verdict} (`{study_dir}/horizon/`)."]
