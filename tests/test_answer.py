@@ -76,7 +76,8 @@ def _answer_rows(text: str) -> dict[str, dict[str, str]]:
 
 def test_the_findings_block_fits_a_screenful_and_opens_with_scope_then_answer(rendered):
     lines = rendered.rstrip("\n").splitlines()
-    assert len(lines) <= 75  # a screenful: the scope has a line per beta2 arm, the rule sits under the table
+    shown = [ln for ln in lines if not ln.startswith("<!--")]  # an HTML comment is not on the screen
+    assert len(shown) <= 75  # a screenful: the scope has a line per beta2 arm, the rule sits under the table
     scope = [ln for ln in lines if ln.startswith("> ")]
     assert "H100" in scope[0] and "TF32 off" in scope[0] and scope[-1].startswith("> **Speed and memory**")
     names = [Path(s).name for s in _first()["sources"]]

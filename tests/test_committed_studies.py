@@ -143,3 +143,21 @@ def test_every_committed_run_notebook_is_its_records_run(folder):
     from dtype_bench.study.compact import stale_notebooks
     from benchlib.core.records import load_records
     assert stale_notebooks({Path(r["_path"]).parent: r for r in load_records(folder)}) == []
+
+
+HORIZONS = sorted((REPO / p).parent.parent for p in TRACKED if p.endswith("/horizon/trend.csv"))
+
+
+@pytest.mark.parametrize("study", HORIZONS, ids=[str(p.relative_to(REPO)) for p in HORIZONS])
+def test_a_committed_horizon_is_reproduced_from_its_records(study):
+    """The gap against the step and its trend (``horizon/``) are what the analysis gives today from
+    the study's compacted records."""
+    import io
+    import pandas as pd
+    from benchlib.analysis import horizon
+    ev = horizon.evaluations(load_study(study))
+    for name, fresh in (("gaps", horizon.gaps(ev)), ("trend", horizon.trend(ev))):
+        kept = pd.read_csv(study / "horizon" / f"{name}.csv")
+        assert len(kept) and list(kept.columns) == list(fresh.columns)
+        again = pd.read_csv(io.StringIO(fresh.to_csv(index=False)))  # as the notebook wrote it
+        pd.testing.assert_frame_equal(again, kept, check_dtype=False, rtol=1e-6)

@@ -163,7 +163,7 @@ def horizon_section(study_dir: Path) -> list[str]:
     """The horizon study's line (``horizon.findings_line``) with its records' provenance."""
     if not study_dir.is_dir():
         raise FileNotFoundError(f"no study folder {study_dir}")
-    return horizon.findings_line(study_dir, provenance(study_dir))
+    return horizon.findings_line(study_dir, provenance(study_dir, commits=False))
 
 
 def _range(lo: float, hi: float, fmt: str) -> str:
