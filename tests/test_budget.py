@@ -36,7 +36,7 @@ def chunked(tmp_path, monkeypatch):
         return fake(cmd, env, log, timeout)
 
     monkeypatch.setattr(runner, "execute", execute)
-    monkeypatch.setattr(budget, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(budget, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
     monkeypatch.setattr(runner, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     return SimpleNamespace(path=path, root=root, calls=calls, clock=clock,
                            argv=[str(path), "--out", str(root), "--no_html"])
@@ -427,3 +427,24 @@ def test_a_run_longer_than_any_call_starts_when_its_next_save_fits_and_one_that_
     b.learn(plain)
     assert b.first_part(plain[1]) is None and not b.admit([plain[1]])
     assert "no call of this budget starts it" in b.left_line(4)
+
+
+@pytest.mark.parametrize("flags, handed", [(["--time_budget", "900"], True), ([], False)])
+def test_under_a_budget_each_run_is_told_when_to_save_its_state_before_the_deadline(chunked, monkeypatch, flags, handed):
+    """A run that saves its state saves it once more STATE_LEAD_S before the deadline
+    (resume.STATE_BY_ENV): the sweep hands that time to each run's environment, and only under a budget."""
+    envs, real = [], runner.execute
+
+    def execute(cmd, env, log, timeout=None):
+        envs.append(dict(env))
+        return real(cmd, env, log, timeout)
+    monkeypatch.setattr(runner, "execute", execute)
+    t0 = time.time()
+    assert host_sweep.main(chunked.argv + flags + ["--no_analysis"]) == 0
+    assert len(envs) == 4
+    if not handed:
+        assert all(resume.STATE_BY_ENV not in e for e in envs)
+        return
+    by = {float(e[resume.STATE_BY_ENV]) for e in envs}
+    assert len(by) == 1  # one deadline for the whole call, not one per run
+    assert t0 + 900 - budget.STATE_LEAD_S - 5 <= by.pop() <= time.time() + 900 - budget.STATE_LEAD_S + 1

@@ -111,3 +111,37 @@ def test_a_fine_tune_with_dropout_continues_with_the_random_generator_where_it_w
     rec = run({**cfg, "state_every": 4}, out_dir=tmp_path / "stopped", progress=False)
     assert rec["resumed"]["from_step"] == 4
     assert [r["loss"] for r in rows(tmp_path / "stopped")] == [r["loss"] for r in rows(tmp_path / "whole")]
+
+
+def test_a_run_told_its_deadline_is_near_saves_once_at_its_next_logged_step_and_continues_from_there(
+        tmp_path, monkeypatch):
+    """A sweep's time budget hands its runs ``STATE_BY_ENV``: past it, a run with state_every saves at
+    its next logged step, once, though no state_every step came; cut after that, it continues from
+    there and ends as the run never stopped would have."""
+    import time
+    from benchlib.training.resume import STATE_BY_ENV, saved_step
+    cfg = {"scenario": "A", "config": "fp32_baseline", "steps": 12, "log_every": 3, "eval_batches": 1}
+    whole = run(cfg, out_dir=tmp_path / "whole", progress=False)
+    out = tmp_path / "cut"
+    monkeypatch.setenv(STATE_BY_ENV, f"{time.time() - 1:.3f}")  # already past: the first logged step saves
+    kill_at(monkeypatch, 8)
+    with pytest.raises(Killed):
+        run({**cfg, "state_every": 100}, out_dir=out, progress=False)  # no periodic save within 12 steps
+    assert saved_step(out)["step"] == 0  # step 0 is logged; steps 2 and 5 (logged too) saved nothing more
+    monkeypatch.undo()
+    (out / "steps.jsonl").unlink()
+    rec = run({**cfg, "state_every": 100}, out_dir=out, progress=False)
+    assert rec["resumed"]["from_step"] == 1
+    assert [r["loss"] for r in rows(out)] == [r["loss"] for r in rows(tmp_path / "whole")]
+    assert rec["metrics"]["quality"] == whole["metrics"]["quality"]
+
+
+def test_without_state_every_a_deadline_saves_nothing(tmp_path, monkeypatch):
+    import time
+    from benchlib.training.resume import STATE_BY_ENV
+    monkeypatch.setenv(STATE_BY_ENV, f"{time.time() - 1:.3f}")
+    kill_at(monkeypatch, 5)
+    with pytest.raises(Killed):
+        run({"scenario": "A", "config": "fp32_baseline", "steps": 8, "log_every": 2, "eval_batches": 1},
+            out_dir=tmp_path, progress=False)
+    assert not (tmp_path / STATE_FILE).exists()

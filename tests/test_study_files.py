@@ -151,7 +151,8 @@ def test_the_horizon_arm_on_the_hosts_python_source_differs_from_the_debdocs_one
     assert len(runs) == len(ref_runs) and "horizon" in mine.analyses
     for r in runs:
         d = r.cfg.to_dict()
-        assert {k for k in d if d[k] != ref_runs[(r.cfg.config, r.cfg.seed)].get(k)} == {"data", "extra"}
+        differ = {k for k in d if d[k] != ref_runs[(r.cfg.config, r.cfg.seed)].get(k)}
+        assert differ - {"state_every"} == {"data", "extra"}  # how often a run saves its state changes no step
         assert d["data"].endswith("pysource") and d["beta2"] == beta2
 
 

@@ -176,6 +176,7 @@ class _Loop:
     state_s: float = 0.0
     first_step_s: float | None = None
     dead_step: int | None = None  # a continued divergence stopped here: the weights hold inf/nan
+    state_by: float | None = None  # a time budget's (``resume.STATE_BY_ENV``): save once at a logged step past it
 
 
 def _train(cfg: RunConfig, device: torch.device, out: Path, rec: dict, progress: bool,
@@ -293,6 +294,7 @@ def _loop(cfg: RunConfig, device: torch.device, out: Path, run: _Run, dist: Stra
         rows_f.write(saved["rows"])
         log.restore(saved["log"])
     lp = _Loop(timer, log, rows_f, saved["loop"] if saved is not None else {"train_s": 0.0, "eval_s": 0.0})
+    lp.state_by = resume.state_by() if cfg.state_every else None
     # CUDA graphs and gradient accumulation: a .grad that is None takes the graph's output
     # buffer itself, which the next micro-batch's replay overwrites. Gradients kept allocated
     # (zeroed, not freed) are added into instead.
@@ -394,15 +396,19 @@ def _micro_batches(cfg: RunConfig, run: _Run, dist: Strategy) -> tuple[torch.Ten
 
 
 def _between_steps(cfg: RunConfig, out: Path, run: _Run, lp: _Loop, dist: Strategy, step: int) -> None:
-    """An evaluation (``eval_every``) and a saved state (``state_every``) after ``step``, both
-    outside the timed windows."""
+    """An evaluation (``eval_every``) and a saved state (``state_every``, or once at a logged step
+    past a time budget's ``state_by``) after ``step``, both outside the timed windows."""
     if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step != cfg.steps - 1:
         with lp.timer.pause():
             te = time.perf_counter()
             q, _ = evaluate(run.model, run.val, cfg.scn.task, run.amp)
             lp.eval_s += time.perf_counter() - te
         lp.rows_f.write(json.dumps({"step": step, "eval": q}) + "\n")
-    if _is_save_step(cfg, step) and dist.is_main:
+    late = (lp.state_by is not None and _is_log_step(cfg, step) and step != cfg.steps - 1
+            and time.time() >= lp.state_by)  # the time budget's deadline is near: keep the steps so far
+    if late:
+        lp.state_by = None
+    if (_is_save_step(cfg, step) or late) and dist.is_main:
         with lp.timer.pause():
             log_state = lp.log.state()  # drains the log: steps.jsonl is complete to this step
             lp.rows_f.flush()

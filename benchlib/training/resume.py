@@ -5,13 +5,14 @@ every N-th step: model, optimizer, loss scaler, random generators, the step log 
 lines included) and the loop's clocks. Started again with the same settings and ``out_dir`` (a
 sweep's resume), the run loads it, draws past the batches it used and goes on from the next step;
 its record says so under ``resumed``. A state saved under other settings is not loaded (the record
-says why). The file is removed once the record is written. Speed is measured over the steps after
+says why). Under a sweep's time budget the run also saves once just before the deadline (``STATE_BY_ENV``). The file is removed once the record is written. Speed is measured over the steps after
 the resumption; the step log and the quality cover the whole run.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
@@ -24,6 +25,20 @@ STATE_FILE = "state.pt"
 STEP_FILE = "state.json"
 """Beside the state: the step it holds and the run's steps, readable without loading the state (a
 sweep's time budget costs a resumed run by the steps it has left)."""
+
+STATE_BY_ENV = "DTYPE_BENCH_STATE_BY"
+"""A ``time.time()`` a sweep under a time budget hands its runs (its deadline less a lead): a run
+that saves its state saves it once more at its first logged step past then, so the deadline's cut
+loses the steps after that save, not up to ``state_every`` of them."""
+
+
+def state_by() -> float | None:
+    """``STATE_BY_ENV`` as a time, or None where unset or not a number."""
+    try:
+        return float(os.environ[STATE_BY_ENV])
+    except (KeyError, ValueError):
+        return None
+
 
 # settings that change nothing a step computes: a state saved under other values still fits
 _NOT_TRAINING = ("out_dir", "extra", "state_every", "judge_quality", "eval_every", "eval_batches", "forensics",

@@ -23,6 +23,10 @@ DEFAULT_RUN_S = 120.0
 UNSEEN_FACTOR = 1.5  # a run of a kind nothing has finished of: this x the costliest finished run
 MARGIN = (1.1, 10.0)  # the longest comparable run x 1.1 + 10 s: timing noise, a slower first kernel
 AFTER_RUNS_S = 240.0  # what the analysis notebooks and the HTML export may take
+STATE_LEAD_S = 20.0
+"""How long before the deadline a run that saves its state saves it once more (``resume.STATE_BY_ENV``,
+in each slot's environment): its next logged step (every 50 steps: under 4 s at the H200's 73-ms fp32
+step), an evaluation (~2 s) and a ~2-s save fit; the steps after the save are what the cut loses."""
 UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 

@@ -11,7 +11,8 @@ from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records
 from benchlib.core.runconfig import ConfigError
-from dtype_bench.host.budget import Budget, parse_duration
+from benchlib.training.resume import STATE_BY_ENV
+from dtype_bench.host.budget import STATE_LEAD_S, Budget, parse_duration
 from dtype_bench.host.cellrun import execute_cell
 from dtype_bench.host.pack import Packer
 from dtype_bench.host.slots import cpu_share, gpu_sharing, pin_slots, run_all, slots_for, visible_gpus
@@ -163,6 +164,8 @@ class GpuHost(sweep.Host):
         if (jobs > 1 or n > 1) and len(slots) == 1:
             print(f"  {f'--runs_per_gpu {n}' if n > 1 else '--gpus'}: {'CPU runs' if not gpus else 'one slot'}, "
                   f"one at a time")
+        if self.budget:  # a run that saves its state saves it once more just before the deadline
+            slots = [{**s, STATE_BY_ENV: f"{self.budget.deadline() - STATE_LEAD_S:.0f}"} for s in slots]
         return slots
 
     def run_all(self, units: list, slots: list[dict], run, on_start, on_done, admit, stop) -> None:
