@@ -448,3 +448,32 @@ def test_under_a_budget_each_run_is_told_when_to_save_its_state_before_the_deadl
     by = {float(e[resume.STATE_BY_ENV]) for e in envs}
     assert len(by) == 1  # one deadline for the whole call, not one per run
     assert t0 + 900 - budget.STATE_LEAD_S - 5 <= by.pop() <= time.time() + 900 - budget.STATE_LEAD_S + 1
+
+
+def test_a_resumed_run_is_costed_by_the_steps_its_last_process_ran():
+    """A record of a run that resumed at step 4,500 of 6,000 timed 1,500 steps: priced as if its wall
+    covered all 6,000, a fresh run of its config would look four times cheaper than it is."""
+    rec = {"status": "ok", "run": {"steps": 6000}, "resumed": {"from_step": 4500},
+           "sweep": {"wall_s": 148.0, "fixed_s": 38.0}}
+    assert budget.run_cost(rec, 6000) == pytest.approx(38.0 + 110.0 * 4)
+    assert budget.run_cost({**rec, "resumed": {"from_step": 0}}, 6000) == pytest.approx(148.0)
+
+
+def test_a_config_that_only_ran_shared_elsewhere_is_priced_by_its_ratio_where_both_shared_alike(tmp_path):
+    """--costs_from a study that ran three to a GPU: fp32 took 600 s there and amp_bf16 200 s; amp_bf16
+    alone took 250 s. fp32 costs 3x amp_bf16 where both shared alike; against amp_bf16's run alone the
+    ratio (2.4) would take the sharing's slowdown for the config's."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY)), tmp_path / "executed")
+    by = {(i.spec.cfg.config, i.spec.cfg.seed): i for i in items}
+    for (config, seed), wall, share in ((("fp32_baseline", 0), 600.0, 3), (("amp_bf16", 0), 200.0, 3),
+                                        (("amp_bf16", 1), 250.0, None)):
+        i = by[(config, seed)]
+        rec = runner.error_record(i.spec, i.out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": wall, **({"runs_per_gpu": share} if share else {})})
+        write_json_atomic(i.result, rec)
+    alone = budget.Budget(555, runs_per_gpu=1)
+    alone.learn(items)
+    assert alone.estimate(by[("fp32_baseline", 1)]) == pytest.approx(1.1 * 3 * 250 + 10)
+    three = budget.Budget(555, runs_per_gpu=3)
+    three.learn(items)
+    assert three.estimate(by[("fp32_baseline", 1)]) == pytest.approx(1.1 * 600 + 10)

@@ -49,11 +49,14 @@ def _kind(scn) -> tuple | None:
 
 
 def run_cost(rec: dict, steps: int) -> float | None:
-    """What a completed record's run cost the sweep, scaled to ``steps``; None where untimed."""
+    """What a completed record's run cost the sweep, scaled to ``steps``; None where untimed. A run
+    that resumed from a saved state timed only the steps after it (its ``resumed.from_step``)."""
     s = rec.get("sweep") or {}
     wall, fixed, ran = s.get("wall_s"), s.get("fixed_s"), (rec.get("run") or {}).get("steps")
     if rec.get("status") not in COMPLETED or not wall:
         return None
+    if ran:
+        ran -= (rec.get("resumed") or {}).get("from_step") or 0
     if fixed is None or not ran:
         return float(wall)
     return fixed + (wall - fixed) * steps / ran
@@ -169,14 +172,20 @@ class Budget:
     def _ratio(self, config: str, other: str) -> float:
         """The largest cost ratio ``config`` / ``other`` over the keys where both finished a run
         (an fp32 run costs 5-8x an AMP one at ``base``: estimated like the AMP run of its scenario,
-        it was started with too little time left and cut off); 1 where no key has both."""
-        ratios = []
+        it was started with too little time left and cut off), from runs that shared their GPU alike
+        where any did; 1 where no key has both."""
+        alike, ratios = [], []  # from runs that shared their GPU alike (a run 3 to a GPU costs 2x one alone)
         for recs in self.seen.values():
+            for share in {_sharing(r) for r in recs}:
+                a = [run_cost(r, 1000) for r in recs if r.get("config") == config and _sharing(r) == share]
+                b = [run_cost(r, 1000) for r in recs if r.get("config") == other and _sharing(r) == share]
+                if a and b:
+                    alike.append(max(a) / max(b))
             a = [run_cost(r, 1000) for r in recs if r.get("config") == config]
             b = [run_cost(r, 1000) for r in recs if r.get("config") == other]
             if a and b:
                 ratios.append(max(a) / max(b))
-        return max(ratios, default=1.0)
+        return max(alike or ratios, default=1.0)
 
     def admit(self, unit: list) -> bool:
         """Whether items of ``unit`` may start now: ``unit`` keeps its longest start that fits in
