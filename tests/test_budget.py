@@ -477,3 +477,21 @@ def test_a_config_that_only_ran_shared_elsewhere_is_priced_by_its_ratio_where_bo
     three = budget.Budget(555, runs_per_gpu=3)
     three.learn(items)
     assert three.estimate(by[("fp32_baseline", 1)]) == pytest.approx(1.1 * 600 + 10)
+
+
+def test_a_ratio_measured_under_one_sharing_outranks_one_that_mixes_sharings(tmp_path):
+    """fp32 ran only three to a GPU (600 s), beside amp_bf16 (300 s there: fp32 costs 2x); alone,
+    amp_bf16 took 250 s and bf16_pure 150 s, which never ran shared. Priced through bf16_pure, fp32
+    would cost its shared 600 s again (600/150 x 150); through amp_bf16, 2 x 250 s."""
+    text = STUDY.replace("configs: [fp32_baseline, amp_bf16]", "configs: [fp32_baseline, amp_bf16, bf16_pure]")
+    items = sweep.plan(load_study(_write(tmp_path, text)), tmp_path / "executed")
+    by = {(i.spec.cfg.config, i.spec.cfg.seed): i for i in items}
+    for (config, seed), wall, share in ((("fp32_baseline", 0), 600.0, 3), (("amp_bf16", 0), 300.0, 3),
+                                        (("amp_bf16", 1), 250.0, None), (("bf16_pure", 1), 150.0, None)):
+        i = by[(config, seed)]
+        rec = runner.error_record(i.spec, i.out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": wall, **({"runs_per_gpu": share} if share else {})})
+        write_json_atomic(i.result, rec)
+    alone = budget.Budget(555, runs_per_gpu=1)
+    alone.learn(items)
+    assert alone.estimate(by[("fp32_baseline", 1)]) == pytest.approx(1.1 * 2 * 250 + 10)

@@ -166,14 +166,18 @@ class Budget:
         the other."""
         name = item.spec.cfg.dtype.name
         recs = [r for r in recs if _sharing(r) == self.runs_per_gpu] or recs
-        return ([run_cost(r, steps) for r in recs if r.get("config") == name]
-                or [run_cost(r, steps) * self._ratio(name, r.get("config")) for r in recs])
+        own = [run_cost(r, steps) for r in recs if r.get("config") == name]
+        if own:
+            return own
+        scaled = [(run_cost(r, steps) * ratio, alike) for r in recs for ratio, alike in [self._ratio(name, r.get("config"))]]
+        # configs whose ratio to ``item``'s was measured under one sharing, where any was
+        return [c for c, alike in scaled if alike] or [c for c, _ in scaled]
 
-    def _ratio(self, config: str, other: str) -> float:
+    def _ratio(self, config: str, other: str) -> tuple[float, bool]:
         """The largest cost ratio ``config`` / ``other`` over the keys where both finished a run
         (an fp32 run costs 5-8x an AMP one at ``base``: estimated like the AMP run of its scenario,
         it was started with too little time left and cut off), from runs that shared their GPU alike
-        where any did; 1 where no key has both."""
+        where any did (then True); 1 where no key has both."""
         alike, ratios = [], []  # from runs that shared their GPU alike (a run 3 to a GPU costs 2x one alone)
         for recs in self.seen.values():
             for share in {_sharing(r) for r in recs}:
@@ -185,7 +189,7 @@ class Budget:
             b = [run_cost(r, 1000) for r in recs if r.get("config") == other]
             if a and b:
                 ratios.append(max(a) / max(b))
-        return max(alike or ratios, default=1.0)
+        return max(alike or ratios, default=1.0), bool(alike)
 
     def admit(self, unit: list) -> bool:
         """Whether items of ``unit`` may start now: ``unit`` keeps its longest start that fits in
