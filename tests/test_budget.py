@@ -459,24 +459,31 @@ def test_a_resumed_run_is_costed_by_the_steps_its_last_process_ran():
     assert budget.run_cost({**rec, "resumed": {"from_step": 0}}, 6000) == pytest.approx(148.0)
 
 
+def _timed(tmp_path, text: str, walls: dict) -> tuple[list, dict]:
+    """The study's items, and a finished record of each ``(config, seed): (wall_s, runs_per_gpu or None)``."""
+    items = sweep.plan(load_study(_write(tmp_path, text)), tmp_path / "executed")
+    by = {(i.spec.cfg.config, i.spec.cfg.seed): i for i in items}
+    for key, (wall, share) in walls.items():
+        rec = runner.error_record(by[key].spec, by[key].out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": wall, **({"runs_per_gpu": share} if share else {})})
+        write_json_atomic(by[key].result, rec)
+    return items, by
+
+
+def _estimate(items: list, item, runs_per_gpu: int) -> float:
+    b = budget.Budget(555, runs_per_gpu=runs_per_gpu)
+    b.learn(items)
+    return b.estimate(item)
+
+
 def test_a_config_that_only_ran_shared_elsewhere_is_priced_by_its_ratio_where_both_shared_alike(tmp_path):
     """--costs_from a study that ran three to a GPU: fp32 took 600 s there and amp_bf16 200 s; amp_bf16
     alone took 250 s. fp32 costs 3x amp_bf16 where both shared alike; against amp_bf16's run alone the
     ratio (2.4) would take the sharing's slowdown for the config's."""
-    items = sweep.plan(load_study(_write(tmp_path, STUDY)), tmp_path / "executed")
-    by = {(i.spec.cfg.config, i.spec.cfg.seed): i for i in items}
-    for (config, seed), wall, share in ((("fp32_baseline", 0), 600.0, 3), (("amp_bf16", 0), 200.0, 3),
-                                        (("amp_bf16", 1), 250.0, None)):
-        i = by[(config, seed)]
-        rec = runner.error_record(i.spec, i.out_dir, None)
-        rec.update(status="ok", sweep={"wall_s": wall, **({"runs_per_gpu": share} if share else {})})
-        write_json_atomic(i.result, rec)
-    alone = budget.Budget(555, runs_per_gpu=1)
-    alone.learn(items)
-    assert alone.estimate(by[("fp32_baseline", 1)]) == pytest.approx(1.1 * 3 * 250 + 10)
-    three = budget.Budget(555, runs_per_gpu=3)
-    three.learn(items)
-    assert three.estimate(by[("fp32_baseline", 1)]) == pytest.approx(1.1 * 600 + 10)
+    items, by = _timed(tmp_path, STUDY, {("fp32_baseline", 0): (600.0, 3), ("amp_bf16", 0): (200.0, 3),
+                                         ("amp_bf16", 1): (250.0, None)})
+    assert _estimate(items, by[("fp32_baseline", 1)], 1) == pytest.approx(1.1 * 3 * 250 + 10)
+    assert _estimate(items, by[("fp32_baseline", 1)], 3) == pytest.approx(1.1 * 600 + 10)
 
 
 def test_a_ratio_measured_under_one_sharing_outranks_one_that_mixes_sharings(tmp_path):
@@ -484,14 +491,6 @@ def test_a_ratio_measured_under_one_sharing_outranks_one_that_mixes_sharings(tmp
     amp_bf16 took 250 s and bf16_pure 150 s, which never ran shared. Priced through bf16_pure, fp32
     would cost its shared 600 s again (600/150 x 150); through amp_bf16, 2 x 250 s."""
     text = STUDY.replace("configs: [fp32_baseline, amp_bf16]", "configs: [fp32_baseline, amp_bf16, bf16_pure]")
-    items = sweep.plan(load_study(_write(tmp_path, text)), tmp_path / "executed")
-    by = {(i.spec.cfg.config, i.spec.cfg.seed): i for i in items}
-    for (config, seed), wall, share in ((("fp32_baseline", 0), 600.0, 3), (("amp_bf16", 0), 300.0, 3),
-                                        (("amp_bf16", 1), 250.0, None), (("bf16_pure", 1), 150.0, None)):
-        i = by[(config, seed)]
-        rec = runner.error_record(i.spec, i.out_dir, None)
-        rec.update(status="ok", sweep={"wall_s": wall, **({"runs_per_gpu": share} if share else {})})
-        write_json_atomic(i.result, rec)
-    alone = budget.Budget(555, runs_per_gpu=1)
-    alone.learn(items)
-    assert alone.estimate(by[("fp32_baseline", 1)]) == pytest.approx(1.1 * 2 * 250 + 10)
+    items, by = _timed(tmp_path, text, {("fp32_baseline", 0): (600.0, 3), ("amp_bf16", 0): (300.0, 3),
+                                        ("amp_bf16", 1): (250.0, None), ("bf16_pure", 1): (150.0, None)})
+    assert _estimate(items, by[("fp32_baseline", 1)], 1) == pytest.approx(1.1 * 2 * 250 + 10)
