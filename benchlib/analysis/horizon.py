@@ -156,11 +156,13 @@ def findings_line(study_dir, provenance: str) -> list[str]:
         raise ValueError("no config with evaluations at two steps beside its reference's: nothing to say of the horizon")
     rules = Rules()
     recs = df[df["status"].isin(MEASURED)]
+
     def one(col: str) -> str:
         vals = sorted({str(v) for v in recs.get(col, pd.Series(dtype=object)).dropna()})
         return "/".join(vals) or "?"
-    passes = (pd.to_numeric(recs.get("run.steps"), errors="coerce")
-              / pd.to_numeric(recs.get("one_pass_step"), errors="coerce")).max() if "one_pass_step" in recs else math.nan
+    passes = math.nan
+    if {"run.steps", "one_pass_step"} <= set(recs.columns):
+        passes = (pd.to_numeric(recs["run.steps"], errors="coerce") / pd.to_numeric(recs["one_pass_step"], errors="coerce")).max()
     read = f" read {passes:.2f} times" if np.isfinite(passes) else ""
     n = sorted(t["n_paired"].unique())
     first, last = int(t["first_step"].min()), int(t["last_step"].max())

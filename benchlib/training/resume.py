@@ -5,8 +5,9 @@ every N-th step: model, optimizer, loss scaler, random generators, the step log 
 lines included) and the loop's clocks. Started again with the same settings and ``out_dir`` (a
 sweep's resume), the run loads it, draws past the batches it used and goes on from the next step;
 its record says so under ``resumed``. A state saved under other settings is not loaded (the record
-says why). Under a sweep's time budget the run also saves once just before the deadline (``STATE_BY_ENV``). The file is removed once the record is written. Speed is measured over the steps after
-the resumption; the step log and the quality cover the whole run.
+says why). Under a sweep's time budget the run also saves once just before the deadline
+(``STATE_BY_ENV``). The file is removed once the record is written. Speed is measured over the steps
+after the resumption; the step log and the quality cover the whole run.
 """
 from __future__ import annotations
 
