@@ -169,9 +169,11 @@ class Budget:
         own = [run_cost(r, steps) for r in recs if r.get("config") == name]
         if own:
             return own
-        scaled = [(run_cost(r, steps) * ratio, alike) for r in recs for ratio, alike in [self._ratio(name, r.get("config"))]]
-        # configs whose ratio to ``item``'s was measured under one sharing, where any was
-        return [c for c, alike in scaled if alike] or [c for c, _ in scaled]
+        alike, mixed = [], []  # through configs whose ratio to ``item``'s was measured under one sharing, where any was
+        for r in recs:
+            ratio, same_sharing = self._ratio(name, r.get("config"))
+            (alike if same_sharing else mixed).append(run_cost(r, steps) * ratio)
+        return alike or mixed
 
     def _ratio(self, config: str, other: str) -> tuple[float, bool]:
         """The largest cost ratio ``config`` / ``other`` over the keys where both finished a run
