@@ -429,6 +429,48 @@ def test_a_run_longer_than_any_call_starts_when_its_next_save_fits_and_one_that_
     assert "no call of this budget starts it" in b.left_line(4)
 
 
+def test_with_another_call_to_follow_a_run_that_saves_its_state_starts_though_it_cannot_finish(tmp_path):
+    """``--carry_over``: a 230-s run (20 s of it fixed) with 120 s left starts where it saves its
+    state, for the deadline's save keeps its steps. With 100 s left (less
+    than its fixed cost, the save's lead and a minute of steps), without the flag, or without
+    state_every, it waits for the next call as before."""
+    def plan(extra, name):
+        items = sweep.plan(load_study(_write(tmp_path, STUDY + extra, name + ".yaml")), tmp_path / name)
+        rec = runner.error_record(items[0].spec, items[0].out_dir, None)
+        rec.update(status="ok", run={**rec["run"], "steps": 10}, sweep={"wall_s": 200.0, "fixed_s": 20.0})
+        write_json_atomic(items[0].result, rec)
+        return items
+
+    def admitted(items, left, carry_over=True):
+        b = budget.Budget(400, carry_over=carry_over, start=time.monotonic() - (400 - left))
+        b.learn(items)
+        return b.admit([items[1]]), b
+
+    saves, plain = plan("state_every: 5\n", "saves"), plan("", "plain")
+    carried = 1.1 * 20 + 10 + budget.STATE_LEAD_S + budget.CARRY_MIN_S
+    assert 100 < carried <= 120
+    ok, b = admitted(saves, 120)
+    assert ok and b.carried_part(saves[1]) == pytest.approx(carried)
+    assert not budget.Budget(400, start=time.monotonic() - 280).admit([saves[1]])  # no flag: waits
+    assert not budget.Budget(400, carry_over=True, start=time.monotonic() - 300).admit([saves[1]])  # 100 s left
+    b = budget.Budget(400, carry_over=True, start=time.monotonic() - 280)
+    b.learn(plain)
+    assert b.carried_part(plain[1]) is None and not b.admit([plain[1]])
+    with pytest.raises(SystemExit):
+        host_sweep.main([str(tmp_path / "saves.yaml"), "--carry_over"])
+
+
+def test_a_cells_process_under_carry_over_starts_a_run_that_saves_state_where_its_fixed_cost_fits():
+    from dtype_bench.host import cellrun
+    now, last = time.time(), (200.0, 20.0)  # the run before took 200 s, 20 of them fixed
+    saves, plain = {"run_config": {"state_every": 500}}, {"run_config": {"state_every": None}}
+    assert cellrun._starts(saves, last, now + 300, carry_over=False)  # a whole run fits
+    assert not cellrun._starts(saves, last, now + 120, carry_over=False)
+    assert cellrun._starts(saves, last, now + 120, carry_over=True)
+    assert not cellrun._starts(plain, last, now + 120, carry_over=True)
+    assert not cellrun._starts(saves, last, now + 100, carry_over=True)
+
+
 @pytest.mark.parametrize("flags, handed", [(["--time_budget", "900"], True), ([], False)])
 def test_under_a_budget_each_run_is_told_when_to_save_its_state_before_the_deadline(chunked, monkeypatch, flags, handed):
     """A run that saves its state saves it once more STATE_LEAD_S before the deadline

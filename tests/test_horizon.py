@@ -1,5 +1,7 @@
 """The horizon analysis (benchlib.analysis.horizon, notebooks/24_horizon.ipynb): each config's gap to the
 reference against the training step, and whether it grows."""
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -104,7 +106,7 @@ def _frame(ev: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("seeds, says", [(1, "No verdict on growth: 1 paired seed(s), the rules ask 3"),
-                                          (4, "Grows worse (one-sided paired t, alpha 0.05): grows")])
+                                          (4, "(one-sided paired t, alpha 0.05): grows (p 0.")])
 def test_the_findings_line_states_the_recipe_and_gives_a_growth_verdict_only_with_enough_seeds(monkeypatch, seeds, says):
     ev = _evaluations()
     ev = ev[ev["seed"] < seeds]
@@ -117,3 +119,22 @@ def test_the_findings_line_states_the_recipe_and_gives_a_growth_verdict_only_wit
     monkeypatch.setattr(horizon, "evaluations", lambda df: ev[ev["config"] == "flat"])
     with pytest.raises(ValueError, match="nothing to say"):
         horizon.findings_line("executed/x/h", "")
+
+
+def test_with_seeds_missing_in_some_cells_each_config_is_told_which_verdict_it_has_and_why(monkeypatch):
+    """A study whose last session ran out: the configs with every seed get the test and their
+    interval, one that grew worse named, one that did not said to be not shown to grow (not
+    "safe"), and one with fewer paired seeds than the rules ask listed with its count."""
+    ev = _evaluations()
+    ev = ev[(ev["config"] != "flat") | (ev["seed"] < 2)]  # flat: 2 seeds
+    monkeypatch.setattr(horizon, "load_study", lambda d: _frame(ev))
+    monkeypatch.setattr(horizon, "evaluations", lambda df: ev)
+    (line,) = horizon.findings_line("executed/x/h", "on a test host")
+    assert "Grows worse from step 250 to 1500" in line and "grows (p 0." in line
+    assert "no verdict under 3 paired seeds: flat (2)" in line and "not shown to grow" not in line
+    assert "(4 seeds)" in line and "(2 seeds)" in line
+    assert re.search(r"grows [+-][\d.]+ -> -[\d.]+% \[-[\d.]+, -[\d.]+\] \(4 seeds\)", line)  # its interval, late
+    ev = _evaluations()
+    monkeypatch.setattr(horizon, "evaluations", lambda df: ev)
+    (line,) = horizon.findings_line("executed/x/h", "")
+    assert "not shown to grow" in line and "flat (p 0." in line

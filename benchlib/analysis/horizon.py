@@ -167,15 +167,45 @@ def findings_line(study_dir, provenance: str) -> list[str]:
     n = sorted(t["n_paired"].unique())
     first, last = int(t["first_step"].min()), int(t["last_step"].max())
     t = t.sort_values("change_last_pct")
-    gaps_text = "; ".join(f"{r.config} {r.change_first_pct:+.2f} -> {r.change_last_pct:+.2f}%" for r in t.itertuples())
-    if n[-1] < rules.min_seeds:
-        verdict = (f"No verdict on growth: {n[-1]} paired seed(s), the rules ask {rules.min_seeds}, "
-                   "so neither the gaps' seed noise nor their growth is measured")
-    else:
-        worse = t.loc[t["grows_worse"] == True, "config"].tolist()  # noqa: E712 (None: too few seeds)
-        verdict = (f"Grows worse (one-sided paired t, alpha {rules.alpha:g}): {', '.join(worse) or 'none'}")
+    g = gaps(ev, rules)
+    at_last = g[g["step"] == last].set_index("config")
+    gaps_text = "; ".join(f"{r.config} {r.change_first_pct:+.2f} -> {r.change_last_pct:+.2f}%{_interval(at_last, r.config)}"
+                          + (f" ({r.n_paired} seed{'s' * (r.n_paired > 1)})" if len(n) > 1 else "")
+                          for r in t.itertuples())
+    verdict = _trend_verdict(t, rules, first, last)
     ref = ", ".join(sorted(t["reference"].unique()))
     return [f"Horizon, `{study_dir.name}` ({', '.join(sorted(ev['scenario'].unique()))} at `{one('run.size')}` on "
             f"{one('run.data')}{read}, {one('run.steps')} steps, beta2 {one('run.beta2')}, {'-'.join(map(str, sorted({n[0], n[-1]})))} "
-            f"seed(s); {provenance}): val loss change vs {ref} at step {first} -> {last} (< 0 worse): "
+            f"seed(s); {provenance}): val loss change vs {ref} at step {first} -> {last} (< 0 worse; "
+            f"[{1 - 2 * rules.alpha:.0%} t-interval] at {rules.min_seeds}+ seeds): "
             f"{gaps_text}. {verdict} (`{study_dir}/horizon/`)."]
+
+
+def _interval(at_last: pd.DataFrame, config: str) -> str:
+    """`` [lo, hi]``: the config's t-interval at the last evaluation, where its seeds measure one."""
+    if config not in at_last.index or pd.isna(at_last.loc[config, "ci_low"]):
+        return ""
+    return f" [{at_last.loc[config, 'ci_low']:+.2f}, {at_last.loc[config, 'ci_high']:+.2f}]"
+
+
+def _trend_verdict(t: pd.DataFrame, rules: Rules, first: int, last: int) -> str:
+    """Which configs' gaps grew worse from ``first`` to ``last`` (one-sided paired t), which were
+    tested and not shown to, and which have too few paired seeds for the test, each with its count."""
+    n_max = int(t["n_paired"].max())
+    if n_max < rules.min_seeds:
+        return (f"No verdict on growth: {n_max} paired seed(s), the rules ask {rules.min_seeds}, "
+                "so neither the gaps' seed noise nor their growth is measured")
+    tested = t[t["grows_worse"].notna()]
+    worse = tested[tested["grows_worse"].astype(bool)]
+    flat = tested[~tested["grows_worse"].astype(bool)]
+    few = t[t["grows_worse"].isna()]
+    parts = [f"Grows worse from step {first} to {last} (one-sided paired t, alpha {rules.alpha:g}): "
+             + (", ".join(f"{r.config} (p {r.p_grows_worse:.3f}, {r.n_paired} seeds)" for r in worse.itertuples())
+                or "none")]
+    if len(flat):
+        parts.append("not shown to grow (a test of this many seeds finds only large trends): "
+                     + ", ".join(f"{r.config} (p {r.p_grows_worse:.2f}, {r.n_paired} seeds)" for r in flat.itertuples()))
+    if len(few):
+        parts.append(f"no verdict under {rules.min_seeds} paired seeds: "
+                     + ", ".join(f"{r.config} ({r.n_paired})" for r in few.itertuples()))
+    return "; ".join(parts)

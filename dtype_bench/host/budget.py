@@ -27,6 +27,9 @@ STATE_LEAD_S = 20.0
 """How long before the deadline a run that saves its state saves it once more (``resume.STATE_BY_ENV``,
 in each slot's environment): its next logged step (every 50 steps: under 4 s at the H200's 73-ms fp32
 step), an evaluation (~2 s) and a ~2-s save fit; the steps after the save are what the cut loses."""
+CARRY_MIN_S = 60.0
+"""Under ``carry_over``, the steps a cut run must still get in (seconds) for its start to be worth
+its fixed cost twice (set-up, compilation, a save, its resumption in the next call)."""
 UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 
@@ -76,6 +79,7 @@ class Budget:
     deferred: list = field(default_factory=list)
     seen: dict = field(default_factory=dict)  # (stage, scenario, arm, size) -> [(record, ...)]
     expired: bool = False  # the deadline came while runs were going (``watch``)
+    carry_over: bool = False  # another call on this host follows: a run that saves its state may be cut (``carried_part``)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def learn(self, items: list) -> None:
@@ -158,6 +162,16 @@ class Budget:
         done = cfg.steps - left
         return self.estimate(item, min(left, cfg.state_every - done % cfg.state_every))
 
+    def carried_part(self, item) -> float | None:
+        """Under ``carry_over`` (``sweep --carry_over``: another call on this host follows this
+        one), for a run that saves its state: the least time left in which it may start though it
+        cannot finish, its fixed cost (``estimate`` of no steps) with ``STATE_LEAD_S`` and
+        ``CARRY_MIN_S`` of steps; the deadline's save keeps those steps for the next call, where
+        waiting for that call would leave its GPU idle now. None otherwise."""
+        if not (self.carry_over and item.spec.cfg.state_every):
+            return None
+        return self.estimate(item, 0) + STATE_LEAD_S + CARRY_MIN_S
+
     def _costs(self, recs: list, item, steps: float) -> list:
         """The costs of ``recs`` scaled to ``item``'s steps: those of its own config if any, else
         each other config's x how much more ``item``'s config cost than it elsewhere (``_ratio``).
@@ -199,7 +213,8 @@ class Budget:
         (runs in one process, ``cellrun``) only the first must fit by its estimate: the process
         starts each later one only if the run before it says it fits (``deadline``), a better
         guide than a first estimate (``DEFAULT_RUN_S`` alone would cut a cell of 60-s runs to
-        four in a 540-s budget, and its fifth would pay a process start and compilation again)."""
+        four in a 540-s budget, and its fifth would pay a process start and compilation again).
+        Under ``carry_over`` a run that saves its state starts where its ``carried_part`` fits."""
         with self._lock:
             left, n = self.left(), 0
             cell = len(unit) > 1 and not any(i.in_notebook for i in unit)
@@ -210,6 +225,8 @@ class Budget:
                     need = self.estimate(item)
                     part = self.first_part(item) if need > left else None
                     left -= need if part is None else part  # a run too long for any call: to its next save
+                    if left < 0 and (carry := self.carried_part(item)) is not None and left + (part or need) >= carry:
+                        left = 0.0  # cut at the deadline, resumed by the next call: it takes what is left
                     if left < 0:
                         break
                 n += 1

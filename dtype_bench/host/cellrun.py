@@ -9,7 +9,10 @@ writes the files its notebook would have, its output in ``run.log``, its ``sweep
 as it ends. A run that ends in ``error`` ends the process (``STOP_AFTER_ERROR``); the sweep
 starts the rest in a new one. Under a time budget the spec holds its ``deadline``: a run after
 the first starts only if the one before it, with the budget's margin, would still end in time;
-otherwise the process stops (``STOP_FOR_DEADLINE``) and the rest wait for the next call.
+otherwise the process stops (``STOP_FOR_DEADLINE``) and the rest wait for the next call. With
+``carry_over`` (another call on this host follows) a run that saves its state starts where the
+time left covers the last run's fixed cost and ``CARRY_MIN_S`` of steps: the deadline cuts it
+after its save, and the next call resumes it.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchlib.core.records import read_record
-from dtype_bench.host.budget import MARGIN
+from dtype_bench.host.budget import CARRY_MIN_S, MARGIN, STATE_LEAD_S
 from dtype_bench.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
                                    run_config, sigint_once, sweep_says, sweep_timing)
 
@@ -34,8 +37,8 @@ def run_cell(spec: dict) -> int:
 
     first, last, deadline = True, None, spec.get("deadline")
     for k, job in enumerate(spec["runs"]):
-        if deadline is not None and last is not None and time.time() + MARGIN[0] * last + MARGIN[1] > deadline:
-            print(f"time budget: {len(spec['runs']) - k} run(s) left for the next call (the last took {last:.0f} s, "
+        if deadline is not None and last is not None and not _starts(job, last, deadline, spec.get("carry_over")):
+            print(f"time budget: {len(spec['runs']) - k} run(s) left for the next call (the last took {last[0]:.0f} s, "
                   f"{max(deadline - time.time(), 0):.0f} s are left)", flush=True)
             return STOP_FOR_DEADLINE
         out = Path(job["run_config"]["out_dir"])
@@ -51,10 +54,22 @@ def run_cell(spec: dict) -> int:
         rec = sweep_says(out, rec, sweep={**sweep_timing(rec, time.perf_counter() - t0), "notebook": False,
                                           **job.get("sweep", {})})
         print(f"{rec['run_id']}: {rec['status']} in {rec['sweep']['wall_s']:.1f} s", flush=True)
-        last = rec["sweep"]["wall_s"]
+        last = (rec["sweep"]["wall_s"], rec["sweep"].get("fixed_s"))
         if rec["status"] == "error":
             return STOP_AFTER_ERROR
     return 0
+
+
+def _starts(job: dict, last: tuple, deadline: float, carry_over: bool) -> bool:
+    """Whether ``job`` may start before ``deadline``, after a run of ``last`` (wall, fixed) seconds:
+    where a run like it would end in time, or, under ``carry_over`` for a run that saves its state,
+    where its fixed cost, the save's lead and ``CARRY_MIN_S`` of steps fit."""
+    left = deadline - time.time()
+    wall, fixed = last
+    if MARGIN[0] * wall + MARGIN[1] <= left:
+        return True
+    saves = bool(job["run_config"].get("state_every"))
+    return bool(carry_over and saves and MARGIN[0] * (fixed or wall) + MARGIN[1] + STATE_LEAD_S + CARRY_MIN_S <= left)
 
 
 CELL_LOG = "cell.log"
@@ -69,12 +84,13 @@ deadline: the runs left have no record and wait for the next call."""
 
 
 def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
-                 sweep_extra: dict | None = None, deadline: float | None = None) -> list[tuple[Item, dict]]:
+                 sweep_extra: dict | None = None, deadline: float | None = None,
+                 carry_over: bool = False) -> list[tuple[Item, dict]]:
     """Train ``items`` (runs without a notebook) one after another in one process
     (this module's ``main``) and return their records. When that process ends early (a run
     in error, a crash), the first run without a record gets an ``error`` record from the logs,
     and the rest go on in a new process; when it stops for ``deadline`` (``time.time()``), the
-    rest are left without a record. ``timeout`` is per run."""
+    rest are left without a record (``carry_over``: ``run_cell``). ``timeout`` is per run."""
     import tempfile
 
     done: list[tuple[Item, dict]] = []
@@ -83,7 +99,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
         for item in pending:
             clear(item.out_dir)
         spec = {"runs": [{"run_config": run_config(i), "sweep": {**loaded(i), **(sweep_extra or {})}} for i in pending],
-                "deadline": deadline}
+                "deadline": deadline, "carry_over": carry_over}
         log = pending[0].out_dir / CELL_LOG
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dtype-bench-cell-", delete=False) as f:
             json.dump(spec, f)

@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "runs are left: the same command resumes (default: no limit). Runs still going at its "
                            f"end get Ctrl-C and up to {INTERRUPT_WAIT_S} s to stop, then --pack_to packs: under a "
                            "hard limit, give DURATION that much less, and a margin.")
+    here.add_argument("--carry_over", action="store_true",
+                      help="With --time_budget: another call on this host follows this one, so a run that saves its "
+                           "state (state_every) starts whenever the time left covers its fixed cost and a minute of "
+                           "steps, though it cannot finish: the save just before the deadline keeps its steps and the "
+                           "next call resumes it, where waiting would leave its GPU idle. Leave it off on a "
+                           "session's last call: a cut run's state stays on the host.")
     here.add_argument("--costs_from", type=_study_dir, action="append", default=[], metavar="STUDY_DIR",
                       help="With --time_budget: also cost this study's runs by the finished records of STUDY_DIR "
                            "(another study run with the same recipe) for the same scenario, config and size, so a "
@@ -115,14 +121,16 @@ class GpuHost(sweep.Host):
 
     def __init__(self, ns: argparse.Namespace):
         self.ns = ns
-        self.budget = Budget(ns.time_budget, ns.runs_per_gpu) if ns.time_budget else None  # its clock starts now
+        self.budget = (Budget(ns.time_budget, ns.runs_per_gpu, carry_over=ns.carry_over)
+                       if ns.time_budget else None)  # its clock starts now
         self.packer = None
         self.lanes: list[tuple] = []  # the selected (arm, scenario, seed) (start): --seed_per_gpu deals them to GPUs
 
     def run_cell(self, items: list[Item], slot: dict, timeout: int | None = None,
                  sweep_extra: dict | None = None) -> list:
         """A cell's runs in one process, which starts no run the budget's deadline would cut."""
-        return execute_cell(items, slot, timeout, sweep_extra, self.budget.deadline() if self.budget else None)
+        return execute_cell(items, slot, timeout, sweep_extra, self.budget.deadline() if self.budget else None,
+                            bool(self.budget and self.budget.carry_over))
 
     def check(self, kind: str) -> None:
         if kind == "inprocess":
@@ -219,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ns = build_parser().parse_args(argv)
     ns.argv = argv  # the command that goes on after a Ctrl-C (sweep.resume_command)
+    if ns.carry_over and not ns.time_budget:
+        build_parser().error("--carry_over says another call follows a --time_budget one: give --time_budget too")
     sweep.rehearse_if_asked(ns)
     # the caches below are environment variables: the runs' kernels, cell processes and jobs inherit them
     if ns.compile_cache:
