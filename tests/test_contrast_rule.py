@@ -211,3 +211,16 @@ def test_a_cell_judged_on_two_metrics_is_planned_so_both_pass_together_at_the_pl
     assert n > one
     assert verdict_rate(one, gap, sigma, "safe", seed=4) ** 2 < contrasts.POWER - TOL  # the old plan falls short
     assert verdict_rate(n, gap, sigma, "safe", seed=5) ** 2 >= contrasts.POWER - TOL
+
+
+def test_below_the_seed_rule_the_point_gap_is_taken_over_the_shared_seeds_only():
+    """Two seeds of a config against three of the reference: the seed effect (here +-3 points, the
+    config exactly 1% below the reference within each seed) must not carry the reference's third
+    seed into the gap; with no shared seed the unpaired means are all there is."""
+    ref = pd.Series({0: 50.0, 1: 53.0, 2: 47.0})
+    x = ref.loc[[0, 1]] * 0.99
+    c = contrasts.contrast(x, ref, +1, RULES, exact=False)
+    assert c["n_paired"] == 2 and np.isnan(c["ci_low"])
+    assert c["gap_pct"] == pytest.approx(1.0)  # over seeds 0 and 1; the reference's seeds 0-2 would give -2.0 (better)
+    lone = contrasts.contrast(pd.Series({7: 49.5}), ref, +1, RULES, exact=False)
+    assert lone["n_paired"] == 0 and lone["gap_pct"] == pytest.approx(1.0)

@@ -48,7 +48,9 @@ def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules, exact: bool 
              blocks: pd.Series | None = None) -> dict:
     """The gap of per-seed values ``x`` to ``ref`` (indexed by seed), % of the reference's mean, > 0
     worse: paired by seed over the shared seeds where there are ``rules.min_seeds``, else Welch's
-    unpaired comparison where both have that many; the point gap alone below that. ``ci_low`` /
+    unpaired comparison where both have that many; the point gap alone below that, over the shared
+    seeds where there are any (a config with seeds 0-1 against a reference with 0-2 would otherwise
+    carry seed 2's draw of the reference into its gap). ``ci_low`` /
     ``ci_high``: the two-sided (1 - 2 alpha) t-interval; ``p_worse`` / ``p_degraded`` /
     ``p_safe``: one-sided t-tests of gap <= 0, gap <= m and gap >= m (m: ``min_effect_pct``
     of the caller, filled in by ``tests``); ``exact``: also the sign-flip test's p (``p_exact``);
@@ -73,8 +75,11 @@ def contrast(x: pd.Series, ref: pd.Series, sign: int, rules: Rules, exact: bool 
         vx, vr = x.var(ddof=1) * scale ** 2 / len(x), ref.var(ddof=1) * scale ** 2 / len(ref)
         gap, se = float((ref.mean() - x.mean()) * scale), float(math.sqrt(vx + vr))
         df = (vx + vr) ** 2 / (vx ** 2 / (len(x) - 1) + vr ** 2 / (len(ref) - 1)) if vx + vr > 0 else math.inf
-    else:
-        out["gap_pct"] = float((ref.mean() - x.mean()) * scale)  # a point estimate: no noise measured
+    else:  # a point estimate, no noise measured: over the shared seeds where any, so seed effects cancel
+        if shared:
+            x, ref = x[shared], ref[shared]
+        if ref.mean() != 0:
+            out["gap_pct"] = float((ref.mean() - x.mean()) * 100 * sign / abs(ref.mean()))
         return out
     half = _t(rules, df) * se
     out.update(paired=paired, gap_pct=gap, se_pct=se, df=float(df), ci_low=gap - half, ci_high=gap + half)
