@@ -145,3 +145,26 @@ def test_without_state_every_a_deadline_saves_nothing(tmp_path, monkeypatch):
         run({"scenario": "A", "config": "fp32_baseline", "steps": 8, "log_every": 2, "eval_batches": 1},
             out_dir=tmp_path, progress=False)
     assert not (tmp_path / STATE_FILE).exists()
+
+
+def test_a_run_cut_after_a_save_leaves_the_seconds_of_steps_it_kept_for_the_sweeps_efficiency(tmp_path, monkeypatch):
+    """A call's efficiency counts the steps of a run its deadline cut, as far as the saved state
+    keeps them (``resume.STEP_FILE``'s ``steps_s`` and ``date``), and only a state saved during this
+    sweep: one left by an earlier call is that call's."""
+    import time
+    from types import SimpleNamespace
+    from benchlib.training.resume import saved_step
+    from dtype_bench.study import runner
+    since = time.time()
+    kill_at(monkeypatch, 9)
+    out = tmp_path / "cut"
+    with pytest.raises(Killed):
+        run({"scenario": "A", "config": "fp32_baseline", "steps": 12, "state_every": 4, "eval_batches": 1},
+            out_dir=out, progress=False)
+    s = saved_step(out)
+    assert s["step"] == 7 and s["date"] >= since and 0 < s["steps_s"] < time.time() - since
+    item = SimpleNamespace(out_dir=out, result=out / "result.json", stored=None)
+    assert runner.cut_steps_s([item], since) == (pytest.approx(s["steps_s"]), 1)
+    assert runner.cut_steps_s([item], time.time() + 1) == (0.0, 0)
+    assert runner.steps_share([], 10.0, 2, s["steps_s"]) == pytest.approx(s["steps_s"] / 20)
+    assert runner.steps_share([], 10.0, 2) is None

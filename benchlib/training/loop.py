@@ -412,10 +412,11 @@ def _between_steps(cfg: RunConfig, out: Path, run: _Run, lp: _Loop, dist: Strate
         with lp.timer.pause():
             log_state = lp.log.state()  # drains the log: steps.jsonl is complete to this step
             lp.rows_f.flush()
+            trained = time.perf_counter() - lp.t_train
             lp.state_s += resume.save(out, cfg, step, run.model, run.opt, run.scaler, log_state,
                                       (out / "steps.jsonl").read_text(),
-                                      {"train_s": lp.before["train_s"] + time.perf_counter() - lp.t_train,
-                                       "eval_s": lp.before["eval_s"] + lp.eval_s})
+                                      {"train_s": lp.before["train_s"] + trained, "eval_s": lp.before["eval_s"] + lp.eval_s},
+                                      steps_s=max(0.0, trained - (lp.first_step_s or 0.0) - lp.eval_s - lp.state_s))
 
 
 def _finalise(cfg: RunConfig, device: torch.device, out: Path, rec: dict, run: _Run, lp: _Loop,

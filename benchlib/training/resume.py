@@ -54,9 +54,11 @@ def fingerprint(cfg: RunConfig) -> str:
 
 
 def save(out: Path, cfg: RunConfig, step: int, model: torch.nn.Module, opt, scaler, log_state: dict, rows: str,
-         loop: dict) -> float:
+         loop: dict, steps_s: float | None = None) -> float:
     """Write the state after ``step`` (completed); returns the seconds it took. ``log_state`` is
-    ``StepLog.state()`` and ``rows`` is ``steps.jsonl`` so far; ``loop`` the loop's clocks."""
+    ``StepLog.state()`` and ``rows`` is ``steps.jsonl`` so far; ``loop`` the loop's clocks;
+    ``steps_s``: this process's seconds in training steps so far, which ``STEP_FILE`` keeps with the
+    save's ``date``, so a sweep whose deadline cut the run counts the steps it kept (``cut_steps_s``)."""
     t0 = time.perf_counter()
     state = {"fingerprint": fingerprint(cfg), "run_id": cfg.run_id, "step": step, "date": time.time(),
              "model": model.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
@@ -65,7 +67,8 @@ def save(out: Path, cfg: RunConfig, step: int, model: torch.nn.Module, opt, scal
              "log": log_state, "rows": rows, "loop": loop}
     with atomic_file(out / STATE_FILE) as tmp:
         torch.save(state, tmp)
-    write_json_atomic(out / STEP_FILE, {"step": step, "steps": cfg.steps, "run_id": cfg.run_id})
+    write_json_atomic(out / STEP_FILE, {"step": step, "steps": cfg.steps, "run_id": cfg.run_id, "date": state["date"],
+                                        "steps_s": steps_s})
     return time.perf_counter() - t0
 
 

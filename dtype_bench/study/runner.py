@@ -619,10 +619,24 @@ def sweep_timing(rec: dict, wall_s: float) -> dict:
             "notebook_overhead_s": None if rec.get("wall_s") is None else wall_s - rec["wall_s"]}
 
 
-def steps_share(timings: list[dict], wall_s: float, slots: int = 1) -> float | None:
-    """The share of the sweep's slot time (``slots`` x wall) spent in training steps, or None."""
-    steps = sum(t["wall_s"] - t["fixed_s"] for t in timings if t.get("fixed_s") is not None)
-    return steps / (wall_s * max(slots, 1)) if wall_s > 0 and timings else None
+def steps_share(timings: list[dict], wall_s: float, slots: int = 1, cut_s: float = 0.0) -> float | None:
+    """The share of the sweep's slot time (``slots`` x wall) spent in training steps, or None:
+    the finished runs' steps and ``cut_s``, those of runs it cut that their saved state keeps."""
+    steps = sum(t["wall_s"] - t["fixed_s"] for t in timings if t.get("fixed_s") is not None) + cut_s
+    return steps / (wall_s * max(slots, 1)) if wall_s > 0 and (timings or cut_s) else None
+
+
+def cut_steps_s(items: list[Item], since: float) -> tuple[float, int]:
+    """The seconds of training steps that runs of ``items`` without a finished record made in
+    their last process and kept in a state saved after ``since`` (``time.time()``: a sweep's
+    start), e.g. at a time budget's deadline (``resume.STEP_FILE``); and how many such runs."""
+    from benchlib.training.resume import saved_step
+    total, n = 0.0, 0
+    for item in items:
+        s = saved_step(item.out_dir)
+        if readable(item) is None and s and (s.get("date") or 0) >= since and s.get("steps_s") is not None:
+            total, n = total + float(s["steps_s"]), n + 1
+    return total, n
 
 
 def _mark_interrupted(item: Item) -> None:

@@ -36,10 +36,10 @@ from dtype_bench.study.html_export import export_study_html
 from benchlib.core.records import fmt as _fmt
 from benchlib.core.records import last_line as _last_line
 from dtype_bench.study.lock import holder, study_lock
-from dtype_bench.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, execute_unit,
-                                   is_waiting, kernel_env, log_tail, papermill_command, plan, pretrain_problem,
-                                   pretrain_root, pretrain_warning, readable, refresh_reading, remake_lost, run_state,
-                                   steps_share, stored_records)
+from dtype_bench.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, cut_steps_s,
+                                   execute_unit, is_waiting, kernel_env, log_tail, papermill_command, plan,
+                                   pretrain_problem, pretrain_root, pretrain_warning, readable, refresh_reading,
+                                   remake_lost, run_state, steps_share, stored_records)
 from benchlib.core.timing import STEPS_SHARE_TARGET
 from benchlib.study.studyfile import Study, load_study
 
@@ -442,7 +442,7 @@ def _stored_if_compacted(ns: argparse.Namespace, study: Study) -> dict | None:
 def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
               slots: list, host: Host) -> int:
     """Execute ``todo`` in this process's slots, then ``_after_runs``."""
-    t0 = time.perf_counter()
+    t0, since = time.perf_counter(), time.time()
     timings: list[dict] = []
     budget = host.budget
     watch = budget.watch(RUNNING) if budget else None
@@ -461,7 +461,8 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
         restore()
         if watch:
             watch.cancel()
-    return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots), budget)
+    return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots), budget,
+                       cut_steps_s(todo, since))
 
 
 def sigterm_interrupts() -> Callable[[], object]:
@@ -507,9 +508,10 @@ def _submit(ns: argparse.Namespace, study: Study, settings: ExecutorSettings, to
 
 def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: list[Item], todo: list[Item],
                 timings: list[dict], wall: float, slot: dict | None = None, n_slots: int = 1,
-                budget=None) -> int:
+                budget=None, cut: tuple[float, int] = (0.0, 0)) -> int:
     """The analysis notebooks, the HTML export and the summary, after the runs (with a time
-    budget, the first two only once every run is done and there is time for them)."""
+    budget, the first two only once every run is done and there is time for them); ``cut``: the
+    steps' seconds and the number of runs cut with their state saved (``cut_steps_s``)."""
     study_dir = ns.out / study.name
     later = list(budget.deferred) if budget else []
     todo = [i for i in todo if not any(i is d for d in later)]  # what ran
@@ -538,7 +540,7 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
                                  pretrain_problem(p) or "checkpoint " + _rel(p.model_dir)))
         if pretrain_warning(p):
             print(pretrain_warning(p), file=sys.stderr)
-    if todo:
+    if todo or cut[1]:
         print(f"\nexecuted {len(todo)} runs in {wall:.0f} s")
         if timings:
             import pandas as pd
@@ -551,10 +553,12 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
             cached = compile_cache_line(todo)
             if cached:
                 print(cached)
-            share = steps_share(timings, wall, n_slots)
-            if share is not None:
-                print(f"study efficiency: {100 * share:.0f}% of the runs' {_n(n_slots, 'slot')} x {wall:.0f} s was spent in "
-                      f"training steps (the reference study's target: >= {100 * STEPS_SHARE_TARGET:.0f}%)")
+        share = steps_share(timings, wall, n_slots, cut[0])
+        if share is not None:
+            kept = f", with the saved steps of {_n(cut[1], 'run')} it cut" if cut[1] else ""
+            print(f"study efficiency: {100 * share:.0f}% of the runs' {_n(n_slots, 'slot')} x {wall:.0f} s was spent in "
+                  f"training steps{kept} (the reference study's target: >= {100 * STEPS_SHARE_TARGET:.0f}%)")
+        if timings:
             from benchlib.analysis.overhead import where_it_went
             split = where_it_went([r for i in todo if (r := readable(i)) is not None])
             if split:
