@@ -73,6 +73,35 @@ def test_a_broken_config_gets_the_candidates_a_panel_of_their_own():
     assert len(horizon.chart(horizon.gaps(ev), ev).to_dict()["vconcat"][0]["hconcat"]) == 1
 
 
+def _rules_at(spec: dict) -> set:
+    """The x values of the chart's vertical rules (one pass over the corpus)."""
+    found = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("mark") in ("rule", {"type": "rule"}) or (isinstance(node.get("mark"), dict)
+                                                                  and node["mark"].get("type") == "rule"):
+                enc = node.get("encoding", {})
+                if "x" in enc:
+                    name = node.get("data", {}).get("name")
+                    found.update(r["x"] for r in spec["datasets"].get(name, []) if "x" in r)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(spec)
+    return found
+
+
+def test_one_pass_over_the_corpus_is_drawn_where_it_falls_within_the_evaluations_and_named_where_not():
+    inside = horizon.chart(horizon.gaps(ev := _evaluations(one_pass=1000)), ev).to_dict()
+    assert _rules_at(inside) == {1000} and "grey: one pass" in str(inside["title"])
+    beyond = horizon.chart(horizon.gaps(ev := _evaluations(one_pass=8043)), ev).to_dict()
+    assert _rules_at(beyond) == set()  # a rule at 8,043 would stretch the axis past the last evaluation, 1,500
+    assert "one pass over the corpus at step 8,043, past the last evaluation" in str(beyond["title"])
+
+
 def test_without_the_reference_config_there_is_no_gap_and_the_chart_says_why():
     ev = _evaluations()
     ev = ev[ev["config"] != "fp32_tf32_matmul"]

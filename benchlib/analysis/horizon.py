@@ -109,23 +109,29 @@ def chart(g: pd.DataFrame, ev: pd.DataFrame, rules: Rules = Rules()) -> alt.Char
     if g.empty:
         return charts.no_data_chart("no config and reference with evaluations at the same steps", title)
     colour = charts._color(g["config"].unique())
+    colour.legend = alt.Legend(title="config", columns=1, symbolOpacity=1, labelLimit=260)  # the lines' colour
     passes = ev.groupby("scenario")["one_pass_step"].min()
+    last = g.groupby("scenario")["step"].max()
+    beyond = {scn: p for scn, p in passes.items() if pd.notna(p) and p > last.get(scn, math.inf)}
     zoom = ZOOM_EFFECTS * rules.min_effect_loss_pct
     rows = []
     for scn, part in g.groupby("scenario"):
         near = part.groupby("config")["change_pct"].transform(lambda c: c.abs().max() <= zoom)
-        panels = [(f"{scn}: val loss change vs reference (%, < 0 worse)", part)]
+        panels = [(f"{scn}: val loss vs reference (%, < 0 worse)", part)]
         if not near.all() and near.any():  # a broken config would flatten the candidates' lines
             panels.append((f"{scn}: configs within +-{zoom:g}% (zoom)", part[near]))
-        rows.append(alt.hconcat(*[_panel(d, label, colour, passes.get(scn), rules) for label, d in panels]))
+        rule = None if scn in beyond else passes.get(scn)  # past the last evaluation it would only widen the axis
+        rows.append(alt.hconcat(*[_panel(d, label, colour, rule, rules) for label, d in panels]))
     ref = ", ".join(sorted(g["reference"].unique()))
     n = sorted(g["n_paired"].unique())
     seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
     band = (f"band: {1 - 2 * rules.alpha:.0%} t-interval" if n[-1] >= rules.min_seeds
             else f"no band: under {rules.min_seeds} seeds the seed noise is not measured")
+    one_pass = "; ".join(f"{scn}: one pass over the corpus at step {p:,.0f}, past the last evaluation"
+                         for scn, p in sorted(beyond.items())) or "grey: one pass over the corpus"
     return alt.vconcat(*rows).properties(title=charts.chart_title(
         title, [f"{seeds} seed(s) paired against {ref}; {band}",
-                f"dashed: -{rules.min_effect_loss_pct}% (the minimum effect); grey: one pass over the corpus"]))
+                f"dashed: -{rules.min_effect_loss_pct}% (the minimum effect); {one_pass}"]))
 
 
 def _panel(part: pd.DataFrame, label: str, colour, one_pass: float | None, rules: Rules) -> alt.LayerChart:
