@@ -33,6 +33,10 @@ def test_a_gap_that_grows_is_found_and_one_within_noise_is_not():
     assert trend.loc["grows", "grows_worse"] and trend.loc["grows", "growth_pct"] < -1.5
     assert not trend.loc["flat", "grows_worse"]
     assert (trend["first_step"] == STEPS[0]).all() and (trend["last_step"] == STEPS[-1]).all()
+    # the second reading, from every evaluation: 0.4% a step of 250, i.e. -1.6% per 1,000 steps
+    assert trend.loc["grows", "slope_pct_per_kstep"] == pytest.approx(-1.6, rel=0.1)
+    assert trend.loc["grows", "p_slope_falls"] < 0.05
+    assert abs(trend.loc["flat", "slope_pct_per_kstep"]) < 0.1 * abs(trend.loc["grows", "slope_pct_per_kstep"])
 
 
 def test_each_evaluation_step_has_its_paired_interval_and_says_whether_it_lies_past_one_pass():
@@ -53,6 +57,7 @@ def test_short_of_seeds_the_point_gap_is_drawn_without_an_interval_or_a_trend_ve
     assert gaps.loc[("grows", 1500), "change_pct"] < gaps.loc[("grows", 250), "change_pct"] < 0
     trend = horizon.trend(ev).set_index("config")
     assert trend.loc["grows", "growth_pct"] < -1.5 and np.isnan(trend.loc["grows", "p_grows_worse"])
+    assert np.isnan(trend.loc["grows", "p_slope_falls"]) and trend.loc["grows", "slope_pct_per_kstep"] < 0
     assert trend["grows_worse"].isna().all()
     two = _evaluations()
     two = two[two["seed"] < 2]  # two seeds: a p-value is computable, but the verdicts ask for min_seeds
@@ -167,3 +172,4 @@ def test_with_seeds_missing_in_some_cells_each_config_is_told_which_verdict_it_h
     monkeypatch.setattr(horizon, "evaluations", lambda df: ev)
     (line,) = horizon.findings_line("executed/x/h", "")
     assert "not shown to grow" in line and "flat (p 0." in line
+    assert re.search(r"slope over every evaluation \(one-sided t\): falls for grows \(-1\.\d\d% per 1,000 steps", line)

@@ -27,7 +27,7 @@ GAP_COLUMNS = ["scenario", "config", "reference", "step", "n_paired", "change_pc
                "past_one_pass"]
 ZOOM_EFFECTS = 5  # a second panel keeps the configs within this many minimum effects of the reference
 TREND_COLUMNS = ["scenario", "config", "reference", "first_step", "last_step", "n_paired", "change_first_pct",
-                 "change_last_pct", "growth_pct", "p_grows_worse", "grows_worse"]
+                 "change_last_pct", "growth_pct", "p_grows_worse", "grows_worse", "slope_pct_per_kstep", "p_slope_falls"]
 
 
 def evaluations(df: pd.DataFrame) -> pd.DataFrame:
@@ -72,7 +72,12 @@ def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     """Per (scenario, config): the change at the first and the last evaluation both it and the
     reference made, ``growth_pct`` (last - first, < 0: the gap grew worse), and the one-sided paired
     t-test that it grew worse over the seeds (``grows_worse`` at ``rules.alpha``; p NaN and
-    ``grows_worse`` None below ``rules.min_seeds`` paired seeds, the verdicts' rule)."""
+    ``grows_worse`` None below ``rules.min_seeds`` paired seeds, the verdicts' rule). A second
+    reading of "grows", from every evaluation rather than two: ``slope_pct_per_kstep``, the mean
+    over seeds of each seed's least-squares slope of the change against the step (% per 1,000
+    steps), and ``p_slope_falls``, the one-sided t-test over the seeds that it is negative (NaN
+    below ``rules.min_seeds``). The two can disagree: a gap that bumps up midway and ends lower
+    shows in the first, a small steady drift in the second."""
     out = []
     for scn, e in ev.groupby("scenario"):
         ref = _reference(e, rules)
@@ -92,11 +97,16 @@ def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
             growth = (change[last] - change[first]).to_numpy(float)
             enough = len(growth) >= max(rules.min_seeds, 2)
             p = float(sps.ttest_1samp(growth, 0.0, alternative="less").pvalue) if enough else math.nan
+            every = 100 * (r.loc[seeds, steps] - x.loc[seeds, steps]) / r.loc[seeds, steps].mean()
+            slopes = np.array([sps.linregress(np.asarray(steps, float), every.loc[sd].to_numpy(float)).slope * 1000
+                               for sd in seeds])
+            p_slope = float(sps.ttest_1samp(slopes, 0.0, alternative="less").pvalue) if enough else math.nan
             out.append({"scenario": scn, "config": cfg, "reference": ref, "first_step": int(first),
                         "last_step": int(last), "n_paired": len(seeds),
                         "change_first_pct": float(change[first].mean()), "change_last_pct": float(change[last].mean()),
                         "growth_pct": float(growth.mean()), "p_grows_worse": p,
-                        "grows_worse": None if math.isnan(p) else bool(p < rules.alpha)})
+                        "grows_worse": None if math.isnan(p) else bool(p < rules.alpha),
+                        "slope_pct_per_kstep": float(slopes.mean()), "p_slope_falls": p_slope})
     return pd.DataFrame(out, columns=TREND_COLUMNS)
 
 
@@ -211,6 +221,12 @@ def _trend_verdict(t: pd.DataFrame, rules: Rules, first: int, last: int) -> str:
     if len(flat):
         parts.append("not shown to grow (a test of this many seeds finds only large trends): "
                      + ", ".join(f"{r.config} (p {r.p_grows_worse:.2f}, {r.n_paired} seeds)" for r in flat.itertuples()))
+    falls = tested["p_slope_falls"] < rules.alpha
+    parts.append("a second reading, the per-seed least-squares slope over every evaluation (one-sided t): falls for "
+                 + (", ".join(f"{r.config} ({r.slope_pct_per_kstep:+.2f}% per 1,000 steps, p {r.p_slope_falls:.3f})"
+                              for r in tested[falls].itertuples()) or "none")
+                 + ("" if falls.all() else ", not shown for "
+                    + ", ".join(f"{r.config} (p {r.p_slope_falls:.2f})" for r in tested[~falls].itertuples())))
     if len(few):
         parts.append(f"no verdict under {rules.min_seeds} paired seeds: "
                      + ", ".join(f"{r.config} ({r.n_paired})" for r in few.itertuples()))
