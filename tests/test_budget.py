@@ -460,6 +460,20 @@ def test_with_another_call_to_follow_a_run_that_saves_its_state_starts_though_it
         host_sweep.main([str(tmp_path / "saves.yaml"), "--carry_over"])
 
 
+def test_a_run_that_finished_in_a_unit_the_deadline_then_cut_still_counts_in_the_calls_efficiency(tmp_path):
+    """A cell's first seed finished, its second was cut: the unit never returned, so the first's
+    timing is taken from its record, if it was written during this sweep and not counted yet."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY)), tmp_path / "executed")
+    since = time.time() - 1
+    rec = runner.error_record(items[0].spec, items[0].out_dir, None)
+    rec.update(status="ok", sweep={"wall_s": 80.0, "fixed_s": 20.0})
+    write_json_atomic(items[0].result, rec)
+    got = sweep.finished_in_cut_units(items, [], since)
+    assert got == [{"wall_s": 80.0, "fixed_s": 20.0}]
+    assert sweep.finished_in_cut_units(items, got, since) == []  # already counted
+    assert sweep.finished_in_cut_units(items, [], time.time() + 60) == []  # an earlier call's record
+
+
 def test_a_cells_process_under_carry_over_starts_a_run_that_saves_state_where_its_fixed_cost_fits():
     from dtype_bench.host import cellrun
     now, last = time.time(), (200.0, 20.0)  # the run before took 200 s, 20 of them fixed

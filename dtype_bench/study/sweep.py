@@ -456,6 +456,7 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
             raise  # run's one line
         budget.deferred += [i for i in todo if not run_state(i)[0].startswith("done")
                             and not any(i is d for d in budget.deferred)]
+        timings += finished_in_cut_units(todo, timings, since)
         print("\ntime budget: spent while runs were going; they were stopped and run again with the same command")
     finally:
         restore()
@@ -463,6 +464,20 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
             watch.cancel()
     return _after_runs(ns, study, every, items, todo, timings, time.perf_counter() - t0, slots[0], len(slots), budget,
                        cut_steps_s(todo, since))
+
+
+def finished_in_cut_units(todo: list[Item], timings: list[dict], since: float) -> list[dict]:
+    """The sweep timings of runs that finished during this sweep (record written after ``since``,
+    ``time.time()``) in a unit the deadline then interrupted, e.g. the first seed of a cell whose
+    second was cut: the unit never returned, so its finished runs reached no ``timings``."""
+    out = []
+    for item in todo:
+        rec = readable(item)
+        t = (rec or {}).get("sweep") or {}
+        if (rec and rec["status"] in TRAINED and t.get("fixed_s") is not None and t not in timings
+                and item.result.exists() and item.result.stat().st_mtime >= since):
+            out.append(t)
+    return out
 
 
 def sigterm_interrupts() -> Callable[[], object]:
