@@ -1,6 +1,7 @@
 """The horizon analysis (benchlib.analysis.horizon, notebooks/24_horizon.ipynb): each config's gap to the
 reference against the training step, and whether it grows."""
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -173,3 +174,59 @@ def test_with_seeds_missing_in_some_cells_each_config_is_told_which_verdict_it_h
     (line,) = horizon.findings_line("executed/x/h", "")
     assert "not shown to grow" in line and "flat (p 0." in line
     assert re.search(r"slope over every evaluation \(one-sided t\): falls for grows \(-1\.\d\d% per 1,000 steps", line)
+
+
+def _arm(beta2_gain: dict, seeds=4, steps=1500):
+    """One arm's evaluations: the reference and a config, each config's loss ``beta2_gain[config]``
+    (a fraction) lower than a shared per-seed base, plus seed noise."""
+    rng = np.random.default_rng(len(beta2_gain) + seeds)
+    rows = []
+    for seed in range(seeds):
+        base = 4.0 + rng.normal(0, 0.02)
+        for config, gain in beta2_gain.items():
+            for step in (500, 1000, steps):
+                rows.append(("A", config, seed, step, base * (1 - gain) * (1 + 0.1 * (steps - step) / steps)
+                             + rng.normal(0, 0.002), 3000))
+    return pd.DataFrame(rows, columns=["scenario", "config", "seed", "step", "val_loss", "one_pass_step"])
+
+
+def test_across_beta2_each_config_is_compared_with_itself_at_the_other_beta2_paired_by_seed():
+    lo = _arm({"fp32_tf32_matmul": 0.0, "bf16_pure": 0.0})
+    hi = _arm({"fp32_tf32_matmul": 0.04, "bf16_pure": 0.02})  # both train better at the larger beta2, fp32 more
+    t = horizon.across_beta2({0.999: hi, 0.95: lo}).set_index("config")
+    assert (t["beta2_from"] == 0.95).all() and (t["beta2_to"] == 0.999).all() and (t["step"] == 1500).all()
+    assert t.loc["fp32_tf32_matmul", "change_pct"] == pytest.approx(4.0, abs=0.6)
+    assert t.loc["bf16_pure", "change_pct"] == pytest.approx(2.0, abs=0.6)
+    assert (t["ci_low"] > 0).all() and (t["n_paired"] == 4).all()
+    few = horizon.across_beta2({0.95: lo[lo["seed"] < 2], 0.999: hi})
+    assert (few["n_paired"] == 2).all() and few["ci_low"].isna().all() and few["change_pct"].notna().all()
+    with pytest.raises(ValueError, match="two arms"):
+        horizon.across_beta2({0.95: lo})
+
+
+def test_the_beta2_line_compares_arms_of_one_recipe_and_refuses_arms_that_differ_in_more(monkeypatch):
+    arms = {"h95": (_arm({"fp32_tf32_matmul": 0.0, "bf16_pure": 0.0}), 0.95, 1500),
+            "h999": (_arm({"fp32_tf32_matmul": 0.04, "bf16_pure": 0.02}), 0.999, 1500)}
+
+    def study(d):
+        ev, beta2, steps = arms[Path(d).name]
+        return _frame(ev).assign(**{"run.beta2": beta2, "run.steps": steps, "ev": [ev] * len(_frame(ev))})
+    monkeypatch.setattr(horizon, "load_study", study)
+    monkeypatch.setattr(horizon, "evaluations", lambda df: df["ev"].iloc[0])
+    (line,) = horizon.beta2_line(["x/h95", "x/h999"])
+    assert "`h95` (beta2 0.95) and `h999` (beta2 0.999)" in line and "step 1500" in line
+    assert re.search(r"bf16_pure [\d.]+ -> [\d.]+ \(\+[12]\.\d\d% \[\+[\d.]+, \+[\d.]+\], 4 seeds\)", line)
+    assert line.index("bf16_pure") < line.index("fp32_tf32_matmul ")  # the smaller gain first
+    arms["h999"] = (arms["h999"][0], 0.999, 6000)
+    with pytest.raises(ValueError, match="differ in run.steps"):
+        horizon.beta2_line(["x/h95", "x/h999"])
+    arms["h999"] = (arms["h999"][0], 0.95, 1500)
+    assert horizon.beta2_line(["x/h95", "x/h999"]) == []  # one beta2: nothing to compare across
+
+
+def test_findings_takes_several_horizon_studies_and_names_them_all_in_its_command(tmp_path):
+    from benchlib.analysis import findings
+    ns = findings._parser().parse_args(["c.json", "--horizon", "executed/a", "executed/b"])
+    assert ns.horizon == ["executed/a", "executed/b"]
+    with pytest.raises(Exception, match="--horizon executed/a executed/b: no study folder"):
+        findings._inputs(ns)

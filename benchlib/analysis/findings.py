@@ -159,11 +159,15 @@ def arm_cost_section(study_dir: Path) -> list[str]:
     return [head + "; ".join(parts) + "."]
 
 
-def horizon_section(study_dir: Path) -> list[str]:
-    """The horizon study's line (``horizon.findings_line``) with its records' provenance."""
-    if not study_dir.is_dir():
-        raise FileNotFoundError(f"no study folder {study_dir}")
-    return horizon.findings_line(study_dir, provenance(study_dir, commits=False))
+def horizon_section(study_dirs: list[Path]) -> list[str]:
+    """Each horizon study's line (``horizon.findings_line``) with its records' provenance, then the
+    line across beta2 where two of them differ only there (``horizon.beta2_line``)."""
+    lines = []
+    for study_dir in study_dirs:
+        if not study_dir.is_dir():
+            raise FileNotFoundError(f"no study folder {study_dir}")
+        lines += horizon.findings_line(study_dir, provenance(study_dir, commits=False))
+    return lines + (horizon.beta2_line(study_dirs) if len(study_dirs) > 1 else [])
 
 
 def _range(lo: float, hi: float, fmt: str) -> str:
@@ -1027,8 +1031,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--arm_cost", metavar="STUDY", help="Also what this study's arms cost against its plain arm "
                    "(e.g. executed/h100/checkpointing).")
     p.add_argument("--transfer", metavar="DIR", help="Also where verdicts come from: DIR/transfer.csv (dtype-bench transfer).")
-    p.add_argument("--horizon", metavar="STUDY", help="Also whether the gaps grow with training, from this horizon "
-                   "study's evaluations (e.g. executed/h200/reference_horizon_source_b999).")
+    p.add_argument("--horizon", metavar="STUDY", nargs="+", help="Also whether the gaps grow with training, from "
+                   "these horizon studies' evaluations (e.g. executed/h200/reference_horizon_source_b999); two that "
+                   "differ only in beta2 also get a line comparing each config's loss across beta2.")
     p.add_argument("--readme", type=existing_file, help="Rewrite this file's findings block instead of printing.")
     p.add_argument("--answer", metavar="FILE", help=f"Also write the answer alone (scope, default, table, rule, "
                    f"where it breaks) to FILE, e.g. {ANSWER_FILE}: the reports and notebooks of the studies it is made "
@@ -1048,11 +1053,12 @@ def _inputs(ns: argparse.Namespace) -> tuple:
                                   ("--transfer", ns.transfer, transfer.findings_line),
                                   ("--horizon", ns.horizon, horizon_section)):
         if folder:
+            several = isinstance(folder, list)
             try:
-                extra += section(Path(folder))
+                extra += section([Path(f) for f in folder] if several else Path(folder))
             except (FileNotFoundError, ValueError) as e:
-                raise UserError(f"{flag} {folder}: {e}") from None
-            sources += [flag, folder]
+                raise UserError(f"{flag} {' '.join(folder) if several else folder}: {e}") from None
+            sources += [flag, *(folder if several else [folder])]
     studies = []
     for source in ns.comparison:
         path = Path(source)

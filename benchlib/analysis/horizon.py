@@ -26,6 +26,8 @@ from benchlib.analysis.tables import load_study
 GAP_COLUMNS = ["scenario", "config", "reference", "step", "n_paired", "change_pct", "ci_low", "ci_high",
                "past_one_pass"]
 ZOOM_EFFECTS = 5  # a second panel keeps the configs within this many minimum effects of the reference
+BETA2_COLUMNS = ["scenario", "config", "step", "beta2_from", "beta2_to", "n_paired", "loss_from", "loss_to", "change_pct",
+                 "ci_low", "ci_high"]
 TREND_COLUMNS = ["scenario", "config", "reference", "first_step", "last_step", "n_paired", "change_first_pct",
                  "change_last_pct", "growth_pct", "p_grows_worse", "grows_worse", "slope_pct_per_kstep", "p_slope_falls"]
 
@@ -231,3 +233,76 @@ def _trend_verdict(t: pd.DataFrame, rules: Rules, first: int, last: int) -> str:
         parts.append(f"no verdict under {rules.min_seeds} paired seeds: "
                      + ", ".join(f"{r.config} ({r.n_paired})" for r in few.itertuples()))
     return "; ".join(parts)
+
+
+def across_beta2(arms: dict[float, pd.DataFrame], rules: Rules = Rules()) -> pd.DataFrame:
+    """Two horizon arms that differ only in AdamW's beta2 (``arms``: beta2 -> ``evaluations``): for
+    each (scenario, config) both ran, its validation loss at the last step both evaluated, the arm of
+    the larger beta2 against the smaller one, paired by seed (``contrast``: % of the smaller beta2's
+    loss, < 0 worse at the larger beta2; the 90% t-interval at ``rules.min_seeds`` shared seeds, the
+    point change alone below). ``loss_from`` / ``loss_to``: the means over the seeds compared. This
+    reads the recipe itself: a config's gap to fp32 within one arm says nothing of whether the arm's
+    beta2 trains better."""
+    if len(arms) != 2:
+        raise ValueError(f"across beta2 needs two arms of different beta2, got {len(arms)}")
+    lo, hi = sorted(arms)
+    out = []
+    a, b = (arms[k].pivot_table(index=["scenario", "config", "step"], columns="seed", values="val_loss", aggfunc="first")
+            for k in (lo, hi))
+    for scn, cfg in sorted({i[:2] for i in a.index} & {i[:2] for i in b.index}):
+        steps = sorted(set(a.loc[(scn, cfg)].index) & set(b.loc[(scn, cfg)].index))
+        if not steps:
+            continue
+        x, ref = b.loc[(scn, cfg, steps[-1])].dropna(), a.loc[(scn, cfg, steps[-1])].dropna()
+        shared = sorted(set(x.index) & set(ref.index))
+        if not shared:
+            continue
+        c = contrast(x, ref, -1, rules, exact=False)  # lower loss is better
+        out.append({"scenario": scn, "config": cfg, "step": int(steps[-1]), "beta2_from": lo, "beta2_to": hi,
+                    "n_paired": c["n_paired"], "loss_from": float(ref[shared].mean()), "loss_to": float(x[shared].mean()),
+                    "change_pct": -c["gap_pct"], "ci_low": -c["ci_high"], "ci_high": -c["ci_low"]})
+    return pd.DataFrame(out, columns=BETA2_COLUMNS)
+
+
+def beta2_line(study_dirs) -> list[str]:
+    """The README's line comparing horizon studies that differ only in beta2 (``dtype-bench findings
+    --horizon A B``), or none where they are not such a pair; ValueError where the recipes differ in
+    more than beta2 (scenario, data, steps, size), naming what differs."""
+    frames, recipe = {}, {}
+    for d in map(Path, study_dirs):
+        df = load_study(d)
+        recs = df[df["status"].isin(MEASURED)]
+        beta2 = sorted({float(v) for v in recs.get("run.beta2", pd.Series(dtype=float)).dropna()})
+        if len(beta2) != 1:
+            raise ValueError(f"{d}: its runs have beta2 {beta2 or 'unrecorded'}, not one value")
+        frames[beta2[0]] = (d, evaluations(df))
+        recipe[d] = {col: tuple(sorted({str(v) for v in recs.get(col, pd.Series(dtype=object)).dropna()}))
+                     for col in ("scenario", "run.data", "run.steps", "run.size")}
+    if len(frames) < 2:
+        return []
+    (d0, r0), *rest = recipe.items()
+    for d, r in rest:
+        differ = [k for k in r0 if r0[k] != r[k]]
+        if differ:
+            raise ValueError(f"{d0.name} and {d.name} differ in {', '.join(differ)}, not only beta2: their losses "
+                             f"are not comparable")
+    if len(frames) > 2:
+        raise ValueError(f"{len(frames)} beta2 values ({', '.join(f'{k:g}' for k in sorted(frames))}): "
+                         "the line compares two")
+    t = across_beta2({k: ev for k, (_, ev) in frames.items()})
+    if t.empty:
+        return []
+    rules = Rules()
+    lo, hi = sorted(frames)
+    t = t.sort_values("change_pct")
+    parts = "; ".join(f"{r.config} {r.loss_from:.3f} -> {r.loss_to:.3f} ({r.change_pct:+.2f}%"
+                      + (f" [{r.ci_low:+.2f}, {r.ci_high:+.2f}]" if np.isfinite(r.ci_low) else "")
+                      + f", {r.n_paired} seed{'s' * (r.n_paired > 1)})" for r in t.itertuples())
+    steps = "/".join(str(s) for s in sorted(t["step"].unique()))
+    few = t[t["n_paired"] < rules.min_seeds]
+    return [f"Across beta2, the horizon arms `{frames[lo][0].name}` (beta2 {lo:g}) and `{frames[hi][0].name}` "
+            f"(beta2 {hi:g}), the same recipe otherwise: each config's val loss at step {steps}, beta2 {lo:g} -> "
+            f"{hi:g}, paired by seed (< 0 worse at {hi:g}; [{1 - 2 * rules.alpha:.0%} t-interval] at "
+            f"{rules.min_seeds}+ shared seeds): {parts}."
+            + (f" Below {rules.min_seeds} shared seeds ({', '.join(few['config'])}) the change is a point, its seed "
+               f"noise unmeasured." if len(few) else "")]
