@@ -1,5 +1,6 @@
 """The horizon analysis (benchlib.analysis.horizon, notebooks/24_horizon.ipynb): each config's gap to the
 reference against the training step, and whether it grows."""
+import json
 import re
 from pathlib import Path
 
@@ -230,3 +231,30 @@ def test_findings_takes_several_horizon_studies_and_names_them_all_in_its_comman
     assert ns.horizon == ["executed/a", "executed/b"]
     with pytest.raises(Exception, match="--horizon executed/a executed/b: no study folder"):
         findings._inputs(ns)
+
+
+def test_the_answers_note_past_its_steps_gives_candidates_their_gap_verdict_and_growth(monkeypatch, tmp_path):
+    """The answer's "past the answer's steps" note: candidates only (a control stays in its study),
+    the interval where the seeds measure one and a point with its seed count where not, the study's
+    own verdict where it was compared, and the growth test's outcome."""
+    ev = _evaluations()
+    ev = pd.concat([ev, ev[ev["config"] == "grows"].assign(config="control")])
+    few = ev[ev["seed"] < 2]
+    frames = {"h999": (ev, 0.999), "h95": (few, 0.95)}
+
+    def study(d):
+        e, beta2 = frames[Path(d).name]
+        return _frame(e).assign(**{"run.beta2": beta2, "role": lambda f: np.where(f["config"] == "control", "control",
+                                                                                   "candidate"), "ev": None})
+    monkeypatch.setattr(horizon, "load_study", study)
+    monkeypatch.setattr(horizon, "evaluations", lambda df: frames["h999" if df["run.beta2"].iloc[0] == 0.999 else "h95"][0])
+    (tmp_path / "h999" / "comparison").mkdir(parents=True)
+    (tmp_path / "h999" / "comparison" / "comparison.json").write_text(json.dumps({"recommendation_evidence": [
+        {"config": "grows", "verdict": "degraded"}, {"config": "flat", "verdict": "inconclusive"}]}))
+    line = horizon.answer_line([tmp_path / "h999", tmp_path / "h95"])
+    assert "control" not in line.split("):", 1)[1]
+    part999, part95 = line.split("at beta2 0.999 (`h999`): ")[1].split("; at beta2 0.95 (`h95`): ")
+    assert re.search(r"grows -[\d.]+% \[-[\d.]+, -[\d.]+\], \*\*degraded\*\*, grows worse \(p 0\.0", part999)
+    assert re.search(r"flat [+-][\d.]+% \[[+-][\d.]+, [+-][\d.]+\], \*\*inconclusive\*\*, not shown to grow", part999)
+    assert re.search(r"grows -[\d.]+% \(2 seeds\)", part95) and "**" not in part95  # no comparison there, no test
+    assert "A alone, on corpus, 1500 steps" in line and "at step 1500" in line

@@ -175,10 +175,11 @@ def _range(lo: float, hi: float, fmt: str) -> str:
 
 
 def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: list[str] = (),
-           first: list[Path] | None = None) -> str:
+           first: list[Path] | None = None, horizons: list[Path] = ()) -> str:
     """The Findings section as Markdown: scope (each arm's recipe), the default by ``pick``'s rule,
     the answer table (a column per scenario and beta2 arm), the rule, absolute speed, where
-    candidates break, hypotheses, flips, gates, supporting studies (and ``extra``), provenance."""
+    candidates break (and past the answer's steps, from ``horizons``), hypotheses, flips, gates,
+    supporting studies (and ``extra``), provenance."""
     name, comparison, folder = studies[0]
     folders = first or [folder]
     if first and len(first) > 1:  # a comparison of several studies is named by all of them
@@ -223,7 +224,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     reported = reported and ("**Worse on a reported metric** (not judged, so the verdict stands; its interval lies "
                              f"below 0): {reported}.")
     seeds = " ".join(part for part in (_checkpoint_line(arms), _seeds_line(arms), _closest(arms, cells)) if part)
-    forensics = "  \n".join(part for part in (reported, _stuck_line(arms), seeds) if part)
+    beyond = horizon.answer_line(horizons) if horizons else ""
+    forensics = "  \n".join(part for part in (reported, _stuck_line(arms), beyond, seeds) if part)
     out += ["", forensics] if forensics else []
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
             "|---|---|---|---|---|---|"]
@@ -1047,7 +1049,7 @@ def generate(ns: argparse.Namespace) -> str:
 
 
 def _inputs(ns: argparse.Namespace) -> tuple:
-    """(studies, sources, extra lines, the first comparison's folders) for ``render``."""
+    """(studies, sources, extra lines, the first comparison's folders, horizon studies) for ``render``."""
     extra, sources = [], list(ns.comparison)
     for flag, folder, section in (("--fp8_sizes", ns.fp8_sizes, fp8_section), ("--arm_cost", ns.arm_cost, arm_cost_section),
                                   ("--transfer", ns.transfer, transfer.findings_line),
@@ -1073,14 +1075,14 @@ def _inputs(ns: argparse.Namespace) -> tuple:
         study_dir = path.parent.parent
         studies.append((study_dir.name, comparison, study_dir))
     first = _sources(studies[0][1], studies[0][2])
-    return studies, sources, extra, first
+    return studies, sources, extra, first, [Path(f) for f in ns.horizon or []]
 
 
 def answer_chart(ns: argparse.Namespace) -> "alt.Chart":  # noqa: F821
     """The answer table as a chart (``overview.answer_gaps``): a panel per column of the table."""
     from benchlib.analysis.overview import answer_gaps
     from benchlib.analysis.stats import is_loss
-    studies, _, _, first = _inputs(ns)
+    studies, _, _, first, _ = _inputs(ns)
     arms = _arms(studies, first)
     rows, minimum = [], {}
     for i, a in enumerate(arms):

@@ -9,6 +9,7 @@ marked: there the loss partly measures memorisation. ``change_pct`` < 0 = worse,
 """
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -167,13 +168,8 @@ def findings_line(study_dir, provenance: str) -> list[str]:
     worst last first, and the trend verdict, or why there is none (fewer paired seeds than the rules ask);
     ``provenance``: the records' device, versions and commit in words (``findings.provenance``)."""
     study_dir = Path(study_dir)
-    df = load_study(study_dir)
-    ev = evaluations(df)
-    t = trend(ev)
-    if t.empty:
-        raise ValueError("no config with evaluations at two steps beside its reference's: nothing to say of the horizon")
+    ev, t, recs = _read(study_dir)
     rules = Rules()
-    recs = df[df["status"].isin(MEASURED)]
 
     def one(col: str) -> str:
         vals = sorted({str(v) for v in recs.get(col, pd.Series(dtype=object)).dropna()})
@@ -197,6 +193,61 @@ def findings_line(study_dir, provenance: str) -> list[str]:
             f"seed(s); {provenance}): val loss change vs {ref} at step {first} -> {last} (< 0 worse; "
             f"[{1 - 2 * rules.alpha:.0%} t-interval] at {rules.min_seeds}+ seeds): "
             f"{gaps_text}. {verdict} (`{study_dir}/horizon/`)."]
+
+
+def _read(study_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(evaluations, trend, measured records) of a horizon study; ValueError where no config has
+    evaluations at two steps beside its reference's."""
+    df = load_study(study_dir)
+    ev = evaluations(df)
+    t = trend(ev)
+    if t.empty:
+        raise ValueError("no config with evaluations at two steps beside its reference's: nothing to say of the horizon")
+    return ev, t, df[df["status"].isin(MEASURED)]
+
+
+def answer_line(study_dirs) -> str:
+    """The answer's note on what lies past its steps (``findings --answer`` with ``--horizon``): for
+    each horizon study, by beta2, each candidate's change against the reference at the last
+    evaluation (its interval at ``rules.min_seeds`` paired seeds, else a point with its seed count)
+    and whether the gap grew worse since the first evaluation; controls are left to the study."""
+    rules, parts, scope = Rules(), [], set()
+    for d in map(Path, study_dirs):
+        ev, t, recs = _read(d)
+        roles = recs.groupby("config")["role"].first().to_dict() if "role" in recs else {}
+        t = t[[roles.get(c, "candidate") == "candidate" for c in t["config"]]].sort_values("change_last_pct")
+        last = int(t["last_step"].max())
+        at_last = gaps(ev, rules).query("step == @last").set_index("config")
+        beta2 = "/".join(sorted({f"{float(v):g}" for v in recs.get("run.beta2", pd.Series(dtype=float)).dropna()}))
+        scope.add((", ".join(sorted(ev["scenario"].unique())), "/".join(sorted({str(v) for v in recs["run.data"]})),
+                   "/".join(sorted({str(v) for v in recs["run.steps"]})), last, ", ".join(sorted(t["reference"].unique()))))
+        verdicts = _verdicts(d)
+        cells = []
+        for r in t.itertuples():
+            interval = _interval(at_last, r.config)
+            grew = ("" if r.grows_worse is None or pd.isna(r.grows_worse) else
+                    f", grows worse (p {r.p_grows_worse:.3f})" if r.grows_worse else ", not shown to grow")
+            said = f", **{verdicts[r.config]}**" if verdicts.get(r.config) not in (None, "not tested") else ""
+            cells.append(f"{r.config} {r.change_last_pct:+.2f}%" + (interval or f" ({r.n_paired} seed{'s' * (r.n_paired > 1)})")
+                         + said + grew)
+        parts.append(f"at beta2 {beta2} (`{d.name}`): " + "; ".join(cells))
+    (scn, data, steps, last, ref), *other = sorted(scope)
+    where = (f"{scn} alone, on {data}, {steps} steps" if not other else "the studies' own recipes")
+    return (f"**Past the answer's steps** ({where}; val loss against {ref} at step {last}, < 0 worse, "
+            f"[{1 - 2 * rules.alpha:.0%} t-interval] at {rules.min_seeds}+ paired seeds, a point below; growth: "
+            f"one-sided paired t of the gap at the last evaluation against the first): " + "; ".join(parts)
+            + ". A verdict in bold is the study's own, by the table's rule at that horizon (Holm over its configs); "
+            "the growth test is not corrected over configs.")
+
+
+def _verdicts(study_dir: Path) -> dict:
+    """config -> the verdict its study's comparison gives it at the study's one scenario, where the
+    study was compared (``comparison/comparison.json``), else {}."""
+    path = study_dir / "comparison" / "comparison.json"
+    if not path.is_file():
+        return {}
+    evidence = json.loads(path.read_text()).get("recommendation_evidence", [])
+    return {e["config"]: e.get("verdict") for e in evidence if e.get("verdict") != "reference"}
 
 
 def _interval(at_last: pd.DataFrame, config: str) -> str:
