@@ -160,14 +160,15 @@ def arm_cost_section(study_dir: Path) -> list[str]:
 
 
 def horizon_section(study_dirs: list[Path]) -> list[str]:
-    """Each horizon study's line (``horizon.findings_line``) with its records' provenance, then the
-    line across beta2 where two of them differ only there (``horizon.beta2_line``)."""
+    """One supporting line: each horizon study's (``horizon.findings_line``) with its records'
+    provenance, then the comparison across beta2 where two of them differ only there
+    (``horizon.beta2_line``)."""
     lines = []
     for study_dir in study_dirs:
         if not study_dir.is_dir():
             raise FileNotFoundError(f"no study folder {study_dir}")
         lines += horizon.findings_line(study_dir, provenance(study_dir, commits=False))
-    return lines + (horizon.beta2_line(study_dirs) if len(study_dirs) > 1 else [])
+    return [" ".join(lines + (horizon.beta2_line(study_dirs) if len(study_dirs) > 1 else []))]
 
 
 def _range(lo: float, hi: float, fmt: str) -> str:
@@ -225,7 +226,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
                              f"below 0): {reported}.")
     seeds = " ".join(part for part in (_checkpoint_line(arms), _seeds_line(arms), _closest(arms, cells)) if part)
     beyond = horizon.answer_line(horizons) if horizons else ""
-    forensics = "  \n".join(part for part in (reported, _stuck_line(arms), beyond, seeds) if part)
+    why = " ".join(part for part in (_stuck_line(arms), beyond) if part)  # a mechanism, then how far it goes
+    forensics = "  \n".join(part for part in (reported, why, seeds) if part)
     out += ["", forensics] if forensics else []
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
             "|---|---|---|---|---|---|"]
