@@ -161,3 +161,19 @@ def test_a_committed_horizon_is_reproduced_from_its_records(study):
         assert len(kept) and list(kept.columns) == list(fresh.columns)
         again = pd.read_csv(io.StringIO(fresh.to_csv(index=False)))  # as the notebook wrote it
         pd.testing.assert_frame_equal(again, kept, check_dtype=False, rtol=1e-6)
+
+
+def test_every_committed_analysis_notebook_links_its_charts_rather_than_holding_them():
+    """An analysis run again (``--analysis_only``) writes its charts into the notebooks; ``compact``
+    replaces each by a link to the study's chart file. A re-analysis committed without the compact
+    adds ~1,000 lines a notebook: caught here."""
+    notebooks = [p for p in TRACKED if "/analysis/" in p and p.endswith(".ipynb")]
+    assert notebooks, "no analysis notebook committed: this test would check nothing"
+    inline = {}
+    for p in notebooks:
+        cells = json.loads((REPO / p).read_text())["cells"]
+        n = sum(1 for c in cells for o in c.get("outputs", []) for k in (o.get("data") or {})
+                if k in ("image/svg+xml", "image/png") or k.startswith("application/vnd.vegalite"))
+        if n:
+            inline[p] = n
+    assert not inline, f"charts held inline (run `dtype-bench compact <study>`): {inline}"
