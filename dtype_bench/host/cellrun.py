@@ -37,6 +37,7 @@ def run_cell(spec: dict) -> int:
     from benchlib.training.loop import run
 
     first, last, deadline = True, None, spec.get("deadline")
+    warm = False  # a run has finished in this process: its start, data and compilation are paid
     for k, job in enumerate(spec["runs"]):
         if deadline is not None and last is not None and not _starts(job, last, deadline, spec.get("carry_over")):
             print(f"time budget: {len(spec['runs']) - k} run(s) left for the next call (the last took {last[0]:.0f} s, "
@@ -55,7 +56,7 @@ def run_cell(spec: dict) -> int:
         rec = sweep_says(out, rec, sweep={**sweep_timing(rec, time.perf_counter() - t0), "notebook": False,
                                           **job.get("sweep", {})})
         print(f"{rec['run_id']}: {rec['status']} in {rec['sweep']['wall_s']:.1f} s", flush=True)
-        last = _warm(rec, cold=k == 0)
+        last, warm = _warm(rec, cold=not warm), True
         if rec["status"] == "error":
             return STOP_AFTER_ERROR
     return 0
