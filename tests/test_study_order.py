@@ -161,3 +161,24 @@ def test_a_pretrain_the_real_budget_defers_leaves_no_run_waiting_and_says_why(tm
     assert {i.run_id for i in budget.deferred} == {i.run_id for i in items}
     line = budget.left_line(len(items))
     assert "pretrain/gpt2" in line and "more than the whole budget (30 s)" in line
+
+
+def test_seed_flag_order_is_the_run_order_and_the_study_order_stays(tmp_path, capsys):
+    """--seed 2,0 puts every selected config's seed 2 first (a third seed's verdict before more
+    breadth, under a time budget); ``order: cells`` keeps a cell's seeds together, reordered."""
+    study = _load(tmp_path, BASE)
+    every = sweep.plan(study, tmp_path / "executed")
+    picked = [i.run_id for i in sweep.select(every, [], ["A"], ["fp32_baseline", "amp_bf16"], [2, 0])]
+    assert picked == ["A/fp32_baseline/seed2", "A/amp_bf16/seed2", "A/fp32_baseline/seed0", "A/amp_bf16/seed0"]
+    natural = [i.run_id for i in sweep.select(every, [], ["A"], ["fp32_baseline", "amp_bf16"], [])]
+    assert natural[:2] == ["A/fp32_baseline/seed0", "A/amp_bf16/seed0"]  # no --seed: the study's order
+    cells = _load(tmp_path, BASE + "order: cells\n")
+    picked = [i.run_id for i in sweep.select(sweep.plan(cells, tmp_path / "executed"), [], ["A"],
+                                             ["fp32_baseline", "amp_bf16"], [2, 0], cells.order)]
+    assert picked == ["A/fp32_baseline/seed2", "A/fp32_baseline/seed0", "A/amp_bf16/seed2", "A/amp_bf16/seed0"]
+    # the sweep's own plan (--dry_run lists the runs in the order they start), order: seeds
+    _load(tmp_path, BASE)
+    assert sweep.main([str(tmp_path / "mini.yaml"), "--dry_run", "--out", str(tmp_path / "executed"),
+                       "--scenario", "D", "--seed", "1,0"]) == 0
+    listed = [w for w in capsys.readouterr().out.split() if w.startswith("D/")]
+    assert [r.rsplit("/", 1)[1] for r in listed[:3]] == ["seed1"] * 3 and listed[3].endswith("seed0")

@@ -88,9 +88,10 @@ class Host:
 
 
 def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
-           seeds: list[int]) -> list[Item]:
+           seeds: list[int], order: str = "seeds") -> list[Item]:
     """The runs the filters pick, after the pretrain items they need (``pulled``); --only picks
-    pretrain items too (pretrain/<arch>: every phase, pretrain/<arch>/phase<k>: one)."""
+    pretrain items too (pretrain/<arch>: every phase, pretrain/<arch>/phase<k>: one). The runs
+    keep the study's ``order``, their seeds in the order --seed gives them (``by_seed_order``)."""
     pre = [i for i in items if i.stage == "pretrain"]
     items = [i for i in items if i.stage != "pretrain"]
     filtered = bool(only or scenarios or configs or seeds)
@@ -115,7 +116,24 @@ def select(items: list[Item], only: list[str], scenarios: list[str], configs: li
             n = n.needs
     for p in pre:
         p.pulled = p not in picked_pre and any(p is n for n in needed)
-    return [p for p in pre if p in picked_pre or p.pulled] + out
+    return [p for p in pre if p in picked_pre or p.pulled] + by_seed_order(out, seeds, order)
+
+
+def by_seed_order(items: list[Item], seeds: list[int], order: str = "seeds") -> list[Item]:
+    """``items`` with their seeds in the order of ``seeds`` (``--seed 2,0,1``: a config's third seed
+    before the rest, under a time budget the first to get in); the rest of the order is the
+    study's (``order: seeds``: every run of one seed before the next; ``cells``: a cell's seeds
+    back to back, its cells in place). Unchanged where ``seeds`` is empty."""
+    if not seeds:
+        return items
+    rank = {k: j for j, k in enumerate(seeds)}
+    if order != "cells":
+        return sorted(items, key=lambda i: rank[i.spec.cfg.seed])  # stable: configs and scenarios keep their places
+    cell = lambda i: (i.spec.arm, i.spec.cfg.scenario, i.spec.cfg.dtype.name)  # noqa: E731
+    first: dict = {}
+    for j, i in enumerate(items):
+        first.setdefault(cell(i), j)
+    return sorted(items, key=lambda i: (first[cell(i)], rank[i.spec.cfg.seed]))
 
 
 def _n(k: int, word: str) -> str:
@@ -240,7 +258,8 @@ def build_parser() -> ArgumentParser:
     sel.add_argument("--scenario", type=_csv, default=[], metavar="A,B,...", help="Scenarios to select.")
     sel.add_argument("--config", type=_csv, default=[], metavar="NAME,...", help="Dtype configs to select.")
     sel.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], metavar="N,...",
-                     help="Seeds to select.")
+                     help="Seeds to select, in the order they run: --seed 2,0,1 runs every selected "
+                          "config's seed 2 first.")
     sel.add_argument("--force", action="store_true", help="Run the selected runs again even if finished.")
     sel.add_argument("--force_before", type=_utc_time, default=None, metavar="TIME",
                      help="Run the selected runs again whose record was made before TIME (UTC, e.g. "
@@ -346,7 +365,7 @@ def run(ns: argparse.Namespace, host: Host) -> int:
 
 def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None = None) -> int:
     every = plan(study, ns.out, stored)
-    items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
+    items = select(every, ns.only, ns.scenario, ns.config, ns.seed, study.order)
     for i in items if ns.force else []:
         if not i.todo and not i.pulled:
             i.state, i.detail = "rerun", "--force"
@@ -362,7 +381,7 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         from dtype_bench.study.cluster import reconcile  # runs whose job ended without a record get one
         if reconcile(study, every, ns.out):
             every = plan(study, ns.out)
-            items = select(every, ns.only, ns.scenario, ns.config, ns.seed)
+            items = select(every, ns.only, ns.scenario, ns.config, ns.seed, study.order)
     study_dir = ns.out / study.name
     refreshed = Counter(", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
                         for _, changed in ([] if ns.dry_run else refresh_reading(items)))
