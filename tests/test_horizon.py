@@ -236,7 +236,7 @@ def test_findings_takes_several_horizon_studies_and_names_them_all_in_its_comman
 def test_the_answers_note_past_its_steps_gives_candidates_their_gap_verdict_and_growth(monkeypatch, tmp_path):
     """The answer's "past the answer's steps" note: candidates only (a control stays in its study),
     the interval where the seeds measure one and a point with its seed count where not, the study's
-    own verdict where it was compared, and the growth test's outcome."""
+    own verdict where it was compared (or, where it judges none, why once), and the growth test's outcome."""
     ev = _evaluations()
     ev = pd.concat([ev, ev[ev["config"] == "grows"].assign(config="control")])
     few = ev[ev["seed"] < 2]
@@ -258,3 +258,12 @@ def test_the_answers_note_past_its_steps_gives_candidates_their_gap_verdict_and_
     assert re.search(r"flat [+-][\d.]+% \[[+-][\d.]+, [+-][\d.]+\], \*\*inconclusive\*\*, not shown to grow", part999)
     assert re.search(r"grows -[\d.]+% \(2 seeds\)", part95) and "**" not in part95  # no comparison there, no test
     assert "A alone, on corpus, 1500 steps" in line and "at step 1500" in line
+    (tmp_path / "h95" / "comparison").mkdir(parents=True)
+    (tmp_path / "h95" / "comparison" / "comparison.json").write_text(json.dumps({
+        "recommendation_evidence": [{"config": c, "role": "candidate", "verdict": "untestable"} for c in ("grows", "flat")]
+        + [{"config": "control", "role": "control", "verdict": "untestable"}],
+        "reliability": {"A": {"reliability": 0.1, "told_apart": False, "detects": []}}}))
+    part95 = horizon.answer_line([tmp_path / "h999", tmp_path / "h95"]).split("; at beta2 0.95 (`h95`): ")[1]
+    assert "**" not in part95  # a study that judges none: one reason, not "untestable" per config
+    assert re.search(r"no verdict: its candidates are not told apart \(rank reliability 0\.10\).*control control has 2 of "
+                     r"the 3 paired seeds", part95)

@@ -215,13 +215,17 @@ def answer_line(study_dirs) -> str:
     for d in map(Path, study_dirs):
         ev, t, recs = _read(d)
         roles = recs.groupby("config")["role"].first().to_dict() if "role" in recs else {}
+        controls = t[[roles.get(c) == "control" for c in t["config"]]]
         t = t[[roles.get(c, "candidate") == "candidate" for c in t["config"]]].sort_values("change_last_pct")
         last = int(t["last_step"].max())
         at_last = gaps(ev, rules).query("step == @last").set_index("config")
         beta2 = "/".join(sorted({f"{float(v):g}" for v in recs.get("run.beta2", pd.Series(dtype=float)).dropna()}))
         scope.add((", ".join(sorted(ev["scenario"].unique())), "/".join(sorted({str(v) for v in recs["run.data"]})),
                    "/".join(sorted({str(v) for v in recs["run.steps"]})), last, ", ".join(sorted(t["reference"].unique()))))
-        verdicts = _verdicts(d)
+        verdicts, none_why = _verdicts(d)
+        if none_why:  # every candidate untestable: one reason for the study, not a bold word per config
+            verdicts = {}
+            none_why = _no_verdict(none_why, controls, rules)
         cells = []
         for r in t.itertuples():
             interval = _interval(at_last, r.config)
@@ -230,7 +234,7 @@ def answer_line(study_dirs) -> str:
             said = f", **{verdicts[r.config]}**" if verdicts.get(r.config) not in (None, "not tested") else ""
             cells.append(f"{r.config} {r.change_last_pct:+.2f}%" + (interval or f" ({r.n_paired} seed{'s' * (r.n_paired > 1)})")
                          + said + grew)
-        parts.append(f"at beta2 {beta2} (`{d.name}`): " + "; ".join(cells))
+        parts.append(f"at beta2 {beta2} (`{d.name}`): " + "; ".join(cells) + (f" (no verdict: {none_why})" if none_why else ""))
     (scn, data, steps, last, ref), *other = sorted(scope)
     where = (f"{scn} alone, on {data}, {steps} steps" if not other else "the studies' own recipes")
     return (f"**Past the answer's steps** ({where}; val loss against {ref} at step {last}, < 0 worse, "
@@ -240,14 +244,32 @@ def answer_line(study_dirs) -> str:
             "the growth test is not corrected over configs.")
 
 
-def _verdicts(study_dir: Path) -> dict:
-    """config -> the verdict its study's comparison gives it at the study's one scenario, where the
-    study was compared (``comparison/comparison.json``), else {}."""
+def _verdicts(study_dir: Path) -> tuple[dict, dict | None]:
+    """(config -> the verdict its study's comparison gives it at the study's one scenario, where the
+    study was compared (``comparison/comparison.json``), else {}; the scenario's ``reliability``
+    entry where the study judges none of its candidates (every one untestable), else None)."""
     path = study_dir / "comparison" / "comparison.json"
     if not path.is_file():
-        return {}
-    evidence = json.loads(path.read_text()).get("recommendation_evidence", [])
-    return {e["config"]: e.get("verdict") for e in evidence if e.get("verdict") != "reference"}
+        return {}, None
+    comparison = json.loads(path.read_text())
+    evidence = [e for e in comparison.get("recommendation_evidence", []) if e.get("verdict") != "reference"]
+    judged = [e for e in evidence if e.get("role", "candidate") == "candidate"]
+    untestable = bool(judged) and all(e.get("verdict") == "untestable" for e in judged)
+    reliability = next(iter(comparison.get("reliability", {}).values()), {})
+    return {e["config"]: e.get("verdict") for e in evidence}, (reliability if untestable else None)
+
+
+def _no_verdict(reliability: dict, controls: pd.DataFrame, rules: Rules) -> str:
+    """Why a study judges none of its candidates, in a clause: its candidates not told apart and no
+    control shown degraded (``gates.reliability``), each control short of ``rules.min_seeds`` paired
+    seeds named with its count; otherwise its quality not established."""
+    if reliability.get("told_apart") is not False or reliability.get("detects"):
+        return "its quality is not established (the study's comparison says why)"
+    short = [f"{r.config} has {r.n_paired} of the {rules.min_seeds} paired seeds the rules ask" for r in
+             controls.itertuples() if r.n_paired < rules.min_seeds]
+    return (f"its candidates are not told apart (rank reliability {reliability.get('reliability', math.nan):.2f}) and "
+            f"no control is shown degraded, so it has not shown it detects a defect"
+            + (f": control {'; '.join(short)}" if short else ""))
 
 
 def _interval(at_last: pd.DataFrame, config: str) -> str:
