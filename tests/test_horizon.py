@@ -267,3 +267,9 @@ def test_the_answers_note_past_its_steps_gives_candidates_their_gap_verdict_and_
     assert "**" not in part95  # a study that judges none: one reason, not "untestable" per config
     assert re.search(r"no verdict: its candidates are not told apart \(rank reliability 0\.10\).*control control has 2 of "
                      r"the 3 paired seeds", part95)
+    # judged none for another reason (its quality not established): that reason, not the seeds' count
+    (tmp_path / "h95" / "comparison" / "comparison.json").write_text(json.dumps({
+        "recommendation_evidence": [{"config": c, "role": "candidate", "verdict": "untestable"} for c in ("grows", "flat")],
+        "reliability": {"A": {"reliability": 0.9, "told_apart": True, "detects": []}}}))
+    part95 = horizon.answer_line([tmp_path / "h999", tmp_path / "h95"]).split("; at beta2 0.95 (`h95`): ")[1]
+    assert "no verdict: its quality is not established" in part95 and "paired seeds the rules ask" not in part95
