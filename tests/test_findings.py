@@ -327,6 +327,31 @@ def test_a_size_confounded_speed_verdict_is_settled_by_a_speed_study_of_matched_
     assert got["H"][0] == "real_speed" and got["H"][1]["verdict"] == "inconclusive"
 
 
+def test_a_size_confounded_quality_verdict_is_settled_only_by_a_study_keeping_the_first_arms():
+    """seed 002 H3 at one size: reference_real's GPT-2 arms (C, E) beside reference_real_roberta's
+    RoBERTa-base (D, F) on the same data settle what the 22M encoder left open. A quality study
+    without the first's runs, or with a pair scenario on other data, does not."""
+    open_ = {"verdict": "inconclusive", "reason": "size confounds architecture", "effect": {"estimate": -2.1},
+             "evidence": {"size_confounded": ["C gpt2 124.9M vs D bert 22.8M"], "used": ["C-D/amp_bf16"]}}
+    first = {"sources": ["executed/h100/reference_real", "executed/h100/reference_real_encoder"],
+             "recipe": {"C": {"data": ["data/real/debtags"]}, "D": {"data": ["data/real/debtags"]}},
+             "hypotheses": {"H": open_}, "learned": {"C": {"reason": "learned"}}}
+    matched = {"verdict": "rejected", "reason": "CI below 0", "effect": {"estimate": -0.4},
+               "evidence": {"used": ["C-D/amp_bf16", "C-D/bf16_pure"]}}
+    one_size = {"sources": ["executed/h100/reference_real", "executed/h200/reference_real_roberta"],
+                "recipe": {"C": {"data": ["data/real/debtags"]}, "D": {"data": ["data/real/debtags"]}},
+                "hypotheses": {"H": matched}, "learned": {"C": {"reason": "learned"}}}
+    got = findings.merged_hypotheses([("all", first), ("roberta", one_size)])
+    assert got["H"][0] == "roberta" and got["H"][1]["verdict"] == "rejected"
+    assert "C gpt2 124.9M vs D bert 22.8M" in got["H"][1]["reason"]
+    elsewhere = {**one_size, "sources": ["executed/h100/reference", "executed/h200/reference_real_roberta"]}
+    got = findings.merged_hypotheses([("all", first), ("syn", elsewhere)])
+    assert got["H"][0] == "all" and got["H"][1]["verdict"] == "inconclusive"
+    other_data = {**one_size, "recipe": {"C": {"data": ["data/real/debtags"]}, "D": {"data": ["data/real/debdeps"]}}}
+    got = findings.merged_hypotheses([("all", first), ("roberta", other_data)])
+    assert got["H"][0] == "all" and got["H"][1]["verdict"] == "inconclusive"
+
+
 def test_a_supporting_study_says_how_its_long_fp16_runs_ended_and_only_those():
     rows = [{"config": "fp16_naive", "scenario": "A", "train_steps": 10000,
              "summary": "did not diverge in 3 run(s) of 10000 steps"},

@@ -78,13 +78,15 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
     that decided it on a stand-in config (e.g. fp16 with fp16 Adam moments for fp16_naive): that
     verdict is named in the reason instead.
     The exception: a study left undecided only because its architecture pairs differed in size
-    (evidence ``size_confounded``) is settled by a later speed study (no quality judged, so whether
-    its data are real does not enter) that decided on pairs of one size, the test it asked for."""
+    (evidence ``size_confounded``) is settled by a later study that decided on pairs of one size,
+    the test it asked for, where that study is a speed study (no quality judged, so whether its
+    data are real does not enter) or keeps the first's arms (``_same_arms``)."""
     out: dict[str, tuple[str, dict]] = {}
+    comps = dict(studies)
     for name, comp in studies:
         for hid, h in comp.get("hypotheses", {}).items():
             if hid in out and h["verdict"] in DECIDED and _confounded(out[hid][1]) and not _confounded(h) \
-                    and _speed_only(comp):
+                    and (_speed_only(comp) or _same_arms(comps[out[hid][0]], comp, h)):
                 first, kept = out[hid]
                 out[hid] = (name, {**h, "reason": f"architecture pairs of one size, where `{first}`'s differed "
                                    f"({', '.join(kept['evidence']['size_confounded'])}): {h['reason']}"})
@@ -109,6 +111,20 @@ def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, d
 
 def _confounded(h: dict) -> bool:
     return bool((h.get("evidence") or {}).get("size_confounded"))
+
+
+def _same_arms(first: dict, later: dict, h: dict) -> bool:
+    """Whether ``later`` (a comparison whose hypothesis ``h`` used pairs of one size) replaced only
+    the confounded partner of ``first``'s pairs: the two share a study folder (``sources``: the same
+    runs on one side of each pair), and every scenario of ``h``'s pairs read the same data in both
+    where both ran it (``recipe``). seed 002 H3: reference_real's GPT-2 arms beside a RoBERTa-base
+    fine-tuned on their data settle what the 22M encoder left open; a study on other data does not."""
+    if not set(first.get("sources") or []) & set(later.get("sources") or []):
+        return False
+    used = (h.get("evidence") or {}).get("used") or []
+    scen = {s for u in used for s in u.split("/", 1)[0].split("-")}
+    a, b = first.get("recipe") or {}, later.get("recipe") or {}
+    return bool(scen) and all((a[s].get("data") == b[s].get("data")) for s in scen if s in a and s in b)
 
 
 def _stand_in(h: dict) -> bool:
