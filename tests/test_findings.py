@@ -352,6 +352,24 @@ def test_a_size_confounded_quality_verdict_is_settled_only_by_a_study_keeping_th
     assert got["H"][0] == "all" and got["H"][1]["verdict"] == "inconclusive"
 
 
+def test_a_comparison_written_away_from_its_studies_reads_them_and_a_stray_one_is_refused(tmp_path, monkeypatch):
+    """`compare --output_dir /tmp/x` then `findings /tmp/x/comparison.json`: the studies are the
+    comparison's sources here (named as the GPU host wrote them), not whatever lies under /tmp; a
+    comparison none of whose sources is here, outside a study folder, is refused in one line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "executed/h100/real").mkdir(parents=True)
+    (tmp_path / "executed/h100/real/records.jsonl.gz").write_bytes(b"")
+    away = tmp_path / "scratch/cmp/comparison.json"
+    away.parent.mkdir(parents=True)
+    comp = {"sources": ["/root/work/executed/h100/real"], "recommendations": {"universal": None}}
+    away.write_text(json.dumps(comp))
+    studies, _, _, first, _ = findings._inputs(findings._parser().parse_args([str(away)]))
+    assert [(n, d) for n, _, d in studies] == [("real", Path("executed/h100/real"))] and first == [Path("executed/h100/real")]
+    away.write_text(json.dumps({**comp, "sources": ["/root/work/executed/h100/gone"]}))
+    with pytest.raises(UserError, match="executed/h100/gone.*not a study folder"):
+        findings._inputs(findings._parser().parse_args([str(away)]))
+
+
 def test_a_supporting_study_says_how_its_long_fp16_runs_ended_and_only_those():
     rows = [{"config": "fp16_naive", "scenario": "A", "train_steps": 10000,
              "summary": "did not diverge in 3 run(s) of 10000 steps"},

@@ -1091,6 +1091,9 @@ def _inputs(ns: argparse.Namespace) -> tuple:
             raise UserError(f"{path}: not a comparison.json written by dtype-bench compare "
                             f"({type(e).__name__}: {e})") from None
         study_dir = path.parent.parent
+        srcs = _sources(comparison, study_dir)
+        if study_dir.resolve() not in {p.resolve() for p in srcs}:  # written away from its studies
+            study_dir = srcs[0]
         studies.append((study_dir.name, comparison, study_dir))
     first = _sources(studies[0][1], studies[0][2])
     return studies, sources, extra, first, [Path(f) for f in ns.horizon or []]
@@ -1115,10 +1118,19 @@ def answer_chart(ns: argparse.Namespace) -> "alt.Chart":  # noqa: F821
 
 def _sources(comparison: dict, study_dir: Path) -> list[Path]:
     """The study folders a comparison was computed from (its ``sources``, which name them as the
-    machine that ran it did), here; the comparison's own study where they are not found."""
+    machine that ran it did), here, wherever the comparison itself was written (``compare
+    --output_dir``); the comparison's own study (the folder above its own) where none is found.
+    A comparison with neither is refused by name: the folder above it holds another study's
+    records, or none (``/tmp/x/comparison.json`` would read whatever lies under ``/tmp``)."""
     found = [Path(s[s.rindex("executed/"):]) for s in comparison.get("sources", []) if "executed/" in s]
     found = [p for p in found if p.is_dir()]
-    return found if study_dir.resolve() in {p.resolve() for p in found} else [study_dir]
+    if found:
+        return found
+    if not ((study_dir / "records.jsonl.gz").is_file() or (study_dir / "runs").is_dir()):
+        names = ", ".join(comparison.get("sources") or []) or "none named"
+        raise UserError(f"{study_dir / 'comparison'}: none of the studies it was computed from is here ({names}), "
+                        f"and {str(study_dir)!r} is not a study folder: run findings where its studies are")
+    return [study_dir]
 
 
 def main(argv: list[str] | None = None) -> int:
