@@ -370,6 +370,25 @@ def test_a_comparison_written_away_from_its_studies_reads_them_and_a_stray_one_i
         findings._inputs(findings._parser().parse_args([str(away)]))
 
 
+def test_the_architecture_rows_premise_names_each_in_study_pretraining_and_its_depth():
+    """seed 002 H3 over in-study checkpoints: GPT-2 pretrained on A closed 43% of its unigram gap,
+    RoBERTa on B 19% (B's runs absent: its loss alone); objectives and depths differ, so the
+    verdict's scope says so. A checkpoint from a package (no in-study pretraining) adds nothing."""
+    def rec(s, arch, params, ck=None, base=None):
+        return {"scenario": s, "run": {"steps": 1500, "beta2": 0.95}, "model": {"model_type": arch, "parameters": params},
+                "metrics": {"baseline/val_loss": base} if base else {},
+                "pretrained": {"model_type": arch, "checkpoint": ck} if ck else {"model_type": arch, "path": "pkg"}}
+    gpt = {"scenario": "A", "steps": 3000, "quality": {"val_loss": 4.296}}
+    rob = {"scenario": "B", "steps": 3500, "quality": {"val_loss": 6.06}}
+    quality = [rec("A", "gpt2", 124e6, base=7.48), rec("C", "gpt2", 124e6, gpt), rec("D", "roberta", 125e6, rob)]
+    cell = findings.premise("seed002.H3", quality, quality)
+    assert "gpt2 on A 3,000 steps (val loss 4.30, 43% of its unigram gap)" in cell
+    assert "roberta on B 3,500 steps (val loss 6.06)" in cell
+    packaged = [rec("C", "gpt2", 124e6, gpt), rec("D", "bert", 22e6)]
+    assert "bert on" not in findings.premise("seed002.H3", packaged, packaged)
+    assert "pretrained" not in findings.premise("seed002.H2", quality, quality)
+
+
 def test_a_supporting_study_says_how_its_long_fp16_runs_ended_and_only_those():
     rows = [{"config": "fp16_naive", "scenario": "A", "train_steps": 10000,
              "summary": "did not diverge in 3 run(s) of 10000 steps"},

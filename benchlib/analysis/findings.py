@@ -666,8 +666,35 @@ def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
         if len(models) > 1:
             parts.append(f"models {', '.join(models)}" + ("; architecture and size confounded" if sizes and
                                                           max(sizes) > 2 * min(sizes) else ""))
+    if hid == "seed002.H3":
+        parts.append(_pretraining(quality))
     parts = [x for x in parts if x]
     return _short("; ".join(([base] if base else []) + parts), 260).replace("|", "/")
+
+
+def _pretraining(records: list[dict]) -> str:
+    """Each architecture's pretraining where the study made it (the checkpoint a fine-tune loaded):
+    its scenario, steps and final val loss, with the share of its unigram gap closed where that
+    scenario's own runs give the baseline. Two objectives and depths: a condition of an
+    architecture verdict, said beside it (seed 002 H3 over in-study GPT-2 and RoBERTa)."""
+    base = {}
+    for r in records:
+        b = (r.get("metrics") or {}).get("baseline/val_loss")
+        if isinstance(b, (int, float)) and math.isfinite(b):
+            base.setdefault(r.get("scenario"), b)
+    seen = {}
+    for r in records:
+        p = r.get("pretrained") or {}
+        ck = p.get("checkpoint") or {}
+        v = (ck.get("quality") or {}).get("val_loss")
+        if ck.get("scenario") and isinstance(v, (int, float)):
+            seen.setdefault((p.get("model_type") or "?", ck["scenario"], ck.get("steps")), v)
+    out = []
+    for (arch, scen, steps), v in sorted(seen.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        b = base.get(scen)
+        share = f", {(b - v) / b:.0%} of its unigram gap" if b else ""
+        out.append(f"{arch} on {scen}" + (f" {steps:,} steps" if steps else "") + f" (val loss {v:.2f}{share})")
+    return ("pretrained in the study: " + ", ".join(out)) if out else ""
 
 
 def _model_of(r: dict) -> str:
