@@ -366,7 +366,7 @@ def test_a_comparison_written_away_from_its_studies_reads_them_and_a_stray_one_i
     studies, _, _, first, _ = findings._inputs(findings._parser().parse_args([str(away)]))
     assert [(n, d) for n, _, d in studies] == [("real", Path("executed/h100/real"))] and first == [Path("executed/h100/real")]
     away.write_text(json.dumps({**comp, "sources": ["/root/work/executed/h100/gone"]}))
-    with pytest.raises(UserError, match="executed/h100/gone.*not a study folder"):
+    with pytest.raises(UserError, match="not a study folder.*executed/h100/gone"):
         findings._inputs(findings._parser().parse_args([str(away)]))
 
 

@@ -1155,8 +1155,8 @@ def _sources(comparison: dict, study_dir: Path) -> list[Path]:
         return found
     if not ((study_dir / "records.jsonl.gz").is_file() or (study_dir / "runs").is_dir()):
         names = ", ".join(comparison.get("sources") or []) or "none named"
-        raise UserError(f"{study_dir / 'comparison'}: none of the studies it was computed from is here ({names}), "
-                        f"and {str(study_dir)!r} is not a study folder: run findings where its studies are")
+        raise UserError(f"a comparison under {str(study_dir)!r}, not a study folder, names studies none of which "
+                        f"is here ({names}): run findings where its studies are")
     return [study_dir]
 
 
