@@ -1,5 +1,6 @@
 """``dtype-bench sweep --time_budget``: a study done in chunks on a host whose jobs have a hard
 time limit. Runs are faked (conftest's fake papermill) on a fake clock: each takes 100 s."""
+import json
 import os
 import signal
 import subprocess
@@ -476,7 +477,7 @@ def test_a_run_that_finished_in_a_unit_the_deadline_then_cut_still_counts_in_the
 
 def test_a_cells_process_under_carry_over_starts_a_run_that_saves_state_where_its_fixed_cost_fits():
     from dtype_bench.host import cellrun
-    now, last = time.time(), (200.0, 20.0)  # the run before took 200 s, 20 of them fixed
+    now, last = time.time(), (200.0, 20.0, None)  # the run before took 200 s, 20 of them fixed
     saves, plain = {"run_config": {"state_every": 500}}, {"run_config": {"state_every": None}}
     assert cellrun._starts(saves, last, now + 300, carry_over=False)  # a whole run fits
     assert not cellrun._starts(saves, last, now + 120, carry_over=False)
@@ -561,11 +562,29 @@ def test_a_cells_next_run_is_expected_without_what_the_processs_first_run_paid_o
     cold = {"sweep": {"wall_s": 300.0, "fixed_s": 135.0},
             "metrics": {"time/startup_s": 7.0, "time/data_s": 53.0, "time/first_step_s": 32.0, "compile/cache": "miss"}}
     now, saves = time.time(), {"run_config": {"state_every": 3000}}
-    assert not cellrun._starts(saves, (300.0, 135.0), now + 204, carry_over=True)  # as the first run measured
-    wall, fixed = cellrun._warm(cold, cold=True)
-    assert (wall, fixed) == (208.0, 43.0)
-    assert cellrun._starts(saves, (wall, fixed), now + 204, carry_over=True)
-    assert not cellrun._starts(saves, (wall, fixed), now + 204, carry_over=False)  # it would not finish
+    assert not cellrun._starts(saves, (300.0, 135.0, None), now + 204, carry_over=True)  # as the first run measured
+    wall, fixed, ran = cellrun._warm(cold, cold=True)
+    assert (wall, fixed, ran) == (208.0, 43.0, None)
+    assert cellrun._starts(saves, (wall, fixed, ran), now + 204, carry_over=True)
+    assert not cellrun._starts(saves, (wall, fixed, ran), now + 204, carry_over=False)  # it would not finish
     hit = {**cold, "metrics": {**cold["metrics"], "compile/cache": "hit"}}
-    assert cellrun._warm(hit, cold=True) == (240.0, 75.0)  # a compilation the cache served is paid again
-    assert cellrun._warm(cold, cold=False) == (300.0, 135.0)
+    assert cellrun._warm(hit, cold=True) == (240.0, 75.0, None)  # a compilation the cache served is paid again
+    assert cellrun._warm(cold, cold=False) == (300.0, 135.0, None)
+
+
+def test_a_cells_process_prices_the_next_run_by_its_steps_not_by_a_resumed_runs_few(tmp_path):
+    """The run before resumed at step 5,400 of 10,000 and took 258 s for its 4,600 steps: a fresh
+    10,000-step run needs ~2.2x that, so with 300 s left it waits for the next call (no carry-over);
+    the same run with a state saved at step 8,000 has 2,000 steps left and starts."""
+    from dtype_bench.host import cellrun
+    now, last = time.time(), (258.0, 30.0, 4600)
+    rc = {"scenario": "B", "config": "fp16_naive_noscale", "seed": 1, "steps": 10000, "state_every": 2000,
+          "out_dir": str(tmp_path)}
+    assert not cellrun._starts({"run_config": rc}, last, now + 300, carry_over=False)
+    (tmp_path / resume.STEP_FILE).write_text(json.dumps({"run_id": "B/fp16_naive_noscale/seed1", "steps": 10000,
+                                                          "step": 7999}))
+    (tmp_path / resume.STATE_FILE).write_bytes(b"state")
+    assert cellrun._starts({"run_config": rc}, last, now + 300, carry_over=False)
+    assert cellrun._warm({"sweep": {"wall_s": 258.0, "fixed_s": 30.0}, "run": {"steps": 10000},
+                          "resumed": {"from_step": 5400}}, cold=False) == (258.0, 30.0, 4600)
+

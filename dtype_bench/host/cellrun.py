@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from benchlib.core.records import read_record
+from benchlib.training.resume import saved_share
 from dtype_bench.host.budget import CARRY_MIN_S, MARGIN, STATE_LEAD_S
 from dtype_bench.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
                                    run_config, sigint_once, sweep_says, sweep_timing)
@@ -62,30 +63,47 @@ def run_cell(spec: dict) -> int:
     return 0
 
 
-def _warm(rec: dict, cold: bool) -> tuple[float, float | None]:
-    """(wall, fixed) seconds to expect of the next run in this process from ``rec``'s: as they were,
-    or for the process's first run (``cold``) less what it paid once for the process, the start, the
+def _warm(rec: dict, cold: bool) -> tuple[float, float | None, int | None]:
+    """(wall, fixed) seconds to expect of the next run in this process from ``rec``'s, and the steps
+    ``rec``'s run trained for them (a resumed run: those after its saved state): as they were, or
+    for the process's first run (``cold``) less what it paid once for the process, the start, the
     data (its tokenised cache built) and a compilation its cache missed (``COLD_PARTS``), which the
     next seed of the cell finds done (on an H200: 300 s -> 211 s, fixed 135 s -> 49 s). The budget's
     ``MARGIN`` covers the small part of them a warm run repeats."""
     wall, fixed = rec["sweep"]["wall_s"], rec["sweep"].get("fixed_s")
+    ran = (rec.get("run") or {}).get("steps")
+    ran = ran - ((rec.get("resumed") or {}).get("from_step") or 0) if ran else None
     if not cold:
-        return wall, fixed
+        return wall, fixed, ran
     m = rec.get("metrics", {})
     once = sum(float(m.get(k) or 0.0) for k in COLD_PARTS if k != "time/first_step_s" or m.get("compile/cache") == "miss")
     once = min(once, fixed if fixed is not None else wall)
-    return wall - once, None if fixed is None else fixed - once
+    return wall - once, None if fixed is None else fixed - once, ran
 
 
 COLD_PARTS = ("time/startup_s", "time/data_s", "time/first_step_s")
 
 
+def _steps_left(rc: dict) -> float | None:
+    """The steps a run of ``rc`` (a job's ``run_config``) still has to train: all of them, less
+    those a state it saved holds (``resume.saved_share``, as the sweep's budget reads it)."""
+    steps = rc.get("steps")
+    if not steps or not rc.get("state_every") or not rc.get("out_dir"):
+        return steps
+    run_id = f"{rc.get('scenario')}/{rc.get('config')}/seed{rc.get('seed')}"
+    return steps * (1 - saved_share(Path(rc["out_dir"]), run_id, steps))
+
+
 def _starts(job: dict, last: tuple, deadline: float, carry_over: bool) -> bool:
-    """Whether ``job`` may start before ``deadline``, after a run of ``last`` (wall, fixed) seconds:
-    where a run like it would end in time, or, under ``carry_over`` for a run that saves its state,
-    where its fixed cost, the save's lead and ``CARRY_MIN_S`` of steps fit."""
+    """Whether ``job`` may start before ``deadline``, after a run of ``last`` (wall, fixed seconds,
+    steps trained): where a run like it, scaled to the steps ``job`` has left, would end in time
+    (a resumed run's few steps do not price a whole one), or, under ``carry_over`` for a run that
+    saves its state, where its fixed cost, the save's lead and ``CARRY_MIN_S`` of steps fit."""
     left = deadline - time.time()
-    wall, fixed = last
+    wall, fixed, ran = last
+    steps = _steps_left(job["run_config"])
+    if fixed is not None and ran and steps:
+        wall = fixed + (wall - fixed) * steps / ran
     if MARGIN[0] * wall + MARGIN[1] <= left:
         return True
     saves = bool(job["run_config"].get("state_every"))
