@@ -430,6 +430,25 @@ def test_a_run_longer_than_any_call_starts_when_its_next_save_fits_and_one_that_
     assert "no call of this budget starts it" in b.left_line(4)
 
 
+def test_a_last_call_whose_folder_alone_comes_back_starts_no_run_toward_a_save_no_call_will_resume(tmp_path):
+    """A lent host's last call (--pack_to, no --carry_over): its saved states go with the host, so a
+    run longer than any call waits instead of running toward its first save (the 2026-11-30 B call
+    lost a run so); told it, the line names --carry_over. With --carry_over it starts as before."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY + "state_every: 5\n")), tmp_path / "lent")
+    rec = runner.error_record(items[0].spec, items[0].out_dir, None)
+    rec.update(status="ok", run={**rec["run"], "steps": 10}, sweep={"wall_s": 80.0, "fixed_s": 20.0})
+    write_json_atomic(items[0].result, rec)
+    last = budget.Budget(70, keeps_state=False)
+    last.learn(items)
+    assert last.first_part(items[1]) is None and not last.admit([items[1]])
+    assert "--carry_over" in last.left_line(4)
+    more = budget.Budget(70, keeps_state=False, carry_over=True)
+    more.learn(items)
+    assert more.first_part(items[1]) is not None and more.admit([items[1]])
+    assert host_sweep.GpuHost(host_sweep.build_parser().parse_args(
+        [str(tmp_path / "chunks.yaml"), "--time_budget", "70", "--pack_to", str(tmp_path / "x.tgz")])).budget.keeps_state is False
+
+
 def test_with_another_call_to_follow_a_run_that_saves_its_state_starts_though_it_cannot_finish(tmp_path):
     """``--carry_over``: a 230-s run (20 s of it fixed) with 120 s left starts where it saves its
     state, for the deadline's save keeps its steps. With 100 s left (less

@@ -80,6 +80,9 @@ class Budget:
     seen: dict = field(default_factory=dict)  # (stage, scenario, arm, size) -> [(record, ...)]
     expired: bool = False  # the deadline came while runs were going (``watch``)
     carry_over: bool = False  # another call on this host follows: a run that saves its state may be cut (``carried_part``)
+    keeps_state: bool = True
+    """Whether a state saved here outlives this call for a later one (``first_part``): not on a job whose
+    output folder alone comes back (``--pack_to``) unless another call on its host follows (``carry_over``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def learn(self, items: list) -> None:
@@ -154,9 +157,10 @@ class Budget:
         """For a run that saves its state (``state_every``) and that no call of this budget could
         finish (its estimate is more than the whole budget, e.g. a 6,000-step horizon run in a
         540-s call): the estimate of its steps up to its next save, from which the next call on this
-        host resumes it. None for any other run: it starts only where it fits whole."""
+        host resumes it. None for any other run, or where no later call will find the state
+        (``keeps_state``): it starts only where it fits whole."""
         cfg = item.spec.cfg
-        if not cfg.state_every or self.estimate(item) <= self.seconds:
+        if not cfg.state_every or not (self.keeps_state or self.carry_over) or self.estimate(item) <= self.seconds:
             return None
         left = self.steps_left(item)
         done = cfg.steps - left
@@ -252,7 +256,9 @@ class Budget:
         if never:
             line += (f"; but {never[0].run_id} is estimated at {never[1]:.0f} s, more than the whole budget "
                      f"({self.seconds:.0f} s), so no call of this budget starts it (nor the runs that load it): "
-                     "give it a longer --time_budget or none, or a state_every it can reach")
+                     "give it a longer --time_budget or none, or a state_every it can reach"
+                     + ("" if self.keeps_state or not never[0].spec.cfg.state_every else
+                        ", or --carry_over where another call on this host follows (its saves would resume there)"))
         cut = [i.run_id for i in self.deferred if self.steps_left(i) < i.spec.cfg.steps]
         if cut:
             line += (f"; {len(cut)} resume from the state they saved ({cut[0]}{', ...' if len(cut) > 1 else ''}): "

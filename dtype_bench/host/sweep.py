@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "state (state_every) starts whenever the time left covers its fixed cost and a minute of "
                            "steps, though it cannot finish: the save just before the deadline keeps its steps and the "
                            "next call resumes it, where waiting would leave its GPU idle. Leave it off on a "
-                           "session's last call: a cut run's state stays on the host.")
+                           "session's last call: a cut run's state stays on the host. With --pack_to and without "
+                           "this flag, no run starts that this call cannot finish.")
     here.add_argument("--costs_from", type=_study_dir, action="append", default=[], metavar="STUDY_DIR",
                       help="With --time_budget: also cost this study's runs by the finished records of STUDY_DIR "
                            "(another study run with the same recipe) for the same scenario, config and size, so a "
@@ -121,7 +122,8 @@ class GpuHost(sweep.Host):
 
     def __init__(self, ns: argparse.Namespace):
         self.ns = ns
-        self.budget = (Budget(ns.time_budget, ns.runs_per_gpu, carry_over=ns.carry_over)
+        self.budget = (Budget(ns.time_budget, ns.runs_per_gpu, carry_over=ns.carry_over,
+                              keeps_state=ns.pack_to is None)
                        if ns.time_budget else None)  # its clock starts now
         self.packer = None
         self.lanes: list[tuple] = []  # the selected (arm, scenario, seed) (start): --seed_per_gpu deals them to GPUs
