@@ -389,6 +389,70 @@ def test_the_architecture_rows_premise_names_each_in_study_pretraining_and_its_d
     assert "pretrained" not in findings.premise("seed002.H2", quality, quality)
 
 
+def test_an_in_study_pretraining_takes_its_depth_from_its_own_record_where_no_run_of_its_scenario_is_here(tmp_path, monkeypatch):
+    """reference_real_roberta fine-tunes a checkpoint of its pretrain stage and runs no B cell: the
+    share of the unigram gap comes from the record beside the checkpoint (<run>/result.json)."""
+    run = tmp_path / "study.pretrain" / "roberta"
+    (run / "model").mkdir(parents=True)
+    ck = {"scenario": "B", "steps": 3500, "quality": {"val_loss": 6.07}}
+    rec = {"scenario": "D", "run": {"steps": 1500, "beta2": 0.95}, "model": {"model_type": "roberta", "parameters": 125e6},
+           "metrics": {}, "pretrained": {"model_type": "roberta", "checkpoint": ck, "path": str(run / "model")}}
+    assert "roberta on B 3,500 steps (val loss 6.07)" in findings.premise("seed002.H3", [rec], [rec])
+    (run / "result.json").write_text(json.dumps({"metrics": {"baseline/val_loss": 7.49}}))
+    assert "roberta on B 3,500 steps (val loss 6.07, 19% of its unigram gap)" in findings.premise("seed002.H3", [rec], [rec])
+    (run / "result.json").unlink()  # compacted: the stage's records table holds the record
+    ck["run_id"] = "B/amp_bf16/seed0"
+    monkeypatch.setattr(findings, "load_records", lambda d: [{"run_id": "B/amp_bf16/seed0",
+                                                              "metrics": {"baseline/val_loss": 7.49}}])
+    assert "19% of its unigram gap" in findings.premise("seed002.H3", [rec], [rec])
+
+
+def test_a_later_comparison_of_several_studies_is_named_and_read_as_all_of_them(tmp_path, monkeypatch):
+    """`compare reference_real reference_real_roberta --output_dir reference_real_roberta/...`: the row it
+    decides names both studies and its scope reads both's records (GPT-2 and RoBERTa-base), not the
+    folder it was written in alone."""
+    monkeypatch.chdir(tmp_path)
+    def rec(s, arch):
+        return {"scenario": s, "run": {"steps": 1500, "beta2": 0.95}, "model": {"model_type": arch, "parameters": 124.5e6}}
+    folders = {"real": [rec("C", "gpt2")], "rob": [rec("D", "roberta")]}
+    for d in ("executed/h100/real", "executed/h200/rob"):
+        (tmp_path / d).mkdir(parents=True)
+    monkeypatch.setattr(findings, "load_records", lambda d: folders[Path(d).name])
+    comp = {"sources": ["/host/executed/h100/real", "/host/executed/h200/rob"]}
+    named = findings._named([("rob", comp, Path("executed/h200/rob")), ("alone", {}, Path("executed/h200/rob"))])
+    assert [n for n, _, _ in named] == ["real + rob", "alone"]
+    lm_from_real = {**comp, "tasks": {"/host/executed/h100/real": ["A"]}}  # compare --lm_results: A only
+    assert findings._named([("rob", lm_from_real, Path("executed/h200/rob"))])[0][0] == "rob"
+    assert findings._records_of(lm_from_real, Path("executed/h200/rob")) == folders["rob"]
+    recs = findings._records_of(comp, Path("executed/h200/rob"))
+    assert {r["scenario"] for r in recs} == {"C", "D"}
+    cell = findings.premise("seed002.H3", recs, recs)
+    assert "gpt2 124.5M" in cell and "roberta 124.5M" in cell
+    monkeypatch.setattr(findings, "efficiency_line", lambda name, records: f"`{name}` {len(records)} runs")
+    shown = findings._efficiency([("real", Path("executed/h100/real")), ("rob", Path("executed/h200/rob")),
+                                  ("real", Path("executed/h100/real"))])
+    assert shown.count("`real` 1 runs") == 1 and "`rob` 1 runs" in shown  # a study's line once, though two comparisons read it
+
+
+def test_a_later_comparisons_supporting_line_is_left_out_only_where_it_breaks_nothing_the_answer_does_not_name(monkeypatch):
+    """reference_real + reference_real_roberta decides seed 002 H3 and its row links the report: its line under
+    Supporting studies would repeat "bf16_naive degraded", which the answer names, so it is left out; a
+    config the answer does not name as breaking keeps the line, and so does a study no row links. Only
+    its own scenarios count (reference_real's A, C, E are the answer's already)."""
+    import pandas as pd
+    cells = pd.DataFrame([{"scenario": "A", "config": "fp16_naive", "verdict": "degraded"},
+                          {"scenario": "D", "config": "bf16_naive", "verdict": "degraded"},
+                          {"scenario": "F", "config": "amp_bf16", "verdict": "safe"}])
+    monkeypatch.setattr(findings.answer, "cells", lambda comparison, stats: cells)
+    monkeypatch.setattr(findings, "load_records", lambda d: [{"scenario": "D", "run": {}}, {"scenario": "F", "run": {}}])
+    comp, name = {"sources": ["executed/h100/real", "executed/h200/rob"]}, "real + rob"
+    assert findings._said_in_rows(name, comp, Path("executed/h200/rob"), {name}, {"bf16_naive"})
+    assert not findings._said_in_rows(name, comp, Path("executed/h200/rob"), set(), {"bf16_naive"})
+    assert not findings._said_in_rows(name, comp, Path("executed/h200/rob"), {name}, set())
+    cells.loc[2, "verdict"] = "degraded"  # amp_bf16 breaks on F: not in the answer's list
+    assert not findings._said_in_rows(name, comp, Path("executed/h200/rob"), {name}, {"bf16_naive"})
+
+
 def test_a_supporting_study_says_how_its_long_fp16_runs_ended_and_only_those():
     rows = [{"config": "fp16_naive", "scenario": "A", "train_steps": 10000,
              "summary": "did not diverge in 3 run(s) of 10000 steps"},

@@ -201,7 +201,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     folders = first or [folder]
     if first and len(first) > 1:  # a comparison of several studies is named by all of them
         name = " + ".join(f.name for f in folders)
-    studies = [(name, comparison, folder), *studies[1:]]
+    studies = [(name, comparison, folder), *_named(studies[1:])]
     speeds = _speed_sources(studies[1:], folders)
     stats = _speed_stats(speeds) if speeds else _own_speed(folder)
     sources_ = [(n, d, scns) for n, _, d, scns in speeds]
@@ -248,12 +248,15 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",
             "|---|---|---|---|---|---|"]
     by_study = {name: [r for f in folders for r in load_records(f)]}
-    by_study.update({n_: _records_or_none(d) for n_, _, d in studies[1:]})
+    by_study.update({n_: _records_of(c, d) for n_, c, d in studies[1:]})
     real = _same_data(by_study[name], [r for rs in by_study.values() for r in rs])
-    at_premise = set()  # studies that decide a row at the seed's premise in place of the first study
+    linked_rows = set()  # studies that decide a row, linked there: at the seed's premise, or several compared
+    known = {c for a in arms for c in (a["cells"] if a is not arms[0] else cells).pipe(
+        lambda t: t.loc[t["verdict"].isin(["failed", "degraded", "worse"]), "config"])}  # "Where it breaks"
     for hid, (n, h) in _hypotheses(studies, comparison).items():
         n, h, below = _at_premise(hid, n, h, studies, by_study)
-        at_premise |= {n} if below else set()
+        link = bool(below) or " + " in n and n != name  # a later comparison of several studies: its report
+        linked_rows |= {n} if link else set()
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
                                          name if n != name else None)
         decided = [r for part in n.split(" x ") for r in by_study.get(part, [])]  # "speed x quality": both
@@ -263,15 +266,17 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
                    f"{premise(hid, decided, real)}{_measured_on(h, studies, n, comparison)}"
                    f"{below or _premise_elsewhere(hid, n, studies, by_study)} | "
-                   f"{_decided_by(n, studies, linked=bool(below))} |")
+                   f"{_decided_by(n, studies, linked=link)} |")
     arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
-                        + [(n, d) for n, _, d in studies[1:] if n not in arm_names]), "", "**Supporting studies**"]
+                        + [(f.name, f) for n, c, d in studies[1:] if n not in arm_names for f in _folders_of(c, d)]),
+            "", "**Supporting studies**"]
     timed_by = {s: sp[0] for sp in speeds for s in sp[3]}  # scenario -> the study the answer's speed is from
     out += [f"- {line}" for line in [_supporting(n, c, d, timed_by) for n, c, d in studies[1:]
                                       if n not in {sp[0] for sp in speeds} and n not in arm_names
-                                      and not _gated_out(c) and not _said_in_rows(n, c, d, at_premise)] + list(extra)]
+                                      and not _gated_out(c) and not _said_in_rows(n, c, d, linked_rows, known)]
+            + list(extra)]
     out += ["", f"<sub>{_footnote([(f.name, None, f) for a in arms for f in a['folders']], [sp[:3] for sp in speeds], sources)}</sub>"]
     return "\n".join(out) + "\n"
 
@@ -543,6 +548,35 @@ def _records_or_none(folder: Path) -> list[dict]:
         return []
 
 
+def _folders_of(comparison: dict, folder: Path) -> list[Path]:
+    """The study folders a later comparison of several studies was computed from, here (``_sources``);
+    its own folder for a comparison of one study, or one that took some scenarios from another
+    study (``tasks``: ``compare --lm_results``; the other study's other scenarios are not in it)."""
+    if comparison.get("tasks"):
+        return [folder]
+    try:
+        found = _sources(comparison, folder)
+    except UserError:
+        return [folder]
+    return found if len(found) > 1 else [folder]
+
+
+def _named(studies: list[tuple[str, dict, Path]]) -> list[tuple[str, dict, Path]]:
+    """Later studies, each named by every study folder its comparison was computed from ("a + b"),
+    as the first is: a comparison of reference_real's GPT-2 and reference_real_roberta's
+    RoBERTa-base decides seed 002 H3 on both, and its row names both and reads both's records."""
+    out = []
+    for n, c, d in studies:
+        folders = _folders_of(c, d)
+        out.append((" + ".join(f.name for f in folders) if len(folders) > 1 else n, c, d))
+    return out
+
+
+def _records_of(comparison: dict, folder: Path) -> list[dict]:
+    """Every record of the studies a later comparison was computed from (``_folders_of``)."""
+    return [r for f in _folders_of(comparison, folder) for r in _records_or_none(f)]
+
+
 def _heads(records: list[dict]) -> dict[str, tuple[int, int]]:
     """Classification scenario -> (labels, classifier-head parameters: width x labels + labels)."""
     out = {}
@@ -682,19 +716,38 @@ def _pretraining(records: list[dict]) -> str:
         b = (r.get("metrics") or {}).get("baseline/val_loss")
         if isinstance(b, (int, float)) and math.isfinite(b):
             base.setdefault(r.get("scenario"), b)
-    seen = {}
+    seen, own = {}, {}
     for r in records:
         p = r.get("pretrained") or {}
         ck = p.get("checkpoint") or {}
         v = (ck.get("quality") or {}).get("val_loss")
         if ck.get("scenario") and isinstance(v, (int, float)):
-            seen.setdefault((p.get("model_type") or "?", ck["scenario"], ck.get("steps")), v)
+            key = (p.get("model_type") or "?", ck["scenario"], ck.get("steps"))
+            seen.setdefault(key, v)
+            if key not in own and (b := _checkpoint_baseline(p.get("path"), ck.get("run_id"))) is not None:
+                own[key] = b
     out = []
     for (arch, scen, steps), v in sorted(seen.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
-        b = base.get(scen)
+        b = own.get((arch, scen, steps), base.get(scen))
         share = f", {(b - v) / b:.0%} of its unigram gap" if b else ""
         out.append(f"{arch} on {scen}" + (f" {steps:,} steps" if steps else "") + f" (val loss {v:.2f}{share})")
     return ("pretrained in the study: " + ", ".join(out)) if out else ""
+
+
+def _checkpoint_baseline(path, run_id) -> float | None:
+    """The baseline val loss in the record of the run that wrote a checkpoint (``<stage>/<arch>/model``):
+    ``<arch>/result.json`` beside it, or once the stage is compacted its records table (the record
+    of ``run_id``), where either is here."""
+    if not path:
+        return None
+    run = Path(str(path)).parent
+    try:
+        found = ([json.loads((run / "result.json").read_text())] if (run / "result.json").is_file() else
+                 [r for r in _records_or_none(run.parent) if r.get("run_id") == run_id])
+    except (OSError, ValueError):
+        return None
+    b = next(((r.get("metrics") or {}).get("baseline/val_loss") for r in found if isinstance(r, dict)), None)
+    return float(b) if isinstance(b, (int, float)) and math.isfinite(b) else None
 
 
 def _model_of(r: dict) -> str:
@@ -799,7 +852,9 @@ def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
 
 
 def _efficiency(parts: list[tuple[str, Path]]) -> str:
-    """Each study's share of run time in training steps (``overhead.efficiency_line``)."""
+    """Each study's share of run time in training steps (``overhead.efficiency_line``), once a study."""
+    once = {Path(p[1]).resolve(): p for p in reversed(parts)}
+    parts = [p for p in parts if once[Path(p[1]).resolve()] is p]
     lines = [line for name, folder in parts if (line := efficiency_line(name, load_records(folder)))]
     return (f"**Efficiency** (share of each study's run time in training steps, per scenario in brackets; runs "
             f"that shared a GPU count each its own time; target >= {100 * STEPS_SHARE_TARGET:.0f}%): "
@@ -810,10 +865,10 @@ def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, s
     """A supporting study in one line: its scope and where its candidates break; a speed study
     whose scenarios the answer times from other studies (``timed_by``: scenario -> study) says so,
     so that its multipliers are not read as the answer's."""
-    try:
-        d = answer.describe(load_records(folder))
-    except FileNotFoundError:
-        d = {"n": 0}
+    recs = _records_or_none(folder)  # a comparison of several studies: this study's own part of it
+    d = answer.describe(recs) if recs else {"n": 0}
+    if len(_folders_of(comparison, folder)) > 1:
+        name = folder.name
     scope = (f"{d['n']} runs on {d['device']}, `{d['size']}`, {d['steps']} steps, {d['seeds']} seed(s), "
              f"scenarios {d['scenarios']}" if d.get("n") else "no records here")
     try:
@@ -834,22 +889,29 @@ def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, s
 
 def _own_breaks(comparison: dict, described: dict) -> list[str]:
     """Where a study's candidates break (``_breaks``), on its own scenarios only where it was compared
-    beside another study's (``tasks``; ``described``: ``answer.describe`` of its records)."""
+    beside another study's (``tasks``, or several studies compared together; ``described``:
+    ``answer.describe`` of its own records)."""
     c = answer.cells(comparison, None)
-    if comparison.get("tasks") and described.get("n"):
+    if (comparison.get("tasks") or len(comparison.get("sources") or []) > 1) and described.get("n"):
         c = c[c["scenario"].astype(str).isin(set(str(described["scenarios"])))]
     return _breaks(c)
 
 
-def _said_in_rows(name: str, comparison: dict, folder: Path, at_premise: set[str]) -> bool:
-    """Whether a study's supporting line would only repeat its hypothesis rows: it decides a row at
-    the seed's premise (``at_premise``), its report is linked there, and no candidate of it broke."""
-    if name not in at_premise:
+def _said_in_rows(name: str, comparison: dict, folder: Path, linked: set[str], known: set[str] = frozenset()) -> bool:
+    """Whether a study's supporting line would only repeat its hypothesis rows and the answer: it
+    decides a row that links its report (``linked``: at the seed's premise, or a later comparison of
+    several studies), and no candidate of it broke but configs the answer's "Where it breaks" already
+    names (``known``)."""
+    if name not in linked:
         return False
     try:
-        return not _own_breaks(comparison, answer.describe(load_records(folder)))
+        cells = answer.cells(comparison, None)
+        recs = _records_or_none(folder)
+        if recs and (comparison.get("tasks") or len(comparison.get("sources") or []) > 1):
+            cells = cells[cells["scenario"].astype(str).isin(set(str(answer.describe(recs)["scenarios"])))]
     except (FileNotFoundError, ValueError):
         return False
+    return set(cells.loc[cells["verdict"].isin(["failed", "degraded", "worse"]), "config"]) <= set(known)
 
 
 def _gated_out(comparison: dict) -> bool:
