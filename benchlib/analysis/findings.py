@@ -251,8 +251,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     by_study.update({n_: _records_of(c, d) for n_, c, d in studies[1:]})
     real = _same_data(by_study[name], [r for rs in by_study.values() for r in rs])
     linked_rows = set()  # studies that decide a row, linked there: at the seed's premise, or several compared
-    known = {c for a in arms for c in (a["cells"] if a is not arms[0] else cells).pipe(
-        lambda t: t.loc[t["verdict"].isin(["failed", "degraded", "worse"]), "config"])}  # "Where it breaks"
+    known = {c for a in arms for c in _broken(a["cells"] if a is not arms[0] else cells)}  # "Where it breaks"
     for hid, (n, h) in _hypotheses(studies, comparison).items():
         n, h, below = _at_premise(hid, n, h, studies, by_study)
         link = bool(below) or " + " in n and n != name  # a later comparison of several studies: its report
@@ -779,10 +778,19 @@ def _established(cells: pd.DataFrame) -> list[str]:
     return sorted(set(cells.loc[cells["verdict"].isin(["safe", "degraded", "worse", "inconclusive", "reference"]), "scenario"]))
 
 
+BROKE = ("failed", "degraded", "worse")
+"""The verdicts "Where it breaks" lists."""
+
+
+def _broken(cells: pd.DataFrame) -> set[str]:
+    """The configs that fail, degrade or come out worse somewhere in ``cells``."""
+    return set(cells.loc[cells["verdict"].isin(BROKE), "config"])
+
+
 def _breaks(cells: pd.DataFrame, arm: str = "") -> list[str]:
     """One line per candidate config that fails, degrades or comes out worse somewhere (worse: beyond
     seed noise, by less than shown to matter), listing the scenarios, with ``arm`` (e.g. beta2 0.999)."""
-    bad = cells[cells["verdict"].isin(["failed", "degraded", "worse"])]
+    bad = cells[cells["verdict"].isin(BROKE)]
     out = []
     for cfg in config_order(bad["config"].unique()):
         g = bad[bad["config"] == cfg]
@@ -799,7 +807,7 @@ def _reported_worse(cells: pd.DataFrame, arm: str = "") -> list[str]:
     if "judged2" not in cells:
         return []
     bad = cells[~cells["judged2"].astype(bool) & cells["metric2"].notna() & (cells["delta2_hi"] < 0)
-                & ~cells["verdict"].isin(["failed", "degraded", "worse"])]  # those already say where it breaks
+                & ~cells["verdict"].isin(BROKE)]  # those already say where it breaks
     out = []
     for cfg in config_order(bad["config"].unique()):
         g = bad[bad["config"] == cfg]
@@ -887,14 +895,19 @@ def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, s
             + (f"; {timed}" if timed else "") + ".")
 
 
-def _own_breaks(comparison: dict, described: dict) -> list[str]:
-    """Where a study's candidates break (``_breaks``), on its own scenarios only where it was compared
-    beside another study's (``tasks``, or several studies compared together; ``described``:
-    ``answer.describe`` of its own records)."""
+def _own_cells(comparison: dict, described: dict) -> pd.DataFrame:
+    """A study's answer cells, on its own scenarios only where it was compared beside another study's
+    (``tasks``, or several studies compared together; ``described``: ``answer.describe`` of its own
+    records)."""
     c = answer.cells(comparison, None)
     if (comparison.get("tasks") or len(comparison.get("sources") or []) > 1) and described.get("n"):
         c = c[c["scenario"].astype(str).isin(set(str(described["scenarios"])))]
-    return _breaks(c)
+    return c
+
+
+def _own_breaks(comparison: dict, described: dict) -> list[str]:
+    """Where a study's candidates break (``_breaks``) on its own scenarios (``_own_cells``)."""
+    return _breaks(_own_cells(comparison, described))
 
 
 def _said_in_rows(name: str, comparison: dict, folder: Path, linked: set[str], known: set[str] = frozenset()) -> bool:
@@ -904,14 +917,11 @@ def _said_in_rows(name: str, comparison: dict, folder: Path, linked: set[str], k
     names (``known``)."""
     if name not in linked:
         return False
+    recs = _records_or_none(folder)
     try:
-        cells = answer.cells(comparison, None)
-        recs = _records_or_none(folder)
-        if recs and (comparison.get("tasks") or len(comparison.get("sources") or []) > 1):
-            cells = cells[cells["scenario"].astype(str).isin(set(str(answer.describe(recs)["scenarios"])))]
-    except (FileNotFoundError, ValueError):
+        return _broken(_own_cells(comparison, answer.describe(recs) if recs else {"n": 0})) <= set(known)
+    except ValueError:
         return False
-    return set(cells.loc[cells["verdict"].isin(["failed", "degraded", "worse"]), "config"]) <= set(known)
 
 
 def _gated_out(comparison: dict) -> bool:
