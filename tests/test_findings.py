@@ -453,6 +453,16 @@ def test_a_later_comparisons_supporting_line_is_left_out_only_where_it_breaks_no
     assert not findings._said_in_rows(name, comp, Path("executed/h200/rob"), {name}, {"bf16_naive"})
 
 
+def test_an_architecture_rows_scope_names_the_metric_and_seeds_of_the_pairs_it_compared():
+    """seed 002 H3 pools (C, D) and (E, F) pairs: its scope names each task's metric and the seeds, as a
+    row over LM and classification sides does."""
+    recipe = {s: {"metric": m} for s, m in zip("CDEF", ["micro_f1", "micro_f1", "accuracy", "accuracy"])}
+    h = {"effect": {"unit": "% of quality"}, "evidence": {"used": ["C-D/amp_bf16", "E-F/bf16_pure"], "seeds": 3}}
+    got = findings._measured_on(h, [("both", {"recipe": recipe}, None)], "both", {})
+    assert got == "; micro_f1 on C/D, accuracy on E/F, 3 seeds"
+    assert findings._measured_on({**h, "effect": {"unit": "x"}}, [("both", {"recipe": recipe}, None)], "both", {}) == ""
+
+
 def test_a_supporting_study_says_how_its_long_fp16_runs_ended_and_only_those():
     rows = [{"config": "fp16_naive", "scenario": "A", "train_steps": 10000,
              "summary": "did not diverge in 3 run(s) of 10000 steps"},

@@ -621,15 +621,20 @@ def _at_premise(hid: str, decided_by: str, h: dict, studies, by_study: dict) -> 
 
 def _measured_on(h: dict, studies, name: str, first: dict) -> str:
     """The metric and seeds of each side a hypothesis's effect was measured on (its evidence's ``cls``
-    and ``lm``: scenarios used, fewest seeds), from the deciding comparison's recipe, e.g.
-    "; micro_f1 on C, 12 seeds; val_loss on A, 3 seeds"; '' where the evidence names none or the effect
-    is not a quality change (a divergence rate is no metric's)."""
+    and ``lm``: scenarios used, fewest seeds), or of the scenario pairs it compared (``used`` such as
+    "C-D/amp_bf16", seed 002 H3), from the deciding comparison's recipe, e.g. "; micro_f1 on C, 12
+    seeds; val_loss on A, 3 seeds"; '' where the evidence names none or the effect is not a quality
+    change (a divergence rate is no metric's)."""
     if "%" not in str((h.get("effect") or {}).get("unit", "")):
         return ""
     recipe = (next((c for n, c, _ in studies if n == name), first) or {}).get("recipe") or {}
+    evidence = h.get("evidence") or {}
+    sides = [evidence.get(side) for side in ("cls", "lm")]
+    if not any(isinstance(ev, dict) for ev in sides) and evidence.get("used") and evidence.get("seeds"):
+        paired = {s for u in evidence["used"] for s in str(u).split("/", 1)[0].split("-") if "/" in str(u)}
+        sides = [{"used": sorted(paired), "seeds": evidence["seeds"]}] if paired else []
     parts = []
-    for side in ("cls", "lm"):
-        ev = (h.get("evidence") or {}).get(side)
+    for ev in sides:
         if isinstance(ev, dict) and ev.get("used") and ev.get("seeds"):
             by_metric: dict[str, list[str]] = {}
             for s in ev["used"]:
