@@ -818,3 +818,25 @@ def test_an_undecided_frontier_row_says_which_pair_and_configs_it_compared_and_w
     assert cell.startswith("CI [0, 0.5] includes 0: frontiers differ on A-E (A: bf16_pure; E: amp_bf16, bf16_pure)")
     assert cell.endswith("among amp_bf16, bf16_pure, fp32_baseline") and "speed only" not in cell
     assert findings._to_settle({**h, "evidence": {}}) == "CI [0, 0.5] includes 0"
+
+
+def test_h4_is_timed_by_the_first_speed_study_with_an_lm_and_a_classification_scenario(tmp_path, monkeypatch):
+    """A speed study of one scenario listed first (B alone) cannot compare frontiers between tasks:
+    H4 comes from the next speed study that timed both kinds, not an 'inconclusive' from the first."""
+    quality = json.loads(QUICK.read_text())
+    quality["hypotheses"]["seed001.H4"].update(verdict="untestable", reason="no speed here")
+    not_judged = {"reason": NOT_JUDGED}
+    only_b = {"learned": {"B": not_judged}, "hypotheses": {}}
+    a_and_e = {"learned": {"A": not_judged, "E": not_judged}, "hypotheses": {}}
+    asked = []
+
+    def frontier(comp, speed_dir):
+        asked.append(speed_dir.name)
+        return {"claim": "c", "verdict": "supported", "reason": f"from {speed_dir.name}", "effect": None, "evidence": {}}
+    monkeypatch.setattr(findings, "frontier_across", frontier)
+    studies = [("reference", quality, QUICK.parent.parent), ("speed_b", only_b, tmp_path / "speed_b"),
+               ("speed_ae", a_and_e, tmp_path / "speed_ae")]
+    label, h4 = findings._hypotheses(studies, quality)["seed001.H4"]
+    assert asked == ["speed_ae"] and label == "speed_ae x reference" and h4["reason"] == "from speed_ae"
+    label, h4 = findings._hypotheses(studies[:2], quality)["seed001.H4"]  # no study timed both: the quality study's own
+    assert label == "reference" and h4["verdict"] == "untestable"

@@ -308,7 +308,8 @@ def check_local(run: RunConfig) -> None:
     if run.data == "synthetic" or hub_name(run):
         return
     builder, files = _local_files(Path(run.data).expanduser().resolve(), "local data")
-    check_files([f for k in _used_splits(run) for f in files.get(k, [])], builder, run.scn.task)
+    read = [f for k in _used_splits(run) for f in files.get(k, [])]
+    _check_once(read, builder, run.scn.task, _hash_files(read), _cache_dir(run))
 
 
 def _read_source(run: RunConfig, expected: str) -> tuple[dict, str, str, str, Optional[Path], Optional[str]]:
@@ -326,11 +327,23 @@ def _read_source(run: RunConfig, expected: str) -> tuple[dict, str, str, str, Op
         raise BadDataError(f"{path}: classification data needs labels: use .jsonl/.json/.parquet "
                            f"with text + labels (or title, text, eurovoc_concepts)")
     read = sum(files.values(), [])
-    check_files(read, builder, run.scn.task)
+    content_hash = _hash_files(read)
+    _check_once(read, builder, run.scn.task, content_hash, _cache_dir(run))
     dd = _load_local_dataset(path, builder, files, run)
     evaluated = "validation" if "validation" in files or run.scn.is_lm else "test"
     rule = _split_files_rule(path, found, ("train", evaluated)) if len(found) > 1 else None
-    return dd, _hash_files(read), str(path), path.stem, path, rule
+    return dd, content_hash, str(path), path.stem, path, rule
+
+
+def _check_once(files: list[str], builder: str, task: str, content_hash: str, cache_dir: Path) -> None:
+    """``check_files``, skipped where these very bytes (their hash) passed it for this task before:
+    the check parses every document, a second full read of a large corpus in every run."""
+    mark = cache_dir / "checked" / f"{content_hash[:32]}-{builder}-{task}"
+    if mark.exists():
+        return
+    check_files(files, builder, task)
+    with atomic_file(mark) as tmp:
+        tmp.write_text("\n".join(files) + "\n")
 
 
 def _split_files_rule(path: Path, files: dict[str, list[str]], used: tuple[str, ...]) -> str:
@@ -379,9 +392,24 @@ class _JsonRows:
     use: for local ``.jsonl(.gz)`` files where ``datasets`` is not installed (an offline GPU
     host). The rows, and so the data hash, tokens and records, are the same either way."""
 
-    def __init__(self, rows: list[dict]):
-        self.rows = rows
-        self.column_names = list(dict.fromkeys(k for r in rows[:100] for k in r))
+    def __init__(self, rows: Optional[list[dict]] = None, files: tuple[str, ...] = ()):
+        self._rows, self._files = rows, files  # the files' rows are parsed when first used
+
+    def _read(self) -> Iterator[dict]:
+        return (row for f in self._files for _, row in json_rows(Path(f)))
+
+    @property
+    def rows(self) -> list[dict]:
+        if self._rows is None:
+            self._rows = list(self._read())
+        return self._rows
+
+    @property
+    def column_names(self) -> list[str]:
+        """The first rows' keys; before the rows are read, the first row's (the check, ``checks``,
+        found the required fields in every row)."""
+        head = self._rows[:100] if self._rows is not None else list(itertools.islice(self._read(), 1))
+        return list(dict.fromkeys(k for r in head for k in r))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -406,8 +434,7 @@ def _load_local_dataset(path: Path, builder: str, data_files: dict, run: RunConf
         if builder != "json":
             raise DataUnavailableError(f"cannot read {path}: {builder} files need the datasets package "
                                        f"(pip install datasets), JSON lines do not") from None
-        return {split: _JsonRows([row for f in files for _, row in json_rows(Path(f))])
-                for split, files in data_files.items()}
+        return {split: _JsonRows(files=tuple(files)) for split, files in data_files.items()}
     extra = {"sample_by": "paragraph"} if builder == "text" else {}
     try:
         with _hub_offline(True):  # local files never need the network
