@@ -407,6 +407,18 @@ def test_an_in_study_pretraining_takes_its_depth_from_its_own_record_where_no_ru
     assert "19% of its unigram gap" in findings.premise("seed002.H3", [rec], [rec])
 
 
+def test_the_pretrainings_unigram_share_comes_from_its_scenarios_runs_though_the_test_used_only_fine_tunes():
+    """Seed 002 H3 uses C and D (``drew_on``): A's runs, which give A's unigram baseline, are not in its
+    records but in every record; the scope still says how much of A's gap the GPT-2 checkpoint closed."""
+    ck = {"scenario": "A", "steps": 3000, "quality": {"val_loss": 4.30}}
+    fine = {"scenario": "C", "run": {"steps": 1500, "beta2": 0.95}, "model": {"model_type": "gpt2", "parameters": 125e6},
+            "metrics": {}, "pretrained": {"model_type": "gpt2", "checkpoint": ck, "path": "/nowhere"}}
+    lm = {"scenario": "A", "run": {"steps": 1500, "beta2": 0.95}, "metrics": {"baseline/val_loss": 7.55}}
+    assert "unigram gap" not in findings.premise("seed002.H3", [fine], [fine])
+    assert "gpt2 on A 3,000 steps (val loss 4.30, 43% of its unigram gap)" in findings.premise("seed002.H3", [fine],
+                                                                                              [fine, lm])
+
+
 def test_a_later_comparison_of_several_studies_is_named_and_read_as_all_of_them(tmp_path, monkeypatch):
     """`compare reference_real reference_real_roberta --output_dir reference_real_roberta/...`: the row it
     decides names both studies and its scope reads both's records (GPT-2 and RoBERTa-base), not the
@@ -532,6 +544,22 @@ def test_a_head_hypothesis_below_the_seeds_premise_is_untestable_here_naming_wha
     assert "1,500 steps" in scope and "beta2 0.95" in scope and "not reached" in scope
 
 
+def test_a_rows_scope_states_the_steps_of_the_scenarios_its_test_used_not_of_a_joined_study_left_out():
+    """B's 10,000-step study joined to the 1,500-step answer, its control one seed short: seed 001
+    H2 counts A's runs only, so its scope says 1,500 steps; once B's runs enter, 1,500-10,000."""
+    recs = [_cls_record("A", 0, 768), _cls_record("C", 4_300, 768), _cls_record("B", 0, 768, steps=10_000)]
+    h = {"evidence": {"lm": {"used": ["A"], "missing": ["B/fp16_naive_noscale (1 of 3 seeds)"]},
+                      "cls": {"used": ["C"], "missing": []}, "config": "fp16_naive_noscale"}}
+    assert findings.premise("seed001.H2", findings.drew_on(h, recs), recs).startswith("1,500 steps")
+    h["evidence"]["lm"]["used"] = ["A", "B"]
+    assert findings.premise("seed001.H2", findings.drew_on(h, recs), recs).startswith("1,500-10,000 steps")
+    pair = {"evidence": {"used": ["C-B/amp_bf16"], "missing": []}}  # a pair's scenarios, as seed 002 H3 lists them
+    assert {r["scenario"] for r in findings.drew_on(pair, recs)} == {"B", "C"}
+    assert findings.drew_on({"evidence": {"lm": ["A", "B"]}}, recs) == recs  # lists no "used": every record
+    frontier = {"evidence": {"lm": ["A", "B"], "cls": ["C"], "pairs": {"A-C": ["amp_bf16", "bf16_pure"]}}}  # H4
+    assert {r["scenario"] for r in findings.drew_on(frontier, recs)} == {"A", "C"}
+
+
 def test_a_row_below_the_premise_names_the_quality_study_that_reached_it_and_what_it_found():
     """The README's H1/H3 row comes from the study that decides it; when that study ran below the
     premise and another quality study reached it, the scope says what that study found there. A
@@ -579,6 +607,19 @@ def test_a_quality_hypothesis_row_names_the_metric_and_seeds_of_each_side():
     got = findings._measured_on(h, [("s", comp, None)], "s", {})
     assert got == "; micro_f1 on C, accuracy on E, 12 seeds; val_loss on A, 3 seeds"
     assert findings._measured_on({**h, "effect": {"unit": "share of runs"}}, [("s", comp, None)], "s", {}) == ""
+
+
+def test_the_gates_line_says_a_scenario_with_every_cell_untested_lacks_seeds_not_evidence_of_learning():
+    """B learned (its reference past the gate) on one fp32 seed: every cell "not tested", so the line
+    says too few seeds; a scenario where a cell was compared but quality was not established says so."""
+    import pandas as pd
+    cells = pd.DataFrame({"scenario": ["A", "A", "B", "B", "F"], "config": ["fp32", "amp_bf16"] * 2 + ["amp_bf16"],
+                          "verdict": ["reference", "safe", "not tested", "not tested", "not tested"]})
+    comp = {"learned": {"A": {"learned": True}, "B": {"learned": True}, "F": {"learned": False}}, "reliability": {}}
+    line = findings._gates(cells, comp, Path("executed/x"))
+    assert "on A;" in line and "B: too few seeds" in line and "F: did not learn" in line
+    cells.loc[3, "verdict"] = "inconclusive"  # compared once: the scenario's gate, not its seeds
+    assert "too few seeds" not in findings._gates(cells, comp, Path("executed/x"))
 
 
 def test_a_study_the_gates_kept_from_every_verdict_is_no_supporting_line():

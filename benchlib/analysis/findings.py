@@ -263,7 +263,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         if verdict != UNTESTABLE_HERE and (missing := unmet_premise(hid, decided)):  # one decided across studies
             verdict, why = UNTESTABLE_HERE, f"{missing}; measured below it: {h['verdict']} ({why})"
         out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
-                   f"{premise(hid, decided, real)}{_measured_on(h, studies, n, comparison)}"
+                   f"{premise(hid, drew_on(h, decided), real)}{_measured_on(h, studies, n, comparison)}"
                    f"{below or _premise_elsewhere(hid, n, studies, by_study)} | "
                    f"{_decided_by(n, studies, linked=link)} |")
     arm_names = {a["study"] for a in arms[1:]}
@@ -669,6 +669,17 @@ def _premise_elsewhere(hid: str, decided_by: str, studies, by_study: dict) -> st
     return ""
 
 
+def drew_on(h: dict, records: list[dict]) -> list[dict]:
+    """The records of the scenarios a hypothesis's test used, as its evidence lists them (each arm's
+    ``used``: "A", or "C-D/amp_fp16" for a pair; seed 001 H4's frontier ``pairs``: "A-E"), so that its
+    scope states their steps and beta2, not those of a joined study whose scenario was missing seeds
+    and entered nothing; all of ``records`` where the evidence lists none."""
+    ev = h.get("evidence") or {}
+    lists = [ev.get("used"), list(ev.get("pairs") or ())] + [v.get("used") for v in ev.values() if isinstance(v, dict)]
+    used = {s for items in lists if isinstance(items, list) for item in items for s in str(item).split("/")[0].split("-")}
+    return [r for r in records if r.get("scenario") in used] if used else records
+
+
 def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
     """What the verdict's runs covered, set against the seed's stated premise, in one cell: the label
     counts and head sizes (seed 001 H1, H3), where unscaled fp16 turned and diverged on LM against
@@ -705,18 +716,18 @@ def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
             parts.append(f"models {', '.join(models)}" + ("; architecture and size confounded" if sizes and
                                                           max(sizes) > 2 * min(sizes) else ""))
     if hid == "seed002.H3":
-        parts.append(_pretraining(quality))
+        parts.append(_pretraining(quality, every))
     parts = [x for x in parts if x]
     return _short("; ".join(([base] if base else []) + parts), 260).replace("|", "/")
 
 
-def _pretraining(records: list[dict]) -> str:
+def _pretraining(records: list[dict], every: list[dict] = ()) -> str:
     """Each architecture's pretraining where the study made it (the checkpoint a fine-tune loaded):
     its scenario, steps and final val loss, with the share of its unigram gap closed where that
     scenario's own runs give the baseline. Two objectives and depths: a condition of an
     architecture verdict, said beside it (seed 002 H3 over in-study GPT-2 and RoBERTa)."""
-    base = {}
-    for r in records:
+    base = {}  # the pretraining scenario's own runs give its baseline, used by the test or not (``every``)
+    for r in [*records, *every]:
         b = (r.get("metrics") or {}).get("baseline/val_loss")
         if isinstance(b, (int, float)) and math.isfinite(b):
             base.setdefault(r.get("scenario"), b)
@@ -857,8 +868,10 @@ def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
     est = _established(cells)
     rest = sorted(set(cells["scenario"]) - set(est))
     learned, rel = comparison.get("learned", {}), comparison.get("reliability") or {}
+    untested = {s for s, g in cells.groupby("scenario") if (g["verdict"] == "not tested").all()}
     why = {s: "did not learn" if (learned.get(s) or {}).get("learned") is False else
-           "configs not told apart" if (rel.get(s) or {}).get("told_apart") is False else "not established" for s in rest}
+           "configs not told apart" if (rel.get(s) or {}).get("told_apart") is False else
+           "too few seeds (every cell not tested)" if s in untested else "not established" for s in rest}
     return (f"**Evidence gates**: quality entered verdicts on {', '.join(est) or 'no scenario'}"
             + (f"; {by_reason(why)}" if why else "")
             + f"; every gate and reason in [the report]({folder / 'html' / 'index.html'}).")
