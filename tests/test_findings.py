@@ -609,6 +609,22 @@ def test_a_quality_hypothesis_row_names_the_metric_and_seeds_of_each_side():
     assert findings._measured_on({**h, "effect": {"unit": "share of runs"}}, [("s", comp, None)], "s", {}) == ""
 
 
+def test_the_unscaled_fp16_timing_is_said_per_lm_scenario_against_the_seeds_5_to_10k_steps():
+    """Seed 001 H2's scope: where unscaled fp16 turned and diverged on each LM (GPT-2 on A, RoBERTa's
+    masked LM on B fail apart), and whether that is inside the seed's 5-10k-step window."""
+    def run(s, steps, turned, died):
+        return {"scenario": s, "config": "fp16_naive_noscale", "run": {"steps": steps, "beta2": 0.95},
+                "metrics": {"stability/degraded_step": turned, "stability/diverged_step": died}}
+    every = [run("A", 1500, 8, 1570), run("A", 1500, 53, 2626), run("B", 10_000, 211, None)]
+    cell = findings.premise("seed001.H2", every, every)
+    assert "A: loss turned up at step 8-53, diverged at 1,570-2,626" in cell
+    assert "B: loss turned up at step 211, no divergence in runs of up to 10,000 steps" in cell
+    assert "refuted" in cell
+    late = [run("A", 10_000, 6_000, 7_500)]
+    assert "consistent with the seed's" in findings.premise("seed001.H2", late, late)
+    assert "unscaled fp16" not in findings.premise("seed001.H2", [], [])
+
+
 def test_the_gates_line_says_a_scenario_with_every_cell_untested_lacks_seeds_not_evidence_of_learning():
     """B learned (its reference past the gate) on one fp32 seed: every cell "not tested", so the line
     says too few seeds; a scenario where a cell was compared but quality was not established says so."""

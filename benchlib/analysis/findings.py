@@ -26,7 +26,7 @@ from benchlib.analysis.contrasts import MOST_SEEDS, PLAN_UPPER, POWER, seeds_to_
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason, speed_runs
 from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
-from benchlib.analysis.verdicts import SETTLE_MAX
+from benchlib.analysis.verdicts import SETTLE_MAX, scenarios_of
 from benchlib.analysis.recommend import ENTERED, PASS, Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules, adjust, label
 from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, groups, head_params, load_study
@@ -697,16 +697,23 @@ def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
         reached = big[0] >= SEED_HEAD["labels"] if hid.endswith("H1") else big[1] >= SEED_HEAD["params"]
         parts.append(f"heads: {shown}; the seed's premise ({want}) " + ("reached" if reached else "not reached here"))
     if hid == "seed001.H2":
-        lm = [r for r in every if r.get("scenario") == "A" and r.get("config") == "fp16_naive_noscale"]
-        turned = [m["stability/degraded_step"] for r in lm if (m := r.get("metrics") or {}).get("stability/degraded_step")]
-        died = [m["stability/diverged_step"] for r in lm if (m := r.get("metrics") or {}).get("stability/diverged_step")]
-        longest = max([(r.get("run") or {}).get("steps") or 0 for r in lm], default=0)
-        if turned or died:
-            seen = (f"unscaled fp16 on LM: loss turned up at step {_span_of(turned)}" if turned else "unscaled fp16 on LM")
-            seen += f", diverged at {_span_of(died)}" if died else f", no divergence in runs of up to {longest:,} steps"
-            early = min(turned + died) < SEED_H2_STEPS[0]  # before the seed's window opens
-            parts.append(seen + ("; the seed's 5-10k-step timing is refuted (it fails far sooner)" if early else
-                                 "; consistent with the seed's 5-10k-step timing"))
+        per, first = [], []  # each LM scenario's unscaled fp16 runs: a causal and a masked LM fail apart
+        for s in scenarios_of("lm"):
+            lm = [r for r in every if r.get("scenario") == s and r.get("config") == "fp16_naive_noscale"]
+            turned = [m["stability/degraded_step"] for r in lm if (m := r.get("metrics") or {}).get("stability/degraded_step")]
+            died = [m["stability/diverged_step"] for r in lm if (m := r.get("metrics") or {}).get("stability/diverged_step")]
+            longest = max([(r.get("run") or {}).get("steps") or 0 for r in lm], default=0)
+            if turned or died:
+                seen = f"loss turned up at step {_span_of(turned)}" if turned else ""
+                seen += (", " if seen else "") + (f"diverged at {_span_of(died)}" if died else
+                                                   f"no divergence in runs of up to {longest:,} steps")
+                per.append(f"{s}: {seen}")
+                first.append(min(turned + died))
+        if per:
+            early = min(first) < SEED_H2_STEPS[0]  # before the seed's window opens
+            parts.append("unscaled fp16 on LM, " + "; ".join(per)
+                         + ("; the seed's 5-10k-step timing is refuted (it fails far sooner)" if early else
+                            "; consistent with the seed's 5-10k-step timing"))
     if hid == "seed001.H4":
         parts += [_task_pairs(quality)]
     if hid in ("seed002.H2", "seed002.H3"):
