@@ -93,7 +93,9 @@ def test_the_findings_block_fits_a_screenful_and_opens_with_scope_then_answer(re
     assert (f"{len(ids)} different GPUs" in scope[2]) if len(ids) > 1 else ("one GPU" in scope[2] or "not identified" in scope[2])
     first_table = next(i for i, ln in enumerate(lines) if ln.startswith("| config |"))
     assert first_table < next(i for i, ln in enumerate(lines) if ln.startswith("**Hypotheses**"))
-    assert f"[the report](executed/h100/{names[0]}/html/index.html)" in rendered
+    sources = _first()["sources"]  # each joined study's report, where its scenarios' gates are
+    assert (f"[the report]({sources[0]}/html/index.html)" in rendered if len(sources) == 1 else
+            all(f"[`{Path(s).name}`]({s}/html/index.html)" in rendered for s in sources))
     assert "commit " not in rendered  # provenance is one footnote line with a link, not a list of hashes
     assert sum("executed/README.md" in ln for ln in lines) == 1
 

@@ -632,10 +632,25 @@ def test_the_gates_line_says_a_scenario_with_every_cell_untested_lacks_seeds_not
     cells = pd.DataFrame({"scenario": ["A", "A", "B", "B", "F"], "config": ["fp32", "amp_bf16"] * 2 + ["amp_bf16"],
                           "verdict": ["reference", "safe", "not tested", "not tested", "not tested"]})
     comp = {"learned": {"A": {"learned": True}, "B": {"learned": True}, "F": {"learned": False}}, "reliability": {}}
-    line = findings._gates(cells, comp, Path("executed/x"))
+    line = findings._gates(cells, comp, [Path("executed/x")])
     assert "on A;" in line and "B: too few seeds" in line and "F: did not learn" in line
+    assert "[the report](executed/x/html/index.html)" in line
     cells.loc[3, "verdict"] = "inconclusive"  # compared once: the scenario's gate, not its seeds
-    assert "too few seeds" not in findings._gates(cells, comp, Path("executed/x"))
+    assert "too few seeds" not in findings._gates(cells, comp, [Path("executed/x")])
+
+
+def test_the_gates_line_of_a_comparison_of_several_studies_links_each_studys_report_with_its_scenarios(
+        tmp_path, monkeypatch):
+    """comparison_all joins reference_real (A, C, E), the encoder study (D, F) and B's study: each
+    scenario's gate is in its own study's report, so the line links all three, not the first alone."""
+    import pandas as pd
+    held = {"one": ["A", "C"], "two": ["D"], "three": ["B"]}
+    monkeypatch.setattr(findings, "load_records", lambda f: [{"scenario": s} for s in held[Path(f).name]])
+    cells = pd.DataFrame({"scenario": ["A", "B", "C", "D"], "config": ["amp_bf16"] * 4,
+                          "verdict": ["safe", "not tested", "safe", "inconclusive"]})
+    line = findings._gates(cells, {"learned": {}}, [tmp_path / n for n in held])
+    assert f"[`two`]({tmp_path}/two/html/index.html) (D)" in line
+    assert "`one`" in line and "(A, C)" in line and "`three`" in line and "(B)" in line
 
 
 def test_a_study_the_gates_kept_from_every_verdict_is_no_supporting_line():

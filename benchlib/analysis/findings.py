@@ -267,7 +267,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
                    f"{below or _premise_elsewhere(hid, n, studies, by_study)} | "
                    f"{_decided_by(n, studies, linked=link)} |")
     arm_names = {a["study"] for a in arms[1:]}
-    out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folder) + "  ",
+    out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folders) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
                         + [(f.name, f) for n, c, d in studies[1:] if n not in arm_names for f in _folders_of(c, d)]),
             "", "**Supporting studies**"]
@@ -870,8 +870,9 @@ def _untested(name: str, comparison: dict, metrics: tuple) -> list[str]:
     return [f"`{name}`: {' and '.join(parts)} reversal(s)"] if parts else []
 
 
-def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
-    """Which scenarios entered verdicts, why the others did not, and where the full account is."""
+def _gates(cells: pd.DataFrame, comparison: dict, folders: list[Path]) -> str:
+    """Which scenarios entered verdicts, why the others did not, and where the full account is: the
+    report of each study the answer's comparison joins, with the scenarios whose gates it shows."""
     est = _established(cells)
     rest = sorted(set(cells["scenario"]) - set(est))
     learned, rel = comparison.get("learned", {}), comparison.get("reliability") or {}
@@ -879,9 +880,14 @@ def _gates(cells: pd.DataFrame, comparison: dict, folder: Path) -> str:
     why = {s: "did not learn" if (learned.get(s) or {}).get("learned") is False else
            "configs not told apart" if (rel.get(s) or {}).get("told_apart") is False else
            "too few seeds (every cell not tested)" if s in untested else "not established" for s in rest}
+    if len(folders) == 1:
+        where = f"[the report]({folders[0] / 'html' / 'index.html'})"
+    else:
+        shown = {f: sorted({str(r.get("scenario")) for r in load_records(f)}) for f in folders}
+        where = "the reports: " + ", ".join(f"[`{f.name}`]({f / 'html' / 'index.html'})"
+                                            + (f" ({', '.join(ss)})" if ss else "") for f, ss in shown.items())
     return (f"**Evidence gates**: quality entered verdicts on {', '.join(est) or 'no scenario'}"
-            + (f"; {by_reason(why)}" if why else "")
-            + f"; every gate and reason in [the report]({folder / 'html' / 'index.html'}).")
+            + (f"; {by_reason(why)}" if why else "") + f"; every gate and reason in {where}.")
 
 
 def _efficiency(parts: list[tuple[str, Path]]) -> str:
