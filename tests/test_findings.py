@@ -806,6 +806,38 @@ def test_closest_to_a_default_lists_the_candidates_more_seeds_alone_could_show_s
     assert _closest([{"label": "x", "cells": safe, "comparison": comparison}], safe) == ""  # nothing left to decide
 
 
+def test_closest_to_a_default_names_what_must_run_first_when_no_candidate_is_decidable_by_seeds_alone():
+    """A scenario enters verdicts with one candidate not run there and one at 2 seeds: no candidate is
+    decidable by seeds alone, and the answer names the cells to run rather than falling silent; a
+    candidate with a cell no number of seeds decides is not named."""
+    import pandas as pd
+
+    from benchlib.analysis.findings import _closest
+    cells = pd.DataFrame([("A", "fp32_baseline", "reference"), ("B", "fp32_tf32_matmul", "reference"),
+                          ("A", "amp_bf16", "safe"), ("B", "amp_bf16", "not tested"),
+                          ("A", "amp_bf16_fp32_head", "inconclusive"),
+                          ("A", "bf16_pure", "inconclusive"), ("B", "bf16_pure", "not tested")],
+                         columns=["scenario", "config", "verdict"])
+    near = dict(verdict="inconclusive", paired=True, n_paired=3, gap_pct=0.1, ci_low=-0.6, ci_high=0.8)
+    comparison = {"quality_metric": {"A": {"name": "val_loss"}, "B": {"name": "val_loss"}},
+                  "recommendation_evidence": [
+                      {"scenario": "B", "config": "amp_bf16", "verdict": "not tested", "n_paired": 2.0},
+                      {"scenario": "A", "config": "amp_bf16_fp32_head", **near},
+                      {"scenario": "A", "config": "bf16_pure", **near, "gap_pct": 0.6, "ci_high": 1.2},  # never
+                      {"scenario": "B", "config": "bf16_pure", "verdict": "not tested", "n_paired": 2.0}]}
+    arm = [{"label": "beta2 0.95", "cells": cells, "comparison": comparison}]
+    line = _closest(arm, cells)
+    assert line.startswith("Closest to a default: none is decidable")
+    assert "amp_bf16 (beta2 0.95 B not tested, 2 paired seeds)" in line
+    head = line.split("amp_bf16_fp32_head (")[1].split(")")[0]
+    assert head.startswith("beta2 0.95 B not run; then ") and int(head.split("then ")[1].split(" ")[0]) > 0
+    assert line.index("amp_bf16 (") < line.index("amp_bf16_fp32_head (")  # no seeds left to plan comes first
+    assert "bf16_pure" not in line
+    ran = pd.concat([cells.assign(verdict=lambda d: d["verdict"].replace("not tested", "safe")),
+                     pd.DataFrame([("B", "amp_bf16_fp32_head", "safe")], columns=cells.columns)])
+    assert _closest([{**arm[0], "cells": ran}], ran).startswith("Closest to a default (every cell safe")
+
+
 def test_the_checkpoint_line_names_cells_whose_gap_moves_with_the_checkpoint_after_holm():
     from benchlib.analysis.findings import _checkpoint_line
 

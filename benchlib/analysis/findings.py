@@ -411,10 +411,21 @@ def _closest(arms: list[dict], first_cells: pd.DataFrame, shown: int = 3) -> str
     """The candidates that more paired seeds alone could show safe on every scenario that entered
     verdicts at every beta2 (each cell safe, or inconclusive with a finite ``_seed_plan``), with the
     seeds each cell still needs, fewest first, and whether any still could by the cautious plans
-    (``PLAN_UPPER``); '' where none could."""
+    (``PLAN_UPPER``). Where none could but some candidate is held back only by cells not run or not
+    tested (too few seeds for an interval), those candidates with the cells that still need runs;
+    '' where no candidate is left to decide."""
     near = _decidable(arms, first_cells)
     if not near:
-        return ""
+        waiting = _waiting(arms, first_cells)
+        if not waiting:
+            return ""
+        return ("Closest to a default: none is decidable by more paired seeds of the cells measured alone: each "
+                "candidate has a cell not run or not tested (fewer than 3 paired seeds, no interval yet), or one no "
+                f"number of seeds within {MOST_SEEDS} decides; fewest cells that need runs first, where the rest are "
+                "decidable by seeds: " + "; ".join(
+                    f"{c} ({', '.join(f'{w} {why}' for w, why in v)}"
+                    + (f"; then {k} more paired seeds on its inconclusive cells at the gap and spread measured" if k
+                       else "") + ")" for _, k, c, v in waiting[:shown]) + ".")
     cautious = _decidable(arms, first_cells, PLAN_UPPER)
     return ("Closest to a default (every cell safe, or decidable by more paired seeds alone at the gap and spread "
             "measured): " + "; ".join(f"{c}, {n} more paired seeds ({', '.join(f'{w} +{k}' for w, k in v)})"
@@ -423,10 +434,11 @@ def _closest(arms: list[dict], first_cells: pd.DataFrame, shown: int = 3) -> str
                f"; by the bracketed, cautious plans none is decidable within {MOST_SEEDS} seeds a cell") + ".")
 
 
-def _decidable(arms: list[dict], first_cells: pd.DataFrame, upper: float | None = None) -> list[tuple]:
-    """(seeds still needed in all, config, [(cell, seeds)]) of each candidate ``_closest`` names, fewest first."""
-    plans: dict[str, list[tuple[str, int]]] = {}
-    blocked: set[str] = set()
+def _cell_plans(arms: list[dict], first_cells: pd.DataFrame, upper: float | None = None):
+    """(config, cell, plan) for each candidate's cell not yet passed on a scenario that entered
+    verdicts: plan is the paired seeds still needed (int), or why more seeds of the cell alone cannot
+    decide it: "not run", "not tested" (no interval yet), None (never, or beyond ``MOST_SEEDS``), or
+    "broken" (failed, degraded or worse)."""
     for a in arms:
         cells = first_cells if a is arms[0] else a["cells"]
         on = sorted(set(cells.loc[cells["verdict"].isin(ENTERED), "scenario"]))
@@ -438,12 +450,46 @@ def _decidable(arms: list[dict], first_cells: pd.DataFrame, upper: float | None 
                 e, v = evidence.get((s, cfg), {}), verdict.get((s, cfg))
                 if v in PASS:
                     continue
-                k = _seed_plan(e, metric[s], upper=upper) if v == "inconclusive" and e.get("paired") else None
-                if k is None or k > MOST_SEEDS:
-                    blocked.add(cfg)
+                cell = f"{a['label']} {s}"
+                if v in (None, "not run", "not tested"):
+                    n = int(e["n_paired"]) if e.get("n_paired") else 0
+                    yield cfg, cell, (f"not tested, {n} paired seed{'s' * (n != 1)}" if v == "not tested"
+                                      else "not run")
+                elif v != "inconclusive":
+                    yield cfg, cell, "broken"
                 else:
-                    plans.setdefault(cfg, []).append((f"{a['label']} {s}", k - int(e["n_paired"])))
+                    k = _seed_plan(e, metric[s], upper=upper) if e.get("paired") else None
+                    yield cfg, cell, (k - int(e["n_paired"]) if k is not None and k <= MOST_SEEDS else None)
+
+
+def _decidable(arms: list[dict], first_cells: pd.DataFrame, upper: float | None = None) -> list[tuple]:
+    """(seeds still needed in all, config, [(cell, seeds)]) of each candidate ``_closest`` names, fewest first."""
+    plans: dict[str, list[tuple[str, int]]] = {}
+    blocked: set[str] = set()
+    for cfg, cell, plan in _cell_plans(arms, first_cells, upper):
+        if isinstance(plan, int):
+            plans.setdefault(cfg, []).append((cell, plan))
+        else:
+            blocked.add(cfg)
     return sorted(((sum(n for _, n in v), c, v) for c, v in plans.items() if c not in blocked), key=lambda t: t[:2])
+
+
+def _waiting(arms: list[dict], first_cells: pd.DataFrame) -> list[tuple]:
+    """(cells that need runs, paired seeds the other cells still need, config, [(cell, why)]) of each
+    candidate whose cells not yet passed are all decidable by more paired seeds or merely not run / not
+    tested, fewest such cells first."""
+    need: dict[str, list[tuple[str, str]]] = {}
+    seeds: dict[str, int] = {}
+    blocked: set[str] = set()
+    for cfg, cell, plan in _cell_plans(arms, first_cells):
+        if isinstance(plan, int):
+            seeds[cfg] = seeds.get(cfg, 0) + plan
+        elif plan in (None, "broken"):
+            blocked.add(cfg)
+        else:
+            need.setdefault(cfg, []).append((cell, plan))
+    return sorted(((len(v), seeds.get(c, 0), c, v) for c, v in need.items() if c not in blocked),
+                  key=lambda t: t[:3])
 
 
 def _own_speed(folder: Path) -> pd.DataFrame | None:
