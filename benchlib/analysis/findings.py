@@ -438,7 +438,7 @@ def _cell_plans(arms: list[dict], first_cells: pd.DataFrame, upper: float | None
     """(config, cell, plan) for each candidate's cell not yet passed on a scenario that entered
     verdicts: plan is the paired seeds still needed (int), or why more seeds of the cell alone cannot
     decide it: "not run", "not tested" (no interval yet), None (never, or beyond ``MOST_SEEDS``), or
-    "broken" (failed, degraded or worse)."""
+    "broken" (failed, degraded, worse, or any other verdict)."""
     for a in arms:
         cells = first_cells if a is arms[0] else a["cells"]
         on = sorted(set(cells.loc[cells["verdict"].isin(ENTERED), "scenario"]))
