@@ -170,6 +170,36 @@ def test_a_sweep_resumes_a_compacted_study_past_its_stored_runs(tmp_path, monkey
     assert len(read_table(root / "two" / RECORDS_TABLE, strict=True)) == 4 and not list((root / "two").rglob("result.json"))
 
 
+def test_a_sweep_stops_before_replacing_a_compacted_studys_stale_records_unless_told(tmp_path, monkeypatch, capsys):
+    """A study file edited after its committed runs (here: more steps) makes their records stale. A bare
+    sweep would run them all again and replace the committed results: it stops first, names the runs and
+    why, and runs nothing; --rerun_stale replaces them; selecting only new runs goes on as before."""
+    from conftest import fake_papermill
+    from benchlib.core.runconfig import ConfigError
+    from dtype_bench.host import sweep as host_sweep
+    from dtype_bench.study import runner
+    path, root = tmp_path / "two.yaml", tmp_path / "executed"
+    study = "study: two\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1]\nsize: tiny\ndevice: cpu\n"
+    path.write_text(study + "steps: 3\n")
+    calls = []
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {}, calls, [0]))
+    common = [str(path), "--out", str(root), "--no_analysis", "--no_html"]
+    assert host_sweep.main(common + ["--seed", "0"]) == 0 and len(calls) == 2
+    compact.compact(root / "two", root)
+    path.write_text(study + "steps: 4\n")
+    monkeypatch.setattr(runner, "execute", fake_papermill(path, root, {}, calls, [2]))  # records of the edited file
+    with pytest.raises(ConfigError) as e:
+        host_sweep.main(common)
+    msg = str(e.value)
+    assert "2 finished runs" in msg and "steps 3 -> 4" in msg and "--rerun_stale" in msg and "two" in msg
+    assert len(calls) == 2  # nothing ran, not even the new seed-1 runs
+    assert host_sweep.main(common + ["--dry_run"]) == 0
+    assert line_with(capsys.readouterr().out, "would stop", "--rerun_stale")
+    assert host_sweep.main(common + ["--seed", "1"]) == 0 and sorted(calls[2:]) == ["A/amp_bf16/seed1", "A/fp32_baseline/seed1"]
+    assert host_sweep.main(common + ["--rerun_stale"]) == 0
+    assert sorted(calls[4:]) == ["A/amp_bf16/seed0", "A/fp32_baseline/seed0"]  # replaced only when told
+
+
 def test_force_before_reruns_older_records_and_the_same_command_resumes(tmp_path, monkeypatch):
     """Runs made before a time run again (a seed to be timed whole on one GPU, say), and a call
     stopped half-way resumes with the same command: what was remade since is kept."""

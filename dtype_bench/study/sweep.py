@@ -136,6 +136,19 @@ def by_seed_order(items: list[Item], seeds: list[int], order: str = "seeds") -> 
     return sorted(items, key=lambda i: (first[cell(i)], rank[i.spec.cfg.seed]))
 
 
+def committed_reruns(pending: list, study: str) -> str:
+    """Why a sweep must not run ``pending`` as it is: the stale runs among them whose records are
+    the compacted study's (committed results a careless sweep would replace), or ''."""
+    stale = [i for i in pending if i.state == "stale" and i.stored is not None]
+    if not stale:
+        return ""
+    why = Counter(i.detail for i in stale)
+    return (f"{_n(len(stale), 'finished run')} of the compacted study {study} would run again and replace their "
+            f"records ({'; '.join(f'{n} x {d}' for d, n in why.most_common(3))}"
+            f"{'; ...' if len(why) > 3 else ''}; first {stale[0].run_id}): select the runs to run (--scenario, "
+            f"--config, --seed, --only), or pass --rerun_stale to replace them")
+
+
 def _n(k: int, word: str) -> str:
     return f"{k} {word}{'' if k == 1 else 's'}"
 
@@ -265,6 +278,10 @@ def build_parser() -> ArgumentParser:
                      help="Run the selected runs again whose record was made before TIME (UTC, e.g. "
                           "2026-11-30T03:00), keeping those made since: unlike --force, the same command resumes "
                           "where a call or a time budget stopped it.")
+    sel.add_argument("--rerun_stale", action="store_true",
+                     help="Run again the finished runs of a compacted (committed) study whose record is stale (made "
+                          "under other settings, or from a checkpoint that trains again), replacing their records; "
+                          "without it such a sweep stops before it runs anything and names them.")
     sel.add_argument("--timeout", type=int, default=None, metavar="SECONDS",
                      help="Seconds one notebook cell may run before the run fails (default: no limit).")
     out = p.add_argument_group("results")
@@ -402,6 +419,11 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
                 getattr(ns, "seed_per_gpu", False))
     if ns.dry_run and missing:  # the plan all the same: where it runs, the data may be there
         print(f"  not here, so a sweep here would stop: {problem}")
+    if (kept := committed_reruns(pending, study.name)) and not getattr(ns, "rerun_stale", False):
+        if not ns.dry_run and not ns.analysis_only:
+            raise ConfigError(kept)
+        if ns.dry_run:
+            print(f"  a sweep here would stop: {kept}")
     for p in remade:
         users = [i.run_id for i in items if i.todo and i.needs is p]
         cells_ = {(i.spec.cfg.scenario, i.spec.cfg.seed) for i in items if i.todo and i.needs is p}
