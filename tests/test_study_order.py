@@ -182,3 +182,23 @@ def test_seed_flag_order_is_the_run_order_and_the_study_order_stays(tmp_path, ca
                        "--scenario", "D", "--seed", "1,0"]) == 0
     listed = [w for w in capsys.readouterr().out.split() if w.startswith("D/")]
     assert [r.rsplit("/", 1)[1] for r in listed[:3]] == ["seed1"] * 3 and listed[3].endswith("seed0")
+
+
+def test_only_patterns_run_in_the_order_given(tmp_path, capsys):
+    """--only 'A/amp_bf16/seed2' --only 'A/fp32_baseline/seed0': the run named first starts first, though
+    the study's order (seed-major, fp32_baseline before amp_bf16) puts it last; one pattern keeps that order."""
+    study = _load(tmp_path, BASE)
+    every = sweep.plan(study, tmp_path / "executed")
+    picked = [i.run_id for i in sweep.select(every, ["A/amp_bf16/seed2", "A/fp32_baseline/seed0"], [], [], [])]
+    assert picked == ["A/amp_bf16/seed2", "A/fp32_baseline/seed0"]
+    # a run counts for the first pattern it matches; within a pattern the study's order stays
+    picked = [i.run_id for i in sweep.select(every, ["D/*/seed1", "*/seed1", "A/fp32_baseline/*"], [], [], [])]
+    assert picked == ["D/fp32_baseline/seed1", "D/amp_bf16/seed1", "D/bf16_no_compile/seed1",
+                      "A/fp32_baseline/seed1", "A/amp_bf16/seed1", "A/bf16_no_compile/seed1",
+                      "A/fp32_baseline/seed0", "A/fp32_baseline/seed2"]
+    assert [i.run_id for i in sweep.select(every, ["A/*"], [], [], [])][:2] == ["A/fp32_baseline/seed0", "A/amp_bf16/seed0"]
+    # the sweep's own plan lists them in that order too (--dry_run: the order they start)
+    assert sweep.main([str(tmp_path / "mini.yaml"), "--dry_run", "--out", str(tmp_path / "executed"),
+                       "--only", "D/bf16_no_compile/seed2", "--only", "A/amp_bf16/seed0"]) == 0
+    listed = [w for w in capsys.readouterr().out.split() if w[:2] in ("A/", "D/")]
+    assert listed[:2] == ["D/bf16_no_compile/seed2", "A/amp_bf16/seed0"]

@@ -91,7 +91,8 @@ def select(items: list[Item], only: list[str], scenarios: list[str], configs: li
            seeds: list[int], order: str = "seeds") -> list[Item]:
     """The runs the filters pick, after the pretrain items they need (``pulled``); --only picks
     pretrain items too (pretrain/<arch>: every phase, pretrain/<arch>/phase<k>: one). The runs
-    keep the study's ``order``, their seeds in the order --seed gives them (``by_seed_order``)."""
+    keep the study's ``order``, their seeds in the order --seed gives them (``by_seed_order``),
+    then those of each --only pattern before the next's (``by_pattern_order``)."""
     pre = [i for i in items if i.stage == "pretrain"]
     items = [i for i in items if i.stage != "pretrain"]
     filtered = bool(only or scenarios or configs or seeds)
@@ -116,7 +117,17 @@ def select(items: list[Item], only: list[str], scenarios: list[str], configs: li
             n = n.needs
     for p in pre:
         p.pulled = p not in picked_pre and any(p is n for n in needed)
-    return [p for p in pre if p in picked_pre or p.pulled] + by_seed_order(out, seeds, order)
+    return [p for p in pre if p in picked_pre or p.pulled] + by_pattern_order(by_seed_order(out, seeds, order), only)
+
+
+def by_pattern_order(items: list[Item], only: list[str]) -> list[Item]:
+    """``items`` with the runs of each --only pattern before those of the next (``--only
+    'B/x/seed2' --only 'B/y/seed0'``: x first, the one a time budget must not cut); a run
+    counts for the first pattern it matches, and the order within a pattern stays."""
+    if len(only) < 2:
+        return items
+    rank = lambda i: next(j for j, g in enumerate(only) if fnmatch.fnmatchcase(i.run_id, g))  # noqa: E731
+    return sorted(items, key=rank)
 
 
 def by_seed_order(items: list[Item], seeds: list[int], order: str = "seeds") -> list[Item]:
@@ -267,7 +278,9 @@ def build_parser() -> ArgumentParser:
                         "before a GPU call, not its numbers.")
     sel = p.add_argument_group("which runs (default: every run of the study)")
     sel.add_argument("--only", action="append", default=[], metavar="GLOB",
-                     help="Run ids to select, e.g. 'A/*' or '*/amp_bf16/seed0' (repeatable).")
+                     help="Run ids to select, e.g. 'A/*' or '*/amp_bf16/seed0' (repeatable; the runs of "
+                          "each pattern start before the next's: under a time budget, the one named first "
+                          "is the first to get in).")
     sel.add_argument("--scenario", type=_csv, default=[], metavar="A,B,...", help="Scenarios to select.")
     sel.add_argument("--config", type=_csv, default=[], metavar="NAME,...", help="Dtype configs to select.")
     sel.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], metavar="N,...",
