@@ -29,6 +29,8 @@ LAZY = {
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "rejudge": ("dtype_bench.study.rejudge:main", "judge finished runs again by today's health rules, from their logged losses"),
     "compact": ("dtype_bench.study.compact:main", "a study folder as committed: one records table, thinned logs, each chart once"),
+    "refresh": ("dtype_bench.refresh:main", "the answer again after new runs: analyse, compare, findings, "
+                "until each of its studies shows it"),
     "pack": ("dtype_bench.host.pack:main_pack", "one archive of a study's new records, to carry back from a GPU host"),
     "unpack": ("dtype_bench.host.pack:main_unpack", "put a pack archive's files in place (never over different ones)"),
 }
