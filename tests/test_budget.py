@@ -607,3 +607,34 @@ def test_a_cells_process_prices_the_next_run_by_its_steps_not_by_a_resumed_runs_
     assert cellrun._warm({"sweep": {"wall_s": 258.0, "fixed_s": 30.0}, "run": {"steps": 10000},
                           "resumed": {"from_step": 5400}}, cold=False) == (258.0, 30.0, 4600)
 
+
+
+def test_a_cut_run_whose_config_never_finished_is_costed_by_its_own_step_time(tmp_path):
+    """A run cut off after step 4 with its state saved, of a config with no finished run: the
+    next call costs its 5 steps left at the step time its own log measured (1 s), beside the
+    fixed cost of its kind, not at another config's rate (6 s a step), so a call that can finish
+    it starts it. Without a timed log it is costed as before and waits."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY + "state_every: 5\n")), tmp_path / "executed")
+    done = next(i for i in items if i.spec.cfg.dtype.name == "fp32_baseline")
+    cut = next(i for i in items if i.spec.cfg.dtype.name == "amp_bf16")
+    rec = runner.error_record(done.spec, done.out_dir, None)
+    rec.update(status="ok", run={**rec["run"], "steps": 10}, sweep={"wall_s": 80.0, "fixed_s": 20.0})
+    write_json_atomic(done.result, rec)
+    cut.out_dir.mkdir(parents=True, exist_ok=True)
+    (cut.out_dir / resume.STATE_FILE).write_bytes(b"state")
+    write_json_atomic(cut.out_dir / resume.STEP_FILE, {"step": 4, "steps": 10, "run_id": cut.spec.cfg.run_id})
+
+    def costed():
+        b = budget.Budget(50)
+        b.learn(items)
+        return b, b.estimate(cut)
+    b, by_other = costed()
+    assert by_other == pytest.approx(1.1 * (20 + 5 * 6) + 10) and not b.admit([cut])
+    assert "no call of this budget starts it" in b.left_line(4)
+    rows = [{"step": 0, "loss": 9.0, "interval_ms_per_step": 9000.0},  # the first step: compilation
+            {"step": 2, "loss": 8.0, "interval_ms_per_step": 1000.0},
+            {"step": 4, "loss": 7.0, "interval_ms_per_step": 1000.0}]
+    (cut.out_dir / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    b, by_own = costed()
+    assert by_own == pytest.approx(1.1 * 20 + 10 + 1.1 * 5 * 1.0)
+    assert b.admit([cut]) and "no call of this budget starts it" not in b.left_line(4)

@@ -7,13 +7,14 @@ how many are left; the next call resumes. The analysis runs only once every run 
 from __future__ import annotations
 
 import re
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchlib.core.errors import UserError
-from benchlib.core.records import COMPLETED
+from benchlib.core.records import COMPLETED, read_steps, steps_file
 from benchlib.core.scenarios import SCENARIOS
 from dtype_bench.study.runner import interrupt, readable
 from benchlib.training.resume import saved_share
@@ -128,10 +129,16 @@ class Budget:
         (its own config's if any) with ``MARGIN``; with none, of its scenario, arm and size in the
         other stage (a pretrain with no record of its own costs what
         its scenario's runs cost per step); else ``UNSEEN_FACTOR`` x the costliest of a sibling (same
-        model and kind of task), else of any run, never below ``DEFAULT_RUN_S``."""
+        model and kind of task), else of any run, never below ``DEFAULT_RUN_S``. A run cut off with
+        its state saved whose config has no finished run of its kind is costed by its own step time
+        (``own_ms_per_step``) for the steps it has left, beside the fixed cost of its kind."""
         cfg = item.spec.cfg
         steps = self.steps_left(item) if steps is None else steps
-        own = self._costs(self.seen.get(_key(item), []), item, steps)
+        recs = self.seen.get(_key(item), [])
+        if steps and not any(r.get("config") == cfg.dtype.name for r in recs) \
+                and (ms := self.own_ms_per_step(item)) is not None:
+            return self.estimate(item, 0) + MARGIN[0] * steps * ms / 1000
+        own = self._costs(recs, item, steps)
         if own:
             return MARGIN[0] * max(own) + MARGIN[1]
         stage, scenario, arm, size = _key(item)
@@ -152,6 +159,25 @@ class Budget:
         (``resume.saved_share``: a run the last call's deadline cut off resumes there)."""
         cfg = item.spec.cfg
         return cfg.steps * (1 - (saved_share(Path(item.out_dir), cfg.run_id, cfg.steps) if cfg.state_every else 0.0))
+
+    @staticmethod
+    def own_ms_per_step(item) -> float | None:
+        """The step time a run cut off with its state saved measured itself (the median
+        ``interval_ms_per_step`` of the step log beside that state, the first interval, with its
+        compilation, left out), or None. On the host that saved the state it is a better guide than
+        other configs' runs: costed from them (fp32's among them), a B run of fp16_naive, which no
+        finished run of its config costed, read 648 s for the steps it had left, and a last call of
+        500 s let it wait, its state lost with the host (2026-12-01)."""
+        cfg = item.spec.cfg
+        if not cfg.state_every or not saved_share(Path(item.out_dir), cfg.run_id, cfg.steps):
+            return None
+        try:
+            path = steps_file(item.out_dir)
+            ms = [v for r in (read_steps(path) if path else []) if (r.get("step") or 0) > 0
+                  and isinstance(v := r.get("interval_ms_per_step"), (int, float)) and 0 < v < float("inf")]
+        except (OSError, ValueError):  # a log cut mid-line by the deadline: no guide
+            return None
+        return float(statistics.median(ms)) if ms else None
 
     def first_part(self, item) -> float | None:
         """For a run that saves its state (``state_every``) and that no call of this budget could
