@@ -15,7 +15,9 @@ run asked for where the data decided otherwise), ``model`` (class, parameters, w
 came from), ``pretrained`` (``checkpoints.check_loaded``), ``checkpoint`` (``save_model``'s
 folder), ``dist`` and ``ranks`` (multi-process runs), ``sweep`` (from the sidecar: ``SIDECAR``),
 ``backfill`` (older records), ``resumed`` (``training.resume``) and ``serve``
-(``inference.serve_quality``). A run that shared its GPU (``sweep.runs_per_gpu`` > 1) has a
+(``inference.serve_quality``). ``wall_s`` is the training process's time; a run resumed from saved
+state counts only its last part there (``resumed.before`` holds the training and evaluation seconds
+of the parts before). A run that shared its GPU (``sweep.runs_per_gpu`` > 1) has a
 quality but no speed: ``records_frame`` blanks its ``SPEED_METRICS``.
 """
 from __future__ import annotations
