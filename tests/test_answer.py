@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO
 
 from benchlib.analysis import answer, findings, overview
+from benchlib.analysis.tables import speed_only
 
 REF = REPO / "executed" / "h100" / "reference"
 
@@ -41,7 +42,7 @@ def _first() -> dict:
 def _speed() -> Path:
     """The README's speed study: the first comparison after the first that is built for speed."""
     for arg in _readme_args()[1:]:
-        if arg.endswith("comparison.json") and findings._speed_only(json.loads((REPO / arg).read_text())):
+        if arg.endswith("comparison.json") and speed_only(json.loads((REPO / arg).read_text())):
             return (REPO / arg).parent.parent
     pytest.skip("the README's findings name no speed study")
 
@@ -139,7 +140,7 @@ def test_a_seed_per_gpu_study_names_the_seeds_whose_configs_ran_on_several_gpus(
 def _quality_comparisons() -> list[dict]:
     """The README's comparisons that judged quality: the first and its beta2 arms."""
     comps = [json.loads((REPO / a).read_text()) for a in _readme_args() if a.endswith("comparison.json")]
-    return [c for c in comps if not findings._speed_only(c) and "verdict" in (c.get("recommendation_evidence") or [{}])[0]]
+    return [c for c in comps if not speed_only(c) and "verdict" in (c.get("recommendation_evidence") or [{}])[0]]
 
 
 def test_one_row_per_candidate_and_no_control_or_ablation(rendered):

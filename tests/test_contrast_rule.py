@@ -198,16 +198,16 @@ def test_a_study_with_two_checkpoints_reports_the_test_in_its_evidence():
 
 def test_a_cell_judged_on_two_metrics_is_planned_so_both_pass_together_at_the_planned_power():
     """Micro- and macro-F1 each planned at 80% would both pass less often than 80%; the answer's
-    plan (``findings._seed_plan``) plans each at sqrt(0.8), so two independent metrics pass together
+    plan (``seed_plans.seed_plan``) plans each at sqrt(0.8), so two independent metrics pass together
     at 80% or more."""
-    from benchlib.analysis.findings import _seed_plan
+    from benchlib.analysis.seed_plans import seed_plan
     gap, sigma, n0 = 0.3 * M, 0.6, 3
     half = contrasts._t(RULES, n0 - 1) * sigma / np.sqrt(n0)
     one = contrasts.seeds_to_show_safe(gap, gap - half, gap + half, n0, M, RULES)
     e = {"n_paired": n0, "gap_pct": gap, "ci_low": gap - half, "ci_high": gap + half, "judged2": True,
          "metric2": "macro_f1", "gap2_pct": gap, "ci2_low": gap - half, "ci2_high": gap + half}
     rules = dataclasses.replace(RULES, min_effect_score_pct=M)
-    n = _seed_plan(e, "micro_f1", rules)
+    n = seed_plan(e, "micro_f1", rules)
     assert n > one
     assert verdict_rate(one, gap, sigma, "safe", seed=4) ** 2 < contrasts.POWER - TOL  # the old plan falls short
     assert verdict_rate(n, gap, sigma, "safe", seed=5) ** 2 >= contrasts.POWER - TOL

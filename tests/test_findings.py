@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, line_with
 
-from benchlib.analysis import answer, contrasts, findings
+from benchlib.analysis import answer, contrasts, findings, hypothesis_scope, seed_plans
 from benchlib.analysis.gates import NOT_JUDGED
 from benchlib.core.errors import UserError
 
@@ -290,10 +290,10 @@ def test_a_stand_in_verdict_does_not_overrule_the_first_studys_test_of_the_confi
     own = {"verdict": "untestable", "reason": "0 against 0", "evidence": {"config": "fp16_naive", "stand_in": False}}
     stand_in = {"verdict": "supported", "reason": "r", "evidence": {"config": "fp16_fp16_states", "stand_in": True}}
     same_cfg = {"verdict": "supported", "reason": "r", "evidence": {"config": "fp16_naive", "stand_in": False}}
-    got = findings.merged_hypotheses([("real", {"hypotheses": {"H": own}}), ("syn", {"hypotheses": {"H": stand_in}})])
+    got = hypothesis_scope.merged_hypotheses([("real", {"hypotheses": {"H": own}}), ("syn", {"hypotheses": {"H": stand_in}})])
     assert got["H"][0] == "real" and got["H"][1]["verdict"] == "untestable"
     assert "`syn` supported it only with a stand-in (fp16_fp16_states)" in got["H"][1]["reason"]
-    got = findings.merged_hypotheses([("real", {"hypotheses": {"H": own}}), ("other", {"hypotheses": {"H": same_cfg}})])
+    got = hypothesis_scope.merged_hypotheses([("real", {"hypotheses": {"H": own}}), ("other", {"hypotheses": {"H": same_cfg}})])
     assert got["H"] == ("other", same_cfg)
 
 
@@ -303,11 +303,11 @@ def test_a_later_study_does_not_decide_what_the_first_measured_and_left_open():
     the real arms' verdict and names the other; with no effect measured first, the later decides."""
     open_ = {"verdict": "inconclusive", "reason": "size confounds architecture", "effect": {"estimate": -1.3}}
     decided = {"verdict": "rejected", "reason": "r", "effect": {"estimate": -0.6}}
-    got = findings.merged_hypotheses([("real", {"hypotheses": {"H": open_}}), ("syn", {"hypotheses": {"H": decided}})])
+    got = hypothesis_scope.merged_hypotheses([("real", {"hypotheses": {"H": open_}}), ("syn", {"hypotheses": {"H": decided}})])
     assert got["H"][0] == "real" and got["H"][1]["verdict"] == "inconclusive"
     assert "`syn` rejected it on its own arms" in got["H"][1]["reason"]
     short = {"verdict": "inconclusive", "reason": "not enough data", "effect": None}
-    got = findings.merged_hypotheses([("real", {"hypotheses": {"H": short}}), ("syn", {"hypotheses": {"H": decided}})])
+    got = hypothesis_scope.merged_hypotheses([("real", {"hypotheses": {"H": short}}), ("syn", {"hypotheses": {"H": decided}})])
     assert got["H"] == ("syn", decided)
 
 
@@ -320,10 +320,10 @@ def test_a_size_confounded_speed_verdict_is_settled_by_a_speed_study_of_matched_
     matched = {"verdict": "rejected", "reason": "CI below 0", "effect": {"estimate": -0.96}, "evidence": {}}
     speed = {"hypotheses": {"H": matched}, "learned": {"E": {"reason": NOT_JUDGED}, "F": {"reason": NOT_JUDGED}}}
     quality = {"hypotheses": {"H": matched}, "learned": {"E": {"reason": "learned"}}}
-    got = findings.merged_hypotheses([("real_speed", {"hypotheses": {"H": open_}}), ("matched", speed)])
+    got = hypothesis_scope.merged_hypotheses([("real_speed", {"hypotheses": {"H": open_}}), ("matched", speed)])
     assert got["H"][0] == "matched" and got["H"][1]["verdict"] == "rejected"
     assert "E gpt2 124.5M vs F bert 22.6M" in got["H"][1]["reason"]  # says what it settled
-    got = findings.merged_hypotheses([("real_speed", {"hypotheses": {"H": open_}}), ("syn", quality)])
+    got = hypothesis_scope.merged_hypotheses([("real_speed", {"hypotheses": {"H": open_}}), ("syn", quality)])
     assert got["H"][0] == "real_speed" and got["H"][1]["verdict"] == "inconclusive"
 
 
@@ -341,14 +341,14 @@ def test_a_size_confounded_quality_verdict_is_settled_only_by_a_study_keeping_th
     one_size = {"sources": ["executed/h100/reference_real", "executed/h200/reference_real_roberta"],
                 "recipe": {"C": {"data": ["data/real/debtags"]}, "D": {"data": ["data/real/debtags"]}},
                 "hypotheses": {"H": matched}, "learned": {"C": {"reason": "learned"}}}
-    got = findings.merged_hypotheses([("all", first), ("roberta", one_size)])
+    got = hypothesis_scope.merged_hypotheses([("all", first), ("roberta", one_size)])
     assert got["H"][0] == "roberta" and got["H"][1]["verdict"] == "rejected"
     assert "C gpt2 124.9M vs D bert 22.8M" in got["H"][1]["reason"]
     elsewhere = {**one_size, "sources": ["executed/h100/reference", "executed/h200/reference_real_roberta"]}
-    got = findings.merged_hypotheses([("all", first), ("syn", elsewhere)])
+    got = hypothesis_scope.merged_hypotheses([("all", first), ("syn", elsewhere)])
     assert got["H"][0] == "all" and got["H"][1]["verdict"] == "inconclusive"
     other_data = {**one_size, "recipe": {"C": {"data": ["data/real/debtags"]}, "D": {"data": ["data/real/debdeps"]}}}
-    got = findings.merged_hypotheses([("all", first), ("roberta", other_data)])
+    got = hypothesis_scope.merged_hypotheses([("all", first), ("roberta", other_data)])
     assert got["H"][0] == "all" and got["H"][1]["verdict"] == "inconclusive"
 
 
@@ -381,12 +381,12 @@ def test_the_architecture_rows_premise_names_each_in_study_pretraining_and_its_d
     gpt = {"scenario": "A", "steps": 3000, "quality": {"val_loss": 4.296}}
     rob = {"scenario": "B", "steps": 3500, "quality": {"val_loss": 6.06}}
     quality = [rec("A", "gpt2", 124e6, base=7.48), rec("C", "gpt2", 124e6, gpt), rec("D", "roberta", 125e6, rob)]
-    cell = findings.premise("seed002.H3", quality, quality)
+    cell = hypothesis_scope.premise("seed002.H3", quality, quality)
     assert "gpt2 on A 3,000 steps (val loss 4.30, 43% of its unigram gap)" in cell
     assert "roberta on B 3,500 steps (val loss 6.06)" in cell
     packaged = [rec("C", "gpt2", 124e6, gpt), rec("D", "bert", 22e6)]
-    assert "bert on" not in findings.premise("seed002.H3", packaged, packaged)
-    assert "pretrained" not in findings.premise("seed002.H2", quality, quality)
+    assert "bert on" not in hypothesis_scope.premise("seed002.H3", packaged, packaged)
+    assert "pretrained" not in hypothesis_scope.premise("seed002.H2", quality, quality)
 
 
 def test_an_in_study_pretraining_takes_its_depth_from_its_own_record_where_no_run_of_its_scenario_is_here(tmp_path, monkeypatch):
@@ -397,14 +397,14 @@ def test_an_in_study_pretraining_takes_its_depth_from_its_own_record_where_no_ru
     ck = {"scenario": "B", "steps": 3500, "quality": {"val_loss": 6.07}}
     rec = {"scenario": "D", "run": {"steps": 1500, "beta2": 0.95}, "model": {"model_type": "roberta", "parameters": 125e6},
            "metrics": {}, "pretrained": {"model_type": "roberta", "checkpoint": ck, "path": str(run / "model")}}
-    assert "roberta on B 3,500 steps (val loss 6.07)" in findings.premise("seed002.H3", [rec], [rec])
+    assert "roberta on B 3,500 steps (val loss 6.07)" in hypothesis_scope.premise("seed002.H3", [rec], [rec])
     (run / "result.json").write_text(json.dumps({"metrics": {"baseline/val_loss": 7.49}}))
-    assert "roberta on B 3,500 steps (val loss 6.07, 19% of its unigram gap)" in findings.premise("seed002.H3", [rec], [rec])
+    assert "roberta on B 3,500 steps (val loss 6.07, 19% of its unigram gap)" in hypothesis_scope.premise("seed002.H3", [rec], [rec])
     (run / "result.json").unlink()  # compacted: the stage's records table holds the record
     ck["run_id"] = "B/amp_bf16/seed0"
-    monkeypatch.setattr(findings, "load_records", lambda d: [{"run_id": "B/amp_bf16/seed0",
-                                                              "metrics": {"baseline/val_loss": 7.49}}])
-    assert "19% of its unigram gap" in findings.premise("seed002.H3", [rec], [rec])
+    monkeypatch.setattr(hypothesis_scope, "load_records", lambda d: [{"run_id": "B/amp_bf16/seed0",
+                                                                      "metrics": {"baseline/val_loss": 7.49}}])
+    assert "19% of its unigram gap" in hypothesis_scope.premise("seed002.H3", [rec], [rec])
 
 
 def test_the_pretrainings_unigram_share_comes_from_its_scenarios_runs_though_the_test_used_only_fine_tunes():
@@ -414,8 +414,8 @@ def test_the_pretrainings_unigram_share_comes_from_its_scenarios_runs_though_the
     fine = {"scenario": "C", "run": {"steps": 1500, "beta2": 0.95}, "model": {"model_type": "gpt2", "parameters": 125e6},
             "metrics": {}, "pretrained": {"model_type": "gpt2", "checkpoint": ck, "path": "/nowhere"}}
     lm = {"scenario": "A", "run": {"steps": 1500, "beta2": 0.95}, "metrics": {"baseline/val_loss": 7.55}}
-    assert "unigram gap" not in findings.premise("seed002.H3", [fine], [fine])
-    assert "gpt2 on A 3,000 steps (val loss 4.30, 43% of its unigram gap)" in findings.premise("seed002.H3", [fine],
+    assert "unigram gap" not in hypothesis_scope.premise("seed002.H3", [fine], [fine])
+    assert "gpt2 on A 3,000 steps (val loss 4.30, 43% of its unigram gap)" in hypothesis_scope.premise("seed002.H3", [fine],
                                                                                               [fine, lm])
 
 
@@ -430,6 +430,7 @@ def test_a_later_comparison_of_several_studies_is_named_and_read_as_all_of_them(
     for d in ("executed/h100/real", "executed/h200/rob"):
         (tmp_path / d).mkdir(parents=True)
     monkeypatch.setattr(findings, "load_records", lambda d: folders[Path(d).name])
+    monkeypatch.setattr(hypothesis_scope, "load_records", lambda d: folders[Path(d).name])
     comp = {"sources": ["/host/executed/h100/real", "/host/executed/h200/rob"]}
     named = findings._named([("rob", comp, Path("executed/h200/rob")), ("alone", {}, Path("executed/h200/rob"))])
     assert [n for n, _, _ in named] == ["real + rob", "alone"]
@@ -438,7 +439,7 @@ def test_a_later_comparison_of_several_studies_is_named_and_read_as_all_of_them(
     assert findings._records_of(lm_from_real, Path("executed/h200/rob")) == folders["rob"]
     recs = findings._records_of(comp, Path("executed/h200/rob"))
     assert {r["scenario"] for r in recs} == {"C", "D"}
-    cell = findings.premise("seed002.H3", recs, recs)
+    cell = hypothesis_scope.premise("seed002.H3", recs, recs)
     assert "gpt2 124.5M" in cell and "roberta 124.5M" in cell
     monkeypatch.setattr(findings, "efficiency_line", lambda name, records: f"`{name}` {len(records)} runs")
     shown = findings._efficiency([("real", Path("executed/h100/real")), ("rob", Path("executed/h200/rob")),
@@ -456,7 +457,7 @@ def test_a_later_comparisons_supporting_line_is_left_out_only_where_it_breaks_no
                           {"scenario": "D", "config": "bf16_naive", "verdict": "degraded"},
                           {"scenario": "F", "config": "amp_bf16", "verdict": "safe"}])
     monkeypatch.setattr(findings.answer, "cells", lambda comparison, stats: cells)
-    monkeypatch.setattr(findings, "load_records", lambda d: [{"scenario": "D", "run": {}}, {"scenario": "F", "run": {}}])
+    monkeypatch.setattr(hypothesis_scope, "load_records", lambda d: [{"scenario": "D", "run": {}}, {"scenario": "F", "run": {}}])
     comp, name = {"sources": ["executed/h100/real", "executed/h200/rob"]}, "real + rob"
     assert findings._said_in_rows(name, comp, Path("executed/h200/rob"), {name}, {"bf16_naive"})
     assert not findings._said_in_rows(name, comp, Path("executed/h200/rob"), set(), {"bf16_naive"})
@@ -470,9 +471,9 @@ def test_an_architecture_rows_scope_names_the_metric_and_seeds_of_the_pairs_it_c
     row over LM and classification sides does."""
     recipe = {s: {"metric": m} for s, m in zip("CDEF", ["micro_f1", "micro_f1", "accuracy", "accuracy"])}
     h = {"effect": {"unit": "% of quality"}, "evidence": {"used": ["C-D/amp_bf16", "E-F/bf16_pure"], "seeds": 3}}
-    got = findings._measured_on(h, [("both", {"recipe": recipe}, None)], "both", {})
+    got = hypothesis_scope.measured_on(h, [("both", {"recipe": recipe}, None)], "both", {})
     assert got == "; micro_f1 on C/D, accuracy on E/F, 3 seeds"
-    assert findings._measured_on({**h, "effect": {"unit": "x"}}, [("both", {"recipe": recipe}, None)], "both", {}) == ""
+    assert hypothesis_scope.measured_on({**h, "effect": {"unit": "x"}}, [("both", {"recipe": recipe}, None)], "both", {}) == ""
 
 
 def test_a_supporting_study_says_how_its_long_fp16_runs_ended_and_only_those():
@@ -535,12 +536,12 @@ def test_a_head_hypothesis_below_the_seeds_premise_is_untestable_here_naming_wha
     """Seed 001's H1 needs ~4k labels and H3 a ~3.3M-parameter head: 595 labels on a 384-wide encoder
     reach neither; 4,300 labels on a 768-wide one reach both."""
     small = [_cls_record("D", 595, 384)]
-    assert "595" in findings.unmet_premise("seed001.H1", small)
-    assert "229k" in findings.unmet_premise("seed001.H3", small)
+    assert "595" in hypothesis_scope.unmet_premise("seed001.H1", small)
+    assert "229k" in hypothesis_scope.unmet_premise("seed001.H3", small)
     big = [_cls_record("C", 4_300, 768)]
-    assert findings.unmet_premise("seed001.H1", big) == "" and findings.unmet_premise("seed001.H3", big) == ""
-    assert findings.unmet_premise("seed001.H4", small) == ""  # no head premise
-    scope = findings.premise("seed001.H3", small, small)
+    assert hypothesis_scope.unmet_premise("seed001.H1", big) == "" and hypothesis_scope.unmet_premise("seed001.H3", big) == ""
+    assert hypothesis_scope.unmet_premise("seed001.H4", small) == ""  # no head premise
+    scope = hypothesis_scope.premise("seed001.H3", small, small)
     assert "1,500 steps" in scope and "beta2 0.95" in scope and "not reached" in scope
 
 
@@ -550,14 +551,14 @@ def test_a_rows_scope_states_the_steps_of_the_scenarios_its_test_used_not_of_a_j
     recs = [_cls_record("A", 0, 768), _cls_record("C", 4_300, 768), _cls_record("B", 0, 768, steps=10_000)]
     h = {"evidence": {"lm": {"used": ["A"], "missing": ["B/fp16_naive_noscale (1 of 3 seeds)"]},
                       "cls": {"used": ["C"], "missing": []}, "config": "fp16_naive_noscale"}}
-    assert findings.premise("seed001.H2", findings.drew_on(h, recs), recs).startswith("1,500 steps")
+    assert hypothesis_scope.premise("seed001.H2", hypothesis_scope.drew_on(h, recs), recs).startswith("1,500 steps")
     h["evidence"]["lm"]["used"] = ["A", "B"]
-    assert findings.premise("seed001.H2", findings.drew_on(h, recs), recs).startswith("1,500-10,000 steps")
+    assert hypothesis_scope.premise("seed001.H2", hypothesis_scope.drew_on(h, recs), recs).startswith("1,500-10,000 steps")
     pair = {"evidence": {"used": ["C-B/amp_bf16"], "missing": []}}  # a pair's scenarios, as seed 002 H3 lists them
-    assert {r["scenario"] for r in findings.drew_on(pair, recs)} == {"B", "C"}
-    assert findings.drew_on({"evidence": {"lm": ["A", "B"]}}, recs) == recs  # lists no "used": every record
+    assert {r["scenario"] for r in hypothesis_scope.drew_on(pair, recs)} == {"B", "C"}
+    assert hypothesis_scope.drew_on({"evidence": {"lm": ["A", "B"]}}, recs) == recs  # lists no "used": every record
     frontier = {"evidence": {"lm": ["A", "B"], "cls": ["C"], "pairs": {"A-C": ["amp_bf16", "bf16_pure"]}}}  # H4
-    assert {r["scenario"] for r in findings.drew_on(frontier, recs)} == {"A", "C"}
+    assert {r["scenario"] for r in hypothesis_scope.drew_on(frontier, recs)} == {"A", "C"}
 
 
 def test_a_row_below_the_premise_names_the_quality_study_that_reached_it_and_what_it_found():
@@ -571,12 +572,12 @@ def test_a_row_below_the_premise_names_the_quality_study_that_reached_it_and_wha
     quality = {"hypotheses": {"seed001.H1": at}}
     studies = [("first", {}, None), ("timing", speed, None), ("premise", quality, None)]
     by = {"first": small, "timing": big, "premise": big}
-    line = findings._premise_elsewhere("seed001.H1", "first", studies, by)
+    line = hypothesis_scope.premise_elsewhere("seed001.H1", "first", studies, by)
     assert "`premise`" in line and "4,417 labels" in line and "no control degraded there" in line
     assert "timing" not in line
-    assert findings._premise_elsewhere("seed001.H1", "premise", studies, by) == ""  # decided at the premise
-    assert findings._premise_elsewhere("seed001.H4", "first", studies, by) == ""  # no head premise
-    assert findings._premise_elsewhere("seed001.H1", "first", studies[:2], by) == ""  # none reached it
+    assert hypothesis_scope.premise_elsewhere("seed001.H1", "premise", studies, by) == ""  # decided at the premise
+    assert hypothesis_scope.premise_elsewhere("seed001.H4", "first", studies, by) == ""  # no head premise
+    assert hypothesis_scope.premise_elsewhere("seed001.H1", "first", studies[:2], by) == ""  # none reached it
 
 
 def test_a_head_hypothesis_measured_at_the_premise_is_decided_there_and_names_what_was_below():
@@ -591,22 +592,22 @@ def test_a_head_hypothesis_measured_at_the_premise_is_decided_there_and_names_wh
                 "effect": {"estimate": -0.1, "ci_low": -0.58, "ci_high": 0.43}}
     studies = [("first", {}, None), ("premise", {"hypotheses": {"seed001.H1": measured}}, None)]
     by = {"first": small, "premise": big}
-    name, h, note = findings._at_premise("seed001.H1", "first", below, studies, by)
+    name, h, note = hypothesis_scope.at_premise("seed001.H1", "first", below, studies, by)
     assert (name, h["verdict"]) == ("premise", "inconclusive")
     assert "`first`" in note and "595" in note and "rejected" in note and "CI [-0.1, 0.2]" in note
     gated = [("first", {}, None), ("premise", {"hypotheses": {"seed001.H1": {"verdict": "untestable",
                                                                            "reason": "no control"}}}, None)]
-    assert findings._at_premise("seed001.H1", "first", below, gated, by) == ("first", below, "")
-    assert findings._at_premise("seed001.H2", "first", below, studies, by) == ("first", below, "")  # no head premise
+    assert hypothesis_scope.at_premise("seed001.H1", "first", below, gated, by) == ("first", below, "")
+    assert hypothesis_scope.at_premise("seed001.H2", "first", below, studies, by) == ("first", below, "")  # no head premise
 
 
 def test_a_quality_hypothesis_row_names_the_metric_and_seeds_of_each_side():
     h = {"effect": {"unit": "%"}, "evidence": {"cls": {"used": ["C", "E"], "seeds": 12},
                                                "lm": {"used": ["A"], "seeds": 3}}}
     comp = {"recipe": {"A": {"metric": "val_loss"}, "C": {"metric": "micro_f1"}, "E": {"metric": "accuracy"}}}
-    got = findings._measured_on(h, [("s", comp, None)], "s", {})
+    got = hypothesis_scope.measured_on(h, [("s", comp, None)], "s", {})
     assert got == "; micro_f1 on C, accuracy on E, 12 seeds; val_loss on A, 3 seeds"
-    assert findings._measured_on({**h, "effect": {"unit": "share of runs"}}, [("s", comp, None)], "s", {}) == ""
+    assert hypothesis_scope.measured_on({**h, "effect": {"unit": "share of runs"}}, [("s", comp, None)], "s", {}) == ""
 
 
 def test_the_unscaled_fp16_timing_is_said_per_lm_scenario_against_the_seeds_5_to_10k_steps():
@@ -616,13 +617,13 @@ def test_the_unscaled_fp16_timing_is_said_per_lm_scenario_against_the_seeds_5_to
         return {"scenario": s, "config": "fp16_naive_noscale", "run": {"steps": steps, "beta2": 0.95},
                 "metrics": {"stability/degraded_step": turned, "stability/diverged_step": died}}
     every = [run("A", 1500, 8, 1570), run("A", 1500, 53, 2626), run("B", 10_000, 211, None)]
-    cell = findings.premise("seed001.H2", every, every)
+    cell = hypothesis_scope.premise("seed001.H2", every, every)
     assert "A: loss turned up at step 8-53, diverged at 1,570-2,626" in cell
     assert "B: loss turned up at step 211, no divergence in runs of up to 10,000 steps" in cell
     assert "refuted" in cell
     late = [run("A", 10_000, 6_000, 7_500)]
-    assert "consistent with the seed's" in findings.premise("seed001.H2", late, late)
-    assert "unscaled fp16" not in findings.premise("seed001.H2", [], [])
+    assert "consistent with the seed's" in hypothesis_scope.premise("seed001.H2", late, late)
+    assert "unscaled fp16" not in hypothesis_scope.premise("seed001.H2", [], [])
 
 
 def test_the_gates_line_says_a_scenario_with_every_cell_untested_lacks_seeds_not_evidence_of_learning():
@@ -668,9 +669,9 @@ def test_unscaled_fp16_failing_long_before_5k_steps_refutes_the_seeds_timing():
     def lm(degraded, diverged, steps):
         return {"scenario": "A", "config": "fp16_naive_noscale", "run": {"steps": steps, "beta2": 0.95},
                 "metrics": {"stability/degraded_step": degraded, "stability/diverged_step": diverged}}
-    early = findings.premise("seed001.H2", [], [lm(45, None, 1500), lm(30, 2000, 10_000)])
+    early = hypothesis_scope.premise("seed001.H2", [], [lm(45, None, 1500), lm(30, 2000, 10_000)])
     assert "45" in early and "2,000" in early and "refuted" in early
-    late = findings.premise("seed001.H2", [], [lm(None, 7000, 10_000)])
+    late = hypothesis_scope.premise("seed001.H2", [], [lm(None, 7000, 10_000)])
     assert "consistent" in late and "refuted" not in late
 
 
@@ -690,13 +691,13 @@ def test_a_speed_study_on_other_data_gives_no_scenario_its_speed(tmp_path, monke
 def test_a_frontier_hypothesis_says_which_task_pairs_keep_one_model():
     def rec(s, kind, params):
         return {"scenario": s, "model": {"model_type": kind, "parameters": params}}
-    text = findings._task_pairs([rec("A", "gpt2", 124e6), rec("E", "gpt2", 125e6), rec("F", "bert", 22e6)])
+    text = hypothesis_scope.task_pairs([rec("A", "gpt2", 124e6), rec("E", "gpt2", 125e6), rec("F", "bert", 22e6)])
     assert "E against LM: one model" in text and "F against LM: architecture or size differ" in text
-    assert findings._task_pairs([rec("E", "gpt2", 124e6)]) == ""  # no LM scenario: nothing to pair
+    assert hypothesis_scope.task_pairs([rec("E", "gpt2", 124e6)]) == ""  # no LM scenario: nothing to pair
 
 
 def test_the_seed_plan_line_names_the_seeds_each_inconclusive_cell_needs_or_that_none_would_do():
-    from benchlib.analysis.findings import _seeds_line
+    from benchlib.analysis.seed_plans import seeds_line
     ev = [{"scenario": "A", "config": "amp_bf16", "verdict": "inconclusive", "paired": True, "n_paired": 3,
            "gap_pct": 0.1, "ci_low": -0.2, "ci_high": 0.4},
           {"scenario": "A", "config": "bf16_pure", "verdict": "inconclusive", "paired": True, "n_paired": 3,
@@ -707,14 +708,14 @@ def test_the_seed_plan_line_names_the_seeds_each_inconclusive_cell_needs_or_that
           {"scenario": "A", "config": "amp_fp16", "verdict": "safe", "paired": True, "n_paired": 3,
            "gap_pct": 0.0, "ci_low": -0.1, "ci_high": 0.1}]
     comp = {"recommendation_evidence": ev, "quality_metric": {"A": {"name": "val_loss"}, "C": {"name": "micro_f1"}}}
-    line = _seeds_line([{"label": "beta2 0.95", "comparison": comp}])
+    line = seeds_line([{"label": "beta2 0.95", "comparison": comp}])
     assert "A amp_bf16 3 -> " in line and "A bf16_pure 3 -> never" in line and "C amp_bf16 3 -> never" in line
     assert "amp_fp16" not in line  # decided cells need no plan
     planned, cautious = line.split("A amp_bf16 3 -> ")[1].split(",")[0].split(" (")
     assert int(planned) > 3
     # in brackets the cautious plan (gap and spread at their upper bounds): never fewer seeds
     assert cautious.rstrip(")") in ("never", f"more than {contrasts.MOST_SEEDS}") or int(cautious.rstrip(")")) >= int(planned)
-    assert _seeds_line([{"label": "beta2 0.95", "comparison": {"recommendation_evidence": ev[3:]}}]) == ""
+    assert seeds_line([{"label": "beta2 0.95", "comparison": {"recommendation_evidence": ev[3:]}}]) == ""
 
 
 def test_a_studys_own_comparison_says_untestable_here_below_the_premise_as_the_answer_does():
@@ -743,9 +744,8 @@ def test_a_frame_without_head_sizes_leaves_the_hypotheses_as_measured():
 
 
 def test_a_cell_whose_measured_loss_reaches_the_minimum_effect_keeps_its_config_from_the_provisional_pick():
-    """``findings._beyond``: a judged metric's measured gap at or beyond the minimum effect; a reported-only
+    """``seed_plans.past_min_effect``: a judged metric's measured gap at or beyond the minimum effect; a reported-only
     metric (judged2 false) or an interval missing does not count."""
-    from benchlib.analysis import findings
 
     def cell(config, **kw):
         return {"scenario": "C", "config": config, "verdict": "inconclusive", "paired": True, "n_paired": 3,
@@ -756,7 +756,7 @@ def test_a_cell_whose_measured_loss_reaches_the_minimum_effect_keeps_its_config_
         cell("macro_reported_only", judged2=False, gap2_pct=1.5),
         cell("inside", judged2=True, gap2_pct=0.4, ci2_low=None, ci2_high=None),
         {**cell("degraded_counts_as_broken", gap_pct=1.2), "verdict": "degraded"}]}
-    beyond = findings._beyond([{"label": "beta2 0.999", "comparison": comp}])
+    beyond = seed_plans.past_min_effect([{"label": "beta2 0.999", "comparison": comp}])
     assert beyond == {"micro_reaches": ["beta2 0.999 on C"], "macro_reaches": ["beta2 0.999 on C"]}
 
 
@@ -783,7 +783,7 @@ def test_closest_to_a_default_lists_the_candidates_more_seeds_alone_could_show_s
     paired seeds; a cell whose loss reaches the minimum effect, or a degraded one, is not."""
     import pandas as pd
 
-    from benchlib.analysis.findings import _closest
+    from benchlib.analysis.seed_plans import closest
     cells = pd.DataFrame([("A", "fp32_baseline", "reference"), ("C", "fp32_baseline", "reference"),
                           ("A", "amp_fp16", "safe"), ("C", "amp_fp16", "inconclusive"),
                           ("A", "bf16_pure", "safe"), ("C", "bf16_pure", "inconclusive"),
@@ -798,12 +798,12 @@ def test_closest_to_a_default_lists_the_candidates_more_seeds_alone_could_show_s
                       {"scenario": "C", "config": "bf16_pure", **near, "gap_pct": 1.2, "ci_high": 1.9},  # never
                       {"scenario": "A", "config": "fp16_naive", "verdict": "degraded"},
                       {"scenario": "C", "config": "fp16_naive", "verdict": "safe"}]}
-    line = _closest([{"label": "beta2 0.95", "cells": cells, "comparison": comparison}], cells)
+    line = closest([{"label": "beta2 0.95", "cells": cells, "comparison": comparison}], cells)
     assert "amp_fp16, " in line and "bf16_pure" not in line and "fp16_naive" not in line
     extra = int(line.split("amp_fp16, ")[1].split(" ")[0])
     assert extra > 0 and f"beta2 0.95 C +{extra}" in line
     safe = cells[cells["config"] != "fp16_naive"].assign(verdict=lambda d: d["verdict"].replace("inconclusive", "safe"))
-    assert _closest([{"label": "x", "cells": safe, "comparison": comparison}], safe) == ""  # nothing left to decide
+    assert closest([{"label": "x", "cells": safe, "comparison": comparison}], safe) == ""  # nothing left to decide
 
 
 def test_closest_to_a_default_names_what_must_run_first_when_no_candidate_is_decidable_by_seeds_alone():
@@ -812,7 +812,7 @@ def test_closest_to_a_default_names_what_must_run_first_when_no_candidate_is_dec
     candidate with a cell no number of seeds decides is not named."""
     import pandas as pd
 
-    from benchlib.analysis.findings import _closest
+    from benchlib.analysis.seed_plans import closest
     cells = pd.DataFrame([("A", "fp32_baseline", "reference"), ("B", "fp32_tf32_matmul", "reference"),
                           ("A", "amp_bf16", "safe"), ("B", "amp_bf16", "not tested"),
                           ("A", "amp_bf16_fp32_head", "inconclusive"),
@@ -826,7 +826,7 @@ def test_closest_to_a_default_names_what_must_run_first_when_no_candidate_is_dec
                       {"scenario": "A", "config": "bf16_pure", **near, "gap_pct": 0.6, "ci_high": 1.2},  # never
                       {"scenario": "B", "config": "bf16_pure", "verdict": "not tested", "n_paired": 2.0}]}
     arm = [{"label": "beta2 0.95", "cells": cells, "comparison": comparison}]
-    line = _closest(arm, cells)
+    line = closest(arm, cells)
     assert line.startswith("Closest to a default: none is decidable")
     assert "amp_bf16 (beta2 0.95 B not tested, 2 paired seeds)" in line
     head = line.split("amp_bf16_fp32_head (")[1].split(")")[0]
@@ -835,7 +835,7 @@ def test_closest_to_a_default_names_what_must_run_first_when_no_candidate_is_dec
     assert "bf16_pure" not in line
     ran = pd.concat([cells.assign(verdict=lambda d: d["verdict"].replace("not tested", "safe")),
                      pd.DataFrame([("B", "amp_bf16_fp32_head", "safe")], columns=cells.columns)])
-    assert _closest([{**arm[0], "cells": ran}], ran).startswith("Closest to a default (every cell safe")
+    assert closest([{**arm[0], "cells": ran}], ran).startswith("Closest to a default (every cell safe")
 
 
 def test_the_checkpoint_line_names_cells_whose_gap_moves_with_the_checkpoint_after_holm():

@@ -22,14 +22,17 @@ import pandas as pd
 
 from benchlib.core.argparser import ArgumentParser, existing_file
 from benchlib.analysis import answer, arms, horizon, transfer
-from benchlib.analysis.contrasts import MOST_SEEDS, PLAN_UPPER, POWER, seeds_to_show_safe
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason, speed_runs
-from benchlib.analysis.hypotheses import SEED_HEAD, UNTESTABLE_HERE, bf16_on_frontier, premise_unmet
-from benchlib.analysis.verdicts import SETTLE_MAX, scenarios_of
-from benchlib.analysis.recommend import ENTERED, PASS, Arm, candidates, pick as pick_default
+from benchlib.analysis.hypotheses import UNTESTABLE_HERE, bf16_on_frontier
+from benchlib.analysis.hypothesis_scope import (DECIDED, at_premise, decided_by, drew_on, measured_on, merged_hypotheses,
+                                                premise, premise_elsewhere, records_or_empty, unmet_premise)
+from benchlib.analysis.seed_plans import closest, past_min_effect, seeds_line
+from benchlib.analysis.verdicts import SETTLE_MAX
+from benchlib.analysis.recommend import Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules, adjust, label
-from benchlib.analysis.tables import DEFAULT_BETA2, NOT_JUDGED, config_order, groups, head_params, load_study
+from benchlib.analysis.tables import (DEFAULT_BETA2, cell_text, config_order, lm_and_cls, load_study, speed_only,
+                                      study_path)
 from benchlib.core.blocks import replace_block
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, records_frame, short_commit
@@ -63,72 +66,6 @@ def provenance(study_dir: Path, commits: bool = True) -> str:
 
 def _bullets(lines: list[str], empty: str) -> list[str]:
     return [f"- {x}" for x in lines] or [f"- {empty}"]
-
-
-DECIDED = ("supported", "rejected")
-
-
-def merged_hypotheses(studies: list[tuple[str, dict]]) -> dict[str, tuple[str, dict]]:
-    """hypothesis id -> (study, verdict): the first study that decides it, else the first that
-    measured an effect for it, else the first that has it. A study that measured an effect and
-    could not decide (a confound, seed noise) is not overruled by a later one that decided on its
-    own arms (the first study's arms are the real ones; a later study's do not settle what they
-    left open): that verdict is named in the reason instead.
-    A study that tested the hypothesis's own config and found it untestable is not overruled by one
-    that decided it on a stand-in config (e.g. fp16 with fp16 Adam moments for fp16_naive): that
-    verdict is named in the reason instead.
-    The exception: a study left undecided only because its architecture pairs differed in size
-    (evidence ``size_confounded``) is settled by a later study that decided on pairs of one size,
-    the test it asked for, where that study is a speed study (no quality judged, so whether its
-    data are real does not enter) or keeps the first's arms (``_same_arms``)."""
-    out: dict[str, tuple[str, dict]] = {}
-    comps = dict(studies)
-    for name, comp in studies:
-        for hid, h in comp.get("hypotheses", {}).items():
-            if hid in out and h["verdict"] in DECIDED and _confounded(out[hid][1]) and not _confounded(h) \
-                    and (_speed_only(comp) or _same_arms(comps[out[hid][0]], comp, h)):
-                first, kept = out[hid]
-                out[hid] = (name, {**h, "reason": f"architecture pairs of one size, where `{first}`'s differed "
-                                   f"({', '.join(kept['evidence']['size_confounded'])}): {h['reason']}"})
-                continue
-            measured = bool(h.get("effect")) and not (out[hid][1].get("effect") if hid in out else False)
-            if hid in out and out[hid][1]["verdict"] not in DECIDED and out[hid][1].get("effect") \
-                    and h["verdict"] in DECIDED:
-                first, kept = out[hid]
-                out[hid] = (first, {**kept, "reason": f"{kept['reason']}; `{name}` {h['verdict']} it on its own arms, "
-                                    f"which do not settle what `{first}` measured and left open"})
-                continue
-            if hid not in out or (out[hid][1]["verdict"] not in DECIDED and (h["verdict"] in DECIDED or measured)):
-                if hid in out and _stand_in(h) and not _stand_in(out[hid][1]) and out[hid][1]["verdict"] == "untestable":
-                    first, kept = out[hid]
-                    own = (kept.get("evidence") or {}).get("config") or "its config"
-                    out[hid] = (first, {**kept, "reason": f"{own} untestable here, `{name}` {h['verdict']} it only with "
-                                        f"a stand-in ({(h.get('evidence') or {}).get('config')}); {kept['reason']}"})
-                    continue
-                out[hid] = (name, h)
-    return out
-
-
-def _confounded(h: dict) -> bool:
-    return bool((h.get("evidence") or {}).get("size_confounded"))
-
-
-def _same_arms(first: dict, later: dict, h: dict) -> bool:
-    """Whether ``later`` (a comparison whose hypothesis ``h`` used pairs of one size) replaced only
-    the confounded partner of ``first``'s pairs: the two share a study folder (``sources``: the same
-    runs on one side of each pair), and every scenario of ``h``'s pairs read the same data in both
-    where both ran it (``recipe``). seed 002 H3: reference_real's GPT-2 arms beside a RoBERTa-base
-    fine-tuned on their data settle what the 22M encoder left open; a study on other data does not."""
-    if not set(first.get("sources") or []) & set(later.get("sources") or []):
-        return False
-    used = (h.get("evidence") or {}).get("used") or []
-    scen = {s for u in used for s in u.split("/", 1)[0].split("-")}
-    a, b = first.get("recipe") or {}, later.get("recipe") or {}
-    return bool(scen) and all((a[s].get("data") == b[s].get("data")) for s in scen if s in a and s in b)
-
-
-def _stand_in(h: dict) -> bool:
-    return bool((h.get("evidence") or {}).get("stand_in"))
 
 
 def frontier_across(quality: dict, speed_dir: Path) -> dict:
@@ -209,9 +146,9 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     arms = _arms(studies, folders)
     cells = answer.cells(comparison, stats)
     picked = pick_default([Arm(a["label"], a["beta2"], a["cells"] if i else cells, a["recipe"])
-                           for i, a in enumerate(arms)], stats, beyond=_beyond(arms), per_seed=_per_seed(speeds))
+                           for i, a in enumerate(arms)], stats, beyond=past_min_effect(arms), per_seed=_per_seed(speeds))
     used = [f for a in arms for f in a["folders"]] + [d for _, _, d, _ in speeds]
-    out = ["## Findings", "", f"{STUDIES_MARK} {' '.join(_rel(f) for f in used)} -->", ""]
+    out = ["## Findings", "", f"{STUDIES_MARK} {' '.join(study_path(f) for f in used)} -->", ""]
     out += answer.scope_box((name, folders), sources_, arms) + [""]
     out += [picked["sentence"], ""]
     marks, notes = _marks(arms)
@@ -240,7 +177,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
                                                                            a["label"]))
     reported = reported and ("**Worse on a reported metric** (not judged, so the verdict stands; its interval lies "
                              f"below 0): {reported}.")
-    seeds = " ".join(part for part in (_checkpoint_line(arms), _seeds_line(arms), _closest(arms, cells)) if part)
+    seeds = " ".join(part for part in (_checkpoint_line(arms), seeds_line(arms), closest(arms, cells)) if part)
     beyond = horizon.answer_line(horizons) if horizons else ""
     why = " ".join(part for part in (_stuck_line(arms), beyond) if part)  # a mechanism, then how far it goes
     forensics = "  \n".join(part for part in (reported, why, seeds) if part)
@@ -253,7 +190,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     linked_rows = set()  # studies that decide a row, linked there: at the seed's premise, or several compared
     known = {c for a in arms for c in _broken(a["cells"] if a is not arms[0] else cells)}  # "Where it breaks"
     for hid, (n, h) in _hypotheses(studies, comparison).items():
-        n, h, below = _at_premise(hid, n, h, studies, by_study)
+        n, h, below = at_premise(hid, n, h, studies, by_study)
         link = bool(below) or " + " in n and n != name  # a later comparison of several studies: its report
         linked_rows |= {n} if link else set()
         why = _to_settle(h) or _evidence(h, pd.DataFrame(comparison.get("recommendation_evidence", [])),
@@ -262,10 +199,10 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
         verdict = h["verdict"]  # a comparison already says "untestable here" away from the premise (at_premise)
         if verdict != UNTESTABLE_HERE and (missing := unmet_premise(hid, decided)):  # one decided across studies
             verdict, why = UNTESTABLE_HERE, f"{missing}; measured below it: {h['verdict']} ({why})"
-        out.append(f"| {hid} | {h['claim']} | {verdict} | {_short(why, 200)} | "
-                   f"{premise(hid, drew_on(h, decided), real)}{_measured_on(h, studies, n, comparison)}"
-                   f"{below or _premise_elsewhere(hid, n, studies, by_study)} | "
-                   f"{_decided_by(n, studies, linked=link)} |")
+        out.append(f"| {hid} | {h['claim']} | {verdict} | {cell_text(why, 200)} | "
+                   f"{premise(hid, drew_on(h, decided), real)}{measured_on(h, studies, n, comparison)}"
+                   f"{below or premise_elsewhere(hid, n, studies, by_study)} | "
+                   f"{decided_by(n, studies, linked=link)} |")
     arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folders) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
@@ -336,162 +273,6 @@ def _checkpoint_line(arms: list[dict], rules: Rules = Rules()) -> str:
                  "of several per-seed spreads)") + ".")
 
 
-def _seed_plan(e: dict, metric: str, rules: Rules = Rules(), upper: float | None = None) -> int | None:
-    """Seeds an inconclusive paired cell needs to show it safe on every metric it is judged on
-    (``seeds_to_show_safe``), the most of them; None where one of them cannot be. Each of k judged
-    metrics is planned at POWER ** (1 / k), so that all of them pass together with POWER were they
-    independent (micro- and macro-F1 each planned at 80% passed together less often: 78% in a
-    simulation at a gap of 0.3 minimum effects); correlated metrics need fewer."""
-    metrics = [(metric, "gap_pct", "ci_low", "ci_high")] + (
-        [(e["metric2"], "gap2_pct", "ci2_low", "ci2_high")] if e.get("judged2") and e.get("metric2") else [])
-    each = POWER ** (1 / len(metrics))
-    plans = [seeds_to_show_safe(*(float(e.get(k) if e.get(k) is not None else "nan") for k in cols),
-                                int(e["n_paired"]), rules.min_effect_pct(m), power=each, upper=upper)
-             for m, *cols in metrics]
-    return None if None in plans else max(plans)
-
-
-def _never(comp: dict) -> list[dict]:
-    """A comparison's inconclusive candidate cells measured on paired seeds whose measured loss is at
-    or beyond the minimum effect on a metric they are judged on: no number of seeds shows them safe."""
-    rules = Rules()
-
-    def reaches(e: dict) -> bool:
-        metric = (comp.get("quality_metric") or {}).get(e["scenario"], {}).get("name")
-        judged = [(metric, e.get("gap_pct"))] + ([(e["metric2"], e.get("gap2_pct"))]
-                                                 if e.get("judged2") and e.get("metric2") else [])
-        return any(g is not None and math.isfinite(g) and g >= rules.min_effect_pct(m) for m, g in judged)
-
-    return [e for e in comp.get("recommendation_evidence", []) if e.get("verdict") == "inconclusive"
-            and e.get("role", "candidate") == "candidate" and e.get("paired") and reaches(e)]
-
-
-def _beyond(arms: list[dict]) -> dict[str, list[str]]:
-    """config -> the cells ("beta2 0.999 on A") of ``_never`` over the arms (``recommend.pick``'s rule 3)."""
-    out: dict[str, list[str]] = {}
-    for a in arms:
-        for e in _never(a["comparison"]):
-            out.setdefault(e["config"], []).append(f"{a['label']} on {e['scenario']}")
-    return out
-
-
-def _seeds_line(arms: list[dict]) -> str:
-    """Per arm, each inconclusive candidate cell measured on paired seeds: the seeds that would
-    decide it at the gap and spread measured, or that none would; '' where no cell is inconclusive."""
-    parts = []
-    for a in arms:
-        comp = a["comparison"]
-        cells = [e for e in comp.get("recommendation_evidence", []) if e.get("verdict") == "inconclusive"
-                 and e.get("role", "candidate") == "candidate" and e.get("paired")]
-        order = config_order([e["config"] for e in cells])
-        metric = lambda e: (comp.get("quality_metric") or {}).get(e["scenario"], {}).get("name")  # noqa: E731
-        plans = [(e, _seed_plan(e, metric(e)), _seed_plan(e, metric(e), upper=PLAN_UPPER))
-                 for e in sorted(cells, key=lambda e: (e["scenario"], order.index(e["config"])))]
-        if plans:
-            parts.append(f"at {a['label']}: " + ", ".join(
-                f"{e['scenario']} {e['config']} {int(e['n_paired'])} -> {_count(k)}"
-                + (f" ({_count(c)})" if k is not None else "") for e, k, c in plans))
-    if not parts:
-        return ""
-    return (f"**Seeds a decision needs** (each inconclusive candidate: the paired seeds that show it safe with "
-            f"{POWER:.0%} power on every judged metric together were its true gap and per-seed spread those "
-            f"measured, from the seeds it has; in brackets, were they at their one-sided {PLAN_UPPER:.0%} upper "
-            "confidence bounds: near the minimum effect a few seeds' gap is optimistic, and only the bracketed "
-            "count came out safe about as often as planned in simulation (docs/journal.md, 2026-11-29); "
-            "\"never\": the gap is at or beyond the minimum effect, so no number of seeds shows it safe "
-            "at this recipe): " + "; ".join(parts) + ".")
-
-
-def _count(k: int | None) -> str:
-    """A seed plan as the answer prints it."""
-    return "never" if k is None else f"more than {k - 1}" if k > MOST_SEEDS else str(k)
-
-
-def _closest(arms: list[dict], first_cells: pd.DataFrame, shown: int = 3) -> str:
-    """The candidates that more paired seeds alone could show safe on every scenario that entered
-    verdicts at every beta2 (each cell safe, or inconclusive with a finite ``_seed_plan``), with the
-    seeds each cell still needs, fewest first, and whether any still could by the cautious plans
-    (``PLAN_UPPER``). Where none could but some candidate is held back only by cells not run or not
-    tested (too few seeds for an interval), those candidates with the cells that still need runs;
-    '' where no candidate is left to decide."""
-    near = _decidable(arms, first_cells)
-    if not near:
-        waiting = _waiting(arms, first_cells)
-        if not waiting:
-            return ""
-        return ("Closest to a default: none is decidable by more paired seeds of the cells measured alone: each "
-                "candidate has a cell not run or not tested (fewer than 3 paired seeds, no interval yet), or one no "
-                f"number of seeds within {MOST_SEEDS} decides; fewest cells that need runs first, where the rest are "
-                "decidable by seeds: " + "; ".join(
-                    f"{c} ({', '.join(f'{w} {why}' for w, why in v)}"
-                    + (f"; then {k} more paired seeds on its inconclusive cells at the gap and spread measured" if k
-                       else "") + ")" for _, k, c, v in waiting[:shown]) + ".")
-    cautious = _decidable(arms, first_cells, PLAN_UPPER)
-    return ("Closest to a default (every cell safe, or decidable by more paired seeds alone at the gap and spread "
-            "measured): " + "; ".join(f"{c}, {n} more paired seeds ({', '.join(f'{w} +{k}' for w, k in v)})"
-                                      for n, c, v in near[:shown])
-            + (f"; by the bracketed, cautious plans: {cautious[0][1]}, {cautious[0][0]} more" if cautious else
-               f"; by the bracketed, cautious plans none is decidable within {MOST_SEEDS} seeds a cell") + ".")
-
-
-def _cell_plans(arms: list[dict], first_cells: pd.DataFrame, upper: float | None = None):
-    """(config, cell, plan) for each candidate's cell not yet passed on a scenario that entered
-    verdicts: plan is the paired seeds still needed (int), or why more seeds of the cell alone cannot
-    decide it: "not run", "not tested" (no interval yet), None (never, or beyond ``MOST_SEEDS``), or
-    "broken" (failed, degraded, worse, or any other verdict)."""
-    for a in arms:
-        cells = first_cells if a is arms[0] else a["cells"]
-        on = sorted(set(cells.loc[cells["verdict"].isin(ENTERED), "scenario"]))
-        metric = {s: (a["comparison"].get("quality_metric") or {}).get(s, {}).get("name") for s in on}
-        evidence = {(e["scenario"], e["config"]): e for e in a["comparison"].get("recommendation_evidence", [])}
-        verdict = {(r.scenario, r.config): r.verdict for r in cells.itertuples()}
-        for cfg in set(cells.loc[cells["verdict"] != "reference", "config"]):
-            for s in on:
-                e, v = evidence.get((s, cfg), {}), verdict.get((s, cfg))
-                if v in PASS:
-                    continue
-                cell = f"{a['label']} {s}"
-                if v in (None, "not run", "not tested"):
-                    n = int(e["n_paired"]) if e.get("n_paired") else 0
-                    yield cfg, cell, (f"not tested, {n} paired seed{'s' * (n != 1)}" if v == "not tested"
-                                      else "not run")
-                elif v != "inconclusive":
-                    yield cfg, cell, "broken"
-                else:
-                    k = _seed_plan(e, metric[s], upper=upper) if e.get("paired") else None
-                    yield cfg, cell, (k - int(e["n_paired"]) if k is not None and k <= MOST_SEEDS else None)
-
-
-def _decidable(arms: list[dict], first_cells: pd.DataFrame, upper: float | None = None) -> list[tuple]:
-    """(seeds still needed in all, config, [(cell, seeds)]) of each candidate ``_closest`` names, fewest first."""
-    plans: dict[str, list[tuple[str, int]]] = {}
-    blocked: set[str] = set()
-    for cfg, cell, plan in _cell_plans(arms, first_cells, upper):
-        if isinstance(plan, int):
-            plans.setdefault(cfg, []).append((cell, plan))
-        else:
-            blocked.add(cfg)
-    return sorted(((sum(n for _, n in v), c, v) for c, v in plans.items() if c not in blocked), key=lambda t: t[:2])
-
-
-def _waiting(arms: list[dict], first_cells: pd.DataFrame) -> list[tuple]:
-    """(cells that need runs, paired seeds the other cells still need, config, [(cell, why)]) of each
-    candidate whose cells not yet passed are all decidable by more paired seeds or merely not run / not
-    tested, fewest such cells first."""
-    need: dict[str, list[tuple[str, str]]] = {}
-    seeds: dict[str, int] = {}
-    blocked: set[str] = set()
-    for cfg, cell, plan in _cell_plans(arms, first_cells):
-        if isinstance(plan, int):
-            seeds[cfg] = seeds.get(cfg, 0) + plan
-        elif plan in (None, "broken"):
-            blocked.add(cfg)
-        else:
-            need.setdefault(cfg, []).append((cell, plan))
-    return sorted(((len(v), seeds.get(c, 0), c, v) for c, v in need.items() if c not in blocked),
-                  key=lambda t: t[:3])
-
-
 def _own_speed(folder: Path) -> pd.DataFrame | None:
     """A study's own config_stats where no speed study is given and its runs timed throughput (the
     analysis blanks the speed of runs that shared a GPU), else None."""
@@ -520,7 +301,7 @@ def _arms(studies, folders: list[Path]) -> list[dict]:
     arms = [{"name": name, "label": f"beta2 {b0:g}", "beta2": b0, "cells": None, "folder": folder, "folders": folders,
              "recipe": comparison.get("recipe") or {}, "comparison": comparison}]
     for n, comp, d in studies[1:]:
-        if _speed_only(comp) or "recipe" not in comp:
+        if speed_only(comp) or "recipe" not in comp:
             continue
         b = beta2_of(comp, d)
         if b != b0 and b not in {a["beta2"] for a in arms}:
@@ -559,15 +340,10 @@ def _references(arms: list[dict]) -> str:
             f"The reference is `{answer.BASELINE}` (fp32, TF32 off). ")
 
 
-def _short(text: str, n: int) -> str:
-    text = str(text).replace("|", "/").replace("\n", " ")
-    return text if len(text) <= n else text[:n - 3].rstrip() + "..."
-
-
 def _hypotheses(studies, comparison: dict) -> dict:
     """Each hypothesis from the study that decides it; H4 across the quality and speed studies."""
     hyps = merged_hypotheses([(n, c) for n, c, _ in studies])
-    timing = next((st for st in studies[1:] if _speed_only(st[1]) and _lm_and_cls(st[1])), None)
+    timing = next((st for st in studies[1:] if speed_only(st[1]) and lm_and_cls(st[1])), None)
     if timing and "seed001.H4" in hyps and hyps["seed001.H4"][1]["verdict"] not in DECIDED:
         h4 = frontier_across(comparison, timing[2])
         if h4:
@@ -575,22 +351,11 @@ def _hypotheses(studies, comparison: dict) -> dict:
     return hyps
 
 
-SEED_H2_STEPS = (5_000, 10_000)
-"""Seed 001's H2: unscaled fp16 'diverges in LM around 5-10k steps'."""
-
-
 def _same_data(quality: list[dict], every: list[dict]) -> list[dict]:
     """Of ``every`` record, those of a scenario the quality records have, trained on the same data."""
     want = _size_and_data(quality)
     return [r for r in every if (str(r.get("scenario")), Path(str((r.get("run") or {}).get("data"))).name)
             in {(s, d) for s, v in want.items() for _, d in v}]
-
-
-def _records_or_none(folder: Path) -> list[dict]:
-    try:
-        return load_records(folder)
-    except FileNotFoundError:
-        return []
 
 
 def _folders_of(comparison: dict, folder: Path) -> list[Path]:
@@ -619,227 +384,7 @@ def _named(studies: list[tuple[str, dict, Path]]) -> list[tuple[str, dict, Path]
 
 def _records_of(comparison: dict, folder: Path) -> list[dict]:
     """Every record of the studies a later comparison was computed from (``_folders_of``)."""
-    return [r for f in _folders_of(comparison, folder) for r in _records_or_none(f)]
-
-
-def _heads(records: list[dict]) -> dict[str, tuple[int, int]]:
-    """Classification scenario -> (labels, classifier-head parameters: width x labels + labels)."""
-    out = {}
-    for r in records:
-        p = head_params(r)
-        if p == p:  # not NaN
-            out[r["scenario"]] = (int(r["model"]["num_labels"]), int(p))
-    return dict(sorted(out.items()))
-
-
-def _span_of(values: list) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
-
-
-def unmet_premise(hid: str, records: list[dict]) -> str:
-    """Where a hypothesis names a premise its runs did not reach (seed 001 H1: ~4k labels; H3: a
-    ~3.3M-parameter head), what is missing, in words; '' where reached or not applicable."""
-    heads = _heads(records)
-    if not heads:
-        return ""
-    return premise_unmet(hid, max(n for n, _ in heads.values()), max(p for _, p in heads.values()))
-
-
-def _at_premise(hid: str, decided_by: str, h: dict, studies, by_study: dict) -> tuple[str, dict, str]:
-    """(study, verdict, what was measured below the premise): where ``decided_by`` ran below seed
-    001's premise for H1/H3 and another quality study given reached it and measured the effect
-    there (a CI, whatever its verdict), that study decides the row, since only its scope is the
-    seed's; the third item then names the study below the premise and its verdict. Otherwise
-    ``(decided_by, h, "")``."""
-    if hid not in ("seed001.H1", "seed001.H3") or not unmet_premise(hid, by_study.get(decided_by, [])):
-        return decided_by, h, ""
-    for name, comp, _ in studies:
-        recs, there = by_study.get(name) or [], (comp.get("hypotheses") or {}).get(hid)
-        if (name != decided_by and there and there.get("effect") and not _speed_only(comp) and _heads(recs)
-                and not unmet_premise(hid, recs)):
-            heads = ", ".join(f"{s} {n:,}" for s, (n, _) in _heads(by_study[decided_by]).items())
-            parts = str(h["reason"]).split("measured below it: ", 1)  # at_premise's "<missing>; measured below it: <v> (<why>)"
-            found = parts[1] if len(parts) == 2 else f"{h['verdict']} ({parts[0]})"
-            return name, there, f"; below it (`{decided_by}`, labels {heads}): {_short(found, 140)}"
-    return decided_by, h, ""
-
-
-def _measured_on(h: dict, studies, name: str, first: dict) -> str:
-    """The metric and seeds of each side a hypothesis's effect was measured on (its evidence's ``cls``
-    and ``lm``: scenarios used, fewest seeds), or of the scenario pairs it compared (``used`` such as
-    "C-D/amp_bf16", seed 002 H3), from the deciding comparison's recipe, e.g. "; micro_f1 on C, 12
-    seeds; val_loss on A, 3 seeds"; '' where the evidence names none or the effect is not a quality
-    change (a divergence rate is no metric's)."""
-    if "%" not in str((h.get("effect") or {}).get("unit", "")):
-        return ""
-    recipe = (next((c for n, c, _ in studies if n == name), first) or {}).get("recipe") or {}
-    evidence = h.get("evidence") or {}
-    sides = [evidence.get(side) for side in ("cls", "lm")]
-    if not any(isinstance(ev, dict) for ev in sides) and evidence.get("used") and evidence.get("seeds"):
-        paired = {s for u in evidence["used"] for s in str(u).split("/", 1)[0].split("-") if "/" in str(u)}
-        sides = [{"used": sorted(paired), "seeds": evidence["seeds"]}] if paired else []
-    parts = []
-    for ev in sides:
-        if isinstance(ev, dict) and ev.get("used") and ev.get("seeds"):
-            by_metric: dict[str, list[str]] = {}
-            for s in ev["used"]:
-                by_metric.setdefault((recipe.get(s) or {}).get("metric") or "quality", []).append(s)
-            parts.append(", ".join(f"{m} on {'/'.join(v)}" for m, v in by_metric.items()) + f", {ev['seeds']} seeds")
-    return "".join(f"; {p}" for p in parts)
-
-
-def _decided_by(name: str, studies, linked: bool = False) -> str:
-    """The "from" cell: the study (``linked``: to its report's README, where the row stands for its
-    supporting line), and the studies its comparison also took scenarios from (a comparison given
-    ``--lm_results``/``--cls_results`` of two folders)."""
-    comp, folder = next(((c, d) for n, c, d in studies if n == name), ({}, None))
-    others = [Path(s).name for s in comp.get("tasks") or {} if Path(s).name != name]
-    shown = (f"[`{name}`]({_rel(folder)}/README.md)" if linked and folder is not None and (folder / "README.md").is_file()
-             else f"`{name}`")
-    return shown + (f" (with {', '.join(f'`{o}`' for o in others)})" if others else "")
-
-
-def _premise_elsewhere(hid: str, decided_by: str, studies, by_study: dict) -> str:
-    """Where the study that decides ``hid`` ran below the seed's premise and another quality study
-    given reached it, what that study found there (its verdict and why, shortened), so a row never
-    hides a run at the premise that settled nothing; '' otherwise."""
-    if hid not in ("seed001.H1", "seed001.H3") or not unmet_premise(hid, by_study.get(decided_by, [])):
-        return ""
-    for name, comp, _ in studies:
-        recs = by_study.get(name) or []
-        h = (comp.get("hypotheses") or {}).get(hid)
-        if name != decided_by and h and not _speed_only(comp) and _heads(recs) and not unmet_premise(hid, recs):
-            heads = ", ".join(f"{s} {n:,} labels ({p / 1e6:.2f}M)" for s, (n, p) in _heads(recs).items())
-            return f"; reached by `{name}` ({heads}): {h['verdict']} there ({_short(h['reason'], 360)})"
-    return ""
-
-
-def drew_on(h: dict, records: list[dict]) -> list[dict]:
-    """The records of the scenarios a hypothesis's test used, as its evidence lists them (each arm's
-    ``used``: "A", or "C-D/amp_fp16" for a pair; seed 001 H4's frontier ``pairs``: "A-E"), so that its
-    scope states their steps and beta2, not those of a joined study whose scenario was missing seeds
-    and entered nothing; all of ``records`` where the evidence lists none."""
-    ev = h.get("evidence") or {}
-    lists = [ev.get("used"), list(ev.get("pairs") or ())] + [v.get("used") for v in ev.values() if isinstance(v, dict)]
-    used = {s for items in lists if isinstance(items, list) for item in items for s in str(item).split("/")[0].split("-")}
-    return [r for r in records if r.get("scenario") in used] if used else records
-
-
-def premise(hid: str, quality: list[dict], every: list[dict]) -> str:
-    """What the verdict's runs covered, set against the seed's stated premise, in one cell: the label
-    counts and head sizes (seed 001 H1, H3), where unscaled fp16 turned and diverged on LM against
-    the seed's 5-10k steps (H2, over every study's records), the models a frontier or an
-    architecture contrast compares (H4, seed 002 H2/H3); steps and beta2 of the quality runs."""
-    steps = sorted({(r.get("run") or {}).get("steps") for r in quality if (r.get("run") or {}).get("steps")})
-    beta2 = sorted({float((r.get('run') or {}).get('beta2', DEFAULT_BETA2)) for r in quality})
-    base = f"{_span_of(steps)} steps, beta2 {'/'.join(f'{b:g}' for b in beta2)}" if steps and beta2 else ""
-    parts = []
-    if hid in ("seed001.H1", "seed001.H3") and (heads := _heads(quality)):
-        shown = ", ".join(f"{s} {n:,} labels ({p / 1e3:,.0f}k)" for s, (n, p) in heads.items())
-        big = max(heads.values(), key=lambda t: t[1])
-        want = (f"~{SEED_HEAD['labels']:,} labels" if hid.endswith("H1") else
-                f"a ~{SEED_HEAD['params'] / 1e6:.1f}M-parameter head")
-        reached = big[0] >= SEED_HEAD["labels"] if hid.endswith("H1") else big[1] >= SEED_HEAD["params"]
-        parts.append(f"heads: {shown}; the seed's premise ({want}) " + ("reached" if reached else "not reached here"))
-    if hid == "seed001.H2":
-        per, first = [], []  # each LM scenario's unscaled fp16 runs: a causal and a masked LM fail apart
-        for s in scenarios_of("lm"):
-            lm = [r for r in every if r.get("scenario") == s and r.get("config") == "fp16_naive_noscale"]
-            turned = [m["stability/degraded_step"] for r in lm if (m := r.get("metrics") or {}).get("stability/degraded_step")]
-            died = [m["stability/diverged_step"] for r in lm if (m := r.get("metrics") or {}).get("stability/diverged_step")]
-            longest = max([(r.get("run") or {}).get("steps") or 0 for r in lm], default=0)
-            if turned or died:
-                seen = f"loss turned up at step {_span_of(turned)}" if turned else ""
-                seen += (", " if seen else "") + (f"diverged at {_span_of(died)}" if died else
-                                                   f"no divergence in runs of up to {longest:,} steps")
-                per.append(f"{s}: {seen}")
-                first.append(min(turned + died))
-        if per:
-            early = min(first) < SEED_H2_STEPS[0]  # before the seed's window opens
-            parts.append("unscaled fp16 on LM, " + "; ".join(per)
-                         + ("; the seed's 5-10k-step timing is refuted (it fails far sooner)" if early else
-                            "; consistent with the seed's 5-10k-step timing"))
-    if hid == "seed001.H4":
-        parts += [_task_pairs(quality)]
-    if hid in ("seed002.H2", "seed002.H3"):
-        models = sorted({_model_of(r) for r in quality if isinstance(r.get("model"), dict)})
-        sizes = [float(m.split()[-1][:-1]) for m in models]
-        if len(models) > 1:
-            parts.append(f"models {', '.join(models)}" + ("; architecture and size confounded" if sizes and
-                                                          max(sizes) > 2 * min(sizes) else ""))
-    if hid == "seed002.H3":
-        parts.append(_pretraining(quality, every))
-    parts = [x for x in parts if x]
-    return _short("; ".join(([base] if base else []) + parts), 260).replace("|", "/")
-
-
-def _pretraining(records: list[dict], every: list[dict] = ()) -> str:
-    """Each architecture's pretraining where the study made it (the checkpoint a fine-tune loaded):
-    its scenario, steps and final val loss, with the share of its unigram gap closed where that
-    scenario's own runs give the baseline. Two objectives and depths: a condition of an
-    architecture verdict, said beside it (seed 002 H3 over in-study GPT-2 and RoBERTa)."""
-    base = {}  # the pretraining scenario's own runs give its baseline, used by the test or not (``every``)
-    for r in [*records, *every]:
-        b = (r.get("metrics") or {}).get("baseline/val_loss")
-        if isinstance(b, (int, float)) and math.isfinite(b):
-            base.setdefault(r.get("scenario"), b)
-    seen, own = {}, {}
-    for r in records:
-        p = r.get("pretrained") or {}
-        ck = p.get("checkpoint") or {}
-        v = (ck.get("quality") or {}).get("val_loss")
-        if ck.get("scenario") and isinstance(v, (int, float)):
-            key = (p.get("model_type") or "?", ck["scenario"], ck.get("steps"))
-            seen.setdefault(key, v)
-            if key not in own and (b := _checkpoint_baseline(p.get("path"), ck.get("run_id"))) is not None:
-                own[key] = b
-    out = []
-    for (arch, scen, steps), v in sorted(seen.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
-        b = own.get((arch, scen, steps), base.get(scen))
-        share = f", {(b - v) / b:.0%} of its unigram gap" if b else ""
-        out.append(f"{arch} on {scen}" + (f" {steps:,} steps" if steps else "") + f" (val loss {v:.2f}{share})")
-    return ("pretrained in the study: " + ", ".join(out)) if out else ""
-
-
-def _checkpoint_baseline(path, run_id) -> float | None:
-    """The baseline val loss in the record of the run that wrote a checkpoint (``<stage>/<arch>/model``):
-    ``<arch>/result.json`` beside it, or once the stage is compacted its records table (the record
-    of ``run_id``), where either is here."""
-    if not path:
-        return None
-    run = Path(str(path)).parent
-    try:
-        found = ([json.loads((run / "result.json").read_text())] if (run / "result.json").is_file() else
-                 [r for r in _records_or_none(run.parent) if r.get("run_id") == run_id])
-    except (OSError, ValueError):
-        return None
-    b = next(((r.get("metrics") or {}).get("baseline/val_loss") for r in found if isinstance(r, dict)), None)
-    return float(b) if isinstance(b, (int, float)) and math.isfinite(b) else None
-
-
-def _model_of(r: dict) -> str:
-    m = r.get("model") or {}
-    return f"{m.get('model_type')} {(m.get('parameters') or 0) / 1e6:.1f}M"
-
-
-def _task_pairs(records: list[dict]) -> str:
-    """Which LM-against-classification pairs of a frontier comparison keep one model (a task contrast)
-    and which change architecture or size too (confounded), from the records' models."""
-    by = {}
-    for r in records:
-        if isinstance(r.get("model"), dict):
-            by.setdefault(str(r.get("scenario")), set()).add(((r["model"].get("model_type")),
-                                                             (r["model"].get("parameters") or 0) / 1e6))
-    lm = {m for s in ("A", "B") for m in by.get(s, ())}
-    if not lm:
-        return ""
-    same = lambda m: any(m[0] == t and 0.5 <= m[1] / max(p, 1e-9) <= 2 for t, p in lm)  # noqa: E731
-    one = sorted(s for s in by if s not in ("A", "B") and all(same(m) for m in by[s]))
-    other = sorted(s for s in by if s not in ("A", "B") and s not in one)
-    return "; ".join(x for x in (f"{', '.join(one)} against LM: one model (a task contrast)" if one else "",
-                                 f"{', '.join(other)} against LM: architecture or size differ too (confounded)"
-                                 if other else "") if x)
+    return [r for f in _folders_of(comparison, folder) for r in records_or_empty(f)]
 
 
 def _established(cells: pd.DataFrame) -> list[str]:
@@ -903,7 +448,7 @@ def _flips(name: str, comparison: dict, speeds: list) -> str:
         return (f"**Flips between tasks**: none passed the rules (quality in `{name}`"
                 + (f", speed and memory in {', '.join(f'`{n}`' for n, _, _ in speeds)}" if speeds else "") + ")."
                 + (f" {tail[0].upper()}{tail[1:]}." if tail else ""))
-    shown = "; ".join(f"`{n}`: {_short(f.get('interpretation', f), 480).rstrip('.')}" for n, f in flips[:3])
+    shown = "; ".join(f"`{n}`: {cell_text(f.get('interpretation', f), 480).rstrip('.')}" for n, f in flips[:3])
     more = f"; {len(flips) - 3} more in the report" if len(flips) > 3 else ""
     return f"**Flips between tasks** ({len(flips)}): {shown}{more}" + (f"; {tail}" if tail else "")
 
@@ -950,7 +495,7 @@ def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, s
     """A supporting study in one line: its scope and where its candidates break; a speed study
     whose scenarios the answer times from other studies (``timed_by``: scenario -> study) says so,
     so that its multipliers are not read as the answer's."""
-    recs = _records_or_none(folder)  # a comparison of several studies: this study's own part of it
+    recs = records_or_empty(folder)  # a comparison of several studies: this study's own part of it
     d = answer.describe(recs) if recs else {"n": 0}
     if len(_folders_of(comparison, folder)) > 1:
         name = folder.name
@@ -961,7 +506,7 @@ def _supporting(name: str, comparison: dict, folder: Path, timed_by: dict[str, s
     except ValueError as e:
         fails = str(e)
     long = _long_stability(comparison)
-    timed = _speed_line(folder) if _speed_only(comparison) else ""
+    timed = _speed_line(folder) if speed_only(comparison) else ""
     by: dict[str, list[str]] = {}  # the answer's speed study -> which of this study's scenarios it times
     for s in str(d.get("scenarios", "")) if timed else "":
         if s in (timed_by or {}):
@@ -994,7 +539,7 @@ def _said_in_rows(name: str, comparison: dict, folder: Path, linked: set[str], k
     names (``known``)."""
     if name not in linked:
         return False
-    recs = _records_or_none(folder)
+    recs = records_or_empty(folder)
     try:
         return _broken(_own_cells(comparison, answer.describe(recs) if recs else {"n": 0})) <= set(known)
     except ValueError:
@@ -1005,9 +550,9 @@ def _gated_out(comparison: dict) -> bool:
     """Whether a quality study's every scenario was kept from verdicts by the gates (not learned, or
     its configs not told apart with no control to show it detects a defect): it supports nothing
     in the answer, and "no candidate failed" would misread it. The hypothesis rows name it where it
-    reached a seed's premise (``_premise_elsewhere``); its report says why."""
+    reached a seed's premise (``premise_elsewhere``); its report says why."""
     rel, learned = comparison.get("reliability") or {}, comparison.get("learned") or {}
-    return bool(learned) and not _speed_only(comparison) and all(
+    return bool(learned) and not speed_only(comparison) and all(
         not v.get("learned") or ((rel.get(s) or {}).get("told_apart") is False and not (rel.get(s) or {}).get("detects"))
         for s, v in learned.items())
 
@@ -1067,18 +612,6 @@ def _footnote(quality, speeds: list, sources: list[str]) -> str:
             + f"Generated by `dtype-bench findings {' '.join(sources)}` (not edited by hand).")
 
 
-def _lm_and_cls(comparison: dict) -> bool:
-    """Whether a study timed an LM and a classification scenario, the pair seed 001's H4 compares."""
-    g = groups(comparison.get("learned") or {})
-    return bool(g["lm"] and g["cls"])
-
-
-def _speed_only(comparison: dict) -> bool:
-    """Whether a comparison is a speed study's (every scenario ``not judged``)."""
-    learned = comparison.get("learned") or {}
-    return bool(learned) and all(str(v.get("reason", "")).startswith(NOT_JUDGED[:11]) for v in learned.values())
-
-
 def _speed_sources(studies: list[tuple[str, dict, Path]], quality: list[Path]) -> list[tuple[str, dict, Path, list[str]]]:
     """The answer's speed: each scenario from the first of ``studies`` built for speed (with its
     ``config_stats.csv``) that timed it on the quality runs' data (a size of its own is said by
@@ -1089,7 +622,7 @@ def _speed_sources(studies: list[tuple[str, dict, Path]], quality: list[Path]) -
     want = _size_and_data([r for f in quality for r in load_records(f)])
     out, taken = [], set()
     for n, comp, d in studies:
-        if not (_speed_only(comp) and (d / "comparison" / "config_stats.csv").is_file()):
+        if not (speed_only(comp) and (d / "comparison" / "config_stats.csv").is_file()):
             continue
         try:
             have = _size_and_data(load_records(d))
@@ -1173,12 +706,6 @@ def _evidence(h: dict, safety: pd.DataFrame, quality_study: str | None) -> str:
     return text.replace("|", "/")
 
 
-def _rel(folder: Path) -> str:
-    """A study folder as the answer names it: from ``executed/`` on (where the machine ran it from)."""
-    s = Path(folder).as_posix()
-    return s[s.rindex("executed/"):] if "executed/" in s else s
-
-
 def answer_text(body: str) -> str:
     """The answer alone from a Findings section: its opening (scope, default, table, legend, rule,
     absolute speed, where it breaks) and its provenance line, under its own title."""
@@ -1221,7 +748,7 @@ def answer_for(study_dir: Path, root: Path | None = None) -> str | None:
     if not path.is_file():
         return None
     text = path.read_text()
-    return text if _rel(Path(study_dir).resolve()) in answer_studies(text) else None
+    return text if study_path(Path(study_dir).resolve()) in answer_studies(text) else None
 
 
 def _parser() -> argparse.ArgumentParser:

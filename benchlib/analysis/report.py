@@ -15,11 +15,10 @@ from benchlib.analysis import answer, charts as ch
 from benchlib.analysis.charts import FORMATS
 from benchlib.analysis.tables import (HEADLINE, config_order, config_stats, excluded_configs, gated, group_ranks, groups,
                        learned_scenarios, load_study, loss_curves, rank_correlations, recipe, resolve_study_dir,
-                       scenario_notes, summarize)
+                       scenario_notes, speed_only, summarize)
 from benchlib.analysis.flips import flip_entries, order_reversals, scenario_models, stability_flips
 from benchlib.analysis.stats import Rules
 from benchlib.analysis.hypotheses import evaluate_all, verdict_table
-from benchlib.analysis.findings import _speed_only
 from benchlib.analysis.overview import overview_charts
 from benchlib.analysis.recommend import recommendations, recommended_configs, safety
 from benchlib.core.argparser import ArgumentParser, field_help
@@ -224,7 +223,7 @@ def speed_source(study_dir: Path) -> Path | None:
     for other in sorted(p for p in study_dir.parent.iterdir() if p != study_dir and p.is_dir()):
         comp = other / "comparison" / "comparison.json"
         if comp.is_file() and (other / "comparison" / "config_stats.csv").is_file() \
-                and _speed_only(json.loads(comp.read_text())):
+                and speed_only(json.loads(comp.read_text())):
             return other
     return None
 

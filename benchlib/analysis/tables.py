@@ -586,3 +586,27 @@ def seed_series(df: pd.DataFrame, metric: str, oriented: bool = True, runs: pd.S
         if len(v):
             out[(s, c)] = v * (sign(df, metric, s) if oriented else 1)
     return out
+
+
+def cell_text(text: str, n: int) -> str:
+    """``text`` fit for one cell of a markdown table: no pipes or line breaks, at most ``n`` characters."""
+    text = str(text).replace("|", "/").replace("\n", " ")
+    return text if len(text) <= n else text[:n - 3].rstrip() + "..."
+
+
+def study_path(folder: Path) -> str:
+    """A study folder as the answer names it: from ``executed/`` on (where the machine ran it from)."""
+    s = Path(folder).as_posix()
+    return s[s.rindex("executed/"):] if "executed/" in s else s
+
+
+def lm_and_cls(comparison: dict) -> bool:
+    """Whether a study timed an LM and a classification scenario, the pair seed 001's H4 compares."""
+    g = groups(comparison.get("learned") or {})
+    return bool(g["lm"] and g["cls"])
+
+
+def speed_only(comparison: dict) -> bool:
+    """Whether a comparison is a speed study's (every scenario ``not judged``)."""
+    learned = comparison.get("learned") or {}
+    return bool(learned) and all(str(v.get("reason", "")).startswith(NOT_JUDGED[:11]) for v in learned.values())
