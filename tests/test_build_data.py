@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from benchlib.core.runconfig import RunConfig, resolved
+from benchlib.data.files import PROVENANCE, read_provenance
 from dtype_bench import build_data
 from benchlib.data.checks import check_files, json_rows
 from benchlib.data.load import load_task_data
@@ -169,7 +170,7 @@ def test_the_lm_loader_reads_the_built_text_and_names_the_package(deb, tmp_path)
 def test_the_classification_loader_reads_the_built_sets(indices, tmp_path, scenario, folder):
     build_data.build_labels([indices["Packages"]], [indices["Translation-en"]], tmp_path / "cls")
     d = load_task_data(_cfg(scenario, tmp_path / "cls" / folder, tmp_path, seq_len=32))
-    n = build_data.read_provenance(tmp_path / "cls" / folder)["documents"]
+    n = read_provenance(tmp_path / "cls" / folder)["documents"]
     assert (d.meta["n_train"], d.meta["n_val"]) == (n["train"], n["validation"])  # test never read
     assert d.meta["provenance_origin"] == "Debian archive indices" and d.meta["data_hash"]
     assert d.meta["provenance_package"].startswith("Debian archive indices") and d.meta["provenance_version"]
@@ -203,9 +204,9 @@ def test_errors_name_the_missing_file_or_the_unread_format(tmp_path, deb, indice
     with pytest.raises(BadDataError, match=r"index file not found: .*Missing"):
         build_data.build_labels([tmp_path / "Missing"], [indices["Translation-en"]], tmp_path / "out")
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / build_data.PROVENANCE).write_text("- a list\n")
+    (tmp_path / "bad" / PROVENANCE).write_text("- a list\n")
     with pytest.raises(BadDataError, match=r"provenance\.yaml: expected a mapping"):
-        build_data.read_provenance(tmp_path / "bad")
+        read_provenance(tmp_path / "bad")
 
 
 def test_the_command_line_reports_an_error_in_one_line(tmp_path, capsys):

@@ -111,7 +111,7 @@ def test_a_wheel_without_a_model_folder_is_refused_in_one_line_naming_it(tmp_pat
 
 def test_a_weight_beyond_fp16_is_refused_naming_it():
     with pytest.raises(BadDataError, match=r"weight big overflows torch\.float16 \(largest \|value\| 1e\+05\)"):
-        build_data._convert({"big": torch.tensor([1e5, 1.0])}, torch.float16)
+        build_data.checkpoint._convert({"big": torch.tensor([1e5, 1.0])}, torch.float16)
 
 
 def test_the_checkpoint_fine_tunes_on_d_and_its_provenance_reaches_the_record(built, tmp_path):

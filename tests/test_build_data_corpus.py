@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from benchlib.data.files import read_provenance
 from dtype_bench import build_data
 from benchlib.data.tasks import BadDataError
 from test_build_data import WORDS, _prose, _rows, _tree_bytes, make_deb
@@ -124,8 +125,8 @@ def test_the_corpus_is_deterministic_and_split_by_each_file_path(debs, tmp_path)
 
 
 def test_the_licence_is_read_in_either_spelling_and_a_missing_file_is_said():
-    assert build_data._licence("Files: *\nCopyright: 2000 X\nLicence: LGPL 2.1+\n text\n\nFiles: a/*\nLicense: MIT\n") == "LGPL 2.1+"
-    assert build_data._licence("Upstream: free text, no stanzas\n") == "see the package's copyright file"
+    assert build_data.debdocs._licence("Files: *\nCopyright: 2000 X\nLicence: LGPL 2.1+\n text\n\nFiles: a/*\nLicense: MIT\n") == "LGPL 2.1+"
+    assert build_data.debdocs._licence("Upstream: free text, no stanzas\n") == "see the package's copyright file"
 
 
 def test_a_package_without_a_copyright_file_says_so(tmp_path):
@@ -153,7 +154,7 @@ def test_the_command_line_takes_several_packages_and_its_flags(debs, tmp_path, c
     out = tmp_path / "cli"
     assert build_data.main(["text", str(debs["alpha"]), str(debs["beta"]), str(out), "--selection", "docs",
                             "--kinds", "html,txt", "--min_english", "0"]) == 0
-    facts = build_data.read_provenance(out)
+    facts = read_provenance(out)
     assert facts["built_by"].endswith("OUT --selection docs --kinds html,txt --min_english 0.0")
     texts = [r["text"] for r in _all_rows(out)]
     assert any("Der Server" in t for t in texts) and not any(t.startswith("Guide") for t in texts)

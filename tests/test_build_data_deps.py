@@ -15,6 +15,7 @@ import pytest
 from benchlib.core.runconfig import RunConfig, resolved
 from benchlib.data.load import load_task_data
 from benchlib.data.tasks import BadDataError
+from benchlib.data.files import read_provenance
 from dtype_bench import build_data
 from dtype_bench.cli import main as cli_main
 
@@ -124,7 +125,7 @@ def test_the_command_line_builds_it_and_the_classification_loader_reads_it(deps_
     out = tmp_path / "debdeps"
     assert build_data.main(["deps", str(out), "--packages", str(deps_indices["Packages"]), "--translations",
                             str(deps_indices["Translation-en"]), "--min_label_docs", "3"]) == 0
-    facts = build_data.read_provenance(out)
+    facts = read_provenance(out)
     d = load_task_data(resolved(RunConfig(scenario="C", data=str(out), cache_dir=str(tmp_path / "cache"), seq_len=32)))
     assert d.num_labels == facts["distinct_labels"]
     assert (d.meta["n_train"], d.meta["n_val"]) == (facts["documents"]["train"], facts["documents"]["validation"])
@@ -141,7 +142,7 @@ def test_a_tiny_run_learns_the_dependencies_from_the_descriptions(deps_indices, 
     assert rc == 0 and rec["status"] == "ok", rec.get("reason")  # ok: it clearly beat label frequency
     m = rec["metrics"]
     assert m["quality/p_at_1"] > m["baseline/p_at_1"] and m["quality/micro_f1"] > m["baseline/micro_f1"]
-    assert rec["data"]["num_labels"] == build_data.read_provenance(data)["distinct_labels"]
+    assert rec["data"]["num_labels"] == read_provenance(data)["distinct_labels"]
 
 
 def test_the_premise_study_is_reference_reals_c_with_the_dependency_labels(tmp_path, monkeypatch):

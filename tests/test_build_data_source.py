@@ -7,6 +7,7 @@ import json
 import pytest
 import yaml
 
+from benchlib.data.tasks import BadDataError
 from dtype_bench import build_data
 
 BODY = "def f(x):\n    '''Return x doubled.'''\n    return 2 * x\n" * 10
@@ -121,6 +122,6 @@ def test_the_committed_pin_is_a_build_that_a_matching_host_accepts_and_one_other
     assert sum(p["characters"] for p in pkgs) == facts["characters"]
     assert sum(p["documents"] for p in pkgs) == sum(facts["documents"].values())
     same = {p["name"].lower(): SimpleNamespace(version=str(p["version"])) for p in pkgs}
-    assert build_data._pinned(pin, same) == sorted(same)
-    with pytest.raises(build_data.BadDataError, match="another corpus"):
-        build_data._pinned(pin, {**same, "torch": SimpleNamespace(version="0.0")})
+    assert build_data.source._pinned(pin, same) == sorted(same)
+    with pytest.raises(BadDataError, match="another corpus"):
+        build_data.source._pinned(pin, {**same, "torch": SimpleNamespace(version="0.0")})

@@ -14,7 +14,7 @@ PACKAGES = ("benchlib", "dtype_bench")
 # package -> subpackage -> floor; a subpackage imports only subpackages on lower floors (and itself)
 FLOORS = {
     "benchlib": {"core": 1, "data": 2, "parallel": 2, "training": 3, "analysis": 3, "study": 4, "": 5},
-    "dtype_bench": {"study": 1, "host": 2, "": 3},
+    "dtype_bench": {"study": 1, "build_data": 1, "host": 2, "": 3},
 }
 # what serves one GPU host's limits (dtype_bench.host): only the command line and host itself import it
 HOST_IMPORTERS = {("dtype_bench", "host"), ("dtype_bench", "")}
