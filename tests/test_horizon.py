@@ -123,16 +123,22 @@ def test_the_horizon_notebook_runs_on_a_studys_records(tmp_path):
     from dtype_bench.study import sweep
     from conftest import REPO, papermill
     study = tmp_path / "h.yaml"
-    study.write_text("study: h\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1, 2]\nnotebook_seeds: []\n"
+    study.write_text("study: h\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16, bf16_naive]\nseeds: [0, 1, 2]\nnotebook_seeds: []\n"
                      "size: tiny\nsteps: 6\neval_every: 2\neval_batches: 1\ndevice: cpu\nanalysis: horizon\n")
     assert sweep.main([str(study), "--out", str(tmp_path / "executed"), "--no_analysis", "--no_html"]) == 0
     out = tmp_path / "24.ipynb"
     p = papermill(str(REPO / "notebooks" / "24_horizon.ipynb"), str(out), "-p", "study_dir", str(tmp_path / "executed" / "h"))
     assert p.returncode == 0, p.stderr[-3000:]
     trend = pd.read_csv(tmp_path / "executed" / "h" / "horizon" / "trend.csv")
-    assert list(trend["config"]) == ["amp_bf16"] and trend["n_paired"].iloc[0] == 3
-    assert trend["first_step"].iloc[0] < trend["last_step"].iloc[0]
+    assert list(trend["config"]) == ["amp_bf16", "bf16_naive"] and (trend["n_paired"] == 3).all()
+    assert (trend["first_step"] < trend["last_step"]).all()
     assert (tmp_path / "executed" / "h" / "horizon" / "horizon.svg").is_file()
+    # where the update went: bf16 weights rounded to nearest drop part of every update, fp32 weights none
+    lost = pd.read_csv(tmp_path / "executed" / "h" / "horizon" / "forensics.csv").query("counter == 'update_lost_frac'")
+    by = lost.groupby("config")["value"].mean()
+    assert set(lost["step"]) <= set(pd.read_csv(tmp_path / "executed" / "h" / "horizon" / "gaps.csv")["step"])
+    assert by["bf16_naive"] > 1.0 and abs(by["fp32_baseline"]) < 0.01 and (lost["n_seeds"] == 3).all()
+    assert "update lost to rounding" in (tmp_path / "executed" / "h" / "horizon" / "forensics.svg").read_text()
 
 
 def _frame(ev: pd.DataFrame) -> pd.DataFrame:
@@ -273,3 +279,37 @@ def test_the_answers_note_past_its_steps_gives_candidates_their_gap_verdict_and_
         "reliability": {"A": {"reliability": 0.9, "told_apart": True, "detects": []}}}))
     part95 = horizon.answer_line([tmp_path / "h999", tmp_path / "h95"]).split("; at beta2 0.95 (`h95`): ")[1]
     assert "no verdict: its quality is not established" in part95 and "paired seeds the rules ask" not in part95
+
+
+def _study_with_logs(tmp_path, lost: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A study frame whose runs' step logs carry ``update_lost_frac`` (config -> its value, growing with
+    the step and, where not 0, a little apart per seed), logged every 2 steps, evaluated at steps 3 and 7."""
+    rows, ev = [], []
+    for config, value in lost.items():
+        for seed in range(3):
+            run = tmp_path / config / f"seed{seed}"
+            run.mkdir(parents=True)
+            log = [{"step": s, "loss": 1.0, "update_lost_frac": value * (1 + s / 10) + 0.001 * seed * (value > 0)} for s in range(0, 8, 2)]
+            log += [{"step": s, "eval": {"val_loss": 1.0}} for s in (3, 7)]
+            (run / "steps.jsonl").write_text("\n".join(json.dumps(x) for x in log) + "\n")
+            rows.append({"scenario": "A", "config": config, "seed": seed, "status": "ok", "path": str(run / "result.json")})
+            ev += [("A", config, seed, s, 1.0, np.nan) for s in (3, 7)]
+    return pd.DataFrame(rows), pd.DataFrame(ev, columns=["scenario", "config", "seed", "step", "val_loss", "one_pass_step"])
+
+
+def test_the_forensics_are_averaged_up_to_each_evaluation_then_over_seeds_and_a_flat_counter_is_not_drawn(tmp_path):
+    df, ev = _study_with_logs(tmp_path, {"fp32_baseline": 0.0, "bf16_naive": 0.2})
+    f = horizon.forensics(df, ev).set_index(["config", "counter", "step"])
+    # steps 0 and 2 belong to the evaluation at 3, steps 4 and 6 to the one at 7
+    assert f.loc[("bf16_naive", "update_lost_frac", 3), "value"] == pytest.approx(100 * (0.2 * 1.1 + 0.001), abs=1e-9)
+    assert f.loc[("bf16_naive", "update_lost_frac", 7), "value"] == pytest.approx(100 * (0.2 * 1.5 + 0.001), abs=1e-9)
+    assert (f["n_seeds"] == 3).all()
+    assert f.loc[("fp32_baseline", "update_lost_frac", 7), "value"] == 0
+    assert "exp_avg_sq_stuck_frac" not in f.index.get_level_values("counter")  # the logs do not carry it
+    spec = horizon.forensics_chart(horizon.forensics(df, ev), configs=["amp_bf16", "bf16_naive"]).to_dict()
+    assert "update lost to rounding" in json.dumps(spec)
+    # each config keeps the gap chart's colour (there amp_bf16 first, bf16_naive second); the reference comes after
+    domains = re.findall(r'"domain": (\[[^\]]*\])', json.dumps(spec))
+    assert domains and all(json.loads(d) == ["amp_bf16", "bf16_naive", "fp32_baseline"] for d in domains)
+    flat = horizon.forensics_chart(horizon.forensics(*_study_with_logs(tmp_path / "flat", {"fp32_baseline": 0.0})))
+    assert "no config lost more than" in json.dumps(flat.to_dict())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 
 import altair as alt
@@ -22,7 +23,8 @@ from benchlib.analysis import charts
 from benchlib.analysis.contrasts import contrast
 from benchlib.analysis.gates import MEASURED, val_history
 from benchlib.analysis.stats import Rules
-from benchlib.analysis.tables import load_study
+from benchlib.analysis.tables import config_order, load_study
+from benchlib.core.records import read_steps, steps_file
 
 GAP_COLUMNS = ["scenario", "config", "reference", "step", "n_paired", "change_pct", "ci_low", "ci_high",
                "past_one_pass"]
@@ -113,11 +115,12 @@ def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
     return pd.DataFrame(out, columns=TREND_COLUMNS)
 
 
-def chart(g: pd.DataFrame, ev: pd.DataFrame, rules: Rules = Rules()) -> alt.Chart:
+def chart(g: pd.DataFrame, ev: pd.DataFrame, rules: Rules = Rules(), source: str = "") -> alt.Chart:
     """The gap against the step, one line per config with its interval as a band, one panel per
     scenario; beside it, where some config strays past ``ZOOM_EFFECTS`` minimum effects and others
     do not, the latter alone on their own scale; dashed: minus the minimum effect (below it a verdict
-    cannot be "safe"); grey rule: one pass over the corpus, past which the loss partly measures memorisation."""
+    cannot be "safe"); grey rule: one pass over the corpus, past which the loss partly measures memorisation.
+    ``source``: last subtitle lines (one a line break) naming the runs (device, versions, commits) and the command."""
     title = "Does the gap to the reference grow with training?"
     if g.empty:
         return charts.no_data_chart("no config and reference with evaluations at the same steps", title)
@@ -144,7 +147,8 @@ def chart(g: pd.DataFrame, ev: pd.DataFrame, rules: Rules = Rules()) -> alt.Char
                          for scn, p in sorted(beyond.items())) or "grey: one pass over the corpus"
     return alt.vconcat(*rows).properties(title=charts.chart_title(
         title, [f"{seeds} seed(s) paired against {ref}; {band}",
-                f"dashed: -{rules.min_effect_loss_pct}% (the minimum effect); {one_pass}"]))
+                f"dashed: -{rules.min_effect_loss_pct}% (the minimum effect); {one_pass}"]
+        + _source_lines(source), offset=12))
 
 
 def _panel(part: pd.DataFrame, label: str, colour, one_pass: float | None, rules: Rules) -> alt.LayerChart:
@@ -160,6 +164,85 @@ def _panel(part: pd.DataFrame, label: str, colour, one_pass: float | None, rules
     if one_pass is not None and pd.notna(one_pass):
         layers.append(alt.Chart(pd.DataFrame({"x": [one_pass]})).mark_rule(color="grey").encode(x="x:Q"))
     return alt.layer(*layers).properties(width=charts.WIDTH, height=260)
+
+
+def _source_lines(source: str, width: int = 120) -> list[str]:
+    """``source`` as subtitle lines: one a line break, each wrapped at ``width`` characters (a long list of
+    commits would run past the chart)."""
+    return [part for line in source.split("\n") for part in textwrap.wrap(line, width, break_on_hyphens=False)]
+
+
+FORENSICS = {"update_lost_frac": "update lost to rounding",
+             "exp_avg_sq_stuck_frac": "second moment that cannot decay"}
+"""The step-log counters (``training.forensics``) drawn beside the gap: of each update the optimizer
+computed, the share the stored weights did not receive; of the Adam second-moment entries a step should
+shrink, the share left bit-identical. Both are 0 where the stored numbers take everything the step computes."""
+FORENSIC_COLUMNS = ["scenario", "config", "counter", "step", "value", "n_seeds"]
+
+
+def forensics(df: pd.DataFrame, ev: pd.DataFrame) -> pd.DataFrame:
+    """Each ``FORENSICS`` counter of a study frame's measured runs (``tables.load_study``) against the
+    step, on the evaluation steps of ``ev`` (``evaluations``): per run the mean over its logged steps
+    since the previous evaluation, then the mean over seeds (``n_seeds``), in % (``value``). Runs or
+    counters their step logs do not carry (8-bit states, older logs) are left out."""
+    rows = []
+    for _, r in df[df["status"].isin(MEASURED)].iterrows():
+        evals = sorted(ev.loc[(ev["scenario"] == r["scenario"]) & (ev["config"] == r["config"]), "step"].unique())
+        log = steps_file(Path(r["path"]).parent) if isinstance(r.get("path"), str) and r["path"] else None
+        if not evals or log is None:
+            continue
+        steps = pd.DataFrame([x for x in read_steps(log) if "eval" not in x])
+        for counter in FORENSICS:
+            if counter not in steps:
+                continue
+            part = steps[["step", counter]].dropna()
+            part = part.assign(at=np.searchsorted(evals, part["step"].to_numpy()))
+            part = part[part["at"] < len(evals)]  # after the last evaluation: no gap to set it beside
+            for at, g in part.groupby("at"):
+                rows.append((r["scenario"], r["config"], counter, int(evals[at]), int(r["seed"]), 100 * g[counter].mean()))
+    runs = pd.DataFrame(rows, columns=["scenario", "config", "counter", "step", "seed", "value"])
+    if runs.empty:
+        return pd.DataFrame(columns=FORENSIC_COLUMNS)
+    out = runs.groupby(["scenario", "config", "counter", "step"], as_index=False).agg(
+        value=("value", "mean"), n_seeds=("seed", "nunique"))
+    return out[FORENSIC_COLUMNS]
+
+
+def forensics_chart(f: pd.DataFrame, floor_pct: float = 0.1, source: str = "", configs=None,
+                    rules: Rules = Rules()) -> alt.Chart:
+    """Each counter of ``forensics`` against the step, one line per config, a panel per scenario and
+    counter; a counter no config lifts above ``floor_pct`` % is left out (it explains no gap). ``source``:
+    last subtitle lines naming the runs and the command, as ``chart``'s. ``configs``: the gap chart's,
+    so that a config keeps its colour in both (the reference's comes after them)."""
+    title = "Where the update went: what the stored numbers could not take"
+    shown = f[f.groupby(["scenario", "counter"])["value"].transform("max") > floor_pct] if not f.empty else f
+    if shown.empty:
+        return charts.no_data_chart(f"no config lost more than {floor_pct:g}% of its update or second-moment decay "
+                                    "at any logged step (or the step logs carry no such counter)", title)
+    ref = _reference(shown, rules)
+    order = config_order([c for c in (configs if configs is not None else shown["config"].unique()) if c != ref])
+    order += [ref] if ref else []
+    order += config_order([c for c in shown["config"].unique() if c not in order])
+    colour = alt.Color("config:N", sort=order, legend=alt.Legend(title="config", columns=1, symbolOpacity=1, labelLimit=260),
+                       scale=alt.Scale(domain=order, scheme="tableau10" if len(order) <= 10 else "tableau20"))
+    rows = []
+    for scn, part in shown.groupby("scenario"):
+        panels = []
+        for counter, d in part.groupby("counter"):
+            base = alt.Chart(d).encode(x=alt.X("step:Q", title="training step"))
+            line = base.mark_line(point=True).encode(
+                y=alt.Y("value:Q", title=f"{scn}: {FORENSICS[counter]} (%)"), color=colour,
+                tooltip=["config", "step", alt.Tooltip("value:Q", format=".2f"), "n_seeds"])
+            panels.append(line.properties(width=charts.WIDTH, height=220))
+        rows.append(alt.hconcat(*panels))
+    n = sorted(shown["n_seeds"].unique())
+    seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+    return alt.vconcat(*rows).properties(title=charts.chart_title(title, [
+        "update lost to rounding: of each update the optimizer computed, the share the stored weights did not receive",
+        "second moment that cannot decay: of the Adam v entries a step should shrink, the share left bit-identical",
+        f"mean over the logged steps since the previous evaluation, then over {seeds} seed(s)",
+        f"counters no config lifts above {floor_pct:g}% left out; a config without a line logs no such counter "
+        "(8-bit optimizer states)"] + _source_lines(source), offset=12))
 
 
 def findings_line(study_dir, provenance: str) -> list[str]:
