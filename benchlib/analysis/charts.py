@@ -68,9 +68,10 @@ def with_verdicts(summary: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame
     return out
 
 
-def _color(configs: Iterable[str], legend: bool = True, channel=alt.Color):
-    """One colour per config in registry order; tableau20 (paired hues) only past 10 configs."""
-    order = config_order(configs)
+def _color(configs: Iterable[str], legend: bool = True, channel=alt.Color, keep_order: bool = False):
+    """One colour per config in registry order (``keep_order``: in the order given, so that a chart of
+    fewer or more configs can keep another chart's colours); tableau20 (paired hues) only past 10 configs."""
+    order = list(configs) if keep_order else config_order(configs)
     scale = alt.Scale(domain=order, scheme="tableau10" if len(order) <= 10 else "tableau20")
     return channel("config:N", sort=order, scale=scale,
                    legend=alt.Legend(title="config", columns=1) if legend else None)

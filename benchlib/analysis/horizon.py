@@ -223,8 +223,8 @@ def forensics_chart(f: pd.DataFrame, floor_pct: float = 0.1, source: str = "", c
     order = config_order([c for c in (configs if configs is not None else shown["config"].unique()) if c != ref])
     order += [ref] if ref else []
     order += config_order([c for c in shown["config"].unique() if c not in order])
-    colour = alt.Color("config:N", sort=order, legend=alt.Legend(title="config", columns=1, symbolOpacity=1, labelLimit=260),
-                       scale=alt.Scale(domain=order, scheme="tableau10" if len(order) <= 10 else "tableau20"))
+    colour = charts._color(order, keep_order=True)
+    colour.legend = alt.Legend(title="config", columns=1, symbolOpacity=1, labelLimit=260)
     rows = []
     for scn, part in shown.groupby("scenario"):
         panels = []
