@@ -313,3 +313,31 @@ def test_the_forensics_are_averaged_up_to_each_evaluation_then_over_seeds_and_a_
     assert domains and all(json.loads(d) == ["amp_bf16", "bf16_naive", "fp32_baseline"] for d in domains)
     flat = horizon.forensics_chart(horizon.forensics(*_study_with_logs(tmp_path / "flat", {"fp32_baseline": 0.0})))
     assert "no config lost more than" in json.dumps(flat.to_dict())
+
+
+def test_the_answers_own_steps_name_the_lm_candidates_whose_gap_grows_after_holm_and_leave_classification_out(monkeypatch):
+    """Within the answer's steps: an LM scenario's candidates tested for growth (Holm over the arm),
+    the one that grows named with its p, the flat one counted as not shown to grow; a control that
+    grows and a classification scenario (judged at its end, not by the val loss) stay out; an arm
+    short of seeds, or without an LM scenario, says nothing."""
+    ev = _evaluations()
+    lm = pd.concat([ev, ev[ev["config"] == "grows"].assign(config="control")])
+    cls = ev.assign(scenario="C")  # its "grows" is as clear, but C's judged metric is micro-F1
+    studies = {"lm": lm, "cls": cls, "few": lm[lm["seed"] < 2]}
+    monkeypatch.setattr(horizon, "load_study", lambda d: Path(d).name)
+    monkeypatch.setattr(horizon, "evaluations", lambda name: studies[name])
+    evidence = [{"scenario": s, "config": c, "role": "control" if c == "control" else "candidate"}
+                for s in "AC" for c in ("grows", "flat", "control")]
+    comparison = {"quality_metric": {"A": {"name": "val_loss"}, "C": {"name": "micro_f1"}},
+                  "recommendation_evidence": evidence}
+    line = horizon.within_line([("beta2 0.95", ["lm", "cls"], comparison)])
+    said = line.split("at beta2 0.95: ", 1)[1]
+    assert re.match(r"A \(step 250 -> 1,500, 4 seeds\): grows worse grows \+?-?[\d.]+ -> -[\d.]+% \(p 0\.0\d+, Holm 0\.0\d+\); "
+                    r"the other 1 not shown to grow", said)
+    assert "control" not in said and "C (" not in said and "2 in all" in line
+    # a trend the seeds cannot test (2 paired) is not a finding; an arm with no LM scenario neither
+    assert horizon.within_line([("beta2 0.999", ["few"], comparison)]) == ""
+    assert horizon.within_line([("beta2 0.95", ["cls"], {**comparison, "quality_metric": {"C": {"name": "micro_f1"}}})]) == ""
+    # Holm over the arm: the flat config's p enters the family, so the grows config's adjusted p is at least its own
+    p_raw, p_holm = map(float, re.search(r"\(p ([\d.]+), Holm ([\d.]+)\)", said).groups())
+    assert p_holm >= p_raw

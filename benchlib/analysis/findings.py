@@ -132,7 +132,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
            first: list[Path] | None = None, horizons: list[Path] = ()) -> str:
     """The Findings section as Markdown: scope (each arm's recipe), the default by ``pick``'s rule,
     the answer table (a column per scenario and beta2 arm), the rule, absolute speed, where
-    candidates break (and past the answer's steps, from ``horizons``), hypotheses, flips, gates,
+    candidates break (whether their gaps move within the answer's steps, and past them from
+    ``horizons``), hypotheses, flips, gates,
     supporting studies (and ``extra``), provenance."""
     name, comparison, folder = studies[0]
     folders = first or [folder]
@@ -178,8 +179,9 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     reported = reported and ("**Worse on a reported metric** (not judged, so the verdict stands; its interval lies "
                              f"below 0): {reported}.")
     seeds = " ".join(part for part in (_checkpoint_line(arms), seeds_line(arms), closest(arms, cells)) if part)
+    within = horizon.within_line([(a["label"], a["folders"], a["comparison"]) for a in arms])
     beyond = horizon.answer_line(horizons) if horizons else ""
-    why = " ".join(part for part in (_stuck_line(arms), beyond) if part)  # a mechanism, then how far it goes
+    why = " ".join(part for part in (_stuck_line(arms), within, beyond) if part)  # a mechanism, then how far it goes
     forensics = "  \n".join(part for part in (reported, why, seeds) if part)
     out += ["", forensics] if forensics else []
     out += ["", "**Hypotheses**", "", "| id | claim | verdict | why, or what would settle it | scope, against the seed's premise | from |",

@@ -22,7 +22,7 @@ import scipy.stats as sps
 from benchlib.analysis import charts
 from benchlib.analysis.contrasts import contrast
 from benchlib.analysis.gates import MEASURED, val_history
-from benchlib.analysis.stats import Rules
+from benchlib.analysis.stats import Rules, adjust
 from benchlib.analysis.tables import config_order, load_study
 from benchlib.core.records import read_steps, steps_file
 
@@ -325,6 +325,54 @@ def answer_line(study_dirs) -> str:
             f"one-sided paired t of the gap at the last evaluation against the first): " + "; ".join(parts)
             + ". A verdict in bold is the study's own, by the table's rule at that horizon (Holm over its configs); "
             "the growth test is not corrected over configs.")
+
+
+def within_line(arms, rules: Rules = Rules()) -> str:
+    """The answer's note on whether its own verdicts sit on a gap still moving: for each arm
+    (``(label, study folders, comparison)``), each LM scenario whose judged metric is the val loss
+    evaluated during training, each candidate's ``trend`` from the first to the last evaluation;
+    Holm over the arm's tests. Names the configs whose gap grew worse (after Holm, or uncorrected only)
+    and counts the rest; classification, judged at the end only, is said to be out of it. '' where no
+    arm has such a scenario with two evaluations at ``rules.min_seeds`` paired seeds."""
+    parts, n_tests = [], 0
+    for label, folders, comparison in arms:
+        lm = {s for s, q in (comparison.get("quality_metric") or {}).items() if (q or {}).get("name") == "val_loss"}
+        role = {(e["scenario"], e["config"]): e.get("role", "candidate")
+                for e in comparison.get("recommendation_evidence", [])}
+        trends = {}
+        for d in map(Path, folders):
+            ev = evaluations(load_study(d))
+            for scn, e in ev[ev["scenario"].isin(lm - set(trends))].groupby("scenario"):
+                t = trend(e, rules)
+                t = t[t["config"].map(lambda c: role.get((scn, c)) == "candidate") & t["p_grows_worse"].notna()]
+                if len(t):
+                    trends[scn] = t
+        if not trends:
+            continue
+        p = adjust({(r.scenario, r.config): r.p_grows_worse for t in trends.values() for r in t.itertuples()}, rules)
+        n_tests += len(p)
+        cells = []
+        for scn, t in sorted(trends.items()):
+            t = t.assign(p_adj=[p[(scn, c)] for c in t["config"]]).sort_values("p_grows_worse")
+            def named(rows):
+                return ", ".join(f"{r.config} {r.change_first_pct:+.2f} -> {r.change_last_pct:+.2f}% (p {r.p_grows_worse:.3f}, "
+                                 f"Holm {r.p_adj:.2f})" for r in rows.itertuples())
+            sure, raw = t[t["p_adj"] < rules.alpha], t[(t["p_grows_worse"] < rules.alpha) & (t["p_adj"] >= rules.alpha)]
+            rest = len(t) - len(sure) - len(raw)
+            said = ([f"grows worse {named(sure)}"] if len(sure) else []) + (
+                [f"uncorrected only {named(raw)}"] if len(raw) else [])
+            cells.append(f"{scn} (step {int(t['first_step'].min()):,} -> {int(t['last_step'].max()):,}, "
+                         f"{'-'.join(map(str, sorted({int(t['n_paired'].min()), int(t['n_paired'].max())})))} seeds): "
+                         + "; ".join(said + [f"{'the other ' if said else ''}{rest} not shown to grow"] if rest else said))
+        parts.append(f"at {label}: " + "; ".join(cells))
+    if not parts:
+        return ""
+    return ("**Does the gap move within the answer's steps?** (the LM scenarios, whose judged val loss is evaluated "
+            "during training; classification is judged at its end only. Per candidate, the one-sided paired t that its "
+            "gap to the reference is worse at the last evaluation than at the first, in % of the reference's loss, "
+            f"< 0 worse; Holm over each arm's tests, {n_tests} in all; a test of few seeds finds only large trends, "
+            "so \"not shown\" is not \"flat\"): " + "; ".join(parts) + ". A verdict whose gap still grows at its last "
+            "step holds at that step count, not beyond it.")
 
 
 def _verdicts(study_dir: Path) -> tuple[dict, dict | None]:
