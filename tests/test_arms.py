@@ -28,7 +28,7 @@ def test_arms_plan_one_folder_each_with_their_settings_inline(tmp_path):
     assert [i.run_id for i in items] == ["single/A/fp32_baseline/seed0", "ddp_2/A/fp32_baseline/seed0"]
     ddp = items[1]
     assert ddp.out_dir == tmp_path / "executed" / "arms" / "runs" / "ddp_2" / "A" / "fp32_baseline" / "seed0"
-    given = runner.injected(sweep.papermill_command(ddp))
+    given = runner.injected(runner.papermill_command(ddp))
     assert (given["dist"]["strategy"], given["dist"]["nproc"], given["dist"]["bucket_cap_mb"], given["extra"]["arm"]) \
         == ("ddp", 2, 25, "ddp_2")
     assert ddp.spec.cfg.dist.bucket_cap_mb == 25.0 and ddp.spec.cfg.extra["arm"] == "ddp_2"

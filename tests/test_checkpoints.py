@@ -226,11 +226,11 @@ def test_the_pretrain_stage_is_planned_first_and_pretrained_resolves_to_its_chec
     assert c_seed0.spec.cfg.lr == 2e-5 and not c_seed0.spec.cfg.save_model
     # the run's papermill command carries every setting inline, the resolved path included,
     # and the notebook turns them into the same configuration
-    inline = runner.injected(sweep.papermill_command(c_seed0))
+    inline = runner.injected(runner.papermill_command(c_seed0))
     assert inline["model_name_or_path"] == str(g.model_dir)
     cfg = notebook.validate_params({"run_config": {**inline, "out_dir": "x"}}, family="cls")
     assert cfg == resolved(c_seed0.spec.cfg).replace(out_dir="x")
-    assert runner.injected(sweep.papermill_command(g))["save_model"] is True
+    assert runner.injected(runner.papermill_command(g))["save_model"] is True
 
 
 def test_a_study_file_with_a_pretrain_section_still_parameterises_the_notebooks(tmp_path):

@@ -140,7 +140,7 @@ def test_a_task_runs_exactly_the_sweeps_papermill_command(tmp_path, monkeypatch)
     monkeypatch.setattr(runner, "execute", fake_execute)
     assert cluster.run_task(str(path), str(root), "D/fp32_baseline/seed0", os.getcwd()) == "ok"
     item = next(i for i in items if i.run_id == "D/fp32_baseline/seed0")
-    assert seen == [sweep.papermill_command(item)]
+    assert seen == [runner.papermill_command(item)]
     rec = read_record(item.result)
     assert rec["sweep"]["job"]["executor"] == "inprocess"  # not inside a submitit task here
 

@@ -17,6 +17,7 @@ from dtype_bench.host.cellrun import execute_cell
 from dtype_bench.host.pack import Packer
 from dtype_bench.host.slots import cpu_share, gpu_sharing, pin_slots, run_all, slots_for, visible_gpus
 from dtype_bench.study import sweep
+from dtype_bench.study.sweep_args import build_parser as study_parser
 from dtype_bench.study.runner import CPUS_ENV, INTERRUPT_WAIT_S, Item, _rel, parse_cpus
 
 BYTECODE_CACHE_ENV = "PYTHONPYCACHEPREFIX"  # where Python writes the bytecode of what it imports
@@ -62,7 +63,7 @@ def _study_dir(text: str) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = sweep.build_parser()
+    p = study_parser()
     here = p.add_argument_group("this host (runs executed here)")
     here.add_argument("--gpus", type=_gpus, default=None,
                       metavar="ID,...", help="GPUs to use, a run on each at a time (default: the first visible "

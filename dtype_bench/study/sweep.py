@@ -5,13 +5,13 @@ run's record, and the sweep goes on) executing its scenario family's notebook in
 ``executed/<study>/runs/<scenario>/<config>/seed<k>.ipynb``, its files in ``seed<k>/``.
 Re-running the same command resumes: finished records are skipped; errors, corrupt or stale
 records run again. One run: ``dtype_bench.study.runner``; a scheduler: ``dtype_bench.study.cluster``;
-what a host adds (``Host``): ``dtype_bench.host.sweep``, which is ``dtype-bench sweep``.
+what a host adds (``Host``): ``dtype_bench.host.sweep``, which is ``dtype-bench sweep``. Beside it:
+``selection`` (which runs, in which order), ``sweep_args`` (the command line) and ``sweep_report``
+(the plan and the summary it prints).
 """
 from __future__ import annotations
 
 import argparse
-import fnmatch
-import os
 import shlex
 import signal
 import sys
@@ -24,24 +24,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from benchlib.core.argparser import ArgumentParser
-from benchlib.analysis.stats import Rules
-from benchlib.core.dtypes import ALIASES, REGISTRY
-from benchlib.core.env import COMPILE_CACHE_ENV
 from benchlib.core.records import RECORDS_TABLE, TRAINED, compacted, find_records, find_tables
-from benchlib.core.runconfig import ConfigError, paths_unchecked
+from benchlib.core.runconfig import ConfigError
 from dtype_bench.study import runner
-from benchlib.study.executor import KINDS, ExecutorSettings
+from benchlib.study.executor import ExecutorSettings
 from dtype_bench.study.html_export import export_study_html
-from benchlib.core.records import fmt as _fmt
 from benchlib.core.records import last_line as _last_line
 from dtype_bench.study.lock import holder, study_lock
 from dtype_bench.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, cut_steps_s,
-                                   execute_unit, is_waiting, kernel_env, log_tail, papermill_command, plan,
+                                   execute_unit, is_waiting, kernel_env, log_tail, plan,
                                    pretrain_problem, pretrain_root, pretrain_warning, readable, refresh_reading,
                                    remake_lost, run_state, steps_share, stored_records)
 from benchlib.core.timing import STEPS_SHARE_TARGET
 from benchlib.study.studyfile import Study, load_study
+from dtype_bench.study.selection import committed_reruns, select
+from dtype_bench.study.sweep_args import _utc_time, executor_settings, parse_args
+from dtype_bench.study.sweep_report import (_n, _print_plan, _some, compile_cache_line, html_stack_missing,
+                                            notebook_stack_missing, summary)
 
 ANALYSIS_NOTEBOOKS = {
     "scenarios": {"10_analyze_experiment.ipynb": {"scenario": None}, "11_compare_experiments.ipynb": {}},
@@ -87,88 +86,7 @@ class Host:
         """After the runs and the analysis."""
 
 
-def select(items: list[Item], only: list[str], scenarios: list[str], configs: list[str],
-           seeds: list[int], order: str = "seeds") -> list[Item]:
-    """The runs the filters pick, after the pretrain items they need (``pulled``); --only picks
-    pretrain items too (pretrain/<arch>: every phase, pretrain/<arch>/phase<k>: one). The runs
-    keep the study's ``order``, their seeds in the order --seed gives them (``by_seed_order``),
-    then those of each --only pattern before the next's (``by_pattern_order``)."""
-    pre = [i for i in items if i.stage == "pretrain"]
-    items = [i for i in items if i.stage != "pretrain"]
-    filtered = bool(only or scenarios or configs or seeds)
-    picked_pre = [p for p in pre if not filtered or any(fnmatch.fnmatchcase(p.run_id, g)
-                                                        or fnmatch.fnmatchcase(f"pretrain/{p.arch}", g) for g in only)]
-    filters = {"--scenario": ([s.upper() for s in scenarios], lambda c: c.scenario),
-               "--config": ([ALIASES.get(c, c) for c in configs], lambda c: c.dtype.name),
-               "--seed": (seeds, lambda c: c.seed)}
-    for flag, (wanted, of) in filters.items():
-        have = {of(i.spec.cfg) for i in items}
-        if bad := [w for w in wanted if w not in have]:
-            raise ConfigError(f"{flag} {bad[0]!r} is not in this study. Valid: {', '.join(map(str, sorted(have)))}")
-    out = [i for i in items if (not only or any(fnmatch.fnmatchcase(i.run_id, p) for p in only))
-           and all(not wanted or of(i.spec.cfg) in wanted for wanted, of in filters.values())]
-    if not out and not picked_pre:
-        raise ConfigError(f"no run of the study matches --only {' '.join(only)} (run ids look like A/amp_bf16/seed0)")
-    needed = []  # what the picked items load, and what that loads in turn (earlier phases)
-    for i in out + picked_pre:
-        n = i.needs
-        while n is not None and not any(n is m for m in needed):
-            needed.append(n)
-            n = n.needs
-    for p in pre:
-        p.pulled = p not in picked_pre and any(p is n for n in needed)
-    return [p for p in pre if p in picked_pre or p.pulled] + by_pattern_order(by_seed_order(out, seeds, order), only)
-
-
-def by_pattern_order(items: list[Item], only: list[str]) -> list[Item]:
-    """``items`` with the runs of each --only pattern before those of the next (``--only
-    'B/x/seed2' --only 'B/y/seed0'``: x first, the one a time budget must not cut); a run
-    counts for the first pattern it matches, and the order within a pattern stays."""
-    if len(only) < 2:
-        return items
-    rank = lambda i: next(j for j, g in enumerate(only) if fnmatch.fnmatchcase(i.run_id, g))  # noqa: E731
-    return sorted(items, key=rank)
-
-
-def by_seed_order(items: list[Item], seeds: list[int], order: str = "seeds") -> list[Item]:
-    """``items`` with their seeds in the order of ``seeds`` (``--seed 2,0,1``: a config's third seed
-    before the rest, under a time budget the first to get in); the rest of the order is the
-    study's (``order: seeds``: every run of one seed before the next; ``cells``: a cell's seeds
-    back to back, its cells in place). Unchanged where ``seeds`` is empty."""
-    if not seeds:
-        return items
-    rank = {k: j for j, k in enumerate(seeds)}
-    if order != "cells":
-        return sorted(items, key=lambda i: rank[i.spec.cfg.seed])  # stable: configs and scenarios keep their places
-    cell = lambda i: (i.spec.arm, i.spec.cfg.scenario, i.spec.cfg.dtype.name)  # noqa: E731
-    first: dict = {}
-    for j, i in enumerate(items):
-        first.setdefault(cell(i), j)
-    return sorted(items, key=lambda i: (first[cell(i)], rank[i.spec.cfg.seed]))
-
-
-def committed_reruns(pending: list, study: str) -> str:
-    """Why a sweep must not run ``pending`` as it is: the stale runs among them whose records are
-    the compacted study's (committed results a careless sweep would replace), or ''."""
-    stale = [i for i in pending if i.state == "stale" and i.stored is not None]
-    if not stale:
-        return ""
-    why = Counter(i.detail for i in stale)
-    return (f"{_n(len(stale), 'finished run')} of the compacted study {study} would run again and replace their "
-            f"records ({'; '.join(f'{n} x {d}' for d, n in why.most_common(3))}"
-            f"{'; ...' if len(why) > 3 else ''}; first {stale[0].run_id}): select the runs to run (--scenario, "
-            f"--config, --seed, --only), or pass --rerun_stale to replace them")
-
-
-def _n(k: int, word: str) -> str:
-    return f"{k} {word}{'' if k == 1 else 's'}"
-
-
-def _some(names: list[str], k: int = 8) -> str:
-    return ", ".join(names[:k]) + (" ..." if len(names) > k else "")
-
-
-# ---- after the runs: analysis, summary (the HTML export: dtype_bench.study.html_export) ---------
+# ---- after the runs: analysis (the summary: sweep_report; the HTML export: html_export) ---------
 def run_analysis(study_dir: Path, slot: dict, analyses: list[str] = ("scenarios",)) -> tuple[list[Path], list[str]]:
     """Execute the study's analysis notebooks that exist; a failure is reported, never fatal."""
     done, failed = [], []
@@ -206,141 +124,7 @@ def settle(notebook: Path) -> None:
     nbformat.write(nb, str(notebook))
 
 
-def summary(items: list[Item]) -> str:
-    """Status counts, then per scenario: each config's throughput, memory and quality
-    (mean over seeds, +- std where there are several)."""
-    import pandas as pd
-
-    from benchlib.analysis.tables import not_judged
-    from benchlib.core.records import records_frame
-    read = [(rec, i.spec.arm) for i in items if (rec := readable(i)) is not None]
-    recs, arms = [r for r, _ in read], [a for _, a in read]
-    counts = pd.Series([r["status"] for r in recs]).value_counts()
-    lines = ["status: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-             + (f", no record {len(items) - len(recs)}" if len(recs) < len(items) else "")]
-    if not recs:
-        return "\n".join(lines)
-    df = records_frame(recs)
-    judged = not not_judged(df)
-    if not judged:
-        lines.append("quality not judged (run.judge_quality false: a speed study): 'stalled' and 'degraded' say how "
-                     "far the short runs got and keep their speed and memory; diverged, oom and error fail; "
-                     "no quality column")
-    if df["shared_gpu"].any():
-        lines.append(f"speed left blank for {_n(int(df['shared_gpu'].sum()), 'run')} that shared a GPU (--runs_per_gpu)")
-    for col in ("throughput", "memory", "quality"):
-        if col not in df:
-            df[col] = float("nan")
-    df["arm"] = arms
-    by = "arm" if df["arm"].notna().any() else "config"  # a study with arms compares arms
-    for sid, g in df.groupby("scenario", sort=True):
-        ok = g[g["status"].isin(TRAINED)]
-        qname = ok["quality_name"].dropna().iloc[0] if "quality_name" in ok and ok["quality_name"].notna().any() else "quality"
-        unit = ok["throughput_unit"].dropna().iloc[0] if "throughput_unit" in ok and ok["throughput_unit"].notna().any() else ""
-        rows = []
-        for key, c in g.groupby(by, sort=False):
-            fin = c[c["status"].isin(TRAINED)]
-            rows.append({by: key, "status": " ".join(f"{k}x{v}" if v > 1 else k for k, v in c["status"].value_counts().items()),
-                         f"throughput {unit}": _mean_std(fin["throughput"]), "memory GiB": _mean_std(fin["memory"]),
-                         **({qname: _mean_std(fin["quality"])} if judged else {})})
-        lines += ["", f"scenario {sid}:", pd.DataFrame(rows).set_index(by).to_string()]
-    return "\n".join(lines)
-
-
-def _mean_std(s) -> str:
-    s = s.dropna().astype(float)
-    if s.empty:
-        return "-"
-    return _fmt(s.mean()) + (f" ±{_fmt(s.std())}" if len(s) > 1 else "")
-
-
-# ---- command line ----------------------------------------------------------------------
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
-
-
-def build_parser() -> ArgumentParser:
-    """The sweep's command line. Its own options' help is written here; a flag that sets a field
-    of the study file's ``executor:`` section takes its help from that field's docstring
-    (``ExecutorSettings``, through ``field_help``)."""
-    p = ArgumentParser(prog="dtype-bench sweep", description=__doc__.split("\n\n")[0])
-    p.add_argument("study", type=Path, help="The study file, e.g. params/smoke.yaml.")
-    p.add_argument("--dry_run", action="store_true",
-                   help="Print what would run (the papermill commands) and what is done; run nothing.")
-    p.add_argument("--rehearse", action="store_true",
-                   help="Run the study's rehearsal here instead: every config at the first seed, at tiny on this CPU "
-                        "with synthetic data and 8 steps, pretrain stages and analyses included, into "
-                        "OUT/<study>.rehearsal (default OUT: a new temporary folder). It checks the study's wiring "
-                        "before a GPU call, not its numbers.")
-    sel = p.add_argument_group("which runs (default: every run of the study)")
-    sel.add_argument("--only", action="append", default=[], metavar="GLOB",
-                     help="Run ids to select, e.g. 'A/*' or '*/amp_bf16/seed0' (repeatable; the runs of "
-                          "each pattern start before the next's: under a time budget, the one named first "
-                          "is the first to get in).")
-    sel.add_argument("--scenario", type=_csv, default=[], metavar="A,B,...", help="Scenarios to select.")
-    sel.add_argument("--config", type=_csv, default=[], metavar="NAME,...", help="Dtype configs to select.")
-    sel.add_argument("--seed", type=lambda t: [int(x) for x in _csv(t)], default=[], metavar="N,...",
-                     help="Seeds to select, in the order they run: --seed 2,0,1 runs every selected "
-                          "config's seed 2 first.")
-    sel.add_argument("--force", action="store_true", help="Run the selected runs again even if finished.")
-    sel.add_argument("--force_before", type=_utc_time, default=None, metavar="TIME",
-                     help="Run the selected runs again whose record was made before TIME (UTC, e.g. "
-                          "2026-11-30T03:00), keeping those made since: unlike --force, the same command resumes "
-                          "where a call or a time budget stopped it.")
-    sel.add_argument("--rerun_stale", action="store_true",
-                     help="Run again the finished runs of a compacted (committed) study whose record is stale (made "
-                          "under other settings, or from a checkpoint that trains again), replacing their records; "
-                          "without it such a sweep stops before it runs anything and names them.")
-    sel.add_argument("--timeout", type=int, default=None, metavar="SECONDS",
-                     help="Seconds one notebook cell may run before the run fails (default: no limit).")
-    out = p.add_argument_group("results")
-    out.add_argument("--out", type=Path, default=Path("executed"), metavar="DIR",
-                     help="Root of executed studies (default: executed).")
-    out.add_argument("--no_analysis", action="store_true", help="Skip the analysis notebooks at the end.")
-    out.add_argument("--no_html", action="store_true", help="Skip the HTML export.")
-    out.add_argument("--analysis_only", action="store_true",
-                     help="Execute nothing: run the analysis notebooks (and the HTML export) over the records "
-                          "there, e.g. results copied from a GPU host.")
-    c = p.add_argument_group("scheduler (submitit; settings also from the study file's executor: section)")
-    c.add_argument("--executor", choices=KINDS, default=None,
-                   help="inprocess: run here, one notebook after another; local: submitit's local executor; "
-                        "slurm: submit the pending runs as a Slurm job array (default: the study file's, "
-                        "else inprocess).")
-    c.add_argument("--status", action="store_true", help="Each run's state from its record and the scheduler.")
-    c.add_argument("--wait", action="store_true", help="Slurm: stay until the jobs end, then analyse here.")
-    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="executor_set",
-                   help="One key of the study file's executor: section for this sweep (repeatable): "
-                        + ", ".join(k for k in ExecutorSettings.keys() if k != "kind")
-                        + "; e.g. --set partition=gpu --set time_min=90.")
-    return p
-
-
-def executor_settings(ns: argparse.Namespace, study: Study) -> ExecutorSettings:
-    """The study file's ``executor:`` section with the command line's ``--set`` over it."""
-    import yaml
-    changes = {}
-    for pair in ns.executor_set:
-        key, eq, value = pair.partition("=")
-        if not eq or key.strip() == "kind":
-            raise ConfigError(f"--set {pair!r}: KEY=VALUE is expected, e.g. --set time_min=90 (the kind: --executor)")
-        changes[key.strip()] = yaml.safe_load(value)
-    ExecutorSettings.from_dict(changes, "--set: ")  # names a bad key
-    return study.executor.replace(**changes, kind=ns.executor)
-
-
-def compile_cache_line(ran: list[Item]) -> str:
-    """How the runs just run compiled: the first step's median of those whose graphs all came
-    from torch.compile's cache against those that compiled them (``overhead.first_step_by_cache``;
-    "" when none compiled)."""
-    from benchlib.analysis.overhead import first_step_by_cache, parts_table
-    line = first_step_by_cache(parts_table([r for i in ran if (r := readable(i)) is not None])[0])
-    return line and f"{line} Cache folder: {os.environ.get(COMPILE_CACHE_ENV) or 'torch.compile default'}."
-
-
+# ---- the command (its parser: sweep_args) ----------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     """The sweep with the default ``Host``: runs one after another here, each in its notebook."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -462,15 +246,6 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         return _run_here(ns, study, every, items, todo, slots, host)
     finally:
         host.stop()
-
-
-def _utc_time(text: str) -> datetime:
-    """An ISO date or time, read as UTC where it names no zone."""
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        raise ArgumentTypeError(f"{text!r} is not an ISO date or time, e.g. 2026-11-30T03:00") from None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def _made(item: Item) -> datetime | None:
@@ -663,77 +438,6 @@ def _after_runs(ns: argparse.Namespace, study: Study, every: list[Item], items: 
     if later:
         print(budget.left_line(len(items)))
     return 1 if errors or corrupt or waiting or failed else 0
-
-
-def notebook_stack_missing(pending: list[Item]) -> str:
-    """Why the runs to execute that run in a notebook (every pretrain phase, ``notebook_seeds``)
-    cannot start here, in one line, before any of them does; '' where papermill and ipykernel import
-    or no run needs them."""
-    import importlib.util
-    need = [i.run_id for i in pending if i.in_notebook]
-    gone = [m for m in ("papermill", "ipykernel") if need and importlib.util.find_spec(m) is None]
-    return (f"{_n(len(need), 'run')} to execute in a notebook ({_some(need, 2)}), and {' and '.join(gone)} "
-            f"{'does' if len(gone) == 1 else 'do'} not import here: install the notebook stack "
-            f"(pip install 'dtype-bench[study]', or its wheels where the host has no network)") if gone else ""
-
-
-def html_stack_missing() -> str:
-    """Why the study's HTML export cannot run here (nbformat or nbconvert do not import), in one line;
-    '' where both do. The runs before it have already written their records, so a host without the
-    notebook stack (a GPU image, a ``--no_analysis`` sweep) ends with this line, not a traceback."""
-    import importlib.util
-    gone = [m for m in ("nbformat", "nbconvert") if importlib.util.find_spec(m) is None]
-    return (f"no HTML export: {' and '.join(gone)} {'does' if len(gone) == 1 else 'do'} not import here "
-            f"(pip install 'dtype-bench[study]', or its wheels where the host has no network)") if gone else ""
-
-
-def control_note(study: Study) -> str:
-    """One line where the study judges quality on a scenario and runs no positive control there (a
-    ``control`` config: one known defect, e.g. Adam eps 1e-4), else '': a scenario whose candidates
-    its seeds cannot tell apart then gives no verdict at all (``gates._sensitivity``), which is
-    better known before the GPU time than after it."""
-    controls = [c.name for c in REGISTRY.values() if c.role == "control"]
-    bare = [s for s in study.scenarios if study.run_params(s, "", 0).get("judge_quality", True)
-            and not any(REGISTRY[c].role == "control" for c in study.configs if c in REGISTRY)
-            and sum(REGISTRY[c].role == "candidate" for c in study.configs if c in REGISTRY) >= 2]
-    if not bare:
-        return ""
-    return (f"no positive control on {', '.join(bare)} (a control config: {', '.join(controls)}): where the seeds "
-            f"cannot tell the candidates apart (rank reliability < {Rules.min_rank_reliability:g}), no verdict comes "
-            f"out of the scenario; a control that comes out degraded shows the scenario detects a defect")
-
-
-def _print_plan(study: Study, path: Path, every: list[Item], items: list[Item], todo: list[Item],
-                study_dir: Path, commands: bool, cells: bool, per_seed: bool = False) -> None:
-    shape = f"{_n(len(study.scenarios), 'scenario')} x {_n(len(study.configs), 'config')} x {_n(len(study.seeds), 'seed')}"
-    if study.arms:
-        shape = f"{_n(len(study.arms), 'arm')} x {_n(len(study.scenarios), 'scenario')} x {_n(len(study.seeds), 'seed')}"
-    selected = f", {len(items)} selected" if len(items) < len(every) else ""
-    runs = [i for i in every if i.stage == "run"]
-    pre = [i for i in items if i.stage == "pretrain"]
-    print(f"study {study.name} ({_rel(path)}): {len(runs)} runs ({shape}{selected}) -> {_rel(study_dir)}")
-    if pre:
-        root = pre[0].out_dir.parent
-        n = Counter(i.arch for i in every if i.stage == "pretrain")  # phases per arch
-        print(f"  pretrain stage first{f' in {max(n.values())} phases' if max(n.values()) > 1 else ''}, its checkpoints "
-              f"under {_rel(root)}: " + ", ".join(f"{p.run_id} ({f'phase {p.phase} of {n[p.arch]}, ' if n[p.arch] > 1 else ''}"
-                                                  f"{p.spec.run_id}, {p.spec.cfg.steps} steps): {p.state}" for p in pre))
-    why = ", ".join(f"{s} {sum(i.state == s for i in todo)}" for s in dict.fromkeys(i.state for i in todo))
-    print(f"  done {len(items) - len(todo)}, to run {len(todo)}" + (f" ({why})" if todo else ""))
-    if todo and (note := control_note(study)):
-        print(f"  {note}")
-    for i in items if commands else []:
-        detail = i.detail or (f"{'starts from' if i.stage == 'pretrain' else 'loads'} {i.needs.run_id}'s checkpoint"
-                              if i.needs is not None else "")
-        print(f"  {i.state:13s} {i.run_id}" + (f"  ({detail})" if i.todo and detail else ""))
-        if i.todo and (i.in_notebook or not cells):
-            with paths_unchecked():  # a corpus missing here is said once, below the plan
-                print(f"      {shlex.join(papermill_command(i))}")
-        elif i.todo:  # runner.cells: no notebook, in one process with the cell's other seeds (or some of them)
-            print(f"      a cell run without a notebook (notebook_seeds), in a `python -m dtype_bench.host.cellrun` "
-                  + ("process of its own, on its seed's GPU (--seed_per_gpu)" if per_seed else
-                     f"process with other seeds of {i.spec.cfg.scenario}/{i.spec.cfg.dtype.name} still to run "
-                     f"(a cell is split over slots it would leave idle)"))
 
 
 class Dependencies:
