@@ -341,7 +341,10 @@ def within_line(arms, rules: Rules = Rules()) -> str:
                 for e in comparison.get("recommendation_evidence", [])}
         trends = {}
         for d in map(Path, folders):
-            ev = evaluations(load_study(d))
+            try:
+                ev = evaluations(load_study(d))
+            except FileNotFoundError:  # no records there (a comparison made from a frame): nothing evaluated
+                continue
             for scn, e in ev[ev["scenario"].isin(lm - set(trends))].groupby("scenario"):
                 t = trend(e, rules)
                 t = t[t["config"].map(lambda c: role.get((scn, c)) == "candidate") & t["p_grows_worse"].notna()]
