@@ -238,3 +238,34 @@ def test_a_cell_run_gets_a_rendered_notebook_from_its_record_without_training_ag
     now = {r["run_id"]: r for r in load_records(study)}
     assert set(now) == set(before) and all(now[k]["status"] == json.loads(v)["status"] for k, v in before.items())
     assert not any((study / "runs" / "A" / c / "seed0" / "result.json").exists() for c in ("fp32_baseline", "amp_bf16"))
+
+
+def test_a_rerun_of_a_compacted_studys_cell_cut_by_the_deadline_is_deferred_not_read_as_done(tmp_path, monkeypatch):
+    """--force_before on a committed (compacted) study: the cell's process trains seed 0, then the
+    deadline leaves seed 1 unstarted. Seed 1's old record in the study's table must not pass for a
+    run this process made (there is no file to read): it waits for the next call."""
+    from dtype_bench.study import compact
+    path, items = _plan(tmp_path)
+    root = tmp_path / "executed"
+    for item in items:
+        rec = runner.error_record(item.spec, item.out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": 1.0, "fixed_s": 0.5, "notebook": False})
+        write_json_atomic(item.result, rec)
+    compact.compact(root / "cells", root)
+    items = sweep.plan(load_study(path), root, runner.stored_records(root / "cells"))
+    assert all(i.stored is not None and not i.result.exists() for i in items)
+
+    def fake(argv, env, log, timeout=None):  # seed 0 trained again, then no time for seed 1
+        item = items[0]
+        rec = runner.error_record(item.spec, item.out_dir, None)
+        rec.update(status="ok", sweep={"wall_s": 2.0, "fixed_s": 0.5, "notebook": False})
+        write_json_atomic(item.result, rec)
+        return cellrun.STOP_FOR_DEADLINE
+
+    monkeypatch.setattr(cellrun, "execute_argv", fake)
+    monkeypatch.setattr(host_sweep, "execute_cell", cellrun.execute_cell)
+    host = host_sweep.GpuHost(host_sweep.build_parser().parse_args([str(path), "--time_budget", "600"]))
+    out = host.run_cell(items, {})
+    assert [(i.run_id, r["sweep"]["wall_s"]) for i, r in out] == [("A/fp32_baseline/seed0", 2.0)]
+    host.budget.defer_unrun(items)
+    assert host.budget.deferred == items[1:]

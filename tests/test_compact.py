@@ -209,9 +209,12 @@ def test_force_before_reruns_older_records_and_the_same_command_resumes(tmp_path
     path, root = tmp_path / "two.yaml", tmp_path / "executed"
     path.write_text("study: two\nscenarios: [A]\nconfigs: [fp32_baseline, amp_bf16]\nseeds: [0, 1]\nsize: tiny\n"
                     "steps: 3\ndevice: cpu\n")
+    from datetime import datetime, timezone
+    from dtype_bench.study import sweep
     calls, clock = [], [0]
     fake = fake_papermill(path, root, {}, calls, clock)
     monkeypatch.setattr(runner, "execute", fake)
+    monkeypatch.setattr(sweep, "utc_now", lambda: datetime(2030, 1, 1, 0, 0, 5, tzinfo=timezone.utc))
     common = [str(path), "--out", str(root), "--no_analysis", "--no_html"]
     assert host_sweep.main(common) == 0 and len(calls) == 4  # records of 00:00:01 to 00:00:04
     compact.compact(root / "two", root)
@@ -230,6 +233,20 @@ def test_force_before_reruns_older_records_and_the_same_command_resumes(tmp_path
     dates = {(r["config"], r["seed"]): r["env"]["date"] for r in load_records(root / "two")}
     assert all(d >= "2030-01-01T00:00:05" for (c, seed), d in dates.items() if seed == 0)
     assert all(d < "2030-01-01T00:00:05" for (c, seed), d in dates.items() if seed == 1)  # not selected: kept
+
+
+def test_force_before_refuses_a_time_after_now_that_would_rerun_this_calls_own_runs_next_call(tmp_path, monkeypatch):
+    """A TIME later than now would make the runs of this call older than it: the next call of the
+    same command would run them all again. Refused before anything runs, naming the flag."""
+    from benchlib.core.runconfig import ConfigError
+    from dtype_bench.host import sweep as host_sweep
+    from dtype_bench.study import runner
+    calls = []
+    monkeypatch.setattr(runner, "execute", lambda *a, **k: calls.append(a))
+    args = [str(REPO / "params" / "smoke.yaml"), "--out", str(tmp_path), "--no_analysis", "--no_html", "--force_before"]
+    with pytest.raises(ConfigError, match=r"--force_before 2999-01-01T00:00 is after now"):
+        host_sweep.main(args + ["2999-01-01"])
+    assert calls == []
 
 
 def test_force_before_refuses_a_time_it_cannot_read(tmp_path, capsys):

@@ -271,7 +271,9 @@ class Budget:
     def defer_unrun(self, items: list) -> None:
         """``items`` a cell's process left without a record for want of time join ``deferred``."""
         with self._lock:
-            self.deferred += [i for i in items if readable(i) is None and not any(i is d for d in self.deferred)]
+            # no file of its own: a rerun of a compacted study's run is not done by its old record
+            self.deferred += [i for i in items if (not i.result.exists() or readable(i) is None)
+                              and not any(i is d for d in self.deferred)]
 
     def left_line(self, total: int) -> str:
         """How many runs are left, and the first of them no call of this budget would start: its

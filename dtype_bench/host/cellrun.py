@@ -147,7 +147,9 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
                               timeout * len(pending) if timeout else None)
         finally:
             Path(f.name).unlink(missing_ok=True)
-        ran = [i for i in pending if "sweep" in (readable(i) or {})]  # finished or error, by cellrun
+        # finished or error, by cellrun: a file it wrote (a rerun of a compacted study's run has its old
+        # record in the table, which a run the deadline left unstarted must not pass for)
+        ran = [i for i in pending if i.result.exists() and "sweep" in (readable(i) or {})]
         done += [(i, read_record(i.result)) for i in ran]
         rest = [i for i in pending if i not in ran]
         if rc == -signal.SIGINT:

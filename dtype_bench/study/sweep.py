@@ -183,6 +183,10 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
     for i in items if ns.force else []:
         if not i.todo and not i.pulled:
             i.state, i.detail = "rerun", "--force"
+    if getattr(ns, "force_before", None) and ns.force_before > (now := utc_now()):
+        raise ConfigError(f"--force_before {ns.force_before:%Y-%m-%dT%H:%M} is after now ({now:%Y-%m-%dT%H:%M} UTC): the "
+                          f"runs this call makes would be older than it, and the same command would run them again; "
+                          f"give the time the first call of this command started (at most now)")
     for i in items if getattr(ns, "force_before", None) else []:
         if not i.todo and not i.pulled and (made := _made(i)) is not None and made < ns.force_before:
             i.state, i.detail = "rerun", f"--force_before: its record is of {made.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
@@ -254,6 +258,11 @@ def _made(item: Item) -> datetime | None:
         return _utc_time(((readable(item) or {}).get("env") or {}).get("date") or "")
     except ArgumentTypeError:
         return None
+
+
+def utc_now() -> datetime:
+    """The time ``--force_before`` is checked against (a test sets it)."""
+    return datetime.now(timezone.utc)
 
 
 def _stored_if_compacted(ns: argparse.Namespace, study: Study) -> dict | None:

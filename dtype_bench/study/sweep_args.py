@@ -60,7 +60,8 @@ def build_parser() -> ArgumentParser:
     sel.add_argument("--force_before", type=_utc_time, default=None, metavar="TIME",
                      help="Run the selected runs again whose record was made before TIME (UTC, e.g. "
                           "2026-11-30T03:00), keeping those made since: unlike --force, the same command resumes "
-                          "where a call or a time budget stopped it.")
+                          "where a call or a time budget stopped it. TIME is when its first call started: a time "
+                          "after now is refused (that call's own runs would be older than it).")
     sel.add_argument("--rerun_stale", action="store_true",
                      help="Run again the finished runs of a compacted (committed) study whose record is stale (made "
                           "under other settings, or from a checkpoint that trains again), replacing their records; "
