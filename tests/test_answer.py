@@ -339,6 +339,21 @@ def test_the_scope_says_which_scenarios_seeds_ran_on_several_hosts():
     assert "of one host" in one and "hosts)" not in one
 
 
+def test_the_cell_legend_says_one_host_per_scenario_only_where_the_records_do(monkeypatch):
+    """The answer table's legend claims each scenario's configs were timed on one host: from the
+    speed sources' records (``env.boot_id``), naming a scenario timed on several or on none known."""
+    def rec(sc, k, boot):
+        return {"scenario": sc, "config": "amp_bf16", "seed": k, "env": {"boot_id": boot} if boot else {}}
+    folders = {"one": [rec("A", 0, "b1"), rec("A", 1, "b1")], "two": [rec("E", 0, "b1"), rec("E", 1, "b2")],
+               "none": [rec("F", 0, None)]}
+    monkeypatch.setattr(answer, "load_records", lambda f: folders[str(f)])
+    assert answer.hosts_line([("s", Path("one"), ["A"])]) == "each scenario's configs timed on one host"
+    two = answer.hosts_line([("s", Path("one"), ["A"]), ("t", Path("two"), ["E"])])
+    assert "except E (on 2 hosts)" in two and "A" not in two.split("except")[1]
+    assert "F (hosts not identified)" in answer.hosts_line([("s", Path("none"), ["F"])])
+    assert answer.hosts_line([("s", Path("one"), ["B"])]) == "hosts not identified"  # no record of its scenario
+
+
 def test_energy_from_a_multi_gpu_host_before_the_meter_named_its_gpu_is_left_out(monkeypatch):
     """The meter read NVML's device by torch's index, which under CUDA_VISIBLE_DEVICES is the host's
     first GPU: a second lane's runs read their neighbour's counter. Such energy is left out of the

@@ -352,6 +352,25 @@ def _hosts(d: dict) -> str:
     return line
 
 
+def hosts_line(speed) -> str:
+    """How many hosts (``env.boot_id``) timed each scenario of the answer's speed (a folder, or
+    ``speed_records``' sources): "each scenario's configs timed on one host" only where the records
+    say so; otherwise which scenarios were timed on several, and whose records name no host."""
+    try:
+        records = speed_records(speed)
+    except FileNotFoundError:
+        records = []
+    if not records:  # a comparison made from a frame: nothing tells
+        return "hosts not identified"
+    by = _gpus_by(records, "scenario", env_key="boot_id")
+    scns = sorted({str(r.get("scenario")) for r in records})
+    several = [f"{sc} (on {len(by[(sc,)])} hosts)" for sc in scns if len(by.get((sc,), ())) > 1]
+    unknown = [f"{sc} (hosts not identified)" for sc in scns if (sc,) not in by]
+    if not several and not unknown:
+        return "each scenario's configs timed on one host"
+    return "each scenario's configs timed on one host except " + ", ".join(several + unknown)
+
+
 def energy_trusted(records: list[dict]) -> list[bool]:
     """Per record, whether its energy is its own GPU's. A record that names the GPU it metered
     (``env.energy_gpu_uuid``) is; one from before that (the meter took NVML's device by torch's

@@ -156,7 +156,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     out += answer.answer_table(cells, [(a["label"], a["cells"]) for a in arms[1:]], marks)
     level = 1 - 2 * Rules.alpha
     out += ["", f"Cell: the verdict for (scenario, config); throughput x fp32 (TF32 off) / x TF32 / x amp_bf16 and "
-            f"peak GiB ({speed_names or f'`{name}`'}: each scenario's configs timed on one host, each config's runs "
+            f"peak GiB ({speed_names or f'`{name}`'}: {answer.hosts_line(sources_ or folder)}, each config's runs "
             f"alone on a GPU; speed does not depend on beta2, so the beta2 columns show quality only); "
             + answer.metric_legend({s: r for a in arms for s, r in a["recipe"].items()}, level)
             + f". Columns without a beta2 are `{name}`'s (beta2 {arms[0]['beta2']:g})"
