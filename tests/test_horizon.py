@@ -315,29 +315,45 @@ def test_the_forensics_are_averaged_up_to_each_evaluation_then_over_seeds_and_a_
     assert "no config lost more than" in json.dumps(flat.to_dict())
 
 
-def test_the_answers_own_steps_name_the_lm_candidates_whose_gap_grows_after_holm_and_leave_classification_out(monkeypatch):
-    """Within the answer's steps: an LM scenario's candidates tested for growth (Holm over the arm),
-    the one that grows named with its p, the flat one counted as not shown to grow; a control that
-    grows and a classification scenario (judged at its end, not by the val loss) stay out; an arm
-    short of seeds, or without an LM scenario, says nothing."""
+def test_the_answers_own_steps_name_the_candidates_whose_gap_grows_after_holm_in_the_metric_each_scenario_is_judged_by(
+        monkeypatch):
+    """Within the answer's steps: each scenario whose judged metric was evaluated during training has
+    its candidates tested for growth in that metric (Holm over each scenario's candidates): an LM scenario by val loss
+    (lower better), a classification scenario by micro-F1 (higher better: a config falling further
+    below the reference grows worse). The one that grows is named with its p, the flat one counted
+    as not shown to grow; a control that grows stays out; a scenario evaluated at its end only is
+    named as out of it; an arm short of seeds, or with nothing evaluated, says nothing."""
     ev = _evaluations()
-    lm = pd.concat([ev, ev[ev["config"] == "grows"].assign(config="control")])
-    cls = ev.assign(scenario="C")  # its "grows" is as clear, but C's judged metric is micro-F1
-    studies = {"lm": lm, "cls": cls, "few": lm[lm["seed"] < 2]}
+    lm = pd.concat([ev, ev[ev["config"] == "grows"].assign(config="control")], ignore_index=True)
+    # C: micro-F1 rising to ~0.6; "grows" drifts further below the reference, a clear growth in an F1
+    f1 = lm.assign(scenario="C", micro_f1=0.3 + 0.6 * (6.0 - lm["val_loss"]) / 1.5 * 0.5).drop(columns="val_loss")
+    f1.loc[f1["config"].isin(["grows", "control"]), "micro_f1"] *= 1 - 0.004 * (f1["step"] // 250)
+    studies = {("lm", "val_loss"): lm, ("cls", "micro_f1"): f1,
+               ("few", "val_loss"): lm[lm["seed"] < 2], ("end", "micro_f1"): f1.iloc[:0]}
     monkeypatch.setattr(horizon, "load_study", lambda d: Path(d).name)
-    monkeypatch.setattr(horizon, "evaluations", lambda name: studies[name])
+    monkeypatch.setattr(horizon, "evaluations", lambda name, metric, scns: (
+        (e := studies.get((name, metric), pd.DataFrame(columns=[*lm.columns[:4], metric, "one_pass_step"])))
+        [e["scenario"].isin(scns)]))
     evidence = [{"scenario": s, "config": c, "role": "control" if c == "control" else "candidate"}
                 for s in "AC" for c in ("grows", "flat", "control")]
-    comparison = {"quality_metric": {"A": {"name": "val_loss"}, "C": {"name": "micro_f1"}},
+    comparison = {"quality_metric": {"A": {"name": "val_loss", "higher_is_better": False},
+                                     "C": {"name": "micro_f1", "higher_is_better": True}},
                   "recommendation_evidence": evidence}
     line = horizon.within_line([("beta2 0.95", ["lm", "cls"], comparison)])
     said = line.split("at beta2 0.95: ", 1)[1]
-    assert re.match(r"A \(step 250 -> 1,500, 4 seeds\): grows worse grows \+?-?[\d.]+ -> -[\d.]+% \(p 0\.0\d+, Holm 0\.0\d+\); "
-                    r"the other 1 not shown to grow", said)
-    assert "control" not in said and "C (" not in said and "2 in all" in line
-    # a trend the seeds cannot test (2 paired) is not a finding; an arm with no LM scenario neither
+    assert re.match(r"A \(val_loss, step 250 -> 1,500, 4 seeds\): grows worse grows \+?-?[\d.]+ -> -[\d.]+% "
+                    r"\(p 0\.0\d+, Holm 0\.0\d+\); the other 1 not shown to grow", said)
+    c_part = said.split("; C (", 1)[1]
+    assert c_part.startswith("micro_f1, step 250 -> 1,500, 4 seeds): grows worse grows") and "-> -" in c_part
+    assert "the other 1 not shown to grow" in c_part  # flat, in F1 too
+    assert "control" not in said and "4 tests in all" in line and "out of it" not in line
+    # C evaluated at its end only: out of it, and said so; A's finding stands alone
+    end = horizon.within_line([("beta2 0.95", ["lm", "end"], comparison)])
+    assert "C evaluated at their end only" in end and "C (" not in end.split("at beta2 0.95: ", 1)[1]
+    # a trend the seeds cannot test (2 paired) is not a finding; an arm with nothing evaluated neither
     assert horizon.within_line([("beta2 0.999", ["few"], comparison)]) == ""
-    assert horizon.within_line([("beta2 0.95", ["cls"], {**comparison, "quality_metric": {"C": {"name": "micro_f1"}}})]) == ""
-    # Holm over the arm: the flat config's p enters the family, so the grows config's adjusted p is at least its own
+    assert horizon.within_line([("beta2 0.95", ["end"], comparison)]) == ""
+    # Holm over the scenario's candidates: the flat config's p enters the family, so the grows config's adjusted p
+    # is at least its own
     p_raw, p_holm = map(float, re.search(r"\(p ([\d.]+), Holm ([\d.]+)\)", said).groups())
     assert p_holm >= p_raw

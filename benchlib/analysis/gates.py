@@ -199,14 +199,15 @@ def learned_scenarios(df: pd.DataFrame, rules=None) -> pd.DataFrame:
 
 
 # ---- overfit: the validation loss rose from its lowest -------------------------------------
-def val_history(path) -> list[tuple[int, float]]:
-    """(step, validation loss) of a run's evaluations during training, from its step log (empty
-    where the record has no step log or the log no evaluation)."""
+def val_history(path, metric: str = "val_loss") -> list[tuple[int, float]]:
+    """(step, ``metric``: the validation loss, or a classification run's micro_f1 or accuracy) of a
+    run's evaluations during training, from its step log (empty where the record has no step log
+    or the log no evaluation of it)."""
     log = steps_file(Path(path).parent) if isinstance(path, str) and path else None
     if log is None:
         return []
-    return [(int(r["step"]), float(r["eval"]["val_loss"])) for r in read_steps(log)
-            if isinstance(r.get("eval"), dict) and r["eval"].get("val_loss") is not None]
+    return [(int(r["step"]), float(r["eval"][metric])) for r in read_steps(log)
+            if isinstance(r.get("eval"), dict) and r["eval"].get(metric) is not None]
 
 
 def overfit(runs: pd.DataFrame, rules: Rules) -> str:

@@ -1,6 +1,7 @@
 """Does a config's gap to the reference grow with training? (issue 54's horizon arm)
 
-An LM run evaluates its validation loss every ``eval_every`` steps. At each evaluation step, each
+A run evaluates every ``eval_every`` steps: its validation loss (LM), its micro-F1 or accuracy too
+(classification; ``within_line`` reads the metric each scenario is judged by). At each evaluation step, each
 config's per-seed values are compared with the scenario's reference at the same step and seed
 (``contrasts.contrast``: paired t-interval, the verdicts' rule), so the gap can be read against the
 step: ``gaps``. ``trend`` asks whether the gap at the last evaluation is worse than at the first,
@@ -35,14 +36,18 @@ TREND_COLUMNS = ["scenario", "config", "reference", "first_step", "last_step", "
                  "change_last_pct", "growth_pct", "p_grows_worse", "grows_worse", "slope_pct_per_kstep", "p_slope_falls"]
 
 
-def evaluations(df: pd.DataFrame) -> pd.DataFrame:
-    """(scenario, config, seed, step, val_loss, one_pass_step) of every evaluation during training
-    of the measured runs in a study frame (``tables.load_study``)."""
+def evaluations(df: pd.DataFrame, metric: str = "val_loss", scenarios=None) -> pd.DataFrame:
+    """(scenario, config, seed, step, ``metric``, one_pass_step) of every evaluation during training
+    of the measured runs in a study frame (``tables.load_study``); ``metric`` the val loss, or a
+    classification study's judged metric where it evaluates during training (``eval_every``);
+    ``scenarios``: those alone (default: all)."""
     rows = []
-    for _, r in df[df["status"].isin(MEASURED)].iterrows():
+    keep = df["status"].isin(MEASURED) & (df["scenario"].isin(scenarios) if scenarios is not None else True)
+    for _, r in df[keep].iterrows():
         one_pass = r.get("one_pass_step", math.nan)
-        rows += [(r["scenario"], r["config"], int(r["seed"]), step, v, one_pass) for step, v in val_history(r["path"])]
-    return pd.DataFrame(rows, columns=["scenario", "config", "seed", "step", "val_loss", "one_pass_step"])
+        rows += [(r["scenario"], r["config"], int(r["seed"]), step, v, one_pass)
+                 for step, v in val_history(r["path"], metric)]
+    return pd.DataFrame(rows, columns=["scenario", "config", "seed", "step", metric, "one_pass_step"])
 
 
 def _reference(ev: pd.DataFrame, rules: Rules) -> str | None:
@@ -52,9 +57,9 @@ def _reference(ev: pd.DataFrame, rules: Rules) -> str | None:
     return next((c for c in rules.reference_configs if c in present), None)
 
 
-def gaps(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
-    """Each config's change of validation loss against the reference at each evaluation step, in %
-    of the reference's (< 0 worse), with the 90% t-interval over the seeds both have at that step
+def gaps(ev: pd.DataFrame, rules: Rules = Rules(), metric: str = "val_loss", higher_is_better: bool = False) -> pd.DataFrame:
+    """Each config's change of validation loss (or ``metric``) against the reference at each evaluation
+    step, in % of the reference's (< 0 worse), with the 90% t-interval over the seeds both have at that step
     (NaN below ``rules.min_seeds`` paired seeds: the point gap alone, its seed noise unmeasured)."""
     out = []
     for scn, e in ev.groupby("scenario"):
@@ -62,18 +67,18 @@ def gaps(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         if ref is None:
             continue
         one_pass = pd.to_numeric(e["one_pass_step"], errors="coerce").min()
-        at = e.pivot_table(index=["config", "step"], columns="seed", values="val_loss", aggfunc="first")
+        at = e.pivot_table(index=["config", "step"], columns="seed", values=metric, aggfunc="first")
         for (cfg, step), x in at.iterrows():
             if cfg == ref or (ref, step) not in at.index:
                 continue
-            c = contrast(x, at.loc[(ref, step)], -1, rules, exact=False)  # lower loss is better
+            c = contrast(x, at.loc[(ref, step)], 1 if higher_is_better else -1, rules, exact=False)
             out.append({"scenario": scn, "config": cfg, "reference": ref, "step": int(step),
                         "n_paired": c["n_paired"], "change_pct": -c["gap_pct"], "ci_low": -c["ci_high"],
                         "ci_high": -c["ci_low"], "past_one_pass": bool(np.isfinite(one_pass) and step >= one_pass)})
     return pd.DataFrame(out, columns=GAP_COLUMNS)
 
 
-def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
+def trend(ev: pd.DataFrame, rules: Rules = Rules(), metric: str = "val_loss", higher_is_better: bool = False) -> pd.DataFrame:
     """Per (scenario, config): the change at the first and the last evaluation both it and the
     reference made, ``growth_pct`` (last - first, < 0: the gap grew worse), and the one-sided paired
     t-test that it grew worse over the seeds (``grows_worse`` at ``rules.alpha``; p NaN and
@@ -88,7 +93,8 @@ def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
         ref = _reference(e, rules)
         if ref is None:
             continue
-        at = e.pivot_table(index=["config", "seed"], columns="step", values="val_loss", aggfunc="first")
+        at = e.pivot_table(index=["config", "seed"], columns="step", values=metric, aggfunc="first")
+        sign = 1 if higher_is_better else -1  # change > 0: better than the reference
         for cfg in sorted(set(e["config"]) - {ref}):
             if cfg not in at.index.get_level_values(0):
                 continue
@@ -98,11 +104,11 @@ def trend(ev: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
             if len(seeds) == 0 or len(steps) < 2:
                 continue
             first, last = steps[0], steps[-1]
-            change = {s: 100 * (r.loc[seeds, s] - x.loc[seeds, s]) / r.loc[seeds, s].mean() for s in (first, last)}
+            change = {s: 100 * sign * (x.loc[seeds, s] - r.loc[seeds, s]) / r.loc[seeds, s].mean() for s in (first, last)}
             growth = (change[last] - change[first]).to_numpy(float)
             enough = len(growth) >= max(rules.min_seeds, 2)
             p = float(sps.ttest_1samp(growth, 0.0, alternative="less").pvalue) if enough else math.nan
-            every = 100 * (r.loc[seeds, steps] - x.loc[seeds, steps]) / r.loc[seeds, steps].mean()
+            every = 100 * sign * (x.loc[seeds, steps] - r.loc[seeds, steps]) / r.loc[seeds, steps].mean()
             slopes = np.array([sps.linregress(np.asarray(steps, float), every.loc[sd].to_numpy(float)).slope * 1000
                                for sd in seeds])
             p_slope = float(sps.ttest_1samp(slopes, 0.0, alternative="less").pvalue) if enough else math.nan
@@ -329,30 +335,37 @@ def answer_line(study_dirs) -> str:
 
 def within_line(arms, rules: Rules = Rules()) -> str:
     """The answer's note on whether its own verdicts sit on a gap still moving: for each arm
-    (``(label, study folders, comparison)``), each LM scenario whose judged metric is the val loss
-    evaluated during training, each candidate's ``trend`` from the first to the last evaluation;
-    Holm over the arm's tests. Names the configs whose gap grew worse (after Holm, or uncorrected only)
-    and counts the rest; classification, judged at the end only, is said to be out of it. '' where no
-    arm has such a scenario with two evaluations at ``rules.min_seeds`` paired seeds."""
-    parts, n_tests = [], 0
+    (``(label, study folders, comparison)``), each scenario whose judged metric its runs evaluated
+    during training (the LM scenarios' val loss; a classification study's micro-F1 or accuracy where
+    it sets ``eval_every``), each candidate's ``trend`` of that metric from the first to the last
+    evaluation; Holm over each scenario's candidates in an arm (as the table's verdicts). Names the configs whose gap grew worse (after Holm, or
+    uncorrected only) and counts the rest; the scenarios judged at their end only are named as out
+    of it. '' where no arm has a scenario with two evaluations at ``rules.min_seeds`` paired seeds."""
+    parts, n_tests, out = [], 0, set()
     for label, folders, comparison in arms:
-        lm = {s for s, q in (comparison.get("quality_metric") or {}).items() if (q or {}).get("name") == "val_loss"}
+        judged = {s: q for s, q in (comparison.get("quality_metric") or {}).items() if (q or {}).get("name")}
         role = {(e["scenario"], e["config"]): e.get("role", "candidate")
                 for e in comparison.get("recommendation_evidence", [])}
         trends = {}
         for d in map(Path, folders):
             try:
-                ev = evaluations(load_study(d))
+                df = load_study(d)
             except FileNotFoundError:  # no records there (a comparison made from a frame): nothing evaluated
                 continue
-            for scn, e in ev[ev["scenario"].isin(lm - set(trends))].groupby("scenario"):
-                t = trend(e, rules)
-                t = t[t["config"].map(lambda c: role.get((scn, c)) == "candidate") & t["p_grows_worse"].notna()]
-                if len(t):
-                    trends[scn] = t
+            for metric in sorted({q["name"] for q in judged.values()}):
+                scns = {s for s, q in judged.items() if q["name"] == metric} - set(trends)
+                ev = evaluations(df, metric, scns)
+                for scn, e in ev.groupby("scenario"):
+                    t = trend(e, rules, metric, bool(judged[scn].get("higher_is_better")))
+                    t = t[t["config"].map(lambda c: role.get((scn, c)) == "candidate") & t["p_grows_worse"].notna()]
+                    if len(t):
+                        trends[scn] = t.assign(metric=metric)
+        out |= set(judged) - set(trends)
         if not trends:
             continue
-        p = adjust({(r.scenario, r.config): r.p_grows_worse for t in trends.values() for r in t.itertuples()}, rules)
+        p = {}  # Holm over each scenario's candidates, the family of the table's verdicts
+        for t in trends.values():
+            p.update(adjust({(r.scenario, r.config): r.p_grows_worse for r in t.itertuples()}, rules))
         n_tests += len(p)
         cells = []
         for scn, t in sorted(trends.items()):
@@ -364,16 +377,17 @@ def within_line(arms, rules: Rules = Rules()) -> str:
             rest = len(t) - len(sure) - len(raw)
             said = ([f"grows worse {named(sure)}"] if len(sure) else []) + (
                 [f"uncorrected only {named(raw)}"] if len(raw) else [])
-            cells.append(f"{scn} (step {int(t['first_step'].min()):,} -> {int(t['last_step'].max()):,}, "
+            cells.append(f"{scn} ({t['metric'].iloc[0]}, step {int(t['first_step'].min()):,} -> {int(t['last_step'].max()):,}, "
                          f"{'-'.join(map(str, sorted({int(t['n_paired'].min()), int(t['n_paired'].max())})))} seeds): "
                          + "; ".join(said + [f"{'the other ' if said else ''}{rest} not shown to grow"] if rest else said))
         parts.append(f"at {label}: " + "; ".join(cells))
     if not parts:
         return ""
-    return ("**Does the gap move within the answer's steps?** (the LM scenarios, whose judged val loss is evaluated "
-            "during training; classification is judged at its end only. Per candidate, the one-sided paired t that its "
-            "gap to the reference is worse at the last evaluation than at the first, in % of the reference's loss, "
-            f"< 0 worse; Holm over each arm's tests, {n_tests} in all; a test of few seeds finds only large trends, "
+    out_words = (f"; {', '.join(sorted(out))} evaluated at their end only, so out of it" if out else "")
+    return ("**Does the gap move within the answer's steps?** (the scenarios whose judged metric was evaluated during "
+            f"training{out_words}. Per candidate, the one-sided paired t that its "
+            "gap to the reference is worse at the last evaluation than at the first, in % of the reference's metric, "
+            f"< 0 worse; Holm over each scenario's candidates, as the table's verdicts, {n_tests} tests in all; a test of few seeds finds only large trends, "
             "so \"not shown\" is not \"flat\"): " + "; ".join(parts) + ". A verdict whose gap still grows at its last "
             "step holds at that step count, not beyond it.")
 
