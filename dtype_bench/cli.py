@@ -25,7 +25,7 @@ LAZY = {
     "compare": ("benchlib.analysis.report:main_compare", "cross-experiment ranking flips and hypotheses"),
     "arms": ("benchlib.analysis.arms:main", "what one setting (an arm) costs or gains against a baseline, paired run by run"),
     "transfer": ("benchlib.analysis.transfer:main", "a synthetic study's effects next to a real-data study's: where each verdict comes from"),
-    "findings": ("benchlib.analysis.findings:main", "the README's Findings section from a study's comparison.json"),
+    "findings": ("dtype_bench.findings_cmd:main", "the README's Findings section from a study's comparison.json"),
     "scaling": ("benchlib.analysis.scaling:main", "multi-GPU scaling analysis"),
     "rejudge": ("dtype_bench.study.rejudge:main", "judge finished runs again by today's health rules, from their logged losses"),
     "compact": ("dtype_bench.study.compact:main", "a study folder as committed: one records table, thinned logs, each chart once"),

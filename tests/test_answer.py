@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO
 
 from benchlib.analysis import answer, findings, overview
+from dtype_bench import findings_cmd
 from benchlib.analysis.tables import speed_only
 
 REF = REPO / "executed" / "h100" / "reference"
@@ -56,7 +57,7 @@ def rendered() -> str:
     cwd = Path.cwd()
     try:
         os.chdir(REPO)  # the README's sources are relative to the repository
-        return findings.generate(findings._parser().parse_args(_readme_args()))
+        return findings_cmd.generate(findings_cmd.parser().parse_args(_readme_args()))
     finally:
         os.chdir(cwd)
 
@@ -144,7 +145,7 @@ def _quality_comparisons() -> list[dict]:
 
 
 def test_one_row_per_candidate_and_no_control_or_ablation(rendered):
-    arms = findings._arms([(str(i), c, Path(".")) for i, c in enumerate(_quality_comparisons())], [Path(".")])
+    arms = findings.answer_arms([(str(i), c, Path(".")) for i, c in enumerate(_quality_comparisons())], [Path(".")])
     ev = pd.concat([pd.DataFrame(a["comparison"]["recommendation_evidence"]) for a in arms])
     rows = _answer_rows(rendered)
     assert set(rows) == set(ev.loc[ev["role"] == "candidate", "config"])

@@ -9,6 +9,7 @@ import pytest
 from conftest import REPO
 
 from dtype_bench.study import sweep
+from dtype_bench import findings_cmd
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 try:
@@ -49,9 +50,8 @@ def test_the_overview_page_draws_every_chart_with_its_title_and_no_error(tmp_pat
 def _answer_of(*studies: str) -> list[list[str]]:
     """The answer table `dtype-bench findings` writes from these studies' comparisons (the first's
     quality, the speed study's speed), as the README shows one: a list of cells per row, header first."""
-    from benchlib.analysis import findings
     args = [str(REPO / "executed/h100" / s / "comparison/comparison.json") for s in studies]
-    lines = findings.generate(findings._parser().parse_args(args)).splitlines()
+    lines = findings_cmd.generate(findings_cmd.parser().parse_args(args)).splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("| config | A |"))
     rows = lines[head:next(i for i in range(head, len(lines)) if not lines[i].startswith("|"))]
     return [[c.strip().replace("**", "").replace("<br>", " ") for c in ln.strip("|").split("|")]

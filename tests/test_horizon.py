@@ -10,6 +10,7 @@ import pytest
 
 from benchlib.analysis import horizon
 from benchlib.analysis.stats import Rules
+from dtype_bench import findings_cmd
 
 STEPS = [250, 500, 750, 1000, 1250, 1500]
 
@@ -232,11 +233,10 @@ def test_the_beta2_line_compares_arms_of_one_recipe_and_refuses_arms_that_differ
 
 
 def test_findings_takes_several_horizon_studies_and_names_them_all_in_its_command(tmp_path):
-    from benchlib.analysis import findings
-    ns = findings._parser().parse_args(["c.json", "--horizon", "executed/a", "executed/b"])
+    ns = findings_cmd.parser().parse_args(["c.json", "--horizon", "executed/a", "executed/b"])
     assert ns.horizon == ["executed/a", "executed/b"]
     with pytest.raises(Exception, match="--horizon executed/a executed/b: no study folder"):
-        findings._inputs(ns)
+        findings_cmd.inputs(ns)
 
 
 def test_the_answers_note_past_its_steps_gives_candidates_their_gap_verdict_and_growth(monkeypatch, tmp_path):

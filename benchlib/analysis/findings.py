@@ -1,27 +1,18 @@
-"""The README's **Findings** section (``dtype-bench findings``), generated from studies'
-``comparison.json``, short enough to read in a minute:
-
-    dtype-bench findings executed/h100/reference/comparison/comparison.json \
-        executed/h100/reference_speed/comparison/comparison.json --readme README.md
-
-The first study is the answer (its quality verdicts); the first later one built for speed gives
-throughput and memory; each hypothesis comes from the study that decides it; the others, and
-``--fp8_sizes`` / ``--arm_cost`` (``arms.compare``), are supporting lines, as are ``--transfer``
-(``transfer.findings_line``) and ``--horizon`` (``horizon.findings_line``). ``--readme`` replaces the
-block between the ``findings`` markers (appended when absent), so a rerun rewrites nothing.
+"""The README's **Findings** section, composed from studies' ``comparison.json`` (``render``), short
+enough to read in a minute: scope, the default by the rule, the answer table, where candidates
+break, hypotheses, flips, gates, supporting studies, provenance. The ``dtype-bench findings``
+command (``dtype_bench.findings_cmd``) reads its inputs and writes the README block,
+``executed/ANSWER.md`` and the chart; ``answer_for`` gives a study's report the committed answer.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
 
-from benchlib.core.argparser import ArgumentParser, existing_file
-from benchlib.analysis import answer, arms, horizon, transfer
+from benchlib.analysis import answer, arms, horizon
 from benchlib.analysis.overhead import efficiency_line
 from benchlib.analysis.gates import by_reason, speed_runs
 from benchlib.analysis.hypotheses import UNTESTABLE_HERE, bf16_on_frontier
@@ -33,7 +24,6 @@ from benchlib.analysis.recommend import Arm, candidates, pick as pick_default
 from benchlib.analysis.stats import Rules, adjust, label
 from benchlib.analysis.tables import (DEFAULT_BETA2, cell_text, config_order, lm_and_cls, load_study, speed_only,
                                       study_path)
-from benchlib.core.blocks import replace_block
 from benchlib.core.errors import UserError
 from benchlib.core.records import load_records, records_frame, short_commit
 from benchlib.core.sizes import SHAPES
@@ -144,7 +134,7 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     stats = _speed_stats(speeds) if speeds else _own_speed(folder)
     sources_ = [(n, d, scns) for n, _, d, scns in speeds]
     speed_names = ", ".join(f"`{n}` ({', '.join(scns)})" for n, _, _, scns in speeds)
-    arms = _arms(studies, folders)
+    arms = answer_arms(studies, folders)
     cells = answer.cells(comparison, stats)
     picked = pick_default([Arm(a["label"], a["beta2"], a["cells"] if i else cells, a["recipe"])
                            for i, a in enumerate(arms)], stats, beyond=past_min_effect(arms), per_seed=_per_seed(speeds))
@@ -295,7 +285,7 @@ def beta2_of(comparison: dict, folder: Path) -> float:
     return DEFAULT_BETA2
 
 
-def _arms(studies, folders: list[Path]) -> list[dict]:
+def answer_arms(studies, folders: list[Path]) -> list[dict]:
     """The answer's arms: the first study, then each later quality study (not a speed study) whose
     runs trained at another beta2. Each: name, label, beta2, cells, recipe, folder."""
     name, comparison, folder = studies[0]
@@ -307,7 +297,7 @@ def _arms(studies, folders: list[Path]) -> list[dict]:
             continue
         b = beta2_of(comp, d)
         if b != b0 and b not in {a["beta2"] for a in arms}:
-            srcs = _sources(comp, d)
+            srcs = study_sources(comp, d)
             arms.append({"name": " + ".join(f.name for f in srcs) if len(srcs) > 1 else n, "label": f"beta2 {b:g}",
                          "beta2": b, "cells": answer.cells(comp, None), "folder": d, "folders": srcs, "study": n,
                          "recipe": comp["recipe"], "comparison": comp})
@@ -367,7 +357,7 @@ def _folders_of(comparison: dict, folder: Path) -> list[Path]:
     if comparison.get("tasks"):
         return [folder]
     try:
-        found = _sources(comparison, folder)
+        found = study_sources(comparison, folder)
     except UserError:
         return [folder]
     return found if len(found) > 1 else [folder]
@@ -708,17 +698,6 @@ def _evidence(h: dict, safety: pd.DataFrame, quality_study: str | None) -> str:
     return text.replace("|", "/")
 
 
-def answer_text(body: str) -> str:
-    """The answer alone from a Findings section: its opening (scope, default, table, legend, rule,
-    absolute speed, where it breaks) and its provenance line, under its own title."""
-    head = body[:body.index("\n**Hypotheses**")].removeprefix("## Findings\n").strip("\n")
-    foot = body.rstrip("\n").splitlines()[-1]
-    head = re.sub(r"\n\n!\[[^\n]*", "", head)  # the chart is a file beside it
-    head, foot = (re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", x) for x in (head, foot))  # links: relative to README
-    return ("# The answer\n\n<!-- Written by `dtype-bench findings --answer` (README's Findings command); edit the "
-            "studies, not this file. -->\n\n" + head + "\n\n" + foot + "\n")
-
-
 def answer_studies(text: str) -> list[str]:
     """The study folders (from ``executed/`` on) an answer or Findings text says it is made of."""
     line = next((ln for ln in text.splitlines() if ln.startswith(STUDIES_MARK)), "")
@@ -753,81 +732,7 @@ def answer_for(study_dir: Path, root: Path | None = None) -> str | None:
     return text if study_path(Path(study_dir).resolve()) in answer_studies(text) else None
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="dtype-bench findings",
-                                description="The README's Findings section from a study's comparison.json")
-    p.add_argument("comparison", nargs="+", help="<study>/comparison/comparison.json (written by dtype-bench "
-                   "compare); several: the first one's recommendation, each hypothesis from the study that decides it.")
-    p.add_argument("--fp8_sizes", metavar="STUDY", help="Also where FP8 pays, from this fp8_sizes study's records.")
-    p.add_argument("--arm_cost", metavar="STUDY", help="Also what this study's arms cost against its plain arm "
-                   "(e.g. executed/h100/checkpointing).")
-    p.add_argument("--transfer", metavar="DIR", help="Also where verdicts come from: DIR/transfer.csv (dtype-bench transfer).")
-    p.add_argument("--horizon", metavar="STUDY", nargs="+", help="Also whether the gaps grow with training, from "
-                   "these horizon studies' evaluations (e.g. executed/h200/reference_horizon_source_b999); two that "
-                   "differ only in beta2 also get a line comparing each config's loss across beta2.")
-    p.add_argument("--readme", type=existing_file, help="Rewrite this file's findings block instead of printing.")
-    p.add_argument("--answer", metavar="FILE", help=f"Also write the answer alone (scope, default, table, rule, "
-                   f"where it breaks) to FILE, e.g. {ANSWER_FILE}: the reports and notebooks of the studies it is made "
-                   f"of show it.")
-    return p
-
-
-def generate(ns: argparse.Namespace) -> str:
-    """The section for parsed arguments (``_parser``): the comparisons, then the extra studies."""
-    return render(*_inputs(ns))
-
-
-def _inputs(ns: argparse.Namespace) -> tuple:
-    """(studies, sources, extra lines, the first comparison's folders, horizon studies) for ``render``."""
-    extra, sources = [], list(ns.comparison)
-    for flag, folder, section in (("--fp8_sizes", ns.fp8_sizes, fp8_section), ("--arm_cost", ns.arm_cost, arm_cost_section),
-                                  ("--transfer", ns.transfer, transfer.findings_line),
-                                  ("--horizon", ns.horizon, horizon_section)):
-        if folder:
-            several = isinstance(folder, list)
-            try:
-                extra += section([Path(f) for f in folder] if several else Path(folder))
-            except (FileNotFoundError, ValueError) as e:
-                raise UserError(f"{flag} {' '.join(folder) if several else folder}: {e}") from None
-            sources += [flag, *(folder if several else [folder])]
-    studies = []
-    for source in ns.comparison:
-        path = Path(source)
-        if not path.is_file():
-            raise UserError(f"no comparison file {str(path)!r}: run `dtype-bench compare <study>` first")
-        try:
-            comparison = json.loads(path.read_text())
-            comparison["recommendations"]["universal"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise UserError(f"{path}: not a comparison.json written by dtype-bench compare "
-                            f"({type(e).__name__}: {e})") from None
-        study_dir = path.parent.parent
-        srcs = _sources(comparison, study_dir)
-        if study_dir.resolve() not in {p.resolve() for p in srcs}:  # written away from its studies
-            study_dir = srcs[0]
-        studies.append((study_dir.name, comparison, study_dir))
-    first = _sources(studies[0][1], studies[0][2])
-    return studies, sources, extra, first, [Path(f) for f in ns.horizon or []]
-
-
-def answer_chart(ns: argparse.Namespace) -> "alt.Chart":  # noqa: F821
-    """The answer table as a chart (``overview.answer_gaps``): a panel per column of the table."""
-    from benchlib.analysis.overview import answer_gaps
-    from benchlib.analysis.stats import is_loss
-    studies, _, _, first, _ = _inputs(ns)
-    arms = _arms(studies, first)
-    rows, minimum = [], {}
-    for i, a in enumerate(arms):
-        cells = answer.cells(a["comparison"], None)
-        for s, g in cells.groupby("scenario"):
-            col = s if i == 0 else f"{s} {a['label']}"
-            metric = (a["recipe"].get(s) or {}).get("metric")
-            minimum[col] = Rules.min_effect_loss_pct if is_loss(metric) else Rules.min_effect_score_pct
-            rows.append((s, i, g[g["verdict"] != "reference"].assign(column=col)))
-    return answer_gaps(pd.concat([g for _, _, g in sorted(rows, key=lambda r: r[:2])]), minimum)  # the table's order
-
-
-def _sources(comparison: dict, study_dir: Path) -> list[Path]:
+def study_sources(comparison: dict, study_dir: Path) -> list[Path]:
     """The study folders a comparison was computed from (its ``sources``, which name them as the
     machine that ran it did), here, wherever the comparison itself was written (``compare
     --output_dir``); the comparison's own study (the folder above its own) where none is found.
@@ -842,31 +747,3 @@ def _sources(comparison: dict, study_dir: Path) -> list[Path]:
         raise UserError(f"a comparison under {str(study_dir)!r}, not a study folder, names studies none of which "
                         f"is here ({names}): run findings where its studies are")
     return [study_dir]
-
-
-def main(argv: list[str] | None = None) -> int:
-    ns = _parser().parse_args(argv)
-    body = generate(ns)
-    if ns.answer:
-        path = Path(ns.answer)
-        text = answer_text(body)
-        changed = not path.exists() or path.read_text() != text
-        if changed:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        print(f"{path}: answer {'updated' if changed else 'unchanged'}")
-        from benchlib.analysis.charts import save
-        print(f"{save(answer_chart(ns), CHART.with_suffix(''), ('svg',))[0]}: the answer as a chart")
-        if stale := showing_another_answer(text):
-            print(f"{len(stale)} of its studies' notebooks and reports show another answer until each is analysed "
-                  f"again (dtype-bench sweep STUDY_FILE --out ROOT --analysis_only, then compact): {', '.join(stale)}")
-    if ns.readme:
-        readme = Path(ns.readme)
-        old = readme.read_text() if readme.exists() else ""
-        new = replace_block(old, body, START, END)
-        if new != old:
-            readme.write_text(new)
-        print(f"{readme}: findings {'updated' if new != old else 'unchanged'}")
-    else:
-        print(body, end="")
-    return 0
