@@ -22,6 +22,13 @@ def _plan(tmp_path, text=STUDY):
     return path, sweep.plan(load_study(path), tmp_path / "executed")
 
 
+def _finished(item, wall: float, fixed: float = 0.5) -> None:
+    """``item``'s record as a cell's process leaves a run it finished (status ok, its sweep timing)."""
+    rec = runner.error_record(item.spec, item.out_dir, None)
+    rec.update(status="ok", sweep={"wall_s": wall, "fixed_s": fixed, "notebook": False})
+    write_json_atomic(item.result, rec)
+
+
 def test_seeds_outside_notebook_seeds_run_without_a_notebook_and_a_bad_seed_is_named(tmp_path):
     runs = parse_study({"seeds": [0, 1, 2], "notebook_seeds": [0], "scenarios": ["A"], "configs": ["amp_bf16"]}).runs()
     assert [(r.cfg.seed, r.notebook) for r in runs] == [(0, True), (1, False), (2, False)]
@@ -159,10 +166,7 @@ def test_runs_a_cell_left_for_want_of_time_get_no_record_and_wait_for_the_next_c
         spec = json.loads(open(argv[-1]).read())
         calls.append(len(spec["runs"]))
         seen["deadline"] = spec["deadline"]
-        item = next(i for i in items if str(i.out_dir) == spec["runs"][0]["run_config"]["out_dir"])
-        rec = runner.error_record(item.spec, item.out_dir, None)
-        rec.update(status="ok", sweep={"wall_s": 1.0, "fixed_s": 0.5, "notebook": False})
-        write_json_atomic(item.result, rec)
+        _finished(next(i for i in items if str(i.out_dir) == spec["runs"][0]["run_config"]["out_dir"]), 1.0)
         return cellrun.STOP_FOR_DEADLINE
 
     monkeypatch.setattr(cellrun, "execute_argv", fake)
@@ -248,18 +252,13 @@ def test_a_rerun_of_a_compacted_studys_cell_cut_by_the_deadline_is_deferred_not_
     path, items = _plan(tmp_path)
     root = tmp_path / "executed"
     for item in items:
-        rec = runner.error_record(item.spec, item.out_dir, None)
-        rec.update(status="ok", sweep={"wall_s": 1.0, "fixed_s": 0.5, "notebook": False})
-        write_json_atomic(item.result, rec)
+        _finished(item, 1.0)
     compact.compact(root / "cells", root)
     items = sweep.plan(load_study(path), root, runner.stored_records(root / "cells"))
     assert all(i.stored is not None and not i.result.exists() for i in items)
 
     def fake(argv, env, log, timeout=None):  # seed 0 trained again, then no time for seed 1
-        item = items[0]
-        rec = runner.error_record(item.spec, item.out_dir, None)
-        rec.update(status="ok", sweep={"wall_s": 2.0, "fixed_s": 0.5, "notebook": False})
-        write_json_atomic(item.result, rec)
+        _finished(items[0], 2.0)
         return cellrun.STOP_FOR_DEADLINE
 
     monkeypatch.setattr(cellrun, "execute_argv", fake)
