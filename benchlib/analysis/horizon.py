@@ -338,9 +338,10 @@ def within_line(arms, rules: Rules = Rules()) -> str:
     (``(label, study folders, comparison)``), each scenario whose judged metric its runs evaluated
     during training (the LM scenarios' val loss; a classification study's micro-F1 or accuracy where
     it sets ``eval_every``), each candidate's ``trend`` of that metric from the first to the last
-    evaluation; Holm over each scenario's candidates in an arm (as the table's verdicts). Names the configs whose gap grew worse (after Holm, or
-    uncorrected only) and counts the rest; the scenarios judged at their end only are named as out
-    of it. '' where no arm has a scenario with two evaluations at ``rules.min_seeds`` paired seeds."""
+    evaluation; Holm per scenario over its candidates (the table's verdicts are corrected per
+    scenario too). Names the configs whose gap grew worse (after Holm, or uncorrected only) and
+    counts the rest; the scenarios judged at their end only are named as out of it. '' where no
+    arm has a scenario with two evaluations at ``rules.min_seeds`` paired seeds."""
     parts, n_tests, out = [], 0, set()
     for label, folders, comparison in arms:
         judged = {s: q for s, q in (comparison.get("quality_metric") or {}).items() if (q or {}).get("name")}
@@ -387,7 +388,8 @@ def within_line(arms, rules: Rules = Rules()) -> str:
     return ("**Does the gap move within the answer's steps?** (the scenarios whose judged metric was evaluated during "
             f"training{out_words}. Per candidate, the one-sided paired t that its "
             "gap to the reference is worse at the last evaluation than at the first, in % of the reference's metric, "
-            f"< 0 worse; Holm over each scenario's candidates, as the table's verdicts, {n_tests} tests in all; a test of few seeds finds only large trends, "
+            "< 0 worse; Holm per scenario over its candidates (the table's verdicts are corrected per scenario too), "
+            f"{n_tests} tests in all; a test of few seeds finds only large trends, "
             "so \"not shown\" is not \"flat\"): " + "; ".join(parts) + ". A verdict whose gap still grows at its last "
             "step holds at that step count, not beyond it.")
 
