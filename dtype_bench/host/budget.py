@@ -16,7 +16,7 @@ from pathlib import Path
 from benchlib.core.errors import UserError
 from benchlib.core.records import COMPLETED, read_steps, steps_file
 from benchlib.core.scenarios import SCENARIOS
-from dtype_bench.study.runner import interrupt, readable
+from dtype_bench.study.runner import interrupt, readable, recorded_here
 from benchlib.training.resume import saved_share
 
 DEFAULT_RUN_S = 120.0
@@ -271,9 +271,7 @@ class Budget:
     def defer_unrun(self, items: list) -> None:
         """``items`` a cell's process left without a record for want of time join ``deferred``."""
         with self._lock:
-            # no file of its own: a rerun of a compacted study's run is not done by its old record
-            self.deferred += [i for i in items if (not i.result.exists() or readable(i) is None)
-                              and not any(i is d for d in self.deferred)]
+            self.deferred += [i for i in items if not recorded_here(i) and not any(i is d for d in self.deferred)]
 
     def left_line(self, total: int) -> str:
         """How many runs are left, and the first of them no call of this budget would start: its

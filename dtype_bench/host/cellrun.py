@@ -28,7 +28,7 @@ from benchlib.core.records import read_record
 from benchlib.training.resume import saved_share
 from dtype_bench.host.budget import CARRY_MIN_S, MARGIN, STATE_LEAD_S
 from dtype_bench.study.runner import (Item, clear, error_record, execute_argv, kernel_env, loaded, log_tail, readable,
-                                   run_config, sigint_once, sweep_says, sweep_timing)
+                                   recorded_here, run_config, sigint_once, sweep_says, sweep_timing)
 
 
 def run_cell(spec: dict) -> int:
@@ -147,9 +147,7 @@ def execute_cell(items: list[Item], slot: dict, timeout: int | None = None,
                               timeout * len(pending) if timeout else None)
         finally:
             Path(f.name).unlink(missing_ok=True)
-        # finished or error, by cellrun: a file it wrote (a rerun of a compacted study's run has its old
-        # record in the table, which a run the deadline left unstarted must not pass for)
-        ran = [i for i in pending if i.result.exists() and "sweep" in (readable(i) or {})]
+        ran = [i for i in pending if recorded_here(i) and "sweep" in readable(i)]  # finished or error, by cellrun
         done += [(i, read_record(i.result)) for i in ran]
         rest = [i for i in pending if i not in ran]
         if rc == -signal.SIGINT:

@@ -81,6 +81,13 @@ class Item:
         return not self.state.startswith("done")
 
 
+def recorded_here(item: Item) -> bool:
+    """Whether ``item``, one of this call's runs (its folder cleared before it ran), has a record of
+    its own: a readable ``result.json``. A compacted study's old record in its table does not count
+    (``readable`` gives that one): a rerun the deadline or an interrupt left unstarted or cut has none."""
+    return item.result.exists() and readable(item) is not None
+
+
 def readable(item: Item) -> dict | None:
     """The item's record, or None where it has none or it is unreadable."""
     if item.stored is not None and not item.result.exists():

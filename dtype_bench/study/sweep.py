@@ -33,7 +33,7 @@ from benchlib.core.records import last_line as _last_line
 from dtype_bench.study.lock import holder, study_lock
 from dtype_bench.study.runner import (NOTEBOOK_DIR, RUNNING, WAITING, Item, _rel, cells, checkpoint_lost, cut_steps_s,
                                    execute_unit, is_waiting, kernel_env, log_tail, plan,
-                                   pretrain_problem, pretrain_root, pretrain_warning, readable, refresh_reading,
+                                   pretrain_problem, pretrain_root, pretrain_warning, readable, recorded_here, refresh_reading,
                                    remake_lost, run_state, steps_share, stored_records)
 from benchlib.core.timing import STEPS_SHARE_TARGET
 from benchlib.study.studyfile import Study, load_study
@@ -292,7 +292,7 @@ def _run_here(ns: argparse.Namespace, study: Study, every: list[Item], items: li
     except KeyboardInterrupt:
         if not (budget and budget.expired):
             raise  # run's one line
-        budget.deferred += [i for i in todo if not run_state(i)[0].startswith("done")
+        budget.deferred += [i for i in todo if not (recorded_here(i) and run_state(i)[0].startswith("done"))
                             and not any(i is d for d in budget.deferred)]
         timings += finished_in_cut_units(todo, timings, since)
         print("\ntime budget: spent while runs were going; they were stopped and run again with the same command")
