@@ -115,5 +115,23 @@ def test_findings_names_the_studies_whose_notebooks_show_another_answer(tmp_path
     assert findings.showing_another_answer(answer, tmp_path) == ["executed/h1/two"]
 
 
-def test_no_committed_answer_study_shows_another_scope_or_table():
+def test_findings_names_a_study_whose_notebook_shows_another_legend(tmp_path):
+    """The legend under the table ("Cell: ...") is part of the answer: a notebook analysed before a
+    legend change (e.g. the hosts the speed was timed on) shows another answer too."""
+    legend = "Cell: the verdict; each scenario's configs timed on one host, each config's runs alone on a GPU"
+    answer = (f"{findings.STUDIES_MARK} executed/h1/one -->\n\n| config | A |\n|---|---|\n"
+              f"| amp_bf16 | **safe** |\n\n{legend}\n")
+    nb = tmp_path / "executed/h1/one/analysis/11_compare_experiments.ipynb"
+    nb.parent.mkdir(parents=True)
+
+    def shows(text):
+        out = {"output_type": "display_data", "data": {"text/markdown": text}, "metadata": {}}
+        nb.write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [out]}]}))
+    shows(answer)
+    assert findings.showing_another_answer(answer, tmp_path) == []
+    shows(answer.replace("on one host,", "on one host except B (on 2 hosts),"))
+    assert findings.showing_another_answer(answer, tmp_path) == ["executed/h1/one"]
+
+
+def test_no_committed_answer_study_shows_another_scope_table_or_legend():
     assert findings.showing_another_answer(ANSWER.read_text(), REPO) == []

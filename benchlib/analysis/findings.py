@@ -705,10 +705,10 @@ def answer_studies(text: str) -> list[str]:
 
 
 def showing_another_answer(text: str, root: Path = Path(".")) -> list[str]:
-    """The studies ``text`` (an answer) is made of whose comparison notebook shows a scope or table
-    line other than its own: analysed before the findings that changed it (``answer_for`` reads the
-    answer then)."""
-    rows = [ln.rstrip() for ln in text.splitlines() if ln.startswith(("| ", "> "))]
+    """The studies ``text`` (an answer) is made of whose comparison notebook shows a scope, table or
+    legend ("Cell: ...") line other than its own: analysed before the findings that changed it
+    (``answer_for`` reads the answer then)."""
+    rows = [ln.rstrip() for ln in text.splitlines() if ln.startswith(("| ", "> ", "Cell: "))]
     out = []
     for study in answer_studies(text):
         nb = root / study / "analysis" / "11_compare_experiments.ipynb"
