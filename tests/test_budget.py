@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -638,3 +639,54 @@ def test_a_cut_run_whose_config_never_finished_is_costed_by_its_own_step_time(tm
     b, by_own = costed()
     assert by_own == pytest.approx(1.1 * 20 + 10 + 1.1 * 5 * 1.0)
     assert b.admit([cut]) and "no call of this budget starts it" not in b.left_line(4)
+
+
+def test_a_sweep_says_what_share_of_its_runs_time_steps_will_take_and_how_much_longer_runs_reach_the_target(tmp_path):
+    """Short runs spend their GPU time starting and compiling: before the runs start, the sweep
+    estimates their share in steps from finished runs of their configs and names the steps that
+    would reach the target; runs long against their fixed cost are not told to grow."""
+    items = sweep.plan(load_study(_write(tmp_path, STUDY)), tmp_path / "executed")
+    done = [i for i in items if i.spec.cfg.seed == 0]
+
+    def finished(wall, fixed):
+        for item in done:
+            rec = runner.error_record(item.spec, item.out_dir, None)
+            rec.update(status="ok", run={**rec["run"], "steps": 10}, sweep={"wall_s": wall, "fixed_s": fixed})
+            write_json_atomic(item.result, rec)
+        b = budget.Budget(600)
+        b.learn(items)
+        return b, [i for i in items if i.spec.cfg.seed == 1]
+    b, todo = budget.Budget(600), [i for i in items if i.spec.cfg.seed == 1]
+    b.learn(items)
+    assert b.planned_share(todo) is None and b.planned_line(todo) is None  # nothing to estimate from
+    b, todo = finished(wall=40.0, fixed=30.0)  # 30 s fixed, 10 s of steps a run: 25%
+    share, factor, costed = b.planned_share(todo)
+    assert share == pytest.approx(0.25) and costed == 2
+    assert factor == pytest.approx(0.7 * 60 / (0.3 * 20))  # 7x the steps: 70 s of steps against 30 s fixed
+    line = b.planned_line(todo)
+    assert line_with(line, "25%", "70%", "7.0x", "70 for 10")
+    b, todo = finished(wall=102.0, fixed=2.0)  # 2 s fixed, 100 s of steps: 98%
+    share, factor, _ = b.planned_share(todo)
+    assert share == pytest.approx(100 / 102) and factor == 1.0
+    assert "would reach" not in b.planned_line(todo)
+
+
+def test_the_sweep_prints_the_planned_share_before_its_runs(chunked, capsys, monkeypatch):
+    monkeypatch.setattr(sweep, "run_analysis", lambda *a, **k: ([], []))
+    fake = runner.execute
+
+    def timed(cmd, env, log, timeout=None):  # each run 100 s on the clock, 30 of them in steps
+        code = fake(cmd, env, log, timeout)
+        result = Path(runner.injected(cmd)["out_dir"]) / "result.json"
+        rec = read_record(result)
+        rec["metrics"]["time/steps_s"] = 30.0
+        write_json_atomic(result, rec)
+        return code
+    monkeypatch.setattr(runner, "execute", timed)
+    assert host_sweep.main(chunked.argv + ["--time_budget", "250s"]) == 0  # two runs, nothing to estimate from
+    assert "planned:" not in capsys.readouterr().out
+    assert host_sweep.main(chunked.argv + ["--dry_run"]) == 0  # the other two, costed by the first two's records
+    assert line_with(capsys.readouterr().out, "planned:", "~30%", "2 runs", "70%", "5.4x")  # 30 s of steps, 70 fixed
+    assert len(chunked.calls) == 2  # a dry run runs nothing
+    assert host_sweep.main(chunked.argv) == 0
+    assert line_with(capsys.readouterr().out, "planned:", "training steps", "70%") and len(chunked.calls) == 4

@@ -6,6 +6,7 @@ how many are left; the next call resumes. The analysis runs only once every run 
 """
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 from benchlib.core.errors import UserError
 from benchlib.core.records import COMPLETED, read_steps, steps_file
 from benchlib.core.scenarios import SCENARIOS
+from benchlib.core.timing import STEPS_SHARE_TARGET
 from dtype_bench.study.runner import interrupt, readable, recorded_here
 from benchlib.training.resume import saved_share
 
@@ -56,14 +58,18 @@ def run_cost(rec: dict, steps: int) -> float | None:
     """What a completed record's run cost the sweep, scaled to ``steps``; None where untimed. A run
     that resumed from a saved state timed only the steps after it (its ``resumed.from_step``)."""
     s = rec.get("sweep") or {}
-    wall, fixed, ran = s.get("wall_s"), s.get("fixed_s"), (rec.get("run") or {}).get("steps")
+    wall, fixed, ran = s.get("wall_s"), s.get("fixed_s"), _steps_timed(rec)
     if rec.get("status") not in COMPLETED or not wall:
         return None
-    if ran:
-        ran -= (rec.get("resumed") or {}).get("from_step") or 0
     if fixed is None or not ran:
         return float(wall)
     return fixed + (wall - fixed) * steps / ran
+
+
+def _steps_timed(rec: dict) -> int:
+    """The steps a record's sweep wall covers: its run's, less those before the state it resumed from."""
+    ran = (rec.get("run") or {}).get("steps") or 0
+    return ran - ((rec.get("resumed") or {}).get("from_step") or 0) if ran else 0
 
 
 def _sharing(rec: dict) -> int:
@@ -178,6 +184,47 @@ class Budget:
         except (OSError, ValueError):  # a log cut mid-line by the deadline: no guide
             return None
         return float(statistics.median(ms)) if ms else None
+
+    def planned_share(self, todo: list) -> tuple[float, float, int] | None:
+        """The share of their time the runs ``todo`` are expected to spend in training steps, from
+        finished runs of their own configs (``seen``, ``--costs_from`` included): each run's mean
+        fixed cost (``sweep.fixed_s``: start, data, compilation, evaluation) against its steps at the
+        mean seconds a step. The mean, not the median: a config's first run on a host compiles
+        (~20-30 s) and its later seeds load the compiled graphs (~2 s), and a plan pays both as
+        often as the runs it is costed from did. Returns (share, factor, runs costed): ``factor`` is how many times
+        its steps every run would need for the share to reach ``STEPS_SHARE_TARGET`` (1 where it
+        does; a floor where evaluations every ``eval_every`` steps grow the fixed cost with them). None where no run of ``todo`` has a finished run of its config. A study of short runs
+        spends its GPU time compiling and loading (C and D's speed study: 43%, 2026-11-29)."""
+        fixed = steps_s = 0.0
+        costed = 0
+        for item in todo:
+            name = item.spec.cfg.dtype.name
+            own = [(s["fixed_s"], (s["wall_s"] - s["fixed_s"]) / ran) for r in self.seen.get(_key(item), [])
+                   if r.get("config") == name and (s := r.get("sweep") or {}).get("fixed_s") is not None
+                   and s.get("wall_s") and (ran := _steps_timed(r)) > 0]
+            if own:
+                costed += 1
+                fixed += statistics.fmean(f for f, _ in own)
+                steps_s += self.steps_left(item) * max(0.0, statistics.fmean(p for _, p in own))
+        if not costed or fixed + steps_s <= 0:
+            return None
+        target = STEPS_SHARE_TARGET
+        factor = max(1.0, target * fixed / ((1 - target) * steps_s)) if steps_s else float("inf")
+        return steps_s / (fixed + steps_s), factor, costed
+
+    def planned_line(self, todo: list) -> str | None:
+        """``planned_share`` as the sweep prints it before its runs start, or None."""
+        if (plan := self.planned_share(todo)) is None:
+            return None
+        share, factor, costed = plan
+        steps = sorted({i.spec.cfg.steps for i in todo})
+        line = (f"planned: ~{100 * share:.0f}% of {'these' if costed == len(todo) else f'{costed} of these'} "
+                f"{len(todo)} runs' time in training steps (estimated from finished runs of their configs: each "
+                f"one's fixed cost and seconds a step); the target is >= {100 * STEPS_SHARE_TARGET:.0f}%")
+        if factor > 1.0:
+            longer = ", ".join(f"{math.ceil(factor * n):,} for {n:,}" for n in steps) if math.isfinite(factor) else "-"
+            line += f"; runs with {factor:.1f}x the steps would reach it ({longer})"
+        return line
 
     def first_part(self, item) -> float | None:
         """For a run that saves its state (``state_every``) and that no call of this budget could

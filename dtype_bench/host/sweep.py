@@ -203,12 +203,18 @@ class GpuHost(sweep.Host):
             extra["cpus_per_run"] = len(parse_cpus(slots[0][CPUS_ENV]))
         return extra
 
+    def preview(self, every: list[Item], selected: list[Item]) -> None:
+        """The runs' costs from the records there and --costs_from's (the budget's, where one is
+        set), and the share of their time they are expected to spend in steps."""
+        costs = self.budget or Budget(0.0)  # without --time_budget, only for the planned share
+        costs.learn(every)
+        for folder in self.ns.costs_from:
+            costs.learn_from(load_records(folder), every)
+        if line := costs.planned_line([i for i in selected if i.todo]):
+            print(f"  {line}")
+
     def start(self, study_dir: Path, every: list[Item], selected: list[Item]) -> None:
         self.lanes = sorted({(i.spec.arm or "", i.spec.cfg.scenario, i.spec.cfg.seed) for i in selected})
-        if self.budget:
-            self.budget.learn(every)
-            for folder in self.ns.costs_from:
-                self.budget.learn_from(load_records(folder), every)
         if self.ns.pack_to:
             self.packer = Packer(study_dir, self.ns.pack_to, PACK_EVERY_S).start()
 

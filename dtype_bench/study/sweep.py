@@ -79,6 +79,9 @@ class Host:
                 on_start(unit, slots[0])
                 on_done(unit, run(unit, slots[0]))
 
+    def preview(self, every: list[Item], selected: list[Item]) -> None:
+        """After the plan is printed, a dry run's too: what running it here is expected to cost."""
+
     def start(self, study_dir: Path, every: list[Item], selected: list[Item]) -> None:
         """Before the runs execute here (``every`` the study's runs, ``selected`` the filters' pick)."""
 
@@ -218,6 +221,7 @@ def _run(ns: argparse.Namespace, study: Study, host: Host, stored: dict | None =
         raise ConfigError(stack)
     _print_plan(study, ns.study, every, items, pending, study_dir, ns.dry_run, host.run_cell is not None,
                 getattr(ns, "seed_per_gpu", False))
+    host.preview(every, [] if ns.analysis_only else items)
     if ns.dry_run and missing:  # the plan all the same: where it runs, the data may be there
         print(f"  not here, so a sweep here would stop: {problem}")
     if (kept := committed_reruns(pending, study.name)) and not getattr(ns, "rerun_stale", False):
