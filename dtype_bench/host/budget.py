@@ -191,10 +191,12 @@ class Budget:
         fixed cost (``sweep.fixed_s``: start, data, compilation, evaluation) against its steps at the
         mean seconds a step. The mean, not the median: a config's first run on a host compiles
         (~20-30 s) and its later seeds load the compiled graphs (~2 s), and a plan pays both as
-        often as the runs it is costed from did. Returns (share, factor, runs costed): ``factor`` is how many times
-        its steps every run would need for the share to reach ``STEPS_SHARE_TARGET`` (1 where it
-        does; a floor where evaluations every ``eval_every`` steps grow the fixed cost with them). None where no run of ``todo`` has a finished run of its config. A study of short runs
-        spends its GPU time compiling and loading (C and D's speed study: 43%, 2026-11-29)."""
+        often as the runs it is costed from did. Returns (share, factor, runs costed), ``factor``
+        how many times its steps every run would need for the share to reach
+        ``STEPS_SHARE_TARGET`` (1 where it does; a floor where evaluations every ``eval_every``
+        steps grow the fixed cost with them); None where no run of ``todo`` has a finished run of
+        its config. A study of short runs spends its GPU time compiling and loading (C and D's
+        speed study: 43%, 2026-11-29)."""
         fixed = steps_s = 0.0
         costed = 0
         for item in todo:
