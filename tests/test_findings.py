@@ -245,7 +245,12 @@ def test_reversals_the_rules_could_not_test_are_counted_not_shown_absent(tmp_pat
     line = flips_line()
     assert "Not tested: `reference_speed`: 4 throughput reversal(s) between scenarios" in line
     assert "timed on one host, >= 3 seeds a cell" in line and "quality flip" not in line  # quality: all tested
+    assert "memory flip" not in line  # memory: all tested
+    comp["method"]["reversals"]["memory"]["testable"] = 1
+    assert "one GPU model and software stack, >= 3 seeds a cell" in flips_line()
     comp["method"]["reversals"]["throughput"]["testable"] = 5
+    assert "speed flip" not in flips_line()
+    comp["method"]["reversals"]["memory"]["testable"] = 2
     assert "not tested" not in flips_line().lower()
 
 

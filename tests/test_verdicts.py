@@ -300,6 +300,24 @@ def test_a_speed_flip_needs_the_speed_size_three_seeds_one_host_and_two_differen
     assert int(rev.loc[rev["metric"] == "throughput", "significant"].sum()) == flips
 
 
+@pytest.mark.parametrize("c_torch, memory_flips", [("2.11.0", 1), ("2.12.0", 0)])
+def test_a_memory_flip_needs_one_gpu_model_and_software_a_speed_flip_one_host(c_torch, memory_flips):
+    """A on one host, C on another: the throughput reversal is not tested (a host's CPU moves a
+    step's speed), the memory one is where both ran one GPU model and one software stack."""
+    recs = []
+    for s, host in (("A", "GPU-1"), ("C", "GPU-2")):
+        for c in ("amp_bf16", "bf16_pure"):
+            for k in range(3):
+                better = (s == "A") == (c == "amp_bf16")
+                r = speed_record(s, c, k, (120 if better else 100) + 0.1 * k, host, memory=(1.0 if better else 1.2) + 0.001 * k)
+                r["env"].update(torch=c_torch if s == "C" else "2.11.0", cuda="13.0")
+                recs.append(r)
+    rev = order_reversals(frame(recs), FAST).set_index("metric")
+    assert not rev.loc["throughput", "significant"] and "one identified host" in rev.loc["throughput", "note"]
+    assert int(rev.loc["memory", "significant"]) == memory_flips
+    assert (rev.loc["memory", "note"] == "") == bool(memory_flips)
+
+
 def test_configs_identical_by_construction_are_one_for_speed_flips():
     # amp_bf16_fp8 converted nothing: for speed it is amp_bf16, and a reversal against bf16_pure
     # is counted once, from amp_bf16

@@ -432,8 +432,10 @@ def _flips(name: str, comparison: dict, speeds: list) -> str:
     by_quality = _untested(name, comparison, ("quality",))
     by_speed = [u for n, c, _ in speeds for u in _untested(n, c, ("throughput", "memory"))]
     rules = comparison.get("method", {}).get("rules", {})
-    why = ([f"a speed or memory flip is tested between two scenarios timed on one host, >= "
-            f"{rules.get('min_flip_seeds_speed', '?')} seeds a cell"] if by_speed else []) + (
+    where = {"throughput": "a speed flip is tested between two scenarios timed on one host",
+             "memory": "a memory flip between two scenarios measured on one GPU model and software stack"}
+    left = [w for m, w in where.items() if any(_untested(n, c, (m,)) for n, c, _ in speeds)]
+    why = ([f"{', '.join(left)}, >= {rules.get('min_flip_seeds_speed', '?')} seeds a cell"] if left else []) + (
            [f"a quality flip needs >= {rules.get('min_seeds', '?')} counted seeds a cell"] if by_quality else [])
     tail = f"not tested: {', '.join(by_quality + by_speed)} between scenarios ({'; '.join(why)})" if why else ""
     if not flips:

@@ -4,8 +4,9 @@ and seed 000's ``flips`` entries from both (``flip_entries``: one per pair, neve
 
 Only candidates flip; configs identical by construction for the metric (``cost_hash`` for speed
 and memory, ``definition_hash`` for quality) count once; quality only where it is established;
-speed and memory only at ``Rules.flip_size`` with ``Rules.min_flip_seeds_speed`` seeds per cell on
-one identified host. The smaller of the two gaps (paired by seed where possible) is bootstrapped,
+speed and memory only at ``Rules.flip_size`` with ``Rules.min_flip_seeds_speed`` seeds per cell,
+speed on one identified host, memory on one GPU model and software stack (``tables.stack_of``: peak
+memory does not move with the host). The smaller of the two gaps (paired by seed where possible) is bootstrapped,
 its share of resamples <= 0 is the p-value, corrected over a metric's reversals.
 """
 from __future__ import annotations
@@ -39,11 +40,16 @@ def _sized(df: pd.DataFrame, runs: pd.Series, rules: Rules) -> pd.Series:
     return runs & (df["run.size"].eq(rules.flip_size) if "run.size" in df else False)
 
 
+WHERE = {"throughput": ("host", "one identified host"), "memory": ("stack", "one GPU model and software stack")}
+"""Where a speed or memory flip's four cells must all be measured: the ``study_frame`` column, in words."""
+
+
 def _speed_cells(df: pd.DataFrame, metric: str, runs: pd.Series) -> dict[str, dict]:
-    """host -> the per-seed cells of a speed or memory metric from ``runs`` measured there; runs
-    whose host is unknown are in none."""
-    hosts = sorted(df.loc[runs, "host"].dropna().unique()) if "host" in df else []
-    return {h: seed_series(df, metric, runs=runs & df["host"].eq(h)) for h in hosts}
+    """host (throughput) or stack (memory) -> the per-seed cells of ``metric`` from ``runs``
+    measured there; runs where it is unknown are in none."""
+    col = WHERE[metric][0]
+    places = sorted(df.loc[runs, col].dropna().unique()) if col in df else []
+    return {h: seed_series(df, metric, runs=runs & df[col].eq(h)) for h in places}
 
 
 def _gap(mean_a: float, mean_b: float) -> float:
@@ -129,7 +135,7 @@ def order_reversals(df: pd.DataFrame, rules: Rules = Rules()) -> pd.DataFrame:
                 else:
                     row["note"] = (f"not tested: fewer than {rules.min_seeds} counted seeds in a cell" if m == "quality"
                                    else f"not tested: needs >= {rules.min_flip_seeds_speed} seeds per cell measured on "
-                                        f"one identified host at size {rules.flip_size or 'any'}")
+                                        f"{WHERE[m][1]} at size {rules.flip_size or 'any'}")
                 rows.append(row)
     out = pd.DataFrame(rows, columns=REVERSAL_COLS)
     fam = [_correct(g.copy(), rules, rules.min_size_pct) for _, g in out.groupby("metric")]
@@ -264,7 +270,7 @@ def flip_entries(stats: pd.DataFrame, reversals: pd.DataFrame, stability: pd.Dat
 def _interpret_reversal(cfg: str, other: str, metric: str, rev: list[dict], models: dict | None = None) -> str:
     top = max(rev, key=lambda r: r["size_pct"])
     how = "paired by seed" if all(r["paired"] for r in rev) else "not all paired by seed"
-    on = ", one host" if metric != "quality" else ""
+    on = f", {WHERE[metric][1].replace('identified ', '')}" if metric in WHERE else ""
     better, worse = sorted({r["better_on"] for r in rev}), sorted({r["worse_on"] for r in rev})
     return (f"{cfg} beats {other} on {metric} on {', '.join(better)} but trails it on {', '.join(worse)} (largest "
             f"smaller gap: {top['gap_better_pct']:.1f}% on {top['better_on']} against {top['gap_worse_pct']:.1f}% on "

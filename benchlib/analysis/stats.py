@@ -88,7 +88,8 @@ class Rules:
     """Speed and memory flips only from runs at this size, the speed study's (a memory order at
     `small` reversed at `base`); None: any size."""
     min_flip_seeds_speed: int = 3
-    """A speed or memory flip needs this many seeds per cell measured on one identified host."""
+    """A speed or memory flip needs this many seeds per cell measured on one identified host (speed)
+    or one GPU model and software stack (memory)."""
 
     def min_effect_pct(self, metric: str | None) -> float:
         """The minimum effect that matters for a quality metric (a loss's or a score's)."""
@@ -114,7 +115,8 @@ class Rules:
             f"beats a on t, both orders beyond seed noise (bootstrap of the smaller paired gap, corrected over the "
             f"metric's reversals) and the smaller gap >= {self.min_size_pct}% of the pair's mean; candidates only, "
             f"configs identical by construction for the metric counted once; speed and memory flips only from runs at "
-            f"size {self.flip_size or 'any'} with >= {self.min_flip_seeds_speed} seeds per cell on one identified host. "
+            f"size {self.flip_size or 'any'} with >= {self.min_flip_seeds_speed} seeds per cell, speed on one identified "
+            f"host, memory on one GPU model and software stack (peak memory does not move with the host). "
             f"Evidence gates: a scenario is learned when every finished run of its reference closed >= "
             f"{self.min_gap_closed:.0%} of the gap between the trivial baseline and the metric's floor (or, with no "
             f"floor known, >= {self.min_gain_without_floor:.0%} of the gap to the metric's ideal value) and beat the "

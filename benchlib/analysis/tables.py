@@ -53,6 +53,9 @@ SUMMARY_COLS = ["config", "seed", "throughput", "throughput_std", "memory", "mem
 
 # ---- loading ------------------------------------------------------------------------------
 HOST_KEYS = ("host_id", "boot_id", "gpu_uuid")  # not hostname: many GPU hosts share one (``vm``)
+STACK_KEYS = ("device_name", "cuda", "torch", "transformers", "bitsandbytes", "torchao")
+"""What a run's peak memory depends on beyond its recipe: the GPU model and the software, not the host
+(C's 18 runs timed again on another H200 of the same stack peaked within 0.0001 GiB of the first)."""
 LEGACY = "legacy"  # the role of a definition the registry no longer has
 _NUMERIC = {f.name for f in dataclasses.fields(DtypeConfig)} - {"name", "description", "role"}
 _BY_HASH = {c.definition_hash: c.name for c in REGISTRY.values()}
@@ -140,6 +143,14 @@ def host_of(env: dict) -> str | None:
     return ";".join(parts) or None
 
 
+def stack_of(env: dict) -> str | None:
+    """The GPU model and software of a run's ``env`` (``STACK_KEYS`` present, joined); None where
+    the record names no device."""
+    if not env.get("device_name"):
+        return None
+    return ";".join(f"{k}={env[k]}" for k in STACK_KEYS if env.get(k))
+
+
 def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
     """``records_frame`` normalised for analysis: runs named by ``identities`` (raises
     ``ConfigIdentityError``), ``host``, numeric headline columns, ``q_sign`` (+1: higher quality is
@@ -150,6 +161,7 @@ def study_frame(records: Iterable[dict], rules=None) -> pd.DataFrame:
         raise FileNotFoundError("no result records")
     df["date"] = [str(r.get("env", {}).get("date") or "") for r in records]
     df["host"] = [host_of(r.get("env") or {}) for r in records]
+    df["stack"] = [stack_of(r.get("env") or {}) for r in records]
     df["model.type"] = [(r.get("model") or {}).get("model_type") for r in records]
     df["model.parameters"] = pd.to_numeric(pd.Series([(r.get("model") or {}).get("parameters") for r in records],
                                                      index=df.index, dtype=object), errors="coerce")
