@@ -56,6 +56,25 @@ def test_plan_analyses_the_changed_study_then_compares_again_what_names_it_then_
     assert [s[0] for s in steps_a] == ["sweep", "compact", "compare", "findings"]
 
 
+def test_a_comparison_of_one_studys_lm_and_anothers_classification_is_compared_again_so(repo):
+    """premise_labels' comparison_lm takes A from reference_real and C from premise_labels: computed
+    again from both folders whole, it would add reference_real's C and E."""
+    path = Path("executed/h1/b/comparison_lm/comparison.json")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"sources": ["/elsewhere/executed/h1/a", "/elsewhere/executed/h1/b"],
+                                "tasks": {"/elsewhere/executed/h1/a": "lm", "/elsewhere/executed/h1/b": "cls"},
+                                "method": {"rules": {"conf": 0.95}}}))
+    readme = Path("README.md")
+    readme.write_text(readme.read_text().replace("findings ", f"findings {path} "))
+    steps = refresh.plan([Path("executed/h1/b")], readme, Path("executed/ANSWER.md"), Path("params"))
+    assert ["compare", "--lm_results", "executed/h1/a", "--cls_results", "executed/h1/b", "--output_dir",
+            str(path.parent), "--conf", "0.95"] in steps
+    path.write_text(json.dumps({"sources": ["executed/h1/a", "executed/h1/b"],
+                                "tasks": {"executed/h1/a": "lm", "executed/h1/b": "lm"}}))
+    with pytest.raises(UserError, match="not one LM and one classification study"):
+        refresh.plan([Path("executed/h1/b")], readme, Path("executed/ANSWER.md"), Path("params"))
+
+
 def test_refresh_analyses_the_studies_that_show_an_earlier_answer_until_none_does(repo, monkeypatch):
     """A fake of each command: compare changes the data the answer is made of, findings writes the
     answer of the data, an analysis makes the study show the answer of its time. The refresh must
