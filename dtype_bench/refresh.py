@@ -71,30 +71,26 @@ def comparisons(args: list[str]) -> list[Path]:
     return out
 
 
-def _in_repo(source: str) -> Path:
-    """A source as a comparison recorded it, from the repository (older ones hold absolute paths)."""
-    return Path(source[source.index("executed/"):] if "executed/" in source else source)
-
-
 def cross_comparisons(args: list[str], studies: list[Path]) -> list[list[str]]:
     """Step 2: a ``compare`` for each comparison written away from its study (``--output_dir``) that
     names one of ``studies`` among its sources, with the rules it recorded and, where it took the LM
     scenarios of one study and the classification scenarios of another (its ``tasks``), that split
     (``--lm_results``, ``--cls_results``): without it every scenario of both would be compared."""
+    from benchlib.analysis.tables import study_path
     changed = {s.resolve() for s in studies}
     steps = []
     for path in comparisons(args):
         if not path.is_file():
             raise UserError(f"{path}: read by the Findings command but not here")
         comp = json.loads(path.read_text())
-        sources = [_in_repo(s) for s in comp.get("sources", [])]
+        sources = [Path(study_path(s)) for s in comp.get("sources", [])]  # older ones: absolute paths
         if path.parent.name == "comparison" and path.parent.parent.resolve() in {s.resolve() for s in sources}:
             continue  # a study's own comparison: its analysis (step 1) writes it
         if not changed & {s.resolve() for s in sources}:
             continue
         rules = (comp.get("method") or {}).get("rules") or {}
         flags = [x for k in RULE_FLAGS if k in rules for x in (f"--{k}", str(rules[k]))]
-        tasks = {kind: str(_in_repo(s)) for s, kind in (comp.get("tasks") or {}).items()}
+        tasks = {kind: study_path(s) for s, kind in (comp.get("tasks") or {}).items()}
         if tasks:
             if set(tasks) != {"lm", "cls"} or len(comp["tasks"]) != 2:
                 raise UserError(f"{path}: its tasks {comp['tasks']} are not one LM and one classification study, "

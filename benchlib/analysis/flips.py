@@ -6,8 +6,8 @@ Only candidates flip; configs identical by construction for the metric (``cost_h
 and memory, ``definition_hash`` for quality) count once; quality only where it is established;
 speed and memory only at ``Rules.flip_size`` with ``Rules.min_flip_seeds_speed`` seeds per cell,
 speed on one identified host, memory on one GPU model and software stack (``tables.stack_of``: peak
-memory does not move with the host). The smaller of the two gaps (paired by seed where possible) is bootstrapped,
-its share of resamples <= 0 is the p-value, corrected over a metric's reversals.
+memory does not move with the host). The smaller of the two gaps (paired by seed where possible) is
+bootstrapped, its share of resamples <= 0 is the p-value, corrected over a metric's reversals.
 """
 from __future__ import annotations
 
