@@ -950,3 +950,16 @@ def test_h4_is_timed_by_the_first_speed_study_with_an_lm_and_a_classification_sc
     assert asked == ["speed_ae"] and label == "speed_ae x reference" and h4["reason"] == "from speed_ae"
     label, h4 = findings._hypotheses(studies[:2], quality)["seed001.H4"]  # no study timed both: the quality study's own
     assert label == "reference" and h4["verdict"] == "untestable"
+
+
+def test_the_efficiency_line_counts_a_studys_pretrain_stage_after_the_study(tmp_path, monkeypatch):
+    """A study's pretrain stage (``<study>.pretrain``, beside it) is GPU time the study spent too: the Efficiency
+    line gives its share after the study's; a study without a stage gets no such entry."""
+    for d in ("real", "real.pretrain", "rob"):
+        (tmp_path / d).mkdir()
+    monkeypatch.setattr(findings, "load_records", lambda d: [Path(d).name])
+    monkeypatch.setattr(findings, "efficiency_line", lambda name, records: f"`{name}` read {records[0]}")
+    shown = findings._efficiency([("real", tmp_path / "real"), ("rob", tmp_path / "rob")])
+    assert "`real.pretrain` read real.pretrain" in shown
+    assert shown.index("`real` read real;") < shown.index("`real.pretrain`") < shown.index("`rob` read rob")
+    assert "rob.pretrain" not in shown

@@ -25,7 +25,7 @@ from benchlib.analysis.stats import Rules, adjust, label
 from benchlib.analysis.tables import (DEFAULT_BETA2, cell_text, config_order, lm_and_cls, load_study, speed_only,
                                       study_path)
 from benchlib.core.errors import UserError
-from benchlib.core.records import load_records, records_frame, short_commit
+from benchlib.core.records import STAGE_SUFFIX, load_records, pretrain_folder, records_frame, short_commit
 from benchlib.core.sizes import SHAPES
 from benchlib.core.timing import STEPS_SHARE_TARGET
 
@@ -198,7 +198,8 @@ def render(studies: list[tuple[str, dict, Path]], sources: list[str], extra: lis
     arm_names = {a["study"] for a in arms[1:]}
     out += ["", _flips(name, comparison, [sp[:3] for sp in speeds]) + "  ", _gates(cells, comparison, folders) + "  ",
             _efficiency([(f.name, f) for f in folders] + [(f.name, f) for a in arms[1:] for f in a["folders"]]
-                        + [(f.name, f) for n, c, d in studies[1:] if n not in arm_names for f in _folders_of(c, d)]),
+                        + [(f.name, f) for n, c, d in studies[1:] if n not in arm_names for f in _folders_of(c, d)]
+                        + [(h.name, h) for h in horizons]),
             "", "**Supporting studies**"]
     timed_by = {s: sp[0] for sp in speeds for s in sp[3]}  # scenario -> the study the answer's speed is from
     out += [f"- {line}" for line in [_supporting(n, c, d, timed_by) for n, c, d in studies[1:]
@@ -476,11 +477,15 @@ def _gates(cells: pd.DataFrame, comparison: dict, folders: list[Path]) -> str:
 
 
 def _efficiency(parts: list[tuple[str, Path]]) -> str:
-    """Each study's share of run time in training steps (``overhead.efficiency_line``), once a study."""
+    """Each study's share of run time in training steps (``overhead.efficiency_line``), once a study,
+    its pretrain stage's after it where it has one (``<study>.pretrain``: GPU time the study spent too)."""
     once = {Path(p[1]).resolve(): p for p in reversed(parts)}
     parts = [p for p in parts if once[Path(p[1]).resolve()] is p]
+    staged = [(name + STAGE_SUFFIX, pretrain_folder(folder)) for name, folder in parts]
+    parts = [q for p, stage in zip(parts, staged) for q in (p, stage) if q is p or stage[1].is_dir()]
     lines = [line for name, folder in parts if (line := efficiency_line(name, load_records(folder)))]
-    return (f"**Efficiency** (share of each study's run time in training steps, per scenario in brackets; runs "
+    return (f"**Efficiency** (share of each study's run time in training steps, and of its pretrain stage's "
+            f"(`<study>{STAGE_SUFFIX}`) where it has one, per scenario in brackets; runs "
             f"that shared a GPU count each its own time; target >= {100 * STEPS_SHARE_TARGET:.0f}%): "
             + ("; ".join(lines) if lines else "no record carries the sweep's timing") + ".")
 

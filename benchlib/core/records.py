@@ -496,6 +496,15 @@ def compacted(*folders: str | os.PathLike) -> list[Path]:
     return [Path(f) for f in folders if (Path(f) / RECORDS_TABLE).is_file()]
 
 
+STAGE_SUFFIX = ".pretrain"  # a study's pretrain stage keeps its runs in <study>.pretrain, beside the study's folder
+
+
+def pretrain_folder(study_dir: str | os.PathLike) -> Path:
+    """The folder of ``study_dir``'s pretrain stage (``<study>.pretrain`` beside it), whether or not it exists."""
+    p = Path(study_dir)
+    return p.with_name(p.name + STAGE_SUFFIX)
+
+
 def find_records(root: str | os.PathLike) -> list[Path]:
     """The ``result.json`` files below ``root`` (a fresh study's records)."""
     return sorted(Path(root).rglob("result.json"))

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.errors import UserError
+from benchlib.core.records import STAGE_SUFFIX, pretrain_folder
 
 LIMIT_MIB = 16
 CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt")
@@ -74,7 +75,7 @@ def pack(study_dirs: list[Path], out: Path, since: str | None = None, newer_than
     for d in (Path(d).resolve() for d in study_dirs):
         if not d.is_dir():
             raise UserError(f"{d}: no such study folder")
-        dirs += [p for p in (d, d.with_name(d.name + ".pretrain")) if p.is_dir() and p not in dirs]
+        dirs += [p for p in (d, pretrain_folder(d)) if p.is_dir() and p not in dirs]
     root = git_root(dirs[0])
     if root is None and newer_than is None:
         raise UserError(f"{dirs[0]} is not in a git work tree: give --newer_than FILE (a file touched before the sweep)")
@@ -127,8 +128,8 @@ def _beside_a_standing_record(files: list[Path], dirs: list[Path], started: floa
     changed = set(files)
     out = set()
     for f in files:
-        run = (f.with_suffix("") if f.suffix == ".ipynb" and f.parent.name.endswith(".pretrain") else  # its notebook
-               next((d for d in f.parents if d.parent.name.endswith(".pretrain") and d.parent in dirs), None))
+        run = (f.with_suffix("") if f.suffix == ".ipynb" and f.parent.name.endswith(STAGE_SUFFIX) else  # its notebook
+               next((d for d in f.parents if d.parent.name.endswith(STAGE_SUFFIX) and d.parent in dirs), None))
         record = run / "result.json" if run is not None else None
         if record is not None and record.exists() and (committed is None or record in committed) and (
                 record not in changed or (started is not None and record.stat().st_mtime < started)):
@@ -208,7 +209,7 @@ def _remade_pretrains(tar: tarfile.TarFile, state: dict[str, str], into: Path) -
     out = []
     for name, st in state.items():
         p = PurePosixPath(name)
-        if st != "differs" or p.name != "result.json" or not p.parent.parent.name.endswith(".pretrain"):
+        if st != "differs" or p.name != "result.json" or not p.parent.parent.name.endswith(STAGE_SUFFIX):
             continue
         try:
             new = json.loads(tar.extractfile(name).read())

@@ -25,8 +25,8 @@ from pathlib import Path
 from benchlib.analysis.svg import lean_svg as lean_svg_text
 from benchlib.core.argparser import ArgumentParser
 from benchlib.core.errors import UserError
-from benchlib.core.records import (FINISHED, KEEP_ROWS, RECORDS_TABLE, SIDECAR, STEPS_FILES, find_records,  # noqa: F401
-                                   kept_rows, load_records, read_table, write_record, write_table)
+from benchlib.core.records import (FINISHED, KEEP_ROWS, RECORDS_TABLE, SIDECAR, STAGE_SUFFIX, STEPS_FILES,  # noqa: F401
+                                   find_records, kept_rows, load_records, read_table, write_record, write_table)
 
 CHART_SUFFIXES = (".svg", ".png", ".vl.json")
 """A chart's files, in the order one is kept (the Vega-Lite spec only where there is no image)."""
@@ -366,7 +366,7 @@ def _unused(folder: Path):
     its study's, which the sweep that writes both holds): a sweep writing there meanwhile (its
     runs' records, its analysis) would lose them or find a layout it refuses."""
     from dtype_bench.study.lock import StudyInUse, holder, study_lock
-    study = folder.with_name(folder.name.removesuffix(".pretrain"))
+    study = folder.with_name(folder.name.removesuffix(STAGE_SUFFIX))
     if study != folder and not study.is_dir():  # no sweep of the study writes its pretrain stage now
         yield
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from benchlib.core.records import RECORDS_TABLE, describe_environment, load_records
+from benchlib.core.records import RECORDS_TABLE, STAGE_SUFFIX, describe_environment, load_records
 
 HEAD = """# executed/: the committed studies
 
@@ -102,8 +102,8 @@ def _what(folder: Path) -> str:
     what = title(folder / "README.md")
     if what:
         return what
-    if folder.name.endswith(".pretrain"):
-        study = folder.name.removesuffix(".pretrain")
+    if folder.name.endswith(STAGE_SUFFIX):
+        study = folder.name.removesuffix(STAGE_SUFFIX)
         return (f"The pretrain stage of [`{study}`]({folder.parent.name}/{study}/): the runs that made the checkpoints "
                 f"its runs load (not committed: a sweep trains a missing one again when a run still to run needs it)")
     return f"Runs of `params/{folder.name}.yaml`."

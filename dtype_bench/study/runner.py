@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchlib.core.records import (COMPLETED, FINISHED, RECORDS_TABLE, RESULT, SIDECAR, STEPS_FILES, CorruptRecord,
-                                   compacted, read_record, read_table, write_record, write_sidecar)
+                                   compacted, pretrain_folder, read_record, read_table, write_record, write_sidecar)
 from benchlib.core.runconfig import RunConfig, flatten, resolved
 from benchlib.core.records import last_line as _last_line
 from benchlib.study.studyfile import GROUPS, RunSpec, Study
@@ -104,7 +104,7 @@ def source_notebook(scenario: str) -> Path:
 
 def pretrain_root(study: Study, root: Path) -> Path:
     """The pretrain stage's folder: beside the study's, whose records the analysis reads."""
-    return Path(root) / f"{study.name}.pretrain"
+    return pretrain_folder(Path(root) / study.name)
 
 
 def plan(study: Study, root: Path, stored: dict[Path, dict] | None = None) -> list[Item]:
